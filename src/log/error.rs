@@ -1,0 +1,78 @@
+//! Errors of the segment log, each carrying the topic, partition, file or
+//! offset it concerns. The broker maps them to Kafka error codes in one place.
+
+use std::path::PathBuf;
+
+use crate::record::RecordError;
+
+/// Why a log operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid record batch: {0}")]
+    InvalidBatch(#[from] RecordError),
+    #[error(
+        "offset {offset} is out of range for {partition} (log start {log_start_offset}, log end {log_end_offset})"
+    )]
+    OffsetOutOfRange {
+        partition: String,
+        offset: i64,
+        log_start_offset: i64,
+        log_end_offset: i64,
+    },
+    #[error("{partition} is read-only: {reason}")]
+    ReadOnly { partition: String, reason: String },
+    #[error("{partition} is corrupt from offset {offset} ({path}, position {position}): {reason}")]
+    Corrupt {
+        partition: String,
+        offset: i64,
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
+    #[error("topic '{0}' does not exist")]
+    UnknownTopic(String),
+    #[error("partition {partition} of topic '{topic}' does not exist")]
+    UnknownPartition { topic: String, partition: i32 },
+    #[error("topic '{0}' already exists")]
+    TopicExists(String),
+    #[error("invalid topic name '{name}': {reason}")]
+    InvalidTopicName { name: String, reason: String },
+    #[error("invalid config {key}={value}: {reason}")]
+    InvalidConfig {
+        key: String,
+        value: String,
+        reason: String,
+    },
+    #[error("invalid partition count {0}: must be between 1 and {max}", max = crate::log::PARTITIONS_MAX)]
+    InvalidPartitionCount(i32),
+    #[error("batch of {size} bytes exceeds max.message.bytes {limit}")]
+    BatchTooLarge { size: usize, limit: usize },
+    #[error("metadata file {path} is unreadable: {reason}")]
+    BadMetadata { path: PathBuf, reason: String },
+}
+
+impl LogError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Attaches a description to I/O errors.
+pub(crate) trait IoContext<T> {
+    fn context(self, context: impl FnOnce() -> String) -> Result<T, LogError>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn context(self, context: impl FnOnce() -> String) -> Result<T, LogError> {
+        self.map_err(|source| LogError::io(context(), source))
+    }
+}

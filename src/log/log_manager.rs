@@ -1,0 +1,359 @@
+//! All topics and partitions under one data directory.
+//!
+//! ```text
+//! <data>/
+//!   .lock                      flock held while a process owns the directory
+//!   .clean-shutdown            present only between a clean close and the next open
+//!   topics/<name>.json         {name, id (UUID), partitions, config overrides}
+//!   <topic>-<partition>/       one PartitionLog per partition
+//! ```
+//!
+//! A topic exists once its metadata file is durably in `topics/` (written to
+//! a temporary file, synced, renamed, directory synced); partition
+//! directories are created before it, so a crash never leaves a topic whose
+//! partitions are missing. Deletion removes the metadata file first, then
+//! the directories; leftovers of an interrupted deletion are removed on open.
+//!
+//! Thread-safety: `LogManager` is `Sync`; the topic map is behind a lock and
+//! partitions are shared as `Arc<PartitionLog>`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::error::IoContext;
+use super::partition_log::{now_ms, sync_dir};
+use super::{LogConfig, LogError, PartitionLog, RetentionOutcome};
+
+/// Most partitions one topic may have.
+pub const PARTITIONS_MAX: i32 = 10_000;
+/// Longest topic name Kafka allows.
+const TOPIC_NAME_BYTES_MAX: usize = 249;
+const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
+const LOCK_FILE: &str = ".lock";
+const TOPICS_DIR: &str = "topics";
+
+/// A topic's persisted identity and configuration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TopicMetadata {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: i32,
+    /// Kafka-named overrides of the broker's defaults.
+    pub config: BTreeMap<String, String>,
+}
+
+/// An open topic.
+pub struct Topic {
+    pub metadata: TopicMetadata,
+    pub config: LogConfig,
+    pub partitions: Vec<Arc<PartitionLog>>,
+}
+
+impl Topic {
+    pub fn name(&self) -> &str {
+        &self.metadata.name
+    }
+
+    pub fn id(&self) -> Uuid {
+        self.metadata.id
+    }
+}
+
+pub struct LogManager {
+    data_dir: PathBuf,
+    defaults: LogConfig,
+    topics: RwLock<HashMap<String, Arc<Topic>>>,
+    _lock: Flock<File>,
+}
+
+impl LogManager {
+    /// Opens the data directory, creating it if needed, and recovers every
+    /// partition. Fails if another process holds the directory.
+    pub fn open(data_dir: &Path, defaults: LogConfig) -> Result<Self, LogError> {
+        std::fs::create_dir_all(data_dir.join(TOPICS_DIR))
+            .context(|| format!("creating {}", data_dir.display()))?;
+        let lock_file = File::create(data_dir.join(LOCK_FILE))
+            .context(|| format!("creating lock file in {}", data_dir.display()))?;
+        let lock = Flock::lock(lock_file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+            LogError::io(
+                format!("locking {} (is another strata process using it?)", data_dir.display()),
+                std::io::Error::from(errno),
+            )
+        })?;
+        let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = marker.exists();
+        if !clean {
+            tracing::info!(data_dir = %data_dir.display(), "no clean-shutdown marker: recovering partitions");
+        }
+        let manager = Self {
+            data_dir: data_dir.to_path_buf(),
+            defaults,
+            topics: RwLock::new(HashMap::new()),
+            _lock: lock,
+        };
+        manager.remove_deleted_leftovers()?;
+        let mut topics = HashMap::new();
+        for metadata in manager.read_all_metadata()? {
+            let topic = manager.open_topic(metadata, clean)?;
+            topics.insert(topic.name().to_string(), Arc::new(topic));
+        }
+        *manager.topics.write().unwrap_or_else(|p| p.into_inner()) = topics;
+        // From here on a crash is unclean until the next close.
+        super::index_file::remove_if_exists(&marker)?;
+        sync_dir(data_dir)?;
+        Ok(manager)
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    pub fn defaults(&self) -> &LogConfig {
+        &self.defaults
+    }
+
+    fn open_topic(&self, metadata: TopicMetadata, clean: bool) -> Result<Topic, LogError> {
+        let config = self.defaults.with_overrides(&metadata.config)?;
+        let partitions = (0..metadata.partitions)
+            .map(|p| {
+                let name = format!("{}-{p}", metadata.name);
+                PartitionLog::open(&self.data_dir.join(&name), &name, config.clone(), clean).map(Arc::new)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Topic {
+            metadata,
+            config,
+            partitions,
+        })
+    }
+
+    fn read_all_metadata(&self) -> Result<Vec<TopicMetadata>, LogError> {
+        let dir = self.data_dir.join(TOPICS_DIR);
+        let mut all = Vec::new();
+        for entry in std::fs::read_dir(&dir).context(|| format!("listing {}", dir.display()))? {
+            let path = entry.context(|| format!("listing {}", dir.display()))?.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let bytes = std::fs::read(&path).context(|| format!("reading {}", path.display()))?;
+            let metadata: TopicMetadata = serde_json::from_slice(&bytes).map_err(|e| LogError::BadMetadata {
+                path: path.clone(),
+                reason: e.to_string(),
+            })?;
+            validate_topic_name(&metadata.name)?;
+            all.push(metadata);
+        }
+        Ok(all)
+    }
+
+    fn remove_deleted_leftovers(&self) -> Result<(), LogError> {
+        for entry in std::fs::read_dir(&self.data_dir).context(|| format!("listing {}", self.data_dir.display()))? {
+            let path = entry.context(|| format!("listing {}", self.data_dir.display()))?.path();
+            if path.is_dir() && path.extension().is_some_and(|e| e == "deleted") {
+                std::fs::remove_dir_all(&path).context(|| format!("removing {}", path.display()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a topic with `partitions` partitions and Kafka-named config
+    /// overrides (validated before anything is written).
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        overrides: BTreeMap<String, String>,
+    ) -> Result<Arc<Topic>, LogError> {
+        validate_topic_name(name)?;
+        if !(1..=PARTITIONS_MAX).contains(&partitions) {
+            return Err(LogError::InvalidPartitionCount(partitions));
+        }
+        self.defaults.with_overrides(&overrides)?;
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        if topics.contains_key(name) {
+            return Err(LogError::TopicExists(name.to_string()));
+        }
+        let metadata = TopicMetadata {
+            name: name.to_string(),
+            id: Uuid::new_v4(),
+            partitions,
+            config: overrides,
+        };
+        for p in 0..partitions {
+            let dir = self.partition_dir(name, p);
+            if dir.exists() {
+                // A directory without metadata: a topic whose creation crashed
+                // before it existed. It holds no acknowledged data.
+                std::fs::remove_dir_all(&dir).context(|| format!("clearing {}", dir.display()))?;
+            }
+        }
+        let topic = Arc::new(self.open_topic(metadata.clone(), true)?);
+        sync_dir(&self.data_dir)?;
+        self.write_metadata(&metadata)?;
+        topics.insert(name.to_string(), Arc::clone(&topic));
+        tracing::info!(topic = name, partitions, id = %metadata.id, "created topic");
+        Ok(topic)
+    }
+
+    /// Grows a topic to `total` partitions (Kafka's CreatePartitions).
+    pub fn create_partitions(&self, name: &str, total: i32) -> Result<Arc<Topic>, LogError> {
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        let topic = topics.get(name).ok_or_else(|| LogError::UnknownTopic(name.to_string()))?;
+        if total <= topic.metadata.partitions || total > PARTITIONS_MAX {
+            return Err(LogError::InvalidPartitionCount(total));
+        }
+        let mut metadata = topic.metadata.clone();
+        let mut partitions = topic.partitions.clone();
+        for p in metadata.partitions..total {
+            let part_name = format!("{name}-{p}");
+            let dir = self.partition_dir(name, p);
+            partitions.push(Arc::new(PartitionLog::open(&dir, &part_name, topic.config.clone(), true)?));
+        }
+        metadata.partitions = total;
+        sync_dir(&self.data_dir)?;
+        self.write_metadata(&metadata)?;
+        let grown = Arc::new(Topic {
+            metadata,
+            config: topic.config.clone(),
+            partitions,
+        });
+        topics.insert(name.to_string(), Arc::clone(&grown));
+        Ok(grown)
+    }
+
+    /// Deletes a topic and all its data.
+    pub fn delete_topic(&self, name: &str) -> Result<(), LogError> {
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        let topic = topics.remove(name).ok_or_else(|| LogError::UnknownTopic(name.to_string()))?;
+        let metadata_path = self.metadata_path(name);
+        std::fs::remove_file(&metadata_path).context(|| format!("removing {}", metadata_path.display()))?;
+        sync_dir(&self.data_dir.join(TOPICS_DIR))?;
+        for p in 0..topic.metadata.partitions {
+            let dir = self.partition_dir(name, p);
+            let doomed = self.data_dir.join(format!("{name}-{p}.{}.deleted", topic.metadata.id.simple()));
+            std::fs::rename(&dir, &doomed).context(|| format!("renaming {}", dir.display()))?;
+            std::fs::remove_dir_all(&doomed).context(|| format!("removing {}", doomed.display()))?;
+        }
+        tracing::info!(topic = name, "deleted topic");
+        Ok(())
+    }
+
+    pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
+        self.topics.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    }
+
+    /// All topics, sorted by name.
+    pub fn topics(&self) -> Vec<Arc<Topic>> {
+        let mut all: Vec<_> = self.topics.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        all.sort_by(|a, b| a.name().cmp(b.name()));
+        all
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Result<Arc<PartitionLog>, LogError> {
+        let found = self.topic(topic).ok_or_else(|| LogError::UnknownTopic(topic.to_string()))?;
+        usize::try_from(partition)
+            .ok()
+            .and_then(|p| found.partitions.get(p).cloned())
+            .ok_or_else(|| LogError::UnknownPartition {
+                topic: topic.to_string(),
+                partition,
+            })
+    }
+
+    /// Runs retention on every partition; returns what each deleted.
+    pub fn enforce_retention(&self) -> Result<Vec<(String, RetentionOutcome)>, LogError> {
+        let now = now_ms();
+        let mut outcomes = Vec::new();
+        for topic in self.topics() {
+            for partition in &topic.partitions {
+                let outcome = partition.enforce_retention(now)?;
+                if outcome.segments_deleted > 0 {
+                    outcomes.push((partition.name().to_string(), outcome));
+                }
+            }
+        }
+        Ok(outcomes)
+    }
+
+    /// Applies the `flush.ms` policy to every partition.
+    pub fn flush_due(&self) -> Result<(), LogError> {
+        let now = now_ms();
+        for topic in self.topics() {
+            for partition in &topic.partitions {
+                partition.flush_if_due(now)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Clean shutdown: flushes every partition, seals indexes, and writes the
+    /// marker that lets the next open skip recovery. Partitions that are
+    /// read-only or corrupt are closed without the marker, so they are
+    /// checked again next time.
+    pub fn close(self) -> Result<(), LogError> {
+        let mut all_clean = true;
+        for topic in self.topics() {
+            for partition in &topic.partitions {
+                partition.close()?;
+                all_clean &= partition.read_only_reason().is_none() && partition.corruption().is_none();
+            }
+        }
+        if all_clean {
+            let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
+            File::create(&marker)
+                .and_then(|f| f.sync_all())
+                .context(|| format!("writing {}", marker.display()))?;
+            sync_dir(&self.data_dir)?;
+        }
+        Ok(())
+    }
+
+    fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
+        self.data_dir.join(format!("{topic}-{partition}"))
+    }
+
+    fn metadata_path(&self, topic: &str) -> PathBuf {
+        self.data_dir.join(TOPICS_DIR).join(format!("{topic}.json"))
+    }
+
+    fn write_metadata(&self, metadata: &TopicMetadata) -> Result<(), LogError> {
+        let path = self.metadata_path(&metadata.name);
+        let tmp = path.with_extension("json.tmp");
+        let json = serde_json::to_vec_pretty(metadata).expect("topic metadata serializes");
+        std::fs::write(&tmp, json)
+            .and_then(|()| File::open(&tmp)?.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .context(|| format!("writing {}", path.display()))?;
+        sync_dir(&self.data_dir.join(TOPICS_DIR))
+    }
+}
+
+/// Kafka's rules: 1..=249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), LogError> {
+    let invalid = |reason: &str| LogError::InvalidTopicName {
+        name: name.to_string(),
+        reason: reason.to_string(),
+    };
+    if name.is_empty() {
+        return Err(invalid("empty"));
+    }
+    if name.len() > TOPIC_NAME_BYTES_MAX {
+        return Err(invalid("longer than 249 characters"));
+    }
+    if name == "." || name == ".." {
+        return Err(invalid("'.' and '..' are reserved"));
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        return Err(invalid("only ASCII letters, digits, '.', '_' and '-' are allowed"));
+    }
+    if name == TOPICS_DIR {
+        return Err(invalid("reserved"));
+    }
+    Ok(())
+}

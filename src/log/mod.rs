@@ -1,0 +1,29 @@
+//! The segment log: topics, partitions and segment files on disk.
+//!
+//! Synchronous and network-free. A [`LogManager`] owns a data directory of
+//! topics; each partition is a [`PartitionLog`] of [`Segment`]s, each a
+//! `.log` file of Kafka v2 batches (byte for byte as on the wire) plus sparse
+//! [`OffsetIndex`] and [`TimeIndex`] files. This module is the only place
+//! that calls fsync.
+
+mod config;
+mod error;
+mod file_slice;
+mod group_commit;
+mod index_file;
+mod log_manager;
+mod offset_index;
+mod partition_log;
+mod recovery;
+mod segment;
+mod time_index;
+
+pub use config::{CONFIG_KEYS, LogConfig, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
+pub use error::LogError;
+pub use file_slice::FileSlice;
+pub use log_manager::{LogManager, PARTITIONS_MAX, Topic, TopicMetadata, validate_topic_name};
+pub use offset_index::OffsetIndex;
+pub use partition_log::{AppendInfo, LogRead, PartitionLog, RetentionOutcome};
+pub use recovery::{Corruption, RecoveryReport, Truncation};
+pub use segment::{Segment, file_name};
+pub use time_index::TimeIndex;

@@ -1,0 +1,793 @@
+//! One partition: an ordered run of segments, the active one last.
+//!
+//! Invariants:
+//! - segments are contiguous: each one's base offset equals the previous
+//!   one's next offset, and `log_start_offset` is the first one's base;
+//! - every offset below `durable_offset` is on disk (fdatasync returned);
+//!   every segment but the active one is durable (it was synced when rolled);
+//! - if the partition is corrupt, nothing at or after the corrupt offset is
+//!   served or appended, and nothing is deleted.
+//!
+//! Thread-safety: `PartitionLog` is `Sync`. Appends, rolls and retention take
+//! the write lock; reads and lookups share the read lock; fsync runs outside
+//! both through [`GroupCommit`].
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::record::RecordBatch;
+
+use super::error::IoContext;
+use super::group_commit::{GroupCommit, Turn};
+use super::recovery::{Corruption, RecoveryReport, ScanEnd, Truncation, scan_segment};
+use super::segment::{BatchInfo, Segment};
+use super::{FileSlice, LogConfig, LogError};
+
+/// File holding the recovery point: offsets below it were flushed.
+///
+/// ```text
+/// 0  8  offset   i64 big-endian
+/// 8  4  crc32c   u32 of bytes 0..8
+/// ```
+/// Written in place after each successful flush; not itself synced (a stale
+/// value only makes recovery walk more). A bad CRC reads as "unknown" (0).
+const RECOVERY_POINT_FILE: &str = "recovery-point";
+
+/// Where appended batches landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub record_count: i64,
+    pub log_start_offset: i64,
+}
+
+/// The result of a read: whole batches, as file ranges.
+#[derive(Debug, Clone)]
+pub struct LogRead {
+    pub slices: Vec<FileSlice>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+impl LogRead {
+    pub fn size_bytes(&self) -> u64 {
+        self.slices.iter().map(|s| s.len).sum()
+    }
+
+    /// Copies all slices into one buffer.
+    pub fn read_to_vec(&self) -> Result<Vec<u8>, LogError> {
+        let mut out = Vec::with_capacity(self.size_bytes() as usize);
+        for slice in &self.slices {
+            out.extend_from_slice(&slice.read_to_vec()?);
+        }
+        Ok(out)
+    }
+}
+
+/// What a retention pass removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionOutcome {
+    pub segments_deleted: usize,
+    pub bytes_deleted: u64,
+    pub log_start_offset: i64,
+}
+
+struct Inner {
+    config: LogConfig,
+    segments: BTreeMap<i64, Segment>,
+    next_offset: i64,
+    corruption: Option<Corruption>,
+    unflushed_records: i64,
+    oldest_unflushed_ms: Option<i64>,
+}
+
+pub struct PartitionLog {
+    name: String,
+    dir: PathBuf,
+    inner: RwLock<Inner>,
+    commit: GroupCommit,
+    recovery_point: File,
+    report: RecoveryReport,
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl PartitionLog {
+    /// Opens (or creates) the partition in `dir`. `clean` says the previous
+    /// process shut down cleanly; otherwise every segment from the recovery
+    /// point on is walked and checked (see `recovery`).
+    pub fn open(dir: &Path, name: &str, config: LogConfig, clean: bool) -> Result<Self, LogError> {
+        std::fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))?;
+        let recovery_point_file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(RECOVERY_POINT_FILE))
+            .context(|| format!("opening recovery point of {name}"))?;
+        let recovery_point = read_recovery_point(&recovery_point_file);
+        let bases = list_segments(dir)?;
+        let mut report = RecoveryReport {
+            clean,
+            ..RecoveryReport::default()
+        };
+        let mut segments = BTreeMap::new();
+        let mut corruption = None;
+        for (i, &base) in bases.iter().enumerate() {
+            let next_base = bases.get(i + 1).copied();
+            let mut segment = Segment::open(dir, base, &config, next_base.is_none())?;
+            if let Some(previous) = segments.values().last().map(Segment::next_offset)
+                && previous != base
+            {
+                corruption = Some(Corruption {
+                    segment: segment.log_path(),
+                    position: 0,
+                    offset: previous,
+                    reason: format!("segment starts at offset {base} but the previous one ends at {previous}"),
+                });
+                break;
+            }
+            let trusted = clean || next_base.is_some_and(|next| next <= recovery_point);
+            let mut needs_scan = !trusted;
+            if trusted && let Err(reason) = segment.load_trusted()? {
+                tracing::warn!(partition = name, segment = %segment.log_path().display(), %reason, "rebuilding index");
+                report.indexes_rebuilt.push((segment.log_path(), reason));
+                needs_scan = true;
+            }
+            if needs_scan {
+                segment.unseal(&config)?;
+                let file_len = segment.size_bytes();
+                report.segments_scanned += 1;
+                match scan_segment(&mut segment, file_len, config.index_interval_bytes)? {
+                    ScanEnd::Clean => {}
+                    ScanEnd::Torn { position, reason } => {
+                        let later_data = later_segments_hold_data(dir, &bases[i + 1..])?;
+                        if let Some(later) = later_data {
+                            corruption = Some(Corruption {
+                                segment: segment.log_path(),
+                                position,
+                                offset: segment.next_offset(),
+                                reason: format!("{reason}; later segment {} holds data", later.display()),
+                            });
+                        } else {
+                            segment.truncate_file(position)?;
+                            let truncation = Truncation {
+                                segment: segment.log_path(),
+                                position,
+                                bytes_cut: file_len - position,
+                                log_end_offset: segment.next_offset(),
+                                recovery_point,
+                                reason,
+                            };
+                            if truncation.lost_flushed_data() {
+                                tracing::error!(partition = name, "{truncation}");
+                            } else {
+                                tracing::warn!(partition = name, "{truncation}");
+                            }
+                            report.truncation = Some(truncation);
+                            for &empty in &bases[i + 1..] {
+                                Segment::open(dir, empty, &config, false)?.delete()?;
+                            }
+                        }
+                    }
+                    ScanEnd::Corrupt { position, reason } => {
+                        corruption = Some(Corruption {
+                            segment: segment.log_path(),
+                            position,
+                            offset: segment.next_offset(),
+                            reason,
+                        });
+                    }
+                }
+            }
+            let stop = corruption.is_some() || report.truncation.is_some();
+            segments.insert(base, segment);
+            if stop {
+                break;
+            }
+        }
+        if let Some(corruption) = &corruption {
+            tracing::error!(partition = name, "{corruption}; the partition will not serve or accept offsets from {}", corruption.offset);
+        }
+        if segments.is_empty() {
+            segments.insert(0, Segment::create(dir, 0, &config)?);
+        }
+        let last = segments.values_mut().last().expect("at least one segment");
+        let next_offset = last.next_offset();
+        if corruption.is_none() {
+            last.unseal(&config)?;
+        }
+        // Whatever recovery read may still be only in the page cache (a killed
+        // process, not a lost machine): make it durable before promising so.
+        if report.segments_scanned > 0 && corruption.is_none() {
+            last.sync()?;
+        }
+        for segment in segments.values_mut().rev().skip(1) {
+            segment.seal()?;
+        }
+        report.corruption = corruption.clone();
+        let durable_offset = if clean || report.segments_scanned > 0 {
+            next_offset
+        } else {
+            recovery_point.min(next_offset)
+        };
+        let log = Self {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            inner: RwLock::new(Inner {
+                config,
+                segments,
+                next_offset,
+                corruption,
+                unflushed_records: 0,
+                oldest_unflushed_ms: None,
+            }),
+            commit: GroupCommit::new(durable_offset),
+            recovery_point: recovery_point_file,
+            report,
+        };
+        log.write_recovery_point(durable_offset);
+        Ok(log)
+    }
+
+    fn shared(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn exclusive(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `topic-partition`, as used in errors and on disk.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// What opening the partition found.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        let inner = self.shared();
+        inner.segments.keys().next().copied().unwrap_or(inner.next_offset)
+    }
+
+    /// One past the last offset appended (the high watermark of one node).
+    pub fn log_end_offset(&self) -> i64 {
+        self.shared().next_offset
+    }
+
+    /// Offsets below this are on disk.
+    pub fn durable_offset(&self) -> i64 {
+        self.commit.durable_offset()
+    }
+
+    /// Total bytes of all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.shared().segments.values().map(Segment::size_bytes).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.shared().segments.len()
+    }
+
+    pub fn config(&self) -> LogConfig {
+        self.shared().config.clone()
+    }
+
+    /// Replaces the config (new values apply to the next append or retention pass).
+    pub fn set_config(&self, config: LogConfig) {
+        self.exclusive().config = config;
+    }
+
+    /// Why the partition refuses appends, if it does.
+    pub fn read_only_reason(&self) -> Option<String> {
+        self.commit.failure()
+    }
+
+    /// The corruption found when the partition was opened, if any.
+    pub fn corruption(&self) -> Option<Corruption> {
+        self.shared().corruption.clone()
+    }
+
+    /// Appends one or more v2 batches (concatenated, as in a Produce request).
+    /// Every batch is validated (header, CRC, every record) before anything is
+    /// written; offsets are assigned by rewriting each baseOffset in `batches`.
+    /// Returns where they landed. Not durable until [`PartitionLog::flush_to`].
+    pub fn append(&self, batches: &mut [u8]) -> Result<AppendInfo, LogError> {
+        let mut infos = self.validate(batches)?;
+        let mut inner = self.exclusive();
+        if let Some(reason) = self.commit.failure() {
+            return Err(self.read_only(reason));
+        }
+        if let Some(corruption) = &inner.corruption {
+            return Err(self.corrupt_error(corruption));
+        }
+        let base_offset = inner.next_offset;
+        let mut position = 0usize;
+        let mut next = base_offset;
+        for info in &mut infos {
+            crate::record::set_base_offset(&mut batches[position..], next);
+            let delta = info.last_offset - info.base_offset;
+            *info = BatchInfo {
+                base_offset: next,
+                last_offset: next + delta,
+                ..*info
+            };
+            next += delta + 1;
+            position += info.size as usize;
+        }
+        let last_offset = next - 1;
+        let now = now_ms();
+        let total = batches.len() as u64;
+        if inner.active().should_roll(&inner.config, total, last_offset, now) {
+            self.roll(&mut inner, base_offset)?;
+        }
+        let interval = inner.config.index_interval_bytes;
+        let active = inner.active_mut();
+        let size_before = active.size_bytes();
+        if let Err(error) = active.append(batches, &infos, interval, now) {
+            // Undo a partial write so the file holds only whole batches.
+            if let Err(undo) = active.truncate_file(size_before) {
+                self.commit.fail(format!("{error}, then could not undo the partial write: {undo}"));
+            }
+            return Err(error);
+        }
+        inner.next_offset = next;
+        let record_count = next - base_offset;
+        inner.unflushed_records += record_count;
+        inner.oldest_unflushed_ms.get_or_insert(now);
+        let flush_now = inner.config.flush_messages > 0 && inner.unflushed_records >= inner.config.flush_messages;
+        let log_start_offset = inner.segments.keys().next().copied().unwrap_or(base_offset);
+        drop(inner);
+        if flush_now {
+            self.flush_to(next)?;
+        }
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+            record_count,
+            log_start_offset,
+        })
+    }
+
+    fn validate(&self, batches: &[u8]) -> Result<Vec<BatchInfo>, LogError> {
+        let limit = self.shared().config.max_message_bytes;
+        let mut infos = Vec::new();
+        let mut rest = batches;
+        while !rest.is_empty() {
+            let batch = RecordBatch::parse_and_verify(rest)?;
+            if batch.size_bytes() > limit {
+                return Err(LogError::BatchTooLarge {
+                    size: batch.size_bytes(),
+                    limit,
+                });
+            }
+            batch.validate_records(decompressed_limit(limit))?;
+            if batch.header().record_count == 0 {
+                return Err(crate::record::RecordError::Invalid("batch holds no records".into()).into());
+            }
+            infos.push(BatchInfo::of(batch.header()));
+            rest = &rest[batch.size_bytes()..];
+        }
+        if infos.is_empty() {
+            return Err(crate::record::RecordError::Invalid("no record batch to append".into()).into());
+        }
+        Ok(infos)
+    }
+
+    /// Seals the active segment (synced, so everything before `base_offset`
+    /// is durable) and starts a new one at `base_offset`.
+    fn roll(&self, inner: &mut Inner, base_offset: i64) -> Result<(), LogError> {
+        let active = inner.active_mut();
+        let sealed = active.sync().and_then(|()| active.seal());
+        if let Err(error) = sealed {
+            self.commit.fail(format!("rolling the segment failed: {error}"));
+            return Err(error);
+        }
+        let segment = Segment::create(&self.dir, base_offset, &inner.config)?;
+        sync_dir(&self.dir)?;
+        inner.segments.insert(base_offset, segment);
+        self.commit.advance(base_offset);
+        self.write_recovery_point(base_offset);
+        tracing::debug!(partition = %self.name, base_offset, "rolled a new segment");
+        Ok(())
+    }
+
+    /// Makes every offset below `target` durable, sharing the fdatasync with
+    /// concurrent callers. Returns the durable offset reached.
+    pub fn flush_to(&self, target: i64) -> Result<i64, LogError> {
+        match self.commit.begin(target, &self.name)? {
+            Turn::Done(durable) => Ok(durable),
+            Turn::Lead => {
+                let (file, path, next_offset) = {
+                    let mut inner = self.exclusive();
+                    inner.unflushed_records = 0;
+                    inner.oldest_unflushed_ms = None;
+                    let active = inner.active();
+                    (std::sync::Arc::clone(active.log_file()), active.log_path(), inner.next_offset)
+                };
+                let result = file
+                    .sync_data()
+                    .map(|()| next_offset)
+                    .map_err(|e| format!("fdatasync of {} failed: {e}", path.display()));
+                if let Err(reason) = &result {
+                    tracing::error!(partition = %self.name, "{reason}; the partition is now read-only");
+                }
+                self.commit.finish(result.clone());
+                match result {
+                    Ok(durable) => {
+                        self.write_recovery_point(durable);
+                        if durable >= target {
+                            Ok(durable)
+                        } else {
+                            self.flush_to(target)
+                        }
+                    }
+                    Err(reason) => Err(self.read_only(reason)),
+                }
+            }
+        }
+    }
+
+    /// Makes everything appended so far durable.
+    pub fn flush(&self) -> Result<i64, LogError> {
+        let end = self.log_end_offset();
+        self.flush_to(end)
+    }
+
+    /// Flushes if the `flush.ms` policy says unflushed data is too old.
+    pub fn flush_if_due(&self, now_ms: i64) -> Result<(), LogError> {
+        let due = {
+            let inner = self.shared();
+            inner.config.flush_ms > 0
+                && inner
+                    .oldest_unflushed_ms
+                    .is_some_and(|t| now_ms.saturating_sub(t) >= inner.config.flush_ms)
+        };
+        if due {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn write_recovery_point(&self, offset: i64) {
+        let mut raw = [0u8; 12];
+        raw[..8].copy_from_slice(&offset.to_be_bytes());
+        let crc = crc32c::crc32c(&raw[..8]);
+        raw[8..].copy_from_slice(&crc.to_be_bytes());
+        if let Err(e) = self.recovery_point.write_all_at(&raw, 0) {
+            // Only costs a longer recovery next time.
+            tracing::warn!(partition = %self.name, "cannot record recovery point: {e}");
+        }
+    }
+
+    /// Whole batches starting with the one that holds `offset`, up to
+    /// `max_bytes` (but always at least one batch, so a consumer can make
+    /// progress past a batch larger than its limit). Reading at the log end
+    /// returns no slices.
+    pub fn read(&self, offset: i64, max_bytes: u64) -> Result<LogRead, LogError> {
+        let inner = self.shared();
+        let log_start_offset = inner.segments.keys().next().copied().unwrap_or(inner.next_offset);
+        let log_end_offset = inner.next_offset;
+        let mut read = LogRead {
+            slices: Vec::new(),
+            log_start_offset,
+            log_end_offset,
+        };
+        if let Some(corruption) = &inner.corruption
+            && offset >= corruption.offset
+        {
+            return Err(self.corrupt_error(corruption));
+        }
+        if offset < log_start_offset || offset > log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                partition: self.name.clone(),
+                offset,
+                log_start_offset,
+                log_end_offset,
+            });
+        }
+        let floor = inner
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(log_start_offset, |(&base, _)| base);
+        let mut budget = max_bytes;
+        let mut want = offset;
+        for segment in inner.segments.range(floor..).map(|(_, s)| s) {
+            if want >= segment.next_offset() {
+                continue;
+            }
+            let Some((start, _)) = segment.locate(want)? else {
+                continue;
+            };
+            let end = segment.slice_end(start, budget)?;
+            if !read.slices.is_empty() && end - start > budget {
+                break;
+            }
+            budget = budget.saturating_sub(end - start);
+            read.slices.push(segment.slice(start, end));
+            want = segment.next_offset();
+            if end < segment.size_bytes() || budget == 0 {
+                break;
+            }
+        }
+        Ok(read)
+    }
+
+    /// The first record with timestamp ≥ `timestamp`, exact to the record
+    /// (Kafka's ListOffsets). Returns (offset, timestamp), or `None` when no
+    /// such record is retained.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, LogError> {
+        let inner = self.shared();
+        let limit = decompressed_limit(inner.config.max_message_bytes);
+        for segment in inner.segments.values() {
+            if segment.max_timestamp() < timestamp {
+                continue;
+            }
+            if let Some(found) = segment.offset_for_timestamp(timestamp, limit, segment.size_bytes())? {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deletes whole segments that are past `retention.ms` (by their newest
+    /// record) or beyond `retention.bytes` (oldest first), never the data a
+    /// corrupt partition is keeping. An expired active segment is rolled first
+    /// so it can go too.
+    pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionOutcome, LogError> {
+        let mut inner = self.exclusive();
+        let mut outcome = RetentionOutcome::default();
+        if inner.corruption.is_none() {
+            let retention_ms = inner.config.retention_ms;
+            let expired = |s: &Segment| retention_ms >= 0 && !s.is_empty() && s.max_timestamp() < now_ms.saturating_sub(retention_ms);
+            if inner.segments.values().all(expired) {
+                let next = inner.next_offset;
+                self.roll(&mut inner, next)?;
+            }
+            loop {
+                let total: u64 = inner.segments.values().map(Segment::size_bytes).sum();
+                let retention_bytes = inner.config.retention_bytes;
+                let (&base, first) = inner.segments.iter().next().expect("at least one segment");
+                let is_active = inner.segments.len() == 1;
+                let over_size = retention_bytes >= 0 && total - first.size_bytes() >= retention_bytes as u64;
+                if is_active || !(expired(first) || over_size) {
+                    break;
+                }
+                let segment = inner.segments.remove(&base).expect("present");
+                outcome.segments_deleted += 1;
+                outcome.bytes_deleted += segment.size_bytes();
+                tracing::info!(partition = %self.name, base_offset = base, "retention deleted segment");
+                segment.delete()?;
+            }
+        }
+        outcome.log_start_offset = inner.segments.keys().next().copied().unwrap_or(inner.next_offset);
+        Ok(outcome)
+    }
+
+    /// Rebuilds the index of any segment a reader found inconsistent.
+    pub fn repair_indexes(&self) -> Result<usize, LogError> {
+        let mut inner = self.exclusive();
+        let Inner { config, segments, .. } = &mut *inner;
+        let active_base = segments.keys().next_back().copied();
+        let mut repaired = 0;
+        for segment in segments.values_mut().filter(|s| s.index_suspect()) {
+            let size = segment.size_bytes();
+            let mut rebuilt = Segment::open(&self.dir, segment.base_offset(), config, true)?;
+            if !matches!(scan_segment(&mut rebuilt, size, config.index_interval_bytes)?, ScanEnd::Clean) {
+                continue;
+            }
+            if Some(segment.base_offset()) != active_base {
+                rebuilt.seal()?;
+            }
+            *segment = rebuilt;
+            repaired += 1;
+        }
+        Ok(repaired)
+    }
+
+    /// Flushes and seals the indexes: the partition's part of a clean shutdown.
+    pub fn close(&self) -> Result<(), LogError> {
+        if self.commit.failure().is_none() && self.corruption().is_none() {
+            self.flush()?;
+        }
+        let mut inner = self.exclusive();
+        inner.active_mut().seal()?;
+        Ok(())
+    }
+
+    fn read_only(&self, reason: String) -> LogError {
+        LogError::ReadOnly {
+            partition: self.name.clone(),
+            reason,
+        }
+    }
+
+    fn corrupt_error(&self, corruption: &Corruption) -> LogError {
+        LogError::Corrupt {
+            partition: self.name.clone(),
+            offset: corruption.offset,
+            path: corruption.segment.clone(),
+            position: corruption.position,
+            reason: corruption.reason.clone(),
+        }
+    }
+}
+
+impl Inner {
+    fn active(&self) -> &Segment {
+        self.segments.values().next_back().expect("a partition always has a segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments.values_mut().next_back().expect("a partition always has a segment")
+    }
+}
+
+/// Decompressed batches may be larger than the limit on compressed ones;
+/// Kafka bounds neither. Allow a generous but finite expansion.
+fn decompressed_limit(max_message_bytes: usize) -> usize {
+    max_message_bytes.saturating_mul(64).max(64 << 20)
+}
+
+fn read_recovery_point(file: &File) -> i64 {
+    let mut raw = [0u8; 12];
+    if file.read_exact_at(&mut raw, 0).is_err() {
+        return 0;
+    }
+    let mut offset = [0u8; 8];
+    offset.copy_from_slice(&raw[..8]);
+    let stored = u32::from_be_bytes([raw[8], raw[9], raw[10], raw[11]]);
+    if crc32c::crc32c(&raw[..8]) == stored {
+        i64::from_be_bytes(offset).max(0)
+    } else {
+        0
+    }
+}
+
+/// Base offsets of the `.log` files in `dir`, ascending. Index files without
+/// a log are derived data and removed.
+fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
+    let mut bases = Vec::new();
+    let mut orphans = Vec::new();
+    for entry in std::fs::read_dir(dir).context(|| format!("listing {}", dir.display()))? {
+        let entry = entry.context(|| format!("listing {}", dir.display()))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((stem, extension)) = name.split_once('.') else { continue };
+        let Ok(base) = stem.parse::<i64>() else { continue };
+        if stem.len() != 20 {
+            continue;
+        }
+        match extension {
+            "log" => bases.push(base),
+            "index" | "timeindex" => orphans.push((base, entry.path())),
+            _ => {}
+        }
+    }
+    bases.sort_unstable();
+    for (base, path) in orphans {
+        if bases.binary_search(&base).is_err() {
+            super::index_file::remove_if_exists(&path)?;
+        }
+    }
+    Ok(bases)
+}
+
+fn later_segments_hold_data(dir: &Path, bases: &[i64]) -> Result<Option<PathBuf>, LogError> {
+    for &base in bases {
+        let path = dir.join(super::segment::file_name(base, "log"));
+        let len = std::fs::metadata(&path).context(|| format!("reading {}", path.display()))?.len();
+        if len > 0 {
+            return Ok(Some(path));
+        }
+    }
+    Ok(None)
+}
+
+/// fsync of a directory, so a created or removed file's name is durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .context(|| format!("fsync of directory {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{BatchBuilder, Compression, NewRecord};
+
+    fn batch(values: &[&str], timestamp: i64) -> Vec<u8> {
+        let mut builder = BatchBuilder::new(Compression::None);
+        for value in values {
+            builder.push(NewRecord::new(None, value.as_bytes(), timestamp)).unwrap();
+        }
+        builder.build().unwrap()
+    }
+
+    fn small_config() -> LogConfig {
+        LogConfig {
+            segment_bytes: 1024,
+            index_interval_bytes: 128,
+            ..LogConfig::default()
+        }
+    }
+
+    fn values_from(log: &PartitionLog, offset: i64) -> Vec<(i64, String)> {
+        let bytes = log.read(offset, u64::MAX).unwrap().read_to_vec().unwrap();
+        let mut out = Vec::new();
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let batch = RecordBatch::parse_and_verify(rest).unwrap();
+            for record in batch.records(1 << 20).unwrap().iter() {
+                let record = record.unwrap();
+                out.push((record.offset, String::from_utf8(record.value.unwrap().to_vec()).unwrap()));
+            }
+            rest = &rest[batch.size_bytes()..];
+        }
+        out
+    }
+
+    #[test]
+    fn appends_assign_consecutive_offsets_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = PartitionLog::open(dir.path(), "t-0", small_config(), true).unwrap();
+        assert_eq!(log.append(&mut batch(&["a", "b"], 1)).unwrap().base_offset, 0);
+        let info = log.append(&mut batch(&["c"], 2)).unwrap();
+        assert_eq!((info.base_offset, info.last_offset), (2, 2));
+        assert_eq!(log.log_end_offset(), 3);
+        assert_eq!(values_from(&log, 1), [(0, "a".into()), (1, "b".into()), (2, "c".into())]);
+        assert!(log.read(3, 100).unwrap().slices.is_empty());
+        assert!(matches!(log.read(4, 100), Err(LogError::OffsetOutOfRange { .. })));
+    }
+
+    #[test]
+    fn segments_roll_and_survive_a_clean_and_an_unclean_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let expected: Vec<(i64, String)> = (0..200).map(|i| (i, format!("value-{i}"))).collect();
+        {
+            let log = PartitionLog::open(dir.path(), "t-0", small_config(), true).unwrap();
+            for (_, value) in &expected {
+                log.append(&mut batch(&[value], 5)).unwrap();
+            }
+            assert!(log.segment_count() > 5);
+            log.close().unwrap();
+        }
+        for clean in [true, false] {
+            let log = PartitionLog::open(dir.path(), "t-0", small_config(), clean).unwrap();
+            assert_eq!(log.log_end_offset(), 200);
+            assert_eq!(values_from(&log, 0), expected);
+            assert_eq!(values_from(&log, 137)[0], expected[137]);
+            let report = log.recovery_report();
+            assert!(report.truncation.is_none() && report.corruption.is_none(), "{report:?}");
+        }
+    }
+
+    #[test]
+    fn a_small_max_bytes_still_returns_one_whole_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = PartitionLog::open(dir.path(), "t-0", small_config(), true).unwrap();
+        let mut b = batch(&["0123456789"; 5], 1);
+        let size = b.len() as u64;
+        log.append(&mut b).unwrap();
+        log.append(&mut batch(&["x"], 1)).unwrap();
+        let read = log.read(2, 1).unwrap();
+        assert_eq!(read.size_bytes(), size);
+    }
+}

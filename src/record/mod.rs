@@ -1,0 +1,28 @@
+//! Kafka v2 record batches: the unit that producers send, the log stores and
+//! consumers fetch, byte for byte.
+//!
+//! Everything here is pure: no I/O, no async, no global state. A
+//! [`RecordBatch`] is a zero-copy view over borrowed bytes; [`BatchBuilder`]
+//! writes new batches. Every length read from a batch is checked against the
+//! bytes available (and, for decompression, against a caller's limit) before
+//! anything is allocated, so no input can make this module panic or allocate
+//! without bound.
+
+mod batch;
+mod builder;
+mod compression;
+mod error;
+mod records;
+mod varint;
+
+pub use batch::{set_base_offset, set_partition_leader_epoch, 
+    BATCH_HEADER_BYTES, BatchHeader, LOG_OVERHEAD_BYTES, MAGIC_V2, NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID, NO_SEQUENCE, RecordBatch, TimestampType,
+};
+pub use builder::{BatchBuilder, NewRecord};
+pub use compression::Compression;
+pub use error::RecordError;
+pub use records::{Header, Record, RecordIter, Records};
+
+/// Result alias for this module.
+pub type Result<T, E = RecordError> = std::result::Result<T, E>;

@@ -1,0 +1,247 @@
+//! The records inside a batch.
+//!
+//! ```text
+//! length          varint   bytes of the rest of the record
+//! attributes      int8     unused, 0
+//! timestampDelta  varlong  from baseTimestamp
+//! offsetDelta     varint   from baseOffset
+//! keyLength       varint   -1 for a null key
+//! key             bytes
+//! valueLength     varint   -1 for a null value
+//! value           bytes
+//! headerCount     varint
+//! headers         headerKeyLength varint, key, headerValueLength varint, value
+//! ```
+//!
+//! Uncompressed records are borrowed straight from the batch; compressed ones
+//! from a buffer [`Records`] owns.
+
+use std::borrow::Cow;
+
+use super::batch::{BatchHeader, TimestampType};
+use super::varint::{read_varint, read_varlong};
+use super::{Compression, RecordError, Result};
+
+/// The decoded records section of one batch.
+#[derive(Debug)]
+pub struct Records<'a> {
+    data: Cow<'a, [u8]>,
+    base_offset: i64,
+    base_timestamp: i64,
+    log_append_time: Option<i64>,
+    count: usize,
+}
+
+impl<'a> Records<'a> {
+    pub(super) fn new(
+        header: &BatchHeader,
+        payload: &'a [u8],
+        decompressed_bytes_max: usize,
+    ) -> Result<Self> {
+        let data = match header.compression()? {
+            Compression::None => Cow::Borrowed(payload),
+            codec => Cow::Owned(codec.decompress(payload, decompressed_bytes_max)?),
+        };
+        let count = usize::try_from(header.record_count)
+            .map_err(|_| RecordError::Invalid(format!("record count {}", header.record_count)))?;
+        Ok(Self {
+            data,
+            base_offset: header.base_offset,
+            base_timestamp: header.base_timestamp,
+            log_append_time: (header.timestamp_type() == TimestampType::LogAppendTime)
+                .then_some(header.max_timestamp),
+            count,
+        })
+    }
+
+    /// Number of records the header declares.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Iterates the records in offset order. Yields an error (then stops) at
+    /// the first malformed record, or if bytes remain after the last one.
+    pub fn iter(&self) -> RecordIter<'_> {
+        RecordIter {
+            rest: &self.data,
+            base_offset: self.base_offset,
+            base_timestamp: self.base_timestamp,
+            log_append_time: self.log_append_time,
+            remaining: self.count,
+            index: 0,
+            failed: false,
+        }
+    }
+}
+
+/// One record, borrowing its key, value and headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    headers: &'a [u8],
+    header_count: usize,
+}
+
+impl<'a> Record<'a> {
+    /// The record's headers, in order. They were validated when the record was
+    /// read, so this iterator cannot fail.
+    pub fn headers(&self) -> impl Iterator<Item = Header<'a>> + 'a {
+        let mut rest = self.headers;
+        (0..self.header_count).map_while(move |_| {
+            let (header, used) = parse_header(rest).ok()?;
+            rest = &rest[used..];
+            Some(header)
+        })
+    }
+
+    pub fn header_count(&self) -> usize {
+        self.header_count
+    }
+}
+
+/// A record header: a string key and an optional value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header<'a> {
+    pub key: &'a [u8],
+    pub value: Option<&'a [u8]>,
+}
+
+/// Iterator over [`Records`].
+pub struct RecordIter<'a> {
+    rest: &'a [u8],
+    base_offset: i64,
+    base_timestamp: i64,
+    log_append_time: Option<i64>,
+    remaining: usize,
+    index: usize,
+    failed: bool,
+}
+
+impl<'a> Iterator for RecordIter<'a> {
+    type Item = Result<Record<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        if self.remaining == 0 {
+            if self.rest.is_empty() {
+                return None;
+            }
+            self.failed = true;
+            return Some(Err(RecordError::Invalid(format!(
+                "{} bytes follow the last of {} records",
+                self.rest.len(),
+                self.index
+            ))));
+        }
+        match self.parse_next() {
+            Ok(record) => {
+                self.remaining -= 1;
+                self.index += 1;
+                Some(Ok(record))
+            }
+            Err(reason) => {
+                self.failed = true;
+                Some(Err(RecordError::MalformedRecord {
+                    index: self.index,
+                    reason,
+                }))
+            }
+        }
+    }
+}
+
+impl<'a> RecordIter<'a> {
+    fn parse_next(&mut self) -> std::result::Result<Record<'a>, String> {
+        let (length, used) = read_varint(self.rest).ok_or("truncated record length")?;
+        let length = usize::try_from(length).map_err(|_| format!("negative length {length}"))?;
+        let body = self.rest[used..]
+            .get(..length)
+            .ok_or_else(|| format!("length {length} but {} bytes remain", self.rest.len() - used))?;
+        let mut cursor = Cursor { bytes: body, at: 0 };
+        let _attributes = cursor.take(1).ok_or("missing attributes")?;
+        let timestamp_delta = cursor.varlong().ok_or("bad timestampDelta")?;
+        let offset_delta = cursor.varint().ok_or("bad offsetDelta")?;
+        let key = cursor.nullable_bytes("key")?;
+        let value = cursor.nullable_bytes("value")?;
+        let header_count = cursor.varint().ok_or("bad header count")?;
+        let header_count =
+            usize::try_from(header_count).map_err(|_| format!("header count {header_count}"))?;
+        let headers_start = cursor.at;
+        for _ in 0..header_count {
+            let (_, used) = parse_header(&body[cursor.at..])?;
+            cursor.at += used;
+        }
+        if cursor.at != body.len() {
+            return Err(format!(
+                "record length {length} but its fields end at {}",
+                cursor.at
+            ));
+        }
+        self.rest = &self.rest[used + length..];
+        let timestamp = self
+            .log_append_time
+            .unwrap_or(self.base_timestamp.wrapping_add(timestamp_delta));
+        Ok(Record {
+            offset: self.base_offset.wrapping_add(i64::from(offset_delta)),
+            timestamp,
+            key,
+            value,
+            headers: &body[headers_start..],
+            header_count,
+        })
+    }
+}
+
+fn parse_header(bytes: &[u8]) -> std::result::Result<(Header<'_>, usize), String> {
+    let mut cursor = Cursor { bytes, at: 0 };
+    let key = cursor
+        .nullable_bytes("header key")?
+        .ok_or("null header key")?;
+    let value = cursor.nullable_bytes("header value")?;
+    Ok((Header { key, value }, cursor.at))
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let slice = self.bytes.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(slice)
+    }
+
+    fn varint(&mut self) -> Option<i32> {
+        let (value, used) = read_varint(&self.bytes[self.at..])?;
+        self.at += used;
+        Some(value)
+    }
+
+    fn varlong(&mut self) -> Option<i64> {
+        let (value, used) = read_varlong(&self.bytes[self.at..])?;
+        self.at += used;
+        Some(value)
+    }
+
+    fn nullable_bytes(&mut self, what: &str) -> std::result::Result<Option<&'a [u8]>, String> {
+        let length = self.varint().ok_or_else(|| format!("bad {what} length"))?;
+        if length == -1 {
+            return Ok(None);
+        }
+        let length = usize::try_from(length).map_err(|_| format!("{what} length {length}"))?;
+        self.take(length)
+            .map(Some)
+            .ok_or_else(|| format!("{what} of {length} bytes runs past the record"))
+    }
+}
