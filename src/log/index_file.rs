@@ -1,9 +1,10 @@
 //! A memory-mapped file of fixed-size entries, the storage under
 //! [`OffsetIndex`](super::OffsetIndex) and [`TimeIndex`](super::TimeIndex).
 //!
-//! While its segment is active the file is pre-sized to the configured
-//! maximum (a sparse file) so entries can be appended through the map without
-//! remapping; sealing trims it to the entries written. The number of valid
+//! While its segment is active the file grows in steps, each with its disk
+//! blocks allocated (`posix_fallocate`), up to the configured maximum;
+//! entries are written through the map. Sealing trims it to the entries
+//! written. The number of valid
 //! entries lives in memory; after a crash the file is not trusted (see
 //! `recovery`). Not thread-safe on its own: the owning partition serializes
 //! access.
@@ -22,14 +23,22 @@ pub(crate) struct IndexFile {
     map: Option<MmapMut>,
     entry_bytes: usize,
     entries: usize,
+    /// Entries the file currently has room for (all of it is mapped).
     capacity: usize,
+    /// Entries the file may grow to.
+    entries_max: usize,
 }
 
+/// Entries added to the file at a time: growth is rare, and each step
+/// reserves real disk blocks so that writing through the map can never hit
+/// a full disk (which would be a SIGBUS, not an error).
+const GROW_ENTRIES: usize = 8192;
+
 impl IndexFile {
-    /// Opens or creates the file. Existing content is taken as entries (the
-    /// caller validates them); a length that is not a whole number of entries
-    /// is reported as `Err(Some(len))` through [`IndexFile::open_checked`].
-    pub fn open(path: &Path, entry_bytes: usize, capacity_bytes: u64) -> Result<Self, LogError> {
+    /// Opens or creates the file; existing content is taken as entries (the
+    /// caller validates them). A length that is not a whole number of
+    /// entries yields an empty index, which the caller's checks then rebuild.
+    pub fn open(path: &Path, entry_bytes: usize, max_bytes: u64) -> Result<Self, LogError> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -41,7 +50,8 @@ impl IndexFile {
             .metadata()
             .context(|| format!("reading size of {}", path.display()))?
             .len();
-        let entries = usize::try_from(len).unwrap_or(usize::MAX) / entry_bytes;
+        let whole = len % entry_bytes as u64 == 0;
+        let entries = if whole { usize::try_from(len).unwrap_or(usize::MAX) / entry_bytes } else { 0 };
         let mut index = Self {
             path: path.to_path_buf(),
             file,
@@ -49,16 +59,13 @@ impl IndexFile {
             entry_bytes,
             entries,
             capacity: 0,
+            entries_max: 0,
         };
-        if len % entry_bytes as u64 != 0 {
-            // A partial entry: the caller rebuilds the index from the log.
-            index.entries = 0;
-        }
-        index.resize(capacity_bytes.max(len))?;
+        index.set_max(max_bytes);
+        index.resize(entries)?;
         Ok(index)
     }
 
-    /// Whether the file on disk held a whole number of entries when opened.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -67,8 +74,9 @@ impl IndexFile {
         self.entries
     }
 
+    /// Whether the file has reached its maximum size.
     pub fn is_full(&self) -> bool {
-        self.entries >= self.capacity
+        self.entries >= self.entries_max
     }
 
     pub fn entry(&self, i: usize) -> &[u8] {
@@ -77,10 +85,21 @@ impl IndexFile {
         &map[i * self.entry_bytes..(i + 1) * self.entry_bytes]
     }
 
-    /// Appends one entry; the caller checks `is_full` first.
+    /// Makes room for `additional` more entries (up to the maximum), with disk
+    /// blocks allocated, so the pushes that follow cannot fail.
+    pub fn reserve(&mut self, additional: usize) -> Result<(), LogError> {
+        let needed = (self.entries + additional).min(self.entries_max);
+        if needed <= self.capacity {
+            return Ok(());
+        }
+        let target = needed.max(self.capacity + GROW_ENTRIES).min(self.entries_max);
+        self.resize(target)
+    }
+
+    /// Appends one entry into reserved room.
     pub fn push(&mut self, entry: &[u8]) {
         assert_eq!(entry.len(), self.entry_bytes);
-        assert!(!self.is_full(), "index {} is full", self.path.display());
+        assert!(self.entries < self.capacity, "index {} has no reserved room", self.path.display());
         let at = self.entries * self.entry_bytes;
         let map = self.map.as_mut().expect("an index with capacity is mapped");
         map[at..at + self.entry_bytes].copy_from_slice(entry);
@@ -92,17 +111,21 @@ impl IndexFile {
         self.entries = self.entries.min(n);
     }
 
-    /// Sets the file to exactly the written entries and maps only those.
+    /// Sets the file to exactly the written entries; no more may be added.
     pub fn seal(&mut self) -> Result<(), LogError> {
-        let len = (self.entries * self.entry_bytes) as u64;
-        self.resize(len)?;
+        self.entries_max = self.entries;
+        self.resize(self.entries)?;
         self.flush()
     }
 
-    /// Grows the file back to `capacity_bytes` so more entries fit.
-    pub fn unseal(&mut self, capacity_bytes: u64) -> Result<(), LogError> {
-        let len = (self.entries * self.entry_bytes) as u64;
-        self.resize(capacity_bytes.max(len))
+    /// Lets a sealed index grow again, up to `max_bytes`.
+    pub fn unseal(&mut self, max_bytes: u64) {
+        self.set_max(max_bytes);
+    }
+
+    fn set_max(&mut self, max_bytes: u64) {
+        let max = usize::try_from(max_bytes).unwrap_or(usize::MAX) / self.entry_bytes;
+        self.entries_max = max.max(self.entries);
     }
 
     /// Writes the mapped entries back to the file.
@@ -114,21 +137,34 @@ impl IndexFile {
         Ok(())
     }
 
-    fn resize(&mut self, len: u64) -> Result<(), LogError> {
-        let len = len - len % self.entry_bytes as u64;
+    fn resize(&mut self, entries: usize) -> Result<(), LogError> {
+        let old_len = (self.capacity * self.entry_bytes) as u64;
+        let len = (entries * self.entry_bytes) as u64;
         self.map = None;
+        self.capacity = 0;
         self.file
             .set_len(len)
             .context(|| format!("resizing index {} to {len} bytes", self.path.display()))?;
-        self.capacity = usize::try_from(len).unwrap_or(usize::MAX) / self.entry_bytes;
+        if len > old_len {
+            let start = i64::try_from(old_len).unwrap_or(i64::MAX);
+            let grow = i64::try_from(len - old_len).unwrap_or(i64::MAX);
+            nix::fcntl::posix_fallocate(&self.file, start, grow).map_err(|errno| {
+                LogError::io(
+                    format!("reserving {len} bytes for index {}", self.path.display()),
+                    std::io::Error::from(errno),
+                )
+            })?;
+        }
         if len > 0 {
-            // SAFETY: the file is owned by this partition's segment and only
-            // written through this map; nothing truncates it while mapped
-            // (resize drops the map first).
+            // SAFETY: the file belongs to this segment and is only written
+            // through this map; it is never shrunk while mapped (the map is
+            // dropped above), and its blocks are allocated, so stores cannot
+            // fault on a full disk.
             let map = unsafe { MmapMut::map_mut(&self.file) }
                 .context(|| format!("mapping index {}", self.path.display()))?;
             self.map = Some(map);
         }
+        self.capacity = entries;
         Ok(())
     }
 

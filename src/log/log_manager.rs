@@ -78,6 +78,9 @@ impl LogManager {
     pub fn open(data_dir: &Path, defaults: LogConfig) -> Result<Self, LogError> {
         std::fs::create_dir_all(data_dir.join(TOPICS_DIR))
             .context(|| format!("creating {}", data_dir.display()))?;
+        let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
+        let clean = marker.exists();
+        let fresh = !data_dir.join(LOCK_FILE).exists();
         let lock_file = File::create(data_dir.join(LOCK_FILE))
             .context(|| format!("creating lock file in {}", data_dir.display()))?;
         let lock = Flock::lock(lock_file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
@@ -86,9 +89,7 @@ impl LogManager {
                 std::io::Error::from(errno),
             )
         })?;
-        let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
-        let clean = marker.exists();
-        if !clean {
+        if !clean && !fresh {
             tracing::info!(data_dir = %data_dir.display(), "no clean-shutdown marker: recovering partitions");
         }
         let manager = Self {

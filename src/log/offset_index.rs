@@ -29,9 +29,9 @@ pub struct OffsetIndex {
 }
 
 impl OffsetIndex {
-    pub(crate) fn open(path: &Path, base_offset: i64, capacity_bytes: u64) -> Result<Self, LogError> {
+    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self, LogError> {
         Ok(Self {
-            file: IndexFile::open(path, ENTRY_BYTES, capacity_bytes)?,
+            file: IndexFile::open(path, ENTRY_BYTES, max_bytes)?,
             base_offset,
         })
     }
@@ -56,7 +56,8 @@ impl OffsetIndex {
         (self.base_offset + i64::from(relative), u64::from(position))
     }
 
-    /// Records that the batch starting at `offset` lies at `position`.
+    /// Records that the batch starting at `offset` lies at `position`. Room
+    /// must have been reserved.
     pub fn push(&mut self, offset: i64, position: u64) {
         let relative = u32::try_from(offset - self.base_offset).expect("segments roll before u32 offsets");
         let position = u32::try_from(position).expect("segments roll before 4 GiB");
@@ -125,8 +126,13 @@ impl OffsetIndex {
         self.file.seal()
     }
 
-    pub(crate) fn unseal(&mut self, capacity_bytes: u64) -> Result<(), LogError> {
-        self.file.unseal(capacity_bytes)
+    pub(crate) fn unseal(&mut self, max_bytes: u64) {
+        self.file.unseal(max_bytes);
+    }
+
+    /// Makes room for `additional` entries ahead of an append.
+    pub fn reserve(&mut self, additional: usize) -> Result<(), LogError> {
+        self.file.reserve(additional)
     }
 
     pub(crate) fn delete(self) -> Result<(), LogError> {
@@ -146,6 +152,7 @@ mod tests {
     fn lookup_finds_the_last_entry_at_or_below() {
         let dir = tempfile::tempdir().unwrap();
         let mut index = OffsetIndex::open(&dir.path().join("0.index"), 100, 1024).unwrap();
+        index.reserve(50).unwrap();
         assert_eq!(index.lookup(150), None);
         for i in 1..=50 {
             index.push(100 + i * 10, i as u64 * 4096);
@@ -166,6 +173,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0.index");
         let mut index = OffsetIndex::open(&path, 0, 1024).unwrap();
+        index.reserve(2).unwrap();
         index.push(5, 4096);
         index.push(9, 9000);
         index.seal().unwrap();

@@ -144,7 +144,7 @@ impl PartitionLog {
                 needs_scan = true;
             }
             if needs_scan {
-                segment.unseal(&config)?;
+                segment.unseal(&config);
                 let file_len = segment.size_bytes();
                 report.segments_scanned += 1;
                 match scan_segment(&mut segment, file_len, config.index_interval_bytes)? {
@@ -204,7 +204,7 @@ impl PartitionLog {
         let last = segments.values_mut().last().expect("at least one segment");
         let next_offset = last.next_offset();
         if corruption.is_none() {
-            last.unseal(&config)?;
+            last.unseal(&config);
         }
         // Whatever recovery read may still be only in the page cache (a killed
         // process, not a lost machine): make it durable before promising so.
@@ -789,5 +789,47 @@ mod tests {
         log.append(&mut batch(&["x"], 1)).unwrap();
         let read = log.read(2, 1).unwrap();
         assert_eq!(read.size_bytes(), size);
+    }
+}
+
+#[cfg(test)]
+mod read_only_tests {
+    use super::*;
+    use crate::record::{BatchBuilder, Compression, NewRecord};
+
+    fn one_record() -> Vec<u8> {
+        let mut builder = BatchBuilder::new(Compression::None);
+        builder.push(NewRecord::new(None, b"v", 1)).unwrap();
+        builder.build().unwrap()
+    }
+
+    #[test]
+    fn a_failed_fsync_turns_the_partition_read_only_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = PartitionLog::open(dir.path(), "t-0", LogConfig::default(), true).unwrap();
+        log.append(&mut one_record()).unwrap();
+        // What flush_to does when fdatasync fails.
+        assert!(matches!(log.commit.begin(1, "t-0").unwrap(), Turn::Lead));
+        log.commit.finish(Err("fdatasync of 0.log failed: EIO".into()));
+
+        let error = log.append(&mut one_record()).unwrap_err();
+        assert!(matches!(error, LogError::ReadOnly { .. }), "{error}");
+        assert!(error.to_string().contains("EIO"), "{error}");
+        assert!(matches!(log.flush(), Err(LogError::ReadOnly { .. })));
+        assert!(log.read_only_reason().is_some());
+        assert_eq!(log.log_end_offset(), 1);
+        // Reads of what is there still work.
+        assert_eq!(log.read(0, 1024).unwrap().slices.len(), 1);
+    }
+
+    #[test]
+    fn waiting_flushers_share_the_leaders_sync() {
+        let commit = GroupCommit::new(0);
+        assert!(matches!(commit.begin(5, "t-0").unwrap(), Turn::Lead));
+        std::thread::scope(|s| {
+            let follower = s.spawn(|| commit.begin(3, "t-0"));
+            commit.finish(Ok(7));
+            assert!(matches!(follower.join().unwrap().unwrap(), Turn::Done(7)));
+        });
     }
 }

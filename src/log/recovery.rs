@@ -56,6 +56,7 @@ pub(crate) fn scan_segment(
         }
         match check_batch_at(segment, position, file_len, segment.next_offset(), &mut buf)? {
             Ok(info) => {
+                segment.reserve_index_entries(1)?;
                 segment.note_batch(position, info, index_interval_bytes);
                 position += info.size;
             }

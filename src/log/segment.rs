@@ -202,8 +202,15 @@ impl Segment {
         self.bytes_since_index = 0;
     }
 
-    /// Records a batch already present at `position` (during a scan) in the
-    /// in-memory state and indexes.
+    /// Makes room in both indexes for the entries `batches` more batches can
+    /// add, before anything is written.
+    pub(crate) fn reserve_index_entries(&mut self, batches: usize) -> Result<(), LogError> {
+        self.index.reserve(batches)?;
+        self.time_index.reserve(batches + 1)
+    }
+
+    /// Records a batch present at `position` in the in-memory state and
+    /// indexes. Room must have been reserved.
     pub(crate) fn note_batch(&mut self, position: u64, batch: BatchInfo, index_interval_bytes: u64) {
         debug_assert!(batch.base_offset >= self.next_offset);
         if self.bytes_since_index >= index_interval_bytes && position > 0 {
@@ -236,6 +243,7 @@ impl Segment {
         now_ms: i64,
     ) -> Result<(), LogError> {
         debug_assert_eq!(batches.iter().map(|b| b.size).sum::<u64>(), bytes.len() as u64);
+        self.reserve_index_entries(batches.len())?;
         self.log
             .write_all_at(bytes, self.size)
             .context(|| format!("appending {} bytes to {}", bytes.len(), self.log_path().display()))?;
@@ -452,6 +460,7 @@ impl Segment {
     /// largest timestamp and trims the index files to their entries.
     pub(crate) fn seal(&mut self) -> Result<(), LogError> {
         if self.max_timestamp >= 0 {
+            self.time_index.reserve(1)?;
             self.time_index.maybe_push(self.max_timestamp, self.max_timestamp_offset);
         }
         self.index.seal()?;
@@ -459,9 +468,9 @@ impl Segment {
     }
 
     /// Makes a sealed segment appendable again (the active one after open).
-    pub(crate) fn unseal(&mut self, config: &LogConfig) -> Result<(), LogError> {
-        self.index.unseal(config.segment_index_bytes)?;
-        self.time_index.unseal(config.segment_index_bytes)
+    pub(crate) fn unseal(&mut self, config: &LogConfig) {
+        self.index.unseal(config.segment_index_bytes);
+        self.time_index.unseal(config.segment_index_bytes);
     }
 
     /// Removes the segment's files.

@@ -26,9 +26,9 @@ pub struct TimeIndex {
 }
 
 impl TimeIndex {
-    pub(crate) fn open(path: &Path, base_offset: i64, capacity_bytes: u64) -> Result<Self, LogError> {
+    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self, LogError> {
         Ok(Self {
-            file: IndexFile::open(path, ENTRY_BYTES, capacity_bytes)?,
+            file: IndexFile::open(path, ENTRY_BYTES, max_bytes)?,
             base_offset,
         })
     }
@@ -61,6 +61,8 @@ impl TimeIndex {
     /// Appends (timestamp, offset) if the timestamp is newer than the last
     /// entry's; older timestamps add nothing.
     pub fn maybe_push(&mut self, timestamp: i64, offset: i64) {
+        // Callers reserve room first; a full index just stops growing (and
+        // the segment rolls).
         if self.last().is_some_and(|(t, _)| t >= timestamp) || self.is_full() {
             return;
         }
@@ -114,8 +116,13 @@ impl TimeIndex {
         self.file.seal()
     }
 
-    pub(crate) fn unseal(&mut self, capacity_bytes: u64) -> Result<(), LogError> {
-        self.file.unseal(capacity_bytes)
+    pub(crate) fn unseal(&mut self, max_bytes: u64) {
+        self.file.unseal(max_bytes);
+    }
+
+    /// Makes room for `additional` entries ahead of an append.
+    pub fn reserve(&mut self, additional: usize) -> Result<(), LogError> {
+        self.file.reserve(additional)
     }
 
     pub(crate) fn delete(self) -> Result<(), LogError> {
@@ -131,6 +138,7 @@ mod tests {
     fn lookup_before_returns_the_last_older_entry() {
         let dir = tempfile::tempdir().unwrap();
         let mut index = TimeIndex::open(&dir.path().join("0.timeindex"), 0, 1200).unwrap();
+        index.reserve(3).unwrap();
         index.maybe_push(100, 9);
         index.maybe_push(90, 12); // older: ignored
         index.maybe_push(200, 19);

@@ -1,0 +1,36 @@
+# strata: `make demo` and `make test` do all set-up on a fresh machine.
+
+CARGO ?= cargo
+
+.PHONY: all deps build demo test lint fmt bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build
+
+# Writes a topic to an embedded log and reads it back.
+demo: deps
+	$(CARGO) run --example log_tour
+
+# The whole test suite: unit tests, integration tests, doc tests.
+test: deps
+	$(CARGO) test --workspace
+
+# Formatting and lints, as CI checks them.
+lint: deps
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt
+
+# Criterion benchmarks (optimized build; not part of `make test`).
+bench: deps
+	$(CARGO) bench --bench log
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what building and testing strata needs, if it is missing.
+# As root it uses apt-get; otherwise it says what to install and fails.
+set -euo pipefail
+
+missing=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
+command -v cargo >/dev/null || {
+  echo "cargo is missing: install Rust from https://rustup.rs (stable, 1.88 or newer)" >&2
+  exit 1
+}
+# RocksDB's Rust bindings are generated with bindgen, which needs libclang;
+# its C++ sources need a compiler.
+command -v clang >/dev/null || missing+=(clang)
+have_pkg libclang-dev || missing+=(libclang-dev)
+command -v c++ >/dev/null || missing+=(g++)
+command -v make >/dev/null || missing+=(make)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing packages: ${missing[*]}" >&2
+  echo "install them with: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"
