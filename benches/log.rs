@@ -26,7 +26,6 @@ use std::time::{Duration, Instant, SystemTime};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use strata::log::{LogConfig, PartitionLog};
 use strata::record::{BatchBuilder, BatchHeader, Compression, NewRecord};
-use tempfile::TempDir;
 
 const RECORDS_PER_BATCH: usize = 1_000;
 /// (label, value bytes per record).
@@ -173,7 +172,8 @@ impl ScratchLog {
             std::fs::remove_dir_all(self.dir()).expect("scratch log removed");
         }
         self.generation += 1;
-        let log = PartitionLog::open(&self.dir(), "bench-0", no_roll_config(), true).expect("log opens");
+        let log =
+            PartitionLog::open(&self.dir(), "bench-0", no_roll_config(), true).expect("log opens");
         self.log = Some(log);
     }
 
@@ -288,7 +288,13 @@ fn bench_append(c: &mut Criterion, dir: &Path) -> Vec<(&'static str, u64)> {
 
 /// Fills a fresh log in `dir` with `count` copies of `batch`, appending
 /// `per_append` batches at a time.
-fn fill_log(dir: &Path, config: LogConfig, batch: &[u8], count: usize, per_append: usize) -> PartitionLog {
+fn fill_log(
+    dir: &Path,
+    config: LogConfig,
+    batch: &[u8],
+    count: usize,
+    per_append: usize,
+) -> PartitionLog {
     let log = PartitionLog::open(dir, "bench-0", config, true).expect("log opens");
     let mut remaining = count;
     while remaining > 0 {
@@ -323,7 +329,13 @@ fn bench_read(c: &mut Criterion, dir: &Path) -> u64 {
     let chunks = READ_LOG_BYTES / (per_chunk * batch_bytes);
     let chunk_bytes = per_chunk * batch_bytes;
     let log_dir = dir.join("read-log");
-    let log = fill_log(&log_dir, no_roll_config(), &batch, (chunks * per_chunk) as usize, 64);
+    let log = fill_log(
+        &log_dir,
+        no_roll_config(),
+        &batch,
+        (chunks * per_chunk) as usize,
+        64,
+    );
     assert_eq!(log.size_bytes(), chunks * chunk_bytes);
 
     let mut group = c.benchmark_group(READ_GROUP);
@@ -387,7 +399,13 @@ fn bench_lookup(c: &mut Criterion, dir: &Path) {
         .measurement_time(Duration::from_secs(4));
     for batches in LOOKUP_LOG_BATCHES {
         let log_dir = dir.join(format!("lookup-{batches}"));
-        let log = fill_log(&log_dir, config.clone(), &batch, batches, LOOKUP_FILL_BATCHES_PER_APPEND);
+        let log = fill_log(
+            &log_dir,
+            config.clone(),
+            &batch,
+            batches,
+            LOOKUP_FILL_BATCHES_PER_APPEND,
+        );
         assert_eq!(log.segment_count(), 1);
         assert!(log.size_bytes() <= FILE_BYTES_MAX);
         let mut rng = SplitMix64(0x5eed ^ batches as u64);
@@ -416,7 +434,13 @@ struct Estimate {
     median_ns: f64,
 }
 
-fn estimate(output_dir: &Path, group: &str, function: &str, parameter: &str, since: SystemTime) -> Option<Estimate> {
+fn estimate(
+    output_dir: &Path,
+    group: &str,
+    function: &str,
+    parameter: &str,
+    since: SystemTime,
+) -> Option<Estimate> {
     let path = output_dir
         .join(group)
         .join(function)
@@ -440,12 +464,19 @@ fn mib_per_s(bytes: u64, ns: f64) -> f64 {
     bytes as f64 / (1 << 20) as f64 / (ns * 1e-9)
 }
 
-fn print_summary(output_dir: &Path, since: SystemTime, batch_bytes: &[(&str, u64)], read_chunk_bytes: u64) {
+fn print_summary(
+    output_dir: &Path,
+    since: SystemTime,
+    batch_bytes: &[(&str, u64)],
+    read_chunk_bytes: u64,
+) {
     println!();
     println!("==================== strata log benchmark summary ====================");
     println!("from {}", output_dir.display());
     println!();
-    println!("append vs plain write(2): same batches, same file system, page cache only (no fsync)");
+    println!(
+        "append vs plain write(2): same batches, same file system, page cache only (no fsync)"
+    );
     println!(
         "{:<6} {:>12} {:>18} {:>14} {:>14} {:>14}",
         "record", "batch bytes", "plain write MiB/s", "append MiB/s", "append/plain", "target"
@@ -458,7 +489,11 @@ fn print_summary(output_dir: &Path, since: SystemTime, batch_bytes: &[(&str, u64
             continue;
         };
         let ratio = plain.mean_ns / append.mean_ns;
-        let verdict = if ratio >= APPEND_TARGET_RATIO { "met" } else { "NOT met" };
+        let verdict = if ratio >= APPEND_TARGET_RATIO {
+            "met"
+        } else {
+            "NOT met"
+        };
         println!(
             "{label:<6} {bytes:>12} {:>18.0} {:>14.0} {:>14.3} {:>14}",
             mib_per_s(bytes, plain.mean_ns),
@@ -487,7 +522,13 @@ fn print_summary(output_dir: &Path, since: SystemTime, batch_bytes: &[(&str, u64
     println!();
     println!("lookup: one-batch PartitionLog::read at random offsets, every batch indexed");
     for batches in LOOKUP_LOG_BATCHES {
-        match estimate(output_dir, LOOKUP_GROUP, "partition_log_read", &batches.to_string(), since) {
+        match estimate(
+            output_dir,
+            LOOKUP_GROUP,
+            "partition_log_read",
+            &batches.to_string(),
+            since,
+        ) {
             Some(lookup) => println!(
                 "  {batches:>7} batches (log2 = {:>4.1}): {:>8.0} ns mean, {:>8.0} ns median",
                 (batches as f64).log2(),

@@ -26,20 +26,32 @@ fn main() -> anyhow::Result<()> {
         ..LogConfig::default()
     };
     let manager = LogManager::open(&data_dir, defaults.clone())?;
-    let topic = manager.create_topic("clicks", 2, BTreeMap::from([("retention.ms".into(), "604800000".into())]))?;
+    let topic = manager.create_topic(
+        "clicks",
+        2,
+        BTreeMap::from([("retention.ms".into(), "604800000".into())]),
+    )?;
     println!("created topic clicks, id {}", topic.id());
 
     // 20 batches of 100 click events per partition, every other one zstd-compressed.
     let base_ts = 1_700_000_000_000;
     for (p, partition) in topic.partitions.iter().enumerate() {
         for b in 0..20 {
-            let codec = if b % 2 == 0 { Compression::None } else { Compression::Zstd };
+            let codec = if b % 2 == 0 {
+                Compression::None
+            } else {
+                Compression::Zstd
+            };
             let mut builder = BatchBuilder::new(codec);
             for i in 0..100 {
                 let n = b * 100 + i;
                 let user = format!("user-{}", n % 7);
                 let page = PAGES[n % PAGES.len()];
-                builder.push(NewRecord::new(Some(user.as_bytes()), page.as_bytes(), base_ts + n as i64 * 1000))?;
+                builder.push(NewRecord::new(
+                    Some(user.as_bytes()),
+                    page.as_bytes(),
+                    base_ts + n as i64 * 1000,
+                ))?;
             }
             partition.append(&mut builder.build()?)?;
         }
@@ -95,7 +107,10 @@ fn main() -> anyhow::Result<()> {
         Some(truncation) => println!("recovery: {truncation}"),
         None => println!("recovery: nothing to cut"),
     }
-    println!("log end after recovery: {} (nothing acknowledged was lost)", p0.log_end_offset());
+    println!(
+        "log end after recovery: {} (nothing acknowledged was lost)",
+        p0.log_end_offset()
+    );
     manager.close()?;
     std::fs::remove_dir_all(&data_dir)?;
     Ok(())

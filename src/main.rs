@@ -10,7 +10,11 @@ use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
 
 #[derive(Parser)]
-#[command(name = "strata", version, about = "A stream-processing runtime on a durable, Kafka-compatible log")]
+#[command(
+    name = "strata",
+    version,
+    about = "A stream-processing runtime on a durable, Kafka-compatible log"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -22,7 +26,12 @@ enum Command {
     /// not be in use by another process).
     Log {
         /// The log's data directory.
-        #[arg(long, env = "STRATA_DATA_DIR", default_value = "./strata-data", global = true)]
+        #[arg(
+            long,
+            env = "STRATA_DATA_DIR",
+            default_value = "./strata-data",
+            global = true
+        )]
         data_dir: PathBuf,
         #[command(subcommand)]
         command: LogCommand,
@@ -91,7 +100,8 @@ fn parse_key_value(s: &str) -> Result<(String, String), String> {
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
+                .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -119,16 +129,32 @@ fn run_log_command(data_dir: &std::path::Path, command: LogCommand) -> anyhow::R
 fn run_on(manager: &LogManager, command: LogCommand) -> anyhow::Result<()> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match command {
-        LogCommand::CreateTopic { name, partitions, configs } => {
-            let topic = manager.create_topic(&name, partitions, configs.into_iter().collect::<BTreeMap<_, _>>())?;
-            writeln!(out, "created topic {name} ({partitions} partitions, id {})", topic.id())?;
+        LogCommand::CreateTopic {
+            name,
+            partitions,
+            configs,
+        } => {
+            let topic = manager.create_topic(
+                &name,
+                partitions,
+                configs.into_iter().collect::<BTreeMap<_, _>>(),
+            )?;
+            writeln!(
+                out,
+                "created topic {name} ({partitions} partitions, id {})",
+                topic.id()
+            )?;
         }
         LogCommand::DeleteTopic { name } => {
             manager.delete_topic(&name)?;
             writeln!(out, "deleted topic {name}")?;
         }
         LogCommand::Describe => {
-            writeln!(out, "{:<30} {:>9} {:>12} {:>12} {:>9} {:>12}", "TOPIC", "PARTITION", "LOG-START", "LOG-END", "SEGMENTS", "BYTES")?;
+            writeln!(
+                out,
+                "{:<30} {:>9} {:>12} {:>12} {:>9} {:>12}",
+                "TOPIC", "PARTITION", "LOG-START", "LOG-END", "SEGMENTS", "BYTES"
+            )?;
             for topic in manager.topics() {
                 for (p, partition) in topic.partitions.iter().enumerate() {
                     writeln!(
@@ -147,7 +173,13 @@ fn run_on(manager: &LogManager, command: LogCommand) -> anyhow::Result<()> {
                 }
             }
         }
-        LogCommand::Produce { topic, partition, key_separator, compression, batch_records } => {
+        LogCommand::Produce {
+            topic,
+            partition,
+            key_separator,
+            compression,
+            batch_records,
+        } => {
             let codec = Compression::from_name(&compression)
                 .with_context(|| format!("unknown compression '{compression}'"))?;
             let log = manager.partition(&topic, partition)?;
@@ -162,9 +194,18 @@ fn run_on(manager: &LogManager, command: LogCommand) -> anyhow::Result<()> {
             }
             appended += append_lines(&log, &lines, key_separator.as_deref(), codec)?;
             log.flush()?;
-            writeln!(out, "appended {appended} records to {topic}-{partition}; log end offset {}", log.log_end_offset())?;
+            writeln!(
+                out,
+                "appended {appended} records to {topic}-{partition}; log end offset {}",
+                log.log_end_offset()
+            )?;
         }
-        LogCommand::Consume { topic, partition, from, verbose } => {
+        LogCommand::Consume {
+            topic,
+            partition,
+            from,
+            verbose,
+        } => {
             let log = manager.partition(&topic, partition)?;
             let mut offset = from.unwrap_or_else(|| log.log_start_offset());
             while offset < log.log_end_offset() {
@@ -180,7 +221,11 @@ fn run_on(manager: &LogManager, command: LogCommand) -> anyhow::Result<()> {
                         let value = String::from_utf8_lossy(record.value.unwrap_or_default());
                         if verbose {
                             let key = record.key.map(String::from_utf8_lossy).unwrap_or_default();
-                            writeln!(out, "{}\t{}\t{key}\t{value}", record.offset, record.timestamp)?;
+                            writeln!(
+                                out,
+                                "{}\t{}\t{key}\t{value}",
+                                record.offset, record.timestamp
+                            )?;
                         } else {
                             writeln!(out, "{value}")?;
                         }
@@ -190,11 +235,19 @@ fn run_on(manager: &LogManager, command: LogCommand) -> anyhow::Result<()> {
                 }
             }
         }
-        LogCommand::OffsetForTime { topic, timestamp_ms, partition } => {
+        LogCommand::OffsetForTime {
+            topic,
+            timestamp_ms,
+            partition,
+        } => {
             let log = manager.partition(&topic, partition)?;
             match log.offset_for_timestamp(timestamp_ms)? {
                 Some((offset, ts)) => writeln!(out, "{offset}\t{ts}")?,
-                None => writeln!(out, "none (no record at or after {timestamp_ms}; log end {})", log.log_end_offset())?,
+                None => writeln!(
+                    out,
+                    "none (no record at or after {timestamp_ms}; log end {})",
+                    log.log_end_offset()
+                )?,
             }
         }
         LogCommand::Retention => {

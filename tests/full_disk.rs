@@ -70,7 +70,11 @@ fn appends_on_a_full_disk_fail_cleanly_and_resume_after_space_is_freed() {
     assert_eq!(log.log_end_offset(), end);
     let records = support::read_all(&log, 0);
     assert_eq!(records.len(), appended.len());
-    assert!(records.iter().all(|r| r.value.as_deref() == Some(value.as_bytes())));
+    assert!(
+        records
+            .iter()
+            .all(|r| r.value.as_deref() == Some(value.as_bytes()))
+    );
     assert!(log.read_only_reason().is_none());
 
     std::fs::remove_file(&ballast).unwrap();

@@ -104,8 +104,9 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn proptest_config() -> Config {
     Config {
-        cases: 40,
+        cases: 64,
         max_shrink_iters: 2_000,
+        max_shrink_time: 60_000,
         rng_seed: RngSeed::Fixed(0x5741_7a11),
         // Failures are reported with their minimal case; no regression files
         // are written into the source tree.
@@ -119,7 +120,7 @@ proptest! {
 
     #[test]
     fn partition_log_agrees_with_a_vec_of_records(
-        ops in prop::collection::vec(op(), 1..40),
+        ops in prop::collection::vec(op(), 1..48),
         segment_bytes in prop_oneof![Just(1024u64), 1024..16_384u64],
         index_interval_bytes in prop_oneof![Just(1u64), 64..1024u64],
     ) {
@@ -164,7 +165,7 @@ impl Model {
     }
 
     fn first_at_or_after(&self, timestamp: i64) -> Option<(i64, i64)> {
-        self.records
+        self.retained()
             .iter()
             .find(|r| r.timestamp >= timestamp)
             .map(|r| (r.offset, r.timestamp))

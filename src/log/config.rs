@@ -84,7 +84,12 @@ impl LogConfig {
             value: value.to_string(),
             reason: reason.to_string(),
         };
-        let int = || value.trim().parse::<i64>().map_err(|_| invalid("not an integer"));
+        let int = || {
+            value
+                .trim()
+                .parse::<i64>()
+                .map_err(|_| invalid("not an integer"))
+        };
         let positive = || {
             let v = int()?;
             u64::try_from(v)

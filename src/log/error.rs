@@ -8,11 +8,12 @@ use crate::record::RecordError;
 /// Why a log operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
-    #[error("{context}: {source}")]
+    /// The OS error is part of the message (not a separate source), so it
+    /// is printed once however the error is formatted.
+    #[error("{context}: {error}")]
     Io {
         context: String,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("invalid record batch: {0}")]
     InvalidBatch(#[from] RecordError),
@@ -61,7 +62,7 @@ impl LogError {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
         Self::Io {
             context: context.into(),
-            source,
+            error: source,
         }
     }
 }

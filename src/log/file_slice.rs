@@ -25,7 +25,10 @@ impl FileSlice {
     /// readers and tests).
     pub fn read_to_vec(&self) -> Result<Vec<u8>, LogError> {
         let len = usize::try_from(self.len).map_err(|_| {
-            LogError::io("reading a file slice", std::io::Error::other("slice larger than memory"))
+            LogError::io(
+                "reading a file slice",
+                std::io::Error::other("slice larger than memory"),
+            )
         })?;
         let mut buf = vec![0u8; len];
         self.file

@@ -49,7 +49,9 @@ impl GroupCommit {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding this lock leaves only plain integers behind.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Waits until `target` is durable or this caller should lead a sync.

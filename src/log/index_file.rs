@@ -51,7 +51,11 @@ impl IndexFile {
             .context(|| format!("reading size of {}", path.display()))?
             .len();
         let whole = len % entry_bytes as u64 == 0;
-        let entries = if whole { usize::try_from(len).unwrap_or(usize::MAX) / entry_bytes } else { 0 };
+        let entries = if whole {
+            usize::try_from(len).unwrap_or(usize::MAX) / entry_bytes
+        } else {
+            0
+        };
         let mut index = Self {
             path: path.to_path_buf(),
             file,
@@ -92,18 +96,31 @@ impl IndexFile {
         if needed <= self.capacity {
             return Ok(());
         }
-        let target = needed.max(self.capacity + GROW_ENTRIES).min(self.entries_max);
+        let target = needed
+            .max(self.capacity + GROW_ENTRIES)
+            .min(self.entries_max);
         self.resize(target)
     }
 
     /// Appends one entry into reserved room.
     pub fn push(&mut self, entry: &[u8]) {
         assert_eq!(entry.len(), self.entry_bytes);
-        assert!(self.entries < self.capacity, "index {} has no reserved room", self.path.display());
+        assert!(
+            self.entries < self.capacity,
+            "index {} has no reserved room",
+            self.path.display()
+        );
         let at = self.entries * self.entry_bytes;
         let map = self.map.as_mut().expect("an index with capacity is mapped");
         map[at..at + self.entry_bytes].copy_from_slice(entry);
         self.entries += 1;
+    }
+
+    /// Makes room for one entry past the maximum: the final entry a sealed
+    /// segment must record even when its index filled up.
+    pub fn reserve_final(&mut self) -> Result<(), LogError> {
+        self.entries_max = self.entries_max.max(self.entries + 1);
+        self.reserve(1)
     }
 
     /// Forgets every entry from `n` on.

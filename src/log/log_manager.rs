@@ -34,6 +34,8 @@ use super::{LogConfig, LogError, PartitionLog, RetentionOutcome};
 pub const PARTITIONS_MAX: i32 = 10_000;
 /// Longest topic name Kafka allows.
 const TOPIC_NAME_BYTES_MAX: usize = 249;
+/// Largest topic metadata file read (names and a few config values).
+const METADATA_BYTES_MAX: u64 = 1 << 20;
 const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
 const LOCK_FILE: &str = ".lock";
 const TOPICS_DIR: &str = "topics";
@@ -83,12 +85,16 @@ impl LogManager {
         let fresh = !data_dir.join(LOCK_FILE).exists();
         let lock_file = File::create(data_dir.join(LOCK_FILE))
             .context(|| format!("creating lock file in {}", data_dir.display()))?;
-        let lock = Flock::lock(lock_file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
-            LogError::io(
-                format!("locking {} (is another strata process using it?)", data_dir.display()),
-                std::io::Error::from(errno),
-            )
-        })?;
+        let lock =
+            Flock::lock(lock_file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+                LogError::io(
+                    format!(
+                        "locking {} (is another strata process using it?)",
+                        data_dir.display()
+                    ),
+                    std::io::Error::from(errno),
+                )
+            })?;
         if !clean && !fresh {
             tracing::info!(data_dir = %data_dir.display(), "no clean-shutdown marker: recovering partitions");
         }
@@ -124,7 +130,8 @@ impl LogManager {
         let partitions = (0..metadata.partitions)
             .map(|p| {
                 let name = format!("{}-{p}", metadata.name);
-                PartitionLog::open(&self.data_dir.join(&name), &name, config.clone(), clean).map(Arc::new)
+                PartitionLog::open(&self.data_dir.join(&name), &name, config.clone(), clean)
+                    .map(Arc::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Topic {
@@ -138,29 +145,67 @@ impl LogManager {
         let dir = self.data_dir.join(TOPICS_DIR);
         let mut all = Vec::new();
         for entry in std::fs::read_dir(&dir).context(|| format!("listing {}", dir.display()))? {
-            let path = entry.context(|| format!("listing {}", dir.display()))?.path();
+            let path = entry
+                .context(|| format!("listing {}", dir.display()))?
+                .path();
             if path.extension().is_none_or(|e| e != "json") {
                 continue;
             }
-            let bytes = std::fs::read(&path).context(|| format!("reading {}", path.display()))?;
-            let metadata: TopicMetadata = serde_json::from_slice(&bytes).map_err(|e| LogError::BadMetadata {
-                path: path.clone(),
-                reason: e.to_string(),
-            })?;
-            validate_topic_name(&metadata.name)?;
+            let metadata = read_metadata(&path)?;
             all.push(metadata);
         }
         Ok(all)
     }
 
+    /// Finishes deletions a crash interrupted: each `topics/.<id>.deleting`
+    /// names a deleted topic whose partition directories may remain.
     fn remove_deleted_leftovers(&self) -> Result<(), LogError> {
-        for entry in std::fs::read_dir(&self.data_dir).context(|| format!("listing {}", self.data_dir.display()))? {
-            let path = entry.context(|| format!("listing {}", self.data_dir.display()))?.path();
+        let topics_dir = self.data_dir.join(TOPICS_DIR);
+        for entry in std::fs::read_dir(&topics_dir)
+            .context(|| format!("listing {}", topics_dir.display()))?
+        {
+            let path = entry
+                .context(|| format!("listing {}", topics_dir.display()))?
+                .path();
+            if path.extension().is_some_and(|e| e == "deleting") {
+                let metadata = read_metadata(&path)?;
+                tracing::info!(topic = %metadata.name, "finishing an interrupted topic deletion");
+                self.remove_partition_dirs(&metadata)?;
+                std::fs::remove_file(&path).context(|| format!("removing {}", path.display()))?;
+            } else if path.extension().is_some_and(|e| e == "tmp") {
+                super::index_file::remove_if_exists(&path)?;
+            }
+        }
+        for entry in std::fs::read_dir(&self.data_dir)
+            .context(|| format!("listing {}", self.data_dir.display()))?
+        {
+            let path = entry
+                .context(|| format!("listing {}", self.data_dir.display()))?
+                .path();
             if path.is_dir() && path.extension().is_some_and(|e| e == "deleted") {
-                std::fs::remove_dir_all(&path).context(|| format!("removing {}", path.display()))?;
+                std::fs::remove_dir_all(&path)
+                    .context(|| format!("removing {}", path.display()))?;
             }
         }
         Ok(())
+    }
+
+    fn remove_partition_dirs(&self, metadata: &TopicMetadata) -> Result<(), LogError> {
+        for p in 0..metadata.partitions {
+            let dir = self.partition_dir(&metadata.name, p);
+            if !dir.exists() {
+                continue;
+            }
+            // Renamed first so that a crash mid-removal leaves a name open
+            // will not mistake for a live partition.
+            let doomed = self
+                .data_dir
+                .join(format!("{}-{p}.deleted", metadata.id.simple()));
+            std::fs::rename(&dir, &doomed).context(|| format!("renaming {}", dir.display()))?;
+            std::fs::remove_dir_all(&doomed)
+                .context(|| format!("removing {}", doomed.display()))?;
+        }
+        sync_dir(&self.data_dir)
     }
 
     /// Creates a topic with `partitions` partitions and Kafka-named config
@@ -195,8 +240,12 @@ impl LogManager {
             }
         }
         let topic = Arc::new(self.open_topic(metadata.clone(), true)?);
-        sync_dir(&self.data_dir)?;
-        self.write_metadata(&metadata)?;
+        if let Err(error) = sync_dir(&self.data_dir).and_then(|()| self.write_metadata(&metadata)) {
+            // The topic never existed: take its empty directories back.
+            drop(topic);
+            self.remove_partition_dirs(&metadata)?;
+            return Err(error);
+        }
         topics.insert(name.to_string(), Arc::clone(&topic));
         tracing::info!(topic = name, partitions, id = %metadata.id, "created topic");
         Ok(topic)
@@ -205,7 +254,9 @@ impl LogManager {
     /// Grows a topic to `total` partitions (Kafka's CreatePartitions).
     pub fn create_partitions(&self, name: &str, total: i32) -> Result<Arc<Topic>, LogError> {
         let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
-        let topic = topics.get(name).ok_or_else(|| LogError::UnknownTopic(name.to_string()))?;
+        let topic = topics
+            .get(name)
+            .ok_or_else(|| LogError::UnknownTopic(name.to_string()))?;
         if total <= topic.metadata.partitions || total > PARTITIONS_MAX {
             return Err(LogError::InvalidPartitionCount(total));
         }
@@ -214,7 +265,17 @@ impl LogManager {
         for p in metadata.partitions..total {
             let part_name = format!("{name}-{p}");
             let dir = self.partition_dir(name, p);
-            partitions.push(Arc::new(PartitionLog::open(&dir, &part_name, topic.config.clone(), true)?));
+            if dir.exists() {
+                // Left by a CreatePartitions that crashed before its metadata
+                // was written: it holds no acknowledged data.
+                std::fs::remove_dir_all(&dir).context(|| format!("clearing {}", dir.display()))?;
+            }
+            partitions.push(Arc::new(PartitionLog::open(
+                &dir,
+                &part_name,
+                topic.config.clone(),
+                true,
+            )?));
         }
         metadata.partitions = total;
         sync_dir(&self.data_dir)?;
@@ -231,33 +292,50 @@ impl LogManager {
     /// Deletes a topic and all its data.
     pub fn delete_topic(&self, name: &str) -> Result<(), LogError> {
         let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
-        let topic = topics.remove(name).ok_or_else(|| LogError::UnknownTopic(name.to_string()))?;
+        let topic = topics
+            .remove(name)
+            .ok_or_else(|| LogError::UnknownTopic(name.to_string()))?;
+        // The commit point: once the metadata is renamed the topic is gone,
+        // and an open after a crash finishes removing its directories.
         let metadata_path = self.metadata_path(name);
-        std::fs::remove_file(&metadata_path).context(|| format!("removing {}", metadata_path.display()))?;
+        let deleting = self
+            .data_dir
+            .join(TOPICS_DIR)
+            .join(format!(".{}.deleting", topic.id().simple()));
+        std::fs::rename(&metadata_path, &deleting)
+            .context(|| format!("renaming {}", metadata_path.display()))?;
         sync_dir(&self.data_dir.join(TOPICS_DIR))?;
-        for p in 0..topic.metadata.partitions {
-            let dir = self.partition_dir(name, p);
-            let doomed = self.data_dir.join(format!("{name}-{p}.{}.deleted", topic.metadata.id.simple()));
-            std::fs::rename(&dir, &doomed).context(|| format!("renaming {}", dir.display()))?;
-            std::fs::remove_dir_all(&doomed).context(|| format!("removing {}", doomed.display()))?;
-        }
+        self.remove_partition_dirs(&topic.metadata)?;
+        std::fs::remove_file(&deleting).context(|| format!("removing {}", deleting.display()))?;
         tracing::info!(topic = name, "deleted topic");
         Ok(())
     }
 
     pub fn topic(&self, name: &str) -> Option<Arc<Topic>> {
-        self.topics.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+        self.topics
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
     }
 
     /// All topics, sorted by name.
     pub fn topics(&self) -> Vec<Arc<Topic>> {
-        let mut all: Vec<_> = self.topics.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let mut all: Vec<_> = self
+            .topics
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
         all.sort_by(|a, b| a.name().cmp(b.name()));
         all
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Result<Arc<PartitionLog>, LogError> {
-        let found = self.topic(topic).ok_or_else(|| LogError::UnknownTopic(topic.to_string()))?;
+        let found = self
+            .topic(topic)
+            .ok_or_else(|| LogError::UnknownTopic(topic.to_string()))?;
         usize::try_from(partition)
             .ok()
             .and_then(|p| found.partitions.get(p).cloned())
@@ -302,7 +380,8 @@ impl LogManager {
         for topic in self.topics() {
             for partition in &topic.partitions {
                 partition.close()?;
-                all_clean &= partition.read_only_reason().is_none() && partition.corruption().is_none();
+                all_clean &=
+                    partition.read_only_reason().is_none() && partition.corruption().is_none();
             }
         }
         if all_clean {
@@ -325,7 +404,12 @@ impl LogManager {
 
     fn write_metadata(&self, metadata: &TopicMetadata) -> Result<(), LogError> {
         let path = self.metadata_path(&metadata.name);
-        let tmp = path.with_extension("json.tmp");
+        // A fixed-length name: the topic name may already be as long as a
+        // file name can be.
+        let tmp = self
+            .data_dir
+            .join(TOPICS_DIR)
+            .join(format!(".{}.tmp", metadata.id.simple()));
         let json = serde_json::to_vec_pretty(metadata).expect("topic metadata serializes");
         std::fs::write(&tmp, json)
             .and_then(|()| File::open(&tmp)?.sync_all())
@@ -333,6 +417,31 @@ impl LogManager {
             .context(|| format!("writing {}", path.display()))?;
         sync_dir(&self.data_dir.join(TOPICS_DIR))
     }
+}
+
+fn read_metadata(path: &Path) -> Result<TopicMetadata, LogError> {
+    let bad = |reason: String| LogError::BadMetadata {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let len = std::fs::metadata(path)
+        .context(|| format!("reading {}", path.display()))?
+        .len();
+    if len > METADATA_BYTES_MAX {
+        return Err(bad(format!(
+            "{len} bytes is more than a topic's metadata can be"
+        )));
+    }
+    let bytes = std::fs::read(path).context(|| format!("reading {}", path.display()))?;
+    let metadata: TopicMetadata = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    validate_topic_name(&metadata.name)?;
+    if !(1..=PARTITIONS_MAX).contains(&metadata.partitions) {
+        return Err(bad(format!(
+            "partition count {} is out of range",
+            metadata.partitions
+        )));
+    }
+    Ok(metadata)
 }
 
 /// Kafka's rules: 1..=249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -350,8 +459,13 @@ pub fn validate_topic_name(name: &str) -> Result<(), LogError> {
     if name == "." || name == ".." {
         return Err(invalid("'.' and '..' are reserved"));
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
-        return Err(invalid("only ASCII letters, digits, '.', '_' and '-' are allowed"));
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(invalid(
+            "only ASCII letters, digits, '.', '_' and '-' are allowed",
+        ));
     }
     if name == TOPICS_DIR {
         return Err(invalid("reserved"));

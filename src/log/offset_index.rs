@@ -59,10 +59,14 @@ impl OffsetIndex {
     /// Records that the batch starting at `offset` lies at `position`. Room
     /// must have been reserved.
     pub fn push(&mut self, offset: i64, position: u64) {
-        let relative = u32::try_from(offset - self.base_offset).expect("segments roll before u32 offsets");
+        let relative =
+            u32::try_from(offset - self.base_offset).expect("segments roll before u32 offsets");
         let position = u32::try_from(position).expect("segments roll before 4 GiB");
         if let Some(last) = self.len().checked_sub(1).map(|i| self.entry(i)) {
-            assert!(offset > last.0 && u64::from(position) > last.1, "index entries must increase");
+            assert!(
+                offset > last.0 && u64::from(position) > last.1,
+                "index entries must increase"
+            );
         }
         let mut entry = [0u8; ENTRY_BYTES];
         entry[..4].copy_from_slice(&relative.to_be_bytes());

@@ -132,13 +132,15 @@ impl PartitionLog {
                     segment: segment.log_path(),
                     position: 0,
                     offset: previous,
-                    reason: format!("segment starts at offset {base} but the previous one ends at {previous}"),
+                    reason: format!(
+                        "segment starts at offset {base} but the previous one ends at {previous}"
+                    ),
                 });
                 break;
             }
             let trusted = clean || next_base.is_some_and(|next| next <= recovery_point);
             let mut needs_scan = !trusted;
-            if trusted && let Err(reason) = segment.load_trusted()? {
+            if trusted && let Err(reason) = segment.load_trusted(config.index_interval_bytes)? {
                 tracing::warn!(partition = name, segment = %segment.log_path().display(), %reason, "rebuilding index");
                 report.indexes_rebuilt.push((segment.log_path(), reason));
                 needs_scan = true;
@@ -156,7 +158,10 @@ impl PartitionLog {
                                 segment: segment.log_path(),
                                 position,
                                 offset: segment.next_offset(),
-                                reason: format!("{reason}; later segment {} holds data", later.display()),
+                                reason: format!(
+                                    "{reason}; later segment {} holds data",
+                                    later.display()
+                                ),
                             });
                         } else {
                             segment.truncate_file(position)?;
@@ -196,7 +201,11 @@ impl PartitionLog {
             }
         }
         if let Some(corruption) = &corruption {
-            tracing::error!(partition = name, "{corruption}; the partition will not serve or accept offsets from {}", corruption.offset);
+            tracing::error!(
+                partition = name,
+                "{corruption}; the partition will not serve or accept offsets from {}",
+                corruption.offset
+            );
         }
         if segments.is_empty() {
             segments.insert(0, Segment::create(dir, 0, &config)?);
@@ -263,7 +272,12 @@ impl PartitionLog {
 
     pub fn log_start_offset(&self) -> i64 {
         let inner = self.shared();
-        inner.segments.keys().next().copied().unwrap_or(inner.next_offset)
+        inner
+            .segments
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(inner.next_offset)
     }
 
     /// One past the last offset appended (the high watermark of one node).
@@ -278,7 +292,11 @@ impl PartitionLog {
 
     /// Total bytes of all segments.
     pub fn size_bytes(&self) -> u64 {
-        self.shared().segments.values().map(Segment::size_bytes).sum()
+        self.shared()
+            .segments
+            .values()
+            .map(Segment::size_bytes)
+            .sum()
     }
 
     pub fn segment_count(&self) -> usize {
@@ -322,7 +340,9 @@ impl PartitionLog {
         let mut next = base_offset;
         for info in &mut infos {
             crate::record::set_base_offset(&mut batches[position..], next);
-            let delta = info.last_offset - info.base_offset;
+            // From the header field: the client's baseOffset is arbitrary, so
+            // last_offset - base_offset may have saturated.
+            let delta = i64::from(info.last_offset_delta);
             *info = BatchInfo {
                 base_offset: next,
                 last_offset: next + delta,
@@ -334,7 +354,10 @@ impl PartitionLog {
         let last_offset = next - 1;
         let now = now_ms();
         let total = batches.len() as u64;
-        if inner.active().should_roll(&inner.config, total, last_offset, now) {
+        if inner
+            .active()
+            .should_roll(&inner.config, total, last_offset, now)
+        {
             self.roll(&mut inner, base_offset)?;
         }
         let interval = inner.config.index_interval_bytes;
@@ -343,7 +366,9 @@ impl PartitionLog {
         if let Err(error) = active.append(batches, &infos, interval, now) {
             // Undo a partial write so the file holds only whole batches.
             if let Err(undo) = active.truncate_file(size_before) {
-                self.commit.fail(format!("{error}, then could not undo the partial write: {undo}"));
+                self.commit.fail(format!(
+                    "{error}, then could not undo the partial write: {undo}"
+                ));
             }
             return Err(error);
         }
@@ -351,7 +376,8 @@ impl PartitionLog {
         let record_count = next - base_offset;
         inner.unflushed_records += record_count;
         inner.oldest_unflushed_ms.get_or_insert(now);
-        let flush_now = inner.config.flush_messages > 0 && inner.unflushed_records >= inner.config.flush_messages;
+        let flush_now = inner.config.flush_messages > 0
+            && inner.unflushed_records >= inner.config.flush_messages;
         let log_start_offset = inner.segments.keys().next().copied().unwrap_or(base_offset);
         drop(inner);
         if flush_now {
@@ -379,13 +405,17 @@ impl PartitionLog {
             }
             batch.validate_records(decompressed_limit(limit))?;
             if batch.header().record_count == 0 {
-                return Err(crate::record::RecordError::Invalid("batch holds no records".into()).into());
+                return Err(
+                    crate::record::RecordError::Invalid("batch holds no records".into()).into(),
+                );
             }
             infos.push(BatchInfo::of(batch.header()));
             rest = &rest[batch.size_bytes()..];
         }
         if infos.is_empty() {
-            return Err(crate::record::RecordError::Invalid("no record batch to append".into()).into());
+            return Err(
+                crate::record::RecordError::Invalid("no record batch to append".into()).into(),
+            );
         }
         Ok(infos)
     }
@@ -396,7 +426,8 @@ impl PartitionLog {
         let active = inner.active_mut();
         let sealed = active.sync().and_then(|()| active.seal());
         if let Err(error) = sealed {
-            self.commit.fail(format!("rolling the segment failed: {error}"));
+            self.commit
+                .fail(format!("rolling the segment failed: {error}"));
             return Err(error);
         }
         let segment = Segment::create(&self.dir, base_offset, &inner.config)?;
@@ -411,6 +442,7 @@ impl PartitionLog {
     /// Makes every offset below `target` durable, sharing the fdatasync with
     /// concurrent callers. Returns the durable offset reached.
     pub fn flush_to(&self, target: i64) -> Result<i64, LogError> {
+        let target = target.min(self.log_end_offset());
         match self.commit.begin(target, &self.name)? {
             Turn::Done(durable) => Ok(durable),
             Turn::Lead => {
@@ -419,7 +451,11 @@ impl PartitionLog {
                     inner.unflushed_records = 0;
                     inner.oldest_unflushed_ms = None;
                     let active = inner.active();
-                    (std::sync::Arc::clone(active.log_file()), active.log_path(), inner.next_offset)
+                    (
+                        std::sync::Arc::clone(active.log_file()),
+                        active.log_path(),
+                        inner.next_offset,
+                    )
                 };
                 let result = file
                     .sync_data()
@@ -482,7 +518,12 @@ impl PartitionLog {
     /// returns no slices.
     pub fn read(&self, offset: i64, max_bytes: u64) -> Result<LogRead, LogError> {
         let inner = self.shared();
-        let log_start_offset = inner.segments.keys().next().copied().unwrap_or(inner.next_offset);
+        let log_start_offset = inner
+            .segments
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(inner.next_offset);
         let log_end_offset = inner.next_offset;
         let mut read = LogRead {
             slices: Vec::new(),
@@ -540,7 +581,9 @@ impl PartitionLog {
             if segment.max_timestamp() < timestamp {
                 continue;
             }
-            if let Some(found) = segment.offset_for_timestamp(timestamp, limit, segment.size_bytes())? {
+            if let Some(found) =
+                segment.offset_for_timestamp(timestamp, limit, segment.size_bytes())?
+            {
                 return Ok(Some(found));
             }
         }
@@ -556,7 +599,11 @@ impl PartitionLog {
         let mut outcome = RetentionOutcome::default();
         if inner.corruption.is_none() {
             let retention_ms = inner.config.retention_ms;
-            let expired = |s: &Segment| retention_ms >= 0 && !s.is_empty() && s.max_timestamp() < now_ms.saturating_sub(retention_ms);
+            let expired = |s: &Segment| {
+                retention_ms >= 0
+                    && !s.is_empty()
+                    && s.max_timestamp() < now_ms.saturating_sub(retention_ms)
+            };
             if inner.segments.values().all(expired) {
                 let next = inner.next_offset;
                 self.roll(&mut inner, next)?;
@@ -566,7 +613,8 @@ impl PartitionLog {
                 let retention_bytes = inner.config.retention_bytes;
                 let (&base, first) = inner.segments.iter().next().expect("at least one segment");
                 let is_active = inner.segments.len() == 1;
-                let over_size = retention_bytes >= 0 && total - first.size_bytes() >= retention_bytes as u64;
+                let over_size =
+                    retention_bytes >= 0 && total - first.size_bytes() >= retention_bytes as u64;
                 if is_active || !(expired(first) || over_size) {
                     break;
                 }
@@ -577,20 +625,30 @@ impl PartitionLog {
                 segment.delete()?;
             }
         }
-        outcome.log_start_offset = inner.segments.keys().next().copied().unwrap_or(inner.next_offset);
+        outcome.log_start_offset = inner
+            .segments
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(inner.next_offset);
         Ok(outcome)
     }
 
     /// Rebuilds the index of any segment a reader found inconsistent.
     pub fn repair_indexes(&self) -> Result<usize, LogError> {
         let mut inner = self.exclusive();
-        let Inner { config, segments, .. } = &mut *inner;
+        let Inner {
+            config, segments, ..
+        } = &mut *inner;
         let active_base = segments.keys().next_back().copied();
         let mut repaired = 0;
         for segment in segments.values_mut().filter(|s| s.index_suspect()) {
             let size = segment.size_bytes();
             let mut rebuilt = Segment::open(&self.dir, segment.base_offset(), config, true)?;
-            if !matches!(scan_segment(&mut rebuilt, size, config.index_interval_bytes)?, ScanEnd::Clean) {
+            if !matches!(
+                scan_segment(&mut rebuilt, size, config.index_interval_bytes)?,
+                ScanEnd::Clean
+            ) {
                 continue;
             }
             if Some(segment.base_offset()) != active_base {
@@ -632,11 +690,17 @@ impl PartitionLog {
 
 impl Inner {
     fn active(&self) -> &Segment {
-        self.segments.values().next_back().expect("a partition always has a segment")
+        self.segments
+            .values()
+            .next_back()
+            .expect("a partition always has a segment")
     }
 
     fn active_mut(&mut self) -> &mut Segment {
-        self.segments.values_mut().next_back().expect("a partition always has a segment")
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a partition always has a segment")
     }
 }
 
@@ -670,8 +734,12 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
         let entry = entry.context(|| format!("listing {}", dir.display()))?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let Some((stem, extension)) = name.split_once('.') else { continue };
-        let Ok(base) = stem.parse::<i64>() else { continue };
+        let Some((stem, extension)) = name.split_once('.') else {
+            continue;
+        };
+        let Ok(base) = stem.parse::<i64>() else {
+            continue;
+        };
         if stem.len() != 20 {
             continue;
         }
@@ -693,7 +761,9 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
 fn later_segments_hold_data(dir: &Path, bases: &[i64]) -> Result<Option<PathBuf>, LogError> {
     for &base in bases {
         let path = dir.join(super::segment::file_name(base, "log"));
-        let len = std::fs::metadata(&path).context(|| format!("reading {}", path.display()))?.len();
+        let len = std::fs::metadata(&path)
+            .context(|| format!("reading {}", path.display()))?
+            .len();
         if len > 0 {
             return Ok(Some(path));
         }
@@ -716,7 +786,9 @@ mod tests {
     fn batch(values: &[&str], timestamp: i64) -> Vec<u8> {
         let mut builder = BatchBuilder::new(Compression::None);
         for value in values {
-            builder.push(NewRecord::new(None, value.as_bytes(), timestamp)).unwrap();
+            builder
+                .push(NewRecord::new(None, value.as_bytes(), timestamp))
+                .unwrap();
         }
         builder.build().unwrap()
     }
@@ -737,7 +809,10 @@ mod tests {
             let batch = RecordBatch::parse_and_verify(rest).unwrap();
             for record in batch.records(1 << 20).unwrap().iter() {
                 let record = record.unwrap();
-                out.push((record.offset, String::from_utf8(record.value.unwrap().to_vec()).unwrap()));
+                out.push((
+                    record.offset,
+                    String::from_utf8(record.value.unwrap().to_vec()).unwrap(),
+                ));
             }
             rest = &rest[batch.size_bytes()..];
         }
@@ -748,13 +823,22 @@ mod tests {
     fn appends_assign_consecutive_offsets_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let log = PartitionLog::open(dir.path(), "t-0", small_config(), true).unwrap();
-        assert_eq!(log.append(&mut batch(&["a", "b"], 1)).unwrap().base_offset, 0);
+        assert_eq!(
+            log.append(&mut batch(&["a", "b"], 1)).unwrap().base_offset,
+            0
+        );
         let info = log.append(&mut batch(&["c"], 2)).unwrap();
         assert_eq!((info.base_offset, info.last_offset), (2, 2));
         assert_eq!(log.log_end_offset(), 3);
-        assert_eq!(values_from(&log, 1), [(0, "a".into()), (1, "b".into()), (2, "c".into())]);
+        assert_eq!(
+            values_from(&log, 1),
+            [(0, "a".into()), (1, "b".into()), (2, "c".into())]
+        );
         assert!(log.read(3, 100).unwrap().slices.is_empty());
-        assert!(matches!(log.read(4, 100), Err(LogError::OffsetOutOfRange { .. })));
+        assert!(matches!(
+            log.read(4, 100),
+            Err(LogError::OffsetOutOfRange { .. })
+        ));
     }
 
     #[test]
@@ -775,7 +859,10 @@ mod tests {
             assert_eq!(values_from(&log, 0), expected);
             assert_eq!(values_from(&log, 137)[0], expected[137]);
             let report = log.recovery_report();
-            assert!(report.truncation.is_none() && report.corruption.is_none(), "{report:?}");
+            assert!(
+                report.truncation.is_none() && report.corruption.is_none(),
+                "{report:?}"
+            );
         }
     }
 
@@ -810,7 +897,8 @@ mod read_only_tests {
         log.append(&mut one_record()).unwrap();
         // What flush_to does when fdatasync fails.
         assert!(matches!(log.commit.begin(1, "t-0").unwrap(), Turn::Lead));
-        log.commit.finish(Err("fdatasync of 0.log failed: EIO".into()));
+        log.commit
+            .finish(Err("fdatasync of 0.log failed: EIO".into()));
 
         let error = log.append(&mut one_record()).unwrap_err();
         assert!(matches!(error, LogError::ReadOnly { .. }), "{error}");

@@ -61,7 +61,8 @@ pub(crate) fn scan_segment(
                 position += info.size;
             }
             Err(reason) => {
-                let after = find_valid_batch(segment, position + 1, file_len, segment.next_offset())?;
+                let after =
+                    find_valid_batch(segment, position + 1, file_len, segment.next_offset())?;
                 break match after {
                     Some(valid_at) => ScanEnd::Corrupt {
                         position,
@@ -99,9 +100,11 @@ fn check_batch_at(
             "batch of {size} bytes runs past the end of the file ({available} bytes left)"
         )));
     }
-    if header.base_offset < next_offset {
+    // Offsets are dense: each batch starts where the previous one ended.
+    // (baseOffset is outside the CRC, so this is its only check.)
+    if header.base_offset != next_offset {
         return Ok(Err(format!(
-            "batch offset {} is below the expected {next_offset}",
+            "batch starts at offset {} where {next_offset} was expected",
             header.base_offset
         )));
     }
@@ -139,11 +142,14 @@ fn find_valid_batch(
             let position = start + i as u64;
             if header.check().is_err()
                 || header.base_offset < next_offset
+                || header.last_offset() - segment.base_offset() > i64::from(i32::MAX)
                 || header.size_bytes() as u64 > file_len - position
             {
                 continue;
             }
-            if let Ok(Ok(_)) = check_batch_at(segment, position, file_len, next_offset, &mut batch) {
+            if let Ok(Ok(_)) =
+                check_batch_at(segment, position, file_len, header.base_offset, &mut batch)
+            {
                 return Ok(Some(position));
             }
         }

@@ -28,6 +28,7 @@ use super::{FileSlice, LogConfig, LogError, OffsetIndex, TimeIndex};
 pub(crate) struct BatchInfo {
     pub base_offset: i64,
     pub last_offset: i64,
+    pub last_offset_delta: i32,
     pub max_timestamp: i64,
     pub size: u64,
 }
@@ -37,6 +38,7 @@ impl BatchInfo {
         Self {
             base_offset: header.base_offset,
             last_offset: header.last_offset(),
+            last_offset_delta: header.last_offset_delta,
             max_timestamp: header.max_timestamp,
             size: header.size_bytes() as u64,
         }
@@ -65,7 +67,11 @@ pub fn file_name(base_offset: i64, extension: &str) -> String {
 
 impl Segment {
     /// Creates an empty segment; fails if its files already hold data.
-    pub(crate) fn create(dir: &Path, base_offset: i64, config: &LogConfig) -> Result<Self, LogError> {
+    pub(crate) fn create(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+    ) -> Result<Self, LogError> {
         let log_path = dir.join(file_name(base_offset, "log"));
         let log = OpenOptions::new()
             .read(true)
@@ -74,11 +80,17 @@ impl Segment {
             .truncate(false)
             .open(&log_path)
             .context(|| format!("creating {}", log_path.display()))?;
-        let existing = log.metadata().context(|| format!("reading {}", log_path.display()))?.len();
+        let existing = log
+            .metadata()
+            .context(|| format!("reading {}", log_path.display()))?
+            .len();
         if existing > 0 {
             return Err(LogError::io(
                 format!("creating {}", log_path.display()),
-                std::io::Error::new(std::io::ErrorKind::AlreadyExists, "segment file already holds data"),
+                std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "segment file already holds data",
+                ),
             ));
         }
         let mut segment = Self::assemble(dir, base_offset, log, config.segment_index_bytes)?;
@@ -102,7 +114,11 @@ impl Segment {
             .write(true)
             .open(&log_path)
             .context(|| format!("opening {}", log_path.display()))?;
-        let capacity = if active { config.segment_index_bytes } else { 0 };
+        let capacity = if active {
+            config.segment_index_bytes
+        } else {
+            0
+        };
         let mut segment = Self::assemble(dir, base_offset, log, capacity)?;
         segment.size = segment
             .log
@@ -147,7 +163,10 @@ impl Segment {
     /// Accepts the indexes of a cleanly closed (or already flushed) segment
     /// after checking them, and finds the segment's end by scanning from the
     /// last index entry. Returns `Err(reason)` if the indexes must be rebuilt.
-    pub(crate) fn load_trusted(&mut self) -> Result<Result<(), String>, LogError> {
+    pub(crate) fn load_trusted(
+        &mut self,
+        index_interval_bytes: u64,
+    ) -> Result<Result<(), String>, LogError> {
         if let Err(reason) = self.index.check(self.size) {
             return Ok(Err(format!("offset index: {reason}")));
         }
@@ -159,22 +178,34 @@ impl Segment {
             None => (0, self.base_offset),
         };
         while position < self.size {
+            if self.bytes_since_index >= index_interval_bytes && position > 0 {
+                // An append would have indexed this batch: entries are missing
+                // (a deleted or truncated index file).
+                return Ok(Err(format!(
+                    "no entry for the batch at position {position}"
+                )));
+            }
             let header = match self.read_header(position) {
-                Ok(header) if header.base_offset >= next => header,
+                Ok(header) if header.base_offset == next => header,
                 Ok(header) => {
                     return Ok(Err(format!(
-                        "batch at {position} has offset {} below {next}",
+                        "batch at {position} starts at offset {} where {next} was expected",
                         header.base_offset
                     )));
                 }
-                Err(LogError::InvalidBatch(e)) => return Ok(Err(format!("batch at {position}: {e}"))),
+                Err(LogError::InvalidBatch(e)) => {
+                    return Ok(Err(format!("batch at {position}: {e}")));
+                }
                 Err(e) => return Err(e),
             };
             next = header.next_offset();
             self.bytes_since_index += header.size_bytes() as u64;
             position += header.size_bytes() as u64;
             if position > self.size {
-                return Ok(Err(format!("last batch runs past the end at {}", self.size)));
+                return Ok(Err(format!(
+                    "last batch runs past the end at {}",
+                    self.size
+                )));
             }
         }
         self.next_offset = next;
@@ -211,13 +242,19 @@ impl Segment {
 
     /// Records a batch present at `position` in the in-memory state and
     /// indexes. Room must have been reserved.
-    pub(crate) fn note_batch(&mut self, position: u64, batch: BatchInfo, index_interval_bytes: u64) {
+    pub(crate) fn note_batch(
+        &mut self,
+        position: u64,
+        batch: BatchInfo,
+        index_interval_bytes: u64,
+    ) {
         debug_assert!(batch.base_offset >= self.next_offset);
         if self.bytes_since_index >= index_interval_bytes && position > 0 {
             if !self.index.is_full() {
                 self.index.push(batch.base_offset, position);
             }
-            self.time_index.maybe_push(self.max_timestamp, self.max_timestamp_offset);
+            self.time_index
+                .maybe_push(self.max_timestamp, self.max_timestamp_offset);
             self.bytes_since_index = 0;
         }
         if batch.max_timestamp > self.max_timestamp {
@@ -242,11 +279,18 @@ impl Segment {
         index_interval_bytes: u64,
         now_ms: i64,
     ) -> Result<(), LogError> {
-        debug_assert_eq!(batches.iter().map(|b| b.size).sum::<u64>(), bytes.len() as u64);
+        debug_assert_eq!(
+            batches.iter().map(|b| b.size).sum::<u64>(),
+            bytes.len() as u64
+        );
         self.reserve_index_entries(batches.len())?;
-        self.log
-            .write_all_at(bytes, self.size)
-            .context(|| format!("appending {} bytes to {}", bytes.len(), self.log_path().display()))?;
+        self.log.write_all_at(bytes, self.size).context(|| {
+            format!(
+                "appending {} bytes to {}",
+                bytes.len(),
+                self.log_path().display()
+            )
+        })?;
         let mut position = self.size;
         for batch in batches {
             self.note_batch(position, *batch, index_interval_bytes);
@@ -299,7 +343,13 @@ impl Segment {
 
     /// Whether an append of `batch_bytes` covering up to `last_offset` must go
     /// to a new segment instead.
-    pub(crate) fn should_roll(&self, config: &LogConfig, batch_bytes: u64, last_offset: i64, now_ms: i64) -> bool {
+    pub(crate) fn should_roll(
+        &self,
+        config: &LogConfig,
+        batch_bytes: u64,
+        last_offset: i64,
+        now_ms: i64,
+    ) -> bool {
         if self.is_empty() {
             return false;
         }
@@ -318,31 +368,46 @@ impl Segment {
         let available = self.size.saturating_sub(position);
         let mut raw = [0u8; BATCH_HEADER_BYTES];
         if available < BATCH_HEADER_BYTES as u64 {
-            return Err(LogError::InvalidBatch(crate::record::RecordError::Truncated {
-                needed: BATCH_HEADER_BYTES,
-                available: available as usize,
-            }));
+            return Err(LogError::InvalidBatch(
+                crate::record::RecordError::Truncated {
+                    needed: BATCH_HEADER_BYTES,
+                    available: available as usize,
+                },
+            ));
         }
-        self.log
-            .read_exact_at(&mut raw, position)
-            .context(|| format!("reading batch header at {position} of {}", self.log_path().display()))?;
+        self.log.read_exact_at(&mut raw, position).context(|| {
+            format!(
+                "reading batch header at {position} of {}",
+                self.log_path().display()
+            )
+        })?;
         let header = BatchHeader::parse(&raw)?;
         header.check()?;
         if header.size_bytes() as u64 > available {
-            return Err(LogError::InvalidBatch(crate::record::RecordError::Truncated {
-                needed: header.size_bytes(),
-                available: available as usize,
-            }));
+            return Err(LogError::InvalidBatch(
+                crate::record::RecordError::Truncated {
+                    needed: header.size_bytes(),
+                    available: available as usize,
+                },
+            ));
         }
         Ok(header)
     }
 
     /// Reads the whole batch at `position` into `buf`.
-    pub(crate) fn read_batch<'b>(&self, position: u64, header: &BatchHeader, buf: &'b mut Vec<u8>) -> Result<RecordBatch<'b>, LogError> {
+    pub(crate) fn read_batch<'b>(
+        &self,
+        position: u64,
+        header: &BatchHeader,
+        buf: &'b mut Vec<u8>,
+    ) -> Result<RecordBatch<'b>, LogError> {
         buf.resize(header.size_bytes(), 0);
-        self.log
-            .read_exact_at(buf, position)
-            .context(|| format!("reading batch at {position} of {}", self.log_path().display()))?;
+        self.log.read_exact_at(buf, position).context(|| {
+            format!(
+                "reading batch at {position} of {}",
+                self.log_path().display()
+            )
+        })?;
         Ok(RecordBatch::parse(buf)?)
     }
 
@@ -397,7 +462,11 @@ impl Segment {
             return Ok(self.size);
         }
         let mut position = match self.index.lookup_position(target) {
-            Some((offset, position)) if position > start && self.index_points_at(offset, position) => position,
+            Some((offset, position))
+                if position > start && self.index_points_at(offset, position) =>
+            {
+                position
+            }
             _ => start,
         };
         loop {
@@ -460,8 +529,8 @@ impl Segment {
     /// largest timestamp and trims the index files to their entries.
     pub(crate) fn seal(&mut self) -> Result<(), LogError> {
         if self.max_timestamp >= 0 {
-            self.time_index.reserve(1)?;
-            self.time_index.maybe_push(self.max_timestamp, self.max_timestamp_offset);
+            self.time_index
+                .push_final(self.max_timestamp, self.max_timestamp_offset)?;
         }
         self.index.seal()?;
         self.time_index.seal()

@@ -51,7 +51,10 @@ impl TimeIndex {
         let mut ts = [0u8; 8];
         ts.copy_from_slice(&raw[..8]);
         let relative = u32::from_be_bytes([raw[8], raw[9], raw[10], raw[11]]);
-        (i64::from_be_bytes(ts), self.base_offset + i64::from(relative))
+        (
+            i64::from_be_bytes(ts),
+            self.base_offset + i64::from(relative),
+        )
     }
 
     pub fn last(&self) -> Option<(i64, i64)> {
@@ -66,7 +69,8 @@ impl TimeIndex {
         if self.last().is_some_and(|(t, _)| t >= timestamp) || self.is_full() {
             return;
         }
-        let relative = u32::try_from(offset - self.base_offset).expect("segments roll before u32 offsets");
+        let relative =
+            u32::try_from(offset - self.base_offset).expect("segments roll before u32 offsets");
         let mut entry = [0u8; ENTRY_BYTES];
         entry[..8].copy_from_slice(&timestamp.to_be_bytes());
         entry[8..].copy_from_slice(&relative.to_be_bytes());
@@ -108,7 +112,9 @@ impl TimeIndex {
 
     /// Drops every entry for offsets ≥ `offset`.
     pub fn truncate_from_offset(&mut self, offset: i64) {
-        let keep = (0..self.len()).take_while(|&i| self.entry(i).1 < offset).count();
+        let keep = (0..self.len())
+            .take_while(|&i| self.entry(i).1 < offset)
+            .count();
         self.file.truncate(keep);
     }
 
@@ -118,6 +124,17 @@ impl TimeIndex {
 
     pub(crate) fn unseal(&mut self, max_bytes: u64) {
         self.file.unseal(max_bytes);
+    }
+
+    /// Records the segment's final largest timestamp, even past the maximum
+    /// size, so that a reopened segment knows its age.
+    pub(crate) fn push_final(&mut self, timestamp: i64, offset: i64) -> Result<(), LogError> {
+        if self.last().is_some_and(|(t, _)| t >= timestamp) {
+            return Ok(());
+        }
+        self.file.reserve_final()?;
+        self.maybe_push(timestamp, offset);
+        Ok(())
     }
 
     /// Makes room for `additional` entries ahead of an append.

@@ -136,12 +136,13 @@ impl BatchHeader {
 
     /// Offset of the last record (baseOffset + lastOffsetDelta).
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + i64::from(self.last_offset_delta)
+        self.base_offset
+            .saturating_add(i64::from(self.last_offset_delta))
     }
 
     /// Offset the next batch after this one starts at.
     pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
+        self.last_offset().saturating_add(1)
     }
 
     /// The compression codec named by the attributes.
@@ -285,7 +286,7 @@ impl<'a> RecordBatch<'a> {
         let mut expected_delta = 0i64;
         for record in records.iter() {
             let record = record?;
-            let delta = record.offset - self.header.base_offset;
+            let delta = record.offset.wrapping_sub(self.header.base_offset);
             if delta != expected_delta {
                 return Err(RecordError::Invalid(format!(
                     "record offset delta {delta} where {expected_delta} was expected"

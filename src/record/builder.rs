@@ -108,7 +108,10 @@ impl BatchBuilder {
             16 + record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len),
         );
         body.push(0); // attributes
-        write_varlong(&mut body, record.timestamp.wrapping_sub(self.base_timestamp));
+        write_varlong(
+            &mut body,
+            record.timestamp.wrapping_sub(self.base_timestamp),
+        );
         write_varint(&mut body, self.count);
         write_nullable(&mut body, record.key)?;
         write_nullable(&mut body, record.value)?;
@@ -128,7 +131,9 @@ impl BatchBuilder {
     /// Writes the batch with baseOffset 0 (the log assigns the real one).
     pub fn build(&self) -> Result<Vec<u8>> {
         if self.count == 0 {
-            return Err(RecordError::Build("a batch needs at least one record".into()));
+            return Err(RecordError::Build(
+                "a batch needs at least one record".into(),
+            ));
         }
         let payload = self.compression.compress(&self.records)?;
         let mut out = vec![0u8; BATCH_HEADER_BYTES];
@@ -231,8 +236,17 @@ mod tests {
             assert_eq!(all[0].key, Some(&b"k1"[..]));
             assert_eq!(all[0].value, Some(&b"v1"[..]));
             let headers: Vec<_> = all[0].headers().collect();
-            assert_eq!(headers, [Header { key: b"trace", value: Some(b"abc") }]);
-            assert_eq!((all[1].offset, all[1].timestamp, all[1].key), (101, 900, None));
+            assert_eq!(
+                headers,
+                [Header {
+                    key: b"trace",
+                    value: Some(b"abc")
+                }]
+            );
+            assert_eq!(
+                (all[1].offset, all[1].timestamp, all[1].key),
+                (101, 900, None)
+            );
             assert_eq!((all[2].offset, all[2].value), (102, None));
         }
     }

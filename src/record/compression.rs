@@ -100,15 +100,17 @@ impl Compression {
                 check_limit(input.len(), output_bytes_max)?;
                 Ok(input.to_vec())
             }
-            Self::Gzip => self.read_bounded(flate2::read::MultiGzDecoder::new(input), output_bytes_max),
+            Self::Gzip => {
+                self.read_bounded(flate2::read::MultiGzDecoder::new(input), output_bytes_max)
+            }
             Self::Snappy => decompress_snappy(input, output_bytes_max),
             Self::Lz4 => {
                 let decoder = lz4::Decoder::new(input).map_err(|e| self.error(e.to_string()))?;
                 self.read_bounded(decoder, output_bytes_max)
             }
             Self::Zstd => {
-                let decoder =
-                    zstd::stream::read::Decoder::new(input).map_err(|e| self.error(e.to_string()))?;
+                let decoder = zstd::stream::read::Decoder::new(input)
+                    .map_err(|e| self.error(e.to_string()))?;
                 self.read_bounded(decoder, output_bytes_max)
             }
         }
@@ -116,7 +118,9 @@ impl Compression {
 
     fn read_bounded(self, reader: impl Read, output_bytes_max: usize) -> Result<Vec<u8>> {
         let mut out = Vec::new();
-        let limit = u64::try_from(output_bytes_max).unwrap_or(u64::MAX).saturating_add(1);
+        let limit = u64::try_from(output_bytes_max)
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
         reader
             .take(limit)
             .read_to_end(&mut out)
@@ -146,7 +150,8 @@ fn compress_xerial_snappy(input: &[u8]) -> std::result::Result<Vec<u8>, snap::Er
     let mut encoder = snap::raw::Encoder::new();
     for block in input.chunks(SNAPPY_BLOCK_BYTES) {
         let compressed = encoder.compress_vec(block)?;
-        let length = u32::try_from(compressed.len()).expect("a 32 KiB block compresses below 4 GiB");
+        let length =
+            u32::try_from(compressed.len()).expect("a 32 KiB block compresses below 4 GiB");
         out.extend_from_slice(&length.to_be_bytes());
         out.extend_from_slice(&compressed);
     }
@@ -164,7 +169,9 @@ fn decompress_snappy(input: &[u8], output_bytes_max: usize) -> Result<Vec<u8>> {
     let Some(mut rest) = input.strip_prefix(XERIAL_MAGIC.as_slice()) else {
         let size = snap::raw::decompress_len(input).map_err(|e| fail(e.to_string()))?;
         check_limit(size, output_bytes_max)?;
-        return decoder.decompress_vec(input).map_err(|e| fail(e.to_string()));
+        return decoder
+            .decompress_vec(input)
+            .map_err(|e| fail(e.to_string()));
     };
     let mut out = Vec::new();
     while !rest.is_empty() {
@@ -205,10 +212,16 @@ mod tests {
 
     #[test]
     fn every_codec_round_trips() {
-        let input: Vec<u8> = (0..100_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect();
+        let input: Vec<u8> = (0..100_000u32)
+            .flat_map(|i| (i % 251).to_le_bytes())
+            .collect();
         for codec in ALL {
             let compressed = codec.compress(&input).unwrap();
-            assert_eq!(codec.decompress(&compressed, input.len()).unwrap(), input, "{codec:?}");
+            assert_eq!(
+                codec.decompress(&compressed, input.len()).unwrap(),
+                input,
+                "{codec:?}"
+            );
         }
     }
 
@@ -218,14 +231,23 @@ mod tests {
         for codec in ALL {
             let compressed = codec.compress(&input).unwrap();
             let err = codec.decompress(&compressed, 1000).unwrap_err();
-            assert!(matches!(err, RecordError::TooLarge { .. }), "{codec:?}: {err}");
+            assert!(
+                matches!(err, RecordError::TooLarge { .. }),
+                "{codec:?}: {err}"
+            );
         }
     }
 
     #[test]
     fn garbage_payloads_are_errors_not_panics() {
         for codec in ALL[1..].iter() {
-            for garbage in [&b""[..], b"\x00", b"\xff\xff\xff\xff\xff", XERIAL_MAGIC, b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01\xff\xff\xff\xff"] {
+            for garbage in [
+                &b""[..],
+                b"\x00",
+                b"\xff\xff\xff\xff\xff",
+                XERIAL_MAGIC,
+                b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01\xff\xff\xff\xff",
+            ] {
                 let _ = codec.decompress(garbage, 1 << 20);
             }
         }
@@ -233,7 +255,9 @@ mod tests {
 
     #[test]
     fn raw_snappy_without_framing_is_accepted() {
-        let raw = snap::raw::Encoder::new().compress_vec(b"hello hello hello").unwrap();
+        let raw = snap::raw::Encoder::new()
+            .compress_vec(b"hello hello hello")
+            .unwrap();
         assert_eq!(
             Compression::Snappy.decompress(&raw, 100).unwrap(),
             b"hello hello hello"

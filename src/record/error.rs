@@ -25,10 +25,7 @@ pub enum RecordError {
     UnknownCompression { id: i16 },
     /// The decompressor rejected the payload.
     #[error("cannot decompress {codec} batch payload: {reason}")]
-    Decompress {
-        codec: &'static str,
-        reason: String,
-    },
+    Decompress { codec: &'static str, reason: String },
     /// A header field is inconsistent with the records or with another field.
     #[error("invalid record batch: {0}")]
     Invalid(String),

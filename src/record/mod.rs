@@ -15,9 +15,10 @@ mod error;
 mod records;
 mod varint;
 
-pub use batch::{set_base_offset, set_partition_leader_epoch, 
+pub use batch::{
     BATCH_HEADER_BYTES, BatchHeader, LOG_OVERHEAD_BYTES, MAGIC_V2, NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID, NO_SEQUENCE, RecordBatch, TimestampType,
+    NO_PRODUCER_ID, NO_SEQUENCE, RecordBatch, TimestampType, set_base_offset,
+    set_partition_leader_epoch,
 };
 pub use builder::{BatchBuilder, NewRecord};
 pub use compression::Compression;

@@ -163,9 +163,12 @@ impl<'a> RecordIter<'a> {
     fn parse_next(&mut self) -> std::result::Result<Record<'a>, String> {
         let (length, used) = read_varint(self.rest).ok_or("truncated record length")?;
         let length = usize::try_from(length).map_err(|_| format!("negative length {length}"))?;
-        let body = self.rest[used..]
-            .get(..length)
-            .ok_or_else(|| format!("length {length} but {} bytes remain", self.rest.len() - used))?;
+        let body = self.rest[used..].get(..length).ok_or_else(|| {
+            format!(
+                "length {length} but {} bytes remain",
+                self.rest.len() - used
+            )
+        })?;
         let mut cursor = Cursor { bytes: body, at: 0 };
         let _attributes = cursor.take(1).ok_or("missing attributes")?;
         let timestamp_delta = cursor.varlong().ok_or("bad timestampDelta")?;
