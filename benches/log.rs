@@ -5,6 +5,8 @@
 //!   file in the same directory. Neither side syncs: an append lands in the
 //!   page cache exactly as the plain write does, so the ratio between them is
 //!   the cost of the log itself (validation, CRC, offset assignment, indexes).
+//! - `append_parts`: the two checks an append runs before writing
+//!   (`parse_and_verify`, `validate_records`), alone, for the same batches.
 //! - `read`: [`PartitionLog::read`] plus `read_to_vec` of 1 MiB chunks,
 //!   front to back, over a log that was just written (so from the page cache,
 //!   as for a consumer that keeps up).
@@ -19,13 +21,14 @@
 //! grows past [`FILE_BYTES_MAX`] and all are removed at the end.
 
 use std::fs::File;
+use std::hint::black_box;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use strata::log::{LogConfig, PartitionLog};
-use strata::record::{BatchBuilder, BatchHeader, Compression, NewRecord};
+use strata::record::{BatchBuilder, BatchHeader, Compression, NewRecord, RecordBatch};
 
 const RECORDS_PER_BATCH: usize = 1_000;
 /// (label, value bytes per record).
@@ -53,6 +56,12 @@ const LOOKUP_GROUP: &str = "lookup";
 const LOG_FUNCTION: &str = "partition_log";
 const PLAIN_FUNCTION: &str = "plain_write";
 const READ_PARAMETER: &str = "1MiB_chunks";
+const PARTS_GROUP: &str = "append_parts";
+const CRC_FUNCTION: &str = "parse_and_verify";
+const RECORDS_FUNCTION: &str = "validate_records";
+/// What the log allows a batch's records to decompress to (irrelevant to
+/// the uncompressed batches here, but the same argument the log passes).
+const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
 
 fn main() {
     let started = SystemTime::now();
@@ -66,8 +75,13 @@ fn main() {
         .output_directory(&output_dir)
         .configure_from_args();
 
-    warm_up_disk(scratch.path());
+    // `cargo test --benches` runs each routine once, as a smoke test; only a
+    // real measurement needs the disk warm.
+    if std::env::args().any(|arg| arg == "--bench") {
+        warm_up_disk(scratch.path());
+    }
     let batch_bytes = bench_append(&mut criterion, scratch.path());
+    bench_append_parts(&mut criterion);
     let read_chunk_bytes = bench_read(&mut criterion, scratch.path());
     bench_lookup(&mut criterion, scratch.path());
     criterion.final_summary();
@@ -284,6 +298,32 @@ fn bench_append(c: &mut Criterion, dir: &Path) -> Vec<(&'static str, u64)> {
     }
     group.finish();
     sizes
+}
+
+/// The two checks an append makes before writing, alone, to show where the
+/// time between a plain write and an append goes.
+fn bench_append_parts(c: &mut Criterion) {
+    let mut group = c.benchmark_group(PARTS_GROUP);
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(4));
+    for (label, value_bytes) in RECORD_SIZES {
+        let batch = build_batch(RECORDS_PER_BATCH, value_bytes);
+        group.throughput(Throughput::Bytes(batch.len() as u64));
+        group.bench_function(BenchmarkId::new(CRC_FUNCTION, label), |b| {
+            b.iter(|| RecordBatch::parse_and_verify(black_box(&batch)).is_ok());
+        });
+        let parsed = RecordBatch::parse_and_verify(&batch).expect("a valid batch");
+        group.bench_function(BenchmarkId::new(RECORDS_FUNCTION, label), |b| {
+            b.iter(|| {
+                black_box(parsed)
+                    .validate_records(DECOMPRESSED_BYTES_MAX)
+                    .is_ok()
+            });
+        });
+    }
+    group.finish();
 }
 
 /// Fills a fresh log in `dir` with `count` copies of `batch`, appending
@@ -508,6 +548,25 @@ fn print_summary(
             mib_per_s(bytes, plain.median_ns),
             mib_per_s(bytes, append.median_ns),
             plain.median_ns / append.median_ns
+        );
+    }
+    println!();
+    println!("where an append's time goes, µs per batch (means)");
+    println!(
+        "{:<6} {:>12} {:>14} {:>18} {:>18}",
+        "record", "plain write", "append", "parse_and_verify", "validate_records"
+    );
+    for &(label, _) in batch_bytes {
+        let micros = |group: &str, function: &str| {
+            estimate(output_dir, group, function, label, since)
+                .map_or_else(|| "-".to_string(), |e| format!("{:.1}", e.mean_ns / 1e3))
+        };
+        println!(
+            "{label:<6} {:>12} {:>14} {:>18} {:>18}",
+            micros(APPEND_GROUP, PLAIN_FUNCTION),
+            micros(APPEND_GROUP, LOG_FUNCTION),
+            micros(PARTS_GROUP, CRC_FUNCTION),
+            micros(PARTS_GROUP, RECORDS_FUNCTION),
         );
     }
     println!();

@@ -307,8 +307,11 @@ fn check_damage(
             log.recovery_report().indexes_rebuilt
         );
         assert_eq!(read_all(&log, 0), expected, "{what}: after a restart");
-        // The active segment's files were pre-sized when the process crashed,
-        // so only a cleanly sealed one can be compared byte for byte.
+        log.close()?;
+        drop(log);
+        // An active segment's index files may be sized for appends while
+        // the log is open, and were when the process crashed, so only
+        // cleanly sealed files can be compared byte for byte.
         if target == Target::Sealed || shutdown.is_clean() {
             assert!(
                 fs::read(&files.index)? == original_index,
@@ -484,5 +487,25 @@ fn repair_leaves_a_sound_log_alone() -> Result<()> {
     let log = PartitionLog::open(dir.path(), NAME, small_config(), true)?;
     assert_serves_exactly(&log, &expected, "sound log")?;
     assert_eq!(log.repair_indexes()?, 0);
+    Ok(())
+}
+
+#[test]
+fn a_time_index_that_lost_its_last_entry_still_answers_timestamp_lookups() -> Result<()> {
+    for shutdown in [Shutdown::Clean, Shutdown::Crash] {
+        let what = format!("time index without its last entry, after a {shutdown:?}");
+        let dir = tempfile::tempdir()?;
+        let expected = build(dir.path(), shutdown)?;
+        let (_, files) = pick(dir.path(), Target::Sealed)?;
+        ensure!(
+            entry_count(&files.time_index, TIME_ENTRY_BYTES)? >= 2,
+            "{what}: the segment should have several time index entries"
+        );
+        // Whole entries only: what is left is structurally valid, it just
+        // no longer records the segment's largest timestamp.
+        cut(&files.time_index, TIME_ENTRY_BYTES as u64)?;
+        let log = PartitionLog::open(dir.path(), NAME, small_config(), shutdown.is_clean())?;
+        assert_serves_exactly(&log, &expected, &what)?;
+    }
     Ok(())
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, ensure};
 use strata::log::{LogConfig, PartitionLog};
-use strata::record::Compression;
+use strata::record::{BATCH_HEADER_BYTES, BatchHeader, Compression};
 use support::{Stored, batch, batch_with, decode, read_all, small_config};
 use tempfile::TempDir;
 
@@ -53,7 +53,8 @@ enum LastBatch {
 }
 
 /// `config` with small index files, so that copying a crashed directory for
-/// every cut stays cheap (the active segment's index files are pre-sized),
+/// every cut stays cheap (an active segment's index files are sized ahead
+/// of their entries),
 /// and without time-based rolls, so the append after recovery lands right
 /// behind the cut instead of in a fresh segment.
 fn for_cutting(config: LogConfig) -> LogConfig {
@@ -303,7 +304,8 @@ fn check_torn_at(crashed: &Crashed, cut_len: u64) -> Result<()> {
 }
 
 fn check_every_cut_inside_the_last_batch(crashed: &Crashed) -> Result<()> {
-    ensure!(crashed.last_batch.end - crashed.last_batch.start > 61);
+    // Cuts must land in the header as well as in the records.
+    ensure!(crashed.last_batch.end - crashed.last_batch.start > BATCH_HEADER_BYTES as u64);
     for cut_len in crashed.last_batch.start + 1..crashed.last_batch.end {
         check_torn_at(crashed, cut_len)?;
     }
@@ -366,5 +368,87 @@ fn a_tail_cut_exactly_at_a_batch_boundary_needs_no_truncation() -> Result<()> {
     assert_eq!(read_all(&log, 0), crashed.kept);
     let info = log.append(&mut batch(&["next"], 9_000))?;
     assert_eq!(info.base_offset, crashed.last_batch_offset);
+    Ok(())
+}
+
+#[test]
+fn flushed_batches_lost_exactly_at_a_batch_boundary_are_reported_as_lost() -> Result<()> {
+    let crashed = crash(for_cutting(small_config()), LastBatch::SharesSegment, true)?;
+    let dir = tempfile::tempdir()?;
+    let log = reopen_cut(&crashed, dir.path(), crashed.last_batch.start)?;
+    assert_eq!(log.log_end_offset(), crashed.last_batch_offset);
+    assert_eq!(read_all(&log, 0), crashed.kept);
+    let lost = format!("{}..{}", crashed.last_batch_offset, crashed.end_offset);
+    let report = log.recovery_report();
+    // Nothing is torn, but the disk lost a batch it had confirmed as synced:
+    // the report is the only place an operator can learn that.
+    let truncation = report.truncation.as_ref().with_context(|| {
+        format!("offsets {lost} had been reported flushed and are gone, but the report is silent: {report:?}")
+    })?;
+    assert!(truncation.lost_flushed_data(), "{truncation}");
+    assert_eq!(truncation.log_end_offset, crashed.last_batch_offset);
+    assert_eq!(truncation.recovery_point, crashed.end_offset);
+    assert!(truncation.to_string().contains(&lost), "{truncation}");
+    Ok(())
+}
+
+/// The position and first offset of the last batch in a `.log` file.
+fn last_batch_in(path: &Path) -> Result<(Range<u64>, i64)> {
+    let bytes = fs::read(path)?;
+    let mut position = 0;
+    let mut last = None;
+    while position < bytes.len() {
+        let header = BatchHeader::parse(&bytes[position..])?;
+        let end = position + header.size_bytes();
+        last = Some((position as u64..end as u64, header.base_offset));
+        position = end;
+    }
+    last.context("the segment holds no batch")
+}
+
+#[test]
+fn a_torn_sealed_segment_before_an_empty_newer_one_is_cut_and_the_empty_one_removed() -> Result<()>
+{
+    // A roll syncs the segment it seals, so only a disk that loses synced
+    // writes can leave it torn; the newer segment has nothing yet.
+    let crashed = crash(for_cutting(small_config()), LastBatch::OpensSegment, false)?;
+    let dir = tempfile::tempdir()?;
+    copy_dir(crashed.snapshot.path(), dir.path())?;
+    let logs = segment_logs(dir.path())?;
+    let (newest, sealed) = (&logs[logs.len() - 1], &logs[logs.len() - 2]);
+    truncate(newest, 0)?;
+    let (last_batch, last_batch_offset) = last_batch_in(sealed)?;
+    let cut_len = last_batch.start + (last_batch.end - last_batch.start) / 2;
+    truncate(sealed, cut_len)?;
+
+    let log = PartitionLog::open(dir.path(), NAME, crashed.config.clone(), false)?;
+    let report = log.recovery_report();
+    assert!(report.corruption.is_none(), "{report:?}");
+    let truncation = report
+        .truncation
+        .as_ref()
+        .with_context(|| format!("the torn segment is not reported: {report:?}"))?;
+    assert_eq!(&truncation.segment, sealed);
+    assert_eq!(truncation.position, last_batch.start);
+    assert_eq!(truncation.bytes_cut, cut_len - last_batch.start);
+    assert_eq!(truncation.log_end_offset, last_batch_offset);
+    assert!(
+        truncation.lost_flushed_data(),
+        "the roll had synced the torn batch: {truncation}"
+    );
+    assert_eq!(fs::metadata(sealed)?.len(), last_batch.start);
+    assert!(!newest.exists(), "the empty newer segment must be removed");
+    assert_eq!(log.segment_count(), logs.len() - 1);
+    assert_eq!(log.log_end_offset(), last_batch_offset);
+    let kept: Vec<Stored> = crashed
+        .kept
+        .iter()
+        .filter(|r| r.offset < last_batch_offset)
+        .cloned()
+        .collect();
+    assert_eq!(read_all(&log, 0), kept);
+
+    let info = log.append(&mut batch(&["after-recovery"], 9_000))?;
+    assert_eq!(info.base_offset, last_batch_offset);
     Ok(())
 }

@@ -122,6 +122,7 @@ impl PartitionLog {
         };
         let mut segments = BTreeMap::new();
         let mut corruption = None;
+        let mut scanned = Vec::new();
         for (i, &base) in bases.iter().enumerate() {
             let next_base = bases.get(i + 1).copied();
             let mut segment = Segment::open(dir, base, &config, next_base.is_none())?;
@@ -149,6 +150,7 @@ impl PartitionLog {
                 segment.unseal(&config);
                 let file_len = segment.size_bytes();
                 report.segments_scanned += 1;
+                scanned.push(base);
                 match scan_segment(&mut segment, file_len, config.index_interval_bytes)? {
                     ScanEnd::Clean => {}
                     ScanEnd::Torn { position, reason } => {
@@ -220,8 +222,31 @@ impl PartitionLog {
         if report.segments_scanned > 0 && corruption.is_none() {
             last.sync()?;
         }
-        for segment in segments.values_mut().rev().skip(1) {
-            segment.seal()?;
+        // Trusted segments were sealed when they were rolled; only rebuilt
+        // indexes need trimming.
+        let last_base = segments.keys().next_back().copied();
+        for base in scanned.into_iter().filter(|&b| Some(b) != last_base) {
+            if let Some(segment) = segments.get_mut(&base) {
+                segment.seal()?;
+            }
+        }
+        if report.truncation.is_none() && corruption.is_none() && next_offset < recovery_point {
+            // Whole batches that had been reported flushed are gone without
+            // leaving a torn tail: the disk lost data it had confirmed.
+            let truncation = Truncation {
+                segment: segments
+                    .values()
+                    .next_back()
+                    .map(Segment::log_path)
+                    .unwrap_or_default(),
+                position: segments.values().next_back().map_or(0, Segment::size_bytes),
+                bytes_cut: 0,
+                log_end_offset: next_offset,
+                recovery_point,
+                reason: "the log ends below its recovery point".into(),
+            };
+            tracing::error!(partition = name, "{truncation}");
+            report.truncation = Some(truncation);
         }
         report.corruption = corruption.clone();
         let durable_offset = if clean || report.segments_scanned > 0 {

@@ -108,6 +108,16 @@ fn check_batch_at(
             header.base_offset
         )));
     }
+    if header
+        .base_offset
+        .checked_add(i64::from(header.last_offset_delta) + 1)
+        .is_none()
+    {
+        return Ok(Err(format!(
+            "batch offsets from {} overflow",
+            header.base_offset
+        )));
+    }
     buf.resize(header.size_bytes(), 0);
     read_at(segment, buf, position)?;
     if let Err(e) = RecordBatch::parse_and_verify(buf) {

@@ -177,6 +177,7 @@ impl Segment {
             }
             None => (0, self.base_offset),
         };
+        let mut tail_max_timestamp = -1;
         while position < self.size {
             if self.bytes_since_index >= index_interval_bytes && position > 0 {
                 // An append would have indexed this batch: entries are missing
@@ -199,6 +200,7 @@ impl Segment {
                 Err(e) => return Err(e),
             };
             next = header.next_offset();
+            tail_max_timestamp = tail_max_timestamp.max(header.max_timestamp);
             self.bytes_since_index += header.size_bytes() as u64;
             position += header.size_bytes() as u64;
             if position > self.size {
@@ -213,6 +215,13 @@ impl Segment {
             return Ok(Err(format!("time index: {reason}")));
         }
         match self.time_index.last() {
+            // Sealing records the segment's largest timestamp last, so a
+            // newer batch in the unindexed tail means entries were lost.
+            Some((ts, _)) if ts < tail_max_timestamp => {
+                return Ok(Err(format!(
+                    "time index ends at timestamp {ts} but a batch holds {tail_max_timestamp}"
+                )));
+            }
             Some((ts, offset)) => {
                 self.max_timestamp = ts;
                 self.max_timestamp_offset = offset;
@@ -262,7 +271,7 @@ impl Segment {
             self.max_timestamp_offset = batch.last_offset;
         }
         self.bytes_since_index += batch.size;
-        self.next_offset = batch.last_offset + 1;
+        self.next_offset = batch.last_offset.saturating_add(1);
     }
 
     /// Sets the readable end after a scan.
