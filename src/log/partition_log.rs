@@ -23,7 +23,9 @@ use crate::record::RecordBatch;
 
 use super::error::IoContext;
 use super::group_commit::{GroupCommit, Turn};
-use super::recovery::{Corruption, RecoveryReport, ScanEnd, Truncation, scan_segment};
+use super::recovery::{
+    Corruption, LoadedSegments, RecoveryReport, ScanEnd, Truncation, load_segments, scan_segment,
+};
 use super::segment::{BatchInfo, Segment};
 use super::{FileSlice, LogConfig, LogError};
 
@@ -115,131 +117,30 @@ impl PartitionLog {
             .open(dir.join(RECOVERY_POINT_FILE))
             .context(|| format!("opening recovery point of {name}"))?;
         let recovery_point = read_recovery_point(&recovery_point_file);
-        let bases = list_segments(dir)?;
-        let mut report = RecoveryReport {
-            clean,
-            ..RecoveryReport::default()
-        };
-        let mut segments = BTreeMap::new();
-        let mut corruption = None;
-        let mut scanned = Vec::new();
-        for (i, &base) in bases.iter().enumerate() {
-            let next_base = bases.get(i + 1).copied();
-            let mut segment = Segment::open(dir, base, &config, next_base.is_none())?;
-            if let Some(previous) = segments.values().last().map(Segment::next_offset)
-                && previous != base
-            {
-                corruption = Some(Corruption {
-                    segment: segment.log_path(),
-                    position: 0,
-                    offset: previous,
-                    reason: format!(
-                        "segment starts at offset {base} but the previous one ends at {previous}"
-                    ),
-                });
-                break;
-            }
-            let trusted = clean || next_base.is_some_and(|next| next <= recovery_point);
-            let mut needs_scan = !trusted;
-            if trusted && let Err(reason) = segment.load_trusted(config.index_interval_bytes)? {
-                tracing::warn!(partition = name, segment = %segment.log_path().display(), %reason, "rebuilding index");
-                report.indexes_rebuilt.push((segment.log_path(), reason));
-                needs_scan = true;
-            }
-            if needs_scan {
-                segment.unseal(&config);
-                let file_len = segment.size_bytes();
-                report.segments_scanned += 1;
-                scanned.push(base);
-                match scan_segment(&mut segment, file_len, config.index_interval_bytes)? {
-                    ScanEnd::Clean => {}
-                    ScanEnd::Torn { position, reason } => {
-                        let later_data = later_segments_hold_data(dir, &bases[i + 1..])?;
-                        if let Some(later) = later_data {
-                            corruption = Some(Corruption {
-                                segment: segment.log_path(),
-                                position,
-                                offset: segment.next_offset(),
-                                reason: format!(
-                                    "{reason}; later segment {} holds data",
-                                    later.display()
-                                ),
-                            });
-                        } else {
-                            segment.truncate_file(position)?;
-                            let truncation = Truncation {
-                                segment: segment.log_path(),
-                                position,
-                                bytes_cut: file_len - position,
-                                log_end_offset: segment.next_offset(),
-                                recovery_point,
-                                reason,
-                            };
-                            if truncation.lost_flushed_data() {
-                                tracing::error!(partition = name, "{truncation}");
-                            } else {
-                                tracing::warn!(partition = name, "{truncation}");
-                            }
-                            report.truncation = Some(truncation);
-                            for &empty in &bases[i + 1..] {
-                                Segment::open(dir, empty, &config, false)?.delete()?;
-                            }
-                        }
-                    }
-                    ScanEnd::Corrupt { position, reason } => {
-                        corruption = Some(Corruption {
-                            segment: segment.log_path(),
-                            position,
-                            offset: segment.next_offset(),
-                            reason,
-                        });
-                    }
-                }
-            }
-            let stop = corruption.is_some() || report.truncation.is_some();
-            segments.insert(base, segment);
-            if stop {
-                break;
-            }
-        }
-        if let Some(corruption) = &corruption {
-            tracing::error!(
-                partition = name,
-                "{corruption}; the partition will not serve or accept offsets from {}",
-                corruption.offset
-            );
-        }
+        let LoadedSegments {
+            mut segments,
+            mut report,
+        } = load_segments(dir, name, &config, clean, recovery_point)?;
         if segments.is_empty() {
             segments.insert(0, Segment::create(dir, 0, &config)?);
         }
+        let corrupt = report.corruption.is_some();
         let last = segments.values_mut().last().expect("at least one segment");
         let next_offset = last.next_offset();
-        if corruption.is_none() {
+        if !corrupt {
             last.unseal(&config);
         }
         // Whatever recovery read may still be only in the page cache (a killed
         // process, not a lost machine): make it durable before promising so.
-        if report.segments_scanned > 0 && corruption.is_none() {
+        if report.segments_scanned > 0 && !corrupt {
             last.sync()?;
         }
-        // Trusted segments were sealed when they were rolled; only rebuilt
-        // indexes need trimming.
-        let last_base = segments.keys().next_back().copied();
-        for base in scanned.into_iter().filter(|&b| Some(b) != last_base) {
-            if let Some(segment) = segments.get_mut(&base) {
-                segment.seal()?;
-            }
-        }
-        if report.truncation.is_none() && corruption.is_none() && next_offset < recovery_point {
+        if report.truncation.is_none() && !corrupt && next_offset < recovery_point {
             // Whole batches that had been reported flushed are gone without
             // leaving a torn tail: the disk lost data it had confirmed.
             let truncation = Truncation {
-                segment: segments
-                    .values()
-                    .next_back()
-                    .map(Segment::log_path)
-                    .unwrap_or_default(),
-                position: segments.values().next_back().map_or(0, Segment::size_bytes),
+                segment: last.log_path(),
+                position: last.size_bytes(),
                 bytes_cut: 0,
                 log_end_offset: next_offset,
                 recovery_point,
@@ -248,7 +149,7 @@ impl PartitionLog {
             tracing::error!(partition = name, "{truncation}");
             report.truncation = Some(truncation);
         }
-        report.corruption = corruption.clone();
+        let corruption = report.corruption.clone();
         let durable_offset = if clean || report.segments_scanned > 0 {
             next_offset
         } else {
@@ -748,52 +649,6 @@ fn read_recovery_point(file: &File) -> i64 {
     } else {
         0
     }
-}
-
-/// Base offsets of the `.log` files in `dir`, ascending. Index files without
-/// a log are derived data and removed.
-fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
-    let mut bases = Vec::new();
-    let mut orphans = Vec::new();
-    for entry in std::fs::read_dir(dir).context(|| format!("listing {}", dir.display()))? {
-        let entry = entry.context(|| format!("listing {}", dir.display()))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some((stem, extension)) = name.split_once('.') else {
-            continue;
-        };
-        let Ok(base) = stem.parse::<i64>() else {
-            continue;
-        };
-        if stem.len() != 20 {
-            continue;
-        }
-        match extension {
-            "log" => bases.push(base),
-            "index" | "timeindex" => orphans.push((base, entry.path())),
-            _ => {}
-        }
-    }
-    bases.sort_unstable();
-    for (base, path) in orphans {
-        if bases.binary_search(&base).is_err() {
-            super::index_file::remove_if_exists(&path)?;
-        }
-    }
-    Ok(bases)
-}
-
-fn later_segments_hold_data(dir: &Path, bases: &[i64]) -> Result<Option<PathBuf>, LogError> {
-    for &base in bases {
-        let path = dir.join(super::segment::file_name(base, "log"));
-        let len = std::fs::metadata(&path)
-            .context(|| format!("reading {}", path.display()))?
-            .len();
-        if len > 0 {
-            return Ok(Some(path));
-        }
-    }
-    Ok(None)
 }
 
 /// fsync of a directory, so a created or removed file's name is durable.

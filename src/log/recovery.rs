@@ -14,15 +14,17 @@
 //! - Index files are derived data: they are rebuilt here from the log and
 //!   never trusted after an unclean shutdown.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::record::{BATCH_HEADER_BYTES, BatchHeader, RecordBatch};
 
-use super::LogError;
 use super::error::IoContext;
-use super::segment::{BatchInfo, Segment};
+use super::index_file::remove_if_exists;
+use super::segment::{BatchInfo, Segment, file_name};
+use super::{LogConfig, LogError};
 
 /// Bytes read at a time while searching for a valid batch after a bad one.
 const SEARCH_WINDOW_BYTES: usize = 1 << 20;
@@ -173,6 +175,186 @@ fn read_at(segment: &Segment, buf: &mut [u8], position: u64) -> Result<(), LogEr
         .log_file()
         .read_exact_at(buf, position)
         .context(|| format!("reading {} at {position}", segment.log_path().display()))
+}
+
+/// The segments of a partition as recovery left them, oldest first, and what
+/// it found.
+pub(crate) struct LoadedSegments {
+    pub segments: BTreeMap<i64, Segment>,
+    pub report: RecoveryReport,
+}
+
+/// Opens every segment in `dir`. After a clean shutdown all are trusted (their
+/// indexes checked); otherwise segments from the one holding
+/// `recovery_point` on are walked batch by batch. Stops at corruption or at a
+/// torn tail, so the last loaded segment is where the log now ends.
+pub(crate) fn load_segments(
+    dir: &Path,
+    name: &str,
+    config: &LogConfig,
+    clean: bool,
+    recovery_point: i64,
+) -> Result<LoadedSegments, LogError> {
+    let bases = list_segments(dir)?;
+    let mut report = RecoveryReport {
+        clean,
+        ..RecoveryReport::default()
+    };
+    let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
+    for (i, &base) in bases.iter().enumerate() {
+        let next_base = bases.get(i + 1).copied();
+        let mut segment = Segment::open(dir, base, config, next_base.is_none())?;
+        if let Some(previous) = segments.values().last().map(Segment::next_offset)
+            && previous != base
+        {
+            report.corruption = Some(Corruption {
+                segment: segment.log_path(),
+                position: 0,
+                offset: previous,
+                reason: format!(
+                    "segment starts at offset {base} but the previous one ends at {previous}"
+                ),
+            });
+            break;
+        }
+        let trusted = clean || next_base.is_some_and(|next| next <= recovery_point);
+        let mut needs_scan = !trusted;
+        if trusted && let Err(reason) = segment.load_trusted(config.index_interval_bytes)? {
+            tracing::warn!(partition = name, segment = %segment.log_path().display(), %reason, "rebuilding index");
+            report.indexes_rebuilt.push((segment.log_path(), reason));
+            needs_scan = true;
+        }
+        if needs_scan {
+            report.segments_scanned += 1;
+            segment.unseal(config);
+            let file_len = segment.size_bytes();
+            match scan_segment(&mut segment, file_len, config.index_interval_bytes)? {
+                ScanEnd::Clean => {}
+                ScanEnd::Torn { position, reason } => {
+                    match later_segments_hold_data(dir, &bases[i + 1..])? {
+                        Some(later) => {
+                            let reason =
+                                format!("{reason}; later segment {} holds data", later.display());
+                            report.corruption = Some(corruption_at(&segment, position, reason));
+                        }
+                        None => {
+                            let truncation = cut_torn_tail(
+                                &mut segment,
+                                file_len,
+                                position,
+                                recovery_point,
+                                reason,
+                            )?;
+                            if truncation.lost_flushed_data() {
+                                tracing::error!(partition = name, "{truncation}");
+                            } else {
+                                tracing::warn!(partition = name, "{truncation}");
+                            }
+                            report.truncation = Some(truncation);
+                            // Later segments are empty; the cut one is the end.
+                            for &empty in &bases[i + 1..] {
+                                Segment::open(dir, empty, config, false)?.delete()?;
+                            }
+                        }
+                    }
+                }
+                ScanEnd::Corrupt { position, reason } => {
+                    report.corruption = Some(corruption_at(&segment, position, reason));
+                }
+            }
+            let stops_here = report.corruption.is_some() || report.truncation.is_some();
+            if next_base.is_some() && !stops_here {
+                // Rebuilt indexes of a sealed segment are trimmed now.
+                segment.seal()?;
+            }
+        }
+        let stop = report.corruption.is_some() || report.truncation.is_some();
+        segments.insert(base, segment);
+        if stop {
+            break;
+        }
+    }
+    if let Some(corruption) = &report.corruption {
+        tracing::error!(
+            partition = name,
+            "{corruption}; the partition will not serve or accept offsets from {}",
+            corruption.offset
+        );
+    }
+    Ok(LoadedSegments { segments, report })
+}
+
+fn corruption_at(segment: &Segment, position: u64, reason: String) -> Corruption {
+    Corruption {
+        segment: segment.log_path(),
+        position,
+        offset: segment.next_offset(),
+        reason,
+    }
+}
+
+fn cut_torn_tail(
+    segment: &mut Segment,
+    file_len: u64,
+    position: u64,
+    recovery_point: i64,
+    reason: String,
+) -> Result<Truncation, LogError> {
+    segment.truncate_file(position)?;
+    Ok(Truncation {
+        segment: segment.log_path(),
+        position,
+        bytes_cut: file_len - position,
+        log_end_offset: segment.next_offset(),
+        recovery_point,
+        reason,
+    })
+}
+
+/// Base offsets of the `.log` files in `dir`, ascending. Index files without
+/// a log are derived data and removed.
+fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
+    let mut bases = Vec::new();
+    let mut orphans = Vec::new();
+    for entry in std::fs::read_dir(dir).context(|| format!("listing {}", dir.display()))? {
+        let entry = entry.context(|| format!("listing {}", dir.display()))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((stem, extension)) = name.split_once('.') else {
+            continue;
+        };
+        let Ok(base) = stem.parse::<i64>() else {
+            continue;
+        };
+        if stem.len() != 20 {
+            continue;
+        }
+        match extension {
+            "log" => bases.push(base),
+            "index" | "timeindex" => orphans.push((base, entry.path())),
+            _ => {}
+        }
+    }
+    bases.sort_unstable();
+    for (base, path) in orphans {
+        if bases.binary_search(&base).is_err() {
+            remove_if_exists(&path)?;
+        }
+    }
+    Ok(bases)
+}
+
+fn later_segments_hold_data(dir: &Path, bases: &[i64]) -> Result<Option<PathBuf>, LogError> {
+    for &base in bases {
+        let path = dir.join(file_name(base, "log"));
+        let len = std::fs::metadata(&path)
+            .context(|| format!("reading {}", path.display()))?
+            .len();
+        if len > 0 {
+            return Ok(Some(path));
+        }
+    }
+    Ok(None)
 }
 
 /// What opening one partition found and did, for logs and tests.
