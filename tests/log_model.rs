@@ -16,7 +16,7 @@ use proptest::sample::Index;
 use proptest::test_runner::{Config, RngSeed};
 use strata::log::{LogConfig, LogError, PartitionLog, file_name};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
-use support::Stored;
+use support::{Stored, segment_bases};
 
 const PARTITION: &str = "model-0";
 /// Record timestamps start here and drift upwards by `CLOCK_STEP_MS` per
@@ -431,7 +431,7 @@ impl Harness {
             "durable offset {} past the end",
             log.durable_offset()
         );
-        let bases = segment_bases_on_disk(self.dir.path())?;
+        let bases = segment_bases(self.dir.path())?;
         ensure!(
             bases.len() == log.segment_count(),
             "files {bases:?}, {} segments",
@@ -471,19 +471,6 @@ fn split_batches(mut bytes: &[u8]) -> anyhow::Result<Vec<(i64, i64)>> {
         bytes = &bytes[batch.size_bytes()..];
     }
     Ok(batches)
-}
-
-fn segment_bases_on_disk(dir: &Path) -> anyhow::Result<Vec<i64>> {
-    let mut bases = Vec::new();
-    for entry in std::fs::read_dir(dir)? {
-        let name = entry?.file_name();
-        let name = name.to_string_lossy();
-        if let Some(stem) = name.strip_suffix(".log") {
-            bases.push(stem.parse()?);
-        }
-    }
-    bases.sort_unstable();
-    Ok(bases)
 }
 
 fn segment_bytes_on_disk(dir: &Path, base_offset: i64) -> anyhow::Result<u64> {

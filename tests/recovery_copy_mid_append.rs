@@ -21,7 +21,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use anyhow::{Context, Result, bail, ensure};
 use strata::log::{LogConfig, PartitionLog, file_name};
 use strata::record::Compression;
-use support::{Stored, batch, batch_with, read_all};
+use support::{Rng, Stored, batch, batch_with, read_all, segment_bases};
 
 const NAME: &str = "stream-0";
 /// Copies taken, each while the appender works through one budget.
@@ -30,23 +30,6 @@ const ROUNDS: usize = 16;
 const BATCHES_PER_ROUND: usize = 150;
 const RECORDS_PER_BATCH_MAX: u64 = 5;
 const SEED: u64 = 0x0c0f_fee5;
-
-/// SplitMix64: the appender's choices are the same on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-}
 
 /// Segments small enough to roll a few times per round, so copies race with
 /// rolls too, yet few enough that every copy stays quick to open.
@@ -142,15 +125,7 @@ fn copy_if_present(from: &Path, to: &Path) -> Result<()> {
 
 fn copy_as_a_crash_would_leave_it(from: &Path, to: &Path) -> Result<()> {
     copy_if_present(&from.join("recovery-point"), &to.join("recovery-point"))?;
-    let mut bases = Vec::new();
-    for entry in fs::read_dir(from)? {
-        let name = entry?.file_name();
-        if let Some(stem) = name.to_string_lossy().strip_suffix(".log") {
-            bases.push(stem.parse::<i64>()?);
-        }
-    }
-    bases.sort_unstable_by(|a, b| b.cmp(a));
-    for base in bases {
+    for base in segment_bases(from)?.into_iter().rev() {
         for extension in ["log", "index", "timeindex"] {
             let name = file_name(base, extension);
             copy_if_present(&from.join(&name), &to.join(&name))?;

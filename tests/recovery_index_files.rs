@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, ensure};
 use strata::log::{PartitionLog, file_name};
 use strata::record::Compression;
-use support::{Stored, batch_with, decode, read_all, small_config};
+use support::{Rng, Stored, batch_with, decode, read_all, segment_bases, small_config};
 
 const NAME: &str = "clicks-0";
 const BATCHES: usize = 120;
@@ -28,27 +28,6 @@ const TIME_ENTRY_BYTES: usize = 12;
 /// A read limit smaller than most segments, so reads stop inside a segment
 /// and consult the index for where to stop.
 const SMALL_READ_BYTES: u64 = 300;
-
-/// SplitMix64: fixed seeds give the same data and garbage on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next_u64() as u8).collect()
-    }
-}
 
 /// How the previous process ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,19 +107,6 @@ fn build(dir: &Path, shutdown: Shutdown) -> Result<Vec<Stored>> {
 fn active_log_len(dir: &Path) -> Result<u64> {
     let base = *segment_bases(dir)?.last().context("no segment")?;
     Ok(fs::metadata(dir.join(file_name(base, "log")))?.len())
-}
-
-fn segment_bases(dir: &Path) -> Result<Vec<i64>> {
-    let mut bases = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let name = entry?.file_name();
-        let name = name.to_string_lossy();
-        if let Some(stem) = name.strip_suffix(".log") {
-            bases.push(stem.parse()?);
-        }
-    }
-    bases.sort_unstable();
-    Ok(bases)
 }
 
 /// The `.log`, `.index` and `.timeindex` paths of one segment.

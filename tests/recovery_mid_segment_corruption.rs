@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, ensure};
 use strata::log::{LogConfig, LogError, LogManager, PartitionLog};
 use strata::record::BatchHeader;
-use support::{Stored, batch, decode, read_all, small_config};
+use support::{Stored, batch, decode, read_all, segment_logs, small_config};
 
 const NAME: &str = "ledger-0";
 const BATCHES: usize = 80;
@@ -56,13 +56,8 @@ fn crash(dir: &Path, config: &LogConfig) -> Result<Vec<Stored>> {
 
 /// Every batch of every segment, found by walking the `.log` files.
 fn batches_on_disk(dir: &Path) -> Result<Vec<BatchAt>> {
-    let mut logs: Vec<PathBuf> = fs::read_dir(dir)?
-        .map(|entry| entry.map(|e| e.path()))
-        .collect::<Result<_, _>>()?;
-    logs.retain(|path| path.extension().is_some_and(|e| e == "log"));
-    logs.sort();
     let mut all = Vec::new();
-    for log in logs {
+    for log in segment_logs(dir)? {
         let bytes = fs::read(&log)?;
         let mut position = 0;
         while position < bytes.len() {

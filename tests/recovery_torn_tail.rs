@@ -11,12 +11,12 @@ mod support;
 
 use std::fs;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, ensure};
 use strata::log::{LogConfig, PartitionLog};
 use strata::record::{BATCH_HEADER_BYTES, BatchHeader, Compression};
-use support::{Stored, batch, batch_with, decode, read_all, small_config};
+use support::{Stored, batch, batch_with, decode, read_all, segment_logs, small_config};
 use tempfile::TempDir;
 
 const NAME: &str = "events-0";
@@ -101,18 +101,6 @@ fn torn_batch() -> Vec<u8> {
 fn append(log: &PartitionLog, mut bytes: Vec<u8>) -> Result<Vec<Stored>> {
     log.append(&mut bytes)?;
     Ok(decode(&bytes))
-}
-
-fn segment_logs(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut logs = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "log") {
-            logs.push(path);
-        }
-    }
-    logs.sort();
-    Ok(logs)
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {

@@ -12,30 +12,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, ensure};
 use strata::log::{LogConfig, PartitionLog, Truncation};
 use strata::record::{BATCH_HEADER_BYTES, set_base_offset};
-use support::{Stored, batch, decode, read_all, small_config};
+use support::{Rng, Stored, batch, decode, read_all, segment_logs, small_config};
 use tempfile::TempDir;
 
 const NAME: &str = "sensor-0";
 const BATCHES: usize = 40;
 /// Where the CRC32C sits in a batch header.
 const CRC_AT: usize = 17;
-
-/// SplitMix64: a fixed seed gives the same garbage on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next_u64() as u8).collect()
-    }
-}
 
 /// A crashed partition whose active segment is about to get a bad tail.
 struct Crashed {
@@ -74,18 +57,6 @@ fn crash(config: LogConfig) -> Result<Crashed> {
         active_log,
         active_len,
     })
-}
-
-fn segment_logs(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut logs = Vec::new();
-    for entry in fs::read_dir(dir)? {
-        let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "log") {
-            logs.push(path);
-        }
-    }
-    logs.sort();
-    Ok(logs)
 }
 
 fn append_to_file(path: &Path, bytes: &[u8]) -> Result<()> {

@@ -72,15 +72,7 @@ fn append_segments(log: &PartitionLog, timestamps: &[i64]) {
 }
 
 fn segment_bases_on_disk(dir: &Path) -> Vec<i64> {
-    let mut bases: Vec<i64> = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|entry| {
-            let name = entry.unwrap().file_name().into_string().unwrap();
-            name.strip_suffix(".log").map(|stem| stem.parse().unwrap())
-        })
-        .collect();
-    bases.sort_unstable();
-    bases
+    support::segment_bases(dir).expect("segment files list")
 }
 
 fn assert_segment_files_gone(dir: &Path, base_offset: i64) {

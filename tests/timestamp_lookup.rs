@@ -8,14 +8,7 @@ mod support;
 
 use strata::log::{LogConfig, PartitionLog};
 use strata::record::Compression;
-
-const CODECS: [Compression; 5] = [
-    Compression::None,
-    Compression::Gzip,
-    Compression::Snappy,
-    Compression::Lz4,
-    Compression::Zstd,
-];
+use support::CODECS;
 
 /// Tiny segments and a dense index, and no time-based rolls, so a reopened
 /// active segment keeps taking appends on top of the indexes it reloaded.

@@ -1,10 +1,24 @@
-//! Helpers shared by the integration tests: building batches and reading a
-//! partition back as plain records.
+//! Helpers shared by the integration tests: building batches, reading a
+//! partition back as plain records, listing segment files and generating
+//! reproducible pseudo-random data.
 
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
 use strata::log::{LogConfig, PartitionLog};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
+
+/// Every codec a batch can use.
+pub const CODECS: [Compression; 5] = [
+    Compression::None,
+    Compression::Gzip,
+    Compression::Snappy,
+    Compression::Lz4,
+    Compression::Zstd,
+];
 
 /// A record as read back from the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,4 +88,56 @@ pub fn decode(mut bytes: &[u8]) -> Vec<Stored> {
         bytes = &bytes[batch.size_bytes()..];
     }
     out
+}
+
+/// The `.log` files of a partition directory, oldest segment first.
+pub fn segment_logs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut logs = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "log") {
+            logs.push(path);
+        }
+    }
+    logs.sort();
+    Ok(logs)
+}
+
+/// The base offsets of the segments in a partition directory, named by its
+/// `.log` files, in ascending order.
+pub fn segment_bases(dir: &Path) -> Result<Vec<i64>> {
+    let mut bases = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        let name = name.to_string_lossy();
+        if let Some(stem) = name.strip_suffix(".log") {
+            bases.push(stem.parse()?);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// SplitMix64: a fixed seed gives the same sequence on every run, without a
+/// dependency.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// `len` bytes, one from each value's low byte.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next_u64() as u8).collect()
+    }
 }
