@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -22,12 +21,20 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::record::RecordBatch;
 
 use super::error::IoContext;
-use super::group_commit::{GroupCommit, Turn};
+use super::group_commit::GroupCommit;
 use super::recovery::{
     Corruption, LoadedSegments, RecoveryReport, ScanEnd, Truncation, load_segments, scan_segment,
 };
 use super::segment::{BatchInfo, Segment};
-use super::{FileSlice, LogConfig, LogError};
+use super::{LogConfig, LogError};
+
+mod flush;
+mod read;
+mod retention;
+
+use flush::read_recovery_point;
+pub use read::LogRead;
+pub use retention::RetentionOutcome;
 
 /// File holding the recovery point: offsets below it were flushed.
 ///
@@ -45,37 +52,6 @@ pub struct AppendInfo {
     pub base_offset: i64,
     pub last_offset: i64,
     pub record_count: i64,
-    pub log_start_offset: i64,
-}
-
-/// The result of a read: whole batches, as file ranges.
-#[derive(Debug, Clone)]
-pub struct LogRead {
-    pub slices: Vec<FileSlice>,
-    pub log_start_offset: i64,
-    pub log_end_offset: i64,
-}
-
-impl LogRead {
-    pub fn size_bytes(&self) -> u64 {
-        self.slices.iter().map(|s| s.len).sum()
-    }
-
-    /// Copies all slices into one buffer.
-    pub fn read_to_vec(&self) -> Result<Vec<u8>, LogError> {
-        let mut out = Vec::with_capacity(self.size_bytes() as usize);
-        for slice in &self.slices {
-            out.extend_from_slice(&slice.read_to_vec()?);
-        }
-        Ok(out)
-    }
-}
-
-/// What a retention pass removed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RetentionOutcome {
-    pub segments_deleted: usize,
-    pub bytes_deleted: u64,
     pub log_start_offset: i64,
 }
 
@@ -365,201 +341,6 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Makes every offset below `target` durable, sharing the fdatasync with
-    /// concurrent callers. Returns the durable offset reached.
-    pub fn flush_to(&self, target: i64) -> Result<i64, LogError> {
-        let target = target.min(self.log_end_offset());
-        match self.commit.begin(target, &self.name)? {
-            Turn::Done(durable) => Ok(durable),
-            Turn::Lead => {
-                let (file, path, next_offset) = {
-                    let mut inner = self.exclusive();
-                    inner.unflushed_records = 0;
-                    inner.oldest_unflushed_ms = None;
-                    let active = inner.active();
-                    (
-                        std::sync::Arc::clone(active.log_file()),
-                        active.log_path(),
-                        inner.next_offset,
-                    )
-                };
-                let result = file
-                    .sync_data()
-                    .map(|()| next_offset)
-                    .map_err(|e| format!("fdatasync of {} failed: {e}", path.display()));
-                if let Err(reason) = &result {
-                    tracing::error!(partition = %self.name, "{reason}; the partition is now read-only");
-                }
-                self.commit.finish(result.clone());
-                match result {
-                    Ok(durable) => {
-                        self.write_recovery_point(durable);
-                        if durable >= target {
-                            Ok(durable)
-                        } else {
-                            self.flush_to(target)
-                        }
-                    }
-                    Err(reason) => Err(self.read_only(reason)),
-                }
-            }
-        }
-    }
-
-    /// Makes everything appended so far durable.
-    pub fn flush(&self) -> Result<i64, LogError> {
-        let end = self.log_end_offset();
-        self.flush_to(end)
-    }
-
-    /// Flushes if the `flush.ms` policy says unflushed data is too old.
-    pub fn flush_if_due(&self, now_ms: i64) -> Result<(), LogError> {
-        let due = {
-            let inner = self.shared();
-            inner.config.flush_ms > 0
-                && inner
-                    .oldest_unflushed_ms
-                    .is_some_and(|t| now_ms.saturating_sub(t) >= inner.config.flush_ms)
-        };
-        if due {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    fn write_recovery_point(&self, offset: i64) {
-        let mut raw = [0u8; 12];
-        raw[..8].copy_from_slice(&offset.to_be_bytes());
-        let crc = crc32c::crc32c(&raw[..8]);
-        raw[8..].copy_from_slice(&crc.to_be_bytes());
-        if let Err(e) = self.recovery_point.write_all_at(&raw, 0) {
-            // Only costs a longer recovery next time.
-            tracing::warn!(partition = %self.name, "cannot record recovery point: {e}");
-        }
-    }
-
-    /// Whole batches starting with the one that holds `offset`, up to
-    /// `max_bytes` (but always at least one batch, so a consumer can make
-    /// progress past a batch larger than its limit). Reading at the log end
-    /// returns no slices.
-    pub fn read(&self, offset: i64, max_bytes: u64) -> Result<LogRead, LogError> {
-        let inner = self.shared();
-        let log_start_offset = inner
-            .segments
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or(inner.next_offset);
-        let log_end_offset = inner.next_offset;
-        let mut read = LogRead {
-            slices: Vec::new(),
-            log_start_offset,
-            log_end_offset,
-        };
-        if let Some(corruption) = &inner.corruption
-            && offset >= corruption.offset
-        {
-            return Err(self.corrupt_error(corruption));
-        }
-        if offset < log_start_offset || offset > log_end_offset {
-            return Err(LogError::OffsetOutOfRange {
-                partition: self.name.clone(),
-                offset,
-                log_start_offset,
-                log_end_offset,
-            });
-        }
-        let floor = inner
-            .segments
-            .range(..=offset)
-            .next_back()
-            .map_or(log_start_offset, |(&base, _)| base);
-        let mut budget = max_bytes;
-        let mut want = offset;
-        for segment in inner.segments.range(floor..).map(|(_, s)| s) {
-            if want >= segment.next_offset() {
-                continue;
-            }
-            let Some((start, _)) = segment.locate(want)? else {
-                continue;
-            };
-            let end = segment.slice_end(start, budget)?;
-            if !read.slices.is_empty() && end - start > budget {
-                break;
-            }
-            budget = budget.saturating_sub(end - start);
-            read.slices.push(segment.slice(start, end));
-            want = segment.next_offset();
-            if end < segment.size_bytes() || budget == 0 {
-                break;
-            }
-        }
-        Ok(read)
-    }
-
-    /// The first record with timestamp ≥ `timestamp`, exact to the record
-    /// (Kafka's ListOffsets). Returns (offset, timestamp), or `None` when no
-    /// such record is retained.
-    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, LogError> {
-        let inner = self.shared();
-        let limit = decompressed_limit(inner.config.max_message_bytes);
-        for segment in inner.segments.values() {
-            if segment.max_timestamp() < timestamp {
-                continue;
-            }
-            if let Some(found) =
-                segment.offset_for_timestamp(timestamp, limit, segment.size_bytes())?
-            {
-                return Ok(Some(found));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Deletes whole segments that are past `retention.ms` (by their newest
-    /// record) or beyond `retention.bytes` (oldest first), never the data a
-    /// corrupt partition is keeping. An expired active segment is rolled first
-    /// so it can go too.
-    pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionOutcome, LogError> {
-        let mut inner = self.exclusive();
-        let mut outcome = RetentionOutcome::default();
-        if inner.corruption.is_none() {
-            let retention_ms = inner.config.retention_ms;
-            let expired = |s: &Segment| {
-                retention_ms >= 0
-                    && !s.is_empty()
-                    && s.max_timestamp() < now_ms.saturating_sub(retention_ms)
-            };
-            if inner.segments.values().all(expired) {
-                let next = inner.next_offset;
-                self.roll(&mut inner, next)?;
-            }
-            loop {
-                let total: u64 = inner.segments.values().map(Segment::size_bytes).sum();
-                let retention_bytes = inner.config.retention_bytes;
-                let (&base, first) = inner.segments.iter().next().expect("at least one segment");
-                let is_active = inner.segments.len() == 1;
-                let over_size =
-                    retention_bytes >= 0 && total - first.size_bytes() >= retention_bytes as u64;
-                if is_active || !(expired(first) || over_size) {
-                    break;
-                }
-                let segment = inner.segments.remove(&base).expect("present");
-                outcome.segments_deleted += 1;
-                outcome.bytes_deleted += segment.size_bytes();
-                tracing::info!(partition = %self.name, base_offset = base, "retention deleted segment");
-                segment.delete()?;
-            }
-        }
-        outcome.log_start_offset = inner
-            .segments
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or(inner.next_offset);
-        Ok(outcome)
-    }
-
     /// Rebuilds the index of any segment a reader found inconsistent.
     pub fn repair_indexes(&self) -> Result<usize, LogError> {
         let mut inner = self.exclusive();
@@ -634,21 +415,6 @@ impl Inner {
 /// Kafka bounds neither. Allow a generous but finite expansion.
 fn decompressed_limit(max_message_bytes: usize) -> usize {
     max_message_bytes.saturating_mul(64).max(64 << 20)
-}
-
-fn read_recovery_point(file: &File) -> i64 {
-    let mut raw = [0u8; 12];
-    if file.read_exact_at(&mut raw, 0).is_err() {
-        return 0;
-    }
-    let mut offset = [0u8; 8];
-    offset.copy_from_slice(&raw[..8]);
-    let stored = u32::from_be_bytes([raw[8], raw[9], raw[10], raw[11]]);
-    if crc32c::crc32c(&raw[..8]) == stored {
-        i64::from_be_bytes(offset).max(0)
-    } else {
-        0
-    }
 }
 
 /// fsync of a directory, so a created or removed file's name is durable.
@@ -762,6 +528,7 @@ mod tests {
 #[cfg(test)]
 mod read_only_tests {
     use super::*;
+    use crate::log::group_commit::Turn;
     use crate::record::{BatchBuilder, Compression, NewRecord};
 
     fn one_record() -> Vec<u8> {

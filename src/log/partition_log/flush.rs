@@ -1,0 +1,99 @@
+//! Durability of a partition: group-committed fdatasync and the recovery
+//! point that records how far it reached.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use super::PartitionLog;
+use crate::log::LogError;
+use crate::log::group_commit::Turn;
+
+impl PartitionLog {
+    /// Makes every offset below `target` durable, sharing the fdatasync with
+    /// concurrent callers. Returns the durable offset reached.
+    pub fn flush_to(&self, target: i64) -> Result<i64, LogError> {
+        let target = target.min(self.log_end_offset());
+        match self.commit.begin(target, &self.name)? {
+            Turn::Done(durable) => Ok(durable),
+            Turn::Lead => {
+                let (file, path, next_offset) = {
+                    let mut inner = self.exclusive();
+                    inner.unflushed_records = 0;
+                    inner.oldest_unflushed_ms = None;
+                    let active = inner.active();
+                    (
+                        std::sync::Arc::clone(active.log_file()),
+                        active.log_path(),
+                        inner.next_offset,
+                    )
+                };
+                let result = file
+                    .sync_data()
+                    .map(|()| next_offset)
+                    .map_err(|e| format!("fdatasync of {} failed: {e}", path.display()));
+                if let Err(reason) = &result {
+                    tracing::error!(partition = %self.name, "{reason}; the partition is now read-only");
+                }
+                self.commit.finish(result.clone());
+                match result {
+                    Ok(durable) => {
+                        self.write_recovery_point(durable);
+                        if durable >= target {
+                            Ok(durable)
+                        } else {
+                            self.flush_to(target)
+                        }
+                    }
+                    Err(reason) => Err(self.read_only(reason)),
+                }
+            }
+        }
+    }
+
+    /// Makes everything appended so far durable.
+    pub fn flush(&self) -> Result<i64, LogError> {
+        let end = self.log_end_offset();
+        self.flush_to(end)
+    }
+
+    /// Flushes if the `flush.ms` policy says unflushed data is too old.
+    pub fn flush_if_due(&self, now_ms: i64) -> Result<(), LogError> {
+        let due = {
+            let inner = self.shared();
+            inner.config.flush_ms > 0
+                && inner
+                    .oldest_unflushed_ms
+                    .is_some_and(|t| now_ms.saturating_sub(t) >= inner.config.flush_ms)
+        };
+        if due {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn write_recovery_point(&self, offset: i64) {
+        let mut raw = [0u8; 12];
+        raw[..8].copy_from_slice(&offset.to_be_bytes());
+        let crc = crc32c::crc32c(&raw[..8]);
+        raw[8..].copy_from_slice(&crc.to_be_bytes());
+        if let Err(e) = self.recovery_point.write_all_at(&raw, 0) {
+            // Only costs a longer recovery next time.
+            tracing::warn!(partition = %self.name, "cannot record recovery point: {e}");
+        }
+    }
+}
+
+pub(super) fn read_recovery_point(file: &File) -> i64 {
+    let mut raw = [0u8; 12];
+    if file.read_exact_at(&mut raw, 0).is_err() {
+        return 0;
+    }
+    let mut offset = [0u8; 8];
+    offset.copy_from_slice(&raw[..8]);
+    let stored = u32::from_be_bytes([raw[8], raw[9], raw[10], raw[11]]);
+    if crc32c::crc32c(&raw[..8]) == stored {
+        i64::from_be_bytes(offset).max(0)
+    } else {
+        0
+    }
+}

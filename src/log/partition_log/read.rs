@@ -1,0 +1,108 @@
+//! Reading a partition: whole batches by offset, and the exact offset for a
+//! timestamp.
+
+use super::{PartitionLog, decompressed_limit};
+use crate::log::{FileSlice, LogError};
+
+/// The result of a read: whole batches, as file ranges.
+#[derive(Debug, Clone)]
+pub struct LogRead {
+    pub slices: Vec<FileSlice>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+}
+
+impl LogRead {
+    pub fn size_bytes(&self) -> u64 {
+        self.slices.iter().map(|s| s.len).sum()
+    }
+
+    /// Copies all slices into one buffer.
+    pub fn read_to_vec(&self) -> Result<Vec<u8>, LogError> {
+        let mut out = Vec::with_capacity(self.size_bytes() as usize);
+        for slice in &self.slices {
+            out.extend_from_slice(&slice.read_to_vec()?);
+        }
+        Ok(out)
+    }
+}
+
+impl PartitionLog {
+    /// Whole batches starting with the one that holds `offset`, up to
+    /// `max_bytes` (but always at least one batch, so a consumer can make
+    /// progress past a batch larger than its limit). Reading at the log end
+    /// returns no slices.
+    pub fn read(&self, offset: i64, max_bytes: u64) -> Result<LogRead, LogError> {
+        let inner = self.shared();
+        let log_start_offset = inner
+            .segments
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(inner.next_offset);
+        let log_end_offset = inner.next_offset;
+        let mut read = LogRead {
+            slices: Vec::new(),
+            log_start_offset,
+            log_end_offset,
+        };
+        if let Some(corruption) = &inner.corruption
+            && offset >= corruption.offset
+        {
+            return Err(self.corrupt_error(corruption));
+        }
+        if offset < log_start_offset || offset > log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                partition: self.name.clone(),
+                offset,
+                log_start_offset,
+                log_end_offset,
+            });
+        }
+        let floor = inner
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(log_start_offset, |(&base, _)| base);
+        let mut budget = max_bytes;
+        let mut want = offset;
+        for segment in inner.segments.range(floor..).map(|(_, s)| s) {
+            if want >= segment.next_offset() {
+                continue;
+            }
+            let Some((start, _)) = segment.locate(want)? else {
+                continue;
+            };
+            let end = segment.slice_end(start, budget)?;
+            if !read.slices.is_empty() && end - start > budget {
+                break;
+            }
+            budget = budget.saturating_sub(end - start);
+            read.slices.push(segment.slice(start, end));
+            want = segment.next_offset();
+            if end < segment.size_bytes() || budget == 0 {
+                break;
+            }
+        }
+        Ok(read)
+    }
+
+    /// The first record with timestamp ≥ `timestamp`, exact to the record
+    /// (Kafka's ListOffsets). Returns (offset, timestamp), or `None` when no
+    /// such record is retained.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, LogError> {
+        let inner = self.shared();
+        let limit = decompressed_limit(inner.config.max_message_bytes);
+        for segment in inner.segments.values() {
+            if segment.max_timestamp() < timestamp {
+                continue;
+            }
+            if let Some(found) =
+                segment.offset_for_timestamp(timestamp, limit, segment.size_bytes())?
+            {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,60 @@
+//! Retention: deleting whole segments past `retention.ms` or beyond
+//! `retention.bytes`, oldest first.
+
+use super::PartitionLog;
+use crate::log::LogError;
+use crate::log::segment::Segment;
+
+/// What a retention pass removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetentionOutcome {
+    pub segments_deleted: usize,
+    pub bytes_deleted: u64,
+    pub log_start_offset: i64,
+}
+
+impl PartitionLog {
+    /// Deletes whole segments that are past `retention.ms` (by their newest
+    /// record) or beyond `retention.bytes` (oldest first), never the data a
+    /// corrupt partition is keeping. An expired active segment is rolled first
+    /// so it can go too.
+    pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionOutcome, LogError> {
+        let mut inner = self.exclusive();
+        let mut outcome = RetentionOutcome::default();
+        if inner.corruption.is_none() {
+            let retention_ms = inner.config.retention_ms;
+            let expired = |s: &Segment| {
+                retention_ms >= 0
+                    && !s.is_empty()
+                    && s.max_timestamp() < now_ms.saturating_sub(retention_ms)
+            };
+            if inner.segments.values().all(expired) {
+                let next = inner.next_offset;
+                self.roll(&mut inner, next)?;
+            }
+            loop {
+                let total: u64 = inner.segments.values().map(Segment::size_bytes).sum();
+                let retention_bytes = inner.config.retention_bytes;
+                let (&base, first) = inner.segments.iter().next().expect("at least one segment");
+                let is_active = inner.segments.len() == 1;
+                let over_size =
+                    retention_bytes >= 0 && total - first.size_bytes() >= retention_bytes as u64;
+                if is_active || !(expired(first) || over_size) {
+                    break;
+                }
+                let segment = inner.segments.remove(&base).expect("present");
+                outcome.segments_deleted += 1;
+                outcome.bytes_deleted += segment.size_bytes();
+                tracing::info!(partition = %self.name, base_offset = base, "retention deleted segment");
+                segment.delete()?;
+            }
+        }
+        outcome.log_start_offset = inner
+            .segments
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(inner.next_offset);
+        Ok(outcome)
+    }
+}
