@@ -23,6 +23,7 @@
 //! rewrite `baseOffset` (and `partitionLeaderEpoch`) without touching it.
 
 use super::compression::Compression;
+use super::framing::check_framing;
 use super::records::Records;
 use super::{RecordError, Result};
 
@@ -256,7 +257,7 @@ impl<'a> RecordBatch<'a> {
 
     /// Checks the stored CRC32C against bytes 21.. of the batch.
     pub fn verify_crc(&self) -> Result<()> {
-        let computed = crc32c::crc32c(&self.bytes[CRC_COVERS_FROM..]);
+        let computed = crc32c(&self.bytes[CRC_COVERS_FROM..]);
         if computed != self.header.crc {
             return Err(RecordError::CrcMismatch {
                 stored: self.header.crc,
@@ -282,28 +283,22 @@ impl<'a> RecordBatch<'a> {
     /// are exactly `recordCount` of them, and that offset deltas run 0, 1, 2…
     /// ending at `lastOffsetDelta`.
     pub fn validate_records(&self, decompressed_bytes_max: usize) -> Result<()> {
-        let records = self.records(decompressed_bytes_max)?;
-        let mut expected_delta = 0i64;
-        for record in records.iter() {
-            let record = record?;
-            let delta = record.offset.wrapping_sub(self.header.base_offset);
-            if delta != expected_delta {
-                return Err(RecordError::Invalid(format!(
-                    "record offset delta {delta} where {expected_delta} was expected"
-                )));
-            }
-            expected_delta += 1;
-        }
-        if self.header.record_count > 0
-            && expected_delta - 1 != i64::from(self.header.last_offset_delta)
-        {
+        let count = usize::try_from(self.header.record_count).map_err(|_| {
+            RecordError::Invalid(format!("record count {}", self.header.record_count))
+        })?;
+        if count > 0 && i64::from(self.header.last_offset_delta) != count as i64 - 1 {
             return Err(RecordError::Invalid(format!(
-                "last record has offset delta {} but lastOffsetDelta is {}",
-                expected_delta - 1,
+                "lastOffsetDelta {} does not match {count} records",
                 self.header.last_offset_delta
             )));
         }
-        Ok(())
+        match self.header.compression()? {
+            Compression::None => check_framing(self.payload(), count),
+            codec => check_framing(
+                &codec.decompress(self.payload(), decompressed_bytes_max)?,
+                count,
+            ),
+        }
     }
 }
 
@@ -320,7 +315,7 @@ pub fn set_partition_leader_epoch(bytes: &mut [u8], epoch: i32) {
 
 /// Writes the CRC of a fully assembled batch.
 pub(super) fn seal_crc(bytes: &mut [u8]) {
-    let crc = crc32c::crc32c(&bytes[CRC_COVERS_FROM..]);
+    let crc = crc32c(&bytes[CRC_COVERS_FROM..]);
     bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
@@ -363,6 +358,14 @@ pub(super) fn write_header(out: &mut [u8], fields: &HeaderFields) {
     out[BASE_SEQUENCE_AT..BASE_SEQUENCE_AT + 4]
         .copy_from_slice(&fields.base_sequence.to_be_bytes());
     out[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&fields.record_count.to_be_bytes());
+}
+
+/// CRC-32C (Castagnoli, "iSCSI"), as Kafka's v2 batches use. Every batch's
+/// bytes pass through this on append, so it uses the SIMD carry-less
+/// multiply implementation (several times the speed of the SSE4.2 `crc32`
+/// instruction loop), chosen at run time by CPU features.
+pub fn crc32c(bytes: &[u8]) -> u32 {
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
 
 fn read_i64(bytes: &[u8], at: usize) -> i64 {

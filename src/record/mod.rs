@@ -12,6 +12,7 @@ mod batch;
 mod builder;
 mod compression;
 mod error;
+mod framing;
 mod records;
 mod varint;
 
