@@ -356,7 +356,7 @@ fn mutated(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
 }
 
 fn seal_crc(bytes: &mut [u8]) {
-    let crc = crc32c::crc32c(&bytes[CRC_COVERS_FROM..]);
+    let crc = strata::record::crc32c(&bytes[CRC_COVERS_FROM..]);
     bytes[CRC_AT..CRC_COVERS_FROM].copy_from_slice(&crc.to_be_bytes());
 }
 

@@ -195,7 +195,7 @@ enum RecoveryPoint {
 
 fn forget_recovery_point(dir: &Path) -> Result<()> {
     let mut raw = [0u8; 12];
-    let crc = crc32c::crc32c(&raw[..8]);
+    let crc = strata::record::crc32c(&raw[..8]);
     raw[8..].copy_from_slice(&crc.to_be_bytes());
     fs::write(dir.join("recovery-point"), raw)?;
     Ok(())

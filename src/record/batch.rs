@@ -383,3 +383,57 @@ fn read_i32(bytes: &[u8], at: usize) -> i32 {
 fn read_i16(bytes: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([bytes[at], bytes[at + 1]])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32c_matches_the_castagnoli_check_value() {
+        // The standard check value of CRC-32C over "123456789".
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+        assert_eq!(crc32c(b""), 0);
+        // Long inputs take the SIMD path; compare with a bitwise reference.
+        let long: Vec<u8> = (0..100_003u32).map(|i| (i * 31 % 251) as u8).collect();
+        assert_eq!(crc32c(&long), bitwise_crc32c(&long));
+    }
+
+    fn bitwise_crc32c(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &byte in bytes {
+            crc ^= u32::from(byte);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0x82f6_3b78
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+
+    #[test]
+    fn headers_shorter_than_61_bytes_are_truncated_errors() {
+        assert!(matches!(
+            BatchHeader::parse(&[0u8; 60]),
+            Err(RecordError::Truncated {
+                needed: 61,
+                available: 60
+            })
+        ));
+        assert!(BatchHeader::peek_size(&[0u8; 11]).is_err());
+    }
+
+    #[test]
+    fn magic_other_than_two_is_unsupported() {
+        let mut raw = [0u8; BATCH_HEADER_BYTES];
+        raw[LENGTH_AT..LENGTH_AT + 4].copy_from_slice(&49i32.to_be_bytes());
+        raw[MAGIC_AT] = 1;
+        let header = BatchHeader::parse(&raw).unwrap();
+        assert_eq!(
+            header.check(),
+            Err(RecordError::UnsupportedMagic { magic: 1 })
+        );
+    }
+}

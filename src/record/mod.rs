@@ -18,7 +18,7 @@ mod varint;
 
 pub use batch::{
     BATCH_HEADER_BYTES, BatchHeader, LOG_OVERHEAD_BYTES, MAGIC_V2, NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID, NO_SEQUENCE, RecordBatch, TimestampType, set_base_offset,
+    NO_PRODUCER_ID, NO_SEQUENCE, RecordBatch, TimestampType, crc32c, set_base_offset,
     set_partition_leader_epoch,
 };
 pub use builder::{BatchBuilder, NewRecord};

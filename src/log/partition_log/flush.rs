@@ -74,7 +74,7 @@ impl PartitionLog {
     pub(super) fn write_recovery_point(&self, offset: i64) {
         let mut raw = [0u8; 12];
         raw[..8].copy_from_slice(&offset.to_be_bytes());
-        let crc = crc32c::crc32c(&raw[..8]);
+        let crc = crate::record::crc32c(&raw[..8]);
         raw[8..].copy_from_slice(&crc.to_be_bytes());
         if let Err(e) = self.recovery_point.write_all_at(&raw, 0) {
             // Only costs a longer recovery next time.
@@ -91,7 +91,7 @@ pub(super) fn read_recovery_point(file: &File) -> i64 {
     let mut offset = [0u8; 8];
     offset.copy_from_slice(&raw[..8]);
     let stored = u32::from_be_bytes([raw[8], raw[9], raw[10], raw[11]]);
-    if crc32c::crc32c(&raw[..8]) == stored {
+    if crate::record::crc32c(&raw[..8]) == stored {
         i64::from_be_bytes(offset).max(0)
     } else {
         0
