@@ -2,6 +2,33 @@
 //!
 //! - [`record`]: Kafka v2 record batches (pure, no I/O).
 //! - [`log`]: the segment log on disk (synchronous, no network).
+//!
+//! ```
+//! use strata::log::{LogConfig, LogManager};
+//! use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let dir = tempfile::tempdir()?;
+//! let log = LogManager::open(dir.path(), LogConfig::default())?;
+//! let topic = log.create_topic("clicks", 3, Default::default())?;
+//! let partition = &topic.partitions[0];
+//!
+//! let mut builder = BatchBuilder::new(Compression::Zstd);
+//! builder.push(NewRecord::new(Some(b"user-1"), b"/pricing", 1_700_000_000_000))?;
+//! let appended = partition.append(&mut builder.build()?)?; // assigns offsets
+//! partition.flush_to(appended.last_offset + 1)?; // group-committed fdatasync
+//!
+//! let read = partition.read(0, 1 << 20)?; // whole batches, as file ranges
+//! let bytes = read.read_to_vec()?;
+//! let batch = RecordBatch::parse_and_verify(&bytes)?;
+//! let records = batch.records(1 << 20)?; // decompressed, bounded
+//! let record = records.iter().next().unwrap()?;
+//! assert_eq!(record.value, Some(&b"/pricing"[..]));
+//! assert_eq!(partition.offset_for_timestamp(1_700_000_000_000)?, Some((0, 1_700_000_000_000)));
+//! log.close()?; // clean shutdown: the next open skips recovery
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod log;
 pub mod record;
