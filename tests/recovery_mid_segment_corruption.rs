@@ -352,8 +352,8 @@ fn a_corrupt_partition_does_not_stop_other_partitions_and_topics() -> Result<()>
     for round in ["after the crash", "after a close with a corrupt partition"] {
         let manager = LogManager::open(data.path(), defaults.clone())?;
         // Broker-wide passes must step over the corrupt partition.
-        manager.flush_due()?;
-        assert!(manager.enforce_retention()?.is_empty(), "{round}");
+        manager.flush_due();
+        assert!(manager.enforce_retention().is_empty(), "{round}");
         let orders_1 = manager.partition("orders", 1)?;
         let corruption = orders_1
             .corruption()

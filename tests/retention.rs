@@ -371,3 +371,41 @@ fn a_segment_rolled_because_its_time_index_filled_is_not_expired_early_after_a_r
         assert_holds(&log, 0, 28);
     }
 }
+
+#[test]
+fn records_without_timestamps_age_by_the_segment_files_modification_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), config(), true);
+    // -1 is "no timestamp": such a segment must not count as ancient.
+    log.append(&mut support::batch(&["a", "b"], -1)).unwrap();
+    log.flush().unwrap();
+    let now = strata_now_ms();
+    let outcome = log.enforce_retention(now).unwrap();
+    assert_eq!(outcome.segments_deleted, 0);
+    assert_eq!(log.log_start_offset(), 0);
+    // Once the file is older than retention.ms, it goes.
+    let outcome = log.enforce_retention(now + 30 * 24 * 3_600_000).unwrap();
+    assert_eq!(outcome.segments_deleted, 1);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (2, 2));
+}
+
+#[test]
+fn a_batch_whose_max_timestamp_understates_its_records_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path(), config(), true);
+    let mut bytes = support::batch(&["a"], 1_700_000_000_000);
+    // maxTimestamp lies at bytes 35..43; the CRC starts at 21, so re-seal.
+    bytes[35..43].copy_from_slice(&0i64.to_be_bytes());
+    let crc = strata::record::crc32c(&bytes[21..]);
+    bytes[17..21].copy_from_slice(&crc.to_be_bytes());
+    let error = log.append(&mut bytes).unwrap_err();
+    assert!(error.to_string().contains("maxTimestamp"), "{error}");
+    assert_eq!(log.log_end_offset(), 0);
+}
+
+fn strata_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}

@@ -518,3 +518,29 @@ fn create_partitions_grows_a_topic_and_persists() {
     assert_eq!(values(&manager, "orders", 4), ["new"]);
     assert_eq!(values(&manager, "orders", 3), Vec::<String>::new());
 }
+
+#[test]
+fn an_unfinished_deletion_never_removes_a_recreated_topics_data() {
+    let dir = tempfile::tempdir().unwrap();
+    interrupted_deletion(dir.path(), "reborn", 1);
+    {
+        let manager = open(dir.path());
+        // The reopen finished the old deletion; simulate one that is still
+        // pending while the name is taken again.
+        let stale = manager.create_topic("reborn", 1, BTreeMap::new()).unwrap();
+        let old_id = stale.id();
+        drop(stale);
+        manager.delete_topic("reborn").unwrap();
+        let topics = dir.path().join("topics");
+        std::fs::write(
+            topics.join(format!(".{}.deleting", old_id.simple())),
+            format!(r#"{{"name":"reborn","id":"{old_id}","partitions":1,"config":{{}}}}"#),
+        )
+        .unwrap();
+        manager.create_topic("reborn", 1, BTreeMap::new()).unwrap();
+        append_values(&manager, "reborn", 0, &["kept"]);
+        manager.close().unwrap();
+    }
+    let manager = open(dir.path());
+    assert_eq!(values(&manager, "reborn", 0), ["kept"]);
+}

@@ -154,35 +154,66 @@ impl IndexFile {
         Ok(())
     }
 
+    /// Sets the file to `entries` entries and maps all of it. On failure the
+    /// index keeps its previous size and map, so it stays readable.
     fn resize(&mut self, entries: usize) -> Result<(), LogError> {
         let old_len = (self.capacity * self.entry_bytes) as u64;
         let len = (entries * self.entry_bytes) as u64;
-        self.map = None;
-        self.capacity = 0;
+        if len > old_len {
+            // Growing under a live map is safe: its pages stay valid.
+            self.grow_file(old_len, len)?;
+        } else {
+            // Shrinking: no map may cover the bytes being cut.
+            self.map = None;
+            self.capacity = 0;
+            if let Err(error) = self.file.set_len(len) {
+                self.remap(old_len)?;
+                self.capacity = self.capacity_of(old_len);
+                return Err(LogError::io(
+                    format!("resizing index {} to {len} bytes", self.path.display()),
+                    error,
+                ));
+            }
+        }
+        self.remap(len)?;
+        self.capacity = entries;
+        Ok(())
+    }
+
+    fn grow_file(&mut self, old_len: u64, len: u64) -> Result<(), LogError> {
         self.file
             .set_len(len)
             .context(|| format!("resizing index {} to {len} bytes", self.path.display()))?;
-        if len > old_len {
-            let start = i64::try_from(old_len).unwrap_or(i64::MAX);
-            let grow = i64::try_from(len - old_len).unwrap_or(i64::MAX);
-            nix::fcntl::posix_fallocate(&self.file, start, grow).map_err(|errno| {
-                LogError::io(
-                    format!("reserving {len} bytes for index {}", self.path.display()),
-                    std::io::Error::from(errno),
-                )
-            })?;
+        let start = i64::try_from(old_len).unwrap_or(i64::MAX);
+        let grow = i64::try_from(len - old_len).unwrap_or(i64::MAX);
+        if let Err(errno) = nix::fcntl::posix_fallocate(&self.file, start, grow) {
+            // Give back what was added; the old map never covered it.
+            let _ = self.file.set_len(old_len);
+            return Err(LogError::io(
+                format!("reserving {len} bytes for index {}", self.path.display()),
+                std::io::Error::from(errno),
+            ));
         }
-        if len > 0 {
-            // SAFETY: the file belongs to this segment and is only written
-            // through this map; it is never shrunk while mapped (the map is
-            // dropped above), and its blocks are allocated, so stores cannot
-            // fault on a full disk.
-            let map = unsafe { MmapMut::map_mut(&self.file) }
-                .context(|| format!("mapping index {}", self.path.display()))?;
-            self.map = Some(map);
-        }
-        self.capacity = entries;
         Ok(())
+    }
+
+    fn remap(&mut self, len: u64) -> Result<(), LogError> {
+        if len == 0 {
+            self.map = None;
+            return Ok(());
+        }
+        // SAFETY: the file belongs to this segment and is only written
+        // through this map; it is never shrunk while mapped (shrinking drops
+        // the map first), and its blocks are allocated (`grow_file`), so
+        // stores cannot fault on a full disk.
+        let map = unsafe { MmapMut::map_mut(&self.file) }
+            .context(|| format!("mapping index {}", self.path.display()))?;
+        self.map = Some(map);
+        Ok(())
+    }
+
+    fn capacity_of(&self, len: u64) -> usize {
+        usize::try_from(len).unwrap_or(usize::MAX) / self.entry_bytes
     }
 
     /// Deletes the file.

@@ -160,6 +160,7 @@ impl LogManager {
     /// Finishes deletions a crash interrupted: each `topics/.<id>.deleting`
     /// names a deleted topic whose partition directories may remain.
     fn remove_deleted_leftovers(&self) -> Result<(), LogError> {
+        self.finish_deletions(None)?;
         let topics_dir = self.data_dir.join(TOPICS_DIR);
         for entry in std::fs::read_dir(&topics_dir)
             .context(|| format!("listing {}", topics_dir.display()))?
@@ -167,12 +168,7 @@ impl LogManager {
             let path = entry
                 .context(|| format!("listing {}", topics_dir.display()))?
                 .path();
-            if path.extension().is_some_and(|e| e == "deleting") {
-                let metadata = read_metadata(&path)?;
-                tracing::info!(topic = %metadata.name, "finishing an interrupted topic deletion");
-                self.remove_partition_dirs(&metadata)?;
-                std::fs::remove_file(&path).context(|| format!("removing {}", path.display()))?;
-            } else if path.extension().is_some_and(|e| e == "tmp") {
+            if path.extension().is_some_and(|e| e == "tmp") {
                 super::index_file::remove_if_exists(&path)?;
             }
         }
@@ -186,6 +182,36 @@ impl LogManager {
                 std::fs::remove_dir_all(&path)
                     .context(|| format!("removing {}", path.display()))?;
             }
+        }
+        Ok(())
+    }
+
+    /// Completes deletions recorded by `topics/.<id>.deleting` files (of the
+    /// topic `only`, or of all): removes the deleted topic's directories,
+    /// then the file. If a topic of that name exists again, its directories
+    /// are its own and stay.
+    fn finish_deletions(&self, only: Option<&str>) -> Result<(), LogError> {
+        let topics_dir = self.data_dir.join(TOPICS_DIR);
+        for entry in std::fs::read_dir(&topics_dir)
+            .context(|| format!("listing {}", topics_dir.display()))?
+        {
+            let path = entry
+                .context(|| format!("listing {}", topics_dir.display()))?
+                .path();
+            if path.extension().is_none_or(|e| e != "deleting") {
+                continue;
+            }
+            let metadata = read_metadata(&path)?;
+            if only.is_some_and(|name| name != metadata.name) {
+                continue;
+            }
+            if self.metadata_path(&metadata.name).exists() {
+                tracing::warn!(topic = %metadata.name, "a topic of a deleted topic's name exists; keeping its directories");
+            } else {
+                tracing::info!(topic = %metadata.name, "finishing a topic deletion");
+                self.remove_partition_dirs(&metadata)?;
+            }
+            std::fs::remove_file(&path).context(|| format!("removing {}", path.display()))?;
         }
         Ok(())
     }
@@ -225,6 +251,9 @@ impl LogManager {
         if topics.contains_key(name) {
             return Err(LogError::TopicExists(name.to_string()));
         }
+        // A deletion of the same name that did not finish owns those
+        // directories until it does.
+        self.finish_deletions(Some(name))?;
         let metadata = TopicMetadata {
             name: name.to_string(),
             id: Uuid::new_v4(),
@@ -346,29 +375,41 @@ impl LogManager {
     }
 
     /// Runs retention on every partition; returns what each deleted.
-    pub fn enforce_retention(&self) -> Result<Vec<(String, RetentionOutcome)>, LogError> {
+    /// Failures are logged per partition.
+    pub fn enforce_retention(&self) -> Vec<(String, RetentionOutcome)> {
         let now = now_ms();
         let mut outcomes = Vec::new();
         for topic in self.topics() {
             for partition in &topic.partitions {
-                let outcome = partition.enforce_retention(now)?;
-                if outcome.segments_deleted > 0 {
-                    outcomes.push((partition.name().to_string(), outcome));
+                // One failing partition must not stop retention elsewhere.
+                match partition.enforce_retention(now) {
+                    Ok(outcome) if outcome.segments_deleted > 0 => {
+                        outcomes.push((partition.name().to_string(), outcome));
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::error!(partition = partition.name(), "retention failed: {error}");
+                    }
                 }
             }
         }
-        Ok(outcomes)
+        outcomes
     }
 
-    /// Applies the `flush.ms` policy to every partition.
-    pub fn flush_due(&self) -> Result<(), LogError> {
+    /// Applies the `flush.ms` policy to every partition. Failures are logged
+    /// (and turn their partition read-only).
+    pub fn flush_due(&self) {
         let now = now_ms();
         for topic in self.topics() {
             for partition in &topic.partitions {
-                partition.flush_if_due(now)?;
+                // A read-only partition cannot flush; the others still must.
+                if partition.read_only_reason().is_none()
+                    && let Err(error) = partition.flush_if_due(now)
+                {
+                    tracing::error!(partition = partition.name(), "flush failed: {error}");
+                }
             }
         }
-        Ok(())
     }
 
     /// Clean shutdown: flushes every partition, seals indexes, and writes the

@@ -26,7 +26,7 @@ use super::recovery::{
     Corruption, LoadedSegments, RecoveryReport, ScanEnd, Truncation, load_segments, scan_segment,
 };
 use super::segment::{BatchInfo, Segment};
-use super::{LogConfig, LogError};
+use super::{LogConfig, LogError, SEGMENT_BYTES_MAX};
 
 mod flush;
 mod read;
@@ -42,8 +42,10 @@ pub use retention::RetentionOutcome;
 /// 0  8  offset   i64 big-endian
 /// 8  4  crc32c   u32 of bytes 0..8
 /// ```
-/// Written in place after each successful flush; not itself synced (a stale
-/// value only makes recovery walk more). A bad CRC reads as "unknown" (0).
+/// Written in place after each successful flush and roll; not itself synced.
+/// A stale value makes recovery walk more segments, and makes its "had been
+/// reported flushed" warning err on the side of "not flushed". A bad CRC
+/// reads as "unknown" (0).
 const RECOVERY_POINT_FILE: &str = "recovery-point";
 
 /// Where appended batches landed.
@@ -62,6 +64,8 @@ struct Inner {
     corruption: Option<Corruption>,
     unflushed_records: i64,
     oldest_unflushed_ms: Option<i64>,
+    /// Set by `close`: no appends after the clean-shutdown flush.
+    closed: bool,
 }
 
 pub struct PartitionLog {
@@ -85,6 +89,7 @@ impl PartitionLog {
     /// point on is walked and checked (see `recovery`).
     pub fn open(dir: &Path, name: &str, config: LogConfig, clean: bool) -> Result<Self, LogError> {
         std::fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))?;
+        let fresh = !dir.join(RECOVERY_POINT_FILE).exists();
         let recovery_point_file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -97,8 +102,14 @@ impl PartitionLog {
             mut segments,
             mut report,
         } = load_segments(dir, name, &config, clean, recovery_point)?;
-        if segments.is_empty() {
+        let created = segments.is_empty();
+        if created {
             segments.insert(0, Segment::create(dir, 0, &config)?);
+        }
+        if fresh || created || report.segments_scanned > 0 {
+            // New files' names (and the recovery's deletions) must be durable
+            // before anything appended to them is reported flushed.
+            sync_dir(dir)?;
         }
         let corrupt = report.corruption.is_some();
         let last = segments.values_mut().last().expect("at least one segment");
@@ -126,7 +137,8 @@ impl PartitionLog {
             report.truncation = Some(truncation);
         }
         let corruption = report.corruption.clone();
-        let durable_offset = if clean || report.segments_scanned > 0 {
+        // Recovery synced the last segment unless it found corruption.
+        let durable_offset = if clean || (report.segments_scanned > 0 && !corrupt) {
             next_offset
         } else {
             recovery_point.min(next_offset)
@@ -141,6 +153,7 @@ impl PartitionLog {
                 corruption,
                 unflushed_records: 0,
                 oldest_unflushed_ms: None,
+                closed: false,
             }),
             commit: GroupCommit::new(durable_offset),
             recovery_point: recovery_point_file,
@@ -234,6 +247,9 @@ impl PartitionLog {
         if let Some(reason) = self.commit.failure() {
             return Err(self.read_only(reason));
         }
+        if inner.closed {
+            return Err(self.read_only("the log has been closed".into()));
+        }
         if let Some(corruption) = &inner.corruption {
             return Err(self.corrupt_error(corruption));
         }
@@ -282,8 +298,10 @@ impl PartitionLog {
             && inner.unflushed_records >= inner.config.flush_messages;
         let log_start_offset = inner.segments.keys().next().copied().unwrap_or(base_offset);
         drop(inner);
-        if flush_now {
-            self.flush_to(next)?;
+        if flush_now && let Err(error) = self.flush_to(next) {
+            // The records are appended and readable; the failed flush has
+            // turned the partition read-only, which the next append reports.
+            tracing::error!(partition = %self.name, "flush.messages flush failed: {error}");
         }
         Ok(AppendInfo {
             base_offset,
@@ -319,12 +337,29 @@ impl PartitionLog {
                 crate::record::RecordError::Invalid("no record batch to append".into()).into(),
             );
         }
+        // One append lands in one segment, whose positions and relative
+        // offsets are 31-bit.
+        let span: i64 = infos
+            .iter()
+            .map(|i| i64::from(i.last_offset_delta) + 1)
+            .sum();
+        if batches.len() as u64 > SEGMENT_BYTES_MAX || span > i64::from(i32::MAX) {
+            return Err(LogError::BatchTooLarge {
+                size: batches.len(),
+                limit: SEGMENT_BYTES_MAX as usize,
+            });
+        }
         Ok(infos)
     }
 
     /// Seals the active segment (synced, so everything before `base_offset`
     /// is durable) and starts a new one at `base_offset`.
     fn roll(&self, inner: &mut Inner, base_offset: i64) -> Result<(), LogError> {
+        // A roll syncs; after a failed sync nothing may sync again and
+        // claim durability.
+        if let Some(reason) = self.commit.failure() {
+            return Err(self.read_only(reason));
+        }
         let active = inner.active_mut();
         let sealed = active.sync().and_then(|()| active.seal());
         if let Err(error) = sealed {
@@ -368,7 +403,9 @@ impl PartitionLog {
     }
 
     /// Flushes and seals the indexes: the partition's part of a clean shutdown.
+    /// Later appends fail; reads keep working.
     pub fn close(&self) -> Result<(), LogError> {
+        self.exclusive().closed = true;
         if self.commit.failure().is_none() && self.corruption().is_none() {
             self.flush()?;
         }
@@ -555,6 +592,32 @@ mod read_only_tests {
         assert_eq!(log.log_end_offset(), 1);
         // Reads of what is there still work.
         assert_eq!(log.read(0, 1024).unwrap().slices.len(), 1);
+    }
+
+    #[test]
+    fn retention_on_a_read_only_partition_neither_syncs_nor_claims_durability() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = PartitionLog::open(dir.path(), "t-0", LogConfig::default(), true).unwrap();
+        log.append(&mut one_record()).unwrap();
+        assert!(matches!(log.commit.begin(1, "t-0").unwrap(), Turn::Lead));
+        log.commit.finish(Err("fdatasync failed: EIO".into()));
+        // Everything is expired, which would roll (and sync) a healthy log.
+        let outcome = log.enforce_retention(i64::MAX).unwrap();
+        assert_eq!(outcome.segments_deleted, 0);
+        assert_eq!(log.durable_offset(), 0);
+        assert_eq!(log.segment_count(), 1);
+    }
+
+    #[test]
+    fn appends_after_close_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = PartitionLog::open(dir.path(), "t-0", LogConfig::default(), true).unwrap();
+        log.close().unwrap();
+        assert!(matches!(
+            log.append(&mut one_record()),
+            Err(LogError::ReadOnly { .. })
+        ));
+        assert!(log.read(0, 10).unwrap().slices.is_empty());
     }
 
     #[test]

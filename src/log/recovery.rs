@@ -3,14 +3,16 @@
 //!
 //! Crash policy, argued case by case:
 //! - A crash during an append leaves the `.log` file ending inside a batch, or
-//!   (on file systems that extend before writing) in zeros or stale garbage.
-//!   No batch that follows can be valid, because appends are sequential. Such
-//!   a tail is cut to the last whole batch, with a warning giving the bytes
-//!   cut and whether any of them lay below the recovery point, i.e. had been
-//!   reported flushed.
+//!   (on file systems that extend before writing) in zeros or stale garbage,
+//!   with nothing valid after it. Such a tail is cut to the last whole batch,
+//!   with a warning giving the bytes cut and whether any of them lay below the
+//!   recovery point, i.e. had been reported flushed.
 //! - A batch that fails its checks with a CRC-valid batch somewhere after it
-//!   cannot come from a torn append: it is corruption. Nothing is deleted; the
-//!   partition serves offsets below it and refuses everything from it on.
+//!   is corruption. (A power loss can also leave such a hole in data that was
+//!   never synced, since unsynced pages reach the disk in any order.) Either
+//!   way the log cannot prove the bytes expendable, so nothing is deleted: the
+//!   partition serves offsets below the bad batch and refuses everything from
+//!   it on, and an operator decides.
 //! - Index files are derived data: they are rebuilt here from the log and
 //!   never trusted after an unclean shutdown.
 
@@ -114,10 +116,13 @@ fn check_batch_at(
         .base_offset
         .checked_add(i64::from(header.last_offset_delta) + 1)
         .is_none()
+        || header.last_offset() - segment.base_offset() > i64::from(i32::MAX)
     {
         return Ok(Err(format!(
-            "batch offsets from {} overflow",
-            header.base_offset
+            "batch offsets {}..={} do not fit the segment based at {}",
+            header.base_offset,
+            header.last_offset(),
+            segment.base_offset()
         )));
     }
     buf.resize(header.size_bytes(), 0);
@@ -255,6 +260,8 @@ pub(crate) fn load_segments(
                             for &empty in &bases[i + 1..] {
                                 Segment::open(dir, empty, config, false)?.delete()?;
                             }
+                            // The open syncs `dir` after recovery, so these
+                            // deletions are durable before any append.
                         }
                     }
                 }

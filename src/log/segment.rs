@@ -337,6 +337,23 @@ impl Segment {
         self.size == 0
     }
 
+    /// How old retention takes the segment to be: its newest record's
+    /// timestamp, or, when records carry none (-1), the file's modification
+    /// time, as Kafka does.
+    pub(crate) fn retention_timestamp(&self) -> i64 {
+        if self.max_timestamp >= 0 {
+            return self.max_timestamp;
+        }
+        self.log
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(i64::MAX, |d| {
+                i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+            })
+    }
+
     /// Largest record timestamp in the segment, -1 if empty.
     pub fn max_timestamp(&self) -> i64 {
         self.max_timestamp

@@ -292,13 +292,30 @@ impl<'a> RecordBatch<'a> {
                 self.header.last_offset_delta
             )));
         }
-        match self.header.compression()? {
-            Compression::None => check_framing(self.payload(), count),
+        let base_timestamp = self.header.base_timestamp;
+        let newest = match self.header.compression()? {
+            Compression::None => check_framing(self.payload(), count, base_timestamp)?,
             codec => check_framing(
                 &codec.decompress(self.payload(), decompressed_bytes_max)?,
                 count,
-            ),
+                base_timestamp,
+            )?,
+        };
+        // Retention and the time index trust maxTimestamp, so it must be the
+        // records' real maximum (with LogAppendTime the broker sets it).
+        // Producers write -1 ("none") when no record has a timestamp.
+        let expected = if newest < 0 { -1 } else { newest };
+        if count > 0
+            && self.header.timestamp_type() == TimestampType::CreateTime
+            && self.header.max_timestamp != expected
+            && self.header.max_timestamp != newest
+        {
+            return Err(RecordError::Invalid(format!(
+                "maxTimestamp is {} but the newest record has timestamp {newest}",
+                self.header.max_timestamp
+            )));
         }
+        Ok(())
     }
 }
 

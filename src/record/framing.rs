@@ -10,15 +10,24 @@ use super::RecordError;
 use super::varint::{read_varint, read_varlong};
 
 /// Checks that `data` holds exactly `count` well-formed records whose
-/// offset deltas are 0..count.
-pub(super) fn check_framing(data: &[u8], count: usize) -> Result<(), RecordError> {
+/// offset deltas are 0..count, and returns their largest timestamp
+/// (`i64::MIN` when there are none).
+pub(super) fn check_framing(
+    data: &[u8],
+    count: usize,
+    base_timestamp: i64,
+) -> Result<i64, RecordError> {
     let mut start = 0;
+    let mut max_timestamp = i64::MIN;
     for index in 0..count {
-        start =
+        let (next, timestamp_delta) =
             check_record(data, start, index).map_err(|reason| RecordError::MalformedRecord {
                 index,
                 reason: reason.to_string(),
             })?;
+        start = next;
+        // Deltas may wrap (the reader adds them the same way).
+        max_timestamp = max_timestamp.max(base_timestamp.wrapping_add(timestamp_delta));
     }
     if start != data.len() {
         return Err(RecordError::Invalid(format!(
@@ -26,17 +35,17 @@ pub(super) fn check_framing(data: &[u8], count: usize) -> Result<(), RecordError
             data.len() - start
         )));
     }
-    Ok(())
+    Ok(max_timestamp)
 }
 
-/// Checks the record at `start` and returns where the next one begins.
+/// Checks the record at `start`; returns where the next one begins and the
+/// record's timestamp delta.
 ///
 /// The next start depends only on the length prefix, not on the fields
 /// inside, so the processor can check one record's fields while it already
-/// reads the next record's length: the loop runs at the speed of one varint
-/// per record, not seven.
+/// reads the next record's length.
 #[inline(always)]
-fn check_record(data: &[u8], start: usize, index: usize) -> Result<usize, &'static str> {
+fn check_record(data: &[u8], start: usize, index: usize) -> Result<(usize, i64), &'static str> {
     let mut pos = start;
     let length = varint(data, &mut pos).ok_or("bad record length")?;
     let length = usize::try_from(length).map_err(|_| "negative record length")?;
@@ -46,7 +55,7 @@ fn check_record(data: &[u8], start: usize, index: usize) -> Result<usize, &'stat
         .ok_or("record runs past the batch")?;
     let body = &data[..end];
     pos += 1; // attributes
-    varlong(body, &mut pos).ok_or("bad timestampDelta")?;
+    let timestamp_delta = varlong(body, &mut pos).ok_or("bad timestampDelta")?;
     let offset_delta = varint(body, &mut pos).ok_or("bad offsetDelta")?;
     if usize::try_from(offset_delta).ok() != Some(index) {
         return Err("offset delta out of sequence");
@@ -62,7 +71,7 @@ fn check_record(data: &[u8], start: usize, index: usize) -> Result<usize, &'stat
     if pos != end {
         return Err("record length does not match its fields");
     }
-    Ok(end)
+    Ok((end, timestamp_delta))
 }
 
 /// Skips a length-prefixed byte string (-1 for null, where allowed).
@@ -166,17 +175,20 @@ mod tests {
     #[test]
     fn well_formed_records_pass() {
         let (data, count) = payload();
-        check_framing(&data, count).unwrap();
+        check_framing(&data, count, 0).unwrap();
     }
 
     #[test]
     fn every_truncation_and_a_wrong_count_fail() {
         let (data, count) = payload();
         for len in 0..data.len() {
-            assert!(check_framing(&data[..len], count).is_err(), "length {len}");
+            assert!(
+                check_framing(&data[..len], count, 0).is_err(),
+                "length {len}"
+            );
         }
-        assert!(check_framing(&data, count - 1).is_err());
-        assert!(check_framing(&data, count + 1).is_err());
+        assert!(check_framing(&data, count - 1, 0).is_err());
+        assert!(check_framing(&data, count + 1, 0).is_err());
     }
 
     #[test]
@@ -195,7 +207,7 @@ mod tests {
             for value in [0x00, 0x01, 0x7f, 0x80, 0xff, data[at] ^ 0x02] {
                 let mut mutated = data.clone();
                 mutated[at] = value;
-                let framed = check_framing(&mutated, count).is_ok();
+                let framed = check_framing(&mutated, count, 0).is_ok();
                 let records = crate::record::Records::new(&header, &mutated, 1 << 20).unwrap();
                 let read: Result<Vec<_>, _> = records.iter().collect();
                 let sequential = read.as_ref().is_ok_and(|r| {

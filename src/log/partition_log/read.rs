@@ -31,7 +31,8 @@ impl PartitionLog {
     /// Whole batches starting with the one that holds `offset`, up to
     /// `max_bytes` (but always at least one batch, so a consumer can make
     /// progress past a batch larger than its limit). Reading at the log end
-    /// returns no slices.
+    /// returns no slices, except on a corrupt partition, whose readable end
+    /// is where the corruption starts and reads there fail.
     pub fn read(&self, offset: i64, max_bytes: u64) -> Result<LogRead, LogError> {
         let inner = self.shared();
         let log_start_offset = inner

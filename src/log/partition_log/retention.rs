@@ -14,10 +14,12 @@ pub struct RetentionOutcome {
 }
 
 impl PartitionLog {
-    /// Deletes whole segments that are past `retention.ms` (by their newest
-    /// record) or beyond `retention.bytes` (oldest first), never the data a
-    /// corrupt partition is keeping. An expired active segment is rolled first
-    /// so it can go too.
+    /// Deletes whole segments, oldest first, that are past `retention.ms` (by
+    /// their newest record's timestamp, or the file's modification time when
+    /// no record has one) or beyond `retention.bytes`. Never touches a corrupt
+    /// partition. When every segment, the active one included, has expired,
+    /// the active one is rolled first so it can go too (not on a read-only
+    /// partition, since a roll syncs).
     pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionOutcome, LogError> {
         let mut inner = self.exclusive();
         let mut outcome = RetentionOutcome::default();
@@ -26,9 +28,9 @@ impl PartitionLog {
             let expired = |s: &Segment| {
                 retention_ms >= 0
                     && !s.is_empty()
-                    && s.max_timestamp() < now_ms.saturating_sub(retention_ms)
+                    && s.retention_timestamp() < now_ms.saturating_sub(retention_ms)
             };
-            if inner.segments.values().all(expired) {
+            if inner.segments.values().all(expired) && self.read_only_reason().is_none() {
                 let next = inner.next_offset;
                 self.roll(&mut inner, next)?;
             }
@@ -47,6 +49,10 @@ impl PartitionLog {
                 outcome.bytes_deleted += segment.size_bytes();
                 tracing::info!(partition = %self.name, base_offset = base, "retention deleted segment");
                 segment.delete()?;
+            }
+            if outcome.segments_deleted > 0 {
+                // Otherwise a power loss could bring a deleted segment back.
+                crate::log::partition_log::sync_dir(&self.dir)?;
             }
         }
         outcome.log_start_offset = inner
