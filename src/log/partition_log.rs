@@ -448,10 +448,15 @@ impl Inner {
     }
 }
 
-/// Decompressed batches may be larger than the limit on compressed ones;
-/// Kafka bounds neither. Allow a generous but finite expansion.
+/// Most bytes one batch may decompress to when it is validated or searched.
+const DECOMPRESSED_BYTES_MAX: usize = 1 << 30;
+
+/// Decompressed batches may be larger than the limit on compressed ones
+/// (Kafka bounds neither): allow a generous expansion, never past 1 GiB.
 fn decompressed_limit(max_message_bytes: usize) -> usize {
-    max_message_bytes.saturating_mul(64).max(64 << 20)
+    max_message_bytes
+        .saturating_mul(64)
+        .clamp(64 << 20, DECOMPRESSED_BYTES_MAX)
 }
 
 /// fsync of a directory, so a created or removed file's name is durable.
