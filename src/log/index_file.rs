@@ -16,6 +16,7 @@ use memmap2::MmapMut;
 
 use super::LogError;
 use super::error::IoContext;
+use super::files::remove_if_exists;
 
 pub(crate) struct IndexFile {
     path: PathBuf,
@@ -221,14 +222,5 @@ impl IndexFile {
         let path = self.path.clone();
         drop(self);
         remove_if_exists(&path)
-    }
-}
-
-pub(crate) fn remove_if_exists(path: &Path) -> Result<(), LogError> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(LogError::io(format!("deleting {}", path.display()), e))
-        }
-        _ => Ok(()),
     }
 }

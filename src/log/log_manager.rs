@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::error::IoContext;
-use super::partition_log::{now_ms, sync_dir};
+use super::files::{list_dir, remove_if_exists, sync_dir};
+use super::partition_log::now_ms;
 use super::{LogConfig, LogError, PartitionLog, RetentionOutcome};
 
 /// Most partitions one topic may have.
@@ -112,7 +113,7 @@ impl LogManager {
         }
         *manager.topics.write().unwrap_or_else(|p| p.into_inner()) = topics;
         // From here on a crash is unclean until the next close.
-        super::index_file::remove_if_exists(&marker)?;
+        remove_if_exists(&marker)?;
         sync_dir(data_dir)?;
         Ok(manager)
     }
@@ -144,10 +145,7 @@ impl LogManager {
     fn read_all_metadata(&self) -> Result<Vec<TopicMetadata>, LogError> {
         let dir = self.data_dir.join(TOPICS_DIR);
         let mut all = Vec::new();
-        for entry in std::fs::read_dir(&dir).context(|| format!("listing {}", dir.display()))? {
-            let path = entry
-                .context(|| format!("listing {}", dir.display()))?
-                .path();
+        for path in list_dir(&dir)? {
             if path.extension().is_none_or(|e| e != "json") {
                 continue;
             }
@@ -162,22 +160,12 @@ impl LogManager {
     fn remove_deleted_leftovers(&self) -> Result<(), LogError> {
         self.finish_deletions(None)?;
         let topics_dir = self.data_dir.join(TOPICS_DIR);
-        for entry in std::fs::read_dir(&topics_dir)
-            .context(|| format!("listing {}", topics_dir.display()))?
-        {
-            let path = entry
-                .context(|| format!("listing {}", topics_dir.display()))?
-                .path();
+        for path in list_dir(&topics_dir)? {
             if path.extension().is_some_and(|e| e == "tmp") {
-                super::index_file::remove_if_exists(&path)?;
+                remove_if_exists(&path)?;
             }
         }
-        for entry in std::fs::read_dir(&self.data_dir)
-            .context(|| format!("listing {}", self.data_dir.display()))?
-        {
-            let path = entry
-                .context(|| format!("listing {}", self.data_dir.display()))?
-                .path();
+        for path in list_dir(&self.data_dir)? {
             if path.is_dir() && path.extension().is_some_and(|e| e == "deleted") {
                 std::fs::remove_dir_all(&path)
                     .context(|| format!("removing {}", path.display()))?;
@@ -192,12 +180,7 @@ impl LogManager {
     /// are its own and stay.
     fn finish_deletions(&self, only: Option<&str>) -> Result<(), LogError> {
         let topics_dir = self.data_dir.join(TOPICS_DIR);
-        for entry in std::fs::read_dir(&topics_dir)
-            .context(|| format!("listing {}", topics_dir.display()))?
-        {
-            let path = entry
-                .context(|| format!("listing {}", topics_dir.display()))?
-                .path();
+        for path in list_dir(&topics_dir)? {
             if path.extension().is_none_or(|e| e != "deleting") {
                 continue;
             }

@@ -21,6 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use crate::record::RecordBatch;
 
 use super::error::IoContext;
+use super::files::sync_dir;
 use super::group_commit::GroupCommit;
 use super::recovery::{
     Corruption, LoadedSegments, RecoveryReport, ScanEnd, Truncation, load_segments, scan_segment,
@@ -457,13 +458,6 @@ fn decompressed_limit(max_message_bytes: usize) -> usize {
     max_message_bytes
         .saturating_mul(64)
         .clamp(64 << 20, DECOMPRESSED_BYTES_MAX)
-}
-
-/// fsync of a directory, so a created or removed file's name is durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .context(|| format!("fsync of directory {}", dir.display()))
 }
 
 #[cfg(test)]

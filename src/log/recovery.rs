@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use crate::record::{BATCH_HEADER_BYTES, BatchHeader, RecordBatch};
 
 use super::error::IoContext;
-use super::index_file::remove_if_exists;
+use super::files::{list_dir, remove_if_exists};
 use super::segment::{BatchInfo, Segment, file_name};
 use super::{LogConfig, LogError};
 
@@ -323,10 +323,10 @@ fn cut_torn_tail(
 fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
     let mut bases = Vec::new();
     let mut orphans = Vec::new();
-    for entry in std::fs::read_dir(dir).context(|| format!("listing {}", dir.display()))? {
-        let entry = entry.context(|| format!("listing {}", dir.display()))?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
+    for path in list_dir(dir)? {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
         let Some((stem, extension)) = name.split_once('.') else {
             continue;
         };
@@ -338,7 +338,7 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
         }
         match extension {
             "log" => bases.push(base),
-            "index" | "timeindex" => orphans.push((base, entry.path())),
+            "index" | "timeindex" => orphans.push((base, path.clone())),
             _ => {}
         }
     }

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::record::{BATCH_HEADER_BYTES, BatchHeader, RecordBatch};
 
 use super::error::IoContext;
-use super::index_file::remove_if_exists;
+use super::files::remove_if_exists;
 use super::{FileSlice, LogConfig, LogError, OffsetIndex, TimeIndex};
 
 /// What the log knows about one batch it is appending.

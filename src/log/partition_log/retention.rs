@@ -52,7 +52,7 @@ impl PartitionLog {
             }
             if outcome.segments_deleted > 0 {
                 // Otherwise a power loss could bring a deleted segment back.
-                crate::log::partition_log::sync_dir(&self.dir)?;
+                crate::log::files::sync_dir(&self.dir)?;
             }
         }
         outcome.log_start_offset = inner
