@@ -89,6 +89,9 @@ enum LogCommand {
     },
     /// Delete segments past their topic's retention.
     Retention,
+    /// Read every batch of every partition and check its CRC and offsets;
+    /// exits with status 1 if any partition is corrupt.
+    Verify,
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {
@@ -248,6 +251,34 @@ fn run_on(manager: &LogManager, command: LogCommand) -> anyhow::Result<()> {
                     "none (no record at or after {timestamp_ms}; log end {})",
                     log.log_end_offset()
                 )?,
+            }
+        }
+        LogCommand::Verify => {
+            let mut corrupt = 0;
+            for topic in manager.topics() {
+                for partition in &topic.partitions {
+                    let found = partition
+                        .corruption()
+                        .map_or_else(|| partition.verify(), |c| Ok(Some(c)))?;
+                    match found {
+                        Some(corruption) => {
+                            corrupt += 1;
+                            writeln!(out, "{}: CORRUPT: {corruption}", partition.name())?;
+                        }
+                        None => writeln!(
+                            out,
+                            "{}: ok (offsets {}..{}, {} bytes)",
+                            partition.name(),
+                            partition.log_start_offset(),
+                            partition.log_end_offset(),
+                            partition.size_bytes()
+                        )?,
+                    }
+                }
+            }
+            out.flush()?;
+            if corrupt > 0 {
+                bail!("{corrupt} corrupt partition(s)");
             }
         }
         LogCommand::Retention => {
