@@ -2,6 +2,7 @@
 //!
 //! - [`record`]: Kafka v2 record batches (pure, no I/O).
 //! - [`log`]: the segment log on disk (synchronous, no network).
+//! - [`broker`]: the Kafka wire protocol over the log (tokio).
 //!
 //! ```
 //! use strata::log::{LogConfig, LogManager};
@@ -30,5 +31,6 @@
 //! # }
 //! ```
 
+pub mod broker;
 pub mod log;
 pub mod record;

@@ -22,6 +22,16 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve the log over the Kafka protocol until SIGTERM or Ctrl-C.
+    Serve {
+        #[arg(long, env = "STRATA_DATA_DIR", default_value = "./strata-data")]
+        data_dir: PathBuf,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        listen: std::net::SocketAddr,
+        /// Host clients are told to connect to.
+        #[arg(long, default_value = "127.0.0.1")]
+        advertised_host: String,
+    },
     /// Work directly on a log data directory (no broker; the directory must
     /// not be in use by another process).
     Log {
@@ -110,6 +120,11 @@ fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve {
+            data_dir,
+            listen,
+            advertised_host,
+        } => serve(data_dir, listen, advertised_host),
         Command::Log { data_dir, command } => run_log_command(&data_dir, command),
     };
     match result {
@@ -118,6 +133,51 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {error:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+fn serve(
+    data_dir: PathBuf,
+    listen: std::net::SocketAddr,
+    advertised_host: String,
+) -> anyhow::Result<()> {
+    let config = strata::broker::BrokerConfig {
+        listen,
+        advertised_host,
+        ..Default::default()
+    };
+    let log = std::sync::Arc::new(
+        LogManager::open(&data_dir, config.log.clone())
+            .with_context(|| format!("opening data directory {}", data_dir.display()))?,
+    );
+    let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    runtime.block_on(async {
+        let broker = strata::broker::Broker::bind(config, std::sync::Arc::clone(&log)).await?;
+        println!("strata listening on {}", broker.local_addr());
+        broker.serve(shutdown_signal()).await?;
+        anyhow::Ok(())
+    })?;
+    drop(runtime);
+    let log = std::sync::Arc::try_unwrap(log)
+        .map_err(|_| anyhow::anyhow!("the log is still in use at shutdown"))?;
+    log.close().context("closing the log")?;
+    eprintln!("strata stopped cleanly");
+    Ok(())
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(error) => {
+            tracing::warn!("cannot watch SIGTERM: {error}");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
 }
 

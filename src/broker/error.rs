@@ -1,0 +1,75 @@
+//! Broker errors, and the one place log errors become Kafka error codes.
+
+use crate::log::LogError;
+
+/// Why a connection or the server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("{context}: {error}")]
+    Io {
+        context: String,
+        error: std::io::Error,
+    },
+    #[error("request frame of {size} bytes exceeds the limit of {limit} bytes")]
+    FrameTooLarge { size: i64, limit: usize },
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    #[error("unknown API key {0}")]
+    UnknownApi(i16),
+    #[error("unsupported version {version} of API {api}")]
+    UnsupportedVersion { api: i16, version: i16 },
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+/// Kafka's numbered error codes (a stable wire contract).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i16)]
+pub enum ErrorCode {
+    None = 0,
+    OffsetOutOfRange = 1,
+    CorruptMessage = 2,
+    UnknownTopicOrPartition = 3,
+    MessageTooLarge = 10,
+    InvalidTopicException = 17,
+    RecordListTooLarge = 18,
+    UnsupportedVersion = 35,
+    TopicAlreadyExists = 36,
+    InvalidPartitions = 37,
+    InvalidRequest = 42,
+    UnsupportedForMessageFormat = 43,
+    KafkaStorageError = 56,
+    InvalidConfig = 40,
+    UnknownServerError = -1,
+}
+
+impl ErrorCode {
+    pub fn code(self) -> i16 {
+        self as i16
+    }
+}
+
+impl From<&LogError> for ErrorCode {
+    fn from(error: &LogError) -> Self {
+        use crate::record::RecordError;
+        match error {
+            LogError::OffsetOutOfRange { .. } => Self::OffsetOutOfRange,
+            LogError::UnknownTopic(_) | LogError::UnknownPartition { .. } => {
+                Self::UnknownTopicOrPartition
+            }
+            LogError::InvalidBatch(RecordError::UnsupportedMagic { .. }) => {
+                Self::UnsupportedForMessageFormat
+            }
+            LogError::InvalidBatch(_) => Self::CorruptMessage,
+            LogError::BatchTooLarge { .. } => Self::MessageTooLarge,
+            LogError::TopicExists(_) => Self::TopicAlreadyExists,
+            LogError::InvalidTopicName { .. } => Self::InvalidTopicException,
+            LogError::InvalidPartitionCount(_) => Self::InvalidPartitions,
+            LogError::InvalidConfig { .. } => Self::InvalidConfig,
+            LogError::ReadOnly { .. } | LogError::Corrupt { .. } | LogError::Io { .. } => {
+                Self::KafkaStorageError
+            }
+            LogError::BadMetadata { .. } => Self::UnknownServerError,
+        }
+    }
+}

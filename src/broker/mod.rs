@@ -1,0 +1,22 @@
+//! The broker: serves the segment log over Kafka's wire protocol.
+//!
+//! A tokio server. Each connection reads size-prefixed request frames (the
+//! size checked against [`BrokerConfig::request_bytes_max`] before anything
+//! is allocated), decodes the request header with the `kafka-protocol`
+//! crate, dispatches to one handler per API in [`api`], and writes responses
+//! in request order. The broker never parses segment files itself: it goes
+//! through [`crate::log`].
+//!
+//! Implemented so far: ApiVersions (with the v0 UNSUPPORTED_VERSION
+//! fallback) and Metadata. ApiVersions advertises exactly the APIs handled.
+
+pub mod api;
+mod config;
+mod connection;
+mod error;
+mod frame;
+mod server;
+
+pub use config::BrokerConfig;
+pub use error::{BrokerError, ErrorCode};
+pub use server::Broker;

@@ -1,0 +1,89 @@
+//! The accept loop: a bounded number of connections, and a graceful
+//! shutdown that stops accepting, lets each connection answer the request in
+//! hand, and waits for all of them.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::api::BrokerContext;
+use super::{BrokerConfig, BrokerError, connection};
+use crate::log::LogManager;
+
+/// A bound, not yet serving, broker.
+pub struct Broker {
+    listener: TcpListener,
+    ctx: Arc<BrokerContext>,
+}
+
+impl Broker {
+    /// Binds the listening socket.
+    pub async fn bind(config: BrokerConfig, log: Arc<LogManager>) -> Result<Self, BrokerError> {
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|error| BrokerError::Io {
+                context: format!("listening on {}", config.listen),
+                error,
+            })?;
+        let local = listener.local_addr().map_err(|error| BrokerError::Io {
+            context: "reading the bound address".into(),
+            error,
+        })?;
+        let ctx = Arc::new(BrokerContext {
+            log,
+            config,
+            advertised_port: i32::from(local.port()),
+        });
+        Ok(Self { listener, ctx })
+    }
+
+    /// The address the broker listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// Serves until `shutdown` completes, then closes every connection after
+    /// its current request and returns.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), BrokerError> {
+        let permits = Arc::new(Semaphore::new(self.ctx.config.connections_max));
+        let (stop, stopped) = watch::channel(false);
+        let mut connections = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            let permit = tokio::select! {
+                permit = Arc::clone(&permits).acquire_owned() => permit.expect("the semaphore is never closed"),
+                () = &mut shutdown => break,
+            };
+            let accepted = tokio::select! {
+                accepted = self.listener.accept() => accepted,
+                () = &mut shutdown => break,
+            };
+            let (stream, _) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: keep serving.
+                    tracing::warn!("accepting a connection failed: {error}");
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let ctx = Arc::clone(&self.ctx);
+            let stopped = stopped.clone();
+            connections.spawn(async move {
+                connection::serve(stream, ctx, stopped).await;
+                drop(permit);
+            });
+            // Reap finished connections so the set does not grow.
+            while connections.try_join_next().is_some() {}
+        }
+        let _ = stop.send(true);
+        while connections.join_next().await.is_some() {}
+        Ok(())
+    }
+}
