@@ -36,10 +36,19 @@ pub(crate) async fn serve(
                 break;
             }
         };
-        let response = match api::handle(&ctx, frame) {
-            Ok(response) => response,
-            Err(error) => {
+        // Handlers block on disk I/O (appends, fsync): keep them off the
+        // executor's threads.
+        let handler_ctx = Arc::clone(&ctx);
+        let handled = tokio::task::spawn_blocking(move || api::handle(&handler_ctx, frame)).await;
+        let response = match handled {
+            Ok(Ok(Some(response))) => response,
+            Ok(Ok(None)) => continue,
+            Ok(Err(error)) => {
                 tracing::debug!(?peer, "closing connection: {error}");
+                break;
+            }
+            Err(failed) => {
+                tracing::error!(?peer, "a request handler failed: {failed}");
                 break;
             }
         };

@@ -8,6 +8,7 @@
 
 mod api_versions;
 mod metadata;
+mod produce;
 
 use std::sync::Arc;
 
@@ -28,11 +29,16 @@ pub struct BrokerContext {
 
 /// The APIs this broker serves. ApiVersions advertises exactly these, each
 /// over the full version range the protocol crate defines.
-pub const SUPPORTED_APIS: &[ApiKey] = &[ApiKey::ApiVersions, ApiKey::Metadata];
+pub const SUPPORTED_APIS: &[ApiKey] = &[ApiKey::ApiVersions, ApiKey::Metadata, ApiKey::Produce];
 
 /// Handles one request frame; returns the response frame (size prefix
-/// included), or an error after which the connection closes.
-pub(crate) fn handle(ctx: &BrokerContext, mut frame: Bytes) -> Result<BytesMut, BrokerError> {
+/// included), `None` when the request takes no response (Produce with
+/// acks=0), or an error after which the connection closes. Blocks on disk
+/// I/O: call it off the async executor's threads.
+pub(crate) fn handle(
+    ctx: &BrokerContext,
+    mut frame: Bytes,
+) -> Result<Option<BytesMut>, BrokerError> {
     if frame.len() < 4 {
         return Err(BrokerError::Malformed(format!(
             "a {}-byte request",
@@ -49,33 +55,70 @@ pub(crate) fn handle(ctx: &BrokerContext, mut frame: Bytes) -> Result<BytesMut, 
     if !(range.min..=range.max).contains(&version) {
         if key == ApiKey::ApiVersions {
             let correlation_id = peek_correlation_id(&frame)?;
-            return respond(key, 0, correlation_id, &api_versions::unsupported_version());
+            return respond(key, 0, correlation_id, &api_versions::unsupported_version()).map(Some);
         }
         return Err(BrokerError::UnsupportedVersion { api, version });
     }
     let header = RequestHeader::decode(&mut frame, key.request_header_version(version))
         .map_err(|e| BrokerError::Malformed(format!("request header: {e}")))?;
     let correlation_id = header.correlation_id;
-    match key {
+    let response = match key {
         ApiKey::ApiVersions => {
             let request = decode(&mut frame, version)?;
-            respond(
-                key,
-                version,
-                correlation_id,
-                &api_versions::handle(&request, version),
-            )
+            Some(api_versions::handle(&request, version).into())
         }
         ApiKey::Metadata => {
             let request = decode(&mut frame, version)?;
-            respond(
-                key,
-                version,
-                correlation_id,
-                &metadata::handle(ctx, &request, version),
-            )
+            Some(metadata::handle(ctx, &request, version).into())
         }
-        _ => Err(BrokerError::UnknownApi(api)),
+        ApiKey::Produce => {
+            let request = decode(&mut frame, version)?;
+            produce::handle(ctx, &request).map(Response::from)
+        }
+        _ => return Err(BrokerError::UnknownApi(api)),
+    };
+    response
+        .map(|response| response.frame(key, version, correlation_id))
+        .transpose()
+}
+
+/// A handler's answer, before framing.
+enum Response {
+    ApiVersions(kafka_protocol::messages::ApiVersionsResponse),
+    Metadata(kafka_protocol::messages::MetadataResponse),
+    Produce(kafka_protocol::messages::ProduceResponse),
+}
+
+impl Response {
+    fn frame(
+        &self,
+        key: ApiKey,
+        version: i16,
+        correlation_id: i32,
+    ) -> Result<BytesMut, BrokerError> {
+        match self {
+            Self::ApiVersions(body) => respond(key, version, correlation_id, body),
+            Self::Metadata(body) => respond(key, version, correlation_id, body),
+            Self::Produce(body) => respond(key, version, correlation_id, body),
+        }
+    }
+}
+
+impl From<kafka_protocol::messages::ApiVersionsResponse> for Response {
+    fn from(body: kafka_protocol::messages::ApiVersionsResponse) -> Self {
+        Self::ApiVersions(body)
+    }
+}
+
+impl From<kafka_protocol::messages::MetadataResponse> for Response {
+    fn from(body: kafka_protocol::messages::MetadataResponse) -> Self {
+        Self::Metadata(body)
+    }
+}
+
+impl From<kafka_protocol::messages::ProduceResponse> for Response {
+    fn from(body: kafka_protocol::messages::ProduceResponse) -> Self {
+        Self::Produce(body)
     }
 }
 

@@ -1,6 +1,7 @@
-//! The broker's first APIs over a real socket: ApiVersions (including the v0
+//! The broker over a real socket: ApiVersions (including the v0
 //! answer to an unknown version), Metadata (with auto-creation and real topic
-//! ids), and the connection-closing answers to bad frames.
+//! ids), Produce with every acks setting, and the connection-closing answers
+//! to bad frames.
 
 use std::sync::Arc;
 
@@ -214,4 +215,134 @@ async fn bad_frames_close_the_connection_and_the_broker_keeps_serving() {
     .await;
     assert_eq!(response.error_code, 0);
     broker.stop().await;
+}
+
+mod produce {
+    use super::*;
+    use kafka_protocol::messages::ProduceRequest;
+    use kafka_protocol::messages::ProduceResponse;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+
+    fn request(acks: i16, topic: &str, partition: i32, records: Vec<u8>) -> ProduceRequest {
+        ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(5_000)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.into())))
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(partition)
+                            .with_records(Some(Bytes::from(records))),
+                    ]),
+            ])
+    }
+
+    fn batch(value: &str) -> Vec<u8> {
+        let mut builder = strata::record::BatchBuilder::default();
+        builder
+            .push(strata::record::NewRecord::new(
+                None,
+                value.as_bytes(),
+                1_700_000_000_000,
+            ))
+            .unwrap();
+        builder.build().unwrap()
+    }
+
+    #[tokio::test]
+    async fn produce_appends_with_every_acks_setting_and_refuses_bad_batches_whole() {
+        let broker = start(BrokerConfig::default()).await;
+        broker
+            .log
+            .create_topic("in", 2, Default::default())
+            .unwrap();
+        let log = broker.log.partition("in", 1).unwrap();
+        let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+        let version = 9;
+
+        let response: ProduceResponse = call(
+            &mut stream,
+            ApiKey::Produce,
+            version,
+            &request(-1, "in", 1, batch("all")),
+        )
+        .await;
+        let partition = &response.responses[0].partition_responses[0];
+        assert_eq!((partition.error_code, partition.base_offset), (0, 0));
+        assert_eq!(log.durable_offset(), 1, "acks=all answers after the fsync");
+
+        let response: ProduceResponse = call(
+            &mut stream,
+            ApiKey::Produce,
+            version,
+            &request(1, "in", 1, batch("one")),
+        )
+        .await;
+        assert_eq!(response.responses[0].partition_responses[0].base_offset, 1);
+
+        // acks=0: no response; the next request's answer comes next.
+        stream
+            .write_all(&frame(
+                ApiKey::Produce,
+                version,
+                5,
+                &request(0, "in", 1, batch("none")),
+            ))
+            .await
+            .unwrap();
+        let response: ApiVersionsResponse = call(
+            &mut stream,
+            ApiKey::ApiVersions,
+            3,
+            &ApiVersionsRequest::default(),
+        )
+        .await;
+        assert_eq!(response.error_code, 0);
+        assert_eq!(log.log_end_offset(), 3);
+
+        let mut corrupt = batch("bad");
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 1;
+        let mut old_magic = batch("old");
+        old_magic[16] = 1;
+        for (records, code) in [(corrupt, 2), (old_magic, 43)] {
+            let response: ProduceResponse = call(
+                &mut stream,
+                ApiKey::Produce,
+                version,
+                &request(1, "in", 1, records),
+            )
+            .await;
+            assert_eq!(
+                response.responses[0].partition_responses[0].error_code,
+                code
+            );
+        }
+        let response: ProduceResponse = call(
+            &mut stream,
+            ApiKey::Produce,
+            version,
+            &request(1, "in", 7, batch("x")),
+        )
+        .await;
+        assert_eq!(response.responses[0].partition_responses[0].error_code, 3);
+        assert_eq!(log.log_end_offset(), 3, "refused batches append nothing");
+
+        let values: Vec<String> = {
+            let bytes = log.read(0, u64::MAX).unwrap().read_to_vec().unwrap();
+            let mut rest = &bytes[..];
+            let mut out = Vec::new();
+            while !rest.is_empty() {
+                let batch = strata::record::RecordBatch::parse_and_verify(rest).unwrap();
+                for record in batch.records(1 << 20).unwrap().iter() {
+                    out.push(String::from_utf8(record.unwrap().value.unwrap().to_vec()).unwrap());
+                }
+                rest = &rest[batch.size_bytes()..];
+            }
+            out
+        };
+        assert_eq!(values, ["all", "one", "none"]);
+        broker.stop().await;
+    }
 }

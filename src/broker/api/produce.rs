@@ -1,0 +1,90 @@
+//! Produce: validate and append each partition's batches, then answer by
+//! `acks`: 0 gets no response, 1 answers after the append, -1 (all) after
+//! the appended offsets are fdatasynced (group commit, shared with every
+//! concurrent producer of the partition).
+//!
+//! Not yet: idempotent-producer de-duplication and sequence checks, and
+//! transactions; batches from idempotent producers are appended as sent.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+
+use super::BrokerContext;
+use crate::broker::ErrorCode;
+use crate::log::{PartitionLog, Topic};
+
+/// acks=-1: wait until the records are on disk.
+const ACKS_ALL: i16 = -1;
+/// acks=0: the producer expects no response at all.
+const ACKS_NONE: i16 = 0;
+
+/// Returns `None` when the producer asked for no response (acks=0).
+pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<ProduceResponse> {
+    let mut responses = Vec::with_capacity(request.topic_data.len());
+    // (topic response, partition response, log, offset to make durable)
+    let mut to_sync: Vec<(usize, usize, Arc<PartitionLog>, i64)> = Vec::new();
+    for (t, data) in request.topic_data.iter().enumerate() {
+        let topic = find_topic(ctx, data.name.0.as_str(), data.topic_id);
+        let mut partitions = Vec::with_capacity(data.partition_data.len());
+        for (p, partition) in data.partition_data.iter().enumerate() {
+            let mut response = PartitionProduceResponse::default()
+                .with_index(partition.index)
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1);
+            let log = topic.as_ref().and_then(|topic| {
+                usize::try_from(partition.index)
+                    .ok()
+                    .and_then(|i| topic.partitions.get(i).cloned())
+            });
+            let Some(log) = log else {
+                partitions
+                    .push(response.with_error_code(ErrorCode::UnknownTopicOrPartition.code()));
+                continue;
+            };
+            let mut records = BytesMut::from(partition.records.as_deref().unwrap_or_default());
+            match log.append(&mut records) {
+                Ok(appended) => {
+                    if request.acks == ACKS_ALL {
+                        to_sync.push((t, p, Arc::clone(&log), appended.last_offset + 1));
+                    }
+                    response = response
+                        .with_base_offset(appended.base_offset)
+                        .with_log_start_offset(appended.log_start_offset);
+                }
+                Err(error) => {
+                    tracing::debug!(partition = log.name(), "produce refused: {error}");
+                    response = response
+                        .with_error_code(ErrorCode::from(&error).code())
+                        .with_error_message(Some(error.to_string().into()));
+                }
+            }
+            partitions.push(response);
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(data.name.clone())
+                .with_topic_id(data.topic_id)
+                .with_partition_responses(partitions),
+        );
+    }
+    for (t, p, log, target) in to_sync {
+        if let Err(error) = log.flush_to(target) {
+            let partition = &mut responses[t].partition_responses[p];
+            partition.error_code = ErrorCode::from(&error).code();
+            partition.error_message = Some(error.to_string().into());
+        }
+    }
+    (request.acks != ACKS_NONE).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+/// By name (up to v12) or by id (v13 on).
+fn find_topic(ctx: &BrokerContext, name: &str, id: uuid::Uuid) -> Option<Arc<Topic>> {
+    if !name.is_empty() {
+        return ctx.log.topic(name);
+    }
+    ctx.log.topics().into_iter().find(|topic| topic.id() == id)
+}
