@@ -16,6 +16,8 @@ command -v clang >/dev/null || missing+=(clang)
 have_pkg libclang-dev || missing+=(libclang-dev)
 command -v c++ >/dev/null || missing+=(g++)
 command -v make >/dev/null || missing+=(make)
+# The compatibility tests drive the broker with real Kafka clients.
+command -v kcat >/dev/null || missing+=(kcat)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

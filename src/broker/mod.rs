@@ -8,11 +8,11 @@
 //! through [`crate::log`].
 //!
 //! Implemented so far: ApiVersions (with the v0 UNSUPPORTED_VERSION
-//! fallback), Metadata and Produce (acks 0, 1 and all; no idempotence yet).
-//! ApiVersions advertises exactly the APIs handled. librdkafka picks the v2
-//! record format only when the broker also offers Fetch v4+, so real clients
-//! can produce once Fetch exists; until then the tests speak the protocol
-//! themselves.
+//! fallback), Metadata, Produce (acks 0, 1 and all; no idempotence yet),
+//! Fetch (long-polling; batch bytes still copied, not yet sendfile) and
+//! ListOffsets. ApiVersions advertises exactly the APIs handled, so
+//! librdkafka (kcat) produces and consumes against it; consumer groups,
+//! topic administration and idempotent producers come next.
 
 pub mod api;
 mod config;

@@ -16,6 +16,10 @@ use crate::log::{LogError, Topic};
 
 /// Metadata v4 added allow_auto_topic_creation; before it, requests allowed it.
 const AUTO_CREATE_FIELD_VERSION: i16 = 4;
+/// Versions that added response fields (a field a version lacks is never written).
+const CLUSTER_ID_VERSION: i16 = 2;
+const LEADER_EPOCH_VERSION: i16 = 7;
+const TOPIC_ID_VERSION: i16 = 10;
 
 pub(super) fn handle(
     ctx: &BrokerContext,
@@ -31,10 +35,18 @@ pub(super) fn handle(
         && (version < AUTO_CREATE_FIELD_VERSION || request.allow_auto_topic_creation);
     let topics = match &request.topics {
         // Null (or, before v1, empty) means every topic.
-        None => ctx.log.topics().iter().map(|t| describe(t, node)).collect(),
-        Some(list) if list.is_empty() && version == 0 => {
-            ctx.log.topics().iter().map(|t| describe(t, node)).collect()
-        }
+        None => ctx
+            .log
+            .topics()
+            .iter()
+            .map(|t| describe(t, node, version))
+            .collect(),
+        Some(list) if list.is_empty() && version == 0 => ctx
+            .log
+            .topics()
+            .iter()
+            .map(|t| describe(t, node, version))
+            .collect(),
         Some(list) => list
             .iter()
             .map(|requested| {
@@ -43,13 +55,15 @@ pub(super) fn handle(
                     .as_ref()
                     .map(|n| n.0.as_str().to_string())
                     .unwrap_or_default();
-                lookup(ctx, &name, allow_create, node)
+                lookup(ctx, &name, allow_create, node, version)
             })
             .collect(),
     };
     MetadataResponse::default()
         .with_brokers(vec![broker])
-        .with_cluster_id(Some(StrBytes::from_string("strata".to_string())))
+        .with_cluster_id(
+            (version >= CLUSTER_ID_VERSION).then(|| StrBytes::from_string("strata".to_string())),
+        )
         .with_controller_id(node)
         .with_topics(topics)
 }
@@ -59,6 +73,7 @@ fn lookup(
     name: &str,
     allow_create: bool,
     node: BrokerId,
+    version: i16,
 ) -> MetadataResponseTopic {
     let topic = match ctx.log.topic(name) {
         Some(topic) => Ok(topic),
@@ -78,20 +93,24 @@ fn lookup(
         None => Err(ErrorCode::UnknownTopicOrPartition),
     };
     match topic {
-        Ok(topic) => describe(&topic, node),
+        Ok(topic) => describe(&topic, node, version),
         Err(code) => MetadataResponseTopic::default()
             .with_error_code(code.code())
             .with_name(Some(TopicName(StrBytes::from_string(name.to_string())))),
     }
 }
 
-fn describe(topic: &Topic, node: BrokerId) -> MetadataResponseTopic {
+fn describe(topic: &Topic, node: BrokerId, version: i16) -> MetadataResponseTopic {
     let partitions = (0..topic.metadata.partitions)
         .map(|p| {
             MetadataResponsePartition::default()
                 .with_partition_index(p)
                 .with_leader_id(node)
-                .with_leader_epoch(0)
+                .with_leader_epoch(if version >= LEADER_EPOCH_VERSION {
+                    0
+                } else {
+                    -1
+                })
                 .with_replica_nodes(vec![node])
                 .with_isr_nodes(vec![node])
         })
@@ -100,6 +119,10 @@ fn describe(topic: &Topic, node: BrokerId) -> MetadataResponseTopic {
         .with_name(Some(TopicName(StrBytes::from_string(
             topic.name().to_string(),
         ))))
-        .with_topic_id(topic.id())
+        .with_topic_id(if version >= TOPIC_ID_VERSION {
+            topic.id()
+        } else {
+            uuid::Uuid::nil()
+        })
         .with_partitions(partitions)
 }

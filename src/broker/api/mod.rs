@@ -7,6 +7,8 @@
 //! UNSUPPORTED_VERSION so the client can retry with one it finds listed.
 
 mod api_versions;
+mod fetch;
+mod list_offsets;
 mod metadata;
 mod produce;
 
@@ -29,7 +31,13 @@ pub struct BrokerContext {
 
 /// The APIs this broker serves. ApiVersions advertises exactly these, each
 /// over the full version range the protocol crate defines.
-pub const SUPPORTED_APIS: &[ApiKey] = &[ApiKey::ApiVersions, ApiKey::Metadata, ApiKey::Produce];
+pub const SUPPORTED_APIS: &[ApiKey] = &[
+    ApiKey::ApiVersions,
+    ApiKey::Metadata,
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+];
 
 /// Handles one request frame; returns the response frame (size prefix
 /// included), `None` when the request takes no response (Produce with
@@ -75,6 +83,14 @@ pub(crate) fn handle(
             let request = decode(&mut frame, version)?;
             produce::handle(ctx, &request).map(Response::from)
         }
+        ApiKey::Fetch => {
+            let request = decode(&mut frame, version)?;
+            Some(fetch::handle(ctx, &request, version).into())
+        }
+        ApiKey::ListOffsets => {
+            let request = decode(&mut frame, version)?;
+            Some(list_offsets::handle(ctx, &request).into())
+        }
         _ => return Err(BrokerError::UnknownApi(api)),
     };
     response
@@ -87,6 +103,8 @@ enum Response {
     ApiVersions(kafka_protocol::messages::ApiVersionsResponse),
     Metadata(kafka_protocol::messages::MetadataResponse),
     Produce(kafka_protocol::messages::ProduceResponse),
+    Fetch(kafka_protocol::messages::FetchResponse),
+    ListOffsets(kafka_protocol::messages::ListOffsetsResponse),
 }
 
 impl Response {
@@ -100,6 +118,8 @@ impl Response {
             Self::ApiVersions(body) => respond(key, version, correlation_id, body),
             Self::Metadata(body) => respond(key, version, correlation_id, body),
             Self::Produce(body) => respond(key, version, correlation_id, body),
+            Self::Fetch(body) => respond(key, version, correlation_id, body),
+            Self::ListOffsets(body) => respond(key, version, correlation_id, body),
         }
     }
 }
@@ -155,4 +175,16 @@ fn respond<T: Encodable>(
         .map_err(|_| BrokerError::Malformed("response larger than 2 GiB".into()))?;
     out[..4].copy_from_slice(&size.to_be_bytes());
     Ok(out)
+}
+
+impl From<kafka_protocol::messages::FetchResponse> for Response {
+    fn from(body: kafka_protocol::messages::FetchResponse) -> Self {
+        Self::Fetch(body)
+    }
+}
+
+impl From<kafka_protocol::messages::ListOffsetsResponse> for Response {
+    fn from(body: kafka_protocol::messages::ListOffsetsResponse) -> Self {
+        Self::ListOffsets(body)
+    }
 }

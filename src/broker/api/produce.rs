@@ -13,8 +13,9 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::BrokerContext;
+use super::fetch::find_topic;
 use crate::broker::ErrorCode;
-use crate::log::{PartitionLog, Topic};
+use crate::log::PartitionLog;
 
 /// acks=-1: wait until the records are on disk.
 const ACKS_ALL: i16 = -1;
@@ -79,12 +80,4 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
         }
     }
     (request.acks != ACKS_NONE).then(|| ProduceResponse::default().with_responses(responses))
-}
-
-/// By name (up to v12) or by id (v13 on).
-fn find_topic(ctx: &BrokerContext, name: &str, id: uuid::Uuid) -> Option<Arc<Topic>> {
-    if !name.is_empty() {
-        return ctx.log.topic(name);
-    }
-    ctx.log.topics().into_iter().find(|topic| topic.id() == id)
 }
