@@ -9,12 +9,15 @@
 
 use std::sync::Arc;
 
-use tokio::io::AsyncWriteExt;
+use nix::sys::sendfile::sendfile;
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::api::{self, BrokerContext};
+use super::fetch_frame::Part;
 use super::frame::read_frame;
+use crate::log::FileSlice;
 
 pub(crate) async fn serve(
     mut stream: TcpStream,
@@ -52,9 +55,47 @@ pub(crate) async fn serve(
                 break;
             }
         };
-        if let Err(error) = stream.write_all(&response).await {
+        if let Err(error) = write_parts(&mut stream, &response).await {
             tracing::debug!(?peer, "closing connection: writing a response: {error}");
             break;
         }
     }
+}
+
+/// Writes a response: in-memory parts with `write_all`, file ranges with
+/// `sendfile` (the kernel copies from the page cache to the socket).
+async fn write_parts(stream: &mut TcpStream, parts: &[Part]) -> std::io::Result<()> {
+    for part in parts {
+        match part {
+            Part::Bytes(bytes) => stream.write_all(bytes).await?,
+            Part::File(slice) => send_file(stream, slice).await?,
+        }
+    }
+    Ok(())
+}
+
+async fn send_file(stream: &TcpStream, slice: &FileSlice) -> std::io::Result<()> {
+    let mut offset = i64::try_from(slice.position).map_err(std::io::Error::other)?;
+    let mut remaining = usize::try_from(slice.len).map_err(std::io::Error::other)?;
+    while remaining > 0 {
+        stream.writable().await?;
+        let sent = stream.try_io(Interest::WRITABLE, || {
+            sendfile(stream, &*slice.file, Some(&mut offset), remaining)
+                .map_err(std::io::Error::from)
+        });
+        match sent {
+            // The file ended early: retention cannot shrink an open file, so
+            // this is a bug or outside interference; the frame is now short.
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "segment file ended before the fetched range",
+                ));
+            }
+            Ok(n) => remaining -= n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -9,8 +9,9 @@
 //!
 //! Implemented so far: ApiVersions (with the v0 UNSUPPORTED_VERSION
 //! fallback), Metadata, Produce (acks 0, 1 and all; no idempotence yet),
-//! Fetch (long-polling; batch bytes still copied, not yet sendfile) and
-//! ListOffsets. ApiVersions advertises exactly the APIs handled, so
+//! Fetch (long-polling, zero-copy: the response framing is written by hand
+//! in `fetch_frame` and the batches go from segment file to socket with
+//! `sendfile`) and ListOffsets. ApiVersions advertises exactly the APIs handled, so
 //! librdkafka (kcat) produces and consumes against it; consumer groups,
 //! topic administration and idempotent producers come next.
 
@@ -18,6 +19,7 @@ pub mod api;
 mod config;
 mod connection;
 mod error;
+mod fetch_frame;
 mod frame;
 mod server;
 

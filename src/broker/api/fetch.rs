@@ -2,28 +2,24 @@
 //! batch that holds the fetch offset, waiting up to `max_wait_ms` for at
 //! least `min_bytes`.
 //!
-//! Not yet zero-copy: the batch bytes are copied from the segment files into
-//! the encoded response. The sendfile path, with hand-written framing, comes
-//! next; the response is already built from the log's file slices.
+//! The answer holds file ranges, not bytes: the connection sends them with
+//! `sendfile` (see `fetch_frame`).
 
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse};
+use kafka_protocol::messages::FetchRequest;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::fetch_frame::{FetchedPartition, FetchedTopic};
 use crate::log::{LogError, Topic};
 
 /// How often a long-polling fetch looks for new data.
 const POLL_INTERVAL: Duration = Duration::from_millis(5);
-/// Fetch v5 added the partition's log start offset to the response.
-const LOG_START_OFFSET_VERSION: i16 = 5;
 /// Upper bound on `max_wait_ms`, whatever the client asks.
 const WAIT_MS_MAX: u64 = 30_000;
 
-pub(super) fn handle(ctx: &BrokerContext, request: &FetchRequest, version: i16) -> FetchResponse {
+pub(super) fn handle(ctx: &BrokerContext, request: &FetchRequest) -> Vec<FetchedTopic> {
     let wait = Duration::from_millis(
         u64::try_from(request.max_wait_ms)
             .unwrap_or(0)
@@ -32,17 +28,17 @@ pub(super) fn handle(ctx: &BrokerContext, request: &FetchRequest, version: i16) 
     let deadline = Instant::now() + wait;
     let min_bytes = u64::try_from(request.min_bytes).unwrap_or(0);
     loop {
-        let (response, bytes) = read_once(ctx, request, version);
+        let (topics, bytes) = read_once(ctx, request);
         if bytes >= min_bytes.max(1) || Instant::now() >= deadline {
-            return response;
+            return topics;
         }
         std::thread::sleep(POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())));
     }
 }
 
-/// One pass over the requested partitions; returns the response and the
-/// record bytes in it.
-fn read_once(ctx: &BrokerContext, request: &FetchRequest, version: i16) -> (FetchResponse, u64) {
+/// One pass over the requested partitions; returns the answers and the
+/// record bytes in them.
+fn read_once(ctx: &BrokerContext, request: &FetchRequest) -> (Vec<FetchedTopic>, u64) {
     let mut budget = u64::try_from(request.max_bytes).unwrap_or(0);
     let mut total = 0u64;
     let mut topics = Vec::with_capacity(request.topics.len());
@@ -55,18 +51,22 @@ fn read_once(ctx: &BrokerContext, request: &FetchRequest, version: i16) -> (Fetc
                     .ok()
                     .and_then(|i| t.partitions.get(i).cloned())
             });
-            let mut data = PartitionData::default()
-                .with_partition_index(partition.partition)
-                .with_high_watermark(-1);
+            let mut answer = FetchedPartition {
+                index: partition.partition,
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                ..FetchedPartition::default()
+            };
             let Some(log) = log else {
-                partitions.push(data.with_error_code(ErrorCode::UnknownTopicOrPartition.code()));
+                answer.error_code = ErrorCode::UnknownTopicOrPartition.code();
+                partitions.push(answer);
                 continue;
             };
             let end = log.log_end_offset();
-            data = data.with_high_watermark(end).with_last_stable_offset(end);
-            if version >= LOG_START_OFFSET_VERSION {
-                data = data.with_log_start_offset(log.log_start_offset());
-            }
+            answer.high_watermark = end;
+            answer.last_stable_offset = end;
+            answer.log_start_offset = log.log_start_offset();
             let partition_max = u64::try_from(partition.partition_max_bytes).unwrap_or(0);
             // Past the response budget only the first partition with data
             // still gets a batch, so a consumer always makes progress.
@@ -75,35 +75,31 @@ fn read_once(ctx: &BrokerContext, request: &FetchRequest, version: i16) -> (Fetc
             } else {
                 partition_max.min(budget)
             };
-            if limit == 0 {
-                partitions.push(data.with_records(Some(Bytes::new())));
-                continue;
-            }
-            match log
-                .read(partition.fetch_offset, limit)
-                .and_then(|read| read.read_to_vec())
-            {
-                Ok(bytes) => {
-                    total += bytes.len() as u64;
-                    budget = budget.saturating_sub(bytes.len() as u64);
-                    partitions.push(data.with_records(Some(Bytes::from(bytes))));
-                }
-                Err(error) => {
-                    if !matches!(error, LogError::OffsetOutOfRange { .. }) {
-                        tracing::warn!(partition = log.name(), "fetch failed: {error}");
+            if limit > 0 {
+                match log.read(partition.fetch_offset, limit) {
+                    Ok(read) => {
+                        let bytes = read.size_bytes();
+                        total += bytes;
+                        budget = budget.saturating_sub(bytes);
+                        answer.records = read.slices;
                     }
-                    partitions.push(data.with_error_code(ErrorCode::from(&error).code()));
+                    Err(error) => {
+                        if !matches!(error, LogError::OffsetOutOfRange { .. }) {
+                            tracing::warn!(partition = log.name(), "fetch failed: {error}");
+                        }
+                        answer.error_code = ErrorCode::from(&error).code();
+                    }
                 }
             }
+            partitions.push(answer);
         }
-        topics.push(
-            FetchableTopicResponse::default()
-                .with_topic(requested.topic.clone())
-                .with_topic_id(requested.topic_id)
-                .with_partitions(partitions),
-        );
+        topics.push(FetchedTopic {
+            name: requested.topic.0.as_str().to_string(),
+            id: topic.as_ref().map_or(requested.topic_id, |t| t.id()),
+            partitions,
+        });
     }
-    (FetchResponse::default().with_responses(topics), total)
+    (topics, total)
 }
 
 /// By name (up to v12) or by id (v13 on).

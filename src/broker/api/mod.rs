@@ -18,6 +18,7 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+use super::fetch_frame::{Part, fetch_response};
 use super::{BrokerConfig, BrokerError};
 use crate::log::LogManager;
 
@@ -46,7 +47,7 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
 pub(crate) fn handle(
     ctx: &BrokerContext,
     mut frame: Bytes,
-) -> Result<Option<BytesMut>, BrokerError> {
+) -> Result<Option<Vec<Part>>, BrokerError> {
     if frame.len() < 4 {
         return Err(BrokerError::Malformed(format!(
             "a {}-byte request",
@@ -63,7 +64,8 @@ pub(crate) fn handle(
     if !(range.min..=range.max).contains(&version) {
         if key == ApiKey::ApiVersions {
             let correlation_id = peek_correlation_id(&frame)?;
-            return respond(key, 0, correlation_id, &api_versions::unsupported_version()).map(Some);
+            return respond(key, 0, correlation_id, &api_versions::unsupported_version())
+                .map(|frame| Some(vec![frame]));
         }
         return Err(BrokerError::UnsupportedVersion { api, version });
     }
@@ -84,8 +86,10 @@ pub(crate) fn handle(
             produce::handle(ctx, &request).map(Response::from)
         }
         ApiKey::Fetch => {
+            // Written by hand so the batches can be sent with sendfile.
             let request = decode(&mut frame, version)?;
-            Some(fetch::handle(ctx, &request, version).into())
+            let topics = fetch::handle(ctx, &request);
+            return Ok(Some(fetch_response(version, correlation_id, &topics)));
         }
         ApiKey::ListOffsets => {
             let request = decode(&mut frame, version)?;
@@ -94,7 +98,11 @@ pub(crate) fn handle(
         _ => return Err(BrokerError::UnknownApi(api)),
     };
     response
-        .map(|response| response.frame(key, version, correlation_id))
+        .map(|response| {
+            response
+                .frame(key, version, correlation_id)
+                .map(|frame| vec![frame])
+        })
         .transpose()
 }
 
@@ -103,22 +111,15 @@ enum Response {
     ApiVersions(kafka_protocol::messages::ApiVersionsResponse),
     Metadata(kafka_protocol::messages::MetadataResponse),
     Produce(kafka_protocol::messages::ProduceResponse),
-    Fetch(kafka_protocol::messages::FetchResponse),
     ListOffsets(kafka_protocol::messages::ListOffsetsResponse),
 }
 
 impl Response {
-    fn frame(
-        &self,
-        key: ApiKey,
-        version: i16,
-        correlation_id: i32,
-    ) -> Result<BytesMut, BrokerError> {
+    fn frame(&self, key: ApiKey, version: i16, correlation_id: i32) -> Result<Part, BrokerError> {
         match self {
             Self::ApiVersions(body) => respond(key, version, correlation_id, body),
             Self::Metadata(body) => respond(key, version, correlation_id, body),
             Self::Produce(body) => respond(key, version, correlation_id, body),
-            Self::Fetch(body) => respond(key, version, correlation_id, body),
             Self::ListOffsets(body) => respond(key, version, correlation_id, body),
         }
     }
@@ -163,7 +164,7 @@ fn respond<T: Encodable>(
     version: i16,
     correlation_id: i32,
     body: &T,
-) -> Result<BytesMut, BrokerError> {
+) -> Result<Part, BrokerError> {
     let mut out = BytesMut::with_capacity(256);
     out.extend_from_slice(&[0; 4]);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
@@ -174,13 +175,7 @@ fn respond<T: Encodable>(
     let size = i32::try_from(out.len() - 4)
         .map_err(|_| BrokerError::Malformed("response larger than 2 GiB".into()))?;
     out[..4].copy_from_slice(&size.to_be_bytes());
-    Ok(out)
-}
-
-impl From<kafka_protocol::messages::FetchResponse> for Response {
-    fn from(body: kafka_protocol::messages::FetchResponse) -> Self {
-        Self::Fetch(body)
-    }
+    Ok(Part::Bytes(out.to_vec()))
 }
 
 impl From<kafka_protocol::messages::ListOffsetsResponse> for Response {
