@@ -346,3 +346,96 @@ mod produce {
         broker.stop().await;
     }
 }
+
+mod admin {
+    use super::*;
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+    use kafka_protocol::messages::{
+        CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
+        CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    };
+
+    fn name(s: &str) -> TopicName {
+        TopicName(StrBytes::from_string(s.into()))
+    }
+
+    fn creatable(topic: &str, partitions: i32, replication: i16) -> CreatableTopic {
+        CreatableTopic::default()
+            .with_name(name(topic))
+            .with_num_partitions(partitions)
+            .with_replication_factor(replication)
+            .with_configs(vec![
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_string("retention.ms".into()))
+                    .with_value(Some(StrBytes::from_string("60000".into()))),
+            ])
+    }
+
+    #[tokio::test]
+    async fn topics_are_created_grown_and_deleted_with_kafka_error_codes() {
+        let broker = start(BrokerConfig::default()).await;
+        let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+        let range = ApiKey::CreateTopics.valid_versions();
+        for version in range.min..=range.max {
+            let topic = format!("made-v{version}");
+            let request = CreateTopicsRequest::default().with_topics(vec![
+                creatable(&topic, 3, -1),
+                creatable(&topic, 3, 1),
+                creatable("bad name!", 1, 1),
+                creatable(&format!("replicated-v{version}"), 1, 3),
+            ]);
+            let response: CreateTopicsResponse =
+                call(&mut stream, ApiKey::CreateTopics, version, &request).await;
+            let codes: Vec<i16> = response.topics.iter().map(|t| t.error_code).collect();
+            assert_eq!(codes, [0, 36, 17, 38], "v{version}");
+            let made = broker.log.topic(&topic).unwrap();
+            assert_eq!(made.metadata.partitions, 3);
+            assert_eq!(made.config.retention_ms, 60_000);
+            if version >= 7 {
+                assert_eq!(response.topics[0].topic_id, made.id());
+            }
+        }
+        let validate = CreateTopicsRequest::default()
+            .with_topics(vec![creatable("only-checked", 2, 1)])
+            .with_validate_only(true);
+        let response: CreateTopicsResponse =
+            call(&mut stream, ApiKey::CreateTopics, 7, &validate).await;
+        assert_eq!(response.topics[0].error_code, 0);
+        assert!(broker.log.topic("only-checked").is_none());
+
+        let grow = CreatePartitionsRequest::default().with_topics(vec![
+            CreatePartitionsTopic::default()
+                .with_name(name("made-v2"))
+                .with_count(5),
+            CreatePartitionsTopic::default()
+                .with_name(name("made-v3"))
+                .with_count(2),
+            CreatePartitionsTopic::default()
+                .with_name(name("absent"))
+                .with_count(2),
+        ]);
+        let response: CreatePartitionsResponse =
+            call(&mut stream, ApiKey::CreatePartitions, 3, &grow).await;
+        let codes: Vec<i16> = response.results.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, [0, 37, 3]);
+        assert_eq!(broker.log.topic("made-v2").unwrap().metadata.partitions, 5);
+
+        let by_name =
+            DeleteTopicsRequest::default().with_topic_names(vec![name("made-v2"), name("absent")]);
+        let response: DeleteTopicsResponse =
+            call(&mut stream, ApiKey::DeleteTopics, 5, &by_name).await;
+        let codes: Vec<i16> = response.responses.iter().map(|r| r.error_code).collect();
+        assert_eq!(codes, [0, 3]);
+        assert!(broker.log.topic("made-v2").is_none());
+        let id = broker.log.topic("made-v3").unwrap().id();
+        let by_id = DeleteTopicsRequest::default()
+            .with_topics(vec![DeleteTopicState::default().with_topic_id(id)]);
+        let response: DeleteTopicsResponse =
+            call(&mut stream, ApiKey::DeleteTopics, 6, &by_id).await;
+        assert_eq!(response.responses[0].error_code, 0);
+        assert!(broker.log.topic("made-v3").is_none());
+        broker.stop().await;
+    }
+}

@@ -36,6 +36,7 @@ pub enum ErrorCode {
     UnsupportedVersion = 35,
     TopicAlreadyExists = 36,
     InvalidPartitions = 37,
+    InvalidReplicationFactor = 38,
     InvalidRequest = 42,
     UnsupportedForMessageFormat = 43,
     KafkaStorageError = 56,

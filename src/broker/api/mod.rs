@@ -7,6 +7,9 @@
 //! UNSUPPORTED_VERSION so the client can retry with one it finds listed.
 
 mod api_versions;
+mod create_partitions;
+mod create_topics;
+mod delete_topics;
 mod fetch;
 mod list_offsets;
 mod metadata;
@@ -38,6 +41,9 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::Produce,
     ApiKey::Fetch,
     ApiKey::ListOffsets,
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
 ];
 
 /// Handles one request frame; returns the response frame (size prefix
@@ -95,6 +101,18 @@ pub(crate) fn handle(
             let request = decode(&mut frame, version)?;
             Some(list_offsets::handle(ctx, &request).into())
         }
+        ApiKey::CreateTopics => {
+            let request = decode(&mut frame, version)?;
+            Some(create_topics::handle(ctx, &request, version).into())
+        }
+        ApiKey::DeleteTopics => {
+            let request = decode(&mut frame, version)?;
+            Some(delete_topics::handle(ctx, &request, version).into())
+        }
+        ApiKey::CreatePartitions => {
+            let request = decode(&mut frame, version)?;
+            Some(create_partitions::handle(ctx, &request).into())
+        }
         _ => return Err(BrokerError::UnknownApi(api)),
     };
     response
@@ -112,6 +130,9 @@ enum Response {
     Metadata(kafka_protocol::messages::MetadataResponse),
     Produce(kafka_protocol::messages::ProduceResponse),
     ListOffsets(kafka_protocol::messages::ListOffsetsResponse),
+    CreateTopics(kafka_protocol::messages::CreateTopicsResponse),
+    DeleteTopics(kafka_protocol::messages::DeleteTopicsResponse),
+    CreatePartitions(kafka_protocol::messages::CreatePartitionsResponse),
 }
 
 impl Response {
@@ -121,6 +142,9 @@ impl Response {
             Self::Metadata(body) => respond(key, version, correlation_id, body),
             Self::Produce(body) => respond(key, version, correlation_id, body),
             Self::ListOffsets(body) => respond(key, version, correlation_id, body),
+            Self::CreateTopics(body) => respond(key, version, correlation_id, body),
+            Self::DeleteTopics(body) => respond(key, version, correlation_id, body),
+            Self::CreatePartitions(body) => respond(key, version, correlation_id, body),
         }
     }
 }
@@ -181,5 +205,23 @@ fn respond<T: Encodable>(
 impl From<kafka_protocol::messages::ListOffsetsResponse> for Response {
     fn from(body: kafka_protocol::messages::ListOffsetsResponse) -> Self {
         Self::ListOffsets(body)
+    }
+}
+
+impl From<kafka_protocol::messages::CreateTopicsResponse> for Response {
+    fn from(body: kafka_protocol::messages::CreateTopicsResponse) -> Self {
+        Self::CreateTopics(body)
+    }
+}
+
+impl From<kafka_protocol::messages::DeleteTopicsResponse> for Response {
+    fn from(body: kafka_protocol::messages::DeleteTopicsResponse) -> Self {
+        Self::DeleteTopics(body)
+    }
+}
+
+impl From<kafka_protocol::messages::CreatePartitionsResponse> for Response {
+    fn from(body: kafka_protocol::messages::CreatePartitionsResponse) -> Self {
+        Self::CreatePartitions(body)
     }
 }
