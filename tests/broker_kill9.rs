@@ -1,0 +1,166 @@
+//! SIGKILL of `strata serve` under acks=all load loses no acknowledged
+//! record: every offset a producer was told about holds that producer's
+//! record after recovery.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiKey, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use strata::log::{LogConfig, LogManager};
+
+const PRODUCERS: usize = 4;
+const PARTITIONS: i32 = 2;
+/// Acknowledged records to wait for before the kill.
+const ACKED_BEFORE_KILL: usize = 200;
+const TOPIC: &str = "durable";
+
+fn start(dir: &std::path::Path) -> (Child, String) {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["serve", "--listen", &addr, "--data-dir"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(&addr).is_err() {
+        assert!(Instant::now() < deadline, "the broker never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, addr)
+}
+
+fn call<Req: Encodable, Resp: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    request: &Req,
+) -> std::io::Result<Resp> {
+    let mut buf = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(1)
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap();
+    request.encode(&mut buf, version).unwrap();
+    stream.write_all(&(buf.len() as i32).to_be_bytes())?;
+    stream.write_all(&buf)?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size)?;
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body)?;
+    let mut body = Bytes::from(body);
+    ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
+    Ok(Resp::decode(&mut body, version).unwrap())
+}
+
+/// Produces single-record batches with acks=all until the connection
+/// breaks; records (partition, offset, value) of every acknowledgement.
+fn produce_until_killed(
+    addr: String,
+    id: usize,
+    acked: Arc<Mutex<Vec<(i32, i64, String)>>>,
+    count: Arc<AtomicUsize>,
+) {
+    let Ok(mut stream) = TcpStream::connect(&addr) else {
+        return;
+    };
+    for i in 0..100_000 {
+        let value = format!("producer-{id}-record-{i}");
+        let partition = (i % PARTITIONS as usize) as i32;
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_string(TOPIC.into())))
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(partition)
+                            .with_records(Some(Bytes::from(support::batch(
+                                &[value.as_str()],
+                                1_700_000_000_000,
+                            )))),
+                    ]),
+            ]);
+        let Ok(response) = call::<_, ProduceResponse>(&mut stream, ApiKey::Produce, 9, &request)
+        else {
+            return;
+        };
+        let answer = &response.responses[0].partition_responses[0];
+        assert_eq!(answer.error_code, 0);
+        acked
+            .lock()
+            .unwrap()
+            .push((partition, answer.base_offset, value));
+        count.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn sigkill_under_acks_all_load_loses_no_acknowledged_record() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = LogManager::open(dir.path(), LogConfig::default()).unwrap();
+        log.create_topic(TOPIC, PARTITIONS, Default::default())
+            .unwrap();
+        log.close().unwrap();
+    }
+    let (mut server, addr) = start(dir.path());
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let count = Arc::new(AtomicUsize::new(0));
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|id| {
+            let (addr, acked, count) = (addr.clone(), Arc::clone(&acked), Arc::clone(&count));
+            std::thread::spawn(move || produce_until_killed(addr, id, acked, count))
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count.load(Ordering::Relaxed) < ACKED_BEFORE_KILL {
+        assert!(Instant::now() < deadline, "producers stalled");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    server.kill().unwrap(); // SIGKILL, mid-load
+    server.wait().unwrap();
+    for producer in producers {
+        producer.join().unwrap();
+    }
+
+    // The real recovery path: open the directory the killed broker left.
+    let config = LogConfig::default();
+    let log = LogManager::open(dir.path(), config).unwrap();
+    let acked = acked.lock().unwrap();
+    assert!(acked.len() >= ACKED_BEFORE_KILL);
+    for partition in 0..PARTITIONS {
+        let stored = support::read_all(&log.partition(TOPIC, partition).unwrap(), 0);
+        for (p, offset, value) in acked.iter().filter(|(p, _, _)| *p == partition) {
+            let record = stored
+                .get(*offset as usize)
+                .unwrap_or_else(|| panic!("acknowledged offset {offset} of partition {p} is gone"));
+            assert_eq!(record.offset, *offset);
+            assert_eq!(
+                record.value.as_deref(),
+                Some(value.as_bytes()),
+                "offset {offset}"
+            );
+        }
+    }
+}
