@@ -439,3 +439,51 @@ mod admin {
         broker.stop().await;
     }
 }
+
+mod describe_configs {
+    use super::*;
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+
+    #[tokio::test]
+    async fn topic_configs_are_described_with_overrides_marked() {
+        let broker = start(BrokerConfig::default()).await;
+        let overrides = [("retention.ms".to_string(), "1234".to_string())]
+            .into_iter()
+            .collect();
+        broker.log.create_topic("described", 1, overrides).unwrap();
+        let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+        let range = ApiKey::DescribeConfigs.valid_versions();
+        for version in range.min..=range.max {
+            let request = DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_string("described".into()))
+                    .with_configuration_keys(None),
+                DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_string("absent".into()))
+                    .with_configuration_keys(None),
+            ]);
+            let response: DescribeConfigsResponse =
+                call(&mut stream, ApiKey::DescribeConfigs, version, &request).await;
+            let described = &response.results[0];
+            assert_eq!(described.error_code, 0);
+            let retention = described
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == "retention.ms")
+                .unwrap();
+            assert_eq!(retention.value.as_ref().map(|v| v.as_str()), Some("1234"));
+            assert_eq!(retention.config_source, 1, "a topic override, v{version}");
+            let segment = described
+                .configs
+                .iter()
+                .find(|c| c.name.as_str() == "segment.bytes")
+                .unwrap();
+            assert_eq!(segment.config_source, 5, "a default, v{version}");
+            assert_eq!(response.results[1].error_code, 3);
+        }
+        broker.stop().await;
+    }
+}

@@ -11,10 +11,10 @@
 //! fallback), Metadata, Produce (acks 0, 1 and all; no idempotence yet),
 //! Fetch (long-polling, zero-copy: the response framing is written by hand
 //! in `fetch_frame` and the batches go from segment file to socket with
-//! `sendfile`), ListOffsets, CreateTopics, DeleteTopics and
-//! CreatePartitions. ApiVersions advertises exactly the APIs handled, so
-//! librdkafka (kcat) produces and consumes against it; consumer groups,
-//! DescribeConfigs and idempotent producers come next.
+//! `sendfile`), ListOffsets, CreateTopics, DeleteTopics, CreatePartitions
+//! and DescribeConfigs (topics). ApiVersions advertises exactly the APIs handled, so
+//! librdkafka (kcat) produces and consumes against it; consumer groups
+//! and idempotent producers come next.
 
 pub mod api;
 mod config;

@@ -10,6 +10,7 @@ mod api_versions;
 mod create_partitions;
 mod create_topics;
 mod delete_topics;
+mod describe_configs;
 mod fetch;
 mod list_offsets;
 mod metadata;
@@ -44,6 +45,7 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
+    ApiKey::DescribeConfigs,
 ];
 
 /// Handles one request frame; returns the response frame (size prefix
@@ -113,6 +115,10 @@ pub(crate) fn handle(
             let request = decode(&mut frame, version)?;
             Some(create_partitions::handle(ctx, &request).into())
         }
+        ApiKey::DescribeConfigs => {
+            let request = decode(&mut frame, version)?;
+            Some(describe_configs::handle(ctx, &request, version).into())
+        }
         _ => return Err(BrokerError::UnknownApi(api)),
     };
     response
@@ -133,6 +139,7 @@ enum Response {
     CreateTopics(kafka_protocol::messages::CreateTopicsResponse),
     DeleteTopics(kafka_protocol::messages::DeleteTopicsResponse),
     CreatePartitions(kafka_protocol::messages::CreatePartitionsResponse),
+    DescribeConfigs(kafka_protocol::messages::DescribeConfigsResponse),
 }
 
 impl Response {
@@ -145,6 +152,7 @@ impl Response {
             Self::CreateTopics(body) => respond(key, version, correlation_id, body),
             Self::DeleteTopics(body) => respond(key, version, correlation_id, body),
             Self::CreatePartitions(body) => respond(key, version, correlation_id, body),
+            Self::DescribeConfigs(body) => respond(key, version, correlation_id, body),
         }
     }
 }
@@ -223,5 +231,11 @@ impl From<kafka_protocol::messages::DeleteTopicsResponse> for Response {
 impl From<kafka_protocol::messages::CreatePartitionsResponse> for Response {
     fn from(body: kafka_protocol::messages::CreatePartitionsResponse) -> Self {
         Self::CreatePartitions(body)
+    }
+}
+
+impl From<kafka_protocol::messages::DescribeConfigsResponse> for Response {
+    fn from(body: kafka_protocol::messages::DescribeConfigsResponse) -> Self {
+        Self::DescribeConfigs(body)
     }
 }
