@@ -24,13 +24,18 @@ struct Cli {
 enum Command {
     /// Serve the log over the Kafka protocol until SIGTERM or Ctrl-C.
     Serve {
-        #[arg(long, env = "STRATA_DATA_DIR", default_value = "./strata-data")]
-        data_dir: PathBuf,
-        #[arg(long, default_value = "127.0.0.1:9092")]
-        listen: std::net::SocketAddr,
-        /// Host clients are told to connect to.
-        #[arg(long, default_value = "127.0.0.1")]
-        advertised_host: String,
+        /// The log's data directory [default: ./strata-data].
+        #[arg(long, env = "STRATA_DATA_DIR")]
+        data_dir: Option<PathBuf>,
+        /// Address to listen on [default: 127.0.0.1:9092].
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+        /// Host clients are told to connect to [default: 127.0.0.1].
+        #[arg(long)]
+        advertised_host: Option<String>,
+        /// A strata.toml with broker settings and topic defaults; flags win.
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Work directly on a log data directory (no broker; the directory must
     /// not be in use by another process).
@@ -124,7 +129,8 @@ fn main() -> std::process::ExitCode {
             data_dir,
             listen,
             advertised_host,
-        } => serve(data_dir, listen, advertised_host),
+            config,
+        } => serve(data_dir, listen, advertised_host, config),
         Command::Log { data_dir, command } => run_log_command(&data_dir, command),
     };
     match result {
@@ -137,15 +143,30 @@ fn main() -> std::process::ExitCode {
 }
 
 fn serve(
-    data_dir: PathBuf,
-    listen: std::net::SocketAddr,
-    advertised_host: String,
+    data_dir: Option<PathBuf>,
+    listen: Option<std::net::SocketAddr>,
+    advertised_host: Option<String>,
+    config_path: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    let config = strata::broker::BrokerConfig {
-        listen,
-        advertised_host,
-        ..Default::default()
-    };
+    let mut config = strata::broker::BrokerConfig::default();
+    let mut file_data_dir = None;
+    if let Some(path) = &config_path {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let file = strata::broker::ConfigFile::parse(&text)
+            .and_then(|file| file.apply(&mut config).map(|()| file))
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        file_data_dir = file.data_dir;
+    }
+    if let Some(listen) = listen {
+        config.listen = listen;
+    }
+    if let Some(host) = advertised_host {
+        config.advertised_host = host;
+    }
+    let data_dir = data_dir
+        .or(file_data_dir)
+        .unwrap_or_else(|| PathBuf::from("./strata-data"));
     let log = std::sync::Arc::new(
         LogManager::open(&data_dir, config.log.clone())
             .with_context(|| format!("opening data directory {}", data_dir.display()))?,

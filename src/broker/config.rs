@@ -41,3 +41,117 @@ impl Default for BrokerConfig {
         }
     }
 }
+
+/// `strata.toml`: every key optional; topic defaults under Kafka's names.
+///
+/// ```toml
+/// listen = "127.0.0.1:9092"
+/// advertised_host = "127.0.0.1"
+/// data_dir = "./strata-data"
+/// auto_create_topics = true
+/// default_partitions = 3
+/// request_bytes_max = 104857600
+/// connections_max = 1024
+///
+/// [topic_defaults]
+/// "retention.ms" = 604800000
+/// "segment.bytes" = 1073741824
+/// ```
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    pub listen: Option<SocketAddr>,
+    pub advertised_host: Option<String>,
+    pub data_dir: Option<std::path::PathBuf>,
+    pub auto_create_topics: Option<bool>,
+    pub default_partitions: Option<i32>,
+    pub request_bytes_max: Option<usize>,
+    pub connections_max: Option<usize>,
+    #[serde(default)]
+    pub topic_defaults: std::collections::BTreeMap<String, toml::Value>,
+}
+
+/// Smallest request size limit accepted (a Metadata request must fit).
+const REQUEST_BYTES_MIN: usize = 1024;
+
+impl ConfigFile {
+    /// Parses the file's text; unknown keys are errors.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+
+    /// Applies the file over `config`, validating every value.
+    pub fn apply(&self, config: &mut BrokerConfig) -> Result<(), String> {
+        if let Some(listen) = self.listen {
+            config.listen = listen;
+        }
+        if let Some(host) = &self.advertised_host {
+            config.advertised_host = host.clone();
+        }
+        if let Some(auto) = self.auto_create_topics {
+            config.auto_create_topics = auto;
+        }
+        if let Some(partitions) = self.default_partitions {
+            if !(1..=crate::log::PARTITIONS_MAX).contains(&partitions) {
+                return Err(format!("default_partitions = {partitions} is out of range"));
+            }
+            config.default_partitions = partitions;
+        }
+        if let Some(bytes) = self.request_bytes_max {
+            if bytes < REQUEST_BYTES_MIN {
+                return Err(format!(
+                    "request_bytes_max = {bytes} is below {REQUEST_BYTES_MIN}"
+                ));
+            }
+            config.request_bytes_max = bytes;
+        }
+        if let Some(connections) = self.connections_max {
+            if connections == 0 {
+                return Err("connections_max must be at least 1".into());
+            }
+            config.connections_max = connections;
+        }
+        for (key, value) in &self.topic_defaults {
+            let text = match value {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            config
+                .log
+                .apply(key, &text)
+                .map_err(|e| format!("[topic_defaults] {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_file_overrides_defaults_and_names_bad_values() {
+        let file = ConfigFile::parse(
+            r#"
+            listen = "127.0.0.1:19999"
+            default_partitions = 3
+            [topic_defaults]
+            "retention.ms" = 1000
+            "cleanup.policy" = "delete"
+            "#,
+        )
+        .unwrap();
+        let mut config = BrokerConfig::default();
+        file.apply(&mut config).unwrap();
+        assert_eq!(config.listen.port(), 19999);
+        assert_eq!(config.default_partitions, 3);
+        assert_eq!(config.log.retention_ms, 1000);
+
+        assert!(ConfigFile::parse("no_such_key = 1").is_err());
+        let bad = ConfigFile::parse("[topic_defaults]\n\"segment.bytes\" = 5").unwrap();
+        let error = bad.apply(&mut BrokerConfig::default()).unwrap_err();
+        assert!(error.contains("segment.bytes"), "{error}");
+        let bad = ConfigFile::parse("default_partitions = 0").unwrap();
+        assert!(bad.apply(&mut BrokerConfig::default()).is_err());
+    }
+}

@@ -24,6 +24,6 @@ mod fetch_frame;
 mod frame;
 mod server;
 
-pub use config::BrokerConfig;
+pub use config::{BrokerConfig, ConfigFile};
 pub use error::{BrokerError, ErrorCode};
 pub use server::Broker;
