@@ -487,3 +487,34 @@ mod describe_configs {
         broker.stop().await;
     }
 }
+
+#[tokio::test]
+async fn the_broker_enforces_retention_on_its_interval() {
+    let broker = start(BrokerConfig {
+        retention_check_interval: std::time::Duration::from_millis(20),
+        ..BrokerConfig::default()
+    })
+    .await;
+    let overrides = [("retention.ms".to_string(), "1000".to_string())]
+        .into_iter()
+        .collect();
+    broker.log.create_topic("short", 1, overrides).unwrap();
+    let log = broker.log.partition("short", 0).unwrap();
+    // Records from 2023: long past a one-second retention.
+    let mut builder = strata::record::BatchBuilder::default();
+    builder
+        .push(strata::record::NewRecord::new(
+            None,
+            b"old",
+            1_700_000_000_000,
+        ))
+        .unwrap();
+    log.append(&mut builder.build().unwrap()).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while log.log_start_offset() == 0 {
+        assert!(std::time::Instant::now() < deadline, "retention never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (1, 1));
+    broker.stop().await;
+}

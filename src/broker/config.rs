@@ -23,6 +23,10 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     /// Partitions of an auto-created topic.
     pub default_partitions: i32,
+    /// How often segments past retention are deleted.
+    pub retention_check_interval: std::time::Duration,
+    /// How often the `flush.ms` policy is applied.
+    pub flush_check_interval: std::time::Duration,
     /// Per-topic log defaults.
     pub log: LogConfig,
 }
@@ -37,6 +41,8 @@ impl Default for BrokerConfig {
             connections_max: 1024,
             auto_create_topics: true,
             default_partitions: 1,
+            retention_check_interval: std::time::Duration::from_secs(300),
+            flush_check_interval: std::time::Duration::from_secs(1),
             log: LogConfig::default(),
         }
     }
@@ -52,6 +58,7 @@ impl Default for BrokerConfig {
 /// default_partitions = 3
 /// request_bytes_max = 104857600
 /// connections_max = 1024
+/// retention_check_interval_ms = 300000
 ///
 /// [topic_defaults]
 /// "retention.ms" = 604800000
@@ -67,6 +74,7 @@ pub struct ConfigFile {
     pub default_partitions: Option<i32>,
     pub request_bytes_max: Option<usize>,
     pub connections_max: Option<usize>,
+    pub retention_check_interval_ms: Option<u64>,
     #[serde(default)]
     pub topic_defaults: std::collections::BTreeMap<String, toml::Value>,
 }
@@ -110,6 +118,12 @@ impl ConfigFile {
                 return Err("connections_max must be at least 1".into());
             }
             config.connections_max = connections;
+        }
+        if let Some(ms) = self.retention_check_interval_ms {
+            if ms == 0 {
+                return Err("retention_check_interval_ms must be at least 1".into());
+            }
+            config.retention_check_interval = std::time::Duration::from_millis(ms);
         }
         for (key, value) in &self.topic_defaults {
             let text = match value {

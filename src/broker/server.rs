@@ -51,6 +51,7 @@ impl Broker {
     /// Serves until `shutdown` completes, then closes every connection after
     /// its current request and returns.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), BrokerError> {
+        let maintenance = tokio::spawn(maintain(Arc::clone(&self.ctx)));
         let permits = Arc::new(Semaphore::new(self.ctx.config.connections_max));
         let (stop, stopped) = watch::channel(false);
         let mut connections = JoinSet::new();
@@ -84,6 +85,40 @@ impl Broker {
         }
         let _ = stop.send(true);
         while connections.join_next().await.is_some() {}
+        maintenance.abort();
+        let _ = maintenance.await;
         Ok(())
+    }
+}
+
+/// Retention and the `flush.ms` policy, on their intervals, off the
+/// executor's threads (both touch the disk).
+async fn maintain(ctx: Arc<BrokerContext>) {
+    // The first pass waits one interval, as Kafka's does, rather than
+    // deleting at the instant of start-up.
+    let start = tokio::time::Instant::now();
+    let mut retention = tokio::time::interval_at(
+        start + ctx.config.retention_check_interval,
+        ctx.config.retention_check_interval,
+    );
+    let mut flush = tokio::time::interval_at(
+        start + ctx.config.flush_check_interval,
+        ctx.config.flush_check_interval,
+    );
+    retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let log = Arc::clone(&ctx.log);
+        tokio::select! {
+            _ = retention.tick() => {
+                let outcomes = tokio::task::spawn_blocking(move || log.enforce_retention()).await;
+                for (partition, outcome) in outcomes.unwrap_or_default() {
+                    tracing::info!(partition, segments = outcome.segments_deleted, log_start_offset = outcome.log_start_offset, "retention");
+                }
+            }
+            _ = flush.tick() => {
+                let _ = tokio::task::spawn_blocking(move || log.flush_due()).await;
+            }
+        }
     }
 }
