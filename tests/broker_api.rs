@@ -327,6 +327,17 @@ mod produce {
         )
         .await;
         assert_eq!(response.responses[0].partition_responses[0].error_code, 3);
+        let response: ProduceResponse = call(
+            &mut stream,
+            ApiKey::Produce,
+            version,
+            &request(2, "in", 1, batch("x")),
+        )
+        .await;
+        assert_eq!(
+            response.responses[0].partition_responses[0].error_code, 21,
+            "acks=2"
+        );
         assert_eq!(log.log_end_offset(), 3, "refused batches append nothing");
 
         let values: Vec<String> = {

@@ -32,6 +32,7 @@ pub enum ErrorCode {
     UnknownTopicOrPartition = 3,
     MessageTooLarge = 10,
     InvalidTopicException = 17,
+    InvalidRequiredAcks = 21,
     RecordListTooLarge = 18,
     UnsupportedVersion = 35,
     TopicAlreadyExists = 36,

@@ -21,6 +21,8 @@ use crate::log::PartitionLog;
 const ACKS_ALL: i16 = -1;
 /// acks=0: the producer expects no response at all.
 const ACKS_NONE: i16 = 0;
+/// acks=1: answer once appended.
+const ACKS_LEADER: i16 = 1;
 
 /// Returns `None` when the producer asked for no response (acks=0).
 pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<ProduceResponse> {
@@ -41,6 +43,10 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                     .ok()
                     .and_then(|i| topic.partitions.get(i).cloned())
             });
+            if !matches!(request.acks, ACKS_ALL | ACKS_NONE | ACKS_LEADER) {
+                partitions.push(response.with_error_code(ErrorCode::InvalidRequiredAcks.code()));
+                continue;
+            }
             let Some(log) = log else {
                 partitions
                     .push(response.with_error_code(ErrorCode::UnknownTopicOrPartition.code()));
