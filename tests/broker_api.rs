@@ -529,3 +529,78 @@ async fn the_broker_enforces_retention_on_its_interval() {
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (1, 1));
     broker.stop().await;
 }
+
+mod fetch_wait {
+    use super::*;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse, ProduceRequest, ProduceResponse};
+
+    fn fetch(offset: i64, max_wait_ms: i32) -> FetchRequest {
+        FetchRequest::default()
+            .with_max_wait_ms(max_wait_ms)
+            .with_min_bytes(1)
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string("waited".into())))
+                    .with_partitions(vec![
+                        FetchPartition::default()
+                            .with_partition(0)
+                            .with_fetch_offset(offset)
+                            .with_partition_max_bytes(1 << 20),
+                    ]),
+            ])
+    }
+
+    #[tokio::test]
+    async fn a_waiting_fetch_returns_when_a_record_arrives_and_an_idle_one_when_time_is_up() {
+        let broker = start(BrokerConfig::default()).await;
+        broker
+            .log
+            .create_topic("waited", 1, Default::default())
+            .unwrap();
+        let mut consumer = TcpStream::connect(broker.addr).await.unwrap();
+
+        // Nothing to read and a short wait: an empty answer.
+        let response: FetchResponse = call(&mut consumer, ApiKey::Fetch, 12, &fetch(0, 50)).await;
+        let partition = &response.responses[0].partitions[0];
+        assert_eq!(partition.error_code, 0);
+        assert!(partition.records.as_ref().is_none_or(|r| r.is_empty()));
+
+        // A long wait, cut short by a produce on another connection.
+        let addr = broker.addr;
+        let producer = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            let mut builder = strata::record::BatchBuilder::default();
+            builder
+                .push(strata::record::NewRecord::new(None, b"arrived", 1))
+                .unwrap();
+            let request = ProduceRequest::default().with_acks(1).with_topic_data(vec![
+                TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_string("waited".into())))
+                    .with_partition_data(vec![
+                        PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(Bytes::from(builder.build().unwrap()))),
+                    ]),
+            ]);
+            let _: ProduceResponse = call(&mut stream, ApiKey::Produce, 9, &request).await;
+        });
+        let response: FetchResponse =
+            call(&mut consumer, ApiKey::Fetch, 12, &fetch(0, 30_000)).await;
+        producer.await.unwrap();
+        let records = response.responses[0].partitions[0].records.clone().unwrap();
+        let batch = strata::record::RecordBatch::parse_and_verify(&records).unwrap();
+        let values: Vec<Vec<u8>> = batch
+            .records(1 << 20)
+            .unwrap()
+            .iter()
+            .map(|r| r.unwrap().value.unwrap().to_vec())
+            .collect();
+        assert_eq!(values, [b"arrived".to_vec()]);
+        broker.stop().await;
+    }
+}

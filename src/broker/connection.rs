@@ -14,7 +14,7 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::api::{self, BrokerContext};
+use super::api::{self, BrokerContext, Reply};
 use super::fetch_frame::Part;
 use super::frame::read_frame;
 use crate::log::FileSlice;
@@ -39,25 +39,60 @@ pub(crate) async fn serve(
                 break;
             }
         };
-        // Handlers block on disk I/O (appends, fsync): keep them off the
-        // executor's threads.
-        let handler_ctx = Arc::clone(&ctx);
-        let handled = tokio::task::spawn_blocking(move || api::handle(&handler_ctx, frame)).await;
-        let response = match handled {
-            Ok(Ok(Some(response))) => response,
-            Ok(Ok(None)) => continue,
-            Ok(Err(error)) => {
-                tracing::debug!(?peer, "closing connection: {error}");
-                break;
-            }
-            Err(failed) => {
-                tracing::error!(?peer, "a request handler failed: {failed}");
-                break;
-            }
+        let Some(response) = answer(&ctx, frame, &mut shutdown, peer).await else {
+            break;
+        };
+        let Some(response) = response else {
+            continue;
         };
         if let Err(error) = write_parts(&mut stream, &response).await {
             tracing::debug!(?peer, "closing connection: writing a response: {error}");
             break;
+        }
+    }
+}
+
+/// Runs the request's handler off the executor's threads (handlers block on
+/// disk I/O), waiting between passes when a fetch asks to wait for data.
+/// `None` closes the connection; `Some(None)` means no response is due.
+async fn answer(
+    ctx: &Arc<BrokerContext>,
+    frame: bytes::Bytes,
+    shutdown: &mut watch::Receiver<bool>,
+    peer: Option<std::net::SocketAddr>,
+) -> Option<Option<Vec<Part>>> {
+    let mut deadline: Option<tokio::time::Instant> = None;
+    loop {
+        // Registered before the handler looks, so an append in between
+        // still wakes this wait.
+        let appended = ctx.appended.notified();
+        tokio::pin!(appended);
+        appended.as_mut().enable();
+        let final_pass = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
+        let (handler_ctx, handler_frame) = (Arc::clone(ctx), frame.clone());
+        let handled = tokio::task::spawn_blocking(move || {
+            api::handle(&handler_ctx, handler_frame, final_pass)
+        })
+        .await;
+        match handled {
+            Ok(Ok(Reply::Respond(parts))) => return Some(Some(parts)),
+            Ok(Ok(Reply::Silent)) => return Some(None),
+            Ok(Ok(Reply::WaitForData(wait))) => {
+                let until = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + wait);
+                tokio::select! {
+                    () = &mut appended => {}
+                    () = tokio::time::sleep_until(until) => {}
+                    _ = shutdown.changed() => return None,
+                }
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(?peer, "closing connection: {error}");
+                return None;
+            }
+            Err(failed) => {
+                tracing::error!(?peer, "a request handler failed: {failed}");
+                return None;
+            }
         }
     }
 }

@@ -37,6 +37,7 @@ impl Broker {
             log,
             config,
             advertised_port: i32::from(local.port()),
+            appended: tokio::sync::Notify::new(),
         });
         Ok(Self { listener, ctx })
     }

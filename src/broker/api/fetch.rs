@@ -1,11 +1,12 @@
 //! Fetch: whole batches from each requested partition, starting at the
 //! batch that holds the fetch offset, waiting up to `max_wait_ms` for at
-//! least `min_bytes`.
+//! least `min_bytes` (the wait itself happens in the connection, woken by
+//! appends).
 //!
 //! The answer holds file ranges, not bytes: the connection sends them with
 //! `sendfile` (see `fetch_frame`).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kafka_protocol::messages::FetchRequest;
 
@@ -14,26 +15,29 @@ use crate::broker::ErrorCode;
 use crate::broker::fetch_frame::{FetchedPartition, FetchedTopic};
 use crate::log::{LogError, Topic};
 
-/// How often a long-polling fetch looks for new data.
-const POLL_INTERVAL: Duration = Duration::from_millis(5);
 /// Upper bound on `max_wait_ms`, whatever the client asks.
 const WAIT_MS_MAX: u64 = 30_000;
 
-pub(super) fn handle(ctx: &BrokerContext, request: &FetchRequest) -> Vec<FetchedTopic> {
+/// One pass over the requested partitions. Returns `Err(wait)` when there is
+/// less than `min_bytes` and the client allows waiting up to `wait`, unless
+/// `final_pass` (the wait is over): the connection then waits for an append
+/// or the deadline, without holding a thread, and asks again.
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: &FetchRequest,
+    final_pass: bool,
+) -> Result<Vec<FetchedTopic>, Duration> {
     let wait = Duration::from_millis(
         u64::try_from(request.max_wait_ms)
             .unwrap_or(0)
             .min(WAIT_MS_MAX),
     );
-    let deadline = Instant::now() + wait;
     let min_bytes = u64::try_from(request.min_bytes).unwrap_or(0);
-    loop {
-        let (topics, bytes) = read_once(ctx, request);
-        if bytes >= min_bytes.max(1) || Instant::now() >= deadline {
-            return topics;
-        }
-        std::thread::sleep(POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())));
+    let (topics, bytes) = read_once(ctx, request);
+    if bytes >= min_bytes.max(1) || wait.is_zero() || final_pass {
+        return Ok(topics);
     }
+    Err(wait)
 }
 
 /// One pass over the requested partitions; returns the answers and the

@@ -32,6 +32,8 @@ pub struct BrokerContext {
     pub config: BrokerConfig,
     /// The port clients are told to use (the bound one, if 0 was asked for).
     pub advertised_port: i32,
+    /// Woken after every successful produce, for fetches that wait for data.
+    pub appended: tokio::sync::Notify,
 }
 
 /// The APIs this broker serves. ApiVersions advertises exactly these, each
@@ -55,7 +57,8 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
 pub(crate) fn handle(
     ctx: &BrokerContext,
     mut frame: Bytes,
-) -> Result<Option<Vec<Part>>, BrokerError> {
+    final_pass: bool,
+) -> Result<Reply, BrokerError> {
     if frame.len() < 4 {
         return Err(BrokerError::Malformed(format!(
             "a {}-byte request",
@@ -73,7 +76,7 @@ pub(crate) fn handle(
         if key == ApiKey::ApiVersions {
             let correlation_id = peek_correlation_id(&frame)?;
             return respond(key, 0, correlation_id, &api_versions::unsupported_version())
-                .map(|frame| Some(vec![frame]));
+                .map(|frame| Reply::Respond(vec![frame]));
         }
         return Err(BrokerError::UnsupportedVersion { api, version });
     }
@@ -96,8 +99,10 @@ pub(crate) fn handle(
         ApiKey::Fetch => {
             // Written by hand so the batches can be sent with sendfile.
             let request = decode(&mut frame, version)?;
-            let topics = fetch::handle(ctx, &request);
-            return Ok(Some(fetch_response(version, correlation_id, &topics)));
+            return Ok(match fetch::handle(ctx, &request, final_pass) {
+                Ok(topics) => Reply::Respond(fetch_response(version, correlation_id, &topics)),
+                Err(wait) => Reply::WaitForData(wait),
+            });
         }
         ApiKey::ListOffsets => {
             let request = decode(&mut frame, version)?;
@@ -121,13 +126,25 @@ pub(crate) fn handle(
         }
         _ => return Err(BrokerError::UnknownApi(api)),
     };
-    response
-        .map(|response| {
-            response
-                .frame(key, version, correlation_id)
-                .map(|frame| vec![frame])
-        })
-        .transpose()
+    match response {
+        Some(response) => Ok(Reply::Respond(vec![response.frame(
+            key,
+            version,
+            correlation_id,
+        )?])),
+        None => Ok(Reply::Silent),
+    }
+}
+
+/// What the connection does with a request.
+pub(crate) enum Reply {
+    /// Write this response frame.
+    Respond(Vec<Part>),
+    /// The request takes no response (Produce with acks=0).
+    Silent,
+    /// A fetch found too little data: wait up to this long for an append,
+    /// then ask again.
+    WaitForData(std::time::Duration),
 }
 
 /// A handler's answer, before framing.

@@ -78,6 +78,8 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                 .with_partition_responses(partitions),
         );
     }
+    // Appended records are readable now: wake fetches waiting for data.
+    ctx.appended.notify_waiters();
     for (t, p, log, target) in to_sync {
         if let Err(error) = log.flush_to(target) {
             let partition = &mut responses[t].partition_responses[p];
