@@ -36,6 +36,9 @@ enum Command {
         /// A strata.toml with broker settings and topic defaults; flags win.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Serve Prometheus metrics on this address (off by default).
+        #[arg(long)]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Work directly on a log data directory (no broker; the directory must
     /// not be in use by another process).
@@ -130,7 +133,8 @@ fn main() -> std::process::ExitCode {
             listen,
             advertised_host,
             config,
-        } => serve(data_dir, listen, advertised_host, config),
+            metrics,
+        } => serve(data_dir, listen, advertised_host, config, metrics),
         Command::Log { data_dir, command } => run_log_command(&data_dir, command),
     };
     match result {
@@ -147,6 +151,7 @@ fn serve(
     listen: Option<std::net::SocketAddr>,
     advertised_host: Option<String>,
     config_path: Option<PathBuf>,
+    metrics: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
     let mut config = strata::broker::BrokerConfig::default();
     let mut file_data_dir = None;
@@ -164,6 +169,9 @@ fn serve(
     if let Some(host) = advertised_host {
         config.advertised_host = host;
     }
+    if metrics.is_some() {
+        config.metrics_listen = metrics;
+    }
     let data_dir = data_dir
         .or(file_data_dir)
         .unwrap_or_else(|| PathBuf::from("./strata-data"));
@@ -175,6 +183,9 @@ fn serve(
     runtime.block_on(async {
         let broker = strata::broker::Broker::bind(config, std::sync::Arc::clone(&log)).await?;
         println!("strata listening on {}", broker.local_addr());
+        if let Some(metrics) = broker.metrics_addr() {
+            println!("metrics on http://{metrics}/metrics");
+        }
         broker.serve(shutdown_signal()).await?;
         anyhow::Ok(())
     })?;

@@ -604,3 +604,60 @@ mod fetch_wait {
         broker.stop().await;
     }
 }
+
+#[tokio::test]
+async fn metrics_report_requests_and_partition_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(LogManager::open(dir.path(), LogConfig::default()).unwrap());
+    log.create_topic("measured", 1, Default::default()).unwrap();
+    log.partition("measured", 0)
+        .unwrap()
+        .append(&mut support_batch("x"))
+        .unwrap();
+    let config = BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..BrokerConfig::default()
+    };
+    let broker = Broker::bind(config, Arc::clone(&log)).await.unwrap();
+    let (addr, metrics) = (broker.local_addr(), broker.metrics_addr().unwrap());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let served = tokio::spawn(broker.serve(async {
+        let _ = stopped.await;
+    }));
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let _: ApiVersionsResponse = call(
+        &mut stream,
+        ApiKey::ApiVersions,
+        3,
+        &ApiVersionsRequest::default(),
+    )
+    .await;
+
+    let mut scrape = TcpStream::connect(metrics).await.unwrap();
+    scrape
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    scrape.read_to_string(&mut text).await.unwrap();
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    assert!(
+        text.contains("strata_requests_total{api=\"ApiVersions\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("strata_log_end_offset{topic=\"measured\",partition=\"0\"} 1"),
+        "{text}"
+    );
+    let _ = stop.send(());
+    served.await.unwrap().unwrap();
+}
+
+fn support_batch(value: &str) -> Vec<u8> {
+    let mut builder = strata::record::BatchBuilder::default();
+    builder
+        .push(strata::record::NewRecord::new(None, value.as_bytes(), 1))
+        .unwrap();
+    builder.build().unwrap()
+}

@@ -9,6 +9,8 @@ use crate::log::LogConfig;
 pub struct BrokerConfig {
     /// Address to listen on; port 0 picks a free one.
     pub listen: SocketAddr,
+    /// Where to serve Prometheus metrics; off when `None`.
+    pub metrics_listen: Option<SocketAddr>,
     /// Host clients are told to connect to (127.0.0.1 by default: librdkafka
     /// resolves `localhost` to ::1 first).
     pub advertised_host: String,
@@ -36,6 +38,7 @@ impl Default for BrokerConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             advertised_host: "127.0.0.1".to_string(),
+            metrics_listen: None,
             node_id: 0,
             request_bytes_max: 100 << 20,
             connections_max: 1024,
@@ -68,6 +71,7 @@ impl Default for BrokerConfig {
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
     pub listen: Option<SocketAddr>,
+    pub metrics: Option<SocketAddr>,
     pub advertised_host: Option<String>,
     pub data_dir: Option<std::path::PathBuf>,
     pub auto_create_topics: Option<bool>,
@@ -92,6 +96,9 @@ impl ConfigFile {
     pub fn apply(&self, config: &mut BrokerConfig) -> Result<(), String> {
         if let Some(listen) = self.listen {
             config.listen = listen;
+        }
+        if let Some(metrics) = self.metrics {
+            config.metrics_listen = Some(metrics);
         }
         if let Some(host) = &self.advertised_host {
             config.advertised_host = host.clone();

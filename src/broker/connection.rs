@@ -39,9 +39,20 @@ pub(crate) async fn serve(
                 break;
             }
         };
+        let started = std::time::Instant::now();
+        let api_key = i16::from_be_bytes([
+            frame.first().copied().unwrap_or(0xff),
+            frame.get(1).copied().unwrap_or(0xff),
+        ]);
+        let bytes_in = frame.len() as u64 + 4;
         let Some(response) = answer(&ctx, frame, &mut shutdown, peer).await else {
             break;
         };
+        let bytes_out = response
+            .as_ref()
+            .map_or(0, |parts| parts.iter().map(Part::len).sum());
+        ctx.metrics
+            .observe(api_key, started.elapsed(), bytes_in, bytes_out);
         let Some(response) = response else {
             continue;
         };

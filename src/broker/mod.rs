@@ -22,8 +22,10 @@ mod connection;
 mod error;
 mod fetch_frame;
 mod frame;
+mod metrics;
 mod server;
 
 pub use config::{BrokerConfig, ConfigFile};
 pub use error::{BrokerError, ErrorCode};
+pub use metrics::Metrics;
 pub use server::Broker;

@@ -17,6 +17,7 @@ use crate::log::LogManager;
 /// A bound, not yet serving, broker.
 pub struct Broker {
     listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
     ctx: Arc<BrokerContext>,
 }
 
@@ -38,8 +39,24 @@ impl Broker {
             config,
             advertised_port: i32::from(local.port()),
             appended: tokio::sync::Notify::new(),
+            metrics: super::Metrics::default(),
         });
-        Ok(Self { listener, ctx })
+        let metrics_listener = match ctx.config.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(|error| BrokerError::Io {
+                        context: format!("listening for metrics on {addr}"),
+                        error,
+                    })?,
+            ),
+            None => None,
+        };
+        Ok(Self {
+            listener,
+            metrics_listener,
+            ctx,
+        })
     }
 
     /// The address the broker listens on.
@@ -49,10 +66,23 @@ impl Broker {
             .expect("a bound listener has an address")
     }
 
+    /// The address metrics are served on, if enabled.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+    }
+
     /// Serves until `shutdown` completes, then closes every connection after
     /// its current request and returns.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), BrokerError> {
         let maintenance = tokio::spawn(maintain(Arc::clone(&self.ctx)));
+        let metrics = self.metrics_listener.map(|listener| {
+            let ctx = Arc::clone(&self.ctx);
+            tokio::spawn(super::metrics::serve(listener, move || {
+                ctx.metrics.render(&ctx.log)
+            }))
+        });
         let permits = Arc::new(Semaphore::new(self.ctx.config.connections_max));
         let (stop, stopped) = watch::channel(false);
         let mut connections = JoinSet::new();
@@ -88,6 +118,10 @@ impl Broker {
         while connections.join_next().await.is_some() {}
         maintenance.abort();
         let _ = maintenance.await;
+        if let Some(metrics) = metrics {
+            metrics.abort();
+            let _ = metrics.await;
+        }
         Ok(())
     }
 }

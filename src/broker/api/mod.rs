@@ -34,6 +34,7 @@ pub struct BrokerContext {
     pub advertised_port: i32,
     /// Woken after every successful produce, for fetches that wait for data.
     pub appended: tokio::sync::Notify,
+    pub metrics: super::Metrics,
 }
 
 /// The APIs this broker serves. ApiVersions advertises exactly these, each

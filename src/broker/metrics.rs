@@ -1,0 +1,144 @@
+//! Prometheus metrics: request counts and time per API, bytes in and out,
+//! and each partition's offsets and size, served as text on
+//! `GET /metrics` when `--metrics ADDR` is given.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use kafka_protocol::messages::ApiKey;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::log::LogManager;
+
+/// API keys counted individually (Kafka's keys are small integers).
+const API_KEYS_MAX: usize = 128;
+/// Longest HTTP request head read from a scraper.
+const HTTP_HEAD_BYTES_MAX: usize = 8192;
+
+pub struct Metrics {
+    requests: [AtomicU64; API_KEYS_MAX],
+    request_micros: [AtomicU64; API_KEYS_MAX],
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            requests: std::array::from_fn(|_| AtomicU64::new(0)),
+            request_micros: std::array::from_fn(|_| AtomicU64::new(0)),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Metrics {
+    /// Records one handled request.
+    pub fn observe(&self, api_key: i16, elapsed: Duration, bytes_in: u64, bytes_out: u64) {
+        if let Ok(i) = usize::try_from(api_key)
+            && i < API_KEYS_MAX
+        {
+            self.requests[i].fetch_add(1, Ordering::Relaxed);
+            let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+            self.request_micros[i].fetch_add(micros, Ordering::Relaxed);
+        }
+        self.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
+        self.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self, log: &LogManager) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "# TYPE strata_requests_total counter");
+        let _ = writeln!(out, "# TYPE strata_request_seconds_total counter");
+        for (i, count) in self.requests.iter().enumerate() {
+            let count = count.load(Ordering::Relaxed);
+            if count == 0 {
+                continue;
+            }
+            let api = i16::try_from(i)
+                .ok()
+                .and_then(|k| ApiKey::try_from(k).ok())
+                .map_or_else(|| format!("{i}"), |k| format!("{k:?}"));
+            let seconds = self.request_micros[i].load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(out, "strata_requests_total{{api=\"{api}\"}} {count}");
+            let _ = writeln!(
+                out,
+                "strata_request_seconds_total{{api=\"{api}\"}} {seconds}"
+            );
+        }
+        let _ = writeln!(out, "# TYPE strata_bytes_in_total counter");
+        let _ = writeln!(
+            out,
+            "strata_bytes_in_total {}",
+            self.bytes_in.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(out, "# TYPE strata_bytes_out_total counter");
+        let _ = writeln!(
+            out,
+            "strata_bytes_out_total {}",
+            self.bytes_out.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(out, "# TYPE strata_log_end_offset gauge");
+        let _ = writeln!(out, "# TYPE strata_log_start_offset gauge");
+        let _ = writeln!(out, "# TYPE strata_log_size_bytes gauge");
+        for topic in log.topics() {
+            for (p, partition) in topic.partitions.iter().enumerate() {
+                let labels = format!("topic=\"{}\",partition=\"{p}\"", topic.name());
+                let _ = writeln!(
+                    out,
+                    "strata_log_end_offset{{{labels}}} {}",
+                    partition.log_end_offset()
+                );
+                let _ = writeln!(
+                    out,
+                    "strata_log_start_offset{{{labels}}} {}",
+                    partition.log_start_offset()
+                );
+                let _ = writeln!(
+                    out,
+                    "strata_log_size_bytes{{{labels}}} {}",
+                    partition.size_bytes()
+                );
+            }
+        }
+        out
+    }
+}
+
+/// Serves `GET /metrics` on `listener` until the task is dropped.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    render: impl Fn() -> String + Send + Sync + 'static,
+) {
+    let render = std::sync::Arc::new(render);
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let render = std::sync::Arc::clone(&render);
+        tokio::spawn(async move {
+            let mut head = Vec::with_capacity(1024);
+            let mut chunk = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < HTTP_HEAD_BYTES_MAX {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let (status, body) = if head.starts_with(b"GET /metrics ") {
+                ("200 OK", render())
+            } else {
+                ("404 Not Found", "only GET /metrics is served\n".to_string())
+            };
+            let response = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        });
+    }
+}
