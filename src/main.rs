@@ -9,6 +9,11 @@ use clap::{Parser, Subcommand};
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
 
+/// Requests that claim absurd array lengths must not abort the process (see
+/// the allocator's docs).
+#[global_allocator]
+static ALLOCATOR: strata::broker::HugeReservingAllocator = strata::broker::HugeReservingAllocator;
+
 #[derive(Parser)]
 #[command(
     name = "strata",

@@ -22,10 +22,12 @@ mod connection;
 mod error;
 mod fetch_frame;
 mod frame;
+mod huge_alloc;
 mod metrics;
 mod server;
 
 pub use config::{BrokerConfig, ConfigFile};
 pub use error::{BrokerError, ErrorCode};
+pub use huge_alloc::HugeReservingAllocator;
 pub use metrics::Metrics;
 pub use server::Broker;

@@ -141,3 +141,49 @@ impl Rng {
         (0..len).map(|_| self.next_u64() as u8).collect()
     }
 }
+
+/// A `strata serve` process on a free loopback port, killed on drop.
+pub struct ServerProcess {
+    pub child: std::process::Child,
+    pub addr: String,
+}
+
+impl ServerProcess {
+    /// Starts `strata serve` on `data_dir` and waits until it accepts
+    /// connections.
+    pub fn start(binary: &str, data_dir: &std::path::Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = std::process::Command::new(binary)
+            .args(["serve", "--listen", &addr, "--data-dir"])
+            .arg(data_dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("strata serve starts");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the broker never listened on {addr}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Self { child, addr }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
