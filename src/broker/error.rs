@@ -41,6 +41,8 @@ pub enum ErrorCode {
     InvalidRequest = 42,
     UnsupportedForMessageFormat = 43,
     KafkaStorageError = 56,
+    UnsupportedCompressionType = 76,
+    InvalidRecord = 87,
     InvalidConfig = 40,
     UnknownServerError = -1,
 }
@@ -62,6 +64,15 @@ impl From<&LogError> for ErrorCode {
             LogError::InvalidBatch(RecordError::UnsupportedMagic { .. }) => {
                 Self::UnsupportedForMessageFormat
             }
+            LogError::InvalidBatch(RecordError::TooLarge { .. }) => Self::MessageTooLarge,
+            LogError::InvalidBatch(RecordError::UnknownCompression { .. }) => {
+                Self::UnsupportedCompressionType
+            }
+            // Well-formed and CRC-valid, but its records are wrong: resending
+            // will not help, unlike a CORRUPT_MESSAGE.
+            LogError::InvalidBatch(
+                RecordError::Invalid(_) | RecordError::MalformedRecord { .. },
+            ) => Self::InvalidRecord,
             LogError::InvalidBatch(_) => Self::CorruptMessage,
             LogError::BatchTooLarge { .. } => Self::MessageTooLarge,
             LogError::TopicExists(_) => Self::TopicAlreadyExists,

@@ -117,6 +117,7 @@ pub(crate) async fn serve(
     let render = std::sync::Arc::new(render);
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
+            tokio::time::sleep(super::server::ACCEPT_RETRY_DELAY).await;
             continue;
         };
         let render = std::sync::Arc::clone(&render);

@@ -14,6 +14,9 @@ use super::api::BrokerContext;
 use super::{BrokerConfig, BrokerError, connection};
 use crate::log::LogManager;
 
+/// Pause after a failed accept (e.g. out of file descriptors).
+pub(crate) const ACCEPT_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// A bound, not yet serving, broker.
 pub struct Broker {
     listener: TcpListener,
@@ -99,8 +102,10 @@ impl Broker {
             let (stream, _) = match accepted {
                 Ok(accepted) => accepted,
                 Err(error) => {
-                    // Out of file descriptors and the like: keep serving.
+                    // Out of file descriptors and the like: keep serving,
+                    // but do not spin while the condition lasts.
                     tracing::warn!("accepting a connection failed: {error}");
+                    tokio::time::sleep(ACCEPT_RETRY_DELAY).await;
                     continue;
                 }
             };

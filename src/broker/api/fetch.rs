@@ -34,7 +34,12 @@ pub(super) fn handle(
     );
     let min_bytes = u64::try_from(request.min_bytes).unwrap_or(0);
     let (topics, bytes) = read_once(ctx, request);
-    if bytes >= min_bytes.max(1) || wait.is_zero() || final_pass {
+    let any_error = topics
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .any(|p| p.error_code != ErrorCode::None.code());
+    // Errors are answered at once, as Kafka does.
+    if bytes >= min_bytes || any_error || wait.is_zero() || final_pass {
         return Ok(topics);
     }
     Err(wait)
@@ -82,6 +87,10 @@ fn read_once(ctx: &BrokerContext, request: &FetchRequest) -> (Vec<FetchedTopic>,
             if limit > 0 {
                 match log.read(partition.fetch_offset, limit) {
                     Ok(read) => {
+                        // Offsets taken with the read, under the same lock.
+                        answer.high_watermark = read.log_end_offset;
+                        answer.last_stable_offset = read.log_end_offset;
+                        answer.log_start_offset = read.log_start_offset;
                         let bytes = read.size_bytes();
                         total += bytes;
                         budget = budget.saturating_sub(bytes);

@@ -11,6 +11,12 @@ use crate::broker::ErrorCode;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
+/// The record with the largest timestamp (v7+): not answered yet.
+const MAX_TIMESTAMP: i64 = -3;
+/// Earliest local / earliest pending upload (tiered storage): all data is
+/// local here, so both are the log start.
+const EARLIEST_LOCAL: i64 = -4;
+const EARLIEST_PENDING_UPLOAD: i64 = -5;
 
 pub(super) fn handle(ctx: &BrokerContext, request: &ListOffsetsRequest) -> ListOffsetsResponse {
     let topics = request
@@ -36,7 +42,10 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ListOffsetsRequest) -> ListO
                     };
                     match partition.timestamp {
                         LATEST => response.with_offset(log.log_end_offset()),
-                        EARLIEST => response.with_offset(log.log_start_offset()),
+                        EARLIEST | EARLIEST_LOCAL | EARLIEST_PENDING_UPLOAD => {
+                            response.with_offset(log.log_start_offset())
+                        }
+                        MAX_TIMESTAMP => response.with_error_code(ErrorCode::InvalidRequest.code()),
                         timestamp => match log.offset_for_timestamp(timestamp) {
                             Ok(Some((offset, found))) => {
                                 response.with_offset(offset).with_timestamp(found)
