@@ -661,3 +661,71 @@ fn support_batch(value: &str) -> Vec<u8> {
         .unwrap();
     builder.build().unwrap()
 }
+
+#[tokio::test]
+async fn idle_connections_are_closed() {
+    let broker = start(BrokerConfig {
+        connection_idle_timeout: std::time::Duration::from_millis(100),
+        ..BrokerConfig::default()
+    })
+    .await;
+    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), stream.read(&mut buf))
+        .await
+        .expect("the broker closes the idle connection");
+    assert_eq!(read.unwrap(), 0);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_does_not_wait_for_a_client_that_stopped_reading() {
+    let broker = start(BrokerConfig {
+        shutdown_grace: std::time::Duration::from_millis(200),
+        ..BrokerConfig::default()
+    })
+    .await;
+    broker
+        .log
+        .create_topic("bulk", 1, Default::default())
+        .unwrap();
+    let log = broker.log.partition("bulk", 0).unwrap();
+    let value = vec![b'v'; 1000];
+    for _ in 0..32 {
+        let mut builder = strata::record::BatchBuilder::default();
+        for _ in 0..900 {
+            builder
+                .push(strata::record::NewRecord::new(None, &value, 1))
+                .unwrap();
+        }
+        log.append(&mut builder.build().unwrap()).unwrap();
+    }
+    // A 64 MiB fetch of ~29 MB that the client never reads: the broker's
+    // write blocks once the socket buffers fill.
+    use kafka_protocol::messages::FetchRequest;
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    let request = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(64 << 20)
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string("bulk".into())))
+                .with_partitions(vec![
+                    FetchPartition::default()
+                        .with_partition(0)
+                        .with_fetch_offset(0)
+                        .with_partition_max_bytes(64 << 20),
+                ]),
+        ]);
+    let mut stalled = TcpStream::connect(broker.addr).await.unwrap();
+    stalled
+        .write_all(&frame(ApiKey::Fetch, 12, 1, &request))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    tokio::time::timeout(std::time::Duration::from_secs(20), broker.stop())
+        .await
+        .expect("shutdown finishes despite the stalled client");
+    drop(stalled);
+}

@@ -25,6 +25,13 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     /// Partitions of an auto-created topic.
     pub default_partitions: i32,
+    /// A connection with no request for this long is closed (Kafka's
+    /// `connections.max.idle.ms`), so idle clients cannot hold every slot.
+    pub connection_idle_timeout: std::time::Duration,
+    /// How long a shutdown waits for connections to finish their request
+    /// before closing them regardless (a client that stops reading must not
+    /// keep the broker up).
+    pub shutdown_grace: std::time::Duration,
     /// How often segments past retention are deleted.
     pub retention_check_interval: std::time::Duration,
     /// How often the `flush.ms` policy is applied.
@@ -44,6 +51,8 @@ impl Default for BrokerConfig {
             connections_max: 1024,
             auto_create_topics: true,
             default_partitions: 1,
+            connection_idle_timeout: std::time::Duration::from_secs(600),
+            shutdown_grace: std::time::Duration::from_secs(10),
             retention_check_interval: std::time::Duration::from_secs(300),
             flush_check_interval: std::time::Duration::from_secs(1),
             log: LogConfig::default(),

@@ -27,8 +27,15 @@ pub(crate) async fn serve(
     let peer = stream.peer_addr().ok();
     let limit = ctx.config.request_bytes_max;
     loop {
+        let idle = ctx.config.connection_idle_timeout;
         let frame = tokio::select! {
-            frame = read_frame(&mut stream, limit) => frame,
+            frame = tokio::time::timeout(idle, read_frame(&mut stream, limit)) => match frame {
+                Ok(frame) => frame,
+                Err(_) => {
+                    tracing::debug!(?peer, "closing an idle connection");
+                    break;
+                }
+            },
             _ = shutdown.changed() => break,
         };
         let frame = match frame {

@@ -120,7 +120,14 @@ impl Broker {
             while connections.try_join_next().is_some() {}
         }
         let _ = stop.send(true);
-        while connections.join_next().await.is_some() {}
+        let drained = tokio::time::timeout(self.ctx.config.shutdown_grace, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!("closing connections still busy after the shutdown grace period");
+            connections.shutdown().await;
+        }
         maintenance.abort();
         let _ = maintenance.await;
         if let Some(metrics) = metrics {
