@@ -729,3 +729,71 @@ async fn shutdown_does_not_wait_for_a_client_that_stopped_reading() {
         .expect("shutdown finishes despite the stalled client");
     drop(stalled);
 }
+
+#[tokio::test]
+async fn fetch_max_bytes_bounds_the_response_except_for_the_first_batch() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    let broker = start(BrokerConfig::default()).await;
+    broker
+        .log
+        .create_topic("sized", 2, Default::default())
+        .unwrap();
+    let value = vec![b'v'; 900];
+    let mut batch_bytes = 0;
+    for p in 0..2 {
+        let log = broker.log.partition("sized", p).unwrap();
+        for _ in 0..3 {
+            let mut builder = strata::record::BatchBuilder::default();
+            builder
+                .push(strata::record::NewRecord::new(None, &value, 1))
+                .unwrap();
+            let mut batch = builder.build().unwrap();
+            batch_bytes = batch.len();
+            log.append(&mut batch).unwrap();
+        }
+    }
+    let request = |max_bytes: i32| {
+        FetchRequest::default()
+            .with_max_bytes(max_bytes)
+            .with_session_epoch(-1)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string("sized".into())))
+                    .with_partitions(
+                        (0..2)
+                            .map(|p| {
+                                FetchPartition::default()
+                                    .with_partition(p)
+                                    .with_partition_max_bytes(1 << 20)
+                            })
+                            .collect(),
+                    ),
+            ])
+    };
+    let sizes = |response: &FetchResponse| -> Vec<usize> {
+        response.responses[0]
+            .partitions
+            .iter()
+            .map(|p| p.records.as_ref().map_or(0, |r| r.len()))
+            .collect()
+    };
+    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+    let one_and_a_half = (batch_bytes * 3 / 2) as i32;
+    let response: FetchResponse =
+        call(&mut stream, ApiKey::Fetch, 12, &request(one_and_a_half)).await;
+    assert_eq!(
+        sizes(&response),
+        [batch_bytes, 0],
+        "the second partition's batch would not fit"
+    );
+    let response: FetchResponse = call(&mut stream, ApiKey::Fetch, 12, &request(10)).await;
+    assert_eq!(
+        sizes(&response),
+        [batch_bytes, 0],
+        "the first batch is always sent"
+    );
+    let response: FetchResponse = call(&mut stream, ApiKey::Fetch, 12, &request(1 << 20)).await;
+    assert_eq!(sizes(&response), [3 * batch_bytes, 3 * batch_bytes]);
+    broker.stop().await;
+}

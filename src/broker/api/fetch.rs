@@ -15,6 +15,8 @@ use crate::broker::ErrorCode;
 use crate::broker::fetch_frame::{FetchedPartition, FetchedTopic};
 use crate::log::{LogError, Topic};
 
+/// Upper bound on the record bytes of one response, whatever the client asks.
+const RESPONSE_BYTES_MAX: u64 = 1 << 30;
 /// Upper bound on `max_wait_ms`, whatever the client asks.
 const WAIT_MS_MAX: u64 = 30_000;
 
@@ -48,7 +50,10 @@ pub(super) fn handle(
 /// One pass over the requested partitions; returns the answers and the
 /// record bytes in them.
 fn read_once(ctx: &BrokerContext, request: &FetchRequest) -> (Vec<FetchedTopic>, u64) {
-    let mut budget = u64::try_from(request.max_bytes).unwrap_or(0);
+    // Also keeps the response's size within its i32 length field.
+    let mut budget = u64::try_from(request.max_bytes)
+        .unwrap_or(0)
+        .min(RESPONSE_BYTES_MAX);
     let mut total = 0u64;
     let mut topics = Vec::with_capacity(request.topics.len());
     for requested in &request.topics {
@@ -77,24 +82,23 @@ fn read_once(ctx: &BrokerContext, request: &FetchRequest) -> (Vec<FetchedTopic>,
             answer.last_stable_offset = end;
             answer.log_start_offset = log.log_start_offset();
             let partition_max = u64::try_from(partition.partition_max_bytes).unwrap_or(0);
-            // Past the response budget only the first partition with data
-            // still gets a batch, so a consumer always makes progress.
-            let limit = if total == 0 {
-                partition_max.max(1)
-            } else {
-                partition_max.min(budget)
-            };
-            if limit > 0 {
-                match log.read(partition.fetch_offset, limit) {
+            let limit = partition_max.min(budget);
+            // Only the first partition with data may exceed its limits (by
+            // its first batch), so a consumer always makes progress.
+            let first = total == 0;
+            if limit > 0 || first {
+                match log.read(partition.fetch_offset, limit.max(1)) {
                     Ok(read) => {
                         // Offsets taken with the read, under the same lock.
                         answer.high_watermark = read.log_end_offset;
                         answer.last_stable_offset = read.log_end_offset;
                         answer.log_start_offset = read.log_start_offset;
                         let bytes = read.size_bytes();
-                        total += bytes;
-                        budget = budget.saturating_sub(bytes);
-                        answer.records = read.slices;
+                        if first || bytes <= limit {
+                            total += bytes;
+                            budget = budget.saturating_sub(bytes);
+                            answer.records = read.slices;
+                        }
                     }
                     Err(error) => {
                         if !matches!(error, LogError::OffsetOutOfRange { .. }) {
