@@ -5,8 +5,7 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,28 +23,6 @@ const PARTITIONS: i32 = 2;
 /// Acknowledged records to wait for before the kill.
 const ACKED_BEFORE_KILL: usize = 200;
 const TOPIC: &str = "durable";
-
-fn start(dir: &std::path::Path) -> (Child, String) {
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["serve", "--listen", &addr, "--data-dir"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(&addr).is_err() {
-        assert!(Instant::now() < deadline, "the broker never listened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (child, addr)
-}
 
 fn call<Req: Encodable, Resp: Decodable>(
     stream: &mut TcpStream,
@@ -124,7 +101,8 @@ fn sigkill_under_acks_all_load_loses_no_acknowledged_record() {
             .unwrap();
         log.close().unwrap();
     }
-    let (mut server, addr) = start(dir.path());
+    let mut server = support::ServerProcess::start(env!("CARGO_BIN_EXE_strata"), dir.path());
+    let addr = server.addr.clone();
     let acked = Arc::new(Mutex::new(Vec::new()));
     let count = Arc::new(AtomicUsize::new(0));
     let producers: Vec<_> = (0..PRODUCERS)
@@ -138,8 +116,8 @@ fn sigkill_under_acks_all_load_loses_no_acknowledged_record() {
         assert!(Instant::now() < deadline, "producers stalled");
         std::thread::sleep(Duration::from_millis(5));
     }
-    server.kill().unwrap(); // SIGKILL, mid-load
-    server.wait().unwrap();
+    server.child.kill().unwrap(); // SIGKILL, mid-load
+    server.child.wait().unwrap();
     for producer in producers {
         producer.join().unwrap();
     }

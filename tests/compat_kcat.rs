@@ -2,55 +2,10 @@
 //! setting, keys and codecs, then consume everything back, byte for byte.
 //! kcat is installed by `make test` (scripts/install-deps.sh).
 
+mod support;
+
 use std::io::Write;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-struct Server {
-    child: Child,
-    addr: String,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        // Take a free port, then hand it to the broker.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .args(["serve", "--listen", &addr, "--data-dir"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("strata serve starts");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the broker never listened on {addr}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self {
-            child,
-            addr,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use std::process::{Command, Stdio};
 
 fn kcat(args: &[&str], input: &str) -> String {
     let mut child = Command::new("kcat")
@@ -77,7 +32,8 @@ fn kcat(args: &[&str], input: &str) -> String {
 
 #[test]
 fn kcat_produces_with_every_acks_and_codec_and_consumes_it_back() {
-    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let server = support::ServerProcess::start(env!("CARGO_BIN_EXE_strata"), dir.path());
     let b = server.addr.as_str();
     let mut expected = Vec::new();
     for (acks, codec) in [

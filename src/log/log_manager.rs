@@ -66,6 +66,13 @@ impl Topic {
     pub fn id(&self) -> Uuid {
         self.metadata.id
     }
+
+    /// Partition `index`, if the topic has it.
+    pub fn partition(&self, index: i32) -> Option<Arc<PartitionLog>> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.partitions.get(i).cloned())
+    }
 }
 
 pub struct LogManager {
@@ -348,9 +355,8 @@ impl LogManager {
         let found = self
             .topic(topic)
             .ok_or_else(|| LogError::UnknownTopic(topic.to_string()))?;
-        usize::try_from(partition)
-            .ok()
-            .and_then(|p| found.partitions.get(p).cloned())
+        found
+            .partition(partition)
             .ok_or_else(|| LogError::UnknownPartition {
                 topic: topic.to_string(),
                 partition,

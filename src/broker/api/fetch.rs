@@ -60,11 +60,9 @@ fn read_once(ctx: &BrokerContext, request: &FetchRequest) -> (Vec<FetchedTopic>,
         let topic = find_topic(ctx, requested.topic.0.as_str(), requested.topic_id);
         let mut partitions = Vec::with_capacity(requested.partitions.len());
         for partition in &requested.partitions {
-            let log = topic.as_ref().and_then(|t| {
-                usize::try_from(partition.partition)
-                    .ok()
-                    .and_then(|i| t.partitions.get(i).cloned())
-            });
+            let log = topic
+                .as_ref()
+                .and_then(|t| t.partition(partition.partition));
             let mut answer = FetchedPartition {
                 index: partition.partition,
                 high_watermark: -1,

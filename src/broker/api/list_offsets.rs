@@ -32,11 +32,9 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ListOffsetsRequest) -> ListO
                         .with_partition_index(partition.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1);
-                    let log = topic.as_ref().and_then(|t| {
-                        usize::try_from(partition.partition_index)
-                            .ok()
-                            .and_then(|i| t.partitions.get(i).cloned())
-                    });
+                    let log = topic
+                        .as_ref()
+                        .and_then(|t| t.partition(partition.partition_index));
                     let Some(log) = log else {
                         return response.with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                     };

@@ -38,11 +38,7 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
-            let log = topic.as_ref().and_then(|topic| {
-                usize::try_from(partition.index)
-                    .ok()
-                    .and_then(|i| topic.partitions.get(i).cloned())
-            });
+            let log = topic.as_ref().and_then(|t| t.partition(partition.index));
             if !matches!(request.acks, ACKS_ALL | ACKS_NONE | ACKS_LEADER) {
                 partitions.push(response.with_error_code(ErrorCode::InvalidRequiredAcks.code()));
                 continue;
