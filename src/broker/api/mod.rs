@@ -87,15 +87,27 @@ pub(crate) fn handle(
     let response = match key {
         ApiKey::ApiVersions => {
             let request = decode(&mut frame, version)?;
-            Some(api_versions::handle(&request, version).into())
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &api_versions::handle(&request, version),
+            )?)
         }
         ApiKey::Metadata => {
             let request = decode(&mut frame, version)?;
-            Some(metadata::handle(ctx, &request, version).into())
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &metadata::handle(ctx, &request, version),
+            )?)
         }
         ApiKey::Produce => {
             let request = decode(&mut frame, version)?;
-            produce::handle(ctx, &request).map(Response::from)
+            produce::handle(ctx, &request)
+                .map(|body| respond(key, version, correlation_id, &body))
+                .transpose()?
         }
         ApiKey::Fetch => {
             // Written by hand so the batches can be sent with sendfile.
@@ -107,34 +119,55 @@ pub(crate) fn handle(
         }
         ApiKey::ListOffsets => {
             let request = decode(&mut frame, version)?;
-            Some(list_offsets::handle(ctx, &request).into())
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &list_offsets::handle(ctx, &request),
+            )?)
         }
         ApiKey::CreateTopics => {
             let request = decode(&mut frame, version)?;
-            Some(create_topics::handle(ctx, &request, version).into())
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &create_topics::handle(ctx, &request, version),
+            )?)
         }
         ApiKey::DeleteTopics => {
             let request = decode(&mut frame, version)?;
-            Some(delete_topics::handle(ctx, &request, version).into())
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &delete_topics::handle(ctx, &request, version),
+            )?)
         }
         ApiKey::CreatePartitions => {
             let request = decode(&mut frame, version)?;
-            Some(create_partitions::handle(ctx, &request).into())
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &create_partitions::handle(ctx, &request),
+            )?)
         }
         ApiKey::DescribeConfigs => {
             let request = decode(&mut frame, version)?;
-            Some(describe_configs::handle(ctx, &request, version).into())
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &describe_configs::handle(ctx, &request, version),
+            )?)
         }
         _ => return Err(BrokerError::UnknownApi(api)),
     };
-    match response {
-        Some(response) => Ok(Reply::Respond(vec![response.frame(
-            key,
-            version,
-            correlation_id,
-        )?])),
-        None => Ok(Reply::Silent),
-    }
+    Ok(match response {
+        Some(frame) => Reply::Respond(vec![frame]),
+        None => Reply::Silent,
+    })
 }
 
 /// What the connection does with a request.
@@ -146,51 +179,6 @@ pub(crate) enum Reply {
     /// A fetch found too little data: wait up to this long for an append,
     /// then ask again.
     WaitForData(std::time::Duration),
-}
-
-/// A handler's answer, before framing.
-enum Response {
-    ApiVersions(kafka_protocol::messages::ApiVersionsResponse),
-    Metadata(kafka_protocol::messages::MetadataResponse),
-    Produce(kafka_protocol::messages::ProduceResponse),
-    ListOffsets(kafka_protocol::messages::ListOffsetsResponse),
-    CreateTopics(kafka_protocol::messages::CreateTopicsResponse),
-    DeleteTopics(kafka_protocol::messages::DeleteTopicsResponse),
-    CreatePartitions(kafka_protocol::messages::CreatePartitionsResponse),
-    DescribeConfigs(kafka_protocol::messages::DescribeConfigsResponse),
-}
-
-impl Response {
-    fn frame(&self, key: ApiKey, version: i16, correlation_id: i32) -> Result<Part, BrokerError> {
-        match self {
-            Self::ApiVersions(body) => respond(key, version, correlation_id, body),
-            Self::Metadata(body) => respond(key, version, correlation_id, body),
-            Self::Produce(body) => respond(key, version, correlation_id, body),
-            Self::ListOffsets(body) => respond(key, version, correlation_id, body),
-            Self::CreateTopics(body) => respond(key, version, correlation_id, body),
-            Self::DeleteTopics(body) => respond(key, version, correlation_id, body),
-            Self::CreatePartitions(body) => respond(key, version, correlation_id, body),
-            Self::DescribeConfigs(body) => respond(key, version, correlation_id, body),
-        }
-    }
-}
-
-impl From<kafka_protocol::messages::ApiVersionsResponse> for Response {
-    fn from(body: kafka_protocol::messages::ApiVersionsResponse) -> Self {
-        Self::ApiVersions(body)
-    }
-}
-
-impl From<kafka_protocol::messages::MetadataResponse> for Response {
-    fn from(body: kafka_protocol::messages::MetadataResponse) -> Self {
-        Self::Metadata(body)
-    }
-}
-
-impl From<kafka_protocol::messages::ProduceResponse> for Response {
-    fn from(body: kafka_protocol::messages::ProduceResponse) -> Self {
-        Self::Produce(body)
-    }
 }
 
 /// The correlation id sits right after api key and version in every header.
@@ -226,34 +214,4 @@ fn respond<T: Encodable>(
         .map_err(|_| BrokerError::Malformed("response larger than 2 GiB".into()))?;
     out[..4].copy_from_slice(&size.to_be_bytes());
     Ok(Part::Bytes(out.to_vec()))
-}
-
-impl From<kafka_protocol::messages::ListOffsetsResponse> for Response {
-    fn from(body: kafka_protocol::messages::ListOffsetsResponse) -> Self {
-        Self::ListOffsets(body)
-    }
-}
-
-impl From<kafka_protocol::messages::CreateTopicsResponse> for Response {
-    fn from(body: kafka_protocol::messages::CreateTopicsResponse) -> Self {
-        Self::CreateTopics(body)
-    }
-}
-
-impl From<kafka_protocol::messages::DeleteTopicsResponse> for Response {
-    fn from(body: kafka_protocol::messages::DeleteTopicsResponse) -> Self {
-        Self::DeleteTopics(body)
-    }
-}
-
-impl From<kafka_protocol::messages::CreatePartitionsResponse> for Response {
-    fn from(body: kafka_protocol::messages::CreatePartitionsResponse) -> Self {
-        Self::CreatePartitions(body)
-    }
-}
-
-impl From<kafka_protocol::messages::DescribeConfigsResponse> for Response {
-    fn from(body: kafka_protocol::messages::DescribeConfigsResponse) -> Self {
-        Self::DescribeConfigs(body)
-    }
 }
