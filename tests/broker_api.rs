@@ -797,3 +797,40 @@ async fn fetch_max_bytes_bounds_the_response_except_for_the_first_batch() {
     assert_eq!(sizes(&response), [3 * batch_bytes, 3 * batch_bytes]);
     broker.stop().await;
 }
+
+#[tokio::test]
+async fn fetching_by_an_unknown_topic_id_reports_unknown_topic_id() {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    let broker = start(BrokerConfig::default()).await;
+    broker
+        .log
+        .create_topic("known", 1, Default::default())
+        .unwrap();
+    let known = broker.log.topic("known").unwrap().id();
+    let request = |id| {
+        FetchRequest::default()
+            .with_max_bytes(1 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic_id(id)
+                    .with_partitions(vec![
+                        FetchPartition::default().with_partition_max_bytes(1024),
+                    ]),
+            ])
+    };
+    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+    let response: FetchResponse = call(
+        &mut stream,
+        ApiKey::Fetch,
+        13,
+        &request(uuid::Uuid::from_u128(42)),
+    )
+    .await;
+    assert_eq!(response.responses[0].partitions[0].error_code, 100);
+    let response: FetchResponse = call(&mut stream, ApiKey::Fetch, 13, &request(known)).await;
+    assert_eq!(response.responses[0].partitions[0].error_code, 0);
+    assert_eq!(response.responses[0].topic_id, known);
+    broker.stop().await;
+}

@@ -43,6 +43,7 @@ pub enum ErrorCode {
     KafkaStorageError = 56,
     UnsupportedCompressionType = 76,
     InvalidRecord = 87,
+    UnknownTopicId = 100,
     InvalidConfig = 40,
     UnknownServerError = -1,
 }
@@ -50,6 +51,16 @@ pub enum ErrorCode {
 impl ErrorCode {
     pub fn code(self) -> i16 {
         self as i16
+    }
+
+    /// The error for a topic that is not there: by id (requests that name
+    /// topics by id, such as Fetch v13+) or by name.
+    pub fn unknown_topic(by_id: bool) -> Self {
+        if by_id {
+            Self::UnknownTopicId
+        } else {
+            Self::UnknownTopicOrPartition
+        }
     }
 }
 

@@ -71,7 +71,8 @@ fn read_once(ctx: &BrokerContext, request: &FetchRequest) -> (Vec<FetchedTopic>,
                 ..FetchedPartition::default()
             };
             let Some(log) = log else {
-                answer.error_code = ErrorCode::UnknownTopicOrPartition.code();
+                let by_id = topic.is_none() && requested.topic.0.is_empty();
+                answer.error_code = ErrorCode::unknown_topic(by_id).code();
                 partitions.push(answer);
                 continue;
             };

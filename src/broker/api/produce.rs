@@ -44,8 +44,9 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                 continue;
             }
             let Some(log) = log else {
-                partitions
-                    .push(response.with_error_code(ErrorCode::UnknownTopicOrPartition.code()));
+                partitions.push(response.with_error_code(
+                    ErrorCode::unknown_topic(topic.is_none() && data.name.0.is_empty()).code(),
+                ));
                 continue;
             };
             let mut records = BytesMut::from(partition.records.as_deref().unwrap_or_default());
