@@ -76,6 +76,67 @@ fn frame<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &T)
     out
 }
 
+/// A batch of one record.
+fn one_record(value: &[u8], timestamp: i64) -> Vec<u8> {
+    let mut builder = strata::record::BatchBuilder::default();
+    builder
+        .push(strata::record::NewRecord::new(None, value, timestamp))
+        .unwrap();
+    builder.build().unwrap()
+}
+
+fn produce_request(
+    acks: i16,
+    topic: &str,
+    partition: i32,
+    records: Vec<u8>,
+) -> kafka_protocol::messages::ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    kafka_protocol::messages::ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(topic.into())))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(Bytes::from(records))),
+                ]),
+        ])
+}
+
+/// A fetch of `partitions` of `topic` from `offset`, by name.
+fn fetch_request(
+    topic: &str,
+    partitions: &[i32],
+    offset: i64,
+    max_bytes: i32,
+    max_wait_ms: i32,
+) -> kafka_protocol::messages::FetchRequest {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    kafka_protocol::messages::FetchRequest::default()
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(max_bytes)
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.into())))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&p| {
+                            FetchPartition::default()
+                                .with_partition(p)
+                                .with_fetch_offset(offset)
+                                .with_partition_max_bytes(max_bytes.max(1 << 20))
+                        })
+                        .collect(),
+                ),
+        ])
+}
+
 async fn exchange(stream: &mut TcpStream, request: &[u8]) -> Option<Bytes> {
     stream.write_all(request).await.unwrap();
     let mut size = [0u8; 4];
@@ -219,35 +280,19 @@ async fn bad_frames_close_the_connection_and_the_broker_keeps_serving() {
 
 mod produce {
     use super::*;
-    use kafka_protocol::messages::ProduceRequest;
     use kafka_protocol::messages::ProduceResponse;
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 
-    fn request(acks: i16, topic: &str, partition: i32, records: Vec<u8>) -> ProduceRequest {
-        ProduceRequest::default()
-            .with_acks(acks)
-            .with_timeout_ms(5_000)
-            .with_topic_data(vec![
-                TopicProduceData::default()
-                    .with_name(TopicName(StrBytes::from_string(topic.into())))
-                    .with_partition_data(vec![
-                        PartitionProduceData::default()
-                            .with_index(partition)
-                            .with_records(Some(Bytes::from(records))),
-                    ]),
-            ])
+    fn request(
+        acks: i16,
+        topic: &str,
+        partition: i32,
+        records: Vec<u8>,
+    ) -> kafka_protocol::messages::ProduceRequest {
+        produce_request(acks, topic, partition, records)
     }
 
     fn batch(value: &str) -> Vec<u8> {
-        let mut builder = strata::record::BatchBuilder::default();
-        builder
-            .push(strata::record::NewRecord::new(
-                None,
-                value.as_bytes(),
-                1_700_000_000_000,
-            ))
-            .unwrap();
-        builder.build().unwrap()
+        one_record(value.as_bytes(), 1_700_000_000_000)
     }
 
     #[tokio::test]
@@ -532,26 +577,10 @@ async fn the_broker_enforces_retention_on_its_interval() {
 
 mod fetch_wait {
     use super::*;
-    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    use kafka_protocol::messages::{FetchRequest, FetchResponse, ProduceRequest, ProduceResponse};
+    use kafka_protocol::messages::{FetchResponse, ProduceResponse};
 
-    fn fetch(offset: i64, max_wait_ms: i32) -> FetchRequest {
-        FetchRequest::default()
-            .with_max_wait_ms(max_wait_ms)
-            .with_min_bytes(1)
-            .with_max_bytes(1 << 20)
-            .with_session_epoch(-1)
-            .with_topics(vec![
-                FetchTopic::default()
-                    .with_topic(TopicName(StrBytes::from_string("waited".into())))
-                    .with_partitions(vec![
-                        FetchPartition::default()
-                            .with_partition(0)
-                            .with_fetch_offset(offset)
-                            .with_partition_max_bytes(1 << 20),
-                    ]),
-            ])
+    fn fetch(offset: i64, max_wait_ms: i32) -> kafka_protocol::messages::FetchRequest {
+        fetch_request("waited", &[0], offset, 1 << 20, max_wait_ms)
     }
 
     #[tokio::test]
@@ -574,19 +603,7 @@ mod fetch_wait {
         let producer = tokio::spawn(async move {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             let mut stream = TcpStream::connect(addr).await.unwrap();
-            let mut builder = strata::record::BatchBuilder::default();
-            builder
-                .push(strata::record::NewRecord::new(None, b"arrived", 1))
-                .unwrap();
-            let request = ProduceRequest::default().with_acks(1).with_topic_data(vec![
-                TopicProduceData::default()
-                    .with_name(TopicName(StrBytes::from_string("waited".into())))
-                    .with_partition_data(vec![
-                        PartitionProduceData::default()
-                            .with_index(0)
-                            .with_records(Some(Bytes::from(builder.build().unwrap()))),
-                    ]),
-            ]);
+            let request = produce_request(1, "waited", 0, one_record(b"arrived", 1));
             let _: ProduceResponse = call(&mut stream, ApiKey::Produce, 9, &request).await;
         });
         let response: FetchResponse =
@@ -612,7 +629,7 @@ async fn metrics_report_requests_and_partition_offsets() {
     log.create_topic("measured", 1, Default::default()).unwrap();
     log.partition("measured", 0)
         .unwrap()
-        .append(&mut support_batch("x"))
+        .append(&mut one_record(b"x", 1))
         .unwrap();
     let config = BrokerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -652,14 +669,6 @@ async fn metrics_report_requests_and_partition_offsets() {
     );
     let _ = stop.send(());
     served.await.unwrap().unwrap();
-}
-
-fn support_batch(value: &str) -> Vec<u8> {
-    let mut builder = strata::record::BatchBuilder::default();
-    builder
-        .push(strata::record::NewRecord::new(None, value.as_bytes(), 1))
-        .unwrap();
-    builder.build().unwrap()
 }
 
 #[tokio::test]
@@ -702,22 +711,7 @@ async fn shutdown_does_not_wait_for_a_client_that_stopped_reading() {
     }
     // A 64 MiB fetch of ~29 MB that the client never reads: the broker's
     // write blocks once the socket buffers fill.
-    use kafka_protocol::messages::FetchRequest;
-    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    let request = FetchRequest::default()
-        .with_max_wait_ms(0)
-        .with_max_bytes(64 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![
-            FetchTopic::default()
-                .with_topic(TopicName(StrBytes::from_string("bulk".into())))
-                .with_partitions(vec![
-                    FetchPartition::default()
-                        .with_partition(0)
-                        .with_fetch_offset(0)
-                        .with_partition_max_bytes(64 << 20),
-                ]),
-        ]);
+    let request = fetch_request("bulk", &[0], 0, 64 << 20, 0);
     let mut stalled = TcpStream::connect(broker.addr).await.unwrap();
     stalled
         .write_all(&frame(ApiKey::Fetch, 12, 1, &request))
@@ -732,8 +726,7 @@ async fn shutdown_does_not_wait_for_a_client_that_stopped_reading() {
 
 #[tokio::test]
 async fn fetch_max_bytes_bounds_the_response_except_for_the_first_batch() {
-    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    use kafka_protocol::messages::{FetchRequest, FetchResponse};
+    use kafka_protocol::messages::FetchResponse;
     let broker = start(BrokerConfig::default()).await;
     broker
         .log
@@ -753,24 +746,7 @@ async fn fetch_max_bytes_bounds_the_response_except_for_the_first_batch() {
             log.append(&mut batch).unwrap();
         }
     }
-    let request = |max_bytes: i32| {
-        FetchRequest::default()
-            .with_max_bytes(max_bytes)
-            .with_session_epoch(-1)
-            .with_topics(vec![
-                FetchTopic::default()
-                    .with_topic(TopicName(StrBytes::from_string("sized".into())))
-                    .with_partitions(
-                        (0..2)
-                            .map(|p| {
-                                FetchPartition::default()
-                                    .with_partition(p)
-                                    .with_partition_max_bytes(1 << 20)
-                            })
-                            .collect(),
-                    ),
-            ])
-    };
+    let request = |max_bytes: i32| fetch_request("sized", &[0, 1], 0, max_bytes, 0);
     let sizes = |response: &FetchResponse| -> Vec<usize> {
         response.responses[0]
             .partitions

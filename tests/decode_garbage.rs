@@ -14,8 +14,11 @@
 //!
 //! Every property runs from a fixed seed so a failure reproduces.
 
+mod support;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use support::CODECS;
 
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -34,13 +37,6 @@ const CODEC_WORKSPACE_BYTES: usize = 256 << 10;
 /// A growing output buffer may double past the limit once before the limit
 /// check stops it.
 const ALLOCATION_BYTES_MAX: usize = 2 * (DECOMPRESSED_BYTES_MAX + 1) + CODEC_WORKSPACE_BYTES;
-const CODECS: [Compression; 5] = [
-    Compression::None,
-    Compression::Gzip,
-    Compression::Snappy,
-    Compression::Lz4,
-    Compression::Zstd,
-];
 const CRC_AT: usize = 17;
 const CRC_COVERS_FROM: usize = 21;
 const SEED: u64 = 0x5eed_0f9a_4ba9;
