@@ -38,6 +38,8 @@ pub struct BrokerConfig {
     pub flush_check_interval: std::time::Duration,
     /// Per-topic log defaults.
     pub log: LogConfig,
+    /// Consumer-group timing rules.
+    pub groups: crate::broker::group::GroupConfig,
 }
 
 impl Default for BrokerConfig {
@@ -56,6 +58,7 @@ impl Default for BrokerConfig {
             retention_check_interval: std::time::Duration::from_secs(300),
             flush_check_interval: std::time::Duration::from_secs(1),
             log: LogConfig::default(),
+            groups: crate::broker::group::GroupConfig::default(),
         }
     }
 }
@@ -88,6 +91,13 @@ pub struct ConfigFile {
     pub request_bytes_max: Option<usize>,
     pub connections_max: Option<usize>,
     pub retention_check_interval_ms: Option<u64>,
+    /// How long a new group's first rebalance waits for more members
+    /// (Kafka's `group.initial.rebalance.delay.ms`; default 3000).
+    pub group_initial_rebalance_delay_ms: Option<u64>,
+    /// Smallest and largest session timeout a group member may ask for
+    /// (defaults 6000 and 1800000, as Kafka's).
+    pub group_min_session_timeout_ms: Option<u64>,
+    pub group_max_session_timeout_ms: Option<u64>,
     #[serde(default)]
     pub topic_defaults: std::collections::BTreeMap<String, toml::Value>,
 }
@@ -134,6 +144,23 @@ impl ConfigFile {
                 return Err("connections_max must be at least 1".into());
             }
             config.connections_max = connections;
+        }
+        let millis = std::time::Duration::from_millis;
+        if let Some(delay) = self.group_initial_rebalance_delay_ms {
+            config.groups.initial_rebalance_delay = millis(delay);
+        }
+        if let Some(min) = self.group_min_session_timeout_ms {
+            config.groups.session_timeout_min = millis(min);
+        }
+        if let Some(max) = self.group_max_session_timeout_ms {
+            config.groups.session_timeout_max = millis(max);
+        }
+        if config.groups.session_timeout_min > config.groups.session_timeout_max {
+            return Err(format!(
+                "group_min_session_timeout_ms ({} ms) exceeds group_max_session_timeout_ms ({} ms)",
+                config.groups.session_timeout_min.as_millis(),
+                config.groups.session_timeout_max.as_millis()
+            ));
         }
         if let Some(ms) = self.retention_check_interval_ms {
             if ms == 0 {

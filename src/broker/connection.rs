@@ -88,13 +88,26 @@ async fn answer(
         appended.as_mut().enable();
         let final_pass = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
         let (handler_ctx, handler_frame) = (Arc::clone(ctx), frame.clone());
+        let client_host = peer.map_or_else(String::new, |p| p.ip().to_string());
         let handled = tokio::task::spawn_blocking(move || {
-            api::handle(&handler_ctx, handler_frame, final_pass)
+            api::handle(&handler_ctx, handler_frame, final_pass, &client_host)
         })
         .await;
         match handled {
             Ok(Ok(Reply::Respond(parts))) => return Some(Some(parts)),
             Ok(Ok(Reply::Silent)) => return Some(None),
+            Ok(Ok(Reply::Later(response))) => {
+                return tokio::select! {
+                    framed = response => match framed {
+                        Ok(part) => Some(Some(vec![part])),
+                        Err(error) => {
+                            tracing::debug!(?peer, "closing connection: {error}");
+                            None
+                        }
+                    },
+                    _ = shutdown.changed() => None,
+                };
+            }
             Ok(Ok(Reply::WaitForData(wait))) => {
                 let until = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + wait);
                 tokio::select! {

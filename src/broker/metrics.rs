@@ -1,5 +1,6 @@
 //! Prometheus metrics: request counts and time per API, bytes in and out,
-//! and each partition's offsets and size, served as text on
+//! each partition's offsets and size, and each consumer group's committed
+//! offset and lag per partition, served as text on
 //! `GET /metrics` when `--metrics ADDR` is given.
 
 use std::fmt::Write as _;
@@ -10,6 +11,7 @@ use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use super::group::GroupCoordinator;
 use crate::log::LogManager;
 
 /// API keys counted individually (Kafka's keys are small integers).
@@ -50,7 +52,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition.
-    pub fn render(&self, log: &LogManager) -> String {
+    pub fn render(&self, log: &LogManager, groups: &GroupCoordinator) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "# TYPE strata_requests_total counter");
         let _ = writeln!(out, "# TYPE strata_request_seconds_total counter");
@@ -105,8 +107,50 @@ impl Metrics {
                 );
             }
         }
+        render_group_lag(&mut out, log, groups);
         out
     }
+}
+
+/// Committed offset and lag (log end offset minus committed offset) of
+/// every group on every partition it committed for.
+fn render_group_lag(out: &mut String, log: &LogManager, groups: &GroupCoordinator) {
+    let committed = match groups.committed_everywhere() {
+        Ok(committed) => committed,
+        Err(error) => {
+            tracing::warn!("reading committed offsets for metrics: {error}");
+            return;
+        }
+    };
+    let _ = writeln!(out, "# TYPE strata_group_committed_offset gauge");
+    let _ = writeln!(out, "# TYPE strata_group_lag gauge");
+    for (group, entry) in committed {
+        let Some(partition) = log
+            .topic(&entry.topic)
+            .and_then(|t| t.partition(entry.partition))
+        else {
+            continue;
+        };
+        let labels = format!(
+            "group=\"{}\",topic=\"{}\",partition=\"{}\"",
+            escape_label(&group),
+            entry.topic,
+            entry.partition
+        );
+        let offset = entry.committed.offset;
+        let lag = (partition.log_end_offset() - offset.max(0)).max(0);
+        let _ = writeln!(out, "strata_group_committed_offset{{{labels}}} {offset}");
+        let _ = writeln!(out, "strata_group_lag{{{labels}}} {lag}");
+    }
+}
+
+/// Group ids are arbitrary strings; Prometheus label values escape `\`,
+/// `"` and newlines.
+fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// Serves `GET /metrics` on `listener` until the task is dropped.

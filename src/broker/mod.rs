@@ -12,9 +12,9 @@
 //! Fetch (long-polling, zero-copy: the response framing is written by hand
 //! in `fetch_frame` and the batches go from segment file to socket with
 //! `sendfile`), ListOffsets, CreateTopics, DeleteTopics, CreatePartitions
-//! and DescribeConfigs (topics). ApiVersions advertises exactly the APIs handled, so
-//! librdkafka (kcat) produces and consumes against it; consumer groups
-//! and idempotent producers come next.
+//! and DescribeConfigs (topics), and the consumer-group APIs through the
+//! group coordinator in [`group`]. ApiVersions advertises exactly the APIs
+//! handled.
 
 pub mod api;
 mod config;
@@ -22,6 +22,7 @@ mod connection;
 mod error;
 mod fetch_frame;
 mod frame;
+pub mod group;
 mod huge_alloc;
 mod metrics;
 mod server;

@@ -11,8 +11,16 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::api::BrokerContext;
+use super::group::GroupCoordinator;
 use super::{BrokerConfig, BrokerError, connection};
 use crate::log::LogManager;
+
+/// Where the group coordinator keeps committed offsets, inside the data
+/// directory (no partition directory can have this name: those end in
+/// `-<partition>`).
+const GROUPS_DIR: &str = "groups";
+/// How often group sessions and rebalance deadlines are checked.
+const GROUP_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Pause after a failed accept (e.g. out of file descriptors).
 pub(crate) const ACCEPT_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
@@ -37,12 +45,20 @@ impl Broker {
             context: "reading the bound address".into(),
             error,
         })?;
+        let groups_dir = log.data_dir().join(GROUPS_DIR);
+        let groups = GroupCoordinator::open(&groups_dir, config.groups.clone()).map_err(|e| {
+            BrokerError::Io {
+                context: format!("opening {}", groups_dir.display()),
+                error: std::io::Error::other(e),
+            }
+        })?;
         let ctx = Arc::new(BrokerContext {
             log,
             config,
             advertised_port: i32::from(local.port()),
             appended: tokio::sync::Notify::new(),
             metrics: super::Metrics::default(),
+            groups,
         });
         let metrics_listener = match ctx.config.metrics_listen {
             Some(addr) => Some(
@@ -83,7 +99,7 @@ impl Broker {
         let metrics = self.metrics_listener.map(|listener| {
             let ctx = Arc::clone(&self.ctx);
             tokio::spawn(super::metrics::serve(listener, move || {
-                ctx.metrics.render(&ctx.log)
+                ctx.metrics.render(&ctx.log, &ctx.groups)
             }))
         });
         let permits = Arc::new(Semaphore::new(self.ctx.config.connections_max));
@@ -139,7 +155,7 @@ impl Broker {
 }
 
 /// Retention and the `flush.ms` policy, on their intervals, off the
-/// executor's threads (both touch the disk).
+/// executor's threads (both touch the disk); group session expiry.
 async fn maintain(ctx: Arc<BrokerContext>) {
     // The first pass waits one interval, as Kafka's does, rather than
     // deleting at the instant of start-up.
@@ -152,6 +168,8 @@ async fn maintain(ctx: Arc<BrokerContext>) {
         start + ctx.config.flush_check_interval,
         ctx.config.flush_check_interval,
     );
+    let mut groups = tokio::time::interval(GROUP_TICK);
+    groups.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -166,6 +184,8 @@ async fn maintain(ctx: Arc<BrokerContext>) {
             _ = flush.tick() => {
                 let _ = tokio::task::spawn_blocking(move || log.flush_due()).await;
             }
+            // In memory only, and quick: no need to leave the executor.
+            _ = groups.tick() => ctx.groups.tick(std::time::Instant::now()),
         }
     }
 }

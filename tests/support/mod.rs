@@ -4,6 +4,8 @@
 
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+pub mod wire;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -46,7 +46,14 @@ pub(super) fn handle(
                 Some(name) => ctx
                     .log
                     .delete_topic(name)
-                    .map_err(|e| (ErrorCode::from(&e), e.to_string())),
+                    .map_err(|e| (ErrorCode::from(&e), e.to_string()))
+                    .inspect(|()| {
+                        // Committed offsets of a deleted topic would resume a
+                        // re-created topic of the same name mid-stream.
+                        if let Err(error) = ctx.groups.forget_topic(name) {
+                            tracing::warn!(topic = %name, "dropping committed offsets: {error}");
+                        }
+                    }),
                 None => Err((
                     ErrorCode::UnknownTopicOrPartition,
                     format!("no topic has id {id}"),

@@ -12,10 +12,15 @@ mod create_topics;
 mod delete_topics;
 mod describe_configs;
 mod fetch;
+mod group_admin;
+mod group_membership;
+mod group_offsets;
 mod list_offsets;
 mod metadata;
 mod produce;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -23,6 +28,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use super::fetch_frame::{Part, fetch_response};
+use super::group::{GroupCoordinator, JoinOutcome, Pending, SyncOutcome};
 use super::{BrokerConfig, BrokerError};
 use crate::log::LogManager;
 
@@ -35,6 +41,7 @@ pub struct BrokerContext {
     /// Woken after every successful produce, for fetches that wait for data.
     pub appended: tokio::sync::Notify,
     pub metrics: super::Metrics,
+    pub groups: GroupCoordinator,
 }
 
 /// The APIs this broker serves. ApiVersions advertises exactly these, each
@@ -49,16 +56,27 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
     ApiKey::DescribeConfigs,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::ListGroups,
+    ApiKey::DescribeGroups,
 ];
 
 /// Handles one request frame; returns the response frame (size prefix
 /// included), `None` when the request takes no response (Produce with
 /// acks=0), or an error after which the connection closes. Blocks on disk
-/// I/O: call it off the async executor's threads.
+/// I/O: call it off the async executor's threads. `client_host` is the
+/// peer's address, as DescribeGroups reports it.
 pub(crate) fn handle(
     ctx: &BrokerContext,
     mut frame: Bytes,
     final_pass: bool,
+    client_host: &str,
 ) -> Result<Reply, BrokerError> {
     if frame.len() < 4 {
         return Err(BrokerError::Malformed(format!(
@@ -162,6 +180,90 @@ pub(crate) fn handle(
                 &describe_configs::handle(ctx, &request, version),
             )?)
         }
+        ApiKey::FindCoordinator => {
+            let request = decode(&mut frame, version)?;
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &group_membership::find_coordinator(ctx, &request, version),
+            )?)
+        }
+        ApiKey::JoinGroup => {
+            let request = decode(&mut frame, version)?;
+            let client_id = header.client_id.as_ref().map_or("", |c| c.as_str());
+            let joined =
+                group_membership::join_group(ctx, &request, version, client_id, client_host);
+            return answer_when_ready(
+                joined,
+                JoinOutcome::unavailable,
+                group_membership::join_response,
+                (key, version, correlation_id),
+            );
+        }
+        ApiKey::SyncGroup => {
+            let request = decode(&mut frame, version)?;
+            return answer_when_ready(
+                group_membership::sync_group(ctx, &request),
+                SyncOutcome::unavailable,
+                group_membership::sync_response,
+                (key, version, correlation_id),
+            );
+        }
+        ApiKey::Heartbeat => {
+            let request = decode(&mut frame, version)?;
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &group_membership::heartbeat(ctx, &request),
+            )?)
+        }
+        ApiKey::LeaveGroup => {
+            let request = decode(&mut frame, version)?;
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &group_membership::leave_group(ctx, &request, version),
+            )?)
+        }
+        ApiKey::OffsetCommit => {
+            let request = decode(&mut frame, version)?;
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &group_offsets::offset_commit(ctx, &request),
+            )?)
+        }
+        ApiKey::OffsetFetch => {
+            let request = decode(&mut frame, version)?;
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &group_offsets::offset_fetch(ctx, &request, version),
+            )?)
+        }
+        ApiKey::ListGroups => {
+            let request = decode(&mut frame, version)?;
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &group_admin::list_groups(ctx, &request, version),
+            )?)
+        }
+        ApiKey::DescribeGroups => {
+            let request = decode(&mut frame, version)?;
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &group_admin::describe_groups(ctx, &request, version),
+            )?)
+        }
         _ => return Err(BrokerError::UnknownApi(api)),
     };
     Ok(match response {
@@ -179,6 +281,35 @@ pub(crate) enum Reply {
     /// A fetch found too little data: wait up to this long for an append,
     /// then ask again.
     WaitForData(std::time::Duration),
+    /// The answer depends on other clients (a JoinGroup waits for the
+    /// rebalance, a SyncGroup for the leader's assignment): the response
+    /// frame once it is known.
+    Later(Pin<Box<dyn Future<Output = Result<Part, BrokerError>> + Send>>),
+}
+
+/// Frames a group coordinator answer now, or once its channel completes.
+/// A channel dropped unanswered (the broker is stopping) answers with
+/// `gone()`, a retriable error.
+fn answer_when_ready<T, R>(
+    pending: Pending<T>,
+    gone: fn() -> T,
+    build: impl FnOnce(T, i16) -> R + Send + 'static,
+    (key, version, correlation_id): (ApiKey, i16, i32),
+) -> Result<Reply, BrokerError>
+where
+    T: Send + 'static,
+    R: Encodable,
+{
+    match pending {
+        Pending::Now(outcome) => {
+            let frame = respond(key, version, correlation_id, &build(outcome, version))?;
+            Ok(Reply::Respond(vec![frame]))
+        }
+        Pending::Later(receiver) => Ok(Reply::Later(Box::pin(async move {
+            let outcome = receiver.await.unwrap_or_else(|_| gone());
+            respond(key, version, correlation_id, &build(outcome, version))
+        }))),
+    }
 }
 
 /// The correlation id sits right after api key and version in every header.

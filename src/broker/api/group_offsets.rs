@@ -1,0 +1,281 @@
+//! OffsetCommit and OffsetFetch: committed positions of consumer groups,
+//! stored durably by the group coordinator.
+
+use std::time::Instant;
+
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{
+    GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::BrokerContext;
+use crate::broker::ErrorCode;
+use crate::broker::group::offsets::{CommittedOffset, PartitionOffset};
+use crate::broker::group::{Committer, OFFSET_METADATA_BYTES_MAX};
+
+/// OffsetFetch v8 asks for several groups at once.
+const FETCH_GROUPS_VERSION: i16 = 8;
+/// OffsetFetch v2 added the top-level error code.
+const FETCH_TOP_ERROR_VERSION: i16 = 2;
+
+pub(super) fn offset_commit(
+    ctx: &BrokerContext,
+    request: &OffsetCommitRequest,
+) -> OffsetCommitResponse {
+    let group = request.group_id.0.as_str();
+    let committer = Committer {
+        generation: request.generation_id_or_member_epoch,
+        member_id: request.member_id.as_str().to_string(),
+        instance_id: request
+            .group_instance_id
+            .as_ref()
+            .map(|s| s.as_str().to_string()),
+    };
+    let allowed = ctx.groups.check_commit(group, &committer, Instant::now());
+    let now_ms = wall_clock_ms();
+    // (topic response, partition response) of each offset to store.
+    let mut to_store: Vec<(usize, usize)> = Vec::new();
+    let mut offsets: Vec<PartitionOffset> = Vec::new();
+    let mut topics = Vec::with_capacity(request.topics.len());
+    for (t, topic) in request.topics.iter().enumerate() {
+        let name = topic.name.0.as_str();
+        let log_topic = ctx.log.topic(name);
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for (p, partition) in topic.partitions.iter().enumerate() {
+            let metadata = partition.committed_metadata.as_ref().map(|m| m.as_str());
+            let error = if allowed != ErrorCode::None {
+                allowed
+            } else if log_topic
+                .as_ref()
+                .and_then(|t| t.partition(partition.partition_index))
+                .is_none()
+            {
+                ErrorCode::UnknownTopicOrPartition
+            } else if metadata.is_some_and(|m| m.len() > OFFSET_METADATA_BYTES_MAX) {
+                ErrorCode::OffsetMetadataTooLarge
+            } else {
+                to_store.push((t, p));
+                offsets.push(PartitionOffset {
+                    topic: name.to_string(),
+                    partition: partition.partition_index,
+                    committed: CommittedOffset {
+                        offset: partition.committed_offset,
+                        leader_epoch: partition.committed_leader_epoch,
+                        metadata: metadata.map(str::to_string),
+                        commit_time_ms: now_ms,
+                    },
+                });
+                ErrorCode::None
+            };
+            partitions.push(
+                OffsetCommitResponsePartition::default()
+                    .with_partition_index(partition.partition_index)
+                    .with_error_code(error.code()),
+            );
+        }
+        topics.push(
+            OffsetCommitResponseTopic::default()
+                .with_name(topic.name.clone())
+                .with_partitions(partitions),
+        );
+    }
+    if !offsets.is_empty()
+        && let Err(error) = ctx.groups.commit(group, &offsets)
+    {
+        tracing::error!(group, "storing committed offsets failed: {error}");
+        for (t, p) in to_store {
+            topics[t].partitions[p].error_code = ErrorCode::CoordinatorNotAvailable.code();
+        }
+    }
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// What one group's fetch found, before it is shaped for the version.
+struct FetchedTopic {
+    name: TopicName,
+    partitions: Vec<(i32, Option<CommittedOffset>)>,
+}
+
+/// Looks up `wanted` (topic, partitions) for `group`, or everything the
+/// group committed when `wanted` is `None`.
+fn fetch_group(
+    ctx: &BrokerContext,
+    group: &str,
+    wanted: Option<Vec<(TopicName, Vec<i32>)>>,
+) -> Result<Vec<FetchedTopic>, ErrorCode> {
+    let fail = |error: crate::broker::group::offsets::OffsetStoreError| {
+        tracing::error!(group, "reading committed offsets failed: {error}");
+        ErrorCode::CoordinatorNotAvailable
+    };
+    let Some(wanted) = wanted else {
+        let mut found: Vec<FetchedTopic> = Vec::new();
+        for entry in ctx.groups.committed_all(group).map_err(fail)? {
+            let committed = (entry.partition, Some(entry.committed));
+            match found.last_mut() {
+                Some(last) if last.name.0.as_str() == entry.topic => {
+                    last.partitions.push(committed)
+                }
+                _ => found.push(FetchedTopic {
+                    name: TopicName(StrBytes::from_string(entry.topic)),
+                    partitions: vec![committed],
+                }),
+            }
+        }
+        return Ok(found);
+    };
+    wanted
+        .into_iter()
+        .map(|(name, partitions)| {
+            let partitions = partitions
+                .into_iter()
+                .map(|p| {
+                    ctx.groups
+                        .committed(group, name.0.as_str(), p)
+                        .map(|c| (p, c))
+                        .map_err(fail)
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(FetchedTopic { name, partitions })
+        })
+        .collect()
+}
+
+/// (offset, leader epoch, metadata) as the response carries them; a
+/// partition without a commit is offset -1 with empty metadata.
+fn shown(committed: Option<CommittedOffset>) -> (i64, i32, StrBytes) {
+    match committed {
+        Some(c) => (
+            c.offset,
+            c.leader_epoch,
+            StrBytes::from_string(c.metadata.unwrap_or_default()),
+        ),
+        None => (-1, -1, StrBytes::default()),
+    }
+}
+
+pub(super) fn offset_fetch(
+    ctx: &BrokerContext,
+    request: &OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    if version >= FETCH_GROUPS_VERSION {
+        let groups = request
+            .groups
+            .iter()
+            .map(|g| {
+                let wanted = g.topics.as_ref().map(|topics| {
+                    topics
+                        .iter()
+                        .map(|t| (t.name.clone(), t.partition_indexes.clone()))
+                        .collect()
+                });
+                group_response(ctx, &g.group_id, wanted)
+            })
+            .collect();
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    let wanted = request.topics.as_ref().map(|topics| {
+        topics
+            .iter()
+            .map(|t| (t.name.clone(), t.partition_indexes.clone()))
+            .collect()
+    });
+    let requested: Vec<(TopicName, Vec<i32>)> = wanted.clone().unwrap_or_default();
+    match fetch_group(ctx, request.group_id.0.as_str(), wanted) {
+        Ok(found) => OffsetFetchResponse::default().with_topics(
+            found
+                .into_iter()
+                .map(|topic| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(topic.name)
+                        .with_partitions(
+                            topic
+                                .partitions
+                                .into_iter()
+                                .map(|(index, committed)| {
+                                    let (offset, epoch, metadata) = shown(committed);
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(index)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(epoch)
+                                        .with_metadata(Some(metadata))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
+        Err(error) if version >= FETCH_TOP_ERROR_VERSION => {
+            OffsetFetchResponse::default().with_error_code(error.code())
+        }
+        // v1 has only per-partition errors.
+        Err(error) => OffsetFetchResponse::default().with_topics(
+            requested
+                .into_iter()
+                .map(|(name, partitions)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(name)
+                        .with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|index| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(index)
+                                        .with_committed_offset(-1)
+                                        .with_error_code(error.code())
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn group_response(
+    ctx: &BrokerContext,
+    group_id: &GroupId,
+    wanted: Option<Vec<(TopicName, Vec<i32>)>>,
+) -> OffsetFetchResponseGroup {
+    let response = OffsetFetchResponseGroup::default().with_group_id(group_id.clone());
+    match fetch_group(ctx, group_id.0.as_str(), wanted) {
+        Ok(found) => response.with_topics(
+            found
+                .into_iter()
+                .map(|topic| {
+                    OffsetFetchResponseTopics::default()
+                        .with_name(topic.name)
+                        .with_partitions(
+                            topic
+                                .partitions
+                                .into_iter()
+                                .map(|(index, committed)| {
+                                    let (offset, epoch, metadata) = shown(committed);
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(index)
+                                        .with_committed_offset(offset)
+                                        .with_committed_leader_epoch(epoch)
+                                        .with_metadata(Some(metadata))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
+        Err(error) => response.with_error_code(error.code()),
+    }
+}
+
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
