@@ -186,12 +186,15 @@ fn serve(
     );
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     runtime.block_on(async {
+        // Watching for signals starts before the port opens: a SIGTERM sent
+        // as soon as the broker accepts connections must stop it cleanly.
+        let signalled = shutdown_signal()?;
         let broker = strata::broker::Broker::bind(config, std::sync::Arc::clone(&log)).await?;
         println!("strata listening on {}", broker.local_addr());
         if let Some(metrics) = broker.metrics_addr() {
             println!("metrics on http://{metrics}/metrics");
         }
-        broker.serve(shutdown_signal()).await?;
+        broker.serve(signalled).await?;
         anyhow::Ok(())
     })?;
     drop(runtime);
@@ -202,20 +205,18 @@ fn serve(
     Ok(())
 }
 
-/// Completes on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(error) => {
-            tracing::warn!("cannot watch SIGTERM: {error}");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// A future that completes on SIGTERM or Ctrl-C; both are watched from the
+/// moment this returns.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("watching SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("watching SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = term.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    })
 }
 
 fn run_log_command(data_dir: &std::path::Path, command: LogCommand) -> anyhow::Result<()> {

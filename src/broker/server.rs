@@ -35,6 +35,15 @@ pub struct Broker {
 impl Broker {
     /// Binds the listening socket.
     pub async fn bind(config: BrokerConfig, log: Arc<LogManager>) -> Result<Self, BrokerError> {
+        // Everything the handlers need is opened before the port is, so a
+        // client that can connect is served.
+        let groups_dir = log.data_dir().join(GROUPS_DIR);
+        let groups = GroupCoordinator::open(&groups_dir, config.groups.clone()).map_err(|e| {
+            BrokerError::Io {
+                context: format!("opening {}", groups_dir.display()),
+                error: std::io::Error::other(e),
+            }
+        })?;
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|error| BrokerError::Io {
@@ -44,13 +53,6 @@ impl Broker {
         let local = listener.local_addr().map_err(|error| BrokerError::Io {
             context: "reading the bound address".into(),
             error,
-        })?;
-        let groups_dir = log.data_dir().join(GROUPS_DIR);
-        let groups = GroupCoordinator::open(&groups_dir, config.groups.clone()).map_err(|e| {
-            BrokerError::Io {
-                context: format!("opening {}", groups_dir.display()),
-                error: std::io::Error::other(e),
-            }
         })?;
         let ctx = Arc::new(BrokerContext {
             log,
