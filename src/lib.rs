@@ -32,5 +32,6 @@
 //! ```
 
 pub mod broker;
+pub mod client;
 pub mod log;
 pub mod record;

@@ -1,0 +1,454 @@
+//! Administration: topics, partitions, offsets and consumer groups.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest,
+    OffsetFetchRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use super::error::codes;
+use super::fetcher::{EARLIEST, LATEST, list_offset};
+use super::{ClientError, Cluster, Connection};
+
+const CREATE_TOPICS_VERSION_MAX: i16 = 7;
+const DELETE_TOPICS_VERSION_MAX: i16 = 5;
+const CREATE_PARTITIONS_VERSION_MAX: i16 = 3;
+const DESCRIBE_CONFIGS_VERSION_MAX: i16 = 4;
+const FIND_COORDINATOR_VERSION_MAX: i16 = 4;
+const LIST_GROUPS_VERSION_MAX: i16 = 4;
+const DESCRIBE_GROUPS_VERSION_MAX: i16 = 5;
+const OFFSET_FETCH_VERSION_MAX: i16 = 7;
+const OFFSET_COMMIT_VERSION_MAX: i16 = 8;
+/// Request timeout given to the broker for admin operations.
+const ADMIN_TIMEOUT_MS: i32 = 30_000;
+/// DescribeConfigs resource type of a topic.
+const RESOURCE_TOPIC: i8 = 2;
+
+fn s(text: &str) -> StrBytes {
+    StrBytes::from_string(text.to_string())
+}
+
+/// A partition's offsets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    pub partition: i32,
+    pub leader: i32,
+    pub earliest: i64,
+    pub latest: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct TopicDescription {
+    pub name: String,
+    pub id: uuid::Uuid,
+    pub partitions: Vec<PartitionOffsets>,
+    /// Every config value the broker reports for the topic.
+    pub config: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupListing {
+    pub group_id: String,
+    pub protocol_type: String,
+    pub state: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupMemberDescription {
+    pub member_id: String,
+    pub client_id: String,
+    pub client_host: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupDescription {
+    pub group_id: String,
+    pub state: String,
+    pub protocol: String,
+    pub members: Vec<GroupMemberDescription>,
+}
+
+/// A group's position on one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupPartitionLag {
+    pub topic: String,
+    pub partition: i32,
+    /// -1 when the group has committed nothing here.
+    pub committed: i64,
+    pub end: i64,
+    pub lag: i64,
+}
+
+pub struct Admin {
+    cluster: Arc<Cluster>,
+}
+
+fn check(code: i16, message: Option<&StrBytes>, topic: &str) -> Result<(), ClientError> {
+    if code == codes::NONE {
+        return Ok(());
+    }
+    Err(ClientError::kafka(code, Some(topic), None).with_message(message.map(|m| m.as_str())))
+}
+
+impl Admin {
+    pub fn new(cluster: Arc<Cluster>) -> Self {
+        Self { cluster }
+    }
+
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    pub async fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        config: &[(String, String)],
+    ) -> Result<(), ClientError> {
+        let connection = self.cluster.any_connection().await?;
+        let request = CreateTopicsRequest::default()
+            .with_timeout_ms(ADMIN_TIMEOUT_MS)
+            .with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(TopicName(s(name)))
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(-1)
+                    .with_configs(
+                        config
+                            .iter()
+                            .map(|(k, v)| {
+                                CreatableTopicConfig::default()
+                                    .with_name(s(k))
+                                    .with_value(Some(s(v)))
+                            })
+                            .collect(),
+                    ),
+            ]);
+        let version = connection.version::<CreateTopicsRequest>(CREATE_TOPICS_VERSION_MAX)?;
+        let request = if version < 4 {
+            // Before v4 the replication factor must be given.
+            let mut request = request;
+            request.topics[0].replication_factor = 1;
+            request
+        } else {
+            request
+        };
+        let response = connection.send_versioned(&request, version).await?;
+        for topic in &response.topics {
+            check(topic.error_code, topic.error_message.as_ref(), name)?;
+        }
+        self.cluster.invalidate(name).await;
+        Ok(())
+    }
+
+    pub async fn delete_topic(&self, name: &str) -> Result<(), ClientError> {
+        let connection = self.cluster.any_connection().await?;
+        let request = DeleteTopicsRequest::default()
+            .with_timeout_ms(ADMIN_TIMEOUT_MS)
+            .with_topic_names(vec![TopicName(s(name))]);
+        let response = connection.send(&request, DELETE_TOPICS_VERSION_MAX).await?;
+        for topic in &response.responses {
+            check(topic.error_code, topic.error_message.as_ref(), name)?;
+        }
+        self.cluster.invalidate(name).await;
+        Ok(())
+    }
+
+    /// Grows `name` to `total` partitions.
+    pub async fn create_partitions(&self, name: &str, total: i32) -> Result<(), ClientError> {
+        let connection = self.cluster.any_connection().await?;
+        let request = CreatePartitionsRequest::default()
+            .with_timeout_ms(ADMIN_TIMEOUT_MS)
+            .with_topics(vec![
+                CreatePartitionsTopic::default()
+                    .with_name(TopicName(s(name)))
+                    .with_count(total),
+            ]);
+        let response = connection
+            .send(&request, CREATE_PARTITIONS_VERSION_MAX)
+            .await?;
+        for result in &response.results {
+            check(result.error_code, result.error_message.as_ref(), name)?;
+        }
+        self.cluster.invalidate(name).await;
+        Ok(())
+    }
+
+    /// Names of every topic, sorted.
+    pub async fn list_topics(&self) -> Result<Vec<String>, ClientError> {
+        self.cluster.refresh(&[]).await?;
+        let mut names = self.cluster.known_topics().await;
+        names.sort();
+        Ok(names)
+    }
+
+    pub async fn describe_topic(&self, name: &str) -> Result<TopicDescription, ClientError> {
+        self.cluster.refresh(&[name.to_string()]).await?;
+        let info = self.cluster.topic(name).await?;
+        let mut partitions = Vec::with_capacity(info.partitions.len());
+        for p in &info.partitions {
+            let earliest = list_offset(&self.cluster, name, p.partition, EARLIEST).await?;
+            let latest = list_offset(&self.cluster, name, p.partition, LATEST).await?;
+            partitions.push(PartitionOffsets {
+                partition: p.partition,
+                leader: p.leader,
+                earliest: earliest.unwrap_or(0),
+                latest: latest.unwrap_or(0),
+            });
+        }
+        Ok(TopicDescription {
+            name: info.name,
+            id: info.id,
+            partitions,
+            config: self.topic_config(name).await?,
+        })
+    }
+
+    async fn topic_config(&self, name: &str) -> Result<BTreeMap<String, String>, ClientError> {
+        let connection = self.cluster.any_connection().await?;
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(RESOURCE_TOPIC)
+                .with_resource_name(s(name)),
+        ]);
+        let response = connection
+            .send(&request, DESCRIBE_CONFIGS_VERSION_MAX)
+            .await?;
+        let mut config = BTreeMap::new();
+        for result in &response.results {
+            check(result.error_code, result.error_message.as_ref(), name)?;
+            for entry in &result.configs {
+                config.insert(
+                    entry.name.as_str().to_string(),
+                    entry.value.as_ref().map_or("", |v| v.as_str()).to_string(),
+                );
+            }
+        }
+        Ok(config)
+    }
+
+    /// The offset for `timestamp` ([`EARLIEST`], [`LATEST`] or ms).
+    pub async fn list_offset(
+        &self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+    ) -> Result<Option<i64>, ClientError> {
+        list_offset(&self.cluster, topic, partition, timestamp).await
+    }
+
+    /// The connection to `group`'s coordinator.
+    pub async fn coordinator(&self, group: &str) -> Result<Arc<Connection>, ClientError> {
+        coordinator(&self.cluster, group).await
+    }
+
+    pub async fn list_groups(&self) -> Result<Vec<GroupListing>, ClientError> {
+        // A single request per broker; every broker lists the groups it coordinates.
+        self.cluster.refresh(&[]).await?;
+        let mut listed = Vec::new();
+        for node in self.cluster.known_brokers().await {
+            let connection = self.cluster.connection(node).await?;
+            let response = connection
+                .send(&ListGroupsRequest::default(), LIST_GROUPS_VERSION_MAX)
+                .await?;
+            check(response.error_code, None, "")?;
+            listed.extend(response.groups.iter().map(|g| GroupListing {
+                group_id: g.group_id.0.as_str().to_string(),
+                protocol_type: g.protocol_type.as_str().to_string(),
+                state: g.group_state.as_str().to_string(),
+            }));
+        }
+        listed.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(listed)
+    }
+
+    pub async fn describe_group(&self, group: &str) -> Result<GroupDescription, ClientError> {
+        let connection = self.coordinator(group).await?;
+        let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(s(group))]);
+        let response = connection
+            .send(&request, DESCRIBE_GROUPS_VERSION_MAX)
+            .await?;
+        let described = response
+            .groups
+            .into_iter()
+            .next()
+            .ok_or_else(|| ClientError::Protocol("DescribeGroups answered no group".into()))?;
+        check(
+            described.error_code,
+            described.error_message.as_ref(),
+            group,
+        )?;
+        Ok(GroupDescription {
+            group_id: group.to_string(),
+            state: described.group_state.as_str().to_string(),
+            protocol: described.protocol_data.as_str().to_string(),
+            members: described
+                .members
+                .iter()
+                .map(|m| GroupMemberDescription {
+                    member_id: m.member_id.as_str().to_string(),
+                    client_id: m.client_id.as_str().to_string(),
+                    client_host: m.client_host.as_str().to_string(),
+                })
+                .collect(),
+        })
+    }
+
+    /// Every partition the group committed for, with its lag.
+    pub async fn group_lag(&self, group: &str) -> Result<Vec<GroupPartitionLag>, ClientError> {
+        let committed = committed_offsets(&self.cluster, group, None).await?;
+        let mut lags = Vec::with_capacity(committed.len());
+        for ((topic, partition), offset) in committed {
+            let end = list_offset(&self.cluster, &topic, partition, LATEST)
+                .await?
+                .unwrap_or(0);
+            lags.push(GroupPartitionLag {
+                lag: if offset < 0 {
+                    end
+                } else {
+                    (end - offset).max(0)
+                },
+                topic,
+                partition,
+                committed: offset,
+                end,
+            });
+        }
+        Ok(lags)
+    }
+
+    /// Sets the group's committed offsets (the group must have no active
+    /// members, as in Kafka).
+    pub async fn reset_group_offsets(
+        &self,
+        group: &str,
+        offsets: &[(String, i32, i64)],
+    ) -> Result<(), ClientError> {
+        commit_offsets(&self.cluster, group, -1, "", offsets).await
+    }
+}
+
+/// FindCoordinator for a consumer group.
+pub(crate) async fn coordinator(
+    cluster: &Cluster,
+    group: &str,
+) -> Result<Arc<Connection>, ClientError> {
+    cluster
+        .retry(&[], || async {
+            let connection = cluster.any_connection().await?;
+            let version =
+                connection.version::<FindCoordinatorRequest>(FIND_COORDINATOR_VERSION_MAX)?;
+            let request = if version >= 4 {
+                FindCoordinatorRequest::default().with_coordinator_keys(vec![s(group)])
+            } else {
+                FindCoordinatorRequest::default().with_key(s(group))
+            };
+            let response = connection.send_versioned(&request, version).await?;
+            let (code, node) = match response.coordinators.first() {
+                Some(c) if version >= 4 => (c.error_code, c.node_id.0),
+                _ => (response.error_code, response.node_id.0),
+            };
+            if code != codes::NONE {
+                return Err(ClientError::kafka(code, None, None));
+            }
+            cluster.connection(node).await
+        })
+        .await
+}
+
+/// The group's committed offsets: for `partitions`, or all when `None`.
+/// Partitions without a commit are reported at -1.
+pub(crate) async fn committed_offsets(
+    cluster: &Cluster,
+    group: &str,
+    partitions: Option<&[(String, i32)]>,
+) -> Result<BTreeMap<(String, i32), i64>, ClientError> {
+    use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+    let connection = coordinator(cluster, group).await?;
+    let mut request = OffsetFetchRequest::default().with_group_id(GroupId(s(group)));
+    request.topics = partitions.map(|partitions| {
+        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (topic, partition) in partitions {
+            by_topic.entry(topic).or_default().push(*partition);
+        }
+        by_topic
+            .into_iter()
+            .map(|(topic, indexes)| {
+                OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(s(topic)))
+                    .with_partition_indexes(indexes)
+            })
+            .collect()
+    });
+    let response = connection.send(&request, OFFSET_FETCH_VERSION_MAX).await?;
+    check(response.error_code, None, group)?;
+    let mut found = BTreeMap::new();
+    for topic in &response.topics {
+        for p in &topic.partitions {
+            check(p.error_code, None, topic.name.0.as_str())?;
+            found.insert(
+                (topic.name.0.as_str().to_string(), p.partition_index),
+                p.committed_offset,
+            );
+        }
+    }
+    Ok(found)
+}
+
+/// OffsetCommit for a group member (or, with generation -1 and no member
+/// id, for a consumer outside group membership).
+pub(crate) async fn commit_offsets(
+    cluster: &Cluster,
+    group: &str,
+    generation: i32,
+    member_id: &str,
+    offsets: &[(String, i32, i64)],
+) -> Result<(), ClientError> {
+    let connection = coordinator(cluster, group).await?;
+    let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+    for (topic, partition, offset) in offsets {
+        by_topic.entry(topic).or_default().push(
+            OffsetCommitRequestPartition::default()
+                .with_partition_index(*partition)
+                .with_committed_offset(*offset)
+                .with_committed_metadata(Some(StrBytes::default())),
+        );
+    }
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_generation_id_or_member_epoch(generation)
+        .with_member_id(s(member_id))
+        .with_topics(
+            by_topic
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    OffsetCommitRequestTopic::default()
+                        .with_name(TopicName(s(topic)))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        );
+    let response = connection.send(&request, OFFSET_COMMIT_VERSION_MAX).await?;
+    for topic in &response.topics {
+        for p in &topic.partitions {
+            if p.error_code != codes::NONE {
+                return Err(ClientError::kafka(
+                    p.error_code,
+                    Some(topic.name.0.as_str()),
+                    Some(p.partition_index),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,323 @@
+//! What the client knows of the cluster: brokers, topics, each partition's
+//! leader, and one connection per broker.
+//!
+//! Requests for a partition go to its leader. When a broker answers that it
+//! is not (or no longer) the leader, that a topic is unknown, or a
+//! connection fails, [`Cluster::retry`] refreshes the metadata and tries
+//! again after a backoff, up to the configured number of attempts.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::{Mutex, RwLock};
+
+use super::{ClientError, Connection};
+
+/// Newest Metadata version this client reads (topic ids, names in requests).
+const METADATA_VERSION_MAX: i16 = 12;
+
+/// How a client reaches and talks to the cluster.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// `host:port` addresses to start from; any one reachable is enough.
+    pub bootstrap: Vec<String>,
+    pub client_id: String,
+    /// How long a request may wait for its response.
+    pub request_timeout: Duration,
+    /// Attempts for an operation that fails with a retriable error.
+    pub retries: u32,
+    /// Pause before a retry (doubled each time, up to 1 s).
+    pub retry_backoff: Duration,
+    /// Ask brokers to create topics on first use (Kafka's default for
+    /// producers; the broker may refuse).
+    pub allow_auto_create_topics: bool,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        Self {
+            bootstrap: vec!["127.0.0.1:9092".into()],
+            client_id: "strata".into(),
+            request_timeout: Duration::from_secs(30),
+            retries: 10,
+            retry_backoff: Duration::from_millis(100),
+            allow_auto_create_topics: false,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// A config for `bootstrap` (`host:port[,host:port…]`).
+    pub fn new(bootstrap: &str) -> Self {
+        Self {
+            bootstrap: bootstrap
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+            ..Self::default()
+        }
+    }
+}
+
+/// A partition's place in the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    pub partition: i32,
+    /// Node id of the leader; -1 while none is available.
+    pub leader: i32,
+    pub leader_epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInfo {
+    pub name: String,
+    pub id: uuid::Uuid,
+    pub partitions: Vec<PartitionInfo>,
+}
+
+#[derive(Default)]
+struct Metadata {
+    brokers: HashMap<i32, String>,
+    topics: HashMap<String, TopicInfo>,
+}
+
+pub struct Cluster {
+    config: ClientConfig,
+    metadata: RwLock<Metadata>,
+    /// One connection per broker address.
+    connections: Mutex<HashMap<String, Arc<Connection>>>,
+}
+
+impl Cluster {
+    /// Connects to the first reachable bootstrap broker.
+    pub async fn connect(config: ClientConfig) -> Result<Arc<Self>, ClientError> {
+        if config.bootstrap.is_empty() {
+            return Err(ClientError::Invalid("no bootstrap address".into()));
+        }
+        let cluster = Arc::new(Self {
+            config,
+            metadata: RwLock::default(),
+            connections: Mutex::default(),
+        });
+        cluster.any_connection().await?;
+        Ok(cluster)
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// A connection to `addr`, reusing a healthy one.
+    pub async fn connection_to(&self, addr: &str) -> Result<Arc<Connection>, ClientError> {
+        let mut connections = self.connections.lock().await;
+        if let Some(existing) = connections.get(addr)
+            && !existing.is_broken()
+        {
+            return Ok(Arc::clone(existing));
+        }
+        let connection = Arc::new(
+            Connection::connect(addr, &self.config.client_id, self.config.request_timeout).await?,
+        );
+        connections.insert(addr.to_string(), Arc::clone(&connection));
+        Ok(connection)
+    }
+
+    /// A connection to any broker: known brokers first, then the bootstrap
+    /// list.
+    pub async fn any_connection(&self) -> Result<Arc<Connection>, ClientError> {
+        let mut candidates: Vec<String> = self
+            .metadata
+            .read()
+            .await
+            .brokers
+            .values()
+            .cloned()
+            .collect();
+        candidates.sort();
+        candidates.extend(self.config.bootstrap.iter().cloned());
+        let mut last = None;
+        for addr in candidates {
+            match self.connection_to(&addr).await {
+                Ok(connection) => return Ok(connection),
+                Err(error) => last = Some(error),
+            }
+        }
+        Err(last.unwrap_or(ClientError::Invalid("no broker address known".into())))
+    }
+
+    /// A connection to broker `node`.
+    pub async fn connection(&self, node: i32) -> Result<Arc<Connection>, ClientError> {
+        let addr = self.metadata.read().await.brokers.get(&node).cloned();
+        match addr {
+            Some(addr) => self.connection_to(&addr).await,
+            None => {
+                self.refresh(&[]).await?;
+                let addr = self.metadata.read().await.brokers.get(&node).cloned();
+                let addr = addr.ok_or_else(|| {
+                    ClientError::Protocol(format!("broker {node} is not in the metadata"))
+                })?;
+                self.connection_to(&addr).await
+            }
+        }
+    }
+
+    /// Refreshes brokers and the given topics (all topics when empty).
+    pub async fn refresh(&self, topics: &[String]) -> Result<(), ClientError> {
+        let connection = self.any_connection().await?;
+        let version = connection.version::<MetadataRequest>(METADATA_VERSION_MAX)?;
+        let mut request = MetadataRequest::default();
+        request.topics = if topics.is_empty() {
+            // v0 asks for all topics with an empty list, later versions with null.
+            if version == 0 { Some(Vec::new()) } else { None }
+        } else {
+            Some(
+                topics
+                    .iter()
+                    .map(|t| {
+                        MetadataRequestTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(t.clone()))))
+                    })
+                    .collect(),
+            )
+        };
+        if version >= 4 {
+            request.allow_auto_topic_creation = self.config.allow_auto_create_topics;
+        }
+        let response = connection.send_versioned(&request, version).await?;
+        let mut metadata = self.metadata.write().await;
+        metadata.brokers = response
+            .brokers
+            .iter()
+            .map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port)))
+            .collect();
+        if topics.is_empty() {
+            metadata.topics.clear();
+        }
+        for topic in &response.topics {
+            let Some(name) = topic.name.as_ref().map(|n| n.0.as_str().to_string()) else {
+                continue;
+            };
+            if topic.error_code != 0 {
+                metadata.topics.remove(&name);
+                continue;
+            }
+            let mut partitions: Vec<PartitionInfo> = topic
+                .partitions
+                .iter()
+                .map(|p| PartitionInfo {
+                    partition: p.partition_index,
+                    leader: if p.error_code == 0 { p.leader_id.0 } else { -1 },
+                    leader_epoch: p.leader_epoch,
+                })
+                .collect();
+            partitions.sort_by_key(|p| p.partition);
+            metadata.topics.insert(
+                name.clone(),
+                TopicInfo {
+                    name,
+                    id: topic.topic_id,
+                    partitions,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// The topic's metadata, fetched if not known yet.
+    pub async fn topic(&self, name: &str) -> Result<TopicInfo, ClientError> {
+        if let Some(topic) = self.metadata.read().await.topics.get(name) {
+            return Ok(topic.clone());
+        }
+        self.refresh(&[name.to_string()]).await?;
+        self.metadata
+            .read()
+            .await
+            .topics
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ClientError::UnknownTopic(name.to_string()))
+    }
+
+    /// Forgets what is known of `topic` so the next use asks again.
+    pub async fn invalidate(&self, topic: &str) {
+        self.metadata.write().await.topics.remove(topic);
+    }
+
+    /// The connection to the leader of `topic`/`partition`.
+    pub async fn leader(
+        &self,
+        topic: &str,
+        partition: i32,
+    ) -> Result<Arc<Connection>, ClientError> {
+        let info = self.topic(topic).await?;
+        let leader = info
+            .partitions
+            .iter()
+            .find(|p| p.partition == partition)
+            .ok_or_else(|| {
+                ClientError::kafka(
+                    super::error::codes::UNKNOWN_TOPIC_OR_PARTITION,
+                    Some(topic),
+                    Some(partition),
+                )
+            })?
+            .leader;
+        if leader < 0 {
+            self.invalidate(topic).await;
+            return Err(ClientError::kafka(
+                super::error::codes::LEADER_NOT_AVAILABLE,
+                Some(topic),
+                Some(partition),
+            ));
+        }
+        self.connection(leader).await
+    }
+
+    /// Runs `attempt` until it succeeds, fails with a non-retriable error,
+    /// or the retries are used up; before each retry the metadata of
+    /// `topics` is dropped (so it is fetched again) and the client waits.
+    pub async fn retry<T, F, Fut>(&self, topics: &[&str], mut attempt: F) -> Result<T, ClientError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ClientError>>,
+    {
+        let mut backoff = self.config.retry_backoff;
+        let mut tries = 0;
+        loop {
+            match attempt().await {
+                Ok(value) => return Ok(value),
+                Err(error) if error.is_retriable() && tries < self.config.retries => {
+                    tries += 1;
+                    tracing::debug!("retrying after: {error}");
+                    for topic in topics {
+                        self.invalidate(topic).await;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+}
+
+impl Cluster {
+    /// Names of the topics in the last full refresh (or fetched since).
+    pub async fn known_topics(&self) -> Vec<String> {
+        self.metadata.read().await.topics.keys().cloned().collect()
+    }
+
+    /// Node ids of the brokers in the last metadata answer.
+    pub async fn known_brokers(&self) -> Vec<i32> {
+        let mut nodes: Vec<i32> = self.metadata.read().await.brokers.keys().copied().collect();
+        nodes.sort_unstable();
+        nodes
+    }
+}

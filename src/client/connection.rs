@@ -1,0 +1,313 @@
+//! One connection to one broker: requests pipelined in order, responses
+//! matched to them by position (Kafka answers a connection's requests in
+//! the order sent) and checked by correlation id.
+//!
+//! On connect the client asks ApiVersions and from then on sends each API
+//! in the newest version both sides speak, capped by what this client
+//! implements ([`Connection::version`]). A request with no response
+//! (Produce with acks=0) is written and not waited for.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{Mutex, oneshot};
+
+use super::ClientError;
+
+/// Largest response frame accepted (a fetch answer is bounded by the
+/// request's max_bytes; this only stops a corrupt size from allocating).
+const RESPONSE_BYTES_MAX: usize = 1 << 30;
+/// The ApiVersions version asked first (flexible); a broker that does not
+/// know it answers in v0 with the versions it does.
+const API_VERSIONS_FIRST: i16 = 3;
+/// Kafka's UNSUPPORTED_VERSION.
+const UNSUPPORTED_VERSION: i16 = 35;
+
+type Waiter = oneshot::Sender<Result<Bytes, ClientError>>;
+
+/// A connection shared by many tasks.
+pub struct Connection {
+    addr: String,
+    client_id: StrBytes,
+    timeout: Duration,
+    /// Serializes writes and the order of `pending`.
+    writer: Mutex<tokio::net::tcp::OwnedWriteHalf>,
+    pending: Arc<std::sync::Mutex<VecDeque<(i32, Waiter)>>>,
+    next_correlation: AtomicI32,
+    broken: Arc<AtomicBool>,
+    /// API key → (min, max) version the broker supports.
+    versions: HashMap<i16, (i16, i16)>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Connection {
+    /// Connects and negotiates API versions.
+    pub async fn connect(
+        addr: &str,
+        client_id: &str,
+        timeout: Duration,
+    ) -> Result<Self, ClientError> {
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError::Timeout {
+                addr: addr.to_string(),
+                timeout,
+            })?
+            .map_err(|error| ClientError::Unreachable {
+                addr: addr.to_string(),
+                error,
+            })?;
+        let _ = stream.set_nodelay(true);
+        let (read, write) = stream.into_split();
+        let pending: Arc<std::sync::Mutex<VecDeque<(i32, Waiter)>>> = Arc::default();
+        let broken = Arc::new(AtomicBool::new(false));
+        let reader = tokio::spawn(read_responses(
+            read,
+            Arc::clone(&pending),
+            Arc::clone(&broken),
+            addr.to_string(),
+        ));
+        let mut connection = Self {
+            addr: addr.to_string(),
+            client_id: StrBytes::from_string(client_id.to_string()),
+            timeout,
+            writer: Mutex::new(write),
+            pending,
+            next_correlation: AtomicI32::new(1),
+            broken,
+            versions: HashMap::new(),
+            reader,
+        };
+        connection.versions = connection.negotiate().await?;
+        Ok(connection)
+    }
+
+    async fn negotiate(&self) -> Result<HashMap<i16, (i16, i16)>, ClientError> {
+        let request = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("strata"))
+            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+        let mut response: ApiVersionsResponse =
+            self.send_versioned(&request, API_VERSIONS_FIRST).await?;
+        if response.error_code == UNSUPPORTED_VERSION {
+            // Answered in v0: retry with the newest version the broker lists.
+            let max = response
+                .api_keys
+                .iter()
+                .find(|k| k.api_key == ApiKey::ApiVersions as i16)
+                .map_or(0, |k| k.max_version)
+                .min(API_VERSIONS_FIRST);
+            response = self
+                .send_versioned(&ApiVersionsRequest::default(), max)
+                .await?;
+        }
+        if response.error_code != 0 {
+            return Err(ClientError::kafka(response.error_code, None, None));
+        }
+        Ok(response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect())
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// Whether the connection failed (it is then replaced, not reused).
+    pub fn is_broken(&self) -> bool {
+        self.broken.load(Ordering::Relaxed)
+    }
+
+    /// The version to send `R` in: the newest both this client (up to
+    /// `ours_max`) and the broker speak.
+    pub fn version<R: Request>(&self, ours_max: i16) -> Result<i16, ClientError> {
+        let unsupported = || ClientError::UnsupportedApi {
+            addr: self.addr.clone(),
+            api: ApiKey::try_from(R::KEY).map_or_else(|_| R::KEY.to_string(), |k| format!("{k:?}")),
+        };
+        let (min, max) = *self.versions.get(&R::KEY).ok_or_else(unsupported)?;
+        let ours_max = ours_max.min(R::VERSIONS.max);
+        let version = max.min(ours_max);
+        if version < min.max(R::VERSIONS.min) {
+            return Err(unsupported());
+        }
+        Ok(version)
+    }
+
+    /// Sends `request` in the negotiated version (at most `ours_max`).
+    pub async fn send<R: Request>(
+        &self,
+        request: &R,
+        ours_max: i16,
+    ) -> Result<R::Response, ClientError> {
+        let version = self.version::<R>(ours_max)?;
+        self.send_versioned(request, version).await
+    }
+
+    /// Sends `request` in `version` and waits for its response.
+    pub async fn send_versioned<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+    ) -> Result<R::Response, ClientError> {
+        let (correlation_id, frame) = self.frame(request, version)?;
+        let (sender, receiver) = oneshot::channel();
+        self.write(frame, Some((correlation_id, sender))).await?;
+        let mut response = match tokio::time::timeout(self.timeout, receiver).await {
+            Ok(Ok(result)) => result?,
+            Ok(Err(_)) => return Err(self.disconnected("the connection closed")),
+            Err(_) => {
+                // Responses come in order: one that never comes blocks all
+                // that follow, so the connection is given up.
+                self.broken.store(true, Ordering::Relaxed);
+                return Err(ClientError::Timeout {
+                    addr: self.addr.clone(),
+                    timeout: self.timeout,
+                });
+            }
+        };
+        let header_version =
+            <R::Response as kafka_protocol::protocol::HeaderVersion>::header_version(version);
+        let header = ResponseHeader::decode(&mut response, header_version)
+            .map_err(|e| ClientError::Protocol(format!("response header: {e}")))?;
+        if header.correlation_id != correlation_id {
+            self.broken.store(true, Ordering::Relaxed);
+            return Err(ClientError::Protocol(format!(
+                "response for correlation id {} where {correlation_id} was due",
+                header.correlation_id
+            )));
+        }
+        let decoded = R::Response::decode(&mut response, version)
+            .map_err(|e| ClientError::Protocol(format!("response body: {e}")))?;
+        if response.has_remaining() {
+            return Err(ClientError::Protocol(format!(
+                "{} bytes left after the response",
+                response.remaining()
+            )));
+        }
+        Ok(decoded)
+    }
+
+    /// Sends a request the broker will not answer (Produce with acks=0).
+    pub async fn send_no_response<R: Request>(
+        &self,
+        request: &R,
+        ours_max: i16,
+    ) -> Result<(), ClientError> {
+        let version = self.version::<R>(ours_max)?;
+        let (_, frame) = self.frame(request, version)?;
+        self.write(frame, None).await
+    }
+
+    fn frame<R: Request>(&self, request: &R, version: i16) -> Result<(i32, Vec<u8>), ClientError> {
+        let correlation_id = self.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation_id)
+            .with_client_id(Some(self.client_id.clone()));
+        let mut buf = BytesMut::with_capacity(64);
+        buf.extend_from_slice(&[0; 4]);
+        header
+            .encode(&mut buf, R::header_version(version))
+            .and_then(|()| request.encode(&mut buf, version))
+            .map_err(|e| ClientError::Invalid(format!("encoding a request: {e}")))?;
+        let size = i32::try_from(buf.len() - 4)
+            .map_err(|_| ClientError::Invalid("request larger than 2 GiB".into()))?;
+        buf[..4].copy_from_slice(&size.to_be_bytes());
+        Ok((correlation_id, buf.to_vec()))
+    }
+
+    async fn write(
+        &self,
+        frame: Vec<u8>,
+        waiter: Option<(i32, Waiter)>,
+    ) -> Result<(), ClientError> {
+        if self.is_broken() {
+            return Err(self.disconnected("the connection failed earlier"));
+        }
+        let mut writer = self.writer.lock().await;
+        if let Some(waiter) = waiter {
+            self.pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_back(waiter);
+        }
+        if let Err(error) = writer.write_all(&frame).await {
+            self.broken.store(true, Ordering::Relaxed);
+            return Err(self.disconnected(&error.to_string()));
+        }
+        Ok(())
+    }
+
+    fn disconnected(&self, reason: &str) -> ClientError {
+        ClientError::Disconnected {
+            addr: self.addr.clone(),
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// Reads response frames and hands each to the oldest waiting request.
+async fn read_responses(
+    mut read: tokio::net::tcp::OwnedReadHalf,
+    pending: Arc<std::sync::Mutex<VecDeque<(i32, Waiter)>>>,
+    broken: Arc<AtomicBool>,
+    addr: String,
+) {
+    let failure = loop {
+        let mut size = [0u8; 4];
+        if let Err(error) = read.read_exact(&mut size).await {
+            break format!("reading a response: {error}");
+        }
+        let size = i32::from_be_bytes(size);
+        let Ok(size) = usize::try_from(size) else {
+            break format!("negative response size {size}");
+        };
+        if size > RESPONSE_BYTES_MAX {
+            break format!("response of {size} bytes exceeds {RESPONSE_BYTES_MAX}");
+        }
+        let mut body = vec![0u8; size];
+        if let Err(error) = read.read_exact(&mut body).await {
+            break format!("reading a response: {error}");
+        }
+        let waiter = pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front();
+        match waiter {
+            Some((_, waiter)) => {
+                let _ = waiter.send(Ok(Bytes::from(body)));
+            }
+            None => break "a response nobody asked for".to_string(),
+        }
+    };
+    broken.store(true, Ordering::Relaxed);
+    let waiters: Vec<(i32, Waiter)> = pending
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain(..)
+        .collect();
+    for (_, waiter) in waiters {
+        let _ = waiter.send(Err(ClientError::Disconnected {
+            addr: addr.clone(),
+            reason: failure.clone(),
+        }));
+    }
+}

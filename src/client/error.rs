@@ -1,0 +1,141 @@
+//! Client errors: typed, with the Kafka error code and what they concern.
+
+/// Why a client call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The broker answered with a Kafka error code.
+    #[error("{}{}: {} (Kafka error {code}){}", .topic.as_deref().unwrap_or(""), partition_suffix(*.partition), code_name(*.code), message_suffix(.message))]
+    Kafka {
+        code: i16,
+        topic: Option<String>,
+        partition: Option<i32>,
+        message: Option<String>,
+    },
+    /// A fetch asked for an offset outside the partition's retained range.
+    #[error("offset {offset} is out of range for {topic}/{partition}")]
+    OffsetOutOfRange {
+        topic: String,
+        partition: i32,
+        offset: i64,
+    },
+    /// No broker could be reached.
+    #[error("cannot reach a broker ({addr}): {error}")]
+    Unreachable { addr: String, error: std::io::Error },
+    /// The connection failed while a request was in flight.
+    #[error("connection to {addr} failed: {reason}")]
+    Disconnected { addr: String, reason: String },
+    #[error("no answer from {addr} within {timeout:?}")]
+    Timeout {
+        addr: String,
+        timeout: std::time::Duration,
+    },
+    #[error("the broker at {addr} supports no version of {api} this client speaks")]
+    UnsupportedApi { addr: String, api: String },
+    #[error("unknown topic {0}")]
+    UnknownTopic(String),
+    #[error("protocol error: {0}")]
+    Protocol(String),
+    #[error("invalid argument: {0}")]
+    Invalid(String),
+    #[error("the client is closed")]
+    Closed,
+}
+
+impl ClientError {
+    pub(crate) fn kafka(code: i16, topic: Option<&str>, partition: Option<i32>) -> Self {
+        Self::Kafka {
+            code,
+            topic: topic.map(str::to_string),
+            partition,
+            message: None,
+        }
+    }
+
+    pub(crate) fn with_message(mut self, text: Option<&str>) -> Self {
+        if let Self::Kafka { message, .. } = &mut self {
+            *message = text.filter(|t| !t.is_empty()).map(str::to_string);
+        }
+        self
+    }
+
+    /// The Kafka error code, if the broker sent one.
+    pub fn code(&self) -> Option<i16> {
+        match self {
+            Self::Kafka { code, .. } => Some(*code),
+            Self::OffsetOutOfRange { .. } => Some(codes::OFFSET_OUT_OF_RANGE),
+            _ => None,
+        }
+    }
+
+    /// Whether metadata may be stale (leadership moved, a topic was
+    /// re-created, a broker went away): refresh and retry.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Self::Kafka { code, .. } => codes::is_retriable(*code),
+            Self::Disconnected { .. } | Self::Timeout { .. } | Self::Unreachable { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+fn partition_suffix(partition: Option<i32>) -> String {
+    partition.map_or_else(String::new, |p| format!("/{p}"))
+}
+
+fn message_suffix(message: &Option<String>) -> String {
+    message
+        .as_deref()
+        .map_or_else(String::new, |m| format!(": {m}"))
+}
+
+/// Kafka's error codes the client acts on, and names for messages.
+pub mod codes {
+    pub const NONE: i16 = 0;
+    pub const OFFSET_OUT_OF_RANGE: i16 = 1;
+    pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+    pub const LEADER_NOT_AVAILABLE: i16 = 5;
+    pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+    pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    pub const NOT_COORDINATOR: i16 = 16;
+    pub const NOT_ENOUGH_REPLICAS: i16 = 19;
+    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: i16 = 20;
+    pub const ILLEGAL_GENERATION: i16 = 22;
+    pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    pub const TOPIC_ALREADY_EXISTS: i16 = 36;
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+    pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
+    pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+    pub const FENCED_LEADER_EPOCH: i16 = 74;
+    pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
+    pub const MEMBER_ID_REQUIRED: i16 = 79;
+    pub const UNKNOWN_TOPIC_ID: i16 = 100;
+
+    /// Errors that go away after a metadata refresh or a pause.
+    pub fn is_retriable(code: i16) -> bool {
+        matches!(
+            code,
+            UNKNOWN_TOPIC_OR_PARTITION
+                | LEADER_NOT_AVAILABLE
+                | NOT_LEADER_OR_FOLLOWER
+                | REQUEST_TIMED_OUT
+                | COORDINATOR_LOAD_IN_PROGRESS
+                | COORDINATOR_NOT_AVAILABLE
+                | NOT_COORDINATOR
+                | NOT_ENOUGH_REPLICAS
+                | NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                | FENCED_LEADER_EPOCH
+                | UNKNOWN_LEADER_EPOCH
+                | UNKNOWN_TOPIC_ID
+        )
+    }
+}
+
+/// Kafka's name for an error code.
+pub fn code_name(code: i16) -> String {
+    kafka_protocol::ResponseError::try_from_code(code)
+        .map_or_else(|| format!("error {code}"), |e| format!("{e:?}"))
+}

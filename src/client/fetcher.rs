@@ -1,0 +1,241 @@
+//! The pull loop's primitive: `fetch(topic, partition, offset, max_bytes)`
+//! returns whole record batches, as the broker stores them, for the caller
+//! to iterate without copying.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::error::codes;
+use super::{ClientError, Cluster};
+use crate::record::RecordBatch;
+
+/// Newest Fetch version this client sends (topics by name).
+const FETCH_VERSION_MAX: i16 = 12;
+/// Newest ListOffsets version this client sends.
+const LIST_OFFSETS_VERSION_MAX: i16 = 8;
+/// ListOffsets' special timestamps.
+pub const LATEST: i64 = -1;
+pub const EARLIEST: i64 = -2;
+
+/// How long and for how much a fetch waits.
+#[derive(Debug, Clone, Copy)]
+pub struct FetchOptions {
+    /// The broker answers once this many bytes are available…
+    pub min_bytes: i32,
+    /// …or this much time has passed.
+    pub max_wait: Duration,
+}
+
+impl Default for FetchOptions {
+    fn default() -> Self {
+        Self {
+            min_bytes: 1,
+            max_wait: Duration::from_millis(500),
+        }
+    }
+}
+
+/// One partition's fetched data.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub topic: String,
+    pub partition: i32,
+    /// The offset asked for; batches may start before it (a batch is
+    /// returned whole), so readers skip records below it.
+    pub offset: i64,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    /// Whole v2 record batches, back to back.
+    pub records: Bytes,
+}
+
+impl Fetched {
+    /// The batches, parsed in place.
+    pub fn batches(&self) -> impl Iterator<Item = Result<RecordBatch<'_>, ClientError>> + '_ {
+        let mut rest: &[u8] = &self.records;
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            match RecordBatch::parse(rest) {
+                Ok(batch) => {
+                    rest = &rest[batch.size_bytes()..];
+                    Some(Ok(batch))
+                }
+                Err(error) => {
+                    rest = &[];
+                    Some(Err(ClientError::Protocol(format!(
+                        "fetched batch: {error}"
+                    ))))
+                }
+            }
+        })
+    }
+
+    /// The offset after the last fetched record (the next to ask for), or
+    /// the asked offset when nothing came back.
+    pub fn next_offset(&self) -> i64 {
+        self.batches()
+            .filter_map(Result::ok)
+            .last()
+            .map_or(self.offset, |b| b.header().next_offset().max(self.offset))
+    }
+}
+
+/// Cuts a partial batch off the end (a broker may end a response inside
+/// one when `max_bytes` runs out).
+fn whole_batches(records: Bytes) -> Bytes {
+    let mut end = 0;
+    while let Ok((_, size)) = crate::record::BatchHeader::peek_size(&records[end..]) {
+        if end + size > records.len() {
+            break;
+        }
+        end += size;
+    }
+    records.slice(..end)
+}
+
+pub struct Fetcher {
+    cluster: Arc<Cluster>,
+    options: FetchOptions,
+}
+
+impl Fetcher {
+    pub fn new(cluster: Arc<Cluster>, options: FetchOptions) -> Self {
+        Self { cluster, options }
+    }
+
+    /// Fetches from `offset`, at most about `max_bytes` (at least one whole
+    /// batch if there is one), waiting per the options for data to arrive.
+    pub async fn fetch(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: i32,
+    ) -> Result<Fetched, ClientError> {
+        self.cluster
+            .retry(&[topic], || {
+                self.fetch_once(topic, partition, offset, max_bytes)
+            })
+            .await
+    }
+
+    async fn fetch_once(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: i32,
+    ) -> Result<Fetched, ClientError> {
+        let connection = self.cluster.leader(topic, partition).await?;
+        let version = connection.version::<FetchRequest>(FETCH_VERSION_MAX)?;
+        let mut fetch_partition = FetchPartition::default()
+            .with_partition(partition)
+            .with_fetch_offset(offset)
+            .with_partition_max_bytes(max_bytes);
+        if version >= 5 {
+            fetch_partition.log_start_offset = -1;
+        }
+        let request = FetchRequest::default()
+            .with_max_wait_ms(i32::try_from(self.options.max_wait.as_millis()).unwrap_or(i32::MAX))
+            .with_min_bytes(self.options.min_bytes)
+            .with_max_bytes(max_bytes)
+            .with_topics(vec![
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                    .with_partitions(vec![fetch_partition]),
+            ]);
+        let response = connection.send_versioned(&request, version).await?;
+        if response.error_code != codes::NONE {
+            return Err(ClientError::kafka(
+                response.error_code,
+                Some(topic),
+                Some(partition),
+            ));
+        }
+        let data = response
+            .responses
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .find(|p| p.partition_index == partition)
+            .ok_or_else(|| ClientError::Protocol(format!("no data for {topic}/{partition}")))?;
+        match data.error_code {
+            codes::NONE => {}
+            codes::OFFSET_OUT_OF_RANGE => {
+                return Err(ClientError::OffsetOutOfRange {
+                    topic: topic.to_string(),
+                    partition,
+                    offset,
+                });
+            }
+            code => return Err(ClientError::kafka(code, Some(topic), Some(partition))),
+        }
+        Ok(Fetched {
+            topic: topic.to_string(),
+            partition,
+            offset,
+            high_watermark: data.high_watermark,
+            log_start_offset: data.log_start_offset,
+            records: whole_batches(data.records.unwrap_or_default()),
+        })
+    }
+
+    /// The offset for `timestamp` in each partition: [`EARLIEST`],
+    /// [`LATEST`], or the first record at or after a time in ms (`None` when
+    /// no record is that recent).
+    pub async fn list_offset(
+        &self,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+    ) -> Result<Option<i64>, ClientError> {
+        list_offset(&self.cluster, topic, partition, timestamp).await
+    }
+}
+
+/// ListOffsets for one partition (shared by the fetcher, consumer and admin).
+pub(crate) async fn list_offset(
+    cluster: &Cluster,
+    topic: &str,
+    partition: i32,
+    timestamp: i64,
+) -> Result<Option<i64>, ClientError> {
+    cluster
+        .retry(&[topic], || async {
+            let connection = cluster.leader(topic, partition).await?;
+            let request = ListOffsetsRequest::default().with_topics(vec![
+                ListOffsetsTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                    .with_partitions(vec![
+                        ListOffsetsPartition::default()
+                            .with_partition_index(partition)
+                            .with_timestamp(timestamp),
+                    ]),
+            ]);
+            let response = connection.send(&request, LIST_OFFSETS_VERSION_MAX).await?;
+            let answer = response
+                .topics
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .find(|p| p.partition_index == partition)
+                .ok_or_else(|| {
+                    ClientError::Protocol(format!("no offset for {topic}/{partition}"))
+                })?;
+            if answer.error_code != codes::NONE {
+                return Err(ClientError::kafka(
+                    answer.error_code,
+                    Some(topic),
+                    Some(partition),
+                ));
+            }
+            Ok((answer.offset >= 0).then_some(answer.offset))
+        })
+        .await
+}

@@ -1,0 +1,702 @@
+//! The producer: records are gathered into one open batch per partition,
+//! closed when it reaches `batch_bytes` or has waited `linger` (whichever
+//! comes first, so low traffic never waits indefinitely), and sent to each
+//! partition's leader, several partitions per request.
+//!
+//! Ordering and idempotence: a partition has at most one batch in flight,
+//! and a batch keeps its bytes (and so its sequence numbers) across
+//! retries, so retries never reorder or duplicate a partition's records.
+//! With idempotence (the default) the producer takes a producer id from
+//! the cluster and numbers each partition's records from 0; the broker
+//! drops a re-sent batch it already holds and answers with its offset.
+//! `max_in_flight` bounds the requests outstanding per broker.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::{Notify, Semaphore, oneshot};
+
+use super::error::codes;
+use super::partitioner::partition_for_key;
+use super::{ClientError, Cluster};
+use crate::record::{BatchBuilder, Compression, Header, NewRecord};
+
+/// Newest Produce version this client sends (topics by name).
+const PRODUCE_VERSION_MAX: i16 = 9;
+const INIT_PRODUCER_ID_VERSION_MAX: i16 = 4;
+
+/// What the producer waits for before a send counts as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// Nothing: no response is asked for (offsets are unknown).
+    None,
+    /// The leader appended the records.
+    Leader,
+    /// The records are durable (on strata: fsynced).
+    All,
+}
+
+impl Acks {
+    fn wire(self) -> i16 {
+        match self {
+            Self::None => 0,
+            Self::Leader => 1,
+            Self::All => -1,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    pub acks: Acks,
+    pub compression: Compression,
+    /// A batch is sent once it holds this many bytes of records…
+    pub batch_bytes: usize,
+    /// …or once its first record has waited this long.
+    pub linger: Duration,
+    /// Produce requests outstanding per broker.
+    pub max_in_flight: usize,
+    /// Take a producer id and number records, so retries never duplicate.
+    pub idempotent: bool,
+    /// How long a broker may take to replicate/sync before answering.
+    pub request_timeout: Duration,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        Self {
+            acks: Acks::All,
+            compression: Compression::None,
+            batch_bytes: 1 << 20,
+            linger: Duration::from_millis(5),
+            max_in_flight: 5,
+            idempotent: true,
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A record to send.
+#[derive(Debug, Clone, Default)]
+pub struct ProducerRecord {
+    pub topic: String,
+    /// `None`: chosen by key (murmur2), or sticky for records without one.
+    pub partition: Option<i32>,
+    pub key: Option<Bytes>,
+    pub value: Option<Bytes>,
+    pub headers: Vec<(String, Option<Bytes>)>,
+    /// Milliseconds since the epoch; `None` for now.
+    pub timestamp: Option<i64>,
+}
+
+impl ProducerRecord {
+    pub fn new(topic: &str, key: Option<&[u8]>, value: &[u8]) -> Self {
+        Self {
+            topic: topic.to_string(),
+            key: key.map(Bytes::copy_from_slice),
+            value: Some(Bytes::copy_from_slice(value)),
+            ..Self::default()
+        }
+    }
+}
+
+/// Where a record was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordMetadata {
+    pub partition: i32,
+    /// -1 with acks=0 (the broker does not say).
+    pub offset: i64,
+}
+
+type Delivery = oneshot::Sender<Result<RecordMetadata, ClientError>>;
+
+/// Resolves when the record is written (or failed).
+pub struct DeliveryFuture(oneshot::Receiver<Result<RecordMetadata, ClientError>>);
+
+impl std::future::Future for DeliveryFuture {
+    type Output = Result<RecordMetadata, ClientError>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(ClientError::Closed)))
+    }
+}
+
+/// Records gathered for one partition, not yet sent.
+struct OpenBatch {
+    builder: BatchBuilder,
+    deliveries: Vec<Delivery>,
+    started: Instant,
+}
+
+/// A closed batch: its bytes are fixed (sequence numbers included).
+struct ClosedBatch {
+    bytes: Bytes,
+    deliveries: Vec<Delivery>,
+    /// Failed attempts so far.
+    attempts: u32,
+}
+
+#[derive(Default)]
+struct PartitionQueue {
+    open: Option<OpenBatch>,
+    closed: VecDeque<ClosedBatch>,
+    in_flight: bool,
+    next_sequence: i32,
+    /// After a failed attempt: not before this instant.
+    retry_at: Option<Instant>,
+}
+
+struct State {
+    partitions: HashMap<(String, i32), PartitionQueue>,
+    /// The current partition of each topic for records without a key.
+    sticky: HashMap<String, i32>,
+    closing: bool,
+    /// Sends not yet answered (records queued or in flight).
+    outstanding: usize,
+}
+
+struct Inner {
+    cluster: Arc<Cluster>,
+    config: ProducerConfig,
+    identity: (i64, i16),
+    state: std::sync::Mutex<State>,
+    /// Wakes the sender: a batch filled, a send finished, a flush began.
+    wake: Notify,
+    /// Wakes flushers when outstanding reaches zero.
+    drained: Notify,
+    per_broker: std::sync::Mutex<HashMap<i32, Arc<Semaphore>>>,
+}
+
+pub struct Producer {
+    inner: Arc<Inner>,
+    sender: tokio::task::JoinHandle<()>,
+}
+
+impl Producer {
+    /// Starts a producer (taking a producer id first when idempotent).
+    pub async fn new(cluster: Arc<Cluster>, config: ProducerConfig) -> Result<Self, ClientError> {
+        if config.max_in_flight == 0 || config.batch_bytes == 0 {
+            return Err(ClientError::Invalid(
+                "max_in_flight and batch_bytes must be at least 1".into(),
+            ));
+        }
+        if config.idempotent && config.acks != Acks::All {
+            return Err(ClientError::Invalid(
+                "an idempotent producer needs acks=all (as in Kafka)".into(),
+            ));
+        }
+        let identity = if config.idempotent {
+            init_producer_id(&cluster).await?
+        } else {
+            (-1, -1)
+        };
+        let inner = Arc::new(Inner {
+            cluster,
+            config,
+            identity,
+            state: std::sync::Mutex::new(State {
+                partitions: HashMap::new(),
+                sticky: HashMap::new(),
+                closing: false,
+                outstanding: 0,
+            }),
+            wake: Notify::new(),
+            drained: Notify::new(),
+            per_broker: std::sync::Mutex::default(),
+        });
+        let sender = tokio::spawn(run_sender(Arc::clone(&inner)));
+        Ok(Self { inner, sender })
+    }
+
+    /// The producer id and epoch (-1, -1 without idempotence).
+    pub fn identity(&self) -> (i64, i16) {
+        self.inner.identity
+    }
+
+    /// Queues a record; the returned future resolves once it is written.
+    pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, ClientError> {
+        let topic = self.inner.cluster.topic(&record.topic).await?;
+        let count = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+        if count == 0 {
+            return Err(ClientError::UnknownTopic(record.topic));
+        }
+        let (sender, receiver) = oneshot::channel();
+        let timestamp = record.timestamp.unwrap_or_else(now_ms);
+        let headers: Vec<Header<'_>> = record
+            .headers
+            .iter()
+            .map(|(k, v)| Header {
+                key: k.as_bytes(),
+                value: v.as_deref(),
+            })
+            .collect();
+        let new = NewRecord {
+            key: record.key.as_deref(),
+            value: record.value.as_deref(),
+            timestamp,
+            headers: &headers,
+        };
+        let mut wake = false;
+        {
+            let mut state = self.inner.lock();
+            if state.closing {
+                return Err(ClientError::Closed);
+            }
+            let partition = match (record.partition, &record.key) {
+                (Some(p), _) if (0..count).contains(&p) => p,
+                (Some(p), _) => {
+                    return Err(ClientError::kafka(
+                        codes::UNKNOWN_TOPIC_OR_PARTITION,
+                        Some(&record.topic),
+                        Some(p),
+                    ));
+                }
+                (None, Some(key)) => partition_for_key(key, count),
+                (None, None) => *state
+                    .sticky
+                    .entry(record.topic.clone())
+                    .or_insert_with(|| random_partition(count)),
+            };
+            let queue = state
+                .partitions
+                .entry((record.topic.clone(), partition))
+                .or_default();
+            // A new batch has a new due time the sender must learn of.
+            wake = queue.open.is_none();
+            let open = queue.open.get_or_insert_with(|| OpenBatch {
+                builder: BatchBuilder::new(self.inner.config.compression),
+                deliveries: Vec::new(),
+                started: Instant::now(),
+            });
+            open.builder
+                .push(new)
+                .map_err(|e| ClientError::Invalid(format!("record: {e}")))?;
+            open.deliveries.push(sender);
+            if open.builder.uncompressed_size_bytes() >= self.inner.config.batch_bytes {
+                wake = true;
+                // The next keyless record goes elsewhere (sticky partitioning).
+                if record.key.is_none() && record.partition.is_none() {
+                    state
+                        .sticky
+                        .insert(record.topic.clone(), random_partition(count));
+                }
+            }
+            state.outstanding += 1;
+        }
+        if wake {
+            self.inner.wake.notify_one();
+        }
+        Ok(DeliveryFuture(receiver))
+    }
+
+    /// Sends everything queued now (without waiting for linger) and waits
+    /// until every record sent so far is answered.
+    pub async fn flush(&self) {
+        loop {
+            let drained = self.inner.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            {
+                let mut state = self.inner.lock();
+                if state.outstanding == 0 {
+                    return;
+                }
+                for queue in state.partitions.values_mut() {
+                    if let Some(open) = &mut queue.open {
+                        // Make it due now.
+                        open.started = Instant::now() - self.inner.config.linger;
+                    }
+                }
+            }
+            self.inner.wake.notify_one();
+            drained.await;
+        }
+    }
+
+    /// Flushes, then stops the sender.
+    pub async fn close(self) {
+        self.flush().await;
+        self.inner.lock().closing = true;
+        self.inner.wake.notify_one();
+        let _ = self.sender.await;
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn broker_slots(&self, node: i32) -> Arc<Semaphore> {
+        let mut slots = self.per_broker.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(
+            slots
+                .entry(node)
+                .or_insert_with(|| Arc::new(Semaphore::new(self.config.max_in_flight))),
+        )
+    }
+
+    fn finish(&self, count: usize) {
+        let mut state = self.lock();
+        state.outstanding -= count;
+        if state.outstanding == 0 {
+            self.drained.notify_waiters();
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn random_partition(count: i32) -> i32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    // A cheap spread is enough: only balance matters for keyless records.
+    i32::try_from(nanos.wrapping_mul(2_654_435_761) % count.unsigned_abs()).unwrap_or(0)
+}
+
+async fn init_producer_id(cluster: &Cluster) -> Result<(i64, i16), ClientError> {
+    cluster
+        .retry(&[], || async {
+            let connection = cluster.any_connection().await?;
+            let request = InitProducerIdRequest::default()
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id((-1).into())
+                .with_producer_epoch(-1);
+            let response = connection
+                .send(&request, INIT_PRODUCER_ID_VERSION_MAX)
+                .await?;
+            if response.error_code != codes::NONE {
+                return Err(ClientError::kafka(response.error_code, None, None));
+            }
+            Ok((response.producer_id.0, response.producer_epoch))
+        })
+        .await
+}
+
+/// One partition's batch in a request.
+struct Sending {
+    topic: String,
+    partition: i32,
+    batch: ClosedBatch,
+}
+
+/// The sender loop: closes due batches and sends them, grouped by leader.
+async fn run_sender(inner: Arc<Inner>) {
+    loop {
+        let woken = inner.wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let (ready, next_due, closing) = take_ready(&inner);
+        if closing && ready.is_empty() {
+            return;
+        }
+        let mut by_leader: HashMap<i32, Vec<Sending>> = HashMap::new();
+        for sending in ready {
+            match leader_of(&inner.cluster, &sending.topic, sending.partition).await {
+                Ok(node) => by_leader.entry(node).or_default().push(sending),
+                Err(error) => requeue_or_fail(&inner, sending, error),
+            }
+        }
+        for (node, batches) in by_leader {
+            let inner = Arc::clone(&inner);
+            let slots = inner.broker_slots(node);
+            let permit = slots.acquire_owned().await.expect("never closed");
+            tokio::spawn(async move {
+                send_request(&inner, node, batches).await;
+                drop(permit);
+                inner.wake.notify_one();
+            });
+        }
+        match next_due {
+            Some(due) => {
+                tokio::select! {
+                    () = &mut woken => {}
+                    () = tokio::time::sleep_until(due.into()) => {}
+                }
+            }
+            None => woken.await,
+        }
+    }
+}
+
+async fn leader_of(cluster: &Cluster, topic: &str, partition: i32) -> Result<i32, ClientError> {
+    let info = cluster.topic(topic).await?;
+    let leader = info
+        .partitions
+        .iter()
+        .find(|p| p.partition == partition)
+        .map_or(-1, |p| p.leader);
+    if leader < 0 {
+        cluster.invalidate(topic).await;
+        return Err(ClientError::kafka(
+            codes::LEADER_NOT_AVAILABLE,
+            Some(topic),
+            Some(partition),
+        ));
+    }
+    Ok(leader)
+}
+
+/// Closes batches that are full or have lingered long enough and takes the
+/// first closed batch of every partition with nothing in flight. Returns
+/// them, when the next open batch falls due, and whether the producer is
+/// closing.
+fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
+    let mut state = inner.lock();
+    let now = Instant::now();
+    let (pid, epoch) = inner.identity;
+    let mut next_due: Option<Instant> = None;
+    let mut ready = Vec::new();
+    let mut failed = 0;
+    let closing = state.closing;
+    let State {
+        partitions,
+        outstanding,
+        ..
+    } = &mut *state;
+    for ((topic, partition), queue) in partitions.iter_mut() {
+        if let Some(open) = &queue.open {
+            let due = open.started + inner.config.linger;
+            let full = open.builder.uncompressed_size_bytes() >= inner.config.batch_bytes;
+            if full || due <= now || closing {
+                let open = queue.open.take().expect("checked above");
+                let count = i32::try_from(open.deliveries.len()).unwrap_or(i32::MAX);
+                let builder = if pid >= 0 {
+                    let sequence = queue.next_sequence;
+                    queue.next_sequence = sequence.wrapping_add(count) & i32::MAX;
+                    open.builder.producer(pid, epoch, sequence)
+                } else {
+                    open.builder
+                };
+                match builder.build() {
+                    Ok(bytes) => queue.closed.push_back(ClosedBatch {
+                        bytes: Bytes::from(bytes),
+                        deliveries: open.deliveries,
+                        attempts: 0,
+                    }),
+                    Err(error) => {
+                        failed += open.deliveries.len();
+                        for delivery in open.deliveries {
+                            let _ =
+                                delivery.send(Err(ClientError::Invalid(format!("batch: {error}"))));
+                        }
+                    }
+                }
+            } else {
+                next_due = Some(next_due.map_or(due, |d| d.min(due)));
+            }
+        }
+        if queue.in_flight || queue.closed.is_empty() {
+            continue;
+        }
+        if let Some(at) = queue.retry_at
+            && at > now
+        {
+            next_due = Some(next_due.map_or(at, |d| d.min(at)));
+            continue;
+        }
+        queue.retry_at = None;
+        queue.in_flight = true;
+        ready.push(Sending {
+            topic: topic.clone(),
+            partition: *partition,
+            batch: queue.closed.pop_front().expect("checked above"),
+        });
+    }
+    *outstanding -= failed;
+    if *outstanding == 0 && failed > 0 {
+        inner.drained.notify_waiters();
+    }
+    (ready, next_due, closing)
+}
+
+/// Puts a batch back at the front of its partition (same bytes, same
+/// sequence) for a retry, or fails it for good.
+fn requeue_or_fail(inner: &Inner, mut sending: Sending, error: ClientError) {
+    let retries = inner.cluster.config().retries;
+    if error.is_retriable() && sending.batch.attempts < retries {
+        tracing::debug!(topic = %sending.topic, partition = sending.partition, "will retry: {error}");
+        sending.batch.attempts += 1;
+        let backoff =
+            inner.cluster.config().retry_backoff * 2u32.pow(sending.batch.attempts.min(4));
+        let mut state = inner.lock();
+        let queue = state
+            .partitions
+            .entry((sending.topic, sending.partition))
+            .or_default();
+        queue.in_flight = false;
+        queue.retry_at = Some(Instant::now() + backoff.min(Duration::from_secs(1)));
+        queue.closed.push_front(sending.batch);
+        return;
+    }
+    let count = sending.batch.deliveries.len();
+    for delivery in sending.batch.deliveries {
+        let _ = delivery.send(Err(clone_error(&error)));
+    }
+    {
+        let mut state = inner.lock();
+        if let Some(queue) = state
+            .partitions
+            .get_mut(&(sending.topic.clone(), sending.partition))
+        {
+            queue.in_flight = false;
+        }
+    }
+    inner.finish(count);
+}
+
+fn clone_error(error: &ClientError) -> ClientError {
+    match error {
+        ClientError::Kafka {
+            code,
+            topic,
+            partition,
+            message,
+        } => ClientError::Kafka {
+            code: *code,
+            topic: topic.clone(),
+            partition: *partition,
+            message: message.clone(),
+        },
+        other => ClientError::Protocol(other.to_string()),
+    }
+}
+
+fn complete(inner: &Inner, sending: Sending, base_offset: i64) {
+    let count = sending.batch.deliveries.len();
+    for (i, delivery) in sending.batch.deliveries.into_iter().enumerate() {
+        let offset = if base_offset < 0 {
+            -1
+        } else {
+            base_offset + i as i64
+        };
+        let _ = delivery.send(Ok(RecordMetadata {
+            partition: sending.partition,
+            offset,
+        }));
+    }
+    {
+        let mut state = inner.lock();
+        if let Some(queue) = state
+            .partitions
+            .get_mut(&(sending.topic.clone(), sending.partition))
+        {
+            queue.in_flight = false;
+        }
+    }
+    inner.finish(count);
+}
+
+async fn send_request(inner: &Arc<Inner>, node: i32, batches: Vec<Sending>) {
+    let mut topics: Vec<TopicProduceData> = Vec::new();
+    for sending in &batches {
+        let data = PartitionProduceData::default()
+            .with_index(sending.partition)
+            .with_records(Some(sending.batch.bytes.clone()));
+        match topics
+            .iter_mut()
+            .find(|t| t.name.0.as_str() == sending.topic)
+        {
+            Some(topic) => topic.partition_data.push(data),
+            None => topics.push(
+                TopicProduceData::default()
+                    .with_name(TopicName(StrBytes::from_string(sending.topic.clone())))
+                    .with_partition_data(vec![data]),
+            ),
+        }
+    }
+    let request = ProduceRequest::default()
+        .with_acks(inner.config.acks.wire())
+        .with_timeout_ms(
+            i32::try_from(inner.config.request_timeout.as_millis()).unwrap_or(i32::MAX),
+        )
+        .with_topic_data(topics);
+    let connection = match inner.cluster.connection(node).await {
+        Ok(connection) => connection,
+        Err(error) => {
+            for sending in batches {
+                requeue_or_fail(inner, sending, clone_error_retriable(&error));
+            }
+            return;
+        }
+    };
+    if inner.config.acks == Acks::None {
+        let sent = connection
+            .send_no_response(&request, PRODUCE_VERSION_MAX)
+            .await;
+        for sending in batches {
+            match &sent {
+                Ok(()) => complete(inner, sending, -1),
+                Err(error) => requeue_or_fail(inner, sending, clone_error_retriable(error)),
+            }
+        }
+        return;
+    }
+    let response = match connection.send(&request, PRODUCE_VERSION_MAX).await {
+        Ok(response) => response,
+        Err(error) => {
+            for sending in batches {
+                requeue_or_fail(inner, sending, clone_error_retriable(&error));
+            }
+            return;
+        }
+    };
+    for sending in batches {
+        let answer = response
+            .responses
+            .iter()
+            .filter(|t| t.name.0.as_str() == sending.topic)
+            .flat_map(|t| &t.partition_responses)
+            .find(|p| p.index == sending.partition);
+        let Some(answer) = answer else {
+            let error = ClientError::Protocol(format!(
+                "no answer for {}/{}",
+                sending.topic, sending.partition
+            ));
+            requeue_or_fail(inner, sending, error);
+            continue;
+        };
+        match answer.error_code {
+            codes::NONE => complete(inner, sending, answer.base_offset),
+            // Already written by an earlier attempt whose answer was lost.
+            codes::DUPLICATE_SEQUENCE_NUMBER => complete(inner, sending, -1),
+            code => {
+                let error = ClientError::kafka(code, Some(&sending.topic), Some(sending.partition))
+                    .with_message(answer.error_message.as_ref().map(|m| m.as_str()));
+                if error.is_retriable() {
+                    inner.cluster.invalidate(&sending.topic).await;
+                }
+                requeue_or_fail(inner, sending, error);
+            }
+        }
+    }
+}
+
+/// Connection-level failures are retried: the batch keeps its sequence.
+fn clone_error_retriable(error: &ClientError) -> ClientError {
+    match error {
+        ClientError::Disconnected { addr, reason } => ClientError::Disconnected {
+            addr: addr.clone(),
+            reason: reason.clone(),
+        },
+        ClientError::Timeout { addr, timeout } => ClientError::Timeout {
+            addr: addr.clone(),
+            timeout: *timeout,
+        },
+        other => clone_error(other),
+    }
+}

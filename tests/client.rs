@@ -1,0 +1,351 @@
+//! The Rust client against a real broker on a real socket: admin, producer
+//! (every acks setting and codec, keys, headers, timestamps, linger), the
+//! fetcher's whole batches, offsets, group lag, and typed errors.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use strata::broker::{Broker, BrokerConfig};
+use strata::client::{
+    Acks, Admin, ClientConfig, ClientError, Cluster, EARLIEST, FetchOptions, Fetcher, LATEST,
+    Producer, ProducerConfig, ProducerRecord,
+};
+use strata::log::{LogConfig, LogManager};
+use strata::record::Compression;
+use tokio::sync::oneshot;
+
+struct Running {
+    addr: std::net::SocketAddr,
+    stop: oneshot::Sender<()>,
+    served: tokio::task::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start() -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(LogManager::open(dir.path(), LogConfig::default()).unwrap());
+    let config = BrokerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        auto_create_topics: false,
+        ..BrokerConfig::default()
+    };
+    let broker = Broker::bind(config, log).await.unwrap();
+    let addr = broker.local_addr();
+    let (stop, stopped) = oneshot::channel();
+    let served = tokio::spawn(async move {
+        broker
+            .serve(async {
+                let _ = stopped.await;
+            })
+            .await
+            .unwrap();
+    });
+    Running {
+        addr,
+        stop,
+        served,
+        _dir: dir,
+    }
+}
+
+impl Running {
+    async fn cluster(&self) -> Arc<Cluster> {
+        let mut config = ClientConfig::new(&self.addr.to_string());
+        config.retries = 3;
+        Cluster::connect(config).await.unwrap()
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.served.await.unwrap();
+    }
+}
+
+/// (key, value, headers, timestamp) of every record from `offset` on.
+async fn read_back(
+    fetcher: &Fetcher,
+    topic: &str,
+    partition: i32,
+    mut offset: i64,
+    end: i64,
+) -> Vec<(
+    i64,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    i64,
+)> {
+    let mut out = Vec::new();
+    while offset < end {
+        let fetched = fetcher
+            .fetch(topic, partition, offset, 1 << 20)
+            .await
+            .unwrap();
+        assert!(!fetched.records.is_empty(), "data below the high watermark");
+        for batch in fetched.batches() {
+            let batch = batch.unwrap();
+            let records = batch.records(64 << 20).unwrap();
+            for record in records.iter() {
+                let record = record.unwrap();
+                let at = record.offset;
+                if at < offset {
+                    continue;
+                }
+                out.push((
+                    at,
+                    record.key.map(<[u8]>::to_vec),
+                    record.value.map(<[u8]>::to_vec),
+                    record
+                        .headers()
+                        .map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec)))
+                        .collect(),
+                    record.timestamp,
+                ));
+            }
+        }
+        offset = fetched.next_offset();
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn produce_with_every_acks_and_codec_then_fetch_back_byte_for_byte() {
+    let broker = start().await;
+    let cluster = broker.cluster().await;
+    let admin = Admin::new(Arc::clone(&cluster));
+    admin.create_topic("events", 3, &[]).await.unwrap();
+    assert_eq!(
+        admin.list_topics().await.unwrap(),
+        vec!["events".to_string()]
+    );
+
+    let fetcher = Fetcher::new(Arc::clone(&cluster), FetchOptions::default());
+    let codecs = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+    let mut expected = Vec::new();
+    let mut n = 0i64;
+    for acks in [Acks::Leader, Acks::All, Acks::None] {
+        for compression in codecs {
+            let producer = Producer::new(
+                Arc::clone(&cluster),
+                ProducerConfig {
+                    acks,
+                    compression,
+                    idempotent: false,
+                    linger: Duration::from_millis(2),
+                    ..ProducerConfig::default()
+                },
+            )
+            .await
+            .unwrap();
+            let mut deliveries = Vec::new();
+            for _ in 0..20 {
+                n += 1;
+                let record = ProducerRecord {
+                    topic: "events".into(),
+                    partition: Some(1),
+                    key: Some(Bytes::from(format!("key-{n}"))),
+                    value: (n % 7 != 0).then(|| Bytes::from(format!("value-{n}-{compression:?}"))),
+                    headers: vec![
+                        ("h".into(), Some(Bytes::from(format!("{n}")))),
+                        ("null".into(), None),
+                    ],
+                    timestamp: Some(1_700_000_000_000 + n),
+                };
+                expected.push((
+                    record.key.as_ref().map(|k| k.to_vec()),
+                    record.value.as_ref().map(|v| v.to_vec()),
+                    vec![
+                        (b"h".to_vec(), Some(format!("{n}").into_bytes())),
+                        (b"null".to_vec(), None),
+                    ],
+                    1_700_000_000_000 + n,
+                ));
+                deliveries.push(producer.send(record).await.unwrap());
+            }
+            for delivery in deliveries {
+                let written = delivery.await.unwrap();
+                assert_eq!(written.partition, 1);
+                if acks == Acks::None {
+                    assert_eq!(written.offset, -1);
+                }
+            }
+            producer.close().await;
+        }
+    }
+    // acks=0 gets no answer: wait until its records are visible.
+    let mut end = 0;
+    for _ in 0..200 {
+        end = fetcher
+            .list_offset("events", 1, LATEST)
+            .await
+            .unwrap()
+            .unwrap();
+        if end == n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(end, n);
+    let got = read_back(&fetcher, "events", 1, 0, end).await;
+    let offsets: Vec<i64> = got.iter().map(|r| r.0).collect();
+    assert_eq!(offsets, (0..n).collect::<Vec<_>>());
+    let got: Vec<_> = got
+        .into_iter()
+        .map(|(_, k, v, h, t)| (k, v, h, t))
+        .collect();
+    assert_eq!(got, expected);
+    assert_eq!(
+        fetcher.list_offset("events", 1, EARLIEST).await.unwrap(),
+        Some(0)
+    );
+    assert_eq!(
+        fetcher
+            .list_offset("events", 1, 1_700_000_000_000 + 31)
+            .await
+            .unwrap(),
+        Some(30),
+        "by timestamp, exact to the record"
+    );
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_land_where_murmur2_says_and_linger_sends_a_lone_record() {
+    let broker = start().await;
+    let cluster = broker.cluster().await;
+    let admin = Admin::new(Arc::clone(&cluster));
+    admin.create_topic("keyed", 4, &[]).await.unwrap();
+    let producer = Producer::new(
+        Arc::clone(&cluster),
+        ProducerConfig {
+            acks: Acks::Leader,
+            idempotent: false,
+            linger: Duration::from_millis(20),
+            batch_bytes: 1 << 30,
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    // A single record in a huge batch is still sent once linger passes.
+    let lone = producer
+        .send(ProducerRecord::new("keyed", Some(b"foobar"), b"v"))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    // (murmur2("foobar") & 0x7fffffff) % 4, from the Java client's vector.
+    assert_eq!(lone.partition, ((-790_332_482i32) & 0x7fff_ffff) % 4);
+    for key in ["21", "abc", "a-little-bit-long-string"] {
+        let written = producer
+            .send(ProducerRecord::new("keyed", Some(key.as_bytes()), b"v"))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        assert_eq!(
+            written.partition,
+            strata::client::partitioner::partition_for_key(key.as_bytes(), 4)
+        );
+    }
+    producer.close().await;
+
+    let described = admin.describe_topic("keyed").await.unwrap();
+    let total: i64 = described.partitions.iter().map(|p| p.latest).sum();
+    assert_eq!(total, 4);
+    assert!(described.config.contains_key("retention.ms"));
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_typed_with_what_they_concern() {
+    let broker = start().await;
+    let cluster = broker.cluster().await;
+    let admin = Admin::new(Arc::clone(&cluster));
+    admin.create_topic("t", 1, &[]).await.unwrap();
+    let exists = admin.create_topic("t", 1, &[]).await.unwrap_err();
+    assert_eq!(exists.code(), Some(36), "{exists}");
+    let bad_config = admin
+        .create_topic("u", 1, &[("retention.ms".into(), "soon".into())])
+        .await
+        .unwrap_err();
+    assert_eq!(bad_config.code(), Some(40), "{bad_config}");
+
+    let fetcher = Fetcher::new(
+        Arc::clone(&cluster),
+        FetchOptions {
+            min_bytes: 1,
+            max_wait: Duration::from_millis(10),
+        },
+    );
+    match fetcher.fetch("t", 0, 5, 1024).await {
+        Err(ClientError::OffsetOutOfRange {
+            topic,
+            partition,
+            offset,
+        }) => assert_eq!((topic.as_str(), partition, offset), ("t", 0, 5)),
+        other => panic!("expected OffsetOutOfRange, got {other:?}"),
+    }
+    match fetcher.fetch("missing", 0, 0, 1024).await {
+        Err(ClientError::UnknownTopic(topic)) => assert_eq!(topic, "missing"),
+        other => panic!("expected UnknownTopic, got {other:?}"),
+    }
+    let unreachable = Cluster::connect(ClientConfig::new("127.0.0.1:1")).await;
+    assert!(matches!(unreachable, Err(ClientError::Unreachable { .. })));
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_offsets_can_be_reset_and_their_lag_read() {
+    let broker = start().await;
+    let cluster = broker.cluster().await;
+    let admin = Admin::new(Arc::clone(&cluster));
+    admin.create_topic("lagged", 2, &[]).await.unwrap();
+    let producer = Producer::new(
+        Arc::clone(&cluster),
+        ProducerConfig {
+            acks: Acks::Leader,
+            idempotent: false,
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    for i in 0..10 {
+        let mut record = ProducerRecord::new("lagged", None, b"x");
+        record.partition = Some(i % 2);
+        producer.send(record).await.unwrap();
+    }
+    producer.close().await;
+    admin
+        .reset_group_offsets(
+            "readers",
+            &[("lagged".into(), 0, 2), ("lagged".into(), 1, 5)],
+        )
+        .await
+        .unwrap();
+    let lag = admin.group_lag("readers").await.unwrap();
+    let summary: Vec<(i32, i64, i64, i64)> = lag
+        .iter()
+        .map(|l| (l.partition, l.committed, l.end, l.lag))
+        .collect();
+    assert_eq!(summary, vec![(0, 2, 5, 3), (1, 5, 5, 0)]);
+    let groups = admin.list_groups().await.unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(
+        (groups[0].group_id.as_str(), groups[0].state.as_str()),
+        ("readers", "Empty")
+    );
+    let described = admin.describe_group("readers").await.unwrap();
+    assert!(described.members.is_empty());
+    broker.stop().await;
+}
