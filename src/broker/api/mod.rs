@@ -12,6 +12,7 @@ mod create_topics;
 mod delete_topics;
 mod describe_configs;
 mod fetch;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -49,6 +50,7 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
     ApiKey::DescribeConfigs,
+    ApiKey::InitProducerId,
 ];
 
 /// Handles one request frame; returns the response frame (size prefix
@@ -72,7 +74,7 @@ pub(crate) fn handle(
         .ok()
         .filter(|key| SUPPORTED_APIS.contains(key))
         .ok_or(BrokerError::UnknownApi(api))?;
-    let range = key.valid_versions();
+    let range = api_versions::served_versions(key);
     if !(range.min..=range.max).contains(&version) {
         if key == ApiKey::ApiVersions {
             let correlation_id = peek_correlation_id(&frame)?;
@@ -160,6 +162,15 @@ pub(crate) fn handle(
                 version,
                 correlation_id,
                 &describe_configs::handle(ctx, &request, version),
+            )?)
+        }
+        ApiKey::InitProducerId => {
+            let request = decode(&mut frame, version)?;
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &init_producer_id::handle(ctx, &request, version),
             )?)
         }
         _ => return Err(BrokerError::UnknownApi(api)),
