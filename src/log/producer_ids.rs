@@ -159,7 +159,9 @@ impl ProducerIds {
     /// its next epoch. `log_epoch` is the newest epoch any partition holds
     /// for the id. The same id at the next epoch, unless `current` is stale
     /// (an older epoch than one handed out or written since); a new id at
-    /// epoch 0 when the epochs are exhausted or the id was never handed out.
+    /// epoch 0 when the epochs are exhausted, the id was never handed out,
+    /// or it belongs to a transactional id (whose epochs only
+    /// [`ProducerIds::init_transactional`] hands out).
     pub fn bump_idempotent(
         &self,
         current: ProducerIdAndEpoch,
@@ -167,7 +169,16 @@ impl ProducerIds {
     ) -> Result<ProducerIdAndEpoch, LogError> {
         let mut state = self.lock();
         let producer_id = current.producer_id;
-        if producer_id < 0 || producer_id >= state.next_id || epoch_exhausted(current.epoch) {
+        let transactional = state
+            .stored
+            .transactional
+            .values()
+            .any(|e| e.producer_id == producer_id || e.previous_producer_id == producer_id);
+        if producer_id < 0
+            || producer_id >= state.next_id
+            || epoch_exhausted(current.epoch)
+            || transactional
+        {
             drop(state);
             return self.new_producer();
         }
@@ -509,6 +520,15 @@ mod tests {
             .unwrap();
         assert_eq!(rotated.epoch, 0);
         assert_ne!(rotated.producer_id, p.producer_id);
+        // A transactional id's producer id gets its epochs from its mapping
+        // only, or two producers could end up with the same id and epoch.
+        let task = ids.init_transactional("task", None, 0).unwrap();
+        let not_bumped = ids.bump_idempotent(task, Some(0)).unwrap();
+        assert_ne!(not_bumped.producer_id, task.producer_id);
+        assert_eq!(
+            ids.init_transactional("task", None, 0).unwrap(),
+            pid(task.producer_id, 1)
+        );
     }
 
     #[test]
