@@ -212,6 +212,16 @@ fn valid_batch() -> impl Strategy<Value = Vec<u8>> {
         .prop_map(|(codec, records, transactional)| build_batch(codec, &records, transactional))
 }
 
+/// A valid batch a log appends: not transactional (transactions are not
+/// supported, so the log refuses transactional batches).
+fn appendable_batch() -> impl Strategy<Value = Vec<u8>> {
+    (
+        prop::sample::select(CODECS.to_vec()),
+        prop::collection::vec(record_spec(), 1..8),
+    )
+        .prop_map(|(codec, records)| build_batch(codec, &records, false))
+}
+
 /// The fields of the batch header, as (position, width in bytes).
 const HEADER_FIELDS: [(usize, usize); 13] = [
     (0, 8),  // baseOffset
@@ -543,7 +553,9 @@ fn check_append(before: &[u8], mut damaged: Vec<u8>) -> Result<(), TestCaseError
             prop_assert!(
                 matches!(
                     error,
-                    LogError::InvalidBatch(_) | LogError::BatchTooLarge { .. }
+                    LogError::InvalidBatch(_)
+                        | LogError::BatchTooLarge { .. }
+                        | LogError::TransactionalBatch { .. }
                 ),
                 "refused for an unexpected reason: {error}"
             );
@@ -575,7 +587,7 @@ fn check_append(before: &[u8], mut damaged: Vec<u8>) -> Result<(), TestCaseError
 #[test]
 fn a_log_refuses_a_mutated_append_unchanged_or_stores_it_exactly() {
     let input = (
-        valid_batch(),
+        appendable_batch(),
         valid_batch(),
         valid_batch(),
         prop::collection::vec(mutation(), 0..4),
@@ -594,7 +606,7 @@ fn a_log_refuses_a_mutated_append_unchanged_or_stores_it_exactly() {
 #[test]
 fn a_log_refuses_a_resealed_append_unchanged_or_stores_it_exactly() {
     let input = (
-        valid_batch(),
+        appendable_batch(),
         valid_batch(),
         prop::collection::vec(mutation(), 0..4),
         prop::collection::vec(header_mutation(), 0..2),

@@ -48,12 +48,18 @@ pub enum ErrorCode {
     InvalidReplicationFactor = 38,
     InvalidRequest = 42,
     UnsupportedForMessageFormat = 43,
+    PolicyViolation = 44,
+    OutOfOrderSequenceNumber = 45,
+    DuplicateSequenceNumber = 46,
+    InvalidProducerEpoch = 47,
+    InvalidTxnState = 48,
     KafkaStorageError = 56,
     GroupIdNotFound = 69,
     UnsupportedCompressionType = 76,
     MemberIdRequired = 79,
     FencedInstanceId = 82,
     InvalidRecord = 87,
+    ProducerFenced = 90,
     UnknownTopicId = 100,
     InvalidConfig = 40,
     UnknownServerError = -1,
@@ -104,7 +110,24 @@ impl From<&LogError> for ErrorCode {
             LogError::ReadOnly { .. } | LogError::Corrupt { .. } | LogError::Io { .. } => {
                 Self::KafkaStorageError
             }
-            LogError::BadMetadata { .. } => Self::UnknownServerError,
+            LogError::BadMetadata { .. } | LogError::ProducerIdsExhausted => {
+                Self::UnknownServerError
+            }
+            LogError::InvalidProducerEpoch { .. } => Self::InvalidProducerEpoch,
+            // Every InitProducerId version knows INVALID_PRODUCER_EPOCH; the
+            // handler answers PRODUCER_FENCED where the version has it.
+            LogError::ProducerFenced { .. } => Self::InvalidProducerEpoch,
+            LogError::OutOfOrderSequence { .. } => Self::OutOfOrderSequenceNumber,
+            LogError::DuplicateSequence { .. } => Self::DuplicateSequenceNumber,
+            // The partition is in no transaction, and cannot be: the APIs
+            // that add partitions to one are not served. Kafka answers a
+            // transactional batch for a partition outside any transaction
+            // (KIP-890 verification) with INVALID_TXN_STATE. UNSUPPORTED_VERSION
+            // would send the client looking for a protocol mismatch, and
+            // TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a missing ACL.
+            LogError::TransactionalBatch { .. } => Self::InvalidTxnState,
+            LogError::InvalidTransactionalId { .. } => Self::InvalidRequest,
+            LogError::TransactionalIdsFull { .. } => Self::PolicyViolation,
         }
     }
 }

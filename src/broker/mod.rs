@@ -8,7 +8,8 @@
 //! through [`crate::log`].
 //!
 //! Implemented so far: ApiVersions (with the v0 UNSUPPORTED_VERSION
-//! fallback), Metadata, Produce (acks 0, 1 and all; no idempotence yet),
+//! fallback), Metadata, Produce (acks 0, 1 and all; idempotent producers
+//! de-duplicated by the log's producer state), InitProducerId,
 //! Fetch (long-polling, zero-copy: the response framing is written by hand
 //! in `fetch_frame` and the batches go from segment file to socket with
 //! `sendfile`), ListOffsets, CreateTopics, DeleteTopics, CreatePartitions

@@ -271,7 +271,7 @@ impl Producer {
                 .entry((record.topic.clone(), partition))
                 .or_default();
             // A new batch has a new due time the sender must learn of.
-            wake = queue.open.is_none();
+            wake |= queue.open.is_none();
             let open = queue.open.get_or_insert_with(|| OpenBatch {
                 builder: BatchBuilder::new(self.inner.config.compression),
                 deliveries: Vec::new(),

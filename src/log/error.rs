@@ -56,6 +56,52 @@ pub enum LogError {
     BatchTooLarge { size: usize, limit: usize },
     #[error("metadata file {path} is unreadable: {reason}")]
     BadMetadata { path: PathBuf, reason: String },
+    #[error(
+        "producer {producer_id} of {partition} is fenced: epoch {epoch} is older than its current epoch {current_epoch}"
+    )]
+    InvalidProducerEpoch {
+        partition: String,
+        producer_id: i64,
+        epoch: i16,
+        current_epoch: i16,
+    },
+    #[error(
+        "out-of-order sequence from producer {producer_id} (epoch {epoch}) in {partition}: batch starts at sequence {first_sequence}, expected {expected_sequence}"
+    )]
+    OutOfOrderSequence {
+        partition: String,
+        producer_id: i64,
+        epoch: i16,
+        first_sequence: i32,
+        expected_sequence: i32,
+    },
+    #[error(
+        "duplicate sequence from producer {producer_id} (epoch {epoch}) in {partition}: sequences {first_sequence}..={last_sequence} were appended before (last appended {last_appended}) but are no longer among the batches remembered with their offsets"
+    )]
+    DuplicateSequence {
+        partition: String,
+        producer_id: i64,
+        epoch: i16,
+        first_sequence: i32,
+        last_sequence: i32,
+        last_appended: i32,
+    },
+    #[error(
+        "{partition} refuses a transactional batch: transactions are not supported (the partition is in no transaction)"
+    )]
+    TransactionalBatch { partition: String },
+    #[error("{producer} is fenced: epoch {epoch} is not its current epoch {current_epoch}")]
+    ProducerFenced {
+        producer: String,
+        epoch: i16,
+        current_epoch: i16,
+    },
+    #[error("invalid transactional id: {reason}")]
+    InvalidTransactionalId { reason: String },
+    #[error("{limit} transactional ids are in use, the most this broker maps")]
+    TransactionalIdsFull { limit: usize },
+    #[error("every producer id has been handed out")]
+    ProducerIdsExhausted,
 }
 
 impl LogError {

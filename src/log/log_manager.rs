@@ -5,6 +5,7 @@
 //!   .lock                      flock held while a process owns the directory
 //!   .clean-shutdown            present only between a clean close and the next open
 //!   topics/<name>.json         {name, id (UUID), partitions, config overrides}
+//!   producer-ids.json          the producer id allocator (see `producer_ids`)
 //!   <topic>-<partition>/       one PartitionLog per partition
 //! ```
 //!
@@ -29,7 +30,7 @@ use uuid::Uuid;
 use super::error::IoContext;
 use super::files::{list_dir, remove_if_exists, sync_dir};
 use super::partition_log::now_ms;
-use super::{LogConfig, LogError, PartitionLog, RetentionOutcome};
+use super::{LogConfig, LogError, PartitionLog, ProducerIds, RetentionOutcome};
 
 /// Most partitions one topic may have.
 pub const PARTITIONS_MAX: i32 = 10_000;
@@ -79,6 +80,7 @@ pub struct LogManager {
     data_dir: PathBuf,
     defaults: LogConfig,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
+    producer_ids: ProducerIds,
     _lock: Flock<File>,
 }
 
@@ -110,12 +112,18 @@ impl LogManager {
             data_dir: data_dir.to_path_buf(),
             defaults,
             topics: RwLock::new(HashMap::new()),
+            producer_ids: ProducerIds::open(data_dir)?,
             _lock: lock,
         };
         manager.remove_deleted_leftovers()?;
         let mut topics = HashMap::new();
         for metadata in manager.read_all_metadata()? {
             let topic = manager.open_topic(metadata, clean)?;
+            for partition in &topic.partitions {
+                manager
+                    .producer_ids
+                    .ensure_above(partition.max_producer_id());
+            }
             topics.insert(topic.name().to_string(), Arc::new(topic));
         }
         *manager.topics.write().unwrap_or_else(|p| p.into_inner()) = topics;
@@ -131,6 +139,20 @@ impl LogManager {
 
     pub fn defaults(&self) -> &LogConfig {
         &self.defaults
+    }
+
+    /// The producer id allocator.
+    pub fn producer_ids(&self) -> &ProducerIds {
+        &self.producer_ids
+    }
+
+    /// The newest epoch any partition holds for an idempotent producer.
+    pub fn producer_epoch(&self, producer_id: i64) -> Option<i16> {
+        self.topics()
+            .iter()
+            .flat_map(|topic| &topic.partitions)
+            .filter_map(|partition| partition.producer_epoch(producer_id))
+            .max()
     }
 
     fn open_topic(&self, metadata: TopicMetadata, clean: bool) -> Result<Topic, LogError> {
@@ -364,12 +386,21 @@ impl LogManager {
     }
 
     /// Runs retention on every partition; returns what each deleted.
-    /// Failures are logged per partition.
+    /// Also forgets idle idempotent producers. Failures are logged per
+    /// partition.
     pub fn enforce_retention(&self) -> Vec<(String, RetentionOutcome)> {
         let now = now_ms();
         let mut outcomes = Vec::new();
         for topic in self.topics() {
             for partition in &topic.partitions {
+                let expired = partition.expire_producers(now);
+                if expired > 0 {
+                    tracing::debug!(
+                        partition = partition.name(),
+                        expired,
+                        "forgot idle producers"
+                    );
+                }
                 // One failing partition must not stop retention elsewhere.
                 match partition.enforce_retention(now) {
                     Ok(outcome) if outcome.segments_deleted > 0 => {

@@ -15,6 +15,8 @@ mod index_file;
 mod log_manager;
 mod offset_index;
 mod partition_log;
+mod producer_ids;
+mod producer_state;
 mod recovery;
 mod segment;
 mod time_index;
@@ -24,7 +26,16 @@ pub use error::LogError;
 pub use file_slice::FileSlice;
 pub use log_manager::{LogManager, PARTITIONS_MAX, Topic, TopicMetadata, validate_topic_name};
 pub use offset_index::OffsetIndex;
+pub(crate) use partition_log::now_ms;
 pub use partition_log::{AppendInfo, LogRead, PartitionLog, RetentionOutcome};
+pub use producer_ids::{
+    PRODUCER_ID_BLOCK, ProducerIdAndEpoch, ProducerIds, TRANSACTIONAL_ID_BYTES_MAX,
+    TRANSACTIONAL_IDS_MAX, epoch_exhausted,
+};
+pub use producer_state::{
+    BATCHES_PER_PRODUCER, BatchMetadata, PRODUCER_EXPIRATION_MS, PRODUCERS_PER_PARTITION_MAX,
+    ProducerStateLoad,
+};
 pub use recovery::{Corruption, RecoveryReport, Truncation};
 pub use segment::{Segment, file_name};
 pub use time_index::TimeIndex;

@@ -6,7 +6,10 @@
 //! - every offset below `durable_offset` is on disk (fdatasync returned);
 //!   every segment but the active one is durable (it was synced when rolled);
 //! - if the partition is corrupt, nothing at or after the corrupt offset is
-//!   served or appended, and nothing is deleted.
+//!   served or appended, and nothing is deleted;
+//! - the producer state (see `producer_state`) describes exactly the batches
+//!   in the segments: it is checked and updated under the same lock as the
+//!   write, and rebuilt from the batch headers on open, after recovery.
 //!
 //! Thread-safety: `PartitionLog` is `Sync`. Appends, rolls and retention take
 //! the write lock; reads and lookups share the read lock; fsync runs outside
@@ -23,6 +26,7 @@ use crate::record::RecordBatch;
 use super::error::IoContext;
 use super::files::sync_dir;
 use super::group_commit::GroupCommit;
+use super::producer_state::{Admission, ProducerBatch, ProducerStateTable};
 use super::recovery::{
     Corruption, LoadedSegments, RecoveryReport, ScanEnd, Truncation, load_segments, scan_segment,
     verify_segment,
@@ -31,6 +35,7 @@ use super::segment::{BatchInfo, Segment};
 use super::{LogConfig, LogError, SEGMENT_BYTES_MAX};
 
 mod flush;
+mod producers;
 mod read;
 mod retention;
 
@@ -55,8 +60,13 @@ const RECOVERY_POINT_FILE: &str = "recovery-point";
 pub struct AppendInfo {
     pub base_offset: i64,
     pub last_offset: i64,
+    /// Records written by this append (0 for a duplicate).
     pub record_count: i64,
     pub log_start_offset: i64,
+    /// Every batch was a resend by an idempotent producer of batches the log
+    /// already holds: nothing was written, and `base_offset..=last_offset`
+    /// are where the originals are. Not necessarily durable yet either.
+    pub duplicate: bool,
 }
 
 struct Inner {
@@ -68,6 +78,7 @@ struct Inner {
     oldest_unflushed_ms: Option<i64>,
     /// Set by `close`: no appends after the clean-shutdown flush.
     closed: bool,
+    producers: ProducerStateTable,
 }
 
 pub struct PartitionLog {
@@ -138,6 +149,18 @@ impl PartitionLog {
             tracing::error!(partition = name, "{truncation}");
             report.truncation = Some(truncation);
         }
+        // After recovery, so the state matches the batches that remain.
+        let (producers, load) = ProducerStateTable::load(&segments, name, now_ms())?;
+        if load.batches_read > 0 {
+            tracing::info!(
+                partition = name,
+                batches = load.batches_read,
+                producers = load.producers,
+                elapsed_ms = load.elapsed_ms,
+                "rebuilt producer state from batch headers"
+            );
+        }
+        report.producer_state = load;
         let corruption = report.corruption.clone();
         // Recovery synced the last segment unless it found corruption.
         let durable_offset = if clean || (report.segments_scanned > 0 && !corrupt) {
@@ -156,6 +179,7 @@ impl PartitionLog {
                 unflushed_records: 0,
                 oldest_unflushed_ms: None,
                 closed: false,
+                producers,
             }),
             commit: GroupCommit::new(durable_offset),
             recovery_point: recovery_point_file,
@@ -240,11 +264,14 @@ impl PartitionLog {
     }
 
     /// Appends one or more v2 batches (concatenated, as in a Produce request).
-    /// Every batch is validated (header, CRC, every record) before anything is
-    /// written; offsets are assigned by rewriting each baseOffset in `batches`.
-    /// Returns where they landed. Not durable until [`PartitionLog::flush_to`].
+    /// Every batch is validated (header, CRC, every record) and checked
+    /// against the producer state before anything is written; offsets are
+    /// assigned by rewriting each baseOffset in `batches`. Returns where they
+    /// landed, or where they already are when every batch is an idempotent
+    /// producer's resend ([`AppendInfo::duplicate`]). Not durable until
+    /// [`PartitionLog::flush_to`].
     pub fn append(&self, batches: &mut [u8]) -> Result<AppendInfo, LogError> {
-        let mut infos = self.validate(batches)?;
+        let (mut infos, mut producer_batches) = self.validate(batches)?;
         let mut inner = self.exclusive();
         if let Some(reason) = self.commit.failure() {
             return Err(self.read_only(reason));
@@ -256,10 +283,8 @@ impl PartitionLog {
             return Err(self.corrupt_error(corruption));
         }
         let base_offset = inner.next_offset;
-        let mut position = 0usize;
         let mut next = base_offset;
-        for info in &mut infos {
-            crate::record::set_base_offset(&mut batches[position..], next);
+        for (info, producer) in infos.iter_mut().zip(&mut producer_batches) {
             // From the header field: the client's baseOffset is arbitrary, so
             // last_offset - base_offset may have saturated.
             let delta = i64::from(info.last_offset_delta);
@@ -268,7 +293,31 @@ impl PartitionLog {
                 last_offset: next + delta,
                 ..*info
             };
+            if let Some(producer) = producer {
+                producer.base_offset = next;
+                producer.last_offset = next + delta;
+            }
             next += delta + 1;
+        }
+        let log_start_offset = inner.segments.keys().next().copied().unwrap_or(base_offset);
+        let producer_updates = match inner.producers.check(&self.name, &producer_batches)? {
+            Admission::Append(updates) => updates,
+            Admission::Duplicate {
+                base_offset,
+                last_offset,
+            } => {
+                return Ok(AppendInfo {
+                    base_offset,
+                    last_offset,
+                    record_count: 0,
+                    log_start_offset,
+                    duplicate: true,
+                });
+            }
+        };
+        let mut position = 0usize;
+        for info in &infos {
+            crate::record::set_base_offset(&mut batches[position..], info.base_offset);
             position += info.size as usize;
         }
         let last_offset = next - 1;
@@ -293,12 +342,17 @@ impl PartitionLog {
             return Err(error);
         }
         inner.next_offset = next;
+        inner.producers.apply(&producer_updates, now);
         let record_count = next - base_offset;
         inner.unflushed_records += record_count;
         inner.oldest_unflushed_ms.get_or_insert(now);
         let flush_now = inner.config.flush_messages > 0
             && inner.unflushed_records >= inner.config.flush_messages;
-        let log_start_offset = inner.segments.keys().next().copied().unwrap_or(base_offset);
+        // A roll may have happened, but never deletes a segment.
+        debug_assert_eq!(
+            inner.segments.keys().next().copied(),
+            Some(log_start_offset)
+        );
         drop(inner);
         if flush_now && let Err(error) = self.flush_to(next) {
             // The records are appended and readable; the failed flush has
@@ -310,12 +364,19 @@ impl PartitionLog {
             last_offset,
             record_count,
             log_start_offset,
+            duplicate: false,
         })
     }
 
-    fn validate(&self, batches: &[u8]) -> Result<Vec<BatchInfo>, LogError> {
+    /// Checks every batch; returns what the log and the producer state need
+    /// of each (the offsets still to be assigned).
+    fn validate(
+        &self,
+        batches: &[u8],
+    ) -> Result<(Vec<BatchInfo>, Vec<Option<ProducerBatch>>), LogError> {
         let limit = self.shared().config.max_message_bytes;
         let mut infos = Vec::new();
+        let mut producers = Vec::new();
         let mut rest = batches;
         while !rest.is_empty() {
             let batch = RecordBatch::parse_and_verify(rest)?;
@@ -331,7 +392,9 @@ impl PartitionLog {
                     crate::record::RecordError::Invalid("batch holds no records".into()).into(),
                 );
             }
+            self.check_producer_fields(batch.header())?;
             infos.push(BatchInfo::of(batch.header()));
+            producers.push(ProducerBatch::of(batch.header()));
             rest = &rest[batch.size_bytes()..];
         }
         if infos.is_empty() {
@@ -351,7 +414,7 @@ impl PartitionLog {
                 limit: SEGMENT_BYTES_MAX as usize,
             });
         }
-        Ok(infos)
+        Ok((infos, producers))
     }
 
     /// Seals the active segment (synced, so everything before `base_offset`

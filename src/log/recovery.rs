@@ -402,6 +402,8 @@ pub struct RecoveryReport {
     pub truncation: Option<Truncation>,
     /// Corruption that stops the partition from serving past it.
     pub corruption: Option<Corruption>,
+    /// The producer state rebuilt from the batch headers left after recovery.
+    pub producer_state: super::ProducerStateLoad,
 }
 
 /// A torn tail cut during recovery.

@@ -189,3 +189,42 @@ impl Drop for ServerProcess {
         let _ = self.child.wait();
     }
 }
+
+/// Sends one request over a blocking socket and decodes its response.
+/// Returns the I/O error if the connection fails (a killed broker).
+pub fn call<Req, Resp>(
+    stream: &mut std::net::TcpStream,
+    key: kafka_protocol::messages::ApiKey,
+    version: i16,
+    request: &Req,
+) -> std::io::Result<Resp>
+where
+    Req: kafka_protocol::protocol::Encodable,
+    Resp: kafka_protocol::protocol::Decodable,
+{
+    use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+    use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+    use std::io::{Read, Write};
+
+    let correlation_id = 7000 + i32::from(version);
+    let mut buf = bytes::BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str("test")))
+        .encode(&mut buf, key.request_header_version(version))
+        .expect("header encodes");
+    request.encode(&mut buf, version).expect("request encodes");
+    stream.write_all(&(buf.len() as i32).to_be_bytes())?;
+    stream.write_all(&buf)?;
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size)?;
+    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
+    stream.read_exact(&mut body)?;
+    let mut body = bytes::Bytes::from(body);
+    let header = ResponseHeader::decode(&mut body, key.response_header_version(version))
+        .expect("response header decodes");
+    assert_eq!(header.correlation_id, correlation_id);
+    Ok(Resp::decode(&mut body, version).expect("response decodes"))
+}

@@ -1,7 +1,11 @@
 //! ApiVersions: which APIs and versions this broker serves.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, InitProducerIdRequest, OffsetCommitRequest,
+    OffsetFetchRequest,
+};
+use kafka_protocol::protocol::{Message, VersionRange};
 
 use super::SUPPORTED_APIS;
 use crate::broker::ErrorCode;
@@ -20,11 +24,28 @@ pub(super) fn unsupported_version() -> ApiVersionsResponse {
         .with_api_keys(supported())
 }
 
+/// The versions of `key` served: the protocol crate's range, capped where
+/// its API table lists a version past the request schema it can decode
+/// (InitProducerId v6, OffsetCommit and OffsetFetch v10 in 0.18).
+pub(super) fn served_versions(key: ApiKey) -> VersionRange {
+    let range = key.valid_versions();
+    let decodable_max = match key {
+        ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS.max,
+        ApiKey::OffsetCommit => OffsetCommitRequest::VERSIONS.max,
+        ApiKey::OffsetFetch => OffsetFetchRequest::VERSIONS.max,
+        _ => range.max,
+    };
+    VersionRange {
+        min: range.min,
+        max: range.max.min(decodable_max),
+    }
+}
+
 fn supported() -> Vec<ApiVersion> {
     SUPPORTED_APIS
         .iter()
         .map(|key| {
-            let range = key.valid_versions();
+            let range = served_versions(*key);
             ApiVersion::default()
                 .with_api_key(*key as i16)
                 .with_min_version(range.min)

@@ -15,6 +15,7 @@ mod fetch;
 mod group_admin;
 mod group_membership;
 mod group_offsets;
+mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
@@ -65,6 +66,7 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::OffsetFetch,
     ApiKey::ListGroups,
     ApiKey::DescribeGroups,
+    ApiKey::InitProducerId,
 ];
 
 /// Handles one request frame; returns the response frame (size prefix
@@ -90,7 +92,7 @@ pub(crate) fn handle(
         .ok()
         .filter(|key| SUPPORTED_APIS.contains(key))
         .ok_or(BrokerError::UnknownApi(api))?;
-    let range = key.valid_versions();
+    let range = api_versions::served_versions(key);
     if !(range.min..=range.max).contains(&version) {
         if key == ApiKey::ApiVersions {
             let correlation_id = peek_correlation_id(&frame)?;
@@ -178,6 +180,15 @@ pub(crate) fn handle(
                 version,
                 correlation_id,
                 &describe_configs::handle(ctx, &request, version),
+            )?)
+        }
+        ApiKey::InitProducerId => {
+            let request = decode(&mut frame, version)?;
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &init_producer_id::handle(ctx, &request, version),
             )?)
         }
         ApiKey::FindCoordinator => {

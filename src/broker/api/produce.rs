@@ -3,8 +3,15 @@
 //! the appended offsets are fdatasynced (group commit, shared with every
 //! concurrent producer of the partition).
 //!
-//! Not yet: idempotent-producer de-duplication and sequence checks, and
-//! transactions; batches from idempotent producers are appended as sent.
+//! Batches of idempotent producers (producer id ≥ 0) are checked by the
+//! partition's producer state as they are appended (see
+//! `log::producer_state`): a resend of one of a producer's last five batches
+//! is answered as a success with the original base offset and not appended
+//! again (with acks=all, only once the original is on disk); a fenced epoch
+//! gets INVALID_PRODUCER_EPOCH, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an older
+//! resend no longer remembered DUPLICATE_SEQUENCE_NUMBER. Producer ids come
+//! from InitProducerId. Transactions are not served: a transactional batch
+//! gets INVALID_TXN_STATE.
 
 use std::sync::Arc;
 
@@ -52,6 +59,15 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
             let mut records = BytesMut::from(partition.records.as_deref().unwrap_or_default());
             match log.append(&mut records) {
                 Ok(appended) => {
+                    if appended.duplicate {
+                        tracing::debug!(
+                            partition = log.name(),
+                            base_offset = appended.base_offset,
+                            last_offset = appended.last_offset,
+                            "resent batches answered with their original offsets"
+                        );
+                    }
+                    // A duplicate's original may not be durable yet either.
                     if request.acks == ACKS_ALL {
                         to_sync.push((t, p, Arc::clone(&log), appended.last_offset + 1));
                     }

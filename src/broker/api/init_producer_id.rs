@@ -1,0 +1,85 @@
+//! InitProducerId: the producer id and epoch an idempotent producer stamps
+//! on its batches, from the log's durable allocator (`log::ProducerIds`).
+//!
+//! - No transactional id, no producer id: a new id at epoch 0.
+//! - No transactional id, the producer's current id and epoch (v3+, KIP-360:
+//!   a producer resetting its sequences after an error): the same id at the
+//!   next epoch, or INVALID_PRODUCER_EPOCH if that epoch is stale.
+//! - A transactional id: its id at the next epoch, which fences older
+//!   instances (PRODUCER_FENCED from v4 on, INVALID_PRODUCER_EPOCH before).
+//!   This gives a producer a stable identity across its own and the
+//!   broker's restarts; transactions themselves (AddPartitionsToTxn,
+//!   EndTxn, …) are not served, and Produce refuses transactional batches.
+//!
+//! A producer id without an epoch, or the reverse, is INVALID_REQUEST, as is
+//! an empty transactional id (Kafka's answers). The transaction timeout is
+//! not checked: no transaction is ever started.
+
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+
+use super::BrokerContext;
+use crate::broker::ErrorCode;
+use crate::log::{LogError, ProducerIdAndEpoch, now_ms};
+
+/// The first version that has PRODUCER_FENCED.
+const PRODUCER_FENCED_SINCE_VERSION: i16 = 4;
+
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: &InitProducerIdRequest,
+    version: i16,
+) -> InitProducerIdResponse {
+    match init(ctx, request, version) {
+        Ok(granted) => InitProducerIdResponse::default()
+            .with_producer_id(ProducerId(granted.producer_id))
+            .with_producer_epoch(granted.epoch),
+        Err(code) => InitProducerIdResponse::default()
+            .with_error_code(code.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+    }
+}
+
+fn init(
+    ctx: &BrokerContext,
+    request: &InitProducerIdRequest,
+    version: i16,
+) -> Result<ProducerIdAndEpoch, ErrorCode> {
+    let current = match (request.producer_id.0, request.producer_epoch) {
+        (-1, -1) => None,
+        (producer_id, epoch) if producer_id >= 0 && epoch >= 0 => {
+            Some(ProducerIdAndEpoch { producer_id, epoch })
+        }
+        _ => return Err(ErrorCode::InvalidRequest),
+    };
+    let ids = ctx.log.producer_ids();
+    let transactional_id = request.transactional_id.as_ref().map(|id| id.0.as_str());
+    let result = match transactional_id {
+        None => match current {
+            None => ids.new_producer(),
+            Some(current) => {
+                ids.bump_idempotent(current, ctx.log.producer_epoch(current.producer_id))
+            }
+        },
+        Some("") => return Err(ErrorCode::InvalidRequest),
+        Some(id) => ids.init_transactional(id, current, now_ms()),
+    };
+    result.map_err(|error| {
+        tracing::debug!(
+            ?transactional_id,
+            ?current,
+            "InitProducerId refused: {error}"
+        );
+        match error {
+            LogError::ProducerFenced { .. }
+                if transactional_id.is_some() && version >= PRODUCER_FENCED_SINCE_VERSION =>
+            {
+                ErrorCode::ProducerFenced
+            }
+            // The allocator's file could not be written; nothing was handed
+            // out, and a retry writes a new file.
+            LogError::Io { .. } => ErrorCode::CoordinatorNotAvailable,
+            other => ErrorCode::from(&other),
+        }
+    })
+}
