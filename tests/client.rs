@@ -349,3 +349,45 @@ async fn group_offsets_can_be_reset_and_their_lag_read() {
     assert!(described.members.is_empty());
     broker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_producer_is_idempotent_and_numbers_its_records() {
+    let broker = start().await;
+    let cluster = broker.cluster().await;
+    Admin::new(Arc::clone(&cluster))
+        .create_topic("numbered", 2, &[])
+        .await
+        .unwrap();
+    let producer = Producer::new(Arc::clone(&cluster), ProducerConfig::default())
+        .await
+        .unwrap();
+    let (producer_id, epoch) = producer.identity();
+    assert!(producer_id >= 0 && epoch >= 0, "{producer_id}/{epoch}");
+    let mut deliveries = Vec::new();
+    for i in 0..50 {
+        let mut record = ProducerRecord::new("numbered", None, format!("{i}").as_bytes());
+        record.partition = Some(i % 2);
+        deliveries.push(producer.send(record).await.unwrap());
+    }
+    let mut offsets = [Vec::new(), Vec::new()];
+    for delivery in deliveries {
+        let written = delivery.await.unwrap();
+        offsets[written.partition as usize].push(written.offset);
+    }
+    producer.close().await;
+    assert_eq!(offsets[0], (0..25).collect::<Vec<i64>>());
+    assert_eq!(offsets[1], (0..25).collect::<Vec<i64>>());
+
+    // The stored batches carry the producer id and dense sequences.
+    let fetcher = Fetcher::new(Arc::clone(&cluster), FetchOptions::default());
+    let fetched = fetcher.fetch("numbered", 0, 0, 1 << 20).await.unwrap();
+    let mut next_sequence = 0;
+    for batch in fetched.batches() {
+        let header = *batch.unwrap().header();
+        assert_eq!(header.producer_id, producer_id);
+        assert_eq!(header.base_sequence, next_sequence);
+        next_sequence += header.last_offset_delta + 1;
+    }
+    assert_eq!(next_sequence, 25);
+    broker.stop().await;
+}

@@ -373,6 +373,7 @@ async fn init_producer_id(cluster: &Cluster) -> Result<(i64, i16), ClientError> 
         .retry(&[], || async {
             let connection = cluster.any_connection().await?;
             let request = InitProducerIdRequest::default()
+                .with_transactional_id(None)
                 .with_transaction_timeout_ms(60_000)
                 .with_producer_id((-1).into())
                 .with_producer_epoch(-1);

@@ -575,10 +575,10 @@ impl GroupCoordinator {
                     .insert(member_id.clone(), now + request.session_timeout);
                 return Pending::Now(JoinOutcome::error(ErrorCode::MemberIdRequired, &member_id));
             }
-        } else if group.pending_members.remove(&member_id).is_none() {
-            if let Err(error) = group.check_member(&member_id, request.instance_id.as_deref()) {
-                return fail(error);
-            }
+        } else if group.pending_members.remove(&member_id).is_none()
+            && let Err(error) = group.check_member(&member_id, request.instance_id.as_deref())
+        {
+            return fail(error);
         }
 
         let is_new = !group.members.contains_key(&member_id);

@@ -182,7 +182,7 @@ fn a_new_member_makes_everyone_rejoin_and_a_silent_member_is_dropped() {
     // b stops heartbeating: after its session timeout it is removed and a
     // rebalance starts; a rejoins alone.
     let t1 = t0 + Duration::from_secs(5);
-    let _ = later(sync(&c, &b, 2, &[], t1));
+    drop(later(sync(&c, &b, 2, &[], t1)));
     let _ = sync(&c, &a, 2, &[(&a, "x"), (&b, "y")], t1);
     assert_eq!(c.heartbeat("g", 2, &a, None, t1 + SESSION), ErrorCode::None);
     c.tick(t1 + SESSION);
