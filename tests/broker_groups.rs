@@ -5,8 +5,6 @@
 
 mod support;
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -25,12 +23,11 @@ use kafka_protocol::messages::{
     OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
-use strata::broker::{Broker, BrokerConfig};
+use strata::broker::BrokerConfig;
 use strata::log::{LogConfig, LogManager};
 use support::wire::{call, decode_response, frame, read_response};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 
 const REBALANCE_IN_PROGRESS: i16 = 27;
 const MEMBER_ID_REQUIRED: i16 = 79;
@@ -39,39 +36,10 @@ const ILLEGAL_GENERATION: i16 = 22;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 
-struct Running {
-    addr: std::net::SocketAddr,
-    stop: oneshot::Sender<()>,
-    served: tokio::task::JoinHandle<()>,
-}
-
-async fn start(dir: &std::path::Path) -> Running {
-    let log = Arc::new(LogManager::open(dir, LogConfig::default()).unwrap());
-    let mut config = BrokerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        ..BrokerConfig::default()
-    };
+async fn start(dir: &std::path::Path) -> support::broker::InProcess {
+    let mut config = BrokerConfig::default();
     config.groups.initial_rebalance_delay = std::time::Duration::ZERO;
-    let broker = Broker::bind(config, Arc::clone(&log)).await.unwrap();
-    let addr = broker.local_addr();
-    let (stop, stopped) = oneshot::channel();
-    let served = tokio::spawn(async move {
-        broker
-            .serve(async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-        drop(log);
-    });
-    Running { addr, stop, served }
-}
-
-impl Running {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.served.await.unwrap();
-    }
+    support::broker::start_in(dir, config).await
 }
 
 fn s(text: &str) -> StrBytes {

@@ -8,59 +8,37 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use strata::broker::{Broker, BrokerConfig};
+use strata::broker::BrokerConfig;
 use strata::client::{
     Acks, Admin, ClientConfig, ClientError, Cluster, EARLIEST, FetchOptions, Fetcher, LATEST,
     Producer, ProducerConfig, ProducerRecord,
 };
-use strata::log::{LogConfig, LogManager};
 use strata::record::Compression;
-use tokio::sync::oneshot;
 
 struct Running {
-    addr: std::net::SocketAddr,
-    stop: oneshot::Sender<()>,
-    served: tokio::task::JoinHandle<()>,
+    broker: support::broker::InProcess,
     _dir: tempfile::TempDir,
 }
 
 async fn start() -> Running {
     let dir = tempfile::tempdir().unwrap();
-    let log = Arc::new(LogManager::open(dir.path(), LogConfig::default()).unwrap());
     let config = BrokerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
         auto_create_topics: false,
         ..BrokerConfig::default()
     };
-    let broker = Broker::bind(config, log).await.unwrap();
-    let addr = broker.local_addr();
-    let (stop, stopped) = oneshot::channel();
-    let served = tokio::spawn(async move {
-        broker
-            .serve(async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    Running {
-        addr,
-        stop,
-        served,
-        _dir: dir,
-    }
+    let broker = support::broker::start_in(dir.path(), config).await;
+    Running { broker, _dir: dir }
 }
 
 impl Running {
     async fn cluster(&self) -> Arc<Cluster> {
-        let mut config = ClientConfig::new(&self.addr.to_string());
+        let mut config = ClientConfig::new(&self.broker.addr.to_string());
         config.retries = 3;
         Cluster::connect(config).await.unwrap()
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(());
-        self.served.await.unwrap();
+        self.broker.stop().await;
     }
 }
 

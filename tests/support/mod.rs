@@ -4,6 +4,7 @@
 
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
+pub mod broker;
 pub mod wire;
 
 use std::fs;
