@@ -7,6 +7,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+pub mod in_process;
+
 use anyhow::Result;
 use strata::log::{LogConfig, PartitionLog};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
