@@ -1,8 +1,10 @@
 //! Exact timestamp lookup (Kafka's ListOffsets by time): the first record in
 //! offset order whose timestamp is at or after the one asked for, found
 //! inside compressed batches, across segments, with producers' timestamps
-//! out of order, and after clean and unclean reopens. Every answer is checked
-//! against a brute-force search over the records appended.
+//! out of order, and after clean and unclean reopens; and the record with
+//! the largest timestamp (ListOffsets MAX_TIMESTAMP) in the same scenarios.
+//! Every answer is checked against a brute-force search over the records
+//! appended.
 
 mod support;
 
@@ -60,6 +62,19 @@ impl Appended {
             .copied()
     }
 
+    /// The retained record with the largest timestamp, the lowest offset
+    /// of those sharing it.
+    fn expected_max(&self, log_start: i64) -> Option<(i64, i64)> {
+        self.records
+            .iter()
+            .skip(log_start as usize)
+            .filter(|&&(_, ts)| ts >= 0)
+            .fold(None, |best: Option<(i64, i64)>, &(offset, ts)| match best {
+                Some((_, best_ts)) if best_ts >= ts => best,
+                _ => Some((offset, ts)),
+            })
+    }
+
     /// Every timestamp present, its neighbours, and the extremes.
     fn probes(&self) -> Vec<i64> {
         let mut probes = vec![i64::MIN, 0, i64::MAX];
@@ -81,6 +96,11 @@ impl Appended {
                 "lookup of timestamp {timestamp}"
             );
         }
+        assert_eq!(
+            log.max_timestamp_record().expect("lookup succeeds"),
+            self.expected_max(log_start),
+            "the record with the largest timestamp"
+        );
     }
 }
 
@@ -154,6 +174,13 @@ fn a_timestamp_inside_a_compressed_batch_finds_the_exact_record() {
             Some((2, 100)),
             "{compression:?}"
         );
+        // The largest timestamp is mid-batch; a later batch ties it, and the
+        // lower offset wins.
+        assert_eq!(log.max_timestamp_record().unwrap(), Some((7, 900)));
+        appended.append(&log, compression, &[50, 900, 5]);
+        assert_eq!(log.max_timestamp_record().unwrap(), Some((7, 900)));
+        appended.append(&log, compression, &[901, 1]);
+        assert_eq!(log.max_timestamp_record().unwrap(), Some((12, 901)));
         appended.check_every_probe(&log);
     }
 }
@@ -183,6 +210,7 @@ fn a_timestamp_beyond_the_newest_record_finds_nothing() {
         None,
         "an empty log holds nothing"
     );
+    assert_eq!(log.max_timestamp_record().unwrap(), None);
     let mut appended = Appended::default();
     for compression in CODECS {
         // The newest timestamp sits mid-batch, so only the header's max

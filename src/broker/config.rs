@@ -1,4 +1,10 @@
 //! Broker settings and their named limits.
+//!
+//! Every limit a client can run into is a field of [`BrokerConfig`], settable
+//! in `strata.toml` ([`ConfigFile`]) under the key named in its doc, and
+//! listed with its default and what happens at the limit in the README's
+//! limits table. [`BrokerConfig::check`] refuses combinations that could
+//! never serve (a request memory budget smaller than one largest request).
 
 use std::net::SocketAddr;
 
@@ -17,20 +23,41 @@ pub struct BrokerConfig {
     /// This broker's node id (a single broker is node 0).
     pub node_id: i32,
     /// Largest request frame accepted; a larger size prefix closes the
-    /// connection before anything is allocated.
+    /// connection before anything is allocated. Key `request_bytes_max`.
     pub request_bytes_max: usize,
+    /// Bytes of request frames held at once, across all connections: a
+    /// frame's size is reserved from this budget before its buffer is
+    /// allocated and released once the request is answered. When the budget
+    /// is spent, connections stop reading (TCP backpressure) until earlier
+    /// requests are answered; nothing fails. At least `request_bytes_max`.
+    /// Key `request_memory_bytes_max`.
+    pub request_memory_bytes_max: usize,
+    /// Requests one connection may have read and not yet answered (Kafka's
+    /// client setting of the same idea is `max.in.flight.requests.per.connection`,
+    /// default 5). The connection reads ahead up to this many requests while
+    /// an earlier one is handled; it still handles them one at a time and
+    /// answers in order. At the limit it stops reading the socket. 1 turns
+    /// read-ahead off. Key `in_flight_requests_max`.
+    pub in_flight_requests_max: usize,
     /// Connections served at once; more wait in the accept queue.
+    /// Key `connections_max`.
     pub connections_max: usize,
     /// Create unknown topics when a client's Metadata request allows it.
     pub auto_create_topics: bool,
     /// Partitions of an auto-created topic.
     pub default_partitions: i32,
-    /// A connection with no request for this long is closed (Kafka's
-    /// `connections.max.idle.ms`), so idle clients cannot hold every slot.
+    /// A connection with no request in flight and none arriving for this
+    /// long is closed (Kafka's `connections.max.idle.ms`), so idle clients
+    /// cannot hold every slot. Key `connection_idle_timeout_ms`.
     pub connection_idle_timeout: std::time::Duration,
+    /// A request frame whose bytes stop arriving, or a response the client
+    /// stops reading, for this long closes the connection, releasing the
+    /// request memory it holds (progress resets the clock: a slow but
+    /// moving transfer is never cut). Key `socket_stall_timeout_ms`.
+    pub socket_stall_timeout: std::time::Duration,
     /// How long a shutdown waits for connections to finish their request
     /// before closing them regardless (a client that stops reading must not
-    /// keep the broker up).
+    /// keep the broker up). Key `shutdown_grace_ms`.
     pub shutdown_grace: std::time::Duration,
     /// How often segments past retention are deleted.
     pub retention_check_interval: std::time::Duration,
@@ -50,10 +77,13 @@ impl Default for BrokerConfig {
             metrics_listen: None,
             node_id: 0,
             request_bytes_max: 100 << 20,
+            request_memory_bytes_max: 256 << 20,
+            in_flight_requests_max: 5,
             connections_max: 1024,
             auto_create_topics: true,
             default_partitions: 1,
             connection_idle_timeout: std::time::Duration::from_secs(600),
+            socket_stall_timeout: std::time::Duration::from_secs(60),
             shutdown_grace: std::time::Duration::from_secs(10),
             retention_check_interval: std::time::Duration::from_secs(300),
             flush_check_interval: std::time::Duration::from_secs(1),
@@ -71,8 +101,13 @@ impl Default for BrokerConfig {
 /// data_dir = "./strata-data"
 /// auto_create_topics = true
 /// default_partitions = 3
-/// request_bytes_max = 104857600
+/// request_bytes_max = 104857600         # largest request frame
+/// request_memory_bytes_max = 268435456  # request bytes held, all connections
+/// in_flight_requests_max = 5            # read-ahead per connection
 /// connections_max = 1024
+/// connection_idle_timeout_ms = 600000
+/// socket_stall_timeout_ms = 60000
+/// shutdown_grace_ms = 10000
 /// retention_check_interval_ms = 300000
 ///
 /// [topic_defaults]
@@ -89,7 +124,12 @@ pub struct ConfigFile {
     pub auto_create_topics: Option<bool>,
     pub default_partitions: Option<i32>,
     pub request_bytes_max: Option<usize>,
+    pub request_memory_bytes_max: Option<usize>,
+    pub in_flight_requests_max: Option<usize>,
     pub connections_max: Option<usize>,
+    pub connection_idle_timeout_ms: Option<u64>,
+    pub socket_stall_timeout_ms: Option<u64>,
+    pub shutdown_grace_ms: Option<u64>,
     pub retention_check_interval_ms: Option<u64>,
     /// How long a new group's first rebalance waits for more members
     /// (Kafka's `group.initial.rebalance.delay.ms`; default 3000).
@@ -104,6 +144,58 @@ pub struct ConfigFile {
 
 /// Smallest request size limit accepted (a Metadata request must fit).
 const REQUEST_BYTES_MIN: usize = 1024;
+/// Largest request size limit accepted: a frame's size prefix is an i32.
+const REQUEST_BYTES_LIMIT: usize = i32::MAX as usize;
+/// Largest request memory budget accepted (tokio's semaphore counts up to
+/// `usize::MAX >> 3` permits; 1 TiB is far past any real machine).
+const REQUEST_MEMORY_BYTES_LIMIT: usize = 1 << 40;
+/// Largest per-connection read-ahead accepted.
+const IN_FLIGHT_REQUESTS_LIMIT: usize = 1000;
+
+impl BrokerConfig {
+    /// Checks the limits against each other; the message names the keys.
+    pub fn check(&self) -> Result<(), String> {
+        if !(REQUEST_BYTES_MIN..=REQUEST_BYTES_LIMIT).contains(&self.request_bytes_max) {
+            return Err(format!(
+                "request_bytes_max = {} is outside {REQUEST_BYTES_MIN}..={REQUEST_BYTES_LIMIT}",
+                self.request_bytes_max
+            ));
+        }
+        if self.request_memory_bytes_max < self.request_bytes_max {
+            return Err(format!(
+                "request_memory_bytes_max = {} is below request_bytes_max = {}: \
+                 a request of the largest allowed size could never be read",
+                self.request_memory_bytes_max, self.request_bytes_max
+            ));
+        }
+        if self.request_memory_bytes_max > REQUEST_MEMORY_BYTES_LIMIT {
+            return Err(format!(
+                "request_memory_bytes_max = {} is above {REQUEST_MEMORY_BYTES_LIMIT}",
+                self.request_memory_bytes_max
+            ));
+        }
+        if !(1..=IN_FLIGHT_REQUESTS_LIMIT).contains(&self.in_flight_requests_max) {
+            return Err(format!(
+                "in_flight_requests_max = {} is outside 1..={IN_FLIGHT_REQUESTS_LIMIT}",
+                self.in_flight_requests_max
+            ));
+        }
+        if self.connections_max == 0 {
+            return Err("connections_max must be at least 1".into());
+        }
+        for (key, duration) in [
+            ("connection_idle_timeout_ms", self.connection_idle_timeout),
+            ("socket_stall_timeout_ms", self.socket_stall_timeout),
+            ("retention_check_interval_ms", self.retention_check_interval),
+            ("flush_check_interval", self.flush_check_interval),
+        ] {
+            if duration.is_zero() {
+                return Err(format!("{key} must be at least 1 ms"));
+            }
+        }
+        Ok(())
+    }
+}
 
 impl ConfigFile {
     /// Parses the file's text; unknown keys are errors.
@@ -132,17 +224,15 @@ impl ConfigFile {
             config.default_partitions = partitions;
         }
         if let Some(bytes) = self.request_bytes_max {
-            if bytes < REQUEST_BYTES_MIN {
-                return Err(format!(
-                    "request_bytes_max = {bytes} is below {REQUEST_BYTES_MIN}"
-                ));
-            }
             config.request_bytes_max = bytes;
         }
+        if let Some(bytes) = self.request_memory_bytes_max {
+            config.request_memory_bytes_max = bytes;
+        }
+        if let Some(requests) = self.in_flight_requests_max {
+            config.in_flight_requests_max = requests;
+        }
         if let Some(connections) = self.connections_max {
-            if connections == 0 {
-                return Err("connections_max must be at least 1".into());
-            }
             config.connections_max = connections;
         }
         let millis = std::time::Duration::from_millis;
@@ -162,11 +252,17 @@ impl ConfigFile {
                 config.groups.session_timeout_max.as_millis()
             ));
         }
+        if let Some(ms) = self.connection_idle_timeout_ms {
+            config.connection_idle_timeout = millis(ms);
+        }
+        if let Some(ms) = self.socket_stall_timeout_ms {
+            config.socket_stall_timeout = millis(ms);
+        }
+        if let Some(ms) = self.shutdown_grace_ms {
+            config.shutdown_grace = millis(ms);
+        }
         if let Some(ms) = self.retention_check_interval_ms {
-            if ms == 0 {
-                return Err("retention_check_interval_ms must be at least 1".into());
-            }
-            config.retention_check_interval = std::time::Duration::from_millis(ms);
+            config.retention_check_interval = millis(ms);
         }
         for (key, value) in &self.topic_defaults {
             let text = match value {
@@ -178,7 +274,7 @@ impl ConfigFile {
                 .apply(key, &text)
                 .map_err(|e| format!("[topic_defaults] {e}"))?;
         }
-        Ok(())
+        config.check()
     }
 }
 
@@ -210,5 +306,39 @@ mod tests {
         assert!(error.contains("segment.bytes"), "{error}");
         let bad = ConfigFile::parse("default_partitions = 0").unwrap();
         assert!(bad.apply(&mut BrokerConfig::default()).is_err());
+    }
+
+    #[test]
+    fn limits_are_read_from_the_file_and_checked_against_each_other() {
+        let file = ConfigFile::parse(
+            r#"
+            request_bytes_max = 2048
+            request_memory_bytes_max = 8192
+            in_flight_requests_max = 3
+            socket_stall_timeout_ms = 500
+            "#,
+        )
+        .unwrap();
+        let mut config = BrokerConfig::default();
+        file.apply(&mut config).unwrap();
+        assert_eq!(config.request_memory_bytes_max, 8192);
+        assert_eq!(config.in_flight_requests_max, 3);
+        assert_eq!(config.socket_stall_timeout.as_millis(), 500);
+
+        // Raising the frame limit past the default budget names both keys.
+        let file = ConfigFile::parse("request_bytes_max = 536870912").unwrap();
+        let error = file.apply(&mut BrokerConfig::default()).unwrap_err();
+        assert!(error.contains("request_memory_bytes_max"), "{error}");
+        for bad in [
+            "request_bytes_max = 10",
+            "in_flight_requests_max = 0",
+            "connections_max = 0",
+            "socket_stall_timeout_ms = 0",
+            "request_memory_bytes_max = 1024",
+        ] {
+            let file = ConfigFile::parse(bad).unwrap();
+            assert!(file.apply(&mut BrokerConfig::default()).is_err(), "{bad}");
+        }
+        BrokerConfig::default().check().unwrap();
     }
 }

@@ -18,6 +18,8 @@ pub enum BrokerError {
     UnknownApi(i16),
     #[error("unsupported version {version} of API {api}")]
     UnsupportedVersion { api: i16, version: i16 },
+    #[error("invalid broker configuration: {0}")]
+    Config(String),
     #[error(transparent)]
     Log(#[from] LogError),
 }

@@ -1,18 +1,25 @@
 //! Request and response framing: a big-endian i32 size, then that many bytes.
 //!
-//! The size is checked against the limit before the buffer is allocated; a
-//! negative or oversized size is an error and the connection closes.
+//! Reading is split in two so the connection can reserve the frame's bytes
+//! from the broker's request memory budget between learning the size and
+//! allocating the buffer: [`read_frame_size`] reads and checks the prefix
+//! (a negative size or one over the limit is an error and the connection
+//! closes), [`read_frame_body`] allocates exactly that many bytes and fills
+//! them, giving up on a client that stops sending mid-frame.
+
+use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::BrokerError;
 
-/// Reads one frame's payload, or `None` at a clean end of stream.
-pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
+/// Reads a frame's size prefix and checks it against `limit`; `None` at a
+/// clean end of stream (no byte of a new frame).
+pub(crate) async fn read_frame_size<R: AsyncRead + Unpin>(
     reader: &mut R,
     limit: usize,
-) -> Result<Option<BytesMut>, BrokerError> {
+) -> Result<Option<usize>, BrokerError> {
     let mut size = [0u8; 4];
     match reader.read_exact(&mut size).await {
         Ok(_) => {}
@@ -25,27 +32,59 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
         }
     }
     let size = i32::from_be_bytes(size);
-    let too_large = usize::try_from(size).map_or(true, |s| s > limit);
-    if too_large {
-        return Err(BrokerError::FrameTooLarge {
+    match usize::try_from(size) {
+        Ok(size) if size <= limit => Ok(Some(size)),
+        _ => Err(BrokerError::FrameTooLarge {
             size: i64::from(size),
             limit,
-        });
+        }),
     }
-    let mut frame = BytesMut::zeroed(size as usize);
-    reader
-        .read_exact(&mut frame)
-        .await
-        .map_err(|error| BrokerError::Io {
-            context: format!("reading a request of {size} bytes"),
-            error,
-        })?;
-    Ok(Some(frame))
+}
+
+/// Reads a frame's `size` payload bytes (the size already checked). A read
+/// that brings nothing for `stall` fails: a client that stops sending in
+/// the middle of a frame must not hold the frame's memory forever.
+pub(crate) async fn read_frame_body<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    size: usize,
+    stall: Duration,
+) -> Result<BytesMut, BrokerError> {
+    let mut frame = BytesMut::zeroed(size);
+    let mut filled = 0;
+    let failed = |error| BrokerError::Io {
+        context: format!("reading a request of {size} bytes"),
+        error,
+    };
+    while filled < size {
+        let read = tokio::time::timeout(stall, reader.read(&mut frame[filled..]))
+            .await
+            .map_err(|_| {
+                failed(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("nothing arrived for {stall:?} after {filled} bytes"),
+                ))
+            })?
+            .map_err(failed)?;
+        if read == 0 {
+            return Err(failed(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        filled += read;
+    }
+    Ok(frame)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn read_frame(input: &mut &[u8], limit: usize) -> Result<Option<BytesMut>, BrokerError> {
+        match read_frame_size(input, limit).await? {
+            Some(size) => read_frame_body(input, size, Duration::from_secs(10))
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
+    }
 
     #[tokio::test]
     async fn frames_are_read_whole_and_oversized_sizes_are_refused() {
@@ -63,5 +102,31 @@ mod tests {
         assert!(read_frame(&mut negative, 100).await.is_err());
         let mut truncated: &[u8] = &[0, 0, 0, 5, 1, 2];
         assert!(read_frame(&mut truncated, 100).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_frame_body_that_stops_arriving_is_given_up() {
+        let (mut client, mut server) = tokio::io::duplex(64);
+        tokio::io::AsyncWriteExt::write_all(&mut client, b"abc")
+            .await
+            .unwrap();
+        // Five bytes promised, three sent, the sender still connected.
+        let read = read_frame_body(&mut server, 5, Duration::from_millis(50)).await;
+        let Err(BrokerError::Io { error, .. }) = read else {
+            panic!("expected a stall error, got {read:?}");
+        };
+        assert_eq!(error.kind(), std::io::ErrorKind::TimedOut);
+        drop(client);
+    }
+
+    #[tokio::test]
+    async fn a_size_at_the_limit_is_accepted_and_one_past_it_refused() {
+        let mut at: &[u8] = &[0, 0, 0, 100];
+        assert_eq!(read_frame_size(&mut at, 100).await.unwrap(), Some(100));
+        let mut past: &[u8] = &[0, 0, 0, 101];
+        assert!(matches!(
+            read_frame_size(&mut past, 100).await,
+            Err(BrokerError::FrameTooLarge { size: 101, .. })
+        ));
     }
 }

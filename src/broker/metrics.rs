@@ -1,7 +1,10 @@
 //! Prometheus metrics: request counts and time per API, bytes in and out,
-//! each partition's offsets and size, and each consumer group's committed
-//! offset and lag per partition, served as text on
-//! `GET /metrics` when `--metrics ADDR` is given.
+//! the state of the broker's limits (requests in flight, request and
+//! response bytes held in memory, waits for the request memory budget),
+//! fetch long-polls (waiting now, woken by appends), each partition's
+//! offsets and size, and each consumer group's committed offset and lag per
+//! partition, served as text on `GET /metrics` when `--metrics ADDR` is
+//! given.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +27,21 @@ pub struct Metrics {
     request_micros: [AtomicU64; API_KEYS_MAX],
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
+    /// Gauge: requests read and not yet answered, all connections.
+    pub(crate) requests_in_flight: AtomicU64,
+    /// Gauge: request frame bytes held (reserved from the request memory
+    /// budget), all connections.
+    pub(crate) request_bytes_buffered: AtomicU64,
+    /// Counter: times a connection paused reading because the request
+    /// memory budget was spent.
+    pub(crate) request_memory_waits: AtomicU64,
+    /// Gauge: response bytes held in memory, produced and not yet written
+    /// (file ranges sent with sendfile are not held, so not counted).
+    pub(crate) response_bytes_buffered: AtomicU64,
+    /// Gauge: fetches waiting for an append or their deadline.
+    pub(crate) fetches_waiting: AtomicU64,
+    /// Counter: waiting fetches woken by an append to a partition they read.
+    pub(crate) fetch_wakeups: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -33,6 +51,12 @@ impl Default for Metrics {
             request_micros: std::array::from_fn(|_| AtomicU64::new(0)),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            requests_in_flight: AtomicU64::new(0),
+            request_bytes_buffered: AtomicU64::new(0),
+            request_memory_waits: AtomicU64::new(0),
+            response_bytes_buffered: AtomicU64::new(0),
+            fetches_waiting: AtomicU64::new(0),
+            fetch_wakeups: AtomicU64::new(0),
         }
     }
 }
@@ -84,6 +108,33 @@ impl Metrics {
             "strata_bytes_out_total {}",
             self.bytes_out.load(Ordering::Relaxed)
         );
+        for (name, kind, value) in [
+            (
+                "strata_requests_in_flight",
+                "gauge",
+                &self.requests_in_flight,
+            ),
+            (
+                "strata_request_bytes_buffered",
+                "gauge",
+                &self.request_bytes_buffered,
+            ),
+            (
+                "strata_request_memory_waits_total",
+                "counter",
+                &self.request_memory_waits,
+            ),
+            (
+                "strata_response_bytes_buffered",
+                "gauge",
+                &self.response_bytes_buffered,
+            ),
+            ("strata_fetches_waiting", "gauge", &self.fetches_waiting),
+            ("strata_fetch_wakeups_total", "counter", &self.fetch_wakeups),
+        ] {
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        }
         let _ = writeln!(out, "# TYPE strata_log_end_offset gauge");
         let _ = writeln!(out, "# TYPE strata_log_start_offset gauge");
         let _ = writeln!(out, "# TYPE strata_log_size_bytes gauge");

@@ -1,11 +1,14 @@
 //! The broker: serves the segment log over Kafka's wire protocol.
 //!
 //! A tokio server. Each connection reads size-prefixed request frames (the
-//! size checked against [`BrokerConfig::request_bytes_max`] before anything
-//! is allocated), decodes the request header with the `kafka-protocol`
-//! crate, dispatches to one handler per API in [`api`], and writes responses
-//! in request order. The broker never parses segment files itself: it goes
-//! through [`crate::log`].
+//! size checked against [`BrokerConfig::request_bytes_max`] and reserved
+//! from the broker-wide [`BrokerConfig::request_memory_bytes_max`] budget
+//! before anything is allocated), reads ahead up to
+//! [`BrokerConfig::in_flight_requests_max`] requests, decodes each request
+//! header with the `kafka-protocol` crate, dispatches to one handler per API
+//! in [`api`] one request at a time, and writes responses in request order.
+//! The broker never parses segment files itself: it goes through
+//! [`crate::log`].
 //!
 //! Implemented so far: ApiVersions (with the v0 UNSUPPORTED_VERSION
 //! fallback), Metadata, Produce (acks 0, 1 and all; idempotent producers
@@ -18,6 +21,7 @@
 //! handled.
 
 pub mod api;
+mod append_signals;
 mod config;
 mod connection;
 mod error;
@@ -28,6 +32,7 @@ mod huge_alloc;
 mod metrics;
 mod server;
 
+pub use append_signals::AppendSignals;
 pub use config::{BrokerConfig, ConfigFile};
 pub use error::{BrokerError, ErrorCode};
 pub use huge_alloc::HugeReservingAllocator;

@@ -1,6 +1,6 @@
-//! The accept loop: a bounded number of connections, and a graceful
-//! shutdown that stops accepting, lets each connection answer the request in
-//! hand, and waits for all of them.
+//! The accept loop: a bounded number of connections sharing one request
+//! memory budget, and a graceful shutdown that stops accepting, lets each
+//! connection answer the request in hand, and waits for all of them.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -35,6 +35,7 @@ pub struct Broker {
 impl Broker {
     /// Binds the listening socket.
     pub async fn bind(config: BrokerConfig, log: Arc<LogManager>) -> Result<Self, BrokerError> {
+        config.check().map_err(BrokerError::Config)?;
         // Everything the handlers need is opened before the port is, so a
         // client that can connect is served.
         let groups_dir = log.data_dir().join(GROUPS_DIR);
@@ -58,7 +59,7 @@ impl Broker {
             log,
             config,
             advertised_port: i32::from(local.port()),
-            appended: tokio::sync::Notify::new(),
+            appends: super::AppendSignals::default(),
             metrics: super::Metrics::default(),
             groups,
         });
@@ -105,6 +106,8 @@ impl Broker {
             }))
         });
         let permits = Arc::new(Semaphore::new(self.ctx.config.connections_max));
+        // Shared by every connection: request bytes held at once.
+        let request_memory = Arc::new(Semaphore::new(self.ctx.config.request_memory_bytes_max));
         let (stop, stopped) = watch::channel(false);
         let mut connections = JoinSet::new();
         tokio::pin!(shutdown);
@@ -130,8 +133,9 @@ impl Broker {
             let _ = stream.set_nodelay(true);
             let ctx = Arc::clone(&self.ctx);
             let stopped = stopped.clone();
+            let request_memory = Arc::clone(&request_memory);
             connections.spawn(async move {
-                connection::serve(stream, ctx, stopped).await;
+                connection::serve(stream, ctx, request_memory, stopped).await;
                 drop(permit);
             });
             // Reap finished connections so the set does not grow.

@@ -544,6 +544,72 @@ impl Segment {
         Ok(None)
     }
 
+    /// The first record carrying the segment's largest timestamp, as
+    /// (offset, timestamp); `None` when no record has a timestamp (≥ 0).
+    ///
+    /// The segment remembers the last offset of the first batch that
+    /// reached its largest timestamp, so this reads one batch; if that
+    /// hint does not hold (index files are derived data), it scans the
+    /// segment's batch headers instead.
+    pub(crate) fn max_timestamp_record(
+        &self,
+        decompressed_bytes_max: usize,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        if self.max_timestamp < 0 {
+            return Ok(None);
+        }
+        let mut buf = Vec::new();
+        if let Some((position, header)) = self.locate(self.max_timestamp_offset)?
+            && header.max_timestamp == self.max_timestamp
+            && let Some(found) = self.first_record_at(
+                position,
+                &header,
+                self.max_timestamp,
+                decompressed_bytes_max,
+                &mut buf,
+            )?
+        {
+            return Ok(Some(found));
+        }
+        let mut position = 0;
+        while position < self.size {
+            let header = self.read_header(position)?;
+            if header.max_timestamp == self.max_timestamp
+                && let Some(found) = self.first_record_at(
+                    position,
+                    &header,
+                    self.max_timestamp,
+                    decompressed_bytes_max,
+                    &mut buf,
+                )?
+            {
+                return Ok(Some(found));
+            }
+            position += header.size_bytes() as u64;
+        }
+        Ok(None)
+    }
+
+    /// The first record of the batch at `position` whose timestamp is
+    /// exactly `timestamp`.
+    fn first_record_at(
+        &self,
+        position: u64,
+        header: &BatchHeader,
+        timestamp: i64,
+        decompressed_bytes_max: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<(i64, i64)>, LogError> {
+        let batch = self.read_batch(position, header, buf)?;
+        for record in batch.records(decompressed_bytes_max)?.iter() {
+            let record = record?;
+            if record.timestamp == timestamp {
+                return Ok(Some((record.offset, record.timestamp)));
+            }
+        }
+        Ok(None)
+    }
+
     /// fdatasync of the `.log` file.
     pub(crate) fn sync(&self) -> Result<(), LogError> {
         self.log

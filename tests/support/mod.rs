@@ -10,6 +10,8 @@ pub mod wire;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+pub mod in_process;
+
 use anyhow::Result;
 use strata::log::{LogConfig, PartitionLog};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};

@@ -1,7 +1,11 @@
 //! Fetch: whole batches from each requested partition, starting at the
 //! batch that holds the fetch offset, waiting up to `max_wait_ms` for at
-//! least `min_bytes` (the wait itself happens in the connection, woken by
-//! appends).
+//! least `min_bytes`. The wait itself happens in the connection, without a
+//! thread: a pass that may wait subscribes to each partition it reads
+//! before reading it ([`AppendSignals`](crate::broker::AppendSignals)), so
+//! only an append to one of those partitions (or the deadline, or shutdown)
+//! runs the fetch again, and an append between the read and the wait is
+//! not lost.
 //!
 //! The answer holds file ranges, not bytes: the connection sends them with
 //! `sendfile` (see `fetch_frame`).
@@ -12,6 +16,7 @@ use kafka_protocol::messages::FetchRequest;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::append_signals::AppendWatch;
 use crate::broker::fetch_frame::{FetchedPartition, FetchedTopic};
 use crate::log::{LogError, Topic};
 
@@ -20,36 +25,50 @@ const RESPONSE_BYTES_MAX: u64 = 1 << 30;
 /// Upper bound on `max_wait_ms`, whatever the client asks.
 const WAIT_MS_MAX: u64 = 30_000;
 
+/// How a fetch short of `min_bytes` waits: up to `wait` in all (counted
+/// from its first pass), for an append to one of the partitions it reads.
+pub(crate) struct DataWait {
+    pub wait: Duration,
+    pub appends: AppendWatch,
+}
+
 /// One pass over the requested partitions. Returns `Err(wait)` when there is
-/// less than `min_bytes` and the client allows waiting up to `wait`, unless
-/// `final_pass` (the wait is over): the connection then waits for an append
-/// or the deadline, without holding a thread, and asks again.
+/// less than `min_bytes` and the client allows waiting, unless `final_pass`
+/// (the wait is over): the connection then waits for an append to one of
+/// the partitions or the deadline, without holding a thread, and asks again.
 pub(super) fn handle(
     ctx: &BrokerContext,
     request: &FetchRequest,
     final_pass: bool,
-) -> Result<Vec<FetchedTopic>, Duration> {
+) -> Result<Vec<FetchedTopic>, DataWait> {
     let wait = Duration::from_millis(
         u64::try_from(request.max_wait_ms)
             .unwrap_or(0)
             .min(WAIT_MS_MAX),
     );
     let min_bytes = u64::try_from(request.min_bytes).unwrap_or(0);
-    let (topics, bytes) = read_once(ctx, request);
+    let may_wait = !wait.is_zero() && !final_pass && min_bytes > 0;
+    let mut appends = AppendWatch::default();
+    let (topics, bytes) = read_once(ctx, request, may_wait.then_some(&mut appends));
     let any_error = topics
         .iter()
         .flat_map(|t| &t.partitions)
         .any(|p| p.error_code != ErrorCode::None.code());
     // Errors are answered at once, as Kafka does.
-    if bytes >= min_bytes || any_error || wait.is_zero() || final_pass {
+    if bytes >= min_bytes || any_error || !may_wait {
         return Ok(topics);
     }
-    Err(wait)
+    Err(DataWait { wait, appends })
 }
 
 /// One pass over the requested partitions; returns the answers and the
-/// record bytes in them.
-fn read_once(ctx: &BrokerContext, request: &FetchRequest) -> (Vec<FetchedTopic>, u64) {
+/// record bytes in them. With `appends`, subscribes to each partition
+/// before reading it.
+fn read_once(
+    ctx: &BrokerContext,
+    request: &FetchRequest,
+    mut appends: Option<&mut AppendWatch>,
+) -> (Vec<FetchedTopic>, u64) {
     // Also keeps the response's size within its i32 length field.
     let mut budget = u64::try_from(request.max_bytes)
         .unwrap_or(0)
@@ -76,6 +95,9 @@ fn read_once(ctx: &BrokerContext, request: &FetchRequest) -> (Vec<FetchedTopic>,
                 partitions.push(answer);
                 continue;
             };
+            if let (Some(appends), Some(topic)) = (appends.as_deref_mut(), &topic) {
+                appends.push(ctx.appends.subscribe(topic.id(), partition.partition));
+            }
             let end = log.log_end_offset();
             answer.high_watermark = end;
             answer.last_stable_offset = end;

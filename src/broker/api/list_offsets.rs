@@ -1,5 +1,18 @@
-//! ListOffsets: the earliest (-2) or latest (-1) offset of a partition, or
-//! the first record at or after a timestamp, exact to the record.
+//! ListOffsets: per partition, the offset a client asks for by timestamp.
+//!
+//! | timestamp | answer | from version |
+//! |---|---|---|
+//! | ≥ 0 | the first record with timestamp ≥ it, exact to the record (offset and timestamp), or -1 | 1 |
+//! | -1 LATEST | the log end offset | 1 |
+//! | -2 EARLIEST | the log start offset | 1 |
+//! | -3 MAX_TIMESTAMP | the record with the largest timestamp (the lowest offset of those sharing it), exact to the record inside its batch, compressed or not; -1 when no record has a timestamp | 7 |
+//! | -4 EARLIEST_LOCAL | the log start offset: all data is local | 8 |
+//! | -5 LATEST_TIERED | -1: nothing is tiered | 9 |
+//!
+//! As Kafka does, a special timestamp asked in a version older than the
+//! one that introduced it, or a negative timestamp that is none of these
+//! (such as -6, EARLIEST_PENDING_UPLOAD, which needs v11), gets
+//! UNSUPPORTED_VERSION for that partition; the connection stays open.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -8,17 +21,34 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::log::PartitionLog;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
-/// The record with the largest timestamp (v7+): not answered yet.
+/// The record with the largest timestamp (KIP-734).
 const MAX_TIMESTAMP: i64 = -3;
-/// Earliest local / earliest pending upload (tiered storage): all data is
-/// local here, so both are the log start.
+/// The earliest offset on local disk (KIP-405): all data is local here.
 const EARLIEST_LOCAL: i64 = -4;
-const EARLIEST_PENDING_UPLOAD: i64 = -5;
+/// The latest offset in tiered storage (KIP-1005): none here.
+const LATEST_TIERED: i64 = -5;
 
-pub(super) fn handle(ctx: &BrokerContext, request: &ListOffsetsRequest) -> ListOffsetsResponse {
+/// The first request version that may carry a special timestamp; `None`
+/// for a negative value that is no special timestamp this broker knows.
+fn first_version(timestamp: i64) -> Option<i16> {
+    match timestamp {
+        LATEST | EARLIEST => Some(1),
+        MAX_TIMESTAMP => Some(7),
+        EARLIEST_LOCAL => Some(8),
+        LATEST_TIERED => Some(9),
+        _ => None,
+    }
+}
+
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: &ListOffsetsRequest,
+    version: i16,
+) -> ListOffsetsResponse {
     let topics = request
         .topics
         .iter()
@@ -38,20 +68,7 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ListOffsetsRequest) -> ListO
                     let Some(log) = log else {
                         return response.with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                     };
-                    match partition.timestamp {
-                        LATEST => response.with_offset(log.log_end_offset()),
-                        EARLIEST | EARLIEST_LOCAL | EARLIEST_PENDING_UPLOAD => {
-                            response.with_offset(log.log_start_offset())
-                        }
-                        MAX_TIMESTAMP => response.with_error_code(ErrorCode::InvalidRequest.code()),
-                        timestamp => match log.offset_for_timestamp(timestamp) {
-                            Ok(Some((offset, found))) => {
-                                response.with_offset(offset).with_timestamp(found)
-                            }
-                            Ok(None) => response,
-                            Err(error) => response.with_error_code(ErrorCode::from(&error).code()),
-                        },
-                    }
+                    lookup(&log, partition.timestamp, version, response)
                 })
                 .collect();
             ListOffsetsTopicResponse::default()
@@ -60,4 +77,28 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ListOffsetsRequest) -> ListO
         })
         .collect();
     ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// Fills `response` (offset and timestamp -1) for one partition.
+fn lookup(
+    log: &PartitionLog,
+    timestamp: i64,
+    version: i16,
+    response: ListOffsetsPartitionResponse,
+) -> ListOffsetsPartitionResponse {
+    if timestamp < 0 && first_version(timestamp).is_none_or(|first| version < first) {
+        return response.with_error_code(ErrorCode::UnsupportedVersion.code());
+    }
+    let found = match timestamp {
+        LATEST => return response.with_offset(log.log_end_offset()),
+        EARLIEST | EARLIEST_LOCAL => return response.with_offset(log.log_start_offset()),
+        LATEST_TIERED => return response,
+        MAX_TIMESTAMP => log.max_timestamp_record(),
+        timestamp => log.offset_for_timestamp(timestamp),
+    };
+    match found {
+        Ok(Some((offset, found))) => response.with_offset(offset).with_timestamp(found),
+        Ok(None) => response,
+        Err(error) => response.with_error_code(ErrorCode::from(&error).code()),
+    }
 }

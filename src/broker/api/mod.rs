@@ -28,6 +28,8 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+pub(crate) use fetch::DataWait;
+
 use super::fetch_frame::{Part, fetch_response};
 use super::group::{GroupCoordinator, JoinOutcome, Pending, SyncOutcome};
 use super::{BrokerConfig, BrokerError};
@@ -39,8 +41,9 @@ pub struct BrokerContext {
     pub config: BrokerConfig,
     /// The port clients are told to use (the bound one, if 0 was asked for).
     pub advertised_port: i32,
-    /// Woken after every successful produce, for fetches that wait for data.
-    pub appended: tokio::sync::Notify,
+    /// Per-partition wakeups for fetches that wait for data; produce signals
+    /// each partition it appends to.
+    pub appends: super::AppendSignals,
     pub metrics: super::Metrics,
     pub groups: GroupCoordinator,
 }
@@ -143,7 +146,7 @@ pub(crate) fn handle(
                 key,
                 version,
                 correlation_id,
-                &list_offsets::handle(ctx, &request),
+                &list_offsets::handle(ctx, &request, version),
             )?)
         }
         ApiKey::CreateTopics => {
@@ -289,9 +292,9 @@ pub(crate) enum Reply {
     Respond(Vec<Part>),
     /// The request takes no response (Produce with acks=0).
     Silent,
-    /// A fetch found too little data: wait up to this long for an append,
-    /// then ask again.
-    WaitForData(std::time::Duration),
+    /// A fetch found too little data: wait for an append to a partition it
+    /// reads, or its deadline, then ask again.
+    WaitForData(DataWait),
     /// The answer depends on other clients (a JoinGroup waits for the
     /// rebalance, a SyncGroup for the leader's assignment): the response
     /// frame once it is known.

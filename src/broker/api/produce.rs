@@ -67,6 +67,11 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                             "resent batches answered with their original offsets"
                         );
                     }
+                    // Readable now: wake the fetches waiting on this partition.
+                    if let Some(topic) = &topic {
+                        let end = appended.last_offset + 1;
+                        ctx.appends.appended(topic.id(), partition.index, end);
+                    }
                     // A duplicate's original may not be durable yet either.
                     if request.acks == ACKS_ALL {
                         to_sync.push((t, p, Arc::clone(&log), appended.last_offset + 1));
@@ -91,8 +96,6 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                 .with_partition_responses(partitions),
         );
     }
-    // Appended records are readable now: wake fetches waiting for data.
-    ctx.appended.notify_waiters();
     for (t, p, log, target) in to_sync {
         if let Err(error) = log.flush_to(target) {
             let partition = &mut responses[t].partition_responses[p];

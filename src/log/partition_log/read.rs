@@ -1,5 +1,5 @@
-//! Reading a partition: whole batches by offset, and the exact offset for a
-//! timestamp.
+//! Reading a partition: whole batches by offset, the exact offset for a
+//! timestamp, and the record with the largest timestamp.
 
 use super::{PartitionLog, decompressed_limit};
 use crate::log::{FileSlice, LogError};
@@ -105,5 +105,28 @@ impl PartitionLog {
             }
         }
         Ok(None)
+    }
+
+    /// The record with the largest timestamp, exact to the record (Kafka's
+    /// ListOffsets MAX_TIMESTAMP): of several records sharing it, the one
+    /// with the lowest offset. Returns (offset, timestamp), or `None` when
+    /// no retained record carries a timestamp.
+    pub fn max_timestamp_record(&self) -> Result<Option<(i64, i64)>, LogError> {
+        let inner = self.shared();
+        let limit = decompressed_limit(inner.config.max_message_bytes);
+        // The first segment holding the largest timestamp: segments are in
+        // offset order and only a strictly larger one replaces it.
+        let mut newest = None;
+        for segment in inner.segments.values() {
+            if newest
+                .is_none_or(|n: &crate::log::Segment| segment.max_timestamp() > n.max_timestamp())
+            {
+                newest = Some(segment);
+            }
+        }
+        match newest {
+            Some(segment) => segment.max_timestamp_record(limit),
+            None => Ok(None),
+        }
     }
 }

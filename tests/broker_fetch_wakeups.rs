@@ -1,0 +1,115 @@
+//! A fetch waiting for data is woken by appends to the partitions it reads
+//! and by nothing else: produces to other partitions leave it waiting (the
+//! broker counts every wakeup), and an append to one of its partitions
+//! answers it with the record at once rather than at its deadline.
+
+mod support;
+
+use kafka_protocol::messages::{ApiKey, FetchResponse, ProduceResponse};
+use strata::broker::BrokerConfig;
+use support::in_process::{
+    InProcessBroker, call, decode_response, fetch_request, frame, one_record, produce_request,
+    read_response,
+};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// The values of the records in a fetched partition's record bytes.
+fn values(records: Option<&bytes::Bytes>) -> Vec<Vec<u8>> {
+    support::decode(records.map_or(&[][..], |r| &r[..]))
+        .into_iter()
+        .map(|r| r.value.unwrap())
+        .collect()
+}
+
+async fn produce(stream: &mut TcpStream, topic: &str, partition: i32, value: &[u8]) {
+    let request = produce_request(1, topic, partition, one_record(value, 1));
+    let response: ProduceResponse = call(stream, ApiKey::Produce, 9, &request).await;
+    assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+}
+
+#[tokio::test]
+async fn a_waiting_fetch_is_woken_by_appends_to_its_partitions_only() {
+    let broker = InProcessBroker::start(BrokerConfig::default()).await;
+    broker
+        .log
+        .create_topic("watched", 3, Default::default())
+        .unwrap();
+    broker
+        .log
+        .create_topic("elsewhere", 1, Default::default())
+        .unwrap();
+    let mut producer = broker.connect().await;
+    let mut consumer = broker.connect().await;
+
+    // Waits on partitions 1 and 2, for up to 30 s (the broker's cap): long
+    // enough that only a wakeup can answer it while the test runs.
+    let waiting = fetch_request("watched", &[1, 2], 0, 1 << 20, 30_000);
+    consumer
+        .write_all(&frame(ApiKey::Fetch, 12, 1, &waiting))
+        .await
+        .unwrap();
+    broker
+        .wait_for_metric("strata_fetches_waiting", |n| n == 1)
+        .await;
+
+    // Appends elsewhere: another partition of the topic, another topic.
+    for i in 0..5 {
+        produce(&mut producer, "watched", 0, format!("p0-{i}").as_bytes()).await;
+        produce(&mut producer, "elsewhere", 0, b"x").await;
+    }
+    assert_eq!(broker.metric("strata_fetch_wakeups_total").await, 0);
+    assert_eq!(broker.metric("strata_fetches_waiting").await, 1);
+
+    // An append to partition 2 answers the fetch with that record.
+    produce(&mut producer, "watched", 2, b"for-the-waiting-fetch").await;
+    let response = read_response(&mut consumer).await.expect("a response");
+    let fetched: FetchResponse = decode_response(response, ApiKey::Fetch, 12, 1);
+    let partitions = &fetched.responses[0].partitions;
+    assert_eq!(partitions[0].partition_index, 1);
+    assert!(values(partitions[0].records.as_ref()).is_empty());
+    assert_eq!(partitions[1].partition_index, 2);
+    assert_eq!(
+        values(partitions[1].records.as_ref()),
+        [b"for-the-waiting-fetch".to_vec()]
+    );
+    // Woken by the append, not by its deadline.
+    assert_eq!(broker.metric("strata_fetch_wakeups_total").await, 1);
+    assert_eq!(broker.metric("strata_fetches_waiting").await, 0);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn many_fetches_wait_on_one_partition_and_all_are_woken_by_one_append() {
+    let broker = InProcessBroker::start(BrokerConfig::default()).await;
+    broker
+        .log
+        .create_topic("shared", 1, Default::default())
+        .unwrap();
+    const CONSUMERS: u64 = 8;
+    let mut consumers = Vec::new();
+    for i in 0..CONSUMERS {
+        let mut consumer = broker.connect().await;
+        let request = fetch_request("shared", &[0], 0, 1 << 20, 30_000);
+        consumer
+            .write_all(&frame(ApiKey::Fetch, 12, i as i32, &request))
+            .await
+            .unwrap();
+        consumers.push(consumer);
+    }
+    broker
+        .wait_for_metric("strata_fetches_waiting", |n| n == CONSUMERS)
+        .await;
+    let mut producer = broker.connect().await;
+    produce(&mut producer, "shared", 0, b"for-everyone").await;
+    for (i, consumer) in consumers.iter_mut().enumerate() {
+        let response = read_response(consumer).await.expect("a response");
+        let fetched: FetchResponse = decode_response(response, ApiKey::Fetch, 12, i as i32);
+        assert_eq!(
+            values(fetched.responses[0].partitions[0].records.as_ref()),
+            [b"for-everyone".to_vec()]
+        );
+    }
+    assert_eq!(broker.metric("strata_fetch_wakeups_total").await, CONSUMERS);
+    broker.stop().await;
+}

@@ -1,0 +1,224 @@
+//! A broker served in the test's own runtime on loopback ports, with its
+//! metrics endpoint on, and the raw-frame helpers to talk to it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader, TopicName};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use strata::broker::{Broker, BrokerConfig};
+use strata::log::{LogConfig, LogManager};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+pub struct InProcessBroker {
+    pub addr: std::net::SocketAddr,
+    pub metrics: std::net::SocketAddr,
+    pub log: Arc<LogManager>,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+impl InProcessBroker {
+    /// Serves a fresh data directory with `config` (listen and metrics
+    /// addresses replaced by free loopback ports).
+    pub async fn start(config: BrokerConfig) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(LogManager::open(dir.path(), LogConfig::default()).unwrap());
+        let config = BrokerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
+            ..config
+        };
+        let broker = Broker::bind(config, Arc::clone(&log)).await.unwrap();
+        let addr = broker.local_addr();
+        let metrics = broker.metrics_addr().unwrap();
+        let (stop, stopped) = oneshot::channel();
+        let served = tokio::spawn(async move {
+            broker
+                .serve(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .unwrap();
+        });
+        Self {
+            addr,
+            metrics,
+            log,
+            stop: Some(stop),
+            served,
+            _dir: dir,
+        }
+    }
+
+    pub async fn connect(&self) -> TcpStream {
+        TcpStream::connect(self.addr).await.unwrap()
+    }
+
+    /// The value of an unlabelled metric, from a fresh scrape.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let mut scrape = TcpStream::connect(self.metrics).await.unwrap();
+        scrape
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut text = String::new();
+        scrape.read_to_string(&mut text).await.unwrap();
+        let prefix = format!("{name} ");
+        let line = text
+            .lines()
+            .find(|line| line.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"));
+        line[prefix.len()..].trim().parse().unwrap()
+    }
+
+    /// Scrapes until `done(value)` holds; fails after a minute (a guard
+    /// against hanging, not a measure of speed).
+    pub async fn wait_for_metric(&self, name: &str, done: impl Fn(u64) -> bool) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let value = self.metric(name).await;
+            if done(value) {
+                return value;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} stayed at {value} for a minute"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.served.await.unwrap();
+    }
+}
+
+pub fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.into()))
+}
+
+/// A whole request frame: size, header (client id "test"), body.
+pub fn frame<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &T) -> Vec<u8> {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_string("test".into())));
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .unwrap();
+    body.encode(&mut buf, version).unwrap();
+    let mut out = i32::try_from(buf.len()).unwrap().to_be_bytes().to_vec();
+    out.extend_from_slice(&buf);
+    out
+}
+
+/// Reads one response frame's payload; `None` if the connection ends first.
+pub async fn read_response(stream: &mut TcpStream) -> Option<Bytes> {
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).await.ok()?;
+    let mut body = vec![0u8; usize::try_from(i32::from_be_bytes(size)).ok()?];
+    stream.read_exact(&mut body).await.ok()?;
+    Some(Bytes::from(body))
+}
+
+/// Decodes a response payload, checking its correlation id and that the
+/// whole payload is consumed.
+pub fn decode_response<Resp: Decodable>(
+    mut response: Bytes,
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+) -> Resp {
+    let header =
+        ResponseHeader::decode(&mut response, key.response_header_version(version)).unwrap();
+    assert_eq!(header.correlation_id, correlation_id);
+    let decoded = Resp::decode(&mut response, version).unwrap();
+    assert_eq!(response.remaining(), 0, "the whole response is consumed");
+    decoded
+}
+
+/// Sends one request and decodes its response.
+pub async fn call<Req: Encodable, Resp: Decodable>(
+    stream: &mut TcpStream,
+    key: ApiKey,
+    version: i16,
+    request: &Req,
+) -> Resp {
+    let correlation_id = 7000 + i32::from(version);
+    stream
+        .write_all(&frame(key, version, correlation_id, request))
+        .await
+        .unwrap();
+    let response = read_response(stream).await.expect("a response");
+    decode_response(response, key, version, correlation_id)
+}
+
+/// A produce of `records` to one partition.
+pub fn produce_request(
+    acks: i16,
+    topic: &str,
+    partition: i32,
+    records: Vec<u8>,
+) -> kafka_protocol::messages::ProduceRequest {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    kafka_protocol::messages::ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5_000)
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(topic_name(topic))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(Bytes::from(records))),
+                ]),
+        ])
+}
+
+/// A fetch of `partitions` of `topic` from `offset`, by name, min_bytes 1.
+pub fn fetch_request(
+    topic: &str,
+    partitions: &[i32],
+    offset: i64,
+    max_bytes: i32,
+    max_wait_ms: i32,
+) -> kafka_protocol::messages::FetchRequest {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    kafka_protocol::messages::FetchRequest::default()
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(1)
+        .with_max_bytes(max_bytes)
+        .with_session_epoch(-1)
+        .with_topics(vec![
+            FetchTopic::default()
+                .with_topic(topic_name(topic))
+                .with_partitions(
+                    partitions
+                        .iter()
+                        .map(|&p| {
+                            FetchPartition::default()
+                                .with_partition(p)
+                                .with_fetch_offset(offset)
+                                .with_partition_max_bytes(max_bytes)
+                        })
+                        .collect(),
+                ),
+        ])
+}
+
+/// A batch of one record.
+pub fn one_record(value: &[u8], timestamp: i64) -> Vec<u8> {
+    let mut builder = strata::record::BatchBuilder::default();
+    builder
+        .push(strata::record::NewRecord::new(None, value, timestamp))
+        .unwrap();
+    builder.build().unwrap()
+}
