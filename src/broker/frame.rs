@@ -3,7 +3,7 @@
 //! The size is checked against the limit before the buffer is allocated; a
 //! negative or oversized size is an error and the connection closes.
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::BrokerError;
@@ -32,14 +32,27 @@ pub(crate) async fn read_frame<R: AsyncRead + Unpin>(
             limit,
         });
     }
-    let mut frame = BytesMut::zeroed(size as usize);
-    reader
-        .read_exact(&mut frame)
-        .await
-        .map_err(|error| BrokerError::Io {
-            context: format!("reading a request of {size} bytes"),
-            error,
-        })?;
+    // Read into spare capacity: zeroing the buffer first would cost as
+    // much as a copy of every produced byte.
+    let size = size as usize;
+    let mut frame = BytesMut::with_capacity(size);
+    while frame.len() < size {
+        let missing = size - frame.len();
+        let mut rest = (&mut frame).limit(missing);
+        let read = reader
+            .read_buf(&mut rest)
+            .await
+            .map_err(|error| BrokerError::Io {
+                context: format!("reading a request of {size} bytes"),
+                error,
+            })?;
+        if read == 0 {
+            return Err(BrokerError::Io {
+                context: format!("reading a request of {size} bytes"),
+                error: std::io::ErrorKind::UnexpectedEof.into(),
+            });
+        }
+    }
     Ok(Some(frame))
 }
 
