@@ -77,4 +77,31 @@ mod tests {
         let mut truncated: &[u8] = &[0, 0, 0, 5, 1, 2];
         assert!(read_frame(&mut truncated, 100).await.is_err());
     }
+
+    /// Hands out one byte per read, as a slow socket may.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl tokio::io::AsyncRead for Trickle<'_> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            if let Some((&byte, rest)) = self.0.split_first() {
+                buf.put_slice(&[byte]);
+                self.0 = rest;
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_frame_arriving_byte_by_byte_ends_where_its_size_says() {
+        let mut input = Trickle(&[0, 0, 0, 2, b'a', b'b', 0, 0, 0, 1, b'c', 0, 0, 0, 3, b'd']);
+        let first = read_frame(&mut input, 10).await.unwrap().unwrap();
+        assert_eq!(&first[..], b"ab");
+        let second = read_frame(&mut input, 10).await.unwrap().unwrap();
+        assert_eq!(&second[..], b"c");
+        assert!(read_frame(&mut input, 10).await.is_err());
+    }
 }
