@@ -2,12 +2,16 @@
 
 CARGO ?= cargo
 
-.PHONY: all deps build demo test lint fmt bench clean
+.PHONY: all deps deps-bench build demo test lint fmt bench bench-broker clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+# What `make bench-broker` needs besides: iperf3 and librdkafka's headers.
+deps-bench:
+	@scripts/install-deps.sh --bench
 
 build: deps
 	$(CARGO) build
@@ -31,6 +35,11 @@ fmt:
 # Criterion benchmarks (optimized build; not part of `make test`).
 bench: deps
 	$(CARGO) bench --bench log
+
+# strata serve (optimized) under librdkafka clients, beside loopback TCP and
+# disk baselines; prints a table and each target's ratio. Takes minutes.
+bench-broker: deps-bench
+	$(CARGO) bench --bench broker
 
 clean:
 	$(CARGO) clean

@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing strata needs, if it is missing.
+# With --bench, also what `make bench-broker` needs.
 # As root it uses apt-get; otherwise it says what to install and fails.
 set -euo pipefail
+
+bench=false
+case "${1:-}" in
+  --bench) bench=true ;;
+  "") ;;
+  *) echo "usage: $0 [--bench]" >&2; exit 2 ;;
+esac
 
 missing=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
@@ -18,6 +26,13 @@ command -v c++ >/dev/null || missing+=(g++)
 command -v make >/dev/null || missing+=(make)
 # The compatibility tests drive the broker with real Kafka clients.
 command -v kcat >/dev/null || missing+=(kcat)
+if $bench; then
+  # The broker benchmark measures loopback TCP with iperf3 and compiles its
+  # load driver against librdkafka.
+  command -v iperf3 >/dev/null || missing+=(iperf3)
+  command -v cc >/dev/null || missing+=(gcc)
+  have_pkg librdkafka-dev || missing+=(librdkafka-dev)
+fi
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0

@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::BrokerError;
@@ -49,14 +49,17 @@ pub(crate) async fn read_frame_body<R: AsyncRead + Unpin>(
     size: usize,
     stall: Duration,
 ) -> Result<BytesMut, BrokerError> {
-    let mut frame = BytesMut::zeroed(size);
-    let mut filled = 0;
+    // Read into spare capacity: zeroing the buffer first would cost as
+    // much as a copy of every produced byte.
+    let mut frame = BytesMut::with_capacity(size);
     let failed = |error| BrokerError::Io {
         context: format!("reading a request of {size} bytes"),
         error,
     };
-    while filled < size {
-        let read = tokio::time::timeout(stall, reader.read(&mut frame[filled..]))
+    while frame.len() < size {
+        let filled = frame.len();
+        let mut rest = (&mut frame).limit(size - filled);
+        let read = tokio::time::timeout(stall, reader.read_buf(&mut rest))
             .await
             .map_err(|_| {
                 failed(std::io::Error::new(
@@ -68,7 +71,6 @@ pub(crate) async fn read_frame_body<R: AsyncRead + Unpin>(
         if read == 0 {
             return Err(failed(std::io::ErrorKind::UnexpectedEof.into()));
         }
-        filled += read;
     }
     Ok(frame)
 }
@@ -77,7 +79,10 @@ pub(crate) async fn read_frame_body<R: AsyncRead + Unpin>(
 mod tests {
     use super::*;
 
-    async fn read_frame(input: &mut &[u8], limit: usize) -> Result<Option<BytesMut>, BrokerError> {
+    async fn read_frame<R: AsyncRead + Unpin>(
+        input: &mut R,
+        limit: usize,
+    ) -> Result<Option<BytesMut>, BrokerError> {
         match read_frame_size(input, limit).await? {
             Some(size) => read_frame_body(input, size, Duration::from_secs(10))
                 .await
@@ -128,5 +133,32 @@ mod tests {
             read_frame_size(&mut past, 100).await,
             Err(BrokerError::FrameTooLarge { size: 101, .. })
         ));
+    }
+
+    /// Hands out one byte per read, as a slow socket may.
+    struct Trickle<'a>(&'a [u8]);
+
+    impl tokio::io::AsyncRead for Trickle<'_> {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            if let Some((&byte, rest)) = self.0.split_first() {
+                buf.put_slice(&[byte]);
+                self.0 = rest;
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_frame_arriving_byte_by_byte_ends_where_its_size_says() {
+        let mut input = Trickle(&[0, 0, 0, 2, b'a', b'b', 0, 0, 0, 1, b'c', 0, 0, 0, 3, b'd']);
+        let first = read_frame(&mut input, 10).await.unwrap().unwrap();
+        assert_eq!(&first[..], b"ab");
+        let second = read_frame(&mut input, 10).await.unwrap().unwrap();
+        assert_eq!(&second[..], b"c");
+        assert!(read_frame(&mut input, 10).await.is_err());
     }
 }
