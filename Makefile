@@ -2,12 +2,19 @@
 
 CARGO ?= cargo
 
+# Where the compatibility suite's Kafka clients are installed (outside the
+# clone, so CI reuses them); the tests read the same variables.
+STRATA_CACHE_DIR ?= $(HOME)/.cache/strata
+export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
+export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
+
 .PHONY: all deps deps-bench build demo test lint fmt bench bench-broker clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+	@scripts/install-clients.sh
 
 # What `make bench-broker` needs besides: iperf3 and librdkafka's headers.
 deps-bench:
@@ -20,7 +27,8 @@ build: deps
 demo: deps
 	$(CARGO) run --example log_tour
 
-# The whole test suite: unit tests, integration tests, doc tests.
+# The whole test suite: unit tests, integration tests (with the real-client
+# compatibility suite, tests/compat), doc tests.
 test: deps
 	$(CARGO) test --workspace
 

@@ -157,6 +157,17 @@ impl ServerProcess {
     /// Starts `strata serve` on `data_dir` and waits until it accepts
     /// connections.
     pub fn start(binary: &str, data_dir: &std::path::Path) -> Self {
+        Self::start_with(binary, data_dir, &[], std::process::Stdio::null())
+    }
+
+    /// Like `start`, with more `strata serve` arguments and the broker's log
+    /// (stderr) sent to `stderr`.
+    pub fn start_with(
+        binary: &str,
+        data_dir: &std::path::Path,
+        args: &[&std::ffi::OsStr],
+        stderr: std::process::Stdio,
+    ) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -165,8 +176,9 @@ impl ServerProcess {
         let child = std::process::Command::new(binary)
             .args(["serve", "--listen", &addr, "--data-dir"])
             .arg(data_dir)
+            .args(args)
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(stderr)
             .spawn()
             .expect("strata serve starts");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

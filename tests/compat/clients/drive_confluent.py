@@ -1,0 +1,292 @@
+"""confluent-kafka (librdkafka) driver for the compatibility suite.
+
+Ops and their JSON shapes are described in compat_common.py and
+tests/compat/driver.rs.
+"""
+
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from compat_common import Deadline, header_pairs, record, run, sort_records, unhex
+
+
+def base(request, **extra):
+    config = {"bootstrap.servers": request["bootstrap"]}
+    config.update(extra)
+    return config
+
+
+def create_topics(request):
+    admin = AdminClient(base(request))
+    futures = admin.create_topics(
+        [
+            NewTopic(t["name"], num_partitions=t["partitions"], replication_factor=1, config=t["configs"])
+            for t in request["topics"]
+        ],
+        request_timeout=30,
+    )
+    errors = {}
+    for name, future in futures.items():
+        try:
+            future.result()
+            errors[name] = None
+        except KafkaException as e:
+            errors[name] = e.args[0].name()
+    return {"errors": errors}
+
+
+def list_topics(request):
+    metadata = AdminClient(base(request)).list_topics(timeout=30)
+    return {"topics": {name: len(t.partitions) for name, t in metadata.topics.items()}}
+
+
+def producer(request):
+    return Producer(
+        base(
+            request,
+            **{
+                "acks": request["acks"],
+                "compression.type": request["compression"],
+                "enable.idempotence": request["idempotence"],
+                "linger.ms": 5,
+            },
+        )
+    )
+
+
+def produce(request):
+    p = producer(request)
+    records = request["records"]
+    offsets = [None] * len(records)
+    failures = []
+
+    def delivered(index):
+        def report(err, msg):
+            if err is not None:
+                failures.append(f"record {index}: {err}")
+            elif msg.offset() >= 0:
+                offsets[index] = msg.offset()
+
+        return report
+
+    for index, spec in enumerate(records):
+        p.produce(
+            request["topic"],
+            value=unhex(spec["value"]),
+            key=unhex(spec["key"]),
+            partition=spec["partition"],
+            timestamp=spec["timestamp"] or 0,
+            headers=header_pairs(spec),
+            on_delivery=delivered(index),
+        )
+        p.poll(0)
+    left = p.flush(60)
+    if left or failures:
+        raise RuntimeError(f"{left} records undelivered; failures: {failures}")
+    return {"offsets": offsets}
+
+
+def consumer(request, reset="earliest"):
+    # No group.id: partitions are assigned by hand and nothing is committed.
+    return Consumer(
+        base(
+            request,
+            **{
+                "enable.auto.commit": False,
+                "auto.offset.reset": reset,
+                "enable.partition.eof": False,
+            },
+        )
+    )
+
+
+def as_record(msg):
+    _, timestamp = msg.timestamp()
+    return record(msg.partition(), msg.offset(), timestamp, msg.key(), msg.value(), msg.headers())
+
+
+def take(c, count, what):
+    """The next `count` records `c` delivers; raises on a consumer error."""
+    out = []
+    deadline = Deadline()
+    while len(out) < count:
+        deadline.check(f"{what}: {len(out)} of {count} records")
+        msg = c.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error():
+            raise KafkaException(msg.error())
+        out.append(as_record(msg))
+    return out
+
+
+def start_offset(spec):
+    return OFFSET_BEGINNING if spec == "beginning" else spec
+
+
+def consume(request):
+    c = consumer(request)
+    c.assign([TopicPartition(request["topic"], p, start_offset(request["offset"])) for p in request["partitions"]])
+    records = take(c, request["count"], "consume")
+    c.close()
+    return {"records": sort_records(records)}
+
+
+def offsets_for_times(request):
+    c = consumer(request)
+    tps = [TopicPartition(request["topic"], request["partition"], ts) for ts in request["timestamps"]]
+    # One lookup per timestamp: a request names each partition once.
+    offsets = []
+    for tp in tps:
+        (found,) = c.offsets_for_times([tp], timeout=30)
+        if found.error:
+            raise KafkaException(found.error)
+        offsets.append(found.offset if found.offset >= 0 else None)
+    c.close()
+    return {"offsets": offsets}
+
+
+def seek(request):
+    topic, partition = request["topic"], request["partition"]
+    c = consumer(request)
+    low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+    c.assign([TopicPartition(topic, partition, high - 1)])
+    (last,) = take(c, 1, "the last record")
+    c.seek(TopicPartition(topic, partition, OFFSET_BEGINNING))
+    (first,) = take(c, 1, "the first record after seek to beginning")
+    c.seek(TopicPartition(topic, partition, OFFSET_END))
+    # The seek takes effect once the fetcher has asked for the end offset.
+    deadline = Deadline()
+    while c.position([TopicPartition(topic, partition)])[0].offset != high:
+        deadline.check("the position to reach the end after seek to end")
+        if c.poll(0.1) is not None:
+            raise RuntimeError("a record arrived after seek to end, before any was produced")
+    p = producer({"bootstrap": request["bootstrap"], "acks": "all", "compression": "none", "idempotence": False})
+    spec = request["append"]
+    p.produce(topic, value=unhex(spec["value"]), key=unhex(spec["key"]), partition=partition)
+    if p.flush(60):
+        raise RuntimeError("the appended record was not delivered")
+    (appended,) = take(c, 1, "the record appended after seek to end")
+    c.close()
+    return {
+        "low": low,
+        "high": high,
+        "last": last["offset"],
+        "after_beginning": first["offset"],
+        "after_end": appended["offset"],
+    }
+
+
+def out_of_range(request):
+    """Reads an offset below the log start under one auto.offset.reset policy."""
+    topic, partition = request["topic"], request["partition"]
+    reset = {"none": "error"}.get(request["reset"], request["reset"])
+    c = consumer(request, reset=reset)
+    c.assign([TopicPartition(topic, partition, request["offset"])])
+    if request["reset"] == "none":
+        deadline = Deadline()
+        while True:
+            deadline.check("the out-of-range error")
+            msg = c.poll(0.2)
+            if msg is None:
+                continue
+            if msg.error() is None:
+                raise RuntimeError(f"got the record at {msg.offset()} instead of an error")
+            error = msg.error()
+            c.close()
+            return {"error": f"{error.name()}: {error.str()}"}
+    if request["reset"] == "earliest":
+        records = take(c, request["count"], "records after the reset")
+        c.close()
+        return {"records": records}
+    # latest: the position moves to the end once the reset is done.
+    deadline = Deadline()
+    while True:
+        deadline.check("the reset to the latest offset")
+        if c.poll(0.1) is not None:
+            raise RuntimeError("a record arrived after a reset to the latest offset")
+        position = c.position([TopicPartition(topic, partition)])[0].offset
+        if position >= 0 and position != request["offset"]:
+            c.close()
+            return {"position": position}
+
+
+def group(request):
+    """Two members of one group share the topic's partitions and read each
+    of their partitions to its end offset (`ends`); then both commit and
+    leave."""
+    topic, ends = request["topic"], request["ends"]
+    config = base(
+        request,
+        **{
+            "group.id": request["group"],
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 500,
+        },
+    )
+    members = [Consumer(config), Consumer(config)]
+    for m in members:
+        m.subscribe([topic])
+    consumed = [[], []]
+    deadline = Deadline()
+
+    def positions(m):
+        return {tp.partition: tp.offset for tp in m.position(m.assignment())}
+
+    def caught_up():
+        for m in members:
+            at = positions(m)
+            if not at or any(at[p] != ends[p] for p in at):
+                return False
+        return True
+
+    while not caught_up():
+        deadline.check("both members to read their partitions to the end")
+        for index, m in enumerate(members):
+            msg = m.poll(0.1)
+            if msg is None:
+                continue
+            if msg.error():
+                raise KafkaException(msg.error())
+            consumed[index].append(as_record(msg))
+    result = []
+    for index, m in enumerate(members):
+        at = positions(m)
+        m.commit(offsets=[TopicPartition(topic, p, at[p]) for p in sorted(at)], asynchronous=False)
+        result.append({"assigned": sorted(at), "records": sort_records(consumed[index])})
+    for m in members:
+        m.close()
+    return {"members": result}
+
+
+def committed(request):
+    c = Consumer(base(request, **{"group.id": request["group"], "enable.auto.commit": False}))
+    tps = [TopicPartition(request["topic"], p) for p in range(request["partitions"])]
+    offsets = {str(tp.partition): tp.offset for tp in c.committed(tps, timeout=30)}
+    c.close()
+    return {"offsets": offsets}
+
+
+run(
+    {
+        "create_topics": create_topics,
+        "list_topics": list_topics,
+        "produce": produce,
+        "consume": consume,
+        "offsets_for_times": offsets_for_times,
+        "seek": seek,
+        "out_of_range": out_of_range,
+        "group": group,
+        "committed": committed,
+    }
+)

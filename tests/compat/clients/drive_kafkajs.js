@@ -1,0 +1,316 @@
+// kafkajs driver for the compatibility suite.
+//
+// Reads one JSON request on stdin, runs it with kafkajs and prints one JSON
+// result on stdout; bytes travel as hex. Any failure exits non-zero with the
+// error on stderr. Ops and their shapes are described in
+// tests/compat/driver.rs. kafkajs builds in gzip only; snappy comes from the
+// kafkajs-snappy codec package, and there is no lz4 or zstd here (their
+// codec packages need native builds).
+//
+// kafkajs has no manual partition assignment: its consumer always joins a
+// group, so every consuming op needs the broker's group coordinator.
+
+'use strict'
+
+const { Kafka, CompressionTypes, CompressionCodecs, logLevel } = require('kafkajs')
+const SnappyCodec = require('kafkajs-snappy')
+
+CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
+
+const WAIT_MS = 60000
+const COMPRESSION = {
+  none: CompressionTypes.None,
+  gzip: CompressionTypes.GZIP,
+  snappy: CompressionTypes.Snappy,
+}
+const ACKS = { 0: 0, 1: 1, all: -1 }
+
+const unhex = text => (text === null ? null : Buffer.from(text, 'hex'))
+const tohex = data => (data === null || data === undefined ? null : Buffer.from(data).toString('hex'))
+
+function client(request) {
+  return new Kafka({
+    clientId: 'strata-compat',
+    brokers: [request.bootstrap],
+    logLevel: logLevel.ERROR,
+    retry: { retries: 5 },
+  })
+}
+
+// kafkajs keeps headers in an object; a name given several times maps to an
+// array of values, in order.
+function headersIn(pairs) {
+  const headers = {}
+  for (const [name, value] of pairs) {
+    const bytes = unhex(value)
+    if (name in headers) {
+      headers[name] = [].concat(headers[name], [bytes])
+    } else {
+      headers[name] = bytes
+    }
+  }
+  return headers
+}
+
+function headersOut(headers) {
+  const pairs = []
+  for (const [name, value] of Object.entries(headers || {})) {
+    for (const v of Array.isArray(value) ? value : [value]) {
+      pairs.push([name, tohex(v)])
+    }
+  }
+  return pairs
+}
+
+function asRecord(partition, message) {
+  return {
+    partition,
+    offset: Number(message.offset),
+    timestamp: Number(message.timestamp),
+    key: tohex(message.key),
+    value: tohex(message.value),
+    headers: headersOut(message.headers),
+  }
+}
+
+const byPosition = (a, b) => a.partition - b.partition || a.offset - b.offset
+
+async function until(what, done) {
+  const end = Date.now() + WAIT_MS
+  while (!(await done())) {
+    if (Date.now() > end) throw new Error(`gave up after ${WAIT_MS} ms waiting for ${what}`)
+    await new Promise(resolve => setTimeout(resolve, 50))
+  }
+}
+
+async function withAdmin(request, body) {
+  const admin = client(request).admin()
+  await admin.connect()
+  try {
+    return await body(admin)
+  } finally {
+    await admin.disconnect()
+  }
+}
+
+async function createTopics(request) {
+  return withAdmin(request, async admin => {
+    const errors = {}
+    // One at a time: kafkajs reports an existing topic only as `false`.
+    for (const t of request.topics) {
+      const created = await admin.createTopics({
+        topics: [
+          {
+            topic: t.name,
+            numPartitions: t.partitions,
+            replicationFactor: 1,
+            configEntries: Object.entries(t.configs).map(([name, value]) => ({ name, value })),
+          },
+        ],
+      })
+      errors[t.name] = created ? null : 'TOPIC_ALREADY_EXISTS'
+    }
+    return { errors }
+  })
+}
+
+async function listTopics(request) {
+  return withAdmin(request, async admin => {
+    const names = await admin.listTopics()
+    const { topics } = await admin.fetchTopicMetadata({ topics: names })
+    return { topics: Object.fromEntries(topics.map(t => [t.name, t.partitions.length])) }
+  })
+}
+
+async function producer(request) {
+  const p = client(request).producer({
+    idempotent: request.idempotence,
+    maxInFlightRequests: request.idempotence ? 1 : undefined,
+    allowAutoTopicCreation: false,
+  })
+  await p.connect()
+  return p
+}
+
+async function produce(request) {
+  if (!(request.compression in COMPRESSION)) {
+    throw new Error(`kafkajs has no ${request.compression} codec here`)
+  }
+  const p = await producer(request)
+  const messages = request.records.map(spec => ({
+    partition: spec.partition,
+    key: unhex(spec.key),
+    value: unhex(spec.value),
+    headers: headersIn(spec.headers),
+    timestamp: spec.timestamp === null ? undefined : String(spec.timestamp),
+  }))
+  const acks = ACKS[request.acks]
+  const results = await p.send({
+    topic: request.topic,
+    acks,
+    compression: COMPRESSION[request.compression],
+    messages,
+  })
+  await p.disconnect()
+  if (acks === 0) return { offsets: request.records.map(() => null) }
+  // One result per partition, with the base offset of its messages in the
+  // order they were given.
+  const next = Object.fromEntries(results.map(r => [r.partition, Number(r.baseOffset)]))
+  return { offsets: request.records.map(spec => next[spec.partition]++) }
+}
+
+// Runs `count` records through a fresh group's consumer.
+async function consume(request) {
+  if (request.offset !== 'beginning') {
+    throw new Error('the kafkajs driver consumes from the beginning only')
+  }
+  const consumer = client(request).consumer({ groupId: `compat-${process.pid}-${Date.now()}` })
+  await consumer.connect()
+  await consumer.subscribe({ topics: [request.topic], fromBeginning: true })
+  const records = []
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ partition, message }) => {
+      if (request.partitions.includes(partition)) records.push(asRecord(partition, message))
+    },
+  })
+  await until(`${request.count} records (${records.length} so far)`, () => records.length >= request.count)
+  await consumer.disconnect()
+  return { records: records.slice(0, request.count).sort(byPosition) }
+}
+
+async function offsetsForTimes(request) {
+  return withAdmin(request, async admin => {
+    const offsets = []
+    for (const ts of request.timestamps) {
+      const found = await admin.fetchTopicOffsetsByTimestamp(request.topic, ts)
+      const mine = found.find(o => o.partition === request.partition)
+      offsets.push(Number(mine.offset) >= 0 ? Number(mine.offset) : null)
+    }
+    return { offsets }
+  })
+}
+
+async function seek(request) {
+  const { topic, partition } = request
+  const { low, high } = await withAdmin(request, async admin => {
+    const o = (await admin.fetchTopicOffsets(topic)).find(o => o.partition === partition)
+    return { low: Number(o.low), high: Number(o.high) }
+  })
+  const consumer = client(request).consumer({ groupId: `compat-${process.pid}-${Date.now()}` })
+  await consumer.connect()
+  await consumer.subscribe({ topics: [topic], fromBeginning: false })
+  const delivered = []
+  let joined = false
+  consumer.on(consumer.events.GROUP_JOIN, () => {
+    joined = true
+  })
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ partition: p, message }) => {
+      if (p === partition) delivered.push(Number(message.offset))
+    },
+  })
+  await until('the consumer to join its group', () => joined)
+  const next = async what => {
+    const seen = delivered.length
+    await until(what, () => delivered.length > seen)
+    return delivered[seen]
+  }
+  consumer.seek({ topic, partition, offset: String(high - 1) })
+  const last = await next('the last record')
+  delivered.length = 0
+  consumer.seek({ topic, partition, offset: '-2' })
+  const afterBeginning = await next('the first record after seek to beginning')
+  consumer.pause([{ topic }])
+  delivered.length = 0
+  consumer.seek({ topic, partition, offset: '-1' })
+  const p = await producer({ bootstrap: request.bootstrap, idempotence: false })
+  await p.send({
+    topic,
+    acks: -1,
+    messages: [{ partition, key: unhex(request.append.key), value: unhex(request.append.value) }],
+  })
+  await p.disconnect()
+  consumer.resume([{ topic }])
+  const afterEnd = await next('the record appended after seek to end')
+  await consumer.disconnect()
+  return { low, high, last, after_beginning: afterBeginning, after_end: afterEnd }
+}
+
+async function group(request) {
+  const { topic, ends } = request
+  const members = [0, 1].map(() => ({
+    consumer: client(request).consumer({
+      groupId: request.group,
+      sessionTimeout: 10000,
+      heartbeatInterval: 500,
+    }),
+    assigned: [],
+    position: {},
+    records: [],
+  }))
+  for (const m of members) {
+    m.consumer.on(m.consumer.events.GROUP_JOIN, e => {
+      m.assigned = (e.payload.memberAssignment[topic] || []).slice().sort((a, b) => a - b)
+    })
+    await m.consumer.connect()
+    await m.consumer.subscribe({ topics: [topic], fromBeginning: true })
+    await m.consumer.run({
+      autoCommit: false,
+      eachMessage: async ({ partition, message }) => {
+        m.records.push(asRecord(partition, message))
+        m.position[partition] = Number(message.offset) + 1
+      },
+    })
+  }
+  const caughtUp = () =>
+    members.every(m => m.assigned.length > 0 && m.assigned.every(p => m.position[p] === ends[p]))
+  await until('both members to read their partitions to the end', caughtUp)
+  const result = []
+  for (const m of members) {
+    await m.consumer.commitOffsets(m.assigned.map(p => ({ topic, partition: p, offset: String(ends[p]) })))
+    result.push({ assigned: m.assigned, records: m.records.sort(byPosition) })
+  }
+  for (const m of members) await m.consumer.disconnect()
+  return { members: result }
+}
+
+async function committed(request) {
+  return withAdmin(request, async admin => {
+    const [entry] = await admin.fetchOffsets({ groupId: request.group, topics: [request.topic] })
+    const offsets = {}
+    for (let p = 0; p < request.partitions; p++) offsets[String(p)] = -1
+    for (const o of entry.partitions) offsets[String(o.partition)] = Number(o.offset)
+    return { offsets }
+  })
+}
+
+const OPS = {
+  create_topics: createTopics,
+  list_topics: listTopics,
+  produce,
+  consume,
+  offsets_for_times: offsetsForTimes,
+  seek,
+  group,
+  committed,
+}
+
+async function main() {
+  const chunks = []
+  for await (const chunk of process.stdin) chunks.push(chunk)
+  const request = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+  const op = OPS[request.op]
+  if (!op) throw new Error(`unknown op ${request.op}; this driver knows ${Object.keys(OPS)}`)
+  const result = await op(request)
+  process.stdout.write(JSON.stringify(result) + '\n')
+}
+
+main().then(
+  () => process.exit(0),
+  error => {
+    console.error(error && error.stack ? error.stack : error)
+    process.exit(1)
+  }
+)
