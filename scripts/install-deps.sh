@@ -24,8 +24,15 @@ command -v clang >/dev/null || missing+=(clang)
 have_pkg libclang-dev || missing+=(libclang-dev)
 command -v c++ >/dev/null || missing+=(g++)
 command -v make >/dev/null || missing+=(make)
-# The compatibility tests drive the broker with real Kafka clients.
+# The compatibility tests drive the broker with real Kafka clients: kcat from
+# here, Python and Node.js ones from scripts/install-clients.sh.
 command -v kcat >/dev/null || missing+=(kcat)
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+if ! python3.11 -c 'import venv, ensurepip' 2>/dev/null &&
+  ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  missing+=(python3-venv)
+fi
 if $bench; then
   # The broker benchmark measures loopback TCP with iperf3 and compiles its
   # load driver against librdkafka.

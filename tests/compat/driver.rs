@@ -130,7 +130,9 @@ impl Client {
         }
         let (program, script) = self.command();
         let mut command = Command::new(&program);
-        command.arg(clients_dir().join(script));
+        command
+            .arg(clients_dir().join(script))
+            .env("PYTHONDONTWRITEBYTECODE", "1");
         if self == Client::Kafkajs {
             command.env("NODE_PATH", node_dir().join("node_modules"));
         }

@@ -4,6 +4,8 @@ Ops and their JSON shapes are described in compat_common.py and
 tests/compat/driver.rs.
 """
 
+import json
+
 from confluent_kafka import (
     OFFSET_BEGINNING,
     OFFSET_END,
@@ -72,7 +74,7 @@ def produce(request):
         def report(err, msg):
             if err is not None:
                 failures.append(f"record {index}: {err}")
-            elif msg.offset() >= 0:
+            elif msg.offset() is not None and msg.offset() >= 0:
                 offsets[index] = msg.offset()
 
         return report
@@ -94,18 +96,54 @@ def produce(request):
     return {"offsets": offsets}
 
 
-def consumer(request, reset="earliest"):
-    # No group.id: partitions are assigned by hand and nothing is committed.
+def consumer(request, reset="earliest", extra=None):
+    # Partitions are assigned by hand and nothing is committed, but
+    # confluent-kafka refuses a consumer without a group.id.
     return Consumer(
         base(
             request,
             **{
+                "group.id": "compat-unused",
                 "enable.auto.commit": False,
                 "auto.offset.reset": reset,
                 "enable.partition.eof": False,
             },
+            **(extra or {}),
         )
     )
+
+
+class FetchPosition:
+    """The offset librdkafka's fetcher reads next in each partition, from its
+    statistics: the consumer API shows a position only once a record has
+    been consumed, not where a seek or a reset to the end has moved it."""
+
+    def __init__(self):
+        self.next_offsets = {}
+
+    def config(self):
+        return {"statistics.interval.ms": 100, "stats_cb": self.update}
+
+    def update(self, stats):
+        for topic in json.loads(stats)["topics"].values():
+            for partition, state in topic["partitions"].items():
+                if int(partition) < 0:
+                    continue
+                if state["fetch_state"] == "active":
+                    self.next_offsets[int(partition)] = state["next_offset"]
+                else:
+                    self.next_offsets.pop(int(partition), None)
+
+    def wait(self, c, partition, not_at, what):
+        """Polls `c` until its fetcher is active at an offset not in `not_at`
+        and returns it; raises if a record arrives meanwhile."""
+        deadline = Deadline()
+        while self.next_offsets.get(partition) in not_at:
+            deadline.check(what)
+            msg = c.poll(0.1)
+            if msg is not None:
+                raise RuntimeError(f"a record arrived while waiting for {what}: {msg.error() or msg.offset()}")
+        return self.next_offsets[partition]
 
 
 def as_record(msg):
@@ -156,19 +194,19 @@ def offsets_for_times(request):
 
 def seek(request):
     topic, partition = request["topic"], request["partition"]
-    c = consumer(request)
+    fetcher = FetchPosition()
+    c = consumer(request, extra=fetcher.config())
     low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
     c.assign([TopicPartition(topic, partition, high - 1)])
     (last,) = take(c, 1, "the last record")
     c.seek(TopicPartition(topic, partition, OFFSET_BEGINNING))
     (first,) = take(c, 1, "the first record after seek to beginning")
     c.seek(TopicPartition(topic, partition, OFFSET_END))
-    # The seek takes effect once the fetcher has asked for the end offset.
-    deadline = Deadline()
-    while c.position([TopicPartition(topic, partition)])[0].offset != high:
-        deadline.check("the position to reach the end after seek to end")
-        if c.poll(0.1) is not None:
-            raise RuntimeError("a record arrived after seek to end, before any was produced")
+    # The seek is done once the fetcher has looked the end offset up.
+    fetcher.next_offsets.clear()
+    end = fetcher.wait(c, partition, (None, first["offset"] + 1), "the fetcher to move to the end")
+    if end != high:
+        raise RuntimeError(f"seek to end moved the fetcher to {end}, the end offset is {high}")
     p = producer({"bootstrap": request["bootstrap"], "acks": "all", "compression": "none", "idempotence": False})
     spec = request["append"]
     p.produce(topic, value=unhex(spec["value"]), key=unhex(spec["key"]), partition=partition)
@@ -189,7 +227,8 @@ def out_of_range(request):
     """Reads an offset below the log start under one auto.offset.reset policy."""
     topic, partition = request["topic"], request["partition"]
     reset = {"none": "error"}.get(request["reset"], request["reset"])
-    c = consumer(request, reset=reset)
+    fetcher = FetchPosition()
+    c = consumer(request, reset=reset, extra=fetcher.config())
     c.assign([TopicPartition(topic, partition, request["offset"])])
     if request["reset"] == "none":
         deadline = Deadline()
@@ -207,16 +246,10 @@ def out_of_range(request):
         records = take(c, request["count"], "records after the reset")
         c.close()
         return {"records": records}
-    # latest: the position moves to the end once the reset is done.
-    deadline = Deadline()
-    while True:
-        deadline.check("the reset to the latest offset")
-        if c.poll(0.1) is not None:
-            raise RuntimeError("a record arrived after a reset to the latest offset")
-        position = c.position([TopicPartition(topic, partition)])[0].offset
-        if position >= 0 and position != request["offset"]:
-            c.close()
-            return {"position": position}
+    # latest: the fetcher moves to the end once the reset is done.
+    position = fetcher.wait(c, partition, (None, request["offset"]), "the reset to the latest offset")
+    c.close()
+    return {"position": position}
 
 
 def group(request):
