@@ -49,6 +49,8 @@ pub struct Capabilities {
     pub binary: bool,
     /// Null keys and values (kcat always sends both).
     pub nulls: bool,
+    /// A record whose key and value are both null (kafka-python refuses one).
+    pub null_key_and_value: bool,
     /// Each record its own headers (kcat sets one list per run) and header
     /// values that are null.
     pub per_record_headers: bool,
@@ -93,6 +95,7 @@ impl Client {
         let full = Capabilities {
             binary: true,
             nulls: true,
+            null_key_and_value: true,
             per_record_headers: true,
             null_header_values: true,
             binary_header_values: true,
@@ -100,7 +103,14 @@ impl Client {
             codecs: &ALL_CODECS,
         };
         match self {
-            Client::ConfluentKafka | Client::KafkaPython | Client::Aiokafka => full,
+            Client::ConfluentKafka | Client::Aiokafka => full,
+            // kafka-python's send() takes header values as bytes only, and
+            // a key or a value.
+            Client::KafkaPython => Capabilities {
+                null_header_values: false,
+                null_key_and_value: false,
+                ..full
+            },
             // kafkajs: gzip built in, snappy through kafkajs-snappy; its lz4
             // and zstd codec packages need native builds. Its producer
             // cannot send a null header value (sizing one throws).
@@ -112,6 +122,7 @@ impl Client {
             Client::Kcat => Capabilities {
                 binary: false,
                 nulls: false,
+                null_key_and_value: false,
                 per_record_headers: false,
                 null_header_values: false,
                 binary_header_values: false,

@@ -38,7 +38,7 @@ pub fn generate(
                 Some(hex(&bytes(&mut rng, caps, len)))
             };
             let value = match i % 7 {
-                3 if caps.nulls => None,
+                3 if caps.nulls && (key.is_some() || caps.null_key_and_value) => None,
                 4 if caps.binary => Some(String::new()),
                 5 => Some(hex(&compressible(&mut rng, 20_000))),
                 _ => {
