@@ -49,7 +49,8 @@ pub struct Capabilities {
     pub binary: bool,
     /// Null keys and values (kcat always sends both).
     pub nulls: bool,
-    /// A record whose key and value are both null (kafka-python refuses one).
+    /// A record whose key and value are both null (kafka-python and aiokafka
+    /// refuse one).
     pub null_key_and_value: bool,
     /// Each record its own headers (kcat sets one list per run) and header
     /// values that are null.
@@ -103,7 +104,12 @@ impl Client {
             codecs: &ALL_CODECS,
         };
         match self {
-            Client::ConfluentKafka | Client::Aiokafka => full,
+            Client::ConfluentKafka => full,
+            // aiokafka's send() wants a key or a value.
+            Client::Aiokafka => Capabilities {
+                null_key_and_value: false,
+                ..full
+            },
             // kafka-python's send() takes header values as bytes only, and
             // a key or a value.
             Client::KafkaPython => Capabilities {

@@ -65,7 +65,8 @@ async def produce(request):
     offsets = []
     for future in futures:
         metadata = await asyncio.wait_for(future, 60)
-        offsets.append(metadata.offset if metadata.offset >= 0 else None)
+        # acks=0: no metadata at all.
+        offsets.append(metadata.offset if metadata is not None and metadata.offset >= 0 else None)
     await p.stop()
     return {"offsets": offsets}
 
