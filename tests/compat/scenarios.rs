@@ -319,7 +319,7 @@ pub fn expired_offset_is_out_of_range(client: Client, resets: &[&str]) {
         "retention_check_interval_ms = 50\n",
     );
     let producer = timestamping(client);
-    let caps = producer.capabilities();
+    let caps = producer.capabilities().readable_by(client);
     let two_days_ago = now_ms() - 2 * 86_400_000;
     produce(producer, &broker, topic, records::generate(caps, 10, 1, 17, two_days_ago), &[0], &PLAIN);
     // Every segment expired: retention rolls and deletes them all.

@@ -41,15 +41,45 @@ pub(super) fn served_versions(key: ApiKey) -> VersionRange {
     }
 }
 
+/// The lowest Produce version advertised, below the lowest served (3).
+///
+/// librdkafka before 2.8 sends gzip, snappy and lz4 batches only to a broker
+/// whose advertised Produce range overlaps v0, and otherwise silently sends
+/// them uncompressed (librdkafka issue 4956). Kafka 4.0 removed Produce
+/// v0–v2 but, for that reason, still advertises them (KAFKA-18659); so does
+/// strata. A request in those versions is refused like any unsupported
+/// version: the connection closes.
+const PRODUCE_ADVERTISED_MIN: i16 = 0;
+
 fn supported() -> Vec<ApiVersion> {
     SUPPORTED_APIS
         .iter()
         .map(|key| {
             let range = served_versions(*key);
+            let min = match key {
+                ApiKey::Produce => PRODUCE_ADVERTISED_MIN,
+                _ => range.min,
+            };
             ApiVersion::default()
                 .with_api_key(*key as i16)
-                .with_min_version(range.min)
+                .with_min_version(min)
                 .with_max_version(range.max)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn produce_is_advertised_from_v0_and_every_other_api_over_its_served_range() {
+        for api in supported() {
+            let key = ApiKey::try_from(api.api_key).unwrap();
+            let range = served_versions(key);
+            assert_eq!(api.max_version, range.max, "{key:?}");
+            let min = if key == ApiKey::Produce { 0 } else { range.min };
+            assert_eq!(api.min_version, min, "{key:?}");
+        }
+    }
 }
