@@ -75,9 +75,18 @@ function asRecord(partition, message) {
 
 const byPosition = (a, b) => a.partition - b.partition || a.offset - b.offset
 
+// A consumer that crashes (kafkajs stops it) fails the op at once.
+const crashes = []
+
+function watch(consumer) {
+  consumer.on(consumer.events.CRASH, e => crashes.push(e.payload.error))
+  return consumer
+}
+
 async function until(what, done) {
   const end = Date.now() + WAIT_MS
   while (!(await done())) {
+    if (crashes.length > 0) throw crashes[0]
     if (Date.now() > end) throw new Error(`gave up after ${WAIT_MS} ms waiting for ${what}`)
     await new Promise(resolve => setTimeout(resolve, 50))
   }
@@ -164,7 +173,7 @@ async function consume(request) {
   if (request.offset !== 'beginning') {
     throw new Error('the kafkajs driver consumes from the beginning only')
   }
-  const consumer = client(request).consumer({ groupId: `compat-${process.pid}-${Date.now()}` })
+  const consumer = watch(client(request).consumer({ groupId: `compat-${process.pid}-${Date.now()}` }))
   await consumer.connect()
   await consumer.subscribe({ topics: [request.topic], fromBeginning: true })
   const records = []
@@ -179,13 +188,17 @@ async function consume(request) {
   return { records: records.slice(0, request.count).sort(byPosition) }
 }
 
+// kafkajs answers "no record at or after this time" (-1 from the broker)
+// with the partition's end offset, where no record is: map it back to null.
 async function offsetsForTimes(request) {
   return withAdmin(request, async admin => {
     const offsets = []
     for (const ts of request.timestamps) {
       const found = await admin.fetchTopicOffsetsByTimestamp(request.topic, ts)
-      const mine = found.find(o => o.partition === request.partition)
-      offsets.push(Number(mine.offset) >= 0 ? Number(mine.offset) : null)
+      const offset = Number(found.find(o => o.partition === request.partition).offset)
+      const ends = await admin.fetchTopicOffsets(request.topic)
+      const high = Number(ends.find(o => o.partition === request.partition).high)
+      offsets.push(offset >= 0 && offset !== high ? offset : null)
     }
     return { offsets }
   })
@@ -197,7 +210,7 @@ async function seek(request) {
     const o = (await admin.fetchTopicOffsets(topic)).find(o => o.partition === partition)
     return { low: Number(o.low), high: Number(o.high) }
   })
-  const consumer = client(request).consumer({ groupId: `compat-${process.pid}-${Date.now()}` })
+  const consumer = watch(client(request).consumer({ groupId: `compat-${process.pid}-${Date.now()}` }))
   await consumer.connect()
   await consumer.subscribe({ topics: [topic], fromBeginning: false })
   const delivered = []
@@ -241,11 +254,13 @@ async function seek(request) {
 async function group(request) {
   const { topic, ends } = request
   const members = [0, 1].map(() => ({
-    consumer: client(request).consumer({
-      groupId: request.group,
-      sessionTimeout: 10000,
-      heartbeatInterval: 500,
-    }),
+    consumer: watch(
+      client(request).consumer({
+        groupId: request.group,
+        sessionTimeout: 10000,
+        heartbeatInterval: 500,
+      })
+    ),
     assigned: [],
     position: {},
     records: [],
