@@ -86,7 +86,11 @@ impl Broker {
 
     /// The header of every batch in `topic`'s partitions, read from the data
     /// directory after a clean stop.
-    pub fn stop_and_read_batch_headers(&mut self, topic: &str, partitions: i32) -> Vec<BatchHeader> {
+    pub fn stop_and_read_batch_headers(
+        &mut self,
+        topic: &str,
+        partitions: i32,
+    ) -> Vec<BatchHeader> {
         self.stop();
         let log = LogManager::open(&self.data_dir(), LogConfig::default()).expect("the log opens");
         let mut headers = Vec::new();

@@ -72,7 +72,8 @@ fn bytes(rng: &mut Rng, caps: Capabilities, len: usize) -> Vec<u8> {
     if caps.binary {
         return rng.bytes(len);
     }
-    const TEXT: &str = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 ._-/!?é€🦀";
+    const TEXT: &str =
+        "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789 ._-/!?é€🦀";
     let chars: Vec<char> = TEXT.chars().collect();
     let mut out = String::new();
     while out.len() < len {

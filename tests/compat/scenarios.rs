@@ -99,7 +99,13 @@ fn wait_for_end(broker: &Broker, topic: &str, partition: i32, end: i64) {
 }
 
 /// Consumes every partition of `topic` from the beginning with `client`.
-pub fn consume_all(client: Client, broker: &Broker, topic: &str, partitions: i32, count: usize) -> Vec<Consumed> {
+pub fn consume_all(
+    client: Client,
+    broker: &Broker,
+    topic: &str,
+    partitions: i32,
+    count: usize,
+) -> Vec<Consumed> {
     let result = client.run(
         "consume",
         broker.addr(),
@@ -116,16 +122,33 @@ pub fn consume_all(client: Client, broker: &Broker, topic: &str, partitions: i32
 /// Produce with `producer`, consume everything back with `consumer`, and
 /// compare byte for byte: keys, values, headers, timestamps, offsets.
 /// Returns the headers of the batches the log holds.
-pub fn round_trip(producer: Client, consumer: Client, settings: &ProduceSettings) -> Vec<BatchHeader> {
+pub fn round_trip(
+    producer: Client,
+    consumer: Client,
+    settings: &ProduceSettings,
+) -> Vec<BatchHeader> {
     const PARTITIONS: i32 = 3;
     const COUNT: usize = 60;
     let topic = "round-trip";
     let mut broker = Broker::start(&[TopicSpec::new(topic, PARTITIONS)]);
     let caps = producer.capabilities().readable_by(consumer);
     let specs = records::generate(caps, COUNT, PARTITIONS, 7, now_ms() - 60_000);
-    let produced = produce(producer, &broker, topic, specs, &[0; PARTITIONS as usize], settings);
+    let produced = produce(
+        producer,
+        &broker,
+        topic,
+        specs,
+        &[0; PARTITIONS as usize],
+        settings,
+    );
     let consumed = consume_all(consumer, &broker, topic, PARTITIONS, COUNT);
-    let want = records::expected(&produced.specs, &[0; 3], &consumed, produced.from_ms, produced.to_ms);
+    let want = records::expected(
+        &produced.specs,
+        &[0; 3],
+        &consumed,
+        produced.from_ms,
+        produced.to_ms,
+    );
     assert_same(
         &format!("{} → {}", producer.name(), consumer.name()),
         &consumed,
@@ -139,21 +162,17 @@ pub fn round_trip(producer: Client, consumer: Client, settings: &ProduceSettings
                 "an idempotent batch without a producer id: {batch:?}"
             );
         } else {
-            assert_eq!(batch.producer_id, -1, "a batch from a plain producer: {batch:?}");
+            assert_eq!(
+                batch.producer_id, -1,
+                "a batch from a plain producer: {batch:?}"
+            );
         }
     }
     batches
 }
 
 pub fn produce_with_acks(client: Client, acks: &'static str) {
-    round_trip(
-        client,
-        client,
-        &ProduceSettings {
-            acks,
-            ..PLAIN
-        },
-    );
+    round_trip(client, client, &ProduceSettings { acks, ..PLAIN });
 }
 
 /// Records through one codec: they come back byte for byte, and the log
@@ -254,7 +273,14 @@ pub fn offsets_for_times_exact_to_the_record(client: Client) {
     let specs = records::generate(caps, 40, 1, 11, base);
     // Four produce runs: at least four batches.
     for (run, chunk) in specs.chunks(10).enumerate() {
-        produce(timestamping(client), &broker, topic, chunk.to_vec(), &[run as i64 * 10], &PLAIN);
+        produce(
+            timestamping(client),
+            &broker,
+            topic,
+            chunk.to_vec(),
+            &[run as i64 * 10],
+            &PLAIN,
+        );
     }
     let mut timestamps = vec![base - 1_000];
     let mut want = vec![Some(0)];
@@ -321,10 +347,24 @@ pub fn expired_offset_is_out_of_range(client: Client, resets: &[&str]) {
     let producer = timestamping(client);
     let caps = producer.capabilities().readable_by(client);
     let two_days_ago = now_ms() - 2 * 86_400_000;
-    produce(producer, &broker, topic, records::generate(caps, 10, 1, 17, two_days_ago), &[0], &PLAIN);
+    produce(
+        producer,
+        &broker,
+        topic,
+        records::generate(caps, 10, 1, 17, two_days_ago),
+        &[0],
+        &PLAIN,
+    );
     // Every segment expired: retention rolls and deletes them all.
     wire::wait_for_log_start(broker.addr(), topic, 0, 10);
-    let fresh = produce(producer, &broker, topic, records::generate(caps, 5, 1, 18, now_ms()), &[10], &PLAIN);
+    let fresh = produce(
+        producer,
+        &broker,
+        topic,
+        records::generate(caps, 5, 1, 18, now_ms()),
+        &[10],
+        &PLAIN,
+    );
     assert_eq!(wire::offsets(broker.addr(), topic, 0), (10, 15));
     for reset in resets {
         let result = client.run(
@@ -336,7 +376,11 @@ pub fn expired_offset_is_out_of_range(client: Client, resets: &[&str]) {
             "earliest" => {
                 let got: Vec<Consumed> = field(&result, "records");
                 let want = records::expected(&fresh.specs, &[10], &got, fresh.from_ms, fresh.to_ms);
-                assert_same(&format!("{} after reset to earliest", client.name()), &got, &want);
+                assert_same(
+                    &format!("{} after reset to earliest", client.name()),
+                    &got,
+                    &want,
+                );
             }
             "latest" => assert_eq!(result["position"], json!(15), "{}: {result}", client.name()),
             "none" => {
@@ -382,7 +426,14 @@ pub fn group_splits_partitions_and_resumes_after_restart(client: Client) {
     assert_committed(client, &broker, topic, group, 15);
 }
 
-fn run_group(client: Client, broker: &Broker, topic: &str, group: &str, ends: &[i64], want: &[Consumed]) {
+fn run_group(
+    client: Client,
+    broker: &Broker,
+    topic: &str,
+    group: &str,
+    ends: &[i64],
+    want: &[Consumed],
+) {
     let result = client.run(
         "group",
         broker.addr(),
@@ -394,7 +445,10 @@ fn run_group(client: Client, broker: &Broker, topic: &str, group: &str, ends: &[
     let mut seen = BTreeMap::new();
     for member in members {
         let partitions: Vec<i32> = field(member, "assigned");
-        assert!(!partitions.is_empty(), "a member got no partition: {result}");
+        assert!(
+            !partitions.is_empty(),
+            "a member got no partition: {result}"
+        );
         for p in partitions {
             assert!(assigned.insert(p), "partition {p} assigned twice: {result}");
         }

@@ -50,15 +50,19 @@ fn args(list: &[&str]) -> Vec<String> {
 }
 
 fn list_topics(bootstrap: &str) -> Value {
-    let metadata: Value = serde_json::from_slice(&kcat_ok(&args(&["-L", "-J", "-b", bootstrap]), b""))
-        .expect("kcat -J prints JSON");
+    let metadata: Value =
+        serde_json::from_slice(&kcat_ok(&args(&["-L", "-J", "-b", bootstrap]), b""))
+            .expect("kcat -J prints JSON");
     let topics: serde_json::Map<String, Value> = metadata["topics"]
         .as_array()
         .expect("topics")
         .iter()
         .map(|t| {
             let partitions = t["partitions"].as_array().expect("partitions").len();
-            (t["topic"].as_str().expect("topic").to_string(), json!(partitions))
+            (
+                t["topic"].as_str().expect("topic").to_string(),
+                json!(partitions),
+            )
         })
         .collect();
     json!({ "topics": topics })
@@ -79,7 +83,9 @@ fn produce(bootstrap: &str, request: &Value) -> Value {
             assert!(spec.timestamp.is_none(), "kcat cannot set a timestamp");
             input.extend(unhex(spec.key.as_deref().expect("kcat always sends a key")));
             input.push(KEY_DELIMITER);
-            input.extend(unhex(spec.value.as_deref().expect("kcat always sends a value")));
+            input.extend(unhex(
+                spec.value.as_deref().expect("kcat always sends a value"),
+            ));
             input.push(RECORD_DELIMITER);
         }
         let mut command = args(&[
@@ -129,7 +135,12 @@ fn read(
     extra: &[&str],
 ) -> (Vec<Consumed>, Option<String>) {
     let mut command = args(&["-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-f", FORMAT]);
-    command.extend(["-p".into(), partition.to_string(), "-o".into(), offset.into()]);
+    command.extend([
+        "-p".into(),
+        partition.to_string(),
+        "-o".into(),
+        offset.into(),
+    ]);
     command.extend(args(extra));
     let (ok, stdout, stderr) = kcat(&command, b"");
     (parse(&stdout), (!ok).then_some(stderr))
@@ -143,7 +154,10 @@ fn parse(mut out: &[u8]) -> Vec<Consumed> {
         let mut numbers = [0i64; 5];
         for n in &mut numbers {
             let space = out.iter().position(|&b| b == b' ').expect("a number field");
-            *n = std::str::from_utf8(&out[..space]).unwrap().parse().expect("a number");
+            *n = std::str::from_utf8(&out[..space])
+                .unwrap()
+                .parse()
+                .expect("a number");
             out = &out[space + 1..];
         }
         let [partition, offset, timestamp, key_len, value_len] = numbers;
@@ -158,7 +172,10 @@ fn parse(mut out: &[u8]) -> Vec<Consumed> {
         let value = take(value_len);
         let value = (value_len >= 0).then(|| hex(value));
         assert_eq!(out[0], b' ', "the separator before the headers");
-        let end = out.iter().position(|&b| b == b'\n').expect("a record ends the line");
+        let end = out
+            .iter()
+            .position(|&b| b == b'\n')
+            .expect("a record ends the line");
         let headers = std::str::from_utf8(&out[1..end])
             .expect("headers are text")
             .split(',')
@@ -189,7 +206,13 @@ fn offsets_for_times(bootstrap: &str, request: &Value) -> Value {
         .map(|ts| {
             // "<topic> [<partition>] offset <n>"; -1 when no record is that late.
             let out = kcat_ok(
-                &args(&["-Q", "-b", bootstrap, "-t", &format!("{topic}:{partition}:{ts}")]),
+                &args(&[
+                    "-Q",
+                    "-b",
+                    bootstrap,
+                    "-t",
+                    &format!("{topic}:{partition}:{ts}"),
+                ]),
                 b"",
             );
             let out = String::from_utf8(out).unwrap();
@@ -244,9 +267,17 @@ fn out_of_range(bootstrap: &str, request: &Value) -> Value {
             json!({ "records": records })
         }
         "none" => {
-            let (records, error) =
-                read(bootstrap, topic, partition, &offset, &["-X", "auto.offset.reset=error"]);
-            assert!(records.is_empty(), "records instead of an error: {records:?}");
+            let (records, error) = read(
+                bootstrap,
+                topic,
+                partition,
+                &offset,
+                &["-X", "auto.offset.reset=error"],
+            );
+            assert!(
+                records.is_empty(),
+                "records instead of an error: {records:?}"
+            );
             json!({ "error": error.expect("kcat fails on the out-of-range offset") })
         }
         reset => panic!("kcat has no {reset} check"),
