@@ -87,13 +87,14 @@ mod aiokafka {
 
 /// kafkajs: gzip built in, snappy through kafkajs-snappy; no lz4 or zstd
 /// (their codec packages build native code). Its consumer always joins a
-/// group and has no reset policy that raises, so the out-of-range check is
-/// the `earliest` reset only.
+/// group, has no reset policy that raises and shows no position, so the
+/// out-of-range check is the `earliest` reset of an expired committed offset.
 mod kafkajs {
     use crate::driver::Client::Kafkajs as C;
     common_tests!(C);
     tests! { C;
         admin_creates_and_lists_topics => admin_creates_and_lists_topics(),
+        expired_offset_is_out_of_range => expired_offset_is_out_of_range(&["earliest"]),
         group_splits_partitions_and_resumes_after_restart => group_splits_partitions_and_resumes_after_restart(),
     }
 }

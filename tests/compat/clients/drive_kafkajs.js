@@ -204,24 +204,38 @@ async function offsetsForTimes(request) {
   })
 }
 
+// kafkajs seeks a running group consumer to an offset. Its special offsets
+// (-2 beginning, -1 end) go through a commit: with autoCommit off it reads
+// them as "no offset" and fetches from 0. So the beginning and the end are
+// the low and high offsets its admin client reports.
 async function seek(request) {
   const { topic, partition } = request
   const { low, high } = await withAdmin(request, async admin => {
     const o = (await admin.fetchTopicOffsets(topic)).find(o => o.partition === partition)
     return { low: Number(o.low), high: Number(o.high) }
   })
-  const consumer = watch(client(request).consumer({ groupId: `compat-${process.pid}-${Date.now()}` }))
+  const consumer = watch(
+    client(request).consumer({
+      groupId: `compat-${process.pid}-${Date.now()}`,
+      maxWaitTimeInMs: 100,
+    })
+  )
   await consumer.connect()
+  // No committed offset and not from the beginning: it starts at the end.
   await consumer.subscribe({ topics: [topic], fromBeginning: false })
   const delivered = []
   let joined = false
+  let pauseAfterNext = false
   consumer.on(consumer.events.GROUP_JOIN, () => {
     joined = true
   })
   await consumer.run({
     autoCommit: false,
     eachMessage: async ({ partition: p, message }) => {
-      if (p === partition) delivered.push(Number(message.offset))
+      if (p !== partition) return
+      delivered.push(Number(message.offset))
+      // Stops the rest of the batch too.
+      if (pauseAfterNext) consumer.pause([{ topic, partitions: [partition] }])
     },
   })
   await until('the consumer to join its group', () => joined)
@@ -232,12 +246,12 @@ async function seek(request) {
   }
   consumer.seek({ topic, partition, offset: String(high - 1) })
   const last = await next('the last record')
-  delivered.length = 0
-  consumer.seek({ topic, partition, offset: '-2' })
+  pauseAfterNext = true
+  consumer.seek({ topic, partition, offset: String(low) })
   const afterBeginning = await next('the first record after seek to beginning')
-  consumer.pause([{ topic }])
-  delivered.length = 0
-  consumer.seek({ topic, partition, offset: '-1' })
+  pauseAfterNext = false
+  consumer.seek({ topic, partition, offset: String(high) })
+  consumer.resume([{ topic, partitions: [partition] }])
   const p = await producer({ bootstrap: request.bootstrap, idempotence: false })
   await p.send({
     topic,
@@ -245,10 +259,35 @@ async function seek(request) {
     messages: [{ partition, key: unhex(request.append.key), value: unhex(request.append.value) }],
   })
   await p.disconnect()
-  consumer.resume([{ topic }])
   const afterEnd = await next('the record appended after seek to end')
   await consumer.disconnect()
   return { low, high, last, after_beginning: afterBeginning, after_end: afterEnd }
+}
+
+// kafkajs cannot seek before its first fetch, so the expired offset is the
+// group's committed one; the reset policy is `fromBeginning` (true:
+// earliest). The reset to the latest offset shows no position, so only
+// `earliest` is checked.
+async function outOfRange(request) {
+  if (request.reset !== 'earliest') throw new Error(`kafkajs has no ${request.reset} check`)
+  const { topic, partition } = request
+  const groupId = `compat-${process.pid}-${Date.now()}`
+  await withAdmin(request, admin =>
+    admin.setOffsets({ groupId, topic, partitions: [{ partition, offset: String(request.offset) }] })
+  )
+  const consumer = watch(client(request).consumer({ groupId, maxWaitTimeInMs: 100 }))
+  await consumer.connect()
+  await consumer.subscribe({ topics: [topic], fromBeginning: true })
+  const records = []
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ partition: p, message }) => {
+      if (p === partition) records.push(asRecord(p, message))
+    },
+  })
+  await until(`${request.count} records after the reset`, () => records.length >= request.count)
+  await consumer.disconnect()
+  return { records: records.slice(0, request.count) }
 }
 
 async function group(request) {
@@ -308,6 +347,7 @@ const OPS = {
   consume,
   offsets_for_times: offsetsForTimes,
   seek,
+  out_of_range: outOfRange,
   group,
   committed,
 }
@@ -318,12 +358,12 @@ async function main() {
   const request = JSON.parse(Buffer.concat(chunks).toString('utf8'))
   const op = OPS[request.op]
   if (!op) throw new Error(`unknown op ${request.op}; this driver knows ${Object.keys(OPS)}`)
-  const result = await op(request)
-  process.stdout.write(JSON.stringify(result) + '\n')
+  return op(request)
 }
 
 main().then(
-  () => process.exit(0),
+  // Exit once the result is written: a pipe takes it asynchronously.
+  result => process.stdout.write(JSON.stringify(result) + '\n', () => process.exit(0)),
   error => {
     console.error(error && error.stack ? error.stack : error)
     process.exit(1)
