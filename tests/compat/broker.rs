@@ -47,7 +47,7 @@ impl Broker {
     /// A broker with `config` as its strata.toml.
     pub fn start_with_config(topics: &[TopicSpec], config: &str) -> Self {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let broker = Self { server: None, dir };
+        let mut broker = Self { server: None, dir };
         fs::write(broker.config_path(), config).expect("strata.toml written");
         for topic in topics {
             let mut command = Command::new(STRATA);
@@ -67,7 +67,6 @@ impl Broker {
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        let mut broker = broker;
         broker.serve();
         broker
     }

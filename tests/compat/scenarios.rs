@@ -144,7 +144,7 @@ pub fn round_trip(
     let consumed = consume_all(consumer, &broker, topic, PARTITIONS, COUNT);
     let want = records::expected(
         &produced.specs,
-        &[0; 3],
+        &[0; PARTITIONS as usize],
         &consumed,
         produced.from_ms,
         produced.to_ms,
