@@ -102,7 +102,7 @@ impl Broker {
             let mut rest = &bytes[..];
             while !rest.is_empty() {
                 let batch = RecordBatch::parse_and_verify(rest).expect("a valid batch");
-                headers.push(batch.header().clone());
+                headers.push(*batch.header());
                 rest = &rest[batch.size_bytes()..];
             }
         }
