@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader, TopicName};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use bytes::Bytes;
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
 use strata::broker::{Broker, BrokerConfig};
 use strata::log::{LogConfig, LogManager};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -103,63 +103,8 @@ pub fn topic_name(name: &str) -> TopicName {
     TopicName(StrBytes::from_string(name.into()))
 }
 
-/// A whole request frame: size, header (client id "test"), body.
-pub fn frame<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &T) -> Vec<u8> {
-    let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_string("test".into())));
-    let mut buf = BytesMut::new();
-    header
-        .encode(&mut buf, key.request_header_version(version))
-        .unwrap();
-    body.encode(&mut buf, version).unwrap();
-    let mut out = i32::try_from(buf.len()).unwrap().to_be_bytes().to_vec();
-    out.extend_from_slice(&buf);
-    out
-}
-
-/// Reads one response frame's payload; `None` if the connection ends first.
-pub async fn read_response(stream: &mut TcpStream) -> Option<Bytes> {
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).await.ok()?;
-    let mut body = vec![0u8; usize::try_from(i32::from_be_bytes(size)).ok()?];
-    stream.read_exact(&mut body).await.ok()?;
-    Some(Bytes::from(body))
-}
-
-/// Decodes a response payload, checking its correlation id and that the
-/// whole payload is consumed.
-pub fn decode_response<Resp: Decodable>(
-    mut response: Bytes,
-    key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-) -> Resp {
-    let header =
-        ResponseHeader::decode(&mut response, key.response_header_version(version)).unwrap();
-    assert_eq!(header.correlation_id, correlation_id);
-    let decoded = Resp::decode(&mut response, version).unwrap();
-    assert_eq!(response.remaining(), 0, "the whole response is consumed");
-    decoded
-}
-
-/// Sends one request and decodes its response.
-pub async fn call<Req: Encodable, Resp: Decodable>(
-    stream: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    request: &Req,
-) -> Resp {
-    let correlation_id = 7000 + i32::from(version);
-    stream
-        .write_all(&frame(key, version, correlation_id, request))
-        .await
-        .unwrap();
-    let response = read_response(stream).await.expect("a response");
-    decode_response(response, key, version, correlation_id)
-}
+#[allow(unused_imports, reason = "each test file uses a different subset")]
+pub use super::wire::{call, decode_response, frame, read_response};
 
 /// A produce of `records` to one partition.
 pub fn produce_request(
