@@ -69,15 +69,7 @@ mod kafka_python {
         produce_lz4 => produce_with_codec("lz4"),
         produce_zstd => produce_with_codec("zstd"),
         expired_offset_is_out_of_range => expired_offset_is_out_of_range(&["earliest", "latest", "none"]),
-    }
-
-    // Known defect, not yet found: with kafka-python's two members polled
-    // from one thread, the group often never settles with both members
-    // assigned (3 of 4 runs here). Run it with `--ignored` while fixing it.
-    #[test]
-    #[ignore = "known defect: kafka-python's two-member group often does not settle"]
-    fn group_splits_partitions_and_resumes_after_restart() {
-        crate::scenarios::group_splits_partitions_and_resumes_after_restart(C);
+        group_splits_partitions_and_resumes_after_restart => group_splits_partitions_and_resumes_after_restart(),
     }
 }
 

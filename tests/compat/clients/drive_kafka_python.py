@@ -4,6 +4,9 @@ Ops and their JSON shapes are described in compat_common.py and
 tests/compat/driver.rs.
 """
 
+import threading
+import time
+
 import kafka.errors as Errors
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
@@ -180,48 +183,72 @@ def out_of_range(request):
 def group(request):
     """Two members of one group share the topic's partitions and read each
     of their partitions to its end offset (`ends`); then both commit and
-    leave."""
+    leave.
+
+    Each member polls from its own thread, as applications run them:
+    kafka-python 3.0 drops a JoinGroup/SyncGroup round that completes while
+    no poll() of that member is waiting, and rejoins. Two members polled in
+    turn from one thread therefore keep triggering rebalances for each other
+    (against any broker); a member that is always inside poll() does not.
+    """
     topic, ends = request["topic"], request["ends"]
-
-    def member():
-        c = KafkaConsumer(
-            bootstrap_servers=request["bootstrap"],
-            group_id=request["group"],
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            session_timeout_ms=10000,
-            heartbeat_interval_ms=500,
-        )
-        c.subscribe([topic])
-        return c
-
-    members = [member(), member()]
-    consumed = [[], []]
     deadline = Deadline()
+    lock = threading.Lock()
+    stop = threading.Event()
+    # Per member: its latest {partition: position}, then its final result.
+    positions = [{}, {}]
+    results = [None, None]
+    failures = []
 
-    def positions(m):
-        return {tp.partition: m.position(tp) for tp in m.assignment()}
+    def member(index):
+        try:
+            c = KafkaConsumer(
+                bootstrap_servers=request["bootstrap"],
+                group_id=request["group"],
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=10000,
+                heartbeat_interval_ms=500,
+            )
+            c.subscribe([topic])
+            consumed, at = [], {}
+            while not stop.is_set():
+                for records in c.poll(timeout_ms=200).values():
+                    consumed.extend(as_record(r) for r in records)
+                at = {tp.partition: c.position(tp) for tp in c.assignment()}
+                with lock:
+                    positions[index] = at
+            c.commit({TopicPartition(topic, p): OffsetAndMetadata(at[p], "", -1) for p in at})
+            results[index] = {"assigned": sorted(at), "records": sort_records(consumed)}
+            c.close()
+        except Exception as error:  # reported by the main thread
+            failures.append(error)
+            stop.set()
 
     def caught_up():
-        for m in members:
-            at = positions(m)
+        with lock:
+            everyone = [dict(at) for at in positions]
+        covered = set()
+        for at in everyone:
             if not at or any(at[p] != ends[p] for p in at):
                 return False
-        return True
+            covered |= set(at)
+        return covered == set(range(len(ends)))
 
-    while not caught_up():
-        deadline.check("both members to read their partitions to the end")
-        for index, m in enumerate(members):
-            for records in m.poll(timeout_ms=100).values():
-                consumed[index].extend(as_record(r) for r in records)
-    result = []
-    for index, m in enumerate(members):
-        at = positions(m)
-        m.commit({TopicPartition(topic, p): OffsetAndMetadata(at[p], "", -1) for p in at})
-        result.append({"assigned": sorted(at), "records": sort_records(consumed[index])})
-    for m in members:
-        m.close()
-    return {"members": result}
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        while not stop.is_set() and not caught_up():
+            deadline.check("both members to read their partitions to the end")
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    if failures:
+        raise failures[0]
+    return {"members": results}
 
 
 def committed(request):
