@@ -339,8 +339,8 @@ fn fill_log(
     let mut remaining = count;
     while remaining > 0 {
         let n = remaining.min(per_append);
-        let mut bytes = batch.repeat(n);
-        log.append(&mut bytes).expect("fill append succeeds");
+        let bytes = batch.repeat(n);
+        log.append(&bytes).expect("fill append succeeds");
         remaining -= n;
     }
     log

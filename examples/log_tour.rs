@@ -53,7 +53,7 @@ fn main() -> anyhow::Result<()> {
                     base_ts + n as i64 * 1000,
                 ))?;
             }
-            partition.append(&mut builder.build()?)?;
+            partition.append(&builder.build()?)?;
         }
         let durable = partition.flush()?;
         println!(

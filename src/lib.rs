@@ -16,7 +16,7 @@
 //!
 //! let mut builder = BatchBuilder::new(Compression::Zstd);
 //! builder.push(NewRecord::new(Some(b"user-1"), b"/pricing", 1_700_000_000_000))?;
-//! let appended = partition.append(&mut builder.build()?)?; // assigns offsets
+//! let appended = partition.append(&builder.build()?)?; // assigns offsets
 //! partition.flush_to(appended.last_offset + 1)?; // group-committed fdatasync
 //!
 //! let read = partition.read(0, 1 << 20)?; // whole batches, as file ranges

@@ -418,7 +418,7 @@ fn append_lines(
         };
         builder.push(NewRecord::new(key, value, now))?;
     }
-    let mut batch = builder.build()?;
-    log.append(&mut batch)?;
+    let batch = builder.build()?;
+    log.append(&batch)?;
     Ok(lines.len())
 }

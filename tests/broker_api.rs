@@ -565,7 +565,7 @@ async fn the_broker_enforces_retention_on_its_interval() {
             1_700_000_000_000,
         ))
         .unwrap();
-    log.append(&mut builder.build().unwrap()).unwrap();
+    log.append(&builder.build().unwrap()).unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while log.log_start_offset() == 0 {
         assert!(std::time::Instant::now() < deadline, "retention never ran");
@@ -629,7 +629,7 @@ async fn metrics_report_requests_and_partition_offsets() {
     log.create_topic("measured", 1, Default::default()).unwrap();
     log.partition("measured", 0)
         .unwrap()
-        .append(&mut one_record(b"x", 1))
+        .append(&one_record(b"x", 1))
         .unwrap();
     let config = BrokerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -707,7 +707,7 @@ async fn shutdown_does_not_wait_for_a_client_that_stopped_reading() {
                 .push(strata::record::NewRecord::new(None, &value, 1))
                 .unwrap();
         }
-        log.append(&mut builder.build().unwrap()).unwrap();
+        log.append(&builder.build().unwrap()).unwrap();
     }
     // A 64 MiB fetch of ~29 MB that the client never reads: the broker's
     // write blocks once the socket buffers fill.
@@ -741,9 +741,9 @@ async fn fetch_max_bytes_bounds_the_response_except_for_the_first_batch() {
             builder
                 .push(strata::record::NewRecord::new(None, &value, 1))
                 .unwrap();
-            let mut batch = builder.build().unwrap();
+            let batch = builder.build().unwrap();
             batch_bytes = batch.len();
-            log.append(&mut batch).unwrap();
+            log.append(&batch).unwrap();
         }
     }
     let request = |max_bytes: i32| fetch_request("sized", &[0, 1], 0, max_bytes, 0);

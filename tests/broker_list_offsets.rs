@@ -58,11 +58,11 @@ async fn every_special_timestamp_is_answered_from_the_version_that_defines_it() 
         (Compression::Lz4, &[80]),
     ];
     for (compression, timestamps) in batches {
-        let mut batch = support::batch_with(
+        let batch = support::batch_with(
             compression,
             timestamps.iter().map(|&ts| (None, &b"value"[..], ts)),
         );
-        log.append(&mut batch).unwrap();
+        log.append(&batch).unwrap();
     }
     let mut stream = broker.connect().await;
     let range = ApiKey::ListOffsets.valid_versions();

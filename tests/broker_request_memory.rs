@@ -33,7 +33,7 @@ fn fill(broker: &InProcessBroker, topic: &str, mebibytes: usize) {
                 .push(strata::record::NewRecord::new(None, &value, 1))
                 .unwrap();
         }
-        log.append(&mut builder.build().unwrap()).unwrap();
+        log.append(&builder.build().unwrap()).unwrap();
     }
 }
 

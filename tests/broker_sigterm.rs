@@ -14,7 +14,7 @@ fn sigterm_shuts_the_broker_down_cleanly() {
         let log = LogManager::open(dir.path(), LogConfig::default()).unwrap();
         let topic = log.create_topic("kept", 1, Default::default()).unwrap();
         topic.partitions[0]
-            .append(&mut support::batch(&["a", "b"], 1))
+            .append(&support::batch(&["a", "b"], 1))
             .unwrap();
         log.close().unwrap();
     }

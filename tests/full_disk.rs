@@ -54,8 +54,8 @@ fn appends_on_a_full_disk_fail_cleanly_and_resume_after_space_is_freed() {
     let value = "x".repeat(8 * 1024);
     let mut appended = Vec::new();
     let error = loop {
-        let mut batch = support::batch(&[value.as_str()], appended.len() as i64);
-        match log.append(&mut batch) {
+        let batch = support::batch(&[value.as_str()], appended.len() as i64);
+        match log.append(&batch) {
             Ok(info) => appended.push(info.base_offset),
             Err(error) => break error,
         }
@@ -78,7 +78,7 @@ fn appends_on_a_full_disk_fail_cleanly_and_resume_after_space_is_freed() {
     assert!(log.read_only_reason().is_none());
 
     std::fs::remove_file(&ballast).unwrap();
-    let info = log.append(&mut support::batch(&["after"], 0)).unwrap();
+    let info = log.append(&support::batch(&["after"], 0)).unwrap();
     assert_eq!(info.base_offset, end);
     log.flush().unwrap();
     drop(log);

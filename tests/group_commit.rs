@@ -53,13 +53,13 @@ fn produce(log: &PartitionLog, producer: usize) -> Acks {
         let values: Vec<String> = (0..1 + append % 3)
             .map(|i| format!("{append}.{i}"))
             .collect();
-        let mut batch = support::batch_with(
+        let batch = support::batch_with(
             strata::record::Compression::None,
             values
                 .iter()
                 .map(|v| (Some(key.as_bytes()), v.as_bytes(), 1_000)),
         );
-        let info = log.append(&mut batch).expect("append succeeds");
+        let info = log.append(&batch).expect("append succeeds");
         let durable = log.flush_to(info.last_offset + 1).expect("flush succeeds");
         acks.appends.push((info.last_offset, durable));
     }
@@ -149,10 +149,10 @@ fn every_concurrent_flush_covers_its_own_appends() {
 fn a_flush_to_an_offset_already_durable_returns_at_once_with_the_durable_offset() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), true);
-    log.append(&mut support::batch(&["a", "b", "c"], 1_000))
+    log.append(&support::batch(&["a", "b", "c"], 1_000))
         .unwrap();
     assert_eq!(log.flush_to(3).unwrap(), 3);
-    log.append(&mut support::batch(&["d"], 1_000)).unwrap();
+    log.append(&support::batch(&["d"], 1_000)).unwrap();
     // Offsets below 3 are durable already, so no sync runs: the answer is the
     // durable offset as it stands, short of the unflushed "d".
     assert_eq!(log.flush_to(2).unwrap(), 3);
@@ -171,8 +171,7 @@ fn every_flushed_record_survives_an_unclean_reopen() {
         let all_acks = produce_concurrently(&log);
         // One more append, unkeyed and never flushed: it may or may not
         // survive, and it belongs to no producer.
-        log.append(&mut support::batch(&["unflushed"], 1_000))
-            .unwrap();
+        log.append(&support::batch(&["unflushed"], 1_000)).unwrap();
         all_acks
     };
     let flushed_to = all_acks

@@ -43,8 +43,8 @@ fn large_producer_batch(id: i64, epoch: i16, first: i32, count: usize) -> Vec<u8
     builder.build().unwrap()
 }
 
-fn append(log: &PartitionLog, mut bytes: Vec<u8>) -> Result<AppendInfo, LogError> {
-    log.append(&mut bytes)
+fn append(log: &PartitionLog, bytes: Vec<u8>) -> Result<AppendInfo, LogError> {
+    log.append(&bytes)
 }
 
 fn values(log: &PartitionLog) -> Vec<String> {
@@ -305,14 +305,14 @@ fn retention_keeps_producer_state_until_a_restart_forgets_deleted_producers() {
     // Old timestamps: everything is past retention.
     let mut builder = BatchBuilder::new(Compression::None).producer(8, 0, 0);
     builder.push(NewRecord::new(None, b"old", 1_000)).unwrap();
-    log.append(&mut builder.build().unwrap()).unwrap();
+    log.append(&builder.build().unwrap()).unwrap();
     let outcome = log.enforce_retention(TIMESTAMP).unwrap();
     assert_eq!(outcome.segments_deleted, 1);
     assert_eq!(log.log_start_offset(), 1);
     // Still known while open: the resend is a duplicate, a gap is refused.
     let mut resend = BatchBuilder::new(Compression::None).producer(8, 0, 0);
     resend.push(NewRecord::new(None, b"old", 1_000)).unwrap();
-    assert!(log.append(&mut resend.build().unwrap()).unwrap().duplicate);
+    assert!(log.append(&resend.build().unwrap()).unwrap().duplicate);
     assert!(matches!(
         append(&log, producer_batch(8, 0, 5, 1)),
         Err(LogError::OutOfOrderSequence { .. })
@@ -335,7 +335,7 @@ fn producer_ids_stay_above_every_id_found_in_the_logs() {
         assert_eq!(handed.producer_id, 0);
         let topic = log.create_topic("t", 2, Default::default()).unwrap();
         topic.partitions[1]
-            .append(&mut producer_batch(client_chosen, 0, 0, 1))
+            .append(&producer_batch(client_chosen, 0, 0, 1))
             .unwrap();
         // Killed: no close.
     }

@@ -251,7 +251,7 @@ impl Harness {
             }
             request.extend_from_slice(&builder.build()?);
         }
-        let info = self.log().append(&mut request)?;
+        let info = self.log().append(&request)?;
         let count = appended.len() as i64;
         ensure!(
             info.base_offset == base_offset,

@@ -92,8 +92,8 @@ fn append_on_permits(
             } else {
                 Compression::None
             };
-            let mut bytes = batch_of(next..next + count, compression);
-            let info = log.append(&mut bytes)?;
+            let bytes = batch_of(next..next + count, compression);
+            let info = log.append(&bytes)?;
             ensure!(
                 info.base_offset == next,
                 "appended at {} where {next} was expected",
@@ -166,7 +166,7 @@ fn check_copy(dir: &Path, durable_before_copy: i64, round: usize) -> Result<()> 
         );
     }
 
-    let info = log.append(&mut batch(&["after-the-crash"], 3_000_000))?;
+    let info = log.append(&batch(&["after-the-crash"], 3_000_000))?;
     ensure!(
         info.base_offset == end,
         "round {round}: appended at {} after a log end of {end}",

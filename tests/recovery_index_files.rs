@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, ensure};
 use strata::log::{PartitionLog, file_name};
 use strata::record::Compression;
-use support::{Rng, Stored, batch_with, decode, read_all, segment_bases, small_config};
+use support::{
+    Rng, Stored, append_and_decode, batch_with, decode, read_all, segment_bases, small_config,
+};
 
 const NAME: &str = "clicks-0";
 const BATCHES: usize = 120;
@@ -84,15 +86,14 @@ fn build(dir: &Path, shutdown: Shutdown) -> Result<Vec<Stored>> {
         } else {
             Compression::None
         };
-        let mut bytes = batch_with(
+        let bytes = batch_with(
             compression,
             values
                 .iter()
                 .zip(&timestamps)
                 .map(|(v, &ts)| (None, v.as_bytes(), ts)),
         );
-        log.append(&mut bytes)?;
-        records.extend(decode(&bytes));
+        records.extend(append_and_decode(&log, &bytes)?);
     }
     match shutdown {
         Shutdown::Clean => log.close()?,

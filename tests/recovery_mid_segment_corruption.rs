@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, ensure};
 use strata::log::{LogConfig, LogError, LogManager, PartitionLog};
 use strata::record::BatchHeader;
-use support::{Stored, batch, decode, read_all, segment_logs, small_config};
+use support::{Stored, append_and_decode, batch, read_all, segment_logs, small_config};
 
 const NAME: &str = "ledger-0";
 const BATCHES: usize = 80;
@@ -43,9 +43,8 @@ fn crash(dir: &Path, config: &LogConfig) -> Result<Vec<Stored>> {
     for i in 0..BATCHES {
         let values = values(i);
         let values: Vec<&str> = values.iter().map(String::as_str).collect();
-        let mut bytes = batch(&values, 70_000 + i as i64);
-        log.append(&mut bytes)?;
-        records.extend(decode(&bytes));
+        let bytes = batch(&values, 70_000 + i as i64);
+        records.extend(append_and_decode(&log, &bytes)?);
         if i % 5 == 4 {
             log.flush()?;
         }
@@ -176,7 +175,7 @@ fn check_corruption(
         );
     }
     assert_corrupt_error(
-        log.append(&mut batch(&["must-not-land"], 80_000)),
+        log.append(&batch(&["must-not-land"], 80_000)),
         bad,
         &format!("{what}: append"),
     );
@@ -332,9 +331,8 @@ fn a_corrupt_partition_does_not_stop_other_partitions_and_topics() -> Result<()>
                 let mut records = Vec::new();
                 for i in 0..BATCHES {
                     let value = format!("{topic}-{partition}-{i}");
-                    let mut bytes = batch(&[&value, "second"], 90_000 + i as i64);
-                    log.append(&mut bytes)?;
-                    records.extend(decode(&bytes));
+                    let bytes = batch(&[&value, "second"], 90_000 + i as i64);
+                    records.extend(append_and_decode(&log, &bytes)?);
                 }
                 log.flush()?;
                 expected.insert((topic.to_string(), partition), records);
@@ -366,7 +364,7 @@ fn a_corrupt_partition_does_not_stop_other_partitions_and_topics() -> Result<()>
             "{round}"
         );
         assert_corrupt_error(orders_1.read(bad.base_offset, u64::MAX), &bad, round);
-        assert_corrupt_error(orders_1.append(&mut batch(&["no"], 1)), &bad, round);
+        assert_corrupt_error(orders_1.append(&batch(&["no"], 1)), &bad, round);
 
         for ((topic, partition), records) in expected.iter_mut() {
             if (topic.as_str(), *partition) == ("orders", 1) {
@@ -375,11 +373,11 @@ fn a_corrupt_partition_does_not_stop_other_partitions_and_topics() -> Result<()>
             let log = manager.partition(topic, *partition)?;
             assert!(log.corruption().is_none(), "{round}: {topic}-{partition}");
             assert_eq!(read_all(&log, 0), *records, "{round}: {topic}-{partition}");
-            let mut bytes = batch(&[&format!("{round} {topic}-{partition}")], 95_000);
-            let info = log.append(&mut bytes)?;
-            assert_eq!(info.base_offset, records.len() as i64, "{round}");
+            let bytes = batch(&[&format!("{round} {topic}-{partition}")], 95_000);
+            let appended = append_and_decode(&log, &bytes)?;
+            assert_eq!(appended[0].offset, records.len() as i64, "{round}");
             log.flush()?;
-            records.extend(decode(&bytes));
+            records.extend(appended);
         }
         manager.close()?;
         assert!(

@@ -16,7 +16,7 @@ use std::path::Path;
 use anyhow::{Context, Result, ensure};
 use strata::log::{LogConfig, PartitionLog};
 use strata::record::{BATCH_HEADER_BYTES, BatchHeader, Compression};
-use support::{Stored, batch, batch_with, decode, read_all, segment_logs, small_config};
+use support::{Stored, batch, batch_with, read_all, segment_logs, small_config};
 use tempfile::TempDir;
 
 const NAME: &str = "events-0";
@@ -98,9 +98,8 @@ fn torn_batch() -> Vec<u8> {
 }
 
 /// Appends `bytes` and returns the records as the log numbered them.
-fn append(log: &PartitionLog, mut bytes: Vec<u8>) -> Result<Vec<Stored>> {
-    log.append(&mut bytes)?;
-    Ok(decode(&bytes))
+fn append(log: &PartitionLog, bytes: Vec<u8>) -> Result<Vec<Stored>> {
+    support::append_and_decode(log, &bytes)
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
@@ -267,11 +266,11 @@ fn check_torn_at(crashed: &Crashed, cut_len: u64) -> Result<()> {
     assert_eq!(log.durable_offset(), crashed.last_batch_offset, "{at}");
     assert_eq!(read_all(&log, 0), crashed.kept, "{at}");
 
-    let mut next = batch(&["appended-after-recovery"], 9_000);
-    let info = log.append(&mut next)?;
-    assert_eq!(info.base_offset, crashed.last_batch_offset, "{at}");
+    let next = batch(&["appended-after-recovery"], 9_000);
+    let appended = support::append_and_decode(&log, &next)?;
+    assert_eq!(appended[0].offset, crashed.last_batch_offset, "{at}");
     let mut expected = crashed.kept.clone();
-    expected.extend(decode(&next));
+    expected.extend(appended);
     assert_eq!(read_all(&log, 0), expected, "{at}");
     assert_eq!(
         fs::metadata(&active_log)?.len(),
@@ -354,7 +353,7 @@ fn a_tail_cut_exactly_at_a_batch_boundary_needs_no_truncation() -> Result<()> {
     );
     assert_eq!(log.log_end_offset(), crashed.last_batch_offset);
     assert_eq!(read_all(&log, 0), crashed.kept);
-    let info = log.append(&mut batch(&["next"], 9_000))?;
+    let info = log.append(&batch(&["next"], 9_000))?;
     assert_eq!(info.base_offset, crashed.last_batch_offset);
     Ok(())
 }
@@ -436,7 +435,7 @@ fn a_torn_sealed_segment_before_an_empty_newer_one_is_cut_and_the_empty_one_remo
         .collect();
     assert_eq!(read_all(&log, 0), kept);
 
-    let info = log.append(&mut batch(&["after-recovery"], 9_000))?;
+    let info = log.append(&batch(&["after-recovery"], 9_000))?;
     assert_eq!(info.base_offset, last_batch_offset);
     Ok(())
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, ensure};
 use strata::log::{LogConfig, PartitionLog, Truncation};
 use strata::record::{BATCH_HEADER_BYTES, set_base_offset};
-use support::{Rng, Stored, batch, decode, read_all, segment_logs, small_config};
+use support::{Rng, Stored, append_and_decode, batch, read_all, segment_logs, small_config};
 use tempfile::TempDir;
 
 const NAME: &str = "sensor-0";
@@ -41,9 +41,8 @@ fn crash(config: LogConfig) -> Result<Crashed> {
             .map(|j| format!("reading-{i}-{j}:{}", "7".repeat(i * 3 % 50)))
             .collect();
         let values: Vec<&str> = values.iter().map(String::as_str).collect();
-        let mut bytes = batch(&values, 10_000 + i as i64);
-        log.append(&mut bytes)?;
-        records.extend(decode(&bytes));
+        let bytes = batch(&values, 10_000 + i as i64);
+        records.extend(append_and_decode(&log, &bytes)?);
     }
     log.flush()?;
     drop(log);
@@ -100,11 +99,10 @@ fn check_tail_is_cut(config: LogConfig, tail: &[u8], what: &str) -> Result<()> {
     assert_eq!(log.log_end_offset(), end_offset, "{what}");
     assert_eq!(read_all(&log, 0), crashed.records, "{what}");
 
-    let mut next = batch(&["after-the-cut"], 20_000);
-    let info = log.append(&mut next)?;
-    assert_eq!(info.base_offset, end_offset, "{what}");
+    let next = append_and_decode(&log, &batch(&["after-the-cut"], 20_000))?;
+    assert_eq!(next[0].offset, end_offset, "{what}");
     let mut expected = crashed.records.clone();
-    expected.extend(decode(&next));
+    expected.extend(next);
     assert_eq!(read_all(&log, 0), expected, "{what}");
     Ok(())
 }

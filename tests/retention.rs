@@ -59,7 +59,7 @@ fn open(dir: &Path, config: LogConfig, clean: bool) -> PartitionLog {
 /// Appends one batch per timestamp.
 fn append_batches(log: &PartitionLog, timestamps: &[i64]) {
     for &timestamp in timestamps {
-        log.append(&mut sample_batch(timestamp))
+        log.append(&sample_batch(timestamp))
             .expect("append succeeds");
     }
 }
@@ -232,7 +232,7 @@ fn an_expired_active_segment_is_rolled_and_the_partition_empties_but_keeps_its_o
 
     let log = open(dir.path(), config(), true);
     assert_holds(&log, 24, 24);
-    let info = log.append(&mut sample_batch(RECENT_MS)).unwrap();
+    let info = log.append(&sample_batch(RECENT_MS)).unwrap();
     assert_eq!((info.base_offset, info.log_start_offset), (24, 24));
     assert_holds(&log, 24, 28);
     drop(log);
@@ -240,9 +240,7 @@ fn an_expired_active_segment_is_rolled_and_the_partition_empties_but_keeps_its_o
     let log = open(dir.path(), config(), false);
     assert_holds(&log, 24, 28);
     assert_eq!(
-        log.append(&mut sample_batch(RECENT_MS))
-            .unwrap()
-            .base_offset,
+        log.append(&sample_batch(RECENT_MS)).unwrap().base_offset,
         28
     );
     assert_eq!(log.enforce_retention(NOW_MS).unwrap().segments_deleted, 0);
@@ -301,9 +299,7 @@ fn size_retention_never_deletes_the_active_segment() {
     assert_eq!(segment_bases_on_disk(dir.path()), [32]);
     assert_holds(&log, 32, 40);
     assert_eq!(
-        log.append(&mut sample_batch(RECENT_MS))
-            .unwrap()
-            .base_offset,
+        log.append(&sample_batch(RECENT_MS)).unwrap().base_offset,
         40
     );
 }
@@ -377,7 +373,7 @@ fn records_without_timestamps_age_by_the_segment_files_modification_time() {
     let dir = tempfile::tempdir().unwrap();
     let log = open(dir.path(), config(), true);
     // -1 is "no timestamp": such a segment must not count as ancient.
-    log.append(&mut support::batch(&["a", "b"], -1)).unwrap();
+    log.append(&support::batch(&["a", "b"], -1)).unwrap();
     log.flush().unwrap();
     let now = strata_now_ms();
     let outcome = log.enforce_retention(now).unwrap();
@@ -398,7 +394,7 @@ fn a_batch_whose_max_timestamp_understates_its_records_is_rejected() {
     bytes[35..43].copy_from_slice(&0i64.to_be_bytes());
     let crc = strata::record::crc32c(&bytes[21..]);
     bytes[17..21].copy_from_slice(&crc.to_be_bytes());
-    let error = log.append(&mut bytes).unwrap_err();
+    let error = log.append(&bytes).unwrap_err();
     assert!(error.to_string().contains("maxTimestamp"), "{error}");
     assert_eq!(log.log_end_offset(), 0);
 }

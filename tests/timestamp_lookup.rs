@@ -37,14 +37,14 @@ impl Appended {
             .enumerate()
             .map(|(i, ts)| format!("value {i} at {ts}, padded to give the batch some weight"))
             .collect();
-        let mut batch = support::batch_with(
+        let batch = support::batch_with(
             compression,
             values
                 .iter()
                 .zip(timestamps)
                 .map(|(value, &ts)| (None, value.as_bytes(), ts)),
         );
-        let info = log.append(&mut batch).expect("append succeeds");
+        let info = log.append(&batch).expect("append succeeds");
         assert_eq!(info.base_offset, self.records.len() as i64);
         self.records.extend(
             timestamps

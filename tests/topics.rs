@@ -41,7 +41,7 @@ fn tree(dir: &Path) -> BTreeSet<PathBuf> {
 
 fn append_values(manager: &LogManager, topic: &str, partition: i32, values: &[&str]) {
     let log = manager.partition(topic, partition).unwrap();
-    log.append(&mut support::batch(values, 1_000)).unwrap();
+    log.append(&support::batch(values, 1_000)).unwrap();
 }
 
 fn values(manager: &LogManager, topic: &str, partition: i32) -> Vec<String> {

@@ -15,7 +15,7 @@ fn verify_finds_a_flipped_byte_in_a_segment_that_a_clean_open_trusts() {
         let log = PartitionLog::open(dir.path(), "t-0", support::small_config(), true).unwrap();
         for chunk in values.chunks(3) {
             let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
-            log.append(&mut support::batch(&chunk, 7)).unwrap();
+            log.append(&support::batch(&chunk, 7)).unwrap();
         }
         assert!(log.segment_count() >= 2, "needs a sealed segment");
         assert_eq!(log.verify().unwrap(), None);

@@ -281,7 +281,7 @@ mod tests {
                     i,
                 ))
                 .unwrap();
-            log.append(&mut builder.build().unwrap()).unwrap();
+            log.append(&builder.build().unwrap()).unwrap();
         }
         let read = log.read(1, 1 << 20).unwrap();
         let topics = vec![

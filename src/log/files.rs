@@ -1,7 +1,9 @@
 //! Small file-system helpers shared by the log: listing, removing and
-//! syncing directories, each error naming the path.
+//! syncing directories, each error naming the path; vectored positional
+//! writes.
 
 use std::fs::File;
+use std::io::IoSlice;
 use std::path::{Path, PathBuf};
 
 use super::LogError;
@@ -29,4 +31,32 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .context(|| format!("fsync of directory {}", dir.display()))
+}
+
+/// The most iovecs one `pwritev` takes (Linux's IOV_MAX).
+const IOVECS_PER_WRITE: usize = 1024;
+
+/// Writes every byte of `slices`, in order, at `offset` of `file`: one
+/// `pwritev` per 1024 slices, short writes and interrupts retried. Lets a
+/// caller write bytes it does not own beside small replacements (a batch's
+/// assigned baseOffset) without first copying them into one buffer.
+pub(crate) fn write_all_vectored_at(
+    file: &File,
+    mut slices: &mut [IoSlice<'_>],
+    mut offset: u64,
+) -> std::io::Result<()> {
+    while !slices.is_empty() {
+        let chunk = slices.len().min(IOVECS_PER_WRITE);
+        let at = i64::try_from(offset).map_err(std::io::Error::other)?;
+        match nix::sys::uio::pwritev(file, &slices[..chunk], at) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(written) => {
+                offset += written as u64;
+                IoSlice::advance_slices(&mut slices, written);
+            }
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(errno) => return Err(errno.into()),
+        }
+    }
+    Ok(())
 }

@@ -265,12 +265,14 @@ impl PartitionLog {
 
     /// Appends one or more v2 batches (concatenated, as in a Produce request).
     /// Every batch is validated (header, CRC, every record) and checked
-    /// against the producer state before anything is written; offsets are
-    /// assigned by rewriting each baseOffset in `batches`. Returns where they
+    /// against the producer state before anything is written; each batch is
+    /// written with its assigned baseOffset in place of the one it carries
+    /// (`batches` itself is not changed, so a request's bytes are written
+    /// without being copied). Returns where they
     /// landed, or where they already are when every batch is an idempotent
     /// producer's resend ([`AppendInfo::duplicate`]). Not durable until
     /// [`PartitionLog::flush_to`].
-    pub fn append(&self, batches: &mut [u8]) -> Result<AppendInfo, LogError> {
+    pub fn append(&self, batches: &[u8]) -> Result<AppendInfo, LogError> {
         let (mut infos, mut producer_batches) = self.validate(batches)?;
         let mut inner = self.exclusive();
         if let Some(reason) = self.commit.failure() {
@@ -315,11 +317,6 @@ impl PartitionLog {
                 });
             }
         };
-        let mut position = 0usize;
-        for info in &infos {
-            crate::record::set_base_offset(&mut batches[position..], info.base_offset);
-            position += info.size as usize;
-        }
         let last_offset = next - 1;
         let now = now_ms();
         let total = batches.len() as u64;
@@ -587,11 +584,8 @@ mod tests {
     fn appends_assign_consecutive_offsets_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let log = PartitionLog::open(dir.path(), "t-0", small_config(), true).unwrap();
-        assert_eq!(
-            log.append(&mut batch(&["a", "b"], 1)).unwrap().base_offset,
-            0
-        );
-        let info = log.append(&mut batch(&["c"], 2)).unwrap();
+        assert_eq!(log.append(&batch(&["a", "b"], 1)).unwrap().base_offset, 0);
+        let info = log.append(&batch(&["c"], 2)).unwrap();
         assert_eq!((info.base_offset, info.last_offset), (2, 2));
         assert_eq!(log.log_end_offset(), 3);
         assert_eq!(
@@ -612,7 +606,7 @@ mod tests {
         {
             let log = PartitionLog::open(dir.path(), "t-0", small_config(), true).unwrap();
             for (_, value) in &expected {
-                log.append(&mut batch(&[value], 5)).unwrap();
+                log.append(&batch(&[value], 5)).unwrap();
             }
             assert!(log.segment_count() > 5);
             log.close().unwrap();
@@ -634,10 +628,10 @@ mod tests {
     fn a_small_max_bytes_still_returns_one_whole_batch() {
         let dir = tempfile::tempdir().unwrap();
         let log = PartitionLog::open(dir.path(), "t-0", small_config(), true).unwrap();
-        let mut b = batch(&["0123456789"; 5], 1);
+        let b = batch(&["0123456789"; 5], 1);
         let size = b.len() as u64;
-        log.append(&mut b).unwrap();
-        log.append(&mut batch(&["x"], 1)).unwrap();
+        log.append(&b).unwrap();
+        log.append(&batch(&["x"], 1)).unwrap();
         let read = log.read(2, 1).unwrap();
         assert_eq!(read.size_bytes(), size);
     }
@@ -659,13 +653,13 @@ mod read_only_tests {
     fn a_failed_fsync_turns_the_partition_read_only_for_good() {
         let dir = tempfile::tempdir().unwrap();
         let log = PartitionLog::open(dir.path(), "t-0", LogConfig::default(), true).unwrap();
-        log.append(&mut one_record()).unwrap();
+        log.append(&one_record()).unwrap();
         // What flush_to does when fdatasync fails.
         assert!(matches!(log.commit.begin(1, "t-0").unwrap(), Turn::Lead));
         log.commit
             .finish(Err("fdatasync of 0.log failed: EIO".into()));
 
-        let error = log.append(&mut one_record()).unwrap_err();
+        let error = log.append(&one_record()).unwrap_err();
         assert!(matches!(error, LogError::ReadOnly { .. }), "{error}");
         assert!(error.to_string().contains("EIO"), "{error}");
         assert!(matches!(log.flush(), Err(LogError::ReadOnly { .. })));
@@ -679,7 +673,7 @@ mod read_only_tests {
     fn retention_on_a_read_only_partition_neither_syncs_nor_claims_durability() {
         let dir = tempfile::tempdir().unwrap();
         let log = PartitionLog::open(dir.path(), "t-0", LogConfig::default(), true).unwrap();
-        log.append(&mut one_record()).unwrap();
+        log.append(&one_record()).unwrap();
         assert!(matches!(log.commit.begin(1, "t-0").unwrap(), Turn::Lead));
         log.commit.finish(Err("fdatasync failed: EIO".into()));
         // Everything is expired, which would roll (and sync) a healthy log.
@@ -695,7 +689,7 @@ mod read_only_tests {
         let log = PartitionLog::open(dir.path(), "t-0", LogConfig::default(), true).unwrap();
         log.close().unwrap();
         assert!(matches!(
-            log.append(&mut one_record()),
+            log.append(&one_record()),
             Err(LogError::ReadOnly { .. })
         ));
         assert!(log.read(0, 10).unwrap().slices.is_empty());

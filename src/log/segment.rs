@@ -12,6 +12,7 @@
 //! serializes writers and lets readers share it.
 
 use std::fs::{File, OpenOptions};
+use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::record::{BATCH_HEADER_BYTES, BatchHeader, RecordBatch};
 
 use super::error::IoContext;
-use super::files::remove_if_exists;
+use super::files::{remove_if_exists, write_all_vectored_at};
 use super::{FileSlice, LogConfig, LogError, OffsetIndex, TimeIndex};
 
 /// What the log knows about one batch it is appending.
@@ -293,7 +294,21 @@ impl Segment {
             bytes.len() as u64
         );
         self.reserve_index_entries(batches.len())?;
-        self.log.write_all_at(bytes, self.size).context(|| {
+        // Each batch goes out as its assigned baseOffset followed by the
+        // rest of the batch as given; the CRC does not cover the offset.
+        let offsets: Vec<[u8; 8]> = batches
+            .iter()
+            .map(|b| b.base_offset.to_be_bytes())
+            .collect();
+        let mut slices = Vec::with_capacity(2 * batches.len());
+        let mut start = 0usize;
+        for (batch, offset) in batches.iter().zip(&offsets) {
+            let end = start + batch.size as usize;
+            slices.push(IoSlice::new(offset));
+            slices.push(IoSlice::new(&bytes[start + offset.len()..end]));
+            start = end;
+        }
+        write_all_vectored_at(&self.log, &mut slices, self.size).context(|| {
             format!(
                 "appending {} bytes to {}",
                 bytes.len(),

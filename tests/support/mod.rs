@@ -76,6 +76,28 @@ pub fn read_all(log: &PartitionLog, offset: i64) -> Vec<Stored> {
     decode(&bytes)
 }
 
+/// Appends `bytes` (one or more batches) and returns their records as the
+/// log stored them, at the offsets it assigned.
+pub fn append_and_decode(log: &PartitionLog, bytes: &[u8]) -> Result<Vec<Stored>> {
+    let info = log.append(bytes)?;
+    Ok(decode(&as_stored(bytes, info.base_offset)))
+}
+
+/// `bytes` (concatenated batches) as the log stores them when it assigns
+/// them offsets from `base_offset`: each baseOffset rewritten, nothing else.
+pub fn as_stored(bytes: &[u8], base_offset: i64) -> Vec<u8> {
+    let mut stored = bytes.to_vec();
+    let (mut position, mut next) = (0, base_offset);
+    while position < stored.len() {
+        let batch = RecordBatch::parse_and_verify(&stored[position..]).expect("valid batch");
+        let (size, delta) = (batch.size_bytes(), batch.header().last_offset_delta);
+        strata::record::set_base_offset(&mut stored[position..], next);
+        next += i64::from(delta) + 1;
+        position += size;
+    }
+    stored
+}
+
 /// Decodes concatenated batches, checking every CRC.
 pub fn decode(mut bytes: &[u8]) -> Vec<Stored> {
     let mut out = Vec::new();

@@ -15,7 +15,6 @@
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
@@ -56,8 +55,8 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                 ));
                 continue;
             };
-            let mut records = BytesMut::from(partition.records.as_deref().unwrap_or_default());
-            match log.append(&mut records) {
+            // Written straight from the request frame; no copy.
+            match log.append(partition.records.as_deref().unwrap_or_default()) {
                 Ok(appended) => {
                     if appended.duplicate {
                         tracing::debug!(
