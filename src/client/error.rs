@@ -58,6 +58,29 @@ impl ClientError {
         self
     }
 
+    /// The same failure, reported for one partition of a request that
+    /// failed as a whole (same kind, so retriability is kept).
+    pub(crate) fn for_partition(&self, topic: &str, partition: i32) -> Self {
+        match self {
+            Self::Kafka { code, message, .. } => {
+                Self::kafka(*code, Some(topic), Some(partition)).with_message(message.as_deref())
+            }
+            Self::Timeout { addr, timeout } => Self::Timeout {
+                addr: addr.clone(),
+                timeout: *timeout,
+            },
+            Self::Disconnected { addr, reason } => Self::Disconnected {
+                addr: addr.clone(),
+                reason: reason.clone(),
+            },
+            Self::Unreachable { addr, error } => Self::Disconnected {
+                addr: addr.clone(),
+                reason: error.to_string(),
+            },
+            other => Self::Protocol(format!("{topic}/{partition}: {other}")),
+        }
+    }
+
     /// The Kafka error code, if the broker sent one.
     pub fn code(&self) -> Option<i16> {
         match self {

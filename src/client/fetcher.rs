@@ -2,6 +2,7 @@
 //! returns whole record batches, as the broker stores them, for the caller
 //! to iterate without copying.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::error::codes;
-use super::{ClientError, Cluster};
+use super::{ClientError, Cluster, Connection};
 use crate::record::RecordBatch;
 
 /// Newest Fetch version this client sends (topics by name).
@@ -101,6 +102,9 @@ fn whole_batches(records: Bytes) -> Bytes {
     records.slice(..end)
 }
 
+/// (topic, partition, offset).
+type PartitionAt = (String, i32, i64);
+
 pub struct Fetcher {
     cluster: Arc<Cluster>,
     options: FetchOptions,
@@ -125,6 +129,61 @@ impl Fetcher {
                 self.fetch_once(topic, partition, offset, max_bytes)
             })
             .await
+    }
+
+    /// Fetches several partitions at once: one request per leader, sent
+    /// concurrently, each answered as soon as any of its partitions has
+    /// data (or after the wait). Every partition gets its own result;
+    /// partitions whose leader moved get a retriable error and their
+    /// topic's metadata is refreshed on the next call.
+    pub async fn fetch_many(
+        &self,
+        wants: &[(String, i32, i64)],
+        partition_max_bytes: i32,
+    ) -> Vec<(String, i32, Result<Fetched, ClientError>)> {
+        let mut by_leader: HashMap<String, (Arc<Connection>, Vec<PartitionAt>)> = HashMap::new();
+        let mut results = Vec::with_capacity(wants.len());
+        for (topic, partition, offset) in wants {
+            match self.cluster.leader(topic, *partition).await {
+                Ok(connection) => {
+                    by_leader
+                        .entry(connection.addr().to_string())
+                        .or_insert_with(|| (connection, Vec::new()))
+                        .1
+                        .push((topic.clone(), *partition, *offset));
+                }
+                Err(error) => results.push((topic.clone(), *partition, Err(error))),
+            }
+        }
+        let mut requests = tokio::task::JoinSet::new();
+        for (connection, partitions) in by_leader.into_values() {
+            let options = self.options;
+            requests.spawn(async move {
+                let answer =
+                    fetch_from(&connection, &partitions, partition_max_bytes, options).await;
+                (partitions, answer)
+            });
+        }
+        while let Some(joined) = requests.join_next().await {
+            let Ok((partitions, answer)) = joined else {
+                continue;
+            };
+            match answer {
+                Ok(fetched) => results.extend(fetched),
+                Err(error) => {
+                    for (topic, partition, _) in partitions {
+                        let error = error.for_partition(&topic, partition);
+                        results.push((topic, partition, Err(error)));
+                    }
+                }
+            }
+        }
+        for (topic, _, result) in &results {
+            if result.as_ref().is_err_and(ClientError::is_retriable) {
+                self.cluster.invalidate(topic).await;
+            }
+        }
+        results
     }
 
     async fn fetch_once(
@@ -238,4 +297,79 @@ pub(crate) async fn list_offset(
             Ok((answer.offset >= 0).then_some(answer.offset))
         })
         .await
+}
+
+/// One Fetch request for `partitions` (topic, partition, offset), all led
+/// by the broker at the other end of `connection`.
+async fn fetch_from(
+    connection: &Connection,
+    partitions: &[(String, i32, i64)],
+    partition_max_bytes: i32,
+    options: FetchOptions,
+) -> Result<Vec<(String, i32, Result<Fetched, ClientError>)>, ClientError> {
+    let version = connection.version::<FetchRequest>(FETCH_VERSION_MAX)?;
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for (topic, partition, offset) in partitions {
+        let mut wanted = FetchPartition::default()
+            .with_partition(*partition)
+            .with_fetch_offset(*offset)
+            .with_partition_max_bytes(partition_max_bytes);
+        if version >= 5 {
+            wanted.log_start_offset = -1;
+        }
+        match topics.iter_mut().find(|t| t.topic.0.as_str() == topic) {
+            Some(existing) => existing.partitions.push(wanted),
+            None => topics.push(
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic.clone())))
+                    .with_partitions(vec![wanted]),
+            ),
+        }
+    }
+    let total = i64::from(partition_max_bytes) * partitions.len() as i64;
+    let request = FetchRequest::default()
+        .with_max_wait_ms(i32::try_from(options.max_wait.as_millis()).unwrap_or(i32::MAX))
+        .with_min_bytes(options.min_bytes)
+        .with_max_bytes(i32::try_from(total).unwrap_or(i32::MAX))
+        .with_topics(topics);
+    let response = connection.send_versioned(&request, version).await?;
+    if response.error_code != codes::NONE {
+        return Err(ClientError::kafka(response.error_code, None, None));
+    }
+    let mut answered = Vec::with_capacity(partitions.len());
+    for (topic, partition, offset) in partitions {
+        let data = response
+            .responses
+            .iter()
+            .filter(|t| t.topic.0.as_str() == topic)
+            .flat_map(|t| &t.partitions)
+            .find(|p| p.partition_index == *partition);
+        let result = match data {
+            None => Err(ClientError::Protocol(format!(
+                "no data for {topic}/{partition}"
+            ))),
+            Some(data) if data.error_code == codes::OFFSET_OUT_OF_RANGE => {
+                Err(ClientError::OffsetOutOfRange {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    offset: *offset,
+                })
+            }
+            Some(data) if data.error_code != codes::NONE => Err(ClientError::kafka(
+                data.error_code,
+                Some(topic),
+                Some(*partition),
+            )),
+            Some(data) => Ok(Fetched {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: *offset,
+                high_watermark: data.high_watermark,
+                log_start_offset: data.log_start_offset,
+                records: whole_batches(data.records.clone().unwrap_or_default()),
+            }),
+        };
+        answered.push((topic.clone(), *partition, result));
+    }
+    Ok(answered)
 }

@@ -1,11 +1,13 @@
 //! A Kafka-protocol client in pure Rust, for strata and for any Kafka
 //! cluster: connections with API-version negotiation, metadata and leader
 //! routing with retries ([`Cluster`]), a batching, idempotent
-//! [`Producer`], the pull-loop [`Fetcher`], and [`Admin`].
+//! [`Producer`], the pull-loop [`Fetcher`], a group-aware [`Consumer`],
+//! and [`Admin`].
 
 mod admin;
 mod cluster;
 mod connection;
+mod consumer;
 pub mod error;
 mod fetcher;
 pub mod partitioner;
@@ -17,6 +19,10 @@ pub use admin::{
 };
 pub use cluster::{ClientConfig, Cluster, PartitionInfo, TopicInfo};
 pub use connection::Connection;
+pub use consumer::{
+    Assignor, Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, PartitionLag, Rebalance,
+    RebalanceListener, Seek, TopicPartition,
+};
 pub use error::ClientError;
 pub use fetcher::{EARLIEST, FetchOptions, Fetched, Fetcher, LATEST};
 pub use producer::{
