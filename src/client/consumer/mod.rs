@@ -62,7 +62,7 @@ pub enum Rebalance {
 }
 
 /// A rebalance callback.
-pub type RebalanceListener = Box<dyn FnMut(&Rebalance) + Send>;
+pub type RebalanceListener = Box<dyn FnMut(&Rebalance) + Send + Sync>;
 
 #[derive(Debug, Clone)]
 pub struct ConsumerConfig {
@@ -156,7 +156,7 @@ impl Consumer {
     }
 
     /// Called with every revocation and assignment a rebalance brings.
-    pub fn on_rebalance(&mut self, listener: impl FnMut(&Rebalance) + Send + 'static) {
+    pub fn on_rebalance(&mut self, listener: impl FnMut(&Rebalance) + Send + Sync + 'static) {
         self.listener = Some(Box::new(listener));
     }
 
