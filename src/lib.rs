@@ -32,6 +32,7 @@
 //! ```
 
 pub mod broker;
+pub mod cli;
 pub mod client;
 pub mod log;
 pub mod record;

@@ -21,6 +21,8 @@ static ALLOCATOR: strata::broker::HugeReservingAllocator = strata::broker::HugeR
     about = "A stream-processing runtime on a durable, Kafka-compatible log"
 )]
 struct Cli {
+    #[command(flatten)]
+    broker: strata::cli::BrokerArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -45,6 +47,8 @@ enum Command {
         #[arg(long)]
         metrics: Option<std::net::SocketAddr>,
     },
+    #[command(flatten)]
+    Client(strata::cli::ClientCommand),
     /// Work directly on a log data directory (no broker; the directory must
     /// not be in use by another process).
     Log {
@@ -69,7 +73,7 @@ enum LogCommand {
         #[arg(long, default_value_t = 1)]
         partitions: i32,
         /// Kafka-named topic config, e.g. retention.ms=60000 (repeatable).
-        #[arg(long = "config", value_parser = parse_key_value)]
+        #[arg(long = "config", value_parser = strata::cli::parse_key_value)]
         configs: Vec<(String, String)>,
     },
     /// Delete a topic and its data.
@@ -117,12 +121,6 @@ enum LogCommand {
     Verify,
 }
 
-fn parse_key_value(s: &str) -> Result<(String, String), String> {
-    s.split_once('=')
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .ok_or_else(|| format!("expected key=value, got '{s}'"))
-}
-
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -141,6 +139,9 @@ fn main() -> std::process::ExitCode {
             metrics,
         } => serve(data_dir, listen, advertised_host, config, metrics),
         Command::Log { data_dir, command } => run_log_command(&data_dir, command),
+        Command::Client(command) => tokio::runtime::Runtime::new()
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| runtime.block_on(strata::cli::run(&cli.broker, command))),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -17,6 +17,9 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::error::codes;
+
+/// Newest DescribeLogDirs version this client sends.
+const DESCRIBE_LOG_DIRS_VERSION_MAX: i16 = 4;
 use super::fetcher::{EARLIEST, LATEST, list_offset};
 use super::{ClientError, Cluster, Connection};
 
@@ -235,6 +238,37 @@ impl Admin {
             }
         }
         Ok(config)
+    }
+
+    /// Bytes on disk of each partition of `topic` (DescribeLogDirs, asked of
+    /// every broker; the largest replica counts).
+    pub async fn partition_sizes(&self, topic: &str) -> Result<BTreeMap<i32, u64>, ClientError> {
+        use kafka_protocol::messages::DescribeLogDirsRequest;
+        use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+        let info = self.cluster.topic(topic).await?;
+        let request = DescribeLogDirsRequest::default().with_topics(Some(vec![
+            DescribableLogDirTopic::default()
+                .with_topic(TopicName(s(topic)))
+                .with_partitions(info.partitions.iter().map(|p| p.partition).collect()),
+        ]));
+        let mut sizes = BTreeMap::new();
+        for node in self.cluster.known_brokers().await {
+            let connection = self.cluster.connection(node).await?;
+            let response = connection
+                .send(&request, DESCRIBE_LOG_DIRS_VERSION_MAX)
+                .await?;
+            check(response.error_code, None, topic)?;
+            for result in &response.results {
+                for t in result.topics.iter().filter(|t| t.name.0.as_str() == topic) {
+                    for p in &t.partitions {
+                        let size = u64::try_from(p.partition_size).unwrap_or(0);
+                        let entry = sizes.entry(p.partition_index).or_insert(0);
+                        *entry = size.max(*entry);
+                    }
+                }
+            }
+        }
+        Ok(sizes)
     }
 
     /// The offset for `timestamp` ([`EARLIEST`], [`LATEST`] or ms).

@@ -28,6 +28,9 @@ use crate::record::{BatchBuilder, Compression, Header, NewRecord};
 
 /// Newest Produce version this client sends (topics by name).
 const PRODUCE_VERSION_MAX: i16 = 9;
+/// Most bytes a record adds to a batch beyond its key, value and headers
+/// (length, attributes, deltas and header count varints).
+const RECORD_OVERHEAD_BYTES: usize = 21;
 const INIT_PRODUCER_ID_VERSION_MAX: i16 = 4;
 
 /// What the producer waits for before a send counts as done.
@@ -270,6 +273,25 @@ impl Producer {
                 .partitions
                 .entry((record.topic.clone(), partition))
                 .or_default();
+            // A batch closes before this record would take it past
+            // batch_bytes, so batches stay under the broker's limit.
+            let record_bytes = RECORD_OVERHEAD_BYTES
+                + record.key.as_ref().map_or(0, Bytes::len)
+                + record.value.as_ref().map_or(0, Bytes::len)
+                + record
+                    .headers
+                    .iter()
+                    .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 10)
+                    .sum::<usize>();
+            let mut failed = 0;
+            if let Some(open) = &queue.open
+                && !open.deliveries.is_empty()
+                && open.builder.uncompressed_size_bytes() + record_bytes
+                    > self.inner.config.batch_bytes
+            {
+                failed = close_open_batch(&self.inner, queue);
+                wake = true;
+            }
             // A new batch has a new due time the sender must learn of.
             wake |= queue.open.is_none();
             let open = queue.open.get_or_insert_with(|| OpenBatch {
@@ -290,7 +312,7 @@ impl Producer {
                         .insert(record.topic.clone(), random_partition(count));
                 }
             }
-            state.outstanding += 1;
+            state.outstanding = state.outstanding + 1 - failed;
         }
         if wake {
             self.inner.wake.notify_one();
@@ -459,7 +481,6 @@ async fn leader_of(cluster: &Cluster, topic: &str, partition: i32) -> Result<i32
 fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
     let mut state = inner.lock();
     let now = Instant::now();
-    let (pid, epoch) = inner.identity;
     let mut next_due: Option<Instant> = None;
     let mut ready = Vec::new();
     let mut failed = 0;
@@ -474,29 +495,7 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
             let due = open.started + inner.config.linger;
             let full = open.builder.uncompressed_size_bytes() >= inner.config.batch_bytes;
             if full || due <= now || closing {
-                let open = queue.open.take().expect("checked above");
-                let count = i32::try_from(open.deliveries.len()).unwrap_or(i32::MAX);
-                let builder = if pid >= 0 {
-                    let sequence = queue.next_sequence;
-                    queue.next_sequence = sequence.wrapping_add(count) & i32::MAX;
-                    open.builder.producer(pid, epoch, sequence)
-                } else {
-                    open.builder
-                };
-                match builder.build() {
-                    Ok(bytes) => queue.closed.push_back(ClosedBatch {
-                        bytes: Bytes::from(bytes),
-                        deliveries: open.deliveries,
-                        attempts: 0,
-                    }),
-                    Err(error) => {
-                        failed += open.deliveries.len();
-                        for delivery in open.deliveries {
-                            let _ =
-                                delivery.send(Err(ClientError::Invalid(format!("batch: {error}"))));
-                        }
-                    }
-                }
+                failed += close_open_batch(inner, queue);
             } else {
                 next_due = Some(next_due.map_or(due, |d| d.min(due)));
             }
@@ -523,6 +522,41 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
         inner.drained.notify_waiters();
     }
     (ready, next_due, closing)
+}
+
+/// Closes the partition's open batch: fixes its bytes (sequence numbers
+/// included) and queues it to be sent. Returns how many records failed
+/// (a batch that cannot be built fails all of its records).
+fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) -> usize {
+    let Some(open) = queue.open.take() else {
+        return 0;
+    };
+    let (pid, epoch) = inner.identity;
+    let count = i32::try_from(open.deliveries.len()).unwrap_or(i32::MAX);
+    let builder = if pid >= 0 {
+        let sequence = queue.next_sequence;
+        queue.next_sequence = sequence.wrapping_add(count) & i32::MAX;
+        open.builder.producer(pid, epoch, sequence)
+    } else {
+        open.builder
+    };
+    match builder.build() {
+        Ok(bytes) => {
+            queue.closed.push_back(ClosedBatch {
+                bytes: Bytes::from(bytes),
+                deliveries: open.deliveries,
+                attempts: 0,
+            });
+            0
+        }
+        Err(error) => {
+            let failed = open.deliveries.len();
+            for delivery in open.deliveries {
+                let _ = delivery.send(Err(ClientError::Invalid(format!("batch: {error}"))));
+            }
+            failed
+        }
+    }
 }
 
 /// Puts a batch back at the front of its partition (same bytes, same

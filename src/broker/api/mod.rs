@@ -11,6 +11,7 @@ mod create_partitions;
 mod create_topics;
 mod delete_topics;
 mod describe_configs;
+mod describe_log_dirs;
 mod fetch;
 mod group_admin;
 mod group_membership;
@@ -60,6 +61,7 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
     ApiKey::DescribeConfigs,
+    ApiKey::DescribeLogDirs,
     ApiKey::FindCoordinator,
     ApiKey::JoinGroup,
     ApiKey::SyncGroup,
@@ -183,6 +185,15 @@ pub(crate) fn handle(
                 version,
                 correlation_id,
                 &describe_configs::handle(ctx, &request, version),
+            )?)
+        }
+        ApiKey::DescribeLogDirs => {
+            let request = decode(&mut frame, version)?;
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &describe_log_dirs::handle(ctx, &request),
             )?)
         }
         ApiKey::InitProducerId => {

@@ -1,0 +1,162 @@
+//! `strata groups list|describe|reset-offsets`.
+
+use clap::Subcommand;
+use serde_json::json;
+
+use super::{BrokerArgs, Format, StartAt, print_json, print_table};
+use crate::client::{Admin, EARLIEST, LATEST};
+
+#[derive(Debug, Subcommand)]
+pub enum GroupsCommand {
+    /// List consumer groups and their states.
+    List {
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// A group's state and members, and per partition its committed
+    /// offset, the end offset and the lag.
+    Describe {
+        group: String,
+        #[arg(long, value_enum, default_value_t)]
+        format: Format,
+    },
+    /// Set a group's committed offsets for a topic (the group must have no
+    /// running members).
+    ResetOffsets {
+        group: String,
+        #[arg(long)]
+        topic: String,
+        /// earliest, latest, an offset, or a time (2026-12-01T09:30:00Z or
+        /// @MILLIS: the first record at or after it).
+        #[arg(long)]
+        to: StartAt,
+        /// Only this partition (default: every partition of the topic).
+        #[arg(long)]
+        partition: Option<i32>,
+    },
+}
+
+pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<()> {
+    let admin = Admin::new(broker.connect().await?);
+    match command {
+        GroupsCommand::List { format } => {
+            let groups = admin.list_groups().await?;
+            match format {
+                Format::Json => print_json(&json!(
+                    groups
+                        .iter()
+                        .map(|g| json!({ "group": g.group_id, "state": g.state, "protocol_type": g.protocol_type }))
+                        .collect::<Vec<_>>()
+                )),
+                Format::Text => print_table(
+                    &["GROUP", "STATE", "TYPE"],
+                    &groups
+                        .iter()
+                        .map(|g| vec![g.group_id.clone(), g.state.clone(), g.protocol_type.clone()])
+                        .collect::<Vec<_>>(),
+                ),
+            }
+        }
+        GroupsCommand::Describe { group, format } => {
+            let description = admin
+                .describe_group(&group)
+                .await
+                .map_err(|e| anyhow::anyhow!("describing group {group}: {e}"))?;
+            let lags = admin.group_lag(&group).await?;
+            if description.state == "Dead" && lags.is_empty() {
+                anyhow::bail!("no group {group}: no members and no committed offsets");
+            }
+            match format {
+                Format::Json => print_json(&json!({
+                    "group": group,
+                    "state": description.state,
+                    "protocol": description.protocol,
+                    "members": description.members.iter().map(|m| json!({
+                        "member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
+                    })).collect::<Vec<_>>(),
+                    "partitions": lags.iter().map(|l| json!({
+                        "topic": l.topic, "partition": l.partition,
+                        "committed": (l.committed >= 0).then_some(l.committed),
+                        "end": l.end, "lag": l.lag,
+                    })).collect::<Vec<_>>(),
+                })),
+                Format::Text => {
+                    println!(
+                        "group {group}  state {}  protocol {}  members {}",
+                        description.state,
+                        if description.protocol.is_empty() {
+                            "-"
+                        } else {
+                            &description.protocol
+                        },
+                        description.members.len()
+                    );
+                    for member in &description.members {
+                        println!(
+                            "  member {} ({} from {})",
+                            member.member_id, member.client_id, member.client_host
+                        );
+                    }
+                    print_table(
+                        &["TOPIC", "PARTITION", "COMMITTED", "END", "LAG"],
+                        &lags
+                            .iter()
+                            .map(|l| {
+                                vec![
+                                    l.topic.clone(),
+                                    l.partition.to_string(),
+                                    if l.committed >= 0 {
+                                        l.committed.to_string()
+                                    } else {
+                                        "-".into()
+                                    },
+                                    l.end.to_string(),
+                                    l.lag.to_string(),
+                                ]
+                            })
+                            .collect::<Vec<_>>(),
+                    );
+                }
+            }
+        }
+        GroupsCommand::ResetOffsets {
+            group,
+            topic,
+            to,
+            partition,
+        } => {
+            let info = admin.cluster().topic(&topic).await?;
+            let count = info.partitions.len() as i32;
+            let partitions: Vec<i32> = match partition {
+                Some(p) if (0..count).contains(&p) => vec![p],
+                Some(p) => anyhow::bail!("topic {topic} has partitions 0..{count}, not {p}"),
+                None => (0..count).collect(),
+            };
+            let mut offsets = Vec::new();
+            for p in partitions {
+                let offset = match to {
+                    StartAt::Offset(offset) => offset,
+                    StartAt::Earliest => admin.list_offset(&topic, p, EARLIEST).await?.unwrap_or(0),
+                    StartAt::Latest => admin.list_offset(&topic, p, LATEST).await?.unwrap_or(0),
+                    StartAt::Timestamp(ms) => match admin.list_offset(&topic, p, ms).await? {
+                        Some(offset) => offset,
+                        None => admin.list_offset(&topic, p, LATEST).await?.unwrap_or(0),
+                    },
+                };
+                offsets.push((topic.clone(), p, offset));
+            }
+            admin
+                .reset_group_offsets(&group, &offsets)
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "resetting group {group}: {e} (a group with running members cannot be reset)"
+                    )
+                })?;
+            for (topic, partition, offset) in &offsets {
+                println!("{group} {topic}/{partition} -> {offset}");
+            }
+        }
+    }
+    Ok(())
+}
