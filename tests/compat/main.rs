@@ -17,6 +17,7 @@ mod support;
 mod broker;
 mod driver;
 mod records;
+mod rust_client;
 mod scenarios;
 mod wire;
 
@@ -131,5 +132,49 @@ mod cross_client {
     }
     tests! { Kcat;
         kcat_to_confluent_kafka => round_trip(ConfluentKafka, &PLAIN),
+    }
+}
+
+/// strata's own client with the real ones: records both ways byte for byte
+/// (librdkafka through confluent-kafka and kcat), key placement against
+/// librdkafka's murmur2_random and kafka-python's murmur2, and a group
+/// shared with kafka-python.
+mod strata_client {
+    use crate::driver::Client::*;
+    use crate::rust_client::*;
+
+    #[test]
+    fn strata_to_confluent_kafka() {
+        strata_client_to(ConfluentKafka);
+    }
+
+    #[test]
+    fn strata_to_kcat() {
+        strata_client_to(Kcat);
+    }
+
+    #[test]
+    fn confluent_kafka_to_strata() {
+        client_to_strata_client(ConfluentKafka);
+    }
+
+    #[test]
+    fn kcat_to_strata() {
+        client_to_strata_client(Kcat);
+    }
+
+    #[test]
+    fn keys_land_where_librdkafka_puts_them() {
+        keys_land_where_strata_puts_them(ConfluentKafka);
+    }
+
+    #[test]
+    fn keys_land_where_kafka_python_puts_them() {
+        keys_land_where_strata_puts_them(KafkaPython);
+    }
+
+    #[test]
+    fn a_group_shared_with_kafka_python() {
+        group_shared_with_kafka_python();
     }
 }

@@ -310,8 +310,34 @@ def committed(request):
     return {"offsets": offsets}
 
 
+def produce_keyed(request):
+    """Keyed records with no partition named, placed by librdkafka's
+    murmur2_random partitioner (the Java client's); returns the partition
+    each landed on."""
+    p = Producer(base(request, **{"partitioner": "murmur2_random", "linger.ms": 5}))
+    partitions = [None] * len(request["keys"])
+    failures = []
+
+    def delivered(index):
+        def report(err, msg):
+            if err is not None:
+                failures.append(f"record {index}: {err}")
+            else:
+                partitions[index] = msg.partition()
+
+        return report
+
+    for index, key in enumerate(request["keys"]):
+        p.produce(request["topic"], value=b"v", key=unhex(key), on_delivery=delivered(index))
+        p.poll(0)
+    if p.flush(60) != 0 or failures:
+        raise RuntimeError(f"undelivered: {failures}")
+    return {"partitions": partitions}
+
+
 run(
     {
+        "produce_keyed": produce_keyed,
         "create_topics": create_topics,
         "list_topics": list_topics,
         "produce": produce,

@@ -261,8 +261,48 @@ def committed(request):
     return {"offsets": offsets}
 
 
+def produce_keyed(request):
+    """Keyed records with no partition named, placed by kafka-python's
+    default partitioner (murmur2, as the Java client); returns the partition
+    each landed on."""
+    p = KafkaProducer(bootstrap_servers=request["bootstrap"], linger_ms=5)
+    futures = [p.send(request["topic"], value=b"v", key=unhex(key)) for key in request["keys"]]
+    p.flush(timeout=60)
+    partitions = [future.get(timeout=60).partition for future in futures]
+    p.close()
+    return {"partitions": partitions}
+
+
+def group_member(request):
+    """One member of a group shared with other clients: subscribes, polls
+    for `seconds`, then leaves. Returns each assignment it held, in order,
+    and how many records it read."""
+    c = KafkaConsumer(
+        bootstrap_servers=request["bootstrap"],
+        group_id=request["group"],
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=500,
+    )
+    c.subscribe([request["topic"]])
+    assignments = []
+    read = 0
+    end = time.monotonic() + request["seconds"]
+    while time.monotonic() < end:
+        for records in c.poll(timeout_ms=200).values():
+            read += len(records)
+        held = sorted(tp.partition for tp in c.assignment())
+        if not assignments or assignments[-1] != held:
+            assignments.append(held)
+    c.close()
+    return {"assignments": assignments, "read": read}
+
+
 run(
     {
+        "produce_keyed": produce_keyed,
+        "group_member": group_member,
         "create_topics": create_topics,
         "list_topics": list_topics,
         "produce": produce,
