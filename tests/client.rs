@@ -369,3 +369,47 @@ async fn the_default_producer_is_idempotent_and_numbers_its_records() {
     assert_eq!(next_sequence, 25);
     broker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_and_recreated_topic_is_found_again() {
+    let broker = start().await;
+    let cluster = broker.cluster().await;
+    let admin = Admin::new(Arc::clone(&cluster));
+    admin.create_topic("reborn", 2, &[]).await.unwrap();
+    let producer = Producer::new(Arc::clone(&cluster), ProducerConfig::default())
+        .await
+        .unwrap();
+    let send = |partition: i32, value: &'static str| {
+        let mut record = ProducerRecord::new("reborn", None, value.as_bytes());
+        record.partition = Some(partition);
+        producer.send(record)
+    };
+    for value in ["old-0", "old-1", "old-2"] {
+        send(0, value).await.unwrap().await.unwrap();
+    }
+    let fetcher = Fetcher::new(Arc::clone(&cluster), FetchOptions::default());
+    let old_id = cluster.topic("reborn").await.unwrap().id;
+
+    // Deleted and created again, with more partitions, by another client.
+    let other = Admin::new(broker.cluster().await);
+    other.delete_topic("reborn").await.unwrap();
+    other.create_topic("reborn", 4, &[]).await.unwrap();
+
+    // The producer learns of partition 3 and of the new partition 0
+    // (sequence numbers start again there).
+    let written = send(3, "new-3").await.unwrap().await.unwrap();
+    assert_eq!((written.partition, written.offset), (3, 0));
+    let written = send(0, "new-0").await.unwrap().await.unwrap();
+    assert_eq!((written.partition, written.offset), (0, 0));
+    producer.close().await;
+    assert_ne!(cluster.topic("reborn").await.unwrap().id, old_id);
+
+    // Offsets of the old topic are out of range in the new one.
+    assert!(matches!(
+        fetcher.fetch("reborn", 0, 2, 1 << 20).await,
+        Err(ClientError::OffsetOutOfRange { offset: 2, .. })
+    ));
+    let values = read_back(&fetcher, "reborn", 0, 0, 1).await;
+    assert_eq!(values[0].2.as_deref(), Some(&b"new-0"[..]));
+    broker.stop().await;
+}

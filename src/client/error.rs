@@ -58,26 +58,62 @@ impl ClientError {
         self
     }
 
-    /// The same failure, reported for one partition of a request that
-    /// failed as a whole (same kind, so retriability is kept).
-    pub(crate) fn for_partition(&self, topic: &str, partition: i32) -> Self {
+    /// The same failure again, for each of several waiters (an I/O error
+    /// cannot be cloned: an unreachable broker is reported as a lost
+    /// connection, which is retriable just the same).
+    pub(crate) fn duplicate(&self) -> Self {
         match self {
-            Self::Kafka { code, message, .. } => {
-                Self::kafka(*code, Some(topic), Some(partition)).with_message(message.as_deref())
-            }
-            Self::Timeout { addr, timeout } => Self::Timeout {
+            Self::Kafka {
+                code,
+                topic,
+                partition,
+                message,
+            } => Self::Kafka {
+                code: *code,
+                topic: topic.clone(),
+                partition: *partition,
+                message: message.clone(),
+            },
+            Self::OffsetOutOfRange {
+                topic,
+                partition,
+                offset,
+            } => Self::OffsetOutOfRange {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: *offset,
+            },
+            Self::Unreachable { addr, error } => Self::Disconnected {
                 addr: addr.clone(),
-                timeout: *timeout,
+                reason: format!("cannot connect: {error}"),
             },
             Self::Disconnected { addr, reason } => Self::Disconnected {
                 addr: addr.clone(),
                 reason: reason.clone(),
             },
-            Self::Unreachable { addr, error } => Self::Disconnected {
+            Self::Timeout { addr, timeout } => Self::Timeout {
                 addr: addr.clone(),
-                reason: error.to_string(),
+                timeout: *timeout,
             },
-            other => Self::Protocol(format!("{topic}/{partition}: {other}")),
+            Self::UnsupportedApi { addr, api } => Self::UnsupportedApi {
+                addr: addr.clone(),
+                api: api.clone(),
+            },
+            Self::UnknownTopic(topic) => Self::UnknownTopic(topic.clone()),
+            Self::Protocol(text) => Self::Protocol(text.clone()),
+            Self::Invalid(text) => Self::Invalid(text.clone()),
+            Self::Closed => Self::Closed,
+        }
+    }
+
+    /// The same failure, reported for one partition of a request that
+    /// failed as a whole.
+    pub(crate) fn for_partition(&self, topic: &str, partition: i32) -> Self {
+        match self {
+            Self::Kafka { code, message, .. } => {
+                Self::kafka(*code, Some(topic), Some(partition)).with_message(message.as_deref())
+            }
+            other => other.duplicate(),
         }
     }
 

@@ -227,7 +227,16 @@ impl Producer {
 
     /// Queues a record; the returned future resolves once it is written.
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, ClientError> {
-        let topic = self.inner.cluster.topic(&record.topic).await?;
+        let mut topic = self.inner.cluster.topic(&record.topic).await?;
+        if record
+            .partition
+            .is_some_and(|p| p >= 0 && p as usize >= topic.partitions.len())
+        {
+            // Partitions may have been added (or the topic re-created)
+            // since the metadata was read: ask again before refusing.
+            self.inner.cluster.invalidate(&record.topic).await;
+            topic = self.inner.cluster.topic(&record.topic).await?;
+        }
         let count = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
         if count == 0 {
             return Err(ClientError::UnknownTopic(record.topic));
@@ -580,7 +589,7 @@ fn requeue_or_fail(inner: &Inner, mut sending: Sending, error: ClientError) {
     }
     let count = sending.batch.deliveries.len();
     for delivery in sending.batch.deliveries {
-        let _ = delivery.send(Err(clone_error(&error)));
+        let _ = delivery.send(Err(error.duplicate()));
     }
     {
         let mut state = inner.lock();
@@ -592,23 +601,6 @@ fn requeue_or_fail(inner: &Inner, mut sending: Sending, error: ClientError) {
         }
     }
     inner.finish(count);
-}
-
-fn clone_error(error: &ClientError) -> ClientError {
-    match error {
-        ClientError::Kafka {
-            code,
-            topic,
-            partition,
-            message,
-        } => ClientError::Kafka {
-            code: *code,
-            topic: topic.clone(),
-            partition: *partition,
-            message: message.clone(),
-        },
-        other => ClientError::Protocol(other.to_string()),
-    }
 }
 
 fn complete(inner: &Inner, sending: Sending, base_offset: i64) {
@@ -664,7 +656,7 @@ async fn send_request(inner: &Arc<Inner>, node: i32, batches: Vec<Sending>) {
         Ok(connection) => connection,
         Err(error) => {
             for sending in batches {
-                requeue_or_fail(inner, sending, clone_error_retriable(&error));
+                requeue_or_fail(inner, sending, error.duplicate());
             }
             return;
         }
@@ -676,7 +668,7 @@ async fn send_request(inner: &Arc<Inner>, node: i32, batches: Vec<Sending>) {
         for sending in batches {
             match &sent {
                 Ok(()) => complete(inner, sending, -1),
-                Err(error) => requeue_or_fail(inner, sending, clone_error_retriable(error)),
+                Err(error) => requeue_or_fail(inner, sending, error.duplicate()),
             }
         }
         return;
@@ -685,7 +677,7 @@ async fn send_request(inner: &Arc<Inner>, node: i32, batches: Vec<Sending>) {
         Ok(response) => response,
         Err(error) => {
             for sending in batches {
-                requeue_or_fail(inner, sending, clone_error_retriable(&error));
+                requeue_or_fail(inner, sending, error.duplicate());
             }
             return;
         }
@@ -718,20 +710,5 @@ async fn send_request(inner: &Arc<Inner>, node: i32, batches: Vec<Sending>) {
                 requeue_or_fail(inner, sending, error);
             }
         }
-    }
-}
-
-/// Connection-level failures are retried: the batch keeps its sequence.
-fn clone_error_retriable(error: &ClientError) -> ClientError {
-    match error {
-        ClientError::Disconnected { addr, reason } => ClientError::Disconnected {
-            addr: addr.clone(),
-            reason: reason.clone(),
-        },
-        ClientError::Timeout { addr, timeout } => ClientError::Timeout {
-            addr: addr.clone(),
-            timeout: *timeout,
-        },
-        other => clone_error(other),
     }
 }

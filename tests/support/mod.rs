@@ -214,6 +214,29 @@ impl ServerProcess {
         Self { child, addr }
     }
 
+    /// SIGKILLs the broker and starts it again on the same address and data
+    /// directory (plain `strata serve`), waiting until it listens.
+    pub fn kill_and_restart(&mut self, binary: &str, data_dir: &std::path::Path) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = std::process::Command::new(binary)
+            .args(["serve", "--listen", &self.addr, "--data-dir"])
+            .arg(data_dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("strata serve starts again");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(&self.addr).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the broker never listened on {} again",
+                self.addr
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Whether the process is still running.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
