@@ -26,6 +26,8 @@ use crate::client::{
 
 /// Deliveries awaited at most at once (bounds the producer's queue).
 const PENDING_MAX: usize = 200_000;
+/// Deliveries handed to the waiting task at a time.
+const CHUNK: usize = 1024;
 /// Most bytes one fetched batch may decompress to.
 const DECOMPRESSED_BYTES_MAX: usize = 256 << 20;
 
@@ -185,21 +187,28 @@ async fn produce(
     let noise = Bytes::from(noise);
     // Deliveries are awaited in order on their own task, so a record's
     // latency is read as soon as it is acknowledged.
-    let (pending_tx, mut pending_rx) =
-        tokio::sync::mpsc::channel::<(Instant, crate::client::DeliveryFuture)>(PENDING_MAX);
+    // Deliveries go, in chunks, to a task that awaits them in order, so a
+    // record's latency is read as soon as it is acknowledged.
+    let (pending_tx, mut pending_rx) = tokio::sync::mpsc::channel::<
+        Vec<(Instant, crate::client::DeliveryFuture)>,
+    >(PENDING_MAX / CHUNK);
     let counters = Arc::clone(progress);
     let size = record_size as u64;
     let waiter = tokio::spawn(async move {
         let mut latencies = Vec::new();
-        while let Some((sent, delivery)) = pending_rx.recv().await {
-            delivery.await?;
-            latencies.push(sent.elapsed().as_micros() as u64);
-            counters.records.fetch_add(1, Ordering::Relaxed);
-            counters.bytes.fetch_add(size, Ordering::Relaxed);
+        while let Some(chunk) = pending_rx.recv().await {
+            for (sent, delivery) in chunk {
+                delivery.await?;
+                latencies.push(sent.elapsed().as_micros() as u64);
+            }
+            let done = latencies.len() as u64;
+            counters.records.store(done, Ordering::Relaxed);
+            counters.bytes.store(done * size, Ordering::Relaxed);
         }
         Ok::<_, ClientError>(latencies)
     });
     let started = Instant::now();
+    let mut chunk = Vec::with_capacity(CHUNK);
     for n in 0..records {
         let offset = (n as usize * 61) % 4096;
         let record = ProducerRecord {
@@ -208,10 +217,16 @@ async fn produce(
             ..ProducerRecord::default()
         };
         let sent = Instant::now();
-        let delivery = producer.send(record).await?;
-        if pending_tx.send((sent, delivery)).await.is_err() {
-            break;
+        chunk.push((sent, producer.send(record).await?));
+        if chunk.len() == CHUNK {
+            let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+            if pending_tx.send(full).await.is_err() {
+                break;
+            }
         }
+    }
+    if !chunk.is_empty() {
+        let _ = pending_tx.send(chunk).await;
     }
     drop(pending_tx);
     producer.flush().await;

@@ -245,6 +245,15 @@ impl Cluster {
             .ok_or_else(|| ClientError::UnknownTopic(name.to_string()))
     }
 
+    /// How many partitions `topic` has (fetching its metadata if unknown),
+    /// without copying the rest of what is known of it.
+    pub async fn partition_count(&self, name: &str) -> Result<usize, ClientError> {
+        if let Some(topic) = self.metadata.read().await.topics.get(name) {
+            return Ok(topic.partitions.len());
+        }
+        Ok(self.topic(name).await?.partitions.len())
+    }
+
     /// Forgets what is known of `topic` so the next use asks again.
     pub async fn invalidate(&self, topic: &str) {
         self.metadata.write().await.topics.remove(topic);

@@ -166,42 +166,29 @@ impl Connection {
         request: &R,
         version: i16,
     ) -> Result<R::Response, ClientError> {
+        self.submit(request, version).await?.response().await
+    }
+
+    /// Writes `request` now and returns its response to wait for later.
+    /// Requests submitted one after another by one task reach the broker,
+    /// and are answered, in that order.
+    pub async fn submit<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+    ) -> Result<PendingResponse<R>, ClientError> {
         let (correlation_id, frame) = self.frame(request, version)?;
         let (sender, receiver) = oneshot::channel();
         self.write(frame, Some((correlation_id, sender))).await?;
-        let mut response = match tokio::time::timeout(self.timeout, receiver).await {
-            Ok(Ok(result)) => result?,
-            Ok(Err(_)) => return Err(self.disconnected("the connection closed")),
-            Err(_) => {
-                // Responses come in order: one that never comes blocks all
-                // that follow, so the connection is given up.
-                self.broken.store(true, Ordering::Relaxed);
-                return Err(ClientError::Timeout {
-                    addr: self.addr.clone(),
-                    timeout: self.timeout,
-                });
-            }
-        };
-        let header_version =
-            <R::Response as kafka_protocol::protocol::HeaderVersion>::header_version(version);
-        let header = ResponseHeader::decode(&mut response, header_version)
-            .map_err(|e| ClientError::Protocol(format!("response header: {e}")))?;
-        if header.correlation_id != correlation_id {
-            self.broken.store(true, Ordering::Relaxed);
-            return Err(ClientError::Protocol(format!(
-                "response for correlation id {} where {correlation_id} was due",
-                header.correlation_id
-            )));
-        }
-        let decoded = R::Response::decode(&mut response, version)
-            .map_err(|e| ClientError::Protocol(format!("response body: {e}")))?;
-        if response.has_remaining() {
-            return Err(ClientError::Protocol(format!(
-                "{} bytes left after the response",
-                response.remaining()
-            )));
-        }
-        Ok(decoded)
+        Ok(PendingResponse {
+            receiver,
+            correlation_id,
+            version,
+            timeout: self.timeout,
+            addr: self.addr.clone(),
+            broken: Arc::clone(&self.broken),
+            _request: std::marker::PhantomData,
+        })
     }
 
     /// Sends a request the broker will not answer (Produce with acks=0).
@@ -215,7 +202,7 @@ impl Connection {
         self.write(frame, None).await
     }
 
-    fn frame<R: Request>(&self, request: &R, version: i16) -> Result<(i32, Vec<u8>), ClientError> {
+    fn frame<R: Request>(&self, request: &R, version: i16) -> Result<(i32, Bytes), ClientError> {
         let correlation_id = self.next_correlation.fetch_add(1, Ordering::Relaxed);
         let header = RequestHeader::default()
             .with_request_api_key(R::KEY)
@@ -231,14 +218,10 @@ impl Connection {
         let size = i32::try_from(buf.len() - 4)
             .map_err(|_| ClientError::Invalid("request larger than 2 GiB".into()))?;
         buf[..4].copy_from_slice(&size.to_be_bytes());
-        Ok((correlation_id, buf.to_vec()))
+        Ok((correlation_id, buf.freeze()))
     }
 
-    async fn write(
-        &self,
-        frame: Vec<u8>,
-        waiter: Option<(i32, Waiter)>,
-    ) -> Result<(), ClientError> {
+    async fn write(&self, frame: Bytes, waiter: Option<(i32, Waiter)>) -> Result<(), ClientError> {
         if self.is_broken() {
             return Err(self.disconnected("the connection failed earlier"));
         }
@@ -261,6 +244,60 @@ impl Connection {
             addr: self.addr.clone(),
             reason: reason.to_string(),
         }
+    }
+}
+
+/// The response to a request already written ([`Connection::submit`]).
+pub struct PendingResponse<R: Request> {
+    receiver: oneshot::Receiver<Result<Bytes, ClientError>>,
+    correlation_id: i32,
+    version: i16,
+    timeout: Duration,
+    addr: String,
+    broken: Arc<AtomicBool>,
+    _request: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: Request> PendingResponse<R> {
+    /// Waits for the response (up to the connection's timeout) and decodes it.
+    pub async fn response(self) -> Result<R::Response, ClientError> {
+        let disconnected = |reason: &str| ClientError::Disconnected {
+            addr: self.addr.clone(),
+            reason: reason.to_string(),
+        };
+        let mut response = match tokio::time::timeout(self.timeout, self.receiver).await {
+            Ok(Ok(result)) => result?,
+            Ok(Err(_)) => return Err(disconnected("the connection closed")),
+            Err(_) => {
+                // Responses come in order: one that never comes blocks all
+                // that follow, so the connection is given up.
+                self.broken.store(true, Ordering::Relaxed);
+                return Err(ClientError::Timeout {
+                    addr: self.addr.clone(),
+                    timeout: self.timeout,
+                });
+            }
+        };
+        let header_version =
+            <R::Response as kafka_protocol::protocol::HeaderVersion>::header_version(self.version);
+        let header = ResponseHeader::decode(&mut response, header_version)
+            .map_err(|e| ClientError::Protocol(format!("response header: {e}")))?;
+        if header.correlation_id != self.correlation_id {
+            self.broken.store(true, Ordering::Relaxed);
+            return Err(ClientError::Protocol(format!(
+                "response for correlation id {} where {} was due",
+                header.correlation_id, self.correlation_id
+            )));
+        }
+        let decoded = R::Response::decode(&mut response, self.version)
+            .map_err(|e| ClientError::Protocol(format!("response body: {e}")))?;
+        if response.has_remaining() {
+            return Err(ClientError::Protocol(format!(
+                "{} bytes left after the response",
+                response.remaining()
+            )));
+        }
+        Ok(decoded)
     }
 }
 

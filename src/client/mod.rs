@@ -18,7 +18,7 @@ pub use admin::{
     PartitionOffsets, TopicDescription,
 };
 pub use cluster::{ClientConfig, Cluster, PartitionInfo, TopicInfo};
-pub use connection::Connection;
+pub use connection::{Connection, PendingResponse};
 pub use consumer::{
     Assignor, Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, PartitionLag, Rebalance,
     RebalanceListener, Seek, TopicPartition,

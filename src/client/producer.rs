@@ -3,13 +3,20 @@
 //! comes first, so low traffic never waits indefinitely), and sent to each
 //! partition's leader, several partitions per request.
 //!
-//! Ordering and idempotence: a partition has at most one batch in flight,
-//! and a batch keeps its bytes (and so its sequence numbers) across
-//! retries, so retries never reorder or duplicate a partition's records.
-//! With idempotence (the default) the producer takes a producer id from
-//! the cluster and numbers each partition's records from 0; the broker
-//! drops a re-sent batch it already holds and answers with its offset.
-//! `max_in_flight` bounds the requests outstanding per broker.
+//! Ordering and idempotence: a partition has up to `max_in_flight` batches
+//! in flight, written to its leader's connection in order (the broker
+//! answers a connection's requests in order). A batch keeps its bytes, and
+//! so its sequence numbers, across retries, and a retried batch goes back
+//! ahead of every later batch of its partition. With idempotence (the
+//! default) the producer takes a producer id from the cluster and numbers
+//! each partition's records from 0; the broker drops a re-sent batch it
+//! already holds and answers with its offset, and refuses a batch that
+//! arrives ahead of a missing earlier one (OUT_OF_ORDER_SEQUENCE_NUMBER,
+//! retried here while the earlier batch is still being retried), so
+//! retries neither reorder nor duplicate. Without idempotence, as in
+//! Kafka, a retry may land behind a later batch that succeeded: set
+//! `max_in_flight` to 1 to rule that out. `max_in_flight` also bounds the
+//! requests outstanding per broker.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -28,6 +35,9 @@ use crate::record::{BatchBuilder, Compression, Header, NewRecord};
 
 /// Newest Produce version this client sends (topics by name).
 const PRODUCE_VERSION_MAX: i16 = 9;
+/// Most bytes reserved up front for a new batch's records (a batch grows
+/// past this by doubling, as any Vec).
+const BUILDER_RESERVE_BYTES_MAX: usize = 64 << 10;
 /// Most bytes a record adds to a batch beyond its key, value and headers
 /// (length, attributes, deltas and header count varints).
 const RECORD_OVERHEAD_BYTES: usize = 21;
@@ -142,6 +152,8 @@ struct OpenBatch {
 
 /// A closed batch: its bytes are fixed (sequence numbers included).
 struct ClosedBatch {
+    /// Order among the partition's batches.
+    id: u64,
     bytes: Bytes,
     deliveries: Vec<Delivery>,
     /// Failed attempts so far.
@@ -151,15 +163,52 @@ struct ClosedBatch {
 #[derive(Default)]
 struct PartitionQueue {
     open: Option<OpenBatch>,
+    /// Batches to send, in `id` order.
     closed: VecDeque<ClosedBatch>,
-    in_flight: bool,
+    /// Ids of the batches in flight.
+    in_flight: std::collections::BTreeSet<u64>,
     next_sequence: i32,
+    next_batch_id: u64,
     /// After a failed attempt: not before this instant.
     retry_at: Option<Instant>,
 }
 
+/// Partition queues by topic, then partition: a send looks its queue up by
+/// the record's topic without allocating.
+#[derive(Default)]
+struct Queues(HashMap<String, HashMap<i32, PartitionQueue>>);
+
+impl Queues {
+    fn get_or_insert(&mut self, topic: &str, partition: i32) -> &mut PartitionQueue {
+        if !self.0.contains_key(topic) {
+            self.0.insert(topic.to_string(), HashMap::new());
+        }
+        self.0
+            .get_mut(topic)
+            .expect("inserted above")
+            .entry(partition)
+            .or_default()
+    }
+
+    fn get_mut(&mut self, topic: &str, partition: i32) -> Option<&mut PartitionQueue> {
+        self.0.get_mut(topic)?.get_mut(&partition)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = (&String, i32, &mut PartitionQueue)> {
+        self.0.iter_mut().flat_map(|(topic, queues)| {
+            queues
+                .iter_mut()
+                .map(move |(partition, queue)| (topic, *partition, queue))
+        })
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut PartitionQueue> {
+        self.0.values_mut().flat_map(HashMap::values_mut)
+    }
+}
+
 struct State {
-    partitions: HashMap<(String, i32), PartitionQueue>,
+    partitions: Queues,
     /// The current partition of each topic for records without a key.
     sticky: HashMap<String, i32>,
     closing: bool,
@@ -207,7 +256,7 @@ impl Producer {
             config,
             identity,
             state: std::sync::Mutex::new(State {
-                partitions: HashMap::new(),
+                partitions: Queues::default(),
                 sticky: HashMap::new(),
                 closing: false,
                 outstanding: 0,
@@ -227,17 +276,18 @@ impl Producer {
 
     /// Queues a record; the returned future resolves once it is written.
     pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, ClientError> {
-        let mut topic = self.inner.cluster.topic(&record.topic).await?;
+        let cluster = &self.inner.cluster;
+        let mut partitions = cluster.partition_count(&record.topic).await?;
         if record
             .partition
-            .is_some_and(|p| p >= 0 && p as usize >= topic.partitions.len())
+            .is_some_and(|p| p >= 0 && p as usize >= partitions)
         {
             // Partitions may have been added (or the topic re-created)
             // since the metadata was read: ask again before refusing.
-            self.inner.cluster.invalidate(&record.topic).await;
-            topic = self.inner.cluster.topic(&record.topic).await?;
+            cluster.invalidate(&record.topic).await;
+            partitions = cluster.partition_count(&record.topic).await?;
         }
-        let count = i32::try_from(topic.partitions.len()).unwrap_or(i32::MAX);
+        let count = i32::try_from(partitions).unwrap_or(i32::MAX);
         if count == 0 {
             return Err(ClientError::UnknownTopic(record.topic));
         }
@@ -273,15 +323,16 @@ impl Producer {
                     ));
                 }
                 (None, Some(key)) => partition_for_key(key, count),
-                (None, None) => *state
-                    .sticky
-                    .entry(record.topic.clone())
-                    .or_insert_with(|| random_partition(count)),
+                (None, None) => match state.sticky.get(record.topic.as_str()) {
+                    Some(p) => *p,
+                    None => {
+                        let p = random_partition(count);
+                        state.sticky.insert(record.topic.clone(), p);
+                        p
+                    }
+                },
             };
-            let queue = state
-                .partitions
-                .entry((record.topic.clone(), partition))
-                .or_default();
+            let queue = state.partitions.get_or_insert(&record.topic, partition);
             // A batch closes before this record would take it past
             // batch_bytes, so batches stay under the broker's limit.
             let record_bytes = RECORD_OVERHEAD_BYTES
@@ -304,7 +355,10 @@ impl Producer {
             // A new batch has a new due time the sender must learn of.
             wake |= queue.open.is_none();
             let open = queue.open.get_or_insert_with(|| OpenBatch {
-                builder: BatchBuilder::new(self.inner.config.compression),
+                builder: BatchBuilder::with_capacity(
+                    self.inner.config.compression,
+                    self.inner.config.batch_bytes.min(BUILDER_RESERVE_BYTES_MAX),
+                ),
                 deliveries: Vec::new(),
                 started: Instant::now(),
             });
@@ -444,14 +498,14 @@ async fn run_sender(inner: Arc<Inner>) {
             }
         }
         for (node, batches) in by_leader {
-            let inner = Arc::clone(&inner);
-            let slots = inner.broker_slots(node);
-            let permit = slots.acquire_owned().await.expect("never closed");
-            tokio::spawn(async move {
-                send_request(&inner, node, batches).await;
-                drop(permit);
-                inner.wake.notify_one();
-            });
+            // A request holds at most one batch per partition: a
+            // partition's second batch goes in the next request, written
+            // after the first on the same connection.
+            for round in rounds(batches) {
+                let slots = inner.broker_slots(node);
+                let permit = slots.acquire_owned().await.expect("never closed");
+                submit_request(&inner, node, round, permit).await;
+            }
         }
         match next_due {
             Some(due) => {
@@ -499,7 +553,7 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
         outstanding,
         ..
     } = &mut *state;
-    for ((topic, partition), queue) in partitions.iter_mut() {
+    for (topic, partition, queue) in partitions.iter_mut() {
         if let Some(open) = &queue.open {
             let due = open.started + inner.config.linger;
             let full = open.builder.uncompressed_size_bytes() >= inner.config.batch_bytes;
@@ -509,7 +563,7 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
                 next_due = Some(next_due.map_or(due, |d| d.min(due)));
             }
         }
-        if queue.in_flight || queue.closed.is_empty() {
+        if queue.closed.is_empty() {
             continue;
         }
         if let Some(at) = queue.retry_at
@@ -519,12 +573,16 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
             continue;
         }
         queue.retry_at = None;
-        queue.in_flight = true;
-        ready.push(Sending {
-            topic: topic.clone(),
-            partition: *partition,
-            batch: queue.closed.pop_front().expect("checked above"),
-        });
+        while queue.in_flight.len() < inner.config.max_in_flight.max(1)
+            && let Some(batch) = queue.closed.pop_front()
+        {
+            queue.in_flight.insert(batch.id);
+            ready.push(Sending {
+                topic: topic.clone(),
+                partition,
+                batch,
+            });
+        }
     }
     *outstanding -= failed;
     if *outstanding == 0 && failed > 0 {
@@ -551,7 +609,10 @@ fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) -> usize {
     };
     match builder.build() {
         Ok(bytes) => {
+            let id = queue.next_batch_id;
+            queue.next_batch_id += 1;
             queue.closed.push_back(ClosedBatch {
+                id,
                 bytes: Bytes::from(bytes),
                 deliveries: open.deliveries,
                 attempts: 0,
@@ -580,11 +641,17 @@ fn requeue_or_fail(inner: &Inner, mut sending: Sending, error: ClientError) {
         let mut state = inner.lock();
         let queue = state
             .partitions
-            .entry((sending.topic, sending.partition))
-            .or_default();
-        queue.in_flight = false;
-        queue.retry_at = Some(Instant::now() + backoff.min(Duration::from_secs(1)));
-        queue.closed.push_front(sending.batch);
+            .get_or_insert(&sending.topic, sending.partition);
+        queue.in_flight.remove(&sending.batch.id);
+        let retry_at = Instant::now() + backoff.min(Duration::from_secs(1));
+        queue.retry_at = Some(queue.retry_at.map_or(retry_at, |at| at.max(retry_at)));
+        // Back ahead of every later batch of the partition.
+        let at = queue
+            .closed
+            .iter()
+            .position(|b| b.id > sending.batch.id)
+            .unwrap_or(queue.closed.len());
+        queue.closed.insert(at, sending.batch);
         return;
     }
     let count = sending.batch.deliveries.len();
@@ -593,14 +660,23 @@ fn requeue_or_fail(inner: &Inner, mut sending: Sending, error: ClientError) {
     }
     {
         let mut state = inner.lock();
-        if let Some(queue) = state
-            .partitions
-            .get_mut(&(sending.topic.clone(), sending.partition))
-        {
-            queue.in_flight = false;
+        if let Some(queue) = state.partitions.get_mut(&sending.topic, sending.partition) {
+            queue.in_flight.remove(&sending.batch.id);
         }
     }
     inner.finish(count);
+}
+
+/// Whether an earlier batch of the partition than `sending` is still
+/// unanswered (in flight or waiting for a retry).
+fn earlier_outstanding(inner: &Inner, sending: &Sending) -> bool {
+    let mut state = inner.lock();
+    let Some(queue) = state.partitions.get_mut(&sending.topic, sending.partition) else {
+        return false;
+    };
+    let id = sending.batch.id;
+    queue.in_flight.first().is_some_and(|first| *first < id)
+        || queue.closed.front().is_some_and(|b| b.id < id)
 }
 
 fn complete(inner: &Inner, sending: Sending, base_offset: i64) {
@@ -618,17 +694,39 @@ fn complete(inner: &Inner, sending: Sending, base_offset: i64) {
     }
     {
         let mut state = inner.lock();
-        if let Some(queue) = state
-            .partitions
-            .get_mut(&(sending.topic.clone(), sending.partition))
-        {
-            queue.in_flight = false;
+        if let Some(queue) = state.partitions.get_mut(&sending.topic, sending.partition) {
+            queue.in_flight.remove(&sending.batch.id);
         }
     }
     inner.finish(count);
 }
 
-async fn send_request(inner: &Arc<Inner>, node: i32, batches: Vec<Sending>) {
+/// Splits a leader's batches into requests with at most one batch per
+/// partition, keeping each partition's batches in order.
+fn rounds(batches: Vec<Sending>) -> Vec<Vec<Sending>> {
+    let mut rounds: Vec<Vec<Sending>> = Vec::new();
+    let mut taken: HashMap<(String, i32), usize> = HashMap::new();
+    for sending in batches {
+        let round = taken
+            .entry((sending.topic.clone(), sending.partition))
+            .or_insert(0);
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push(sending);
+        *round += 1;
+    }
+    rounds
+}
+
+/// Writes one Produce request to the leader now (so requests leave in the
+/// order they are submitted) and handles its response in a task of its own.
+async fn submit_request(
+    inner: &Arc<Inner>,
+    node: i32,
+    batches: Vec<Sending>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
     let mut topics: Vec<TopicProduceData> = Vec::new();
     for sending in &batches {
         let data = PartitionProduceData::default()
@@ -652,28 +750,56 @@ async fn send_request(inner: &Arc<Inner>, node: i32, batches: Vec<Sending>) {
             i32::try_from(inner.config.request_timeout.as_millis()).unwrap_or(i32::MAX),
         )
         .with_topic_data(topics);
+    let fail_all = |batches: Vec<Sending>, error: ClientError| {
+        for sending in batches {
+            requeue_or_fail(inner, sending, error.duplicate());
+        }
+        inner.wake.notify_one();
+    };
     let connection = match inner.cluster.connection(node).await {
         Ok(connection) => connection,
-        Err(error) => {
-            for sending in batches {
-                requeue_or_fail(inner, sending, error.duplicate());
-            }
-            return;
-        }
+        Err(error) => return fail_all(batches, error),
     };
     if inner.config.acks == Acks::None {
         let sent = connection
             .send_no_response(&request, PRODUCE_VERSION_MAX)
             .await;
-        for sending in batches {
-            match &sent {
-                Ok(()) => complete(inner, sending, -1),
-                Err(error) => requeue_or_fail(inner, sending, error.duplicate()),
+        match sent {
+            Ok(()) => {
+                for sending in batches {
+                    complete(inner, sending, -1);
+                }
+                inner.wake.notify_one();
             }
+            Err(error) => fail_all(batches, error),
         }
         return;
     }
-    let response = match connection.send(&request, PRODUCE_VERSION_MAX).await {
+    let pending = match connection.version::<ProduceRequest>(PRODUCE_VERSION_MAX) {
+        Ok(version) => connection.submit(&request, version).await,
+        Err(error) => Err(error),
+    };
+    let pending = match pending {
+        Ok(pending) => pending,
+        Err(error) => return fail_all(batches, error),
+    };
+    let inner = Arc::clone(inner);
+    tokio::spawn(async move {
+        let response = pending.response().await;
+        drop(permit);
+        handle_response(&inner, batches, response).await;
+        inner.wake.notify_one();
+    });
+}
+
+/// Completes, retries or fails each batch of a Produce request by its
+/// partition's answer.
+async fn handle_response(
+    inner: &Inner,
+    batches: Vec<Sending>,
+    response: Result<kafka_protocol::messages::ProduceResponse, ClientError>,
+) {
+    let response = match response {
         Ok(response) => response,
         Err(error) => {
             for sending in batches {
@@ -701,6 +827,15 @@ async fn send_request(inner: &Arc<Inner>, node: i32, batches: Vec<Sending>) {
             codes::NONE => complete(inner, sending, answer.base_offset),
             // Already written by an earlier attempt whose answer was lost.
             codes::DUPLICATE_SEQUENCE_NUMBER => complete(inner, sending, -1),
+            // Ahead of an earlier batch that is being retried: retry too,
+            // behind it.
+            codes::OUT_OF_ORDER_SEQUENCE_NUMBER if earlier_outstanding(inner, &sending) => {
+                let error = ClientError::Disconnected {
+                    addr: String::new(),
+                    reason: "an earlier batch of the partition is being retried".into(),
+                };
+                requeue_or_fail(inner, sending, error);
+            }
             code => {
                 let error = ClientError::kafka(code, Some(&sending.topic), Some(sending.partition))
                     .with_message(answer.error_message.as_ref().map(|m| m.as_str()));

@@ -67,6 +67,13 @@ impl BatchBuilder {
         }
     }
 
+    /// A builder whose records buffer starts with room for `bytes`.
+    pub fn with_capacity(compression: Compression, bytes: usize) -> Self {
+        let mut builder = Self::new(compression);
+        builder.records.reserve(bytes);
+        builder
+    }
+
     /// Marks the batch as written by an idempotent producer.
     pub fn producer(mut self, producer_id: i64, producer_epoch: i16, base_sequence: i32) -> Self {
         self.producer_id = producer_id;

@@ -190,27 +190,35 @@ impl ServerProcess {
         args: &[&std::ffi::OsStr],
         stderr: std::process::Stdio,
     ) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = std::process::Command::new(binary)
-            .args(["serve", "--listen", &addr, "--data-dir"])
+        // Port 0 and the address the broker prints: a port picked here and
+        // passed in could be taken by a parallel test in between.
+        let mut child = std::process::Command::new(binary)
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(args)
-            .stdout(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .stderr(stderr)
             .spawn()
             .expect("strata serve starts");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the broker never listened on {addr}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (found, listening) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if let Some(addr) = line.strip_prefix("strata listening on ") {
+                    let _ = found.send(addr.trim().to_string());
+                }
+            }
+        });
+        let addr = match listening.recv_timeout(std::time::Duration::from_secs(30)) {
+            Ok(addr) => addr,
+            Err(_) => {
+                let status = child.try_wait();
+                let _ = child.kill();
+                panic!("strata serve never said where it listens (exit: {status:?})");
+            }
+        };
         Self { child, addr }
     }
 
@@ -231,6 +239,11 @@ impl ServerProcess {
             assert!(
                 std::time::Instant::now() < deadline,
                 "the broker never listened on {} again",
+                self.addr
+            );
+            assert!(
+                self.is_running(),
+                "the restarted broker exited (is {} taken?)",
                 self.addr
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
