@@ -607,7 +607,7 @@ fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) -> usize {
     } else {
         open.builder
     };
-    match builder.build() {
+    match builder.into_batch() {
         Ok(bytes) => {
             let id = queue.next_batch_id;
             queue.next_batch_id += 1;

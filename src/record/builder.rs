@@ -5,7 +5,7 @@ use super::batch::{
     NO_SEQUENCE, attributes_for, seal_crc, write_header,
 };
 use super::records::Header;
-use super::varint::{varint_len, write_varint, write_varlong};
+use super::varint::{varint_len, varlong_len, write_varint, write_varlong};
 use super::{Compression, RecordError, Result};
 
 /// A record to put into a batch.
@@ -40,6 +40,7 @@ pub struct BatchBuilder {
     producer_epoch: i16,
     base_sequence: i32,
     transactional: bool,
+    /// Room for the batch header, then the records as written.
     records: Vec<u8>,
     count: i32,
     base_timestamp: i64,
@@ -60,7 +61,7 @@ impl BatchBuilder {
             producer_epoch: NO_PRODUCER_EPOCH,
             base_sequence: NO_SEQUENCE,
             transactional: false,
-            records: Vec::new(),
+            records: vec![0; BATCH_HEADER_BYTES],
             count: 0,
             base_timestamp: 0,
             max_timestamp: -1,
@@ -98,7 +99,7 @@ impl BatchBuilder {
 
     /// Size of the batch if built now without compression.
     pub fn uncompressed_size_bytes(&self) -> usize {
-        BATCH_HEADER_BYTES + self.records.len()
+        self.records.len()
     }
 
     /// Appends a record.
@@ -111,40 +112,62 @@ impl BatchBuilder {
         }
         self.max_timestamp = self.max_timestamp.max(record.timestamp);
 
-        let mut body = Vec::with_capacity(
-            16 + record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len),
-        );
-        body.push(0); // attributes
-        write_varlong(
-            &mut body,
-            record.timestamp.wrapping_sub(self.base_timestamp),
-        );
-        write_varint(&mut body, self.count);
-        write_nullable(&mut body, record.key)?;
-        write_nullable(&mut body, record.value)?;
-        write_varint(&mut body, length_i32(record.headers.len())?);
+        // Written straight into the batch: the length first, so it is
+        // computed from the fields' sizes.
+        let timestamp_delta = record.timestamp.wrapping_sub(self.base_timestamp);
+        let header_count = length_i32(record.headers.len())?;
+        let mut body_len = 1 + varlong_len(timestamp_delta) + varint_len(self.count);
+        body_len += nullable_len(record.key)? + nullable_len(record.value)?;
+        body_len += varint_len(header_count);
         for header in record.headers {
-            write_nullable(&mut body, Some(header.key))?;
-            write_nullable(&mut body, header.value)?;
+            body_len += nullable_len(Some(header.key))? + nullable_len(header.value)?;
         }
-        let body_len = length_i32(body.len())?;
-        self.records.reserve(varint_len(body_len) + body.len());
+        let body_len = length_i32(body_len)?;
+        let start = self.records.len();
+        self.records
+            .reserve(varint_len(body_len) + body_len as usize);
         write_varint(&mut self.records, body_len);
-        self.records.extend_from_slice(&body);
+        self.records.push(0); // attributes
+        write_varlong(&mut self.records, timestamp_delta);
+        write_varint(&mut self.records, self.count);
+        write_nullable(&mut self.records, record.key)?;
+        write_nullable(&mut self.records, record.value)?;
+        write_varint(&mut self.records, header_count);
+        for header in record.headers {
+            write_nullable(&mut self.records, Some(header.key))?;
+            write_nullable(&mut self.records, header.value)?;
+        }
+        debug_assert_eq!(
+            self.records.len() - start,
+            varint_len(body_len) + body_len as usize
+        );
         self.count += 1;
         Ok(())
     }
 
     /// Writes the batch with baseOffset 0 (the log assigns the real one).
     pub fn build(&self) -> Result<Vec<u8>> {
+        self.clone().into_batch()
+    }
+
+    /// Like [`BatchBuilder::build`], consuming the builder: an uncompressed
+    /// batch is finished in place, without copying its records.
+    pub fn into_batch(self) -> Result<Vec<u8>> {
         if self.count == 0 {
             return Err(RecordError::Build(
                 "a batch needs at least one record".into(),
             ));
         }
-        let payload = self.compression.compress(&self.records)?;
-        let mut out = vec![0u8; BATCH_HEADER_BYTES];
-        out.extend_from_slice(&payload);
+        let mut out = match self.compression {
+            Compression::None => self.records,
+            codec => {
+                let payload = codec.compress(&self.records[BATCH_HEADER_BYTES..])?;
+                let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + payload.len());
+                out.resize(BATCH_HEADER_BYTES, 0);
+                out.extend_from_slice(&payload);
+                out
+            }
+        };
         let batch_length = length_i32(out.len() - LOG_OVERHEAD_BYTES)?;
         write_header(
             &mut out,
@@ -164,6 +187,14 @@ impl BatchBuilder {
         seal_crc(&mut out);
         Ok(out)
     }
+}
+
+/// Bytes `write_nullable(bytes)` takes.
+fn nullable_len(bytes: Option<&[u8]>) -> Result<usize> {
+    Ok(match bytes {
+        None => varint_len(-1),
+        Some(bytes) => varint_len(length_i32(bytes.len())?) + bytes.len(),
+    })
 }
 
 fn write_nullable(out: &mut Vec<u8>, bytes: Option<&[u8]>) -> Result<()> {

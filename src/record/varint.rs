@@ -49,6 +49,17 @@ fn write_unsigned(out: &mut Vec<u8>, mut value: u64) {
     out.push(value as u8);
 }
 
+/// Bytes `write_varlong(value)` takes.
+pub fn varlong_len(value: i64) -> usize {
+    let mut zz = ((value << 1) ^ (value >> 63)) as u64;
+    let mut len = 1;
+    while zz >= 0x80 {
+        zz >>= 7;
+        len += 1;
+    }
+    len
+}
+
 /// Bytes `write_varint(value)` takes.
 pub fn varint_len(value: i32) -> usize {
     let mut zz = u64::from(((value << 1) ^ (value >> 31)) as u32);
@@ -75,6 +86,7 @@ mod tests {
         for value in [0i64, -1, i64::MAX, i64::MIN, 1 << 40] {
             let mut buf = Vec::new();
             write_varlong(&mut buf, value);
+            assert_eq!(buf.len(), varlong_len(value));
             assert_eq!(read_varlong(&buf), Some((value, buf.len())));
         }
     }
