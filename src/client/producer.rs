@@ -26,7 +26,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use tokio::sync::{Notify, Semaphore, oneshot};
+use tokio::sync::{Notify, Semaphore};
 
 use super::error::codes;
 use super::partitioner::partition_for_key;
@@ -126,27 +126,106 @@ pub struct RecordMetadata {
     pub offset: i64,
 }
 
-type Delivery = oneshot::Sender<Result<RecordMetadata, ClientError>>;
+/// How a batch ended, shared by the futures of its records (one per
+/// batch rather than a channel per record).
+#[derive(Default)]
+struct Completion {
+    state: std::sync::Mutex<CompletionState>,
+}
+
+#[derive(Default)]
+struct CompletionState {
+    /// The batch's base offset (-1 when unknown), or why it failed.
+    outcome: Option<Result<i64, ClientError>>,
+    wakers: Vec<std::task::Waker>,
+}
+
+impl Completion {
+    fn finish(&self, outcome: Result<i64, ClientError>) {
+        let wakers = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.outcome = Some(outcome);
+            std::mem::take(&mut state.wakers)
+        };
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+}
 
 /// Resolves when the record is written (or failed).
-pub struct DeliveryFuture(oneshot::Receiver<Result<RecordMetadata, ClientError>>);
+pub struct DeliveryFuture {
+    completion: Arc<Completion>,
+    partition: i32,
+    /// The record's place in its batch.
+    index: i64,
+}
 
 impl std::future::Future for DeliveryFuture {
     type Output = Result<RecordMetadata, ClientError>;
     fn poll(
-        mut self: std::pin::Pin<&mut Self>,
+        self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0)
-            .poll(cx)
-            .map(|r| r.unwrap_or(Err(ClientError::Closed)))
+        let mut state = self
+            .completion
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match &state.outcome {
+            Some(Ok(base_offset)) => std::task::Poll::Ready(Ok(RecordMetadata {
+                partition: self.partition,
+                offset: if *base_offset < 0 {
+                    -1
+                } else {
+                    base_offset + self.index
+                },
+            })),
+            Some(Err(error)) => std::task::Poll::Ready(Err(error.duplicate())),
+            None => {
+                if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                    state.wakers.push(cx.waker().clone());
+                }
+                std::task::Poll::Pending
+            }
+        }
+    }
+}
+
+/// A batch's hold on its completion: a batch dropped unanswered (the
+/// producer went away) fails its records rather than leave them waiting.
+struct CompletionHandle(Arc<Completion>);
+
+impl CompletionHandle {
+    fn new() -> Self {
+        Self(Arc::default())
+    }
+
+    fn finish(&self, outcome: Result<i64, ClientError>) {
+        self.0.finish(outcome);
+    }
+}
+
+impl Drop for CompletionHandle {
+    fn drop(&mut self) {
+        let unanswered = self
+            .0
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .outcome
+            .is_none();
+        if unanswered {
+            self.0.finish(Err(ClientError::Closed));
+        }
     }
 }
 
 /// Records gathered for one partition, not yet sent.
 struct OpenBatch {
     builder: BatchBuilder,
-    deliveries: Vec<Delivery>,
+    completion: CompletionHandle,
+    records: usize,
     started: Instant,
 }
 
@@ -155,7 +234,8 @@ struct ClosedBatch {
     /// Order among the partition's batches.
     id: u64,
     bytes: Bytes,
-    deliveries: Vec<Delivery>,
+    completion: CompletionHandle,
+    records: usize,
     /// Failed attempts so far.
     attempts: u32,
 }
@@ -291,7 +371,6 @@ impl Producer {
         if count == 0 {
             return Err(ClientError::UnknownTopic(record.topic));
         }
-        let (sender, receiver) = oneshot::channel();
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
         let headers: Vec<Header<'_>> = record
             .headers
@@ -308,6 +387,7 @@ impl Producer {
             headers: &headers,
         };
         let mut wake = false;
+        let delivery;
         {
             let mut state = self.inner.lock();
             if state.closing {
@@ -345,7 +425,7 @@ impl Producer {
                     .sum::<usize>();
             let mut failed = 0;
             if let Some(open) = &queue.open
-                && !open.deliveries.is_empty()
+                && open.records > 0
                 && open.builder.uncompressed_size_bytes() + record_bytes
                     > self.inner.config.batch_bytes
             {
@@ -359,13 +439,19 @@ impl Producer {
                     self.inner.config.compression,
                     self.inner.config.batch_bytes.min(BUILDER_RESERVE_BYTES_MAX),
                 ),
-                deliveries: Vec::new(),
+                completion: CompletionHandle::new(),
+                records: 0,
                 started: Instant::now(),
             });
             open.builder
                 .push(new)
                 .map_err(|e| ClientError::Invalid(format!("record: {e}")))?;
-            open.deliveries.push(sender);
+            delivery = DeliveryFuture {
+                completion: Arc::clone(&open.completion.0),
+                partition,
+                index: open.records as i64,
+            };
+            open.records += 1;
             if open.builder.uncompressed_size_bytes() >= self.inner.config.batch_bytes {
                 wake = true;
                 // The next keyless record goes elsewhere (sticky partitioning).
@@ -380,7 +466,7 @@ impl Producer {
         if wake {
             self.inner.wake.notify_one();
         }
-        Ok(DeliveryFuture(receiver))
+        Ok(delivery)
     }
 
     /// Sends everything queued now (without waiting for linger) and waits
@@ -599,7 +685,7 @@ fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) -> usize {
         return 0;
     };
     let (pid, epoch) = inner.identity;
-    let count = i32::try_from(open.deliveries.len()).unwrap_or(i32::MAX);
+    let count = i32::try_from(open.records).unwrap_or(i32::MAX);
     let builder = if pid >= 0 {
         let sequence = queue.next_sequence;
         queue.next_sequence = sequence.wrapping_add(count) & i32::MAX;
@@ -614,17 +700,16 @@ fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) -> usize {
             queue.closed.push_back(ClosedBatch {
                 id,
                 bytes: Bytes::from(bytes),
-                deliveries: open.deliveries,
+                completion: open.completion,
+                records: open.records,
                 attempts: 0,
             });
             0
         }
         Err(error) => {
-            let failed = open.deliveries.len();
-            for delivery in open.deliveries {
-                let _ = delivery.send(Err(ClientError::Invalid(format!("batch: {error}"))));
-            }
-            failed
+            open.completion
+                .finish(Err(ClientError::Invalid(format!("batch: {error}"))));
+            open.records
         }
     }
 }
@@ -654,10 +739,8 @@ fn requeue_or_fail(inner: &Inner, mut sending: Sending, error: ClientError) {
         queue.closed.insert(at, sending.batch);
         return;
     }
-    let count = sending.batch.deliveries.len();
-    for delivery in sending.batch.deliveries {
-        let _ = delivery.send(Err(error.duplicate()));
-    }
+    let count = sending.batch.records;
+    sending.batch.completion.finish(Err(error));
     {
         let mut state = inner.lock();
         if let Some(queue) = state.partitions.get_mut(&sending.topic, sending.partition) {
@@ -680,18 +763,8 @@ fn earlier_outstanding(inner: &Inner, sending: &Sending) -> bool {
 }
 
 fn complete(inner: &Inner, sending: Sending, base_offset: i64) {
-    let count = sending.batch.deliveries.len();
-    for (i, delivery) in sending.batch.deliveries.into_iter().enumerate() {
-        let offset = if base_offset < 0 {
-            -1
-        } else {
-            base_offset + i as i64
-        };
-        let _ = delivery.send(Ok(RecordMetadata {
-            partition: sending.partition,
-            offset,
-        }));
-    }
+    let count = sending.batch.records;
+    sending.batch.completion.finish(Ok(base_offset));
     {
         let mut state = inner.lock();
         if let Some(queue) = state.partitions.get_mut(&sending.topic, sending.partition) {
