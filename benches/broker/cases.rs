@@ -21,6 +21,8 @@ pub enum Client {
     Driver,
     /// kcat: librdkafka fed from a file it splits into lines.
     Kcat,
+    /// `strata bench`: strata's own client, fed from memory.
+    Strata,
 }
 
 impl Client {
@@ -28,7 +30,14 @@ impl Client {
         match self {
             Client::Driver => "driver",
             Client::Kcat => "kcat",
+            Client::Strata => "strata",
         }
+    }
+
+    /// Whether the client is librdkafka (the broker's targets are judged
+    /// on these).
+    pub fn is_librdkafka(self) -> bool {
+        matches!(self, Client::Driver | Client::Kcat)
     }
 }
 
@@ -100,11 +109,13 @@ pub fn all_cases() -> Vec<Case> {
         };
         cases.push(produce("1", 1, Client::Driver));
         cases.push(produce("1", 1, Client::Kcat));
+        cases.push(produce("1", 1, Client::Strata));
         cases.push(produce("-1", 1, Client::Driver));
+        cases.push(produce("-1", 1, Client::Strata));
         cases.push(produce("-1", CONCURRENT_PRODUCERS, Client::Driver));
     }
     for record_bytes in RECORD_SIZES {
-        for client in [Client::Driver, Client::Kcat] {
+        for client in [Client::Driver, Client::Kcat, Client::Strata] {
             cases.push(Case {
                 work: Work::Consume,
                 record_bytes,
@@ -231,6 +242,18 @@ impl Bench<'_> {
                 self.expect_end_offset(topic, records)?;
                 Ok(measured)
             }
+            Client::Strata => {
+                ensure!(producers == 1, "strata bench runs one producer");
+                let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+                command.args(["bench", "produce", "--bootstrap", address, "--topic", topic]);
+                command.args(["--records", &records.to_string()]);
+                command.args(["--record-size", &case.record_bytes.to_string()]);
+                command.args(["--acks", if acks == "-1" { "all" } else { acks }]);
+                command.args(["--format", "json"]);
+                let measured = self.timed_by_client(command, parse_strata_bench)?;
+                self.expect_end_offset(topic, records)?;
+                Ok(measured)
+            }
         }
     }
 
@@ -259,6 +282,18 @@ impl Bench<'_> {
                 command.args(["-X", "fetch.wait.max.ms=10"]);
                 self.timed(command, end, end * case.record_bytes as u64)
             }
+            Client::Strata => {
+                let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+                command.args(["bench", "consume", "--bootstrap", address, "--topic", topic]);
+                command.args(["--format", "json"]);
+                let measured = self.timed_by_client(command, parse_strata_bench)?;
+                ensure!(
+                    measured.records == end,
+                    "strata bench read {} of {end} records",
+                    measured.records
+                );
+                Ok(measured)
+            }
         }
     }
 
@@ -281,7 +316,17 @@ impl Bench<'_> {
 
     /// Runs a driver command; its own timing (from the moment every
     /// producer is connected) replaces the wall clock.
-    fn timed_driver(&self, mut command: Command) -> Result<Measured> {
+    fn timed_driver(&self, command: Command) -> Result<Measured> {
+        self.timed_by_client(command, parse_driver)
+    }
+
+    /// Runs a client that times itself and prints (records, bytes,
+    /// seconds) in a form `parse` reads.
+    fn timed_by_client(
+        &self,
+        mut command: Command,
+        parse: fn(&str) -> Result<(u64, u64, f64)>,
+    ) -> Result<Measured> {
         let broker_before = self.broker.cpu_seconds()?;
         let client_before = children_cpu_seconds();
         let output = command
@@ -290,18 +335,12 @@ impl Bench<'_> {
             .context("running rdkafka_driver")?;
         let client_cpu_seconds = children_cpu_seconds() - client_before;
         let broker_cpu_seconds = self.broker.cpu_seconds()? - broker_before;
-        ensure!(output.status.success(), "rdkafka_driver: {}", output.status);
-        let text = String::from_utf8_lossy(&output.stdout);
-        let field = |name: &str| -> Result<f64> {
-            text.split_whitespace()
-                .find_map(|part| part.strip_prefix(name)?.strip_prefix('='))
-                .and_then(|v| v.parse().ok())
-                .with_context(|| format!("no {name}= in the driver's output {text:?}"))
-        };
+        ensure!(output.status.success(), "{command:?}: {}", output.status);
+        let (records, bytes, seconds) = parse(&String::from_utf8_lossy(&output.stdout))?;
         Ok(Measured {
-            records: field("records")? as u64,
-            bytes: field("bytes")? as u64,
-            seconds: field("seconds")?,
+            records,
+            bytes,
+            seconds,
             broker_cpu_seconds,
             client_cpu_seconds,
         })
@@ -379,6 +418,37 @@ impl Bench<'_> {
         );
         Ok(())
     }
+}
+
+/// The driver's one line: "records=N bytes=N seconds=F".
+fn parse_driver(text: &str) -> Result<(u64, u64, f64)> {
+    let field = |name: &str| -> Result<f64> {
+        text.split_whitespace()
+            .find_map(|part| part.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .with_context(|| format!("no {name}= in the driver's output {text:?}"))
+    };
+    Ok((
+        field("records")? as u64,
+        field("bytes")? as u64,
+        field("seconds")?,
+    ))
+}
+
+/// `strata bench … --format json`: {"records", "bytes", "seconds", …}.
+fn parse_strata_bench(text: &str) -> Result<(u64, u64, f64)> {
+    let value: serde_json::Value = serde_json::from_str(text.trim())
+        .with_context(|| format!("strata bench printed {text:?}"))?;
+    let number = |name: &str| {
+        value[name]
+            .as_f64()
+            .with_context(|| format!("no {name} in {text:?}"))
+    };
+    Ok((
+        number("records")? as u64,
+        number("bytes")? as u64,
+        number("seconds")?,
+    ))
 }
 
 /// librdkafka settings kcat's producer shares with the driver's.

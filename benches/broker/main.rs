@@ -16,6 +16,10 @@
 //! here, that produces from memory) for every case, and kcat for the cases
 //! it can drive (produce with acks=1 from a file, consume to /dev/null), so
 //! the table shows when kcat's own line handling is what limits a case.
+//! strata's own client runs the single-producer and consume cases through
+//! `strata bench`, and a last table sets its records/s against the
+//! driver's (it must be at least equal). The broker's targets are judged on
+//! the librdkafka clients only.
 //!
 //! Each case reports the best of its runs, with the median beside it, and
 //! the CPU the broker and the client used (percent of one core over the

@@ -121,7 +121,7 @@ pub fn print(settings: &Settings, baselines: &Baselines, outcomes: &[Outcome]) {
     }
     println!(
         "{:<36} {:>26} {:>9} {:>7}  verdict",
-        "target (best client)", "needs MB/s", "MB/s", "ratio"
+        "target (best librdkafka client)", "needs MB/s", "MB/s", "ratio"
     );
     for target in targets {
         let Some((measured, client)) = target.measured else {
@@ -148,6 +148,38 @@ pub fn print(settings: &Settings, baselines: &Baselines, outcomes: &[Outcome]) {
             client.name()
         );
     }
+    print_client_comparison(outcomes);
+}
+
+/// strata's client against librdkafka (the driver) in the same cases:
+/// records/s of each and the ratio, which must be at least 1.
+fn print_client_comparison(outcomes: &[Outcome]) {
+    println!();
+    println!(
+        "{:<36} {:>14} {:>14} {:>7}  verdict",
+        "strata client vs librdkafka", "strata rec/s", "driver rec/s", "ratio"
+    );
+    for case in outcomes.iter().filter(|o| o.case.client == Client::Strata) {
+        let driver = outcomes.iter().find(|o| {
+            o.case.client == Client::Driver
+                && o.case.work == case.case.work
+                && o.case.record_bytes == case.case.record_bytes
+        });
+        let Some(driver) = driver else { continue };
+        let (ours, theirs) = (
+            case.records_per_second.best(),
+            driver.records_per_second.best(),
+        );
+        let ratio = ours / theirs;
+        println!(
+            "{:<36} {:>14.0} {:>14.0} {:>6.2}×  {}",
+            case.case.label(),
+            ours,
+            theirs,
+            ratio,
+            if ratio >= 1.0 { "MET" } else { "MISSED" }
+        );
+    }
 }
 
 fn size_label(record_bytes: usize) -> String {
@@ -157,10 +189,11 @@ fn size_label(record_bytes: usize) -> String {
     }
 }
 
-/// The best rate any client reached in the matching cases.
+/// The best rate a librdkafka client reached in the matching cases.
 fn best(outcomes: &[Outcome], size: usize, work: impl Fn(Work) -> bool) -> Option<(f64, Client)> {
     outcomes
         .iter()
+        .filter(|o| o.case.client.is_librdkafka())
         .filter(|o| o.case.record_bytes == size && work(o.case.work))
         .map(|o| (o.bytes_per_second.best(), o.case.client))
         .max_by(|a, b| a.0.total_cmp(&b.0))
