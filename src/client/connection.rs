@@ -191,6 +191,36 @@ impl Connection {
         })
     }
 
+    /// Like [`Connection::submit`] for a request the caller frames itself
+    /// as chunks (size prefix, header and body; `frame` is given the
+    /// correlation id and client id), written in order without being
+    /// joined. With `answered` false nothing is waited for (acks=0).
+    pub(crate) async fn submit_framed<R: Request>(
+        &self,
+        version: i16,
+        answered: bool,
+        frame: impl FnOnce(i32, &str) -> Vec<Bytes>,
+    ) -> Result<Option<PendingResponse<R>>, ClientError> {
+        let correlation_id = self.next_correlation.fetch_add(1, Ordering::Relaxed);
+        let parts = frame(correlation_id, self.client_id.as_str());
+        if !answered {
+            self.write_parts(&parts, None).await?;
+            return Ok(None);
+        }
+        let (sender, receiver) = oneshot::channel();
+        self.write_parts(&parts, Some((correlation_id, sender)))
+            .await?;
+        Ok(Some(PendingResponse {
+            receiver,
+            correlation_id,
+            version,
+            timeout: self.timeout,
+            addr: self.addr.clone(),
+            broken: Arc::clone(&self.broken),
+            _request: std::marker::PhantomData,
+        }))
+    }
+
     /// Sends a request the broker will not answer (Produce with acks=0).
     pub async fn send_no_response<R: Request>(
         &self,
@@ -222,6 +252,16 @@ impl Connection {
     }
 
     async fn write(&self, frame: Bytes, waiter: Option<(i32, Waiter)>) -> Result<(), ClientError> {
+        self.write_parts(&[frame], waiter).await
+    }
+
+    /// Writes one request's chunks back to back; its response is expected
+    /// after those of every request written before.
+    async fn write_parts(
+        &self,
+        parts: &[Bytes],
+        waiter: Option<(i32, Waiter)>,
+    ) -> Result<(), ClientError> {
         if self.is_broken() {
             return Err(self.disconnected("the connection failed earlier"));
         }
@@ -232,9 +272,11 @@ impl Connection {
                 .unwrap_or_else(|e| e.into_inner())
                 .push_back(waiter);
         }
-        if let Err(error) = writer.write_all(&frame).await {
-            self.broken.store(true, Ordering::Relaxed);
-            return Err(self.disconnected(&error.to_string()));
+        for part in parts {
+            if let Err(error) = writer.write_all(part).await {
+                self.broken.store(true, Ordering::Relaxed);
+                return Err(self.disconnected(&error.to_string()));
+            }
         }
         Ok(())
     }

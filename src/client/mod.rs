@@ -11,6 +11,7 @@ mod consumer;
 pub mod error;
 mod fetcher;
 pub mod partitioner;
+mod produce_frame;
 mod producer;
 
 pub use admin::{

@@ -30,6 +30,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use super::error::codes;
 use super::partitioner::partition_for_key;
+use super::produce_frame::{self, PartitionRecords};
 use super::{ClientError, Cluster};
 use crate::record::{BatchBuilder, Compression, Header, NewRecord};
 
@@ -800,29 +801,17 @@ async fn submit_request(
     batches: Vec<Sending>,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
-    let mut topics: Vec<TopicProduceData> = Vec::new();
+    let mut topics: Vec<(String, Vec<PartitionRecords>)> = Vec::new();
     for sending in &batches {
-        let data = PartitionProduceData::default()
-            .with_index(sending.partition)
-            .with_records(Some(sending.batch.bytes.clone()));
-        match topics
-            .iter_mut()
-            .find(|t| t.name.0.as_str() == sending.topic)
-        {
-            Some(topic) => topic.partition_data.push(data),
-            None => topics.push(
-                TopicProduceData::default()
-                    .with_name(TopicName(StrBytes::from_string(sending.topic.clone())))
-                    .with_partition_data(vec![data]),
-            ),
+        let records = PartitionRecords {
+            partition: sending.partition,
+            records: sending.batch.bytes.clone(),
+        };
+        match topics.iter_mut().find(|(name, _)| *name == sending.topic) {
+            Some((_, partitions)) => partitions.push(records),
+            None => topics.push((sending.topic.clone(), vec![records])),
         }
     }
-    let request = ProduceRequest::default()
-        .with_acks(inner.config.acks.wire())
-        .with_timeout_ms(
-            i32::try_from(inner.config.request_timeout.as_millis()).unwrap_or(i32::MAX),
-        )
-        .with_topic_data(topics);
     let fail_all = |batches: Vec<Sending>, error: ClientError| {
         for sending in batches {
             requeue_or_fail(inner, sending, error.duplicate());
@@ -833,28 +822,70 @@ async fn submit_request(
         Ok(connection) => connection,
         Err(error) => return fail_all(batches, error),
     };
-    if inner.config.acks == Acks::None {
-        let sent = connection
-            .send_no_response(&request, PRODUCE_VERSION_MAX)
-            .await;
-        match sent {
-            Ok(()) => {
-                for sending in batches {
-                    complete(inner, sending, -1);
-                }
-                inner.wake.notify_one();
-            }
-            Err(error) => fail_all(batches, error),
-        }
-        return;
-    }
-    let pending = match connection.version::<ProduceRequest>(PRODUCE_VERSION_MAX) {
-        Ok(version) => connection.submit(&request, version).await,
-        Err(error) => Err(error),
-    };
-    let pending = match pending {
-        Ok(pending) => pending,
+    let version = match connection.version::<ProduceRequest>(PRODUCE_VERSION_MAX) {
+        Ok(version) => version,
         Err(error) => return fail_all(batches, error),
+    };
+    let answered = inner.config.acks != Acks::None;
+    let acks = inner.config.acks.wire();
+    let timeout_ms = i32::try_from(inner.config.request_timeout.as_millis()).unwrap_or(i32::MAX);
+    let submitted = if produce_frame::VERSIONS.contains(&version) {
+        // The batches go to the socket as they are, not copied into a frame.
+        connection
+            .submit_framed::<ProduceRequest>(version, answered, |correlation_id, client_id| {
+                produce_frame::frame(
+                    version,
+                    correlation_id,
+                    client_id,
+                    acks,
+                    timeout_ms,
+                    &topics,
+                )
+            })
+            .await
+    } else {
+        let request = ProduceRequest::default()
+            .with_acks(acks)
+            .with_timeout_ms(timeout_ms)
+            .with_topic_data(
+                topics
+                    .iter()
+                    .map(|(name, partitions)| {
+                        TopicProduceData::default()
+                            .with_name(TopicName(StrBytes::from_string(name.clone())))
+                            .with_partition_data(
+                                partitions
+                                    .iter()
+                                    .map(|p| {
+                                        PartitionProduceData::default()
+                                            .with_index(p.partition)
+                                            .with_records(Some(p.records.clone()))
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            );
+        if answered {
+            connection.submit(&request, version).await.map(Some)
+        } else {
+            connection
+                .send_no_response(&request, PRODUCE_VERSION_MAX)
+                .await
+                .map(|()| None)
+        }
+    };
+    let pending = match submitted {
+        Err(error) => return fail_all(batches, error),
+        Ok(None) => {
+            // acks=0: written is all there is.
+            for sending in batches {
+                complete(inner, sending, -1);
+            }
+            inner.wake.notify_one();
+            return;
+        }
+        Ok(Some(pending)) => pending,
     };
     let inner = Arc::clone(inner);
     tokio::spawn(async move {
