@@ -401,6 +401,17 @@ async fn a_deleted_and_recreated_topic_is_found_again() {
     assert_eq!((written.partition, written.offset), (3, 0));
     let written = send(0, "new-0").await.unwrap().await.unwrap();
     assert_eq!((written.partition, written.offset), (0, 0));
+
+    // Partitions added later are found the same way.
+    other.create_partitions("reborn", 6).await.unwrap();
+    let written = send(5, "added-5").await.unwrap().await.unwrap();
+    assert_eq!((written.partition, written.offset), (5, 0));
+    let described = admin.describe_topic("reborn").await.unwrap();
+    assert_eq!(described.partitions.len(), 6);
+    assert_eq!(described.partitions[5].latest, 1);
+    let sizes = admin.partition_sizes("reborn").await.unwrap();
+    assert_eq!(sizes.len(), 6);
+    assert!(sizes[&5] > 0 && sizes[&1] == 0, "{sizes:?}");
     producer.close().await;
     assert_ne!(cluster.topic("reborn").await.unwrap().id, old_id);
 
