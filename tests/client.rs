@@ -424,3 +424,47 @@ async fn a_deleted_and_recreated_topic_is_found_again() {
     assert_eq!(values[0].2.as_deref(), Some(&b"new-0"[..]));
     broker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_buffer_makes_send_wait_and_loses_nothing() {
+    let broker = start().await;
+    let cluster = broker.cluster().await;
+    Admin::new(Arc::clone(&cluster))
+        .create_topic("narrow", 1, &[])
+        .await
+        .unwrap();
+    let producer = Producer::new(
+        Arc::clone(&cluster),
+        ProducerConfig {
+            // Room for about four records at a time; one larger than the
+            // whole buffer still goes, alone.
+            buffer_bytes: 4 << 10,
+            batch_bytes: 2 << 10,
+            linger: Duration::from_secs(10),
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut deliveries = Vec::new();
+    for i in 0..200u32 {
+        let value = if i == 100 {
+            vec![b'x'; 10_000]
+        } else {
+            vec![i as u8; 1000]
+        };
+        let record = ProducerRecord::new("narrow", None, &value);
+        // With a 10 s linger, only the buffer limit sends batches early.
+        let sent = tokio::time::timeout(Duration::from_secs(5), producer.send(record))
+            .await
+            .expect("send waits for room, not for linger")
+            .unwrap();
+        deliveries.push(sent);
+    }
+    producer.flush().await;
+    for (i, delivery) in deliveries.into_iter().enumerate() {
+        assert_eq!(delivery.await.unwrap().offset, i as i64);
+    }
+    producer.close().await;
+    broker.stop().await;
+}

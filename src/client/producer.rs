@@ -17,6 +17,12 @@
 //! Kafka, a retry may land behind a later batch that succeeded: set
 //! `max_in_flight` to 1 to rule that out. `max_in_flight` also bounds the
 //! requests outstanding per broker.
+//!
+//! Memory: records queued or in flight may hold up to `buffer_bytes`
+//! (32 MiB); past that `send` waits, sending lingering batches at once,
+//! until answers free room. Batches are built in place and written to the
+//! socket as they are (see `produce_frame`), and a batch's records share
+//! one completion rather than a channel each.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -73,6 +79,10 @@ pub struct ProducerConfig {
     pub batch_bytes: usize,
     /// …or once its first record has waited this long.
     pub linger: Duration,
+    /// Bytes of records the producer holds (queued or in flight) before
+    /// `send` waits for some to be answered: a producer faster than its
+    /// brokers slows down instead of growing without bound.
+    pub buffer_bytes: usize,
     /// Produce requests outstanding per broker.
     pub max_in_flight: usize,
     /// Take a producer id and number records, so retries never duplicate.
@@ -88,6 +98,7 @@ impl Default for ProducerConfig {
             compression: Compression::None,
             batch_bytes: 1 << 20,
             linger: Duration::from_millis(5),
+            buffer_bytes: 32 << 20,
             max_in_flight: 5,
             idempotent: true,
             request_timeout: Duration::from_secs(30),
@@ -227,6 +238,8 @@ struct OpenBatch {
     builder: BatchBuilder,
     completion: CompletionHandle,
     records: usize,
+    /// What its records count against `buffer_bytes`.
+    buffered: usize,
     started: Instant,
 }
 
@@ -237,6 +250,7 @@ struct ClosedBatch {
     bytes: Bytes,
     completion: CompletionHandle,
     records: usize,
+    buffered: usize,
     /// Failed attempts so far.
     attempts: u32,
 }
@@ -295,6 +309,8 @@ struct State {
     closing: bool,
     /// Sends not yet answered (records queued or in flight).
     outstanding: usize,
+    /// Bytes of the records not yet answered (see `buffer_bytes`).
+    buffered: usize,
 }
 
 struct Inner {
@@ -306,6 +322,8 @@ struct Inner {
     wake: Notify,
     /// Wakes flushers when outstanding reaches zero.
     drained: Notify,
+    /// Wakes senders waiting for buffer space.
+    space: Notify,
     per_broker: std::sync::Mutex<HashMap<i32, Arc<Semaphore>>>,
 }
 
@@ -341,9 +359,11 @@ impl Producer {
                 sticky: HashMap::new(),
                 closing: false,
                 outstanding: 0,
+                buffered: 0,
             }),
             wake: Notify::new(),
             drained: Notify::new(),
+            space: Notify::new(),
             per_broker: std::sync::Mutex::default(),
         });
         let sender = tokio::spawn(run_sender(Arc::clone(&inner)));
@@ -387,6 +407,15 @@ impl Producer {
             timestamp,
             headers: &headers,
         };
+        let record_bytes = RECORD_OVERHEAD_BYTES
+            + record.key.as_ref().map_or(0, Bytes::len)
+            + record.value.as_ref().map_or(0, Bytes::len)
+            + record
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 10)
+                .sum::<usize>();
+        self.wait_for_buffer_space(record_bytes).await;
         let mut wake = false;
         let delivery;
         {
@@ -416,15 +445,7 @@ impl Producer {
             let queue = state.partitions.get_or_insert(&record.topic, partition);
             // A batch closes before this record would take it past
             // batch_bytes, so batches stay under the broker's limit.
-            let record_bytes = RECORD_OVERHEAD_BYTES
-                + record.key.as_ref().map_or(0, Bytes::len)
-                + record.value.as_ref().map_or(0, Bytes::len)
-                + record
-                    .headers
-                    .iter()
-                    .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 10)
-                    .sum::<usize>();
-            let mut failed = 0;
+            let mut failed = (0, 0);
             if let Some(open) = &queue.open
                 && open.records > 0
                 && open.builder.uncompressed_size_bytes() + record_bytes
@@ -442,6 +463,7 @@ impl Producer {
                 ),
                 completion: CompletionHandle::new(),
                 records: 0,
+                buffered: 0,
                 started: Instant::now(),
             });
             open.builder
@@ -453,6 +475,7 @@ impl Producer {
                 index: open.records as i64,
             };
             open.records += 1;
+            open.buffered += record_bytes;
             if open.builder.uncompressed_size_bytes() >= self.inner.config.batch_bytes {
                 wake = true;
                 // The next keyless record goes elsewhere (sticky partitioning).
@@ -462,12 +485,39 @@ impl Producer {
                         .insert(record.topic.clone(), random_partition(count));
                 }
             }
-            state.outstanding = state.outstanding + 1 - failed;
+            state.outstanding = state.outstanding + 1 - failed.0;
+            state.buffered = state.buffered + record_bytes - failed.1;
         }
         if wake {
             self.inner.wake.notify_one();
         }
         Ok(delivery)
+    }
+
+    /// Waits until `record_bytes` more fit in `buffer_bytes` (a record
+    /// larger than the whole buffer waits until the producer holds none).
+    async fn wait_for_buffer_space(&self, record_bytes: usize) {
+        loop {
+            let space = self.inner.space.notified();
+            tokio::pin!(space);
+            space.as_mut().enable();
+            {
+                let mut state = self.inner.lock();
+                if state.buffered == 0
+                    || state.buffered + record_bytes <= self.inner.config.buffer_bytes
+                {
+                    return;
+                }
+                // Records waiting for linger hold the buffer: send them now.
+                for queue in state.partitions.values_mut() {
+                    if let Some(open) = &mut queue.open {
+                        open.started = Instant::now() - self.inner.config.linger;
+                    }
+                }
+            }
+            self.inner.wake.notify_one();
+            space.await;
+        }
     }
 
     /// Sends everything queued now (without waiting for linger) and waits
@@ -517,12 +567,16 @@ impl Inner {
         )
     }
 
-    fn finish(&self, count: usize) {
+    /// `count` records holding `buffered` bytes were answered.
+    fn finish(&self, count: usize, buffered: usize) {
         let mut state = self.lock();
         state.outstanding -= count;
+        state.buffered -= buffered;
         if state.outstanding == 0 {
             self.drained.notify_waiters();
         }
+        drop(state);
+        self.space.notify_waiters();
     }
 }
 
@@ -633,11 +687,12 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
     let now = Instant::now();
     let mut next_due: Option<Instant> = None;
     let mut ready = Vec::new();
-    let mut failed = 0;
+    let mut failed = (0, 0);
     let closing = state.closing;
     let State {
         partitions,
         outstanding,
+        buffered,
         ..
     } = &mut *state;
     for (topic, partition, queue) in partitions.iter_mut() {
@@ -645,7 +700,8 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
             let due = open.started + inner.config.linger;
             let full = open.builder.uncompressed_size_bytes() >= inner.config.batch_bytes;
             if full || due <= now || closing {
-                failed += close_open_batch(inner, queue);
+                let (records, bytes) = close_open_batch(inner, queue);
+                failed = (failed.0 + records, failed.1 + bytes);
             } else {
                 next_due = Some(next_due.map_or(due, |d| d.min(due)));
             }
@@ -671,19 +727,24 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
             });
         }
     }
-    *outstanding -= failed;
-    if *outstanding == 0 && failed > 0 {
+    *outstanding -= failed.0;
+    *buffered -= failed.1;
+    if *outstanding == 0 && failed.0 > 0 {
         inner.drained.notify_waiters();
+    }
+    if failed.0 > 0 {
+        inner.space.notify_waiters();
     }
     (ready, next_due, closing)
 }
 
 /// Closes the partition's open batch: fixes its bytes (sequence numbers
-/// included) and queues it to be sent. Returns how many records failed
-/// (a batch that cannot be built fails all of its records).
-fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) -> usize {
+/// included) and queues it to be sent. Returns how many records failed,
+/// and their buffered bytes (a batch that cannot be built fails all of its
+/// records).
+fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) -> (usize, usize) {
     let Some(open) = queue.open.take() else {
-        return 0;
+        return (0, 0);
     };
     let (pid, epoch) = inner.identity;
     let count = i32::try_from(open.records).unwrap_or(i32::MAX);
@@ -703,14 +764,15 @@ fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) -> usize {
                 bytes: Bytes::from(bytes),
                 completion: open.completion,
                 records: open.records,
+                buffered: open.buffered,
                 attempts: 0,
             });
-            0
+            (0, 0)
         }
         Err(error) => {
             open.completion
                 .finish(Err(ClientError::Invalid(format!("batch: {error}"))));
-            open.records
+            (open.records, open.buffered)
         }
     }
 }
@@ -740,7 +802,7 @@ fn requeue_or_fail(inner: &Inner, mut sending: Sending, error: ClientError) {
         queue.closed.insert(at, sending.batch);
         return;
     }
-    let count = sending.batch.records;
+    let (count, buffered) = (sending.batch.records, sending.batch.buffered);
     sending.batch.completion.finish(Err(error));
     {
         let mut state = inner.lock();
@@ -748,7 +810,7 @@ fn requeue_or_fail(inner: &Inner, mut sending: Sending, error: ClientError) {
             queue.in_flight.remove(&sending.batch.id);
         }
     }
-    inner.finish(count);
+    inner.finish(count, buffered);
 }
 
 /// Whether an earlier batch of the partition than `sending` is still
@@ -764,7 +826,7 @@ fn earlier_outstanding(inner: &Inner, sending: &Sending) -> bool {
 }
 
 fn complete(inner: &Inner, sending: Sending, base_offset: i64) {
-    let count = sending.batch.records;
+    let (count, buffered) = (sending.batch.records, sending.batch.buffered);
     sending.batch.completion.finish(Ok(base_offset));
     {
         let mut state = inner.lock();
@@ -772,7 +834,7 @@ fn complete(inner: &Inner, sending: Sending, base_offset: i64) {
             queue.in_flight.remove(&sending.batch.id);
         }
     }
-    inner.finish(count);
+    inner.finish(count, buffered);
 }
 
 /// Splits a leader's batches into requests with at most one batch per
