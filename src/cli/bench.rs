@@ -51,6 +51,15 @@ pub enum BenchCommand {
         /// Send records with sequence numbers (acks=all only).
         #[arg(long)]
         idempotent: bool,
+        /// A batch is sent at this many bytes…
+        #[arg(long, default_value_t = 1 << 20)]
+        batch_bytes: usize,
+        /// …or after this long.
+        #[arg(long, default_value_t = 5)]
+        linger_ms: u64,
+        /// Requests in flight per broker (and batches per partition).
+        #[arg(long, default_value_t = 5)]
+        max_in_flight: usize,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
@@ -96,6 +105,9 @@ pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<(
             acks,
             compression,
             idempotent,
+            batch_bytes,
+            linger_ms,
+            max_in_flight,
             format,
         } => {
             if cluster.topic(&topic).await.is_err() {
@@ -110,6 +122,9 @@ pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<(
                     acks: acks.into(),
                     compression: compression.into(),
                     idempotent,
+                    batch_bytes,
+                    linger: Duration::from_millis(linger_ms),
+                    max_in_flight,
                     ..ProducerConfig::default()
                 },
             )
@@ -207,12 +222,13 @@ async fn produce(
         }
         Ok::<_, ClientError>(latencies)
     });
+    let topic: Arc<str> = topic.into();
     let started = Instant::now();
     let mut chunk = Vec::with_capacity(CHUNK);
     for n in 0..records {
         let offset = (n as usize * 61) % 4096;
         let record = ProducerRecord {
-            topic: topic.to_string(),
+            topic: Arc::clone(&topic),
             value: Some(noise.slice(offset..offset + record_size)),
             ..ProducerRecord::default()
         };

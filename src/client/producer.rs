@@ -109,7 +109,9 @@ impl Default for ProducerConfig {
 /// A record to send.
 #[derive(Debug, Clone, Default)]
 pub struct ProducerRecord {
-    pub topic: String,
+    /// Shared, so a caller sending many records to one topic clones a
+    /// pointer per record rather than the name.
+    pub topic: Arc<str>,
     /// `None`: chosen by key (murmur2), or sticky for records without one.
     pub partition: Option<i32>,
     pub key: Option<Bytes>,
@@ -122,7 +124,7 @@ pub struct ProducerRecord {
 impl ProducerRecord {
     pub fn new(topic: &str, key: Option<&[u8]>, value: &[u8]) -> Self {
         Self {
-            topic: topic.to_string(),
+            topic: topic.into(),
             key: key.map(Bytes::copy_from_slice),
             value: Some(Bytes::copy_from_slice(value)),
             ..Self::default()
@@ -390,7 +392,7 @@ impl Producer {
         }
         let count = i32::try_from(partitions).unwrap_or(i32::MAX);
         if count == 0 {
-            return Err(ClientError::UnknownTopic(record.topic));
+            return Err(ClientError::UnknownTopic(record.topic.to_string()));
         }
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
         let headers: Vec<Header<'_>> = record
@@ -415,7 +417,9 @@ impl Producer {
                 .iter()
                 .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 10)
                 .sum::<usize>();
-        self.wait_for_buffer_space(record_bytes).await;
+        if !self.has_room(record_bytes) {
+            self.wait_for_buffer_space(record_bytes).await;
+        }
         let mut wake = false;
         let delivery;
         {
@@ -433,11 +437,11 @@ impl Producer {
                     ));
                 }
                 (None, Some(key)) => partition_for_key(key, count),
-                (None, None) => match state.sticky.get(record.topic.as_str()) {
+                (None, None) => match state.sticky.get(&*record.topic) {
                     Some(p) => *p,
                     None => {
                         let p = random_partition(count);
-                        state.sticky.insert(record.topic.clone(), p);
+                        state.sticky.insert(record.topic.to_string(), p);
                         p
                     }
                 },
@@ -482,7 +486,7 @@ impl Producer {
                 if record.key.is_none() && record.partition.is_none() {
                     state
                         .sticky
-                        .insert(record.topic.clone(), random_partition(count));
+                        .insert(record.topic.to_string(), random_partition(count));
                 }
             }
             state.outstanding = state.outstanding + 1 - failed.0;
@@ -492,6 +496,12 @@ impl Producer {
             self.inner.wake.notify_one();
         }
         Ok(delivery)
+    }
+
+    /// Whether `record_bytes` more fit in `buffer_bytes` now.
+    fn has_room(&self, record_bytes: usize) -> bool {
+        let state = self.inner.lock();
+        state.buffered == 0 || state.buffered + record_bytes <= self.inner.config.buffer_bytes
     }
 
     /// Waits until `record_bytes` more fit in `buffer_bytes` (a record
