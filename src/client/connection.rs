@@ -178,17 +178,7 @@ impl Connection {
         version: i16,
     ) -> Result<PendingResponse<R>, ClientError> {
         let (correlation_id, frame) = self.frame(request, version)?;
-        let (sender, receiver) = oneshot::channel();
-        self.write(frame, Some((correlation_id, sender))).await?;
-        Ok(PendingResponse {
-            receiver,
-            correlation_id,
-            version,
-            timeout: self.timeout,
-            addr: self.addr.clone(),
-            broken: Arc::clone(&self.broken),
-            _request: std::marker::PhantomData,
-        })
+        self.write_awaiting(&[frame], correlation_id, version).await
     }
 
     /// Like [`Connection::submit`] for a request the caller frames itself
@@ -207,10 +197,22 @@ impl Connection {
             self.write_parts(&parts, None).await?;
             return Ok(None);
         }
+        self.write_awaiting(&parts, correlation_id, version)
+            .await
+            .map(Some)
+    }
+
+    /// Writes a request's chunks and returns its response to wait for.
+    async fn write_awaiting<R: Request>(
+        &self,
+        parts: &[Bytes],
+        correlation_id: i32,
+        version: i16,
+    ) -> Result<PendingResponse<R>, ClientError> {
         let (sender, receiver) = oneshot::channel();
-        self.write_parts(&parts, Some((correlation_id, sender)))
+        self.write_parts(parts, Some((correlation_id, sender)))
             .await?;
-        Ok(Some(PendingResponse {
+        Ok(PendingResponse {
             receiver,
             correlation_id,
             version,
@@ -218,7 +220,7 @@ impl Connection {
             addr: self.addr.clone(),
             broken: Arc::clone(&self.broken),
             _request: std::marker::PhantomData,
-        }))
+        })
     }
 
     /// Sends a request the broker will not answer (Produce with acks=0).

@@ -6,6 +6,9 @@
 //! encoding of the same request.
 
 use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
 
 /// Versions this module frames.
 pub(crate) const VERSIONS: std::ops::RangeInclusive<i16> = 3..=12;
@@ -88,6 +91,37 @@ pub(crate) fn frame(
     parts
 }
 
+/// The same request as the protocol crate's message, for versions this
+/// module does not frame.
+pub(crate) fn as_request(
+    acks: i16,
+    timeout_ms: i32,
+    topics: &[(String, Vec<PartitionRecords>)],
+) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_data(
+            topics
+                .iter()
+                .map(|(name, partitions)| {
+                    TopicProduceData::default()
+                        .with_name(TopicName(StrBytes::from_string(name.clone())))
+                        .with_partition_data(
+                            partitions
+                                .iter()
+                                .map(|p| {
+                                    PartitionProduceData::default()
+                                        .with_index(p.partition)
+                                        .with_records(Some(p.records.clone()))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
+}
+
 fn put_array_len(buf: &mut BytesMut, len: usize, flexible: bool) {
     if flexible {
         put_uvarint(buf, len as u64 + 1);
@@ -115,9 +149,8 @@ fn put_uvarint(buf: &mut BytesMut, mut value: u64) {
 
 #[cfg(test)]
 mod tests {
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    use kafka_protocol::messages::{ProduceRequest, RequestHeader, TopicName};
-    use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+    use kafka_protocol::messages::RequestHeader;
+    use kafka_protocol::protocol::{Encodable, HeaderVersion};
 
     use super::*;
 
@@ -151,28 +184,7 @@ mod tests {
                 .iter()
                 .flat_map(|p| p.iter().copied())
                 .collect();
-            let request = ProduceRequest::default()
-                .with_acks(-1)
-                .with_timeout_ms(30_000)
-                .with_topic_data(
-                    topics
-                        .iter()
-                        .map(|(name, partitions)| {
-                            TopicProduceData::default()
-                                .with_name(TopicName(StrBytes::from_string(name.clone())))
-                                .with_partition_data(
-                                    partitions
-                                        .iter()
-                                        .map(|p| {
-                                            PartitionProduceData::default()
-                                                .with_index(p.partition)
-                                                .with_records(Some(p.records.clone()))
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                );
+            let request = as_request(-1, 30_000, &topics);
             let header = RequestHeader::default()
                 .with_request_api_key(API_KEY)
                 .with_request_api_version(version)

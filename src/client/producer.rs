@@ -29,9 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest};
 use tokio::sync::{Notify, Semaphore};
 
 use super::error::codes;
@@ -916,28 +914,7 @@ async fn submit_request(
             })
             .await
     } else {
-        let request = ProduceRequest::default()
-            .with_acks(acks)
-            .with_timeout_ms(timeout_ms)
-            .with_topic_data(
-                topics
-                    .iter()
-                    .map(|(name, partitions)| {
-                        TopicProduceData::default()
-                            .with_name(TopicName(StrBytes::from_string(name.clone())))
-                            .with_partition_data(
-                                partitions
-                                    .iter()
-                                    .map(|p| {
-                                        PartitionProduceData::default()
-                                            .with_index(p.partition)
-                                            .with_records(Some(p.records.clone()))
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            );
+        let request = produce_frame::as_request(acks, timeout_ms, &topics);
         if answered {
             connection.submit(&request, version).await.map(Some)
         } else {

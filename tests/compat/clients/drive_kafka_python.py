@@ -180,6 +180,21 @@ def out_of_range(request):
     return {"position": position}
 
 
+def group_consumer(request):
+    """A member of `request["group"]` subscribed to `request["topic"]`,
+    committing only when told."""
+    c = KafkaConsumer(
+        bootstrap_servers=request["bootstrap"],
+        group_id=request["group"],
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=500,
+    )
+    c.subscribe([request["topic"]])
+    return c
+
+
 def group(request):
     """Two members of one group share the topic's partitions and read each
     of their partitions to its end offset (`ends`); then both commit and
@@ -202,15 +217,7 @@ def group(request):
 
     def member(index):
         try:
-            c = KafkaConsumer(
-                bootstrap_servers=request["bootstrap"],
-                group_id=request["group"],
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                session_timeout_ms=10000,
-                heartbeat_interval_ms=500,
-            )
-            c.subscribe([topic])
+            c = group_consumer(request)
             consumed, at = [], {}
             while not stop.is_set():
                 for records in c.poll(timeout_ms=200).values():
@@ -277,15 +284,7 @@ def group_member(request):
     """One member of a group shared with other clients: subscribes, polls
     for `seconds`, then leaves. Returns each assignment it held, in order,
     and how many records it read."""
-    c = KafkaConsumer(
-        bootstrap_servers=request["bootstrap"],
-        group_id=request["group"],
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        session_timeout_ms=10000,
-        heartbeat_interval_ms=500,
-    )
-    c.subscribe([request["topic"]])
+    c = group_consumer(request)
     assignments = []
     read = 0
     end = time.monotonic() + request["seconds"]
