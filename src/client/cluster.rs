@@ -14,7 +14,7 @@ use std::time::Duration;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use tokio::sync::{Mutex, RwLock};
+use tokio::sync::Mutex;
 
 use super::{ClientError, Connection};
 
@@ -90,7 +90,8 @@ struct Metadata {
 
 pub struct Cluster {
     config: ClientConfig,
-    metadata: RwLock<Metadata>,
+    /// Held only briefly and never across an await.
+    metadata: std::sync::RwLock<Metadata>,
     /// One connection per broker address.
     connections: Mutex<HashMap<String, Arc<Connection>>>,
 }
@@ -103,11 +104,19 @@ impl Cluster {
         }
         let cluster = Arc::new(Self {
             config,
-            metadata: RwLock::default(),
+            metadata: std::sync::RwLock::default(),
             connections: Mutex::default(),
         });
         cluster.any_connection().await?;
         Ok(cluster)
+    }
+
+    fn read_metadata(&self) -> std::sync::RwLockReadGuard<'_, Metadata> {
+        self.metadata.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_metadata(&self) -> std::sync::RwLockWriteGuard<'_, Metadata> {
+        self.metadata.write().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -132,14 +141,7 @@ impl Cluster {
     /// A connection to any broker: known brokers first, then the bootstrap
     /// list.
     pub async fn any_connection(&self) -> Result<Arc<Connection>, ClientError> {
-        let mut candidates: Vec<String> = self
-            .metadata
-            .read()
-            .await
-            .brokers
-            .values()
-            .cloned()
-            .collect();
+        let mut candidates: Vec<String> = self.read_metadata().brokers.values().cloned().collect();
         candidates.sort();
         candidates.extend(self.config.bootstrap.iter().cloned());
         let mut last = None;
@@ -154,12 +156,12 @@ impl Cluster {
 
     /// A connection to broker `node`.
     pub async fn connection(&self, node: i32) -> Result<Arc<Connection>, ClientError> {
-        let addr = self.metadata.read().await.brokers.get(&node).cloned();
+        let addr = self.read_metadata().brokers.get(&node).cloned();
         match addr {
             Some(addr) => self.connection_to(&addr).await,
             None => {
                 self.refresh(&[]).await?;
-                let addr = self.metadata.read().await.brokers.get(&node).cloned();
+                let addr = self.read_metadata().brokers.get(&node).cloned();
                 let addr = addr.ok_or_else(|| {
                     ClientError::Protocol(format!("broker {node} is not in the metadata"))
                 })?;
@@ -191,7 +193,7 @@ impl Cluster {
             request.allow_auto_topic_creation = self.config.allow_auto_create_topics;
         }
         let response = connection.send_versioned(&request, version).await?;
-        let mut metadata = self.metadata.write().await;
+        let mut metadata = self.write_metadata();
         metadata.brokers = response
             .brokers
             .iter()
@@ -232,13 +234,11 @@ impl Cluster {
 
     /// The topic's metadata, fetched if not known yet.
     pub async fn topic(&self, name: &str) -> Result<TopicInfo, ClientError> {
-        if let Some(topic) = self.metadata.read().await.topics.get(name) {
+        if let Some(topic) = self.read_metadata().topics.get(name) {
             return Ok(topic.clone());
         }
         self.refresh(&[name.to_string()]).await?;
-        self.metadata
-            .read()
-            .await
+        self.read_metadata()
             .topics
             .get(name)
             .cloned()
@@ -248,7 +248,7 @@ impl Cluster {
     /// How many partitions `topic` has (fetching its metadata if unknown),
     /// without copying the rest of what is known of it.
     pub async fn partition_count(&self, name: &str) -> Result<usize, ClientError> {
-        if let Some(topic) = self.metadata.read().await.topics.get(name) {
+        if let Some(topic) = self.read_metadata().topics.get(name) {
             return Ok(topic.partitions.len());
         }
         Ok(self.topic(name).await?.partitions.len())
@@ -256,7 +256,7 @@ impl Cluster {
 
     /// Forgets what is known of `topic` so the next use asks again.
     pub async fn invalidate(&self, topic: &str) {
-        self.metadata.write().await.topics.remove(topic);
+        self.write_metadata().topics.remove(topic);
     }
 
     /// The connection to the leader of `topic`/`partition`.
@@ -320,12 +320,12 @@ impl Cluster {
 impl Cluster {
     /// Names of the topics in the last full refresh (or fetched since).
     pub async fn known_topics(&self) -> Vec<String> {
-        self.metadata.read().await.topics.keys().cloned().collect()
+        self.read_metadata().topics.keys().cloned().collect()
     }
 
     /// Node ids of the brokers in the last metadata answer.
     pub async fn known_brokers(&self) -> Vec<i32> {
-        let mut nodes: Vec<i32> = self.metadata.read().await.brokers.keys().copied().collect();
+        let mut nodes: Vec<i32> = self.read_metadata().brokers.keys().copied().collect();
         nodes.sort_unstable();
         nodes
     }

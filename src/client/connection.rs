@@ -274,11 +274,9 @@ impl Connection {
                 .unwrap_or_else(|e| e.into_inner())
                 .push_back(waiter);
         }
-        for part in parts {
-            if let Err(error) = writer.write_all(part).await {
-                self.broken.store(true, Ordering::Relaxed);
-                return Err(self.disconnected(&error.to_string()));
-            }
+        if let Err(error) = write_all_vectored(&mut writer, parts).await {
+            self.broken.store(true, Ordering::Relaxed);
+            return Err(self.disconnected(&error.to_string()));
         }
         Ok(())
     }
@@ -289,6 +287,25 @@ impl Connection {
             reason: reason.to_string(),
         }
     }
+}
+
+/// Writes every chunk, in order, with as few writev calls as the socket
+/// allows (one request leaves in one go rather than a packet per chunk).
+async fn write_all_vectored(
+    writer: &mut tokio::net::tcp::OwnedWriteHalf,
+    parts: &[Bytes],
+) -> std::io::Result<()> {
+    let mut slices: Vec<std::io::IoSlice<'_>> =
+        parts.iter().map(|p| std::io::IoSlice::new(p)).collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        let written = writer.write_vectored(rest).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        std::io::IoSlice::advance_slices(&mut rest, written);
+    }
+    Ok(())
 }
 
 /// The response to a request already written ([`Connection::submit`]).

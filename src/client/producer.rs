@@ -247,6 +247,8 @@ struct OpenBatch {
 struct ClosedBatch {
     /// Order among the partition's batches.
     id: u64,
+    /// Records and header fields, until the sender builds `bytes`.
+    unbuilt: Option<BatchBuilder>,
     bytes: Bytes,
     completion: CompletionHandle,
     records: usize,
@@ -447,13 +449,13 @@ impl Producer {
             let queue = state.partitions.get_or_insert(&record.topic, partition);
             // A batch closes before this record would take it past
             // batch_bytes, so batches stay under the broker's limit.
-            let mut failed = (0, 0);
+
             if let Some(open) = &queue.open
                 && open.records > 0
                 && open.builder.uncompressed_size_bytes() + record_bytes
                     > self.inner.config.batch_bytes
             {
-                failed = close_open_batch(&self.inner, queue);
+                close_open_batch(&self.inner, queue);
                 wake = true;
             }
             // A new batch has a new due time the sender must learn of.
@@ -487,8 +489,8 @@ impl Producer {
                         .insert(record.topic.to_string(), random_partition(count));
                 }
             }
-            state.outstanding = state.outstanding + 1 - failed.0;
-            state.buffered = state.buffered + record_bytes - failed.1;
+            state.outstanding += 1;
+            state.buffered += record_bytes;
         }
         if wake {
             self.inner.wake.notify_one();
@@ -640,7 +642,17 @@ async fn run_sender(inner: Arc<Inner>) {
             return;
         }
         let mut by_leader: HashMap<i32, Vec<Sending>> = HashMap::new();
-        for sending in ready {
+        for mut sending in ready {
+            if let Some(builder) = sending.batch.unbuilt.take() {
+                match builder.into_batch() {
+                    Ok(bytes) => sending.batch.bytes = Bytes::from(bytes),
+                    Err(error) => {
+                        let error = ClientError::Invalid(format!("batch: {error}"));
+                        requeue_or_fail(&inner, sending, error);
+                        continue;
+                    }
+                }
+            }
             match leader_of(&inner.cluster, &sending.topic, sending.partition).await {
                 Ok(node) => by_leader.entry(node).or_default().push(sending),
                 Err(error) => requeue_or_fail(&inner, sending, error),
@@ -695,21 +707,13 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
     let now = Instant::now();
     let mut next_due: Option<Instant> = None;
     let mut ready = Vec::new();
-    let mut failed = (0, 0);
     let closing = state.closing;
-    let State {
-        partitions,
-        outstanding,
-        buffered,
-        ..
-    } = &mut *state;
-    for (topic, partition, queue) in partitions.iter_mut() {
+    for (topic, partition, queue) in state.partitions.iter_mut() {
         if let Some(open) = &queue.open {
             let due = open.started + inner.config.linger;
             let full = open.builder.uncompressed_size_bytes() >= inner.config.batch_bytes;
             if full || due <= now || closing {
-                let (records, bytes) = close_open_batch(inner, queue);
-                failed = (failed.0 + records, failed.1 + bytes);
+                close_open_batch(inner, queue);
             } else {
                 next_due = Some(next_due.map_or(due, |d| d.min(due)));
             }
@@ -735,24 +739,14 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
             });
         }
     }
-    *outstanding -= failed.0;
-    *buffered -= failed.1;
-    if *outstanding == 0 && failed.0 > 0 {
-        inner.drained.notify_waiters();
-    }
-    if failed.0 > 0 {
-        inner.space.notify_waiters();
-    }
     (ready, next_due, closing)
 }
 
-/// Closes the partition's open batch: fixes its bytes (sequence numbers
-/// included) and queues it to be sent. Returns how many records failed,
-/// and their buffered bytes (a batch that cannot be built fails all of its
-/// records).
-fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) -> (usize, usize) {
+/// Closes the partition's open batch: fixes its place (sequence numbers
+/// included) and queues it to be built and sent.
+fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) {
     let Some(open) = queue.open.take() else {
-        return (0, 0);
+        return;
     };
     let (pid, epoch) = inner.identity;
     let count = i32::try_from(open.records).unwrap_or(i32::MAX);
@@ -763,26 +757,19 @@ fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) -> (usize, usize)
     } else {
         open.builder
     };
-    match builder.into_batch() {
-        Ok(bytes) => {
-            let id = queue.next_batch_id;
-            queue.next_batch_id += 1;
-            queue.closed.push_back(ClosedBatch {
-                id,
-                bytes: Bytes::from(bytes),
-                completion: open.completion,
-                records: open.records,
-                buffered: open.buffered,
-                attempts: 0,
-            });
-            (0, 0)
-        }
-        Err(error) => {
-            open.completion
-                .finish(Err(ClientError::Invalid(format!("batch: {error}"))));
-            (open.records, open.buffered)
-        }
-    }
+    let id = queue.next_batch_id;
+    queue.next_batch_id += 1;
+    queue.closed.push_back(ClosedBatch {
+        id,
+        // Built (compressed, checksummed) by the sender, off the lock and
+        // off the sending caller's thread.
+        unbuilt: Some(builder),
+        bytes: Bytes::new(),
+        completion: open.completion,
+        records: open.records,
+        buffered: open.buffered,
+        attempts: 0,
+    });
 }
 
 /// Puts a batch back at the front of its partition (same bytes, same
