@@ -194,56 +194,12 @@ impl Fetcher {
         max_bytes: i32,
     ) -> Result<Fetched, ClientError> {
         let connection = self.cluster.leader(topic, partition).await?;
-        let version = connection.version::<FetchRequest>(FETCH_VERSION_MAX)?;
-        let mut fetch_partition = FetchPartition::default()
-            .with_partition(partition)
-            .with_fetch_offset(offset)
-            .with_partition_max_bytes(max_bytes);
-        if version >= 5 {
-            fetch_partition.log_start_offset = -1;
-        }
-        let request = FetchRequest::default()
-            .with_max_wait_ms(i32::try_from(self.options.max_wait.as_millis()).unwrap_or(i32::MAX))
-            .with_min_bytes(self.options.min_bytes)
-            .with_max_bytes(max_bytes)
-            .with_topics(vec![
-                FetchTopic::default()
-                    .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-                    .with_partitions(vec![fetch_partition]),
-            ]);
-        let response = connection.send_versioned(&request, version).await?;
-        if response.error_code != codes::NONE {
-            return Err(ClientError::kafka(
-                response.error_code,
-                Some(topic),
-                Some(partition),
-            ));
-        }
-        let data = response
-            .responses
-            .into_iter()
-            .flat_map(|t| t.partitions)
-            .find(|p| p.partition_index == partition)
-            .ok_or_else(|| ClientError::Protocol(format!("no data for {topic}/{partition}")))?;
-        match data.error_code {
-            codes::NONE => {}
-            codes::OFFSET_OUT_OF_RANGE => {
-                return Err(ClientError::OffsetOutOfRange {
-                    topic: topic.to_string(),
-                    partition,
-                    offset,
-                });
-            }
-            code => return Err(ClientError::kafka(code, Some(topic), Some(partition))),
-        }
-        Ok(Fetched {
-            topic: topic.to_string(),
-            partition,
-            offset,
-            high_watermark: data.high_watermark,
-            log_start_offset: data.log_start_offset,
-            records: whole_batches(data.records.unwrap_or_default()),
-        })
+        let wanted = [(topic.to_string(), partition, offset)];
+        let mut answers = fetch_from(&connection, &wanted, max_bytes, self.options)
+            .await
+            .map_err(|e| e.for_partition(topic, partition))?;
+        let (_, _, answer) = answers.pop().expect("one answer per partition asked");
+        answer
     }
 
     /// The offset for `timestamp` in each partition: [`EARLIEST`],
