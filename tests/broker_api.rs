@@ -3,78 +3,21 @@
 //! ids), Produce with every acks setting, and the connection-closing answers
 //! to bad frames.
 
-use std::sync::Arc;
-
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse,
-    RequestHeader, ResponseHeader, TopicName,
+    ResponseHeader, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use strata::broker::{Broker, BrokerConfig};
-use strata::log::{LogConfig, LogManager};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use strata::broker::BrokerConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 
-struct Running {
-    addr: std::net::SocketAddr,
-    log: Arc<LogManager>,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<()>,
-    _dir: tempfile::TempDir,
-}
+mod support;
 
-async fn start(config: BrokerConfig) -> Running {
-    let dir = tempfile::tempdir().unwrap();
-    let log = Arc::new(LogManager::open(dir.path(), LogConfig::default()).unwrap());
-    let config = BrokerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        ..config
-    };
-    let broker = Broker::bind(config, Arc::clone(&log)).await.unwrap();
-    let addr = broker.local_addr();
-    let (stop, stopped) = oneshot::channel();
-    let served = tokio::spawn(async move {
-        broker
-            .serve(async {
-                let _ = stopped.await;
-            })
-            .await
-            .unwrap();
-    });
-    Running {
-        addr,
-        log,
-        stop: Some(stop),
-        served,
-        _dir: dir,
-    }
-}
-
-impl Running {
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.served.await.unwrap();
-    }
-}
-
-fn frame<T: Encodable>(key: ApiKey, version: i16, correlation_id: i32, body: &T) -> Vec<u8> {
-    let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_string("test".into())));
-    let mut buf = BytesMut::new();
-    header
-        .encode(&mut buf, key.request_header_version(version))
-        .unwrap();
-    body.encode(&mut buf, version).unwrap();
-    let mut out = (buf.len() as i32).to_be_bytes().to_vec();
-    out.extend_from_slice(&buf);
-    out
-}
+use support::in_process::{InProcessBroker, call, fetch_request, frame, produce_request};
+use support::wire::exchange;
 
 /// A batch of one record.
 fn one_record(value: &[u8], timestamp: i64) -> Vec<u8> {
@@ -85,88 +28,9 @@ fn one_record(value: &[u8], timestamp: i64) -> Vec<u8> {
     builder.build().unwrap()
 }
 
-fn produce_request(
-    acks: i16,
-    topic: &str,
-    partition: i32,
-    records: Vec<u8>,
-) -> kafka_protocol::messages::ProduceRequest {
-    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    kafka_protocol::messages::ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(5_000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_string(topic.into())))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(partition)
-                        .with_records(Some(Bytes::from(records))),
-                ]),
-        ])
-}
-
-/// A fetch of `partitions` of `topic` from `offset`, by name.
-fn fetch_request(
-    topic: &str,
-    partitions: &[i32],
-    offset: i64,
-    max_bytes: i32,
-    max_wait_ms: i32,
-) -> kafka_protocol::messages::FetchRequest {
-    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-    kafka_protocol::messages::FetchRequest::default()
-        .with_max_wait_ms(max_wait_ms)
-        .with_min_bytes(1)
-        .with_max_bytes(max_bytes)
-        .with_session_epoch(-1)
-        .with_topics(vec![
-            FetchTopic::default()
-                .with_topic(TopicName(StrBytes::from_string(topic.into())))
-                .with_partitions(
-                    partitions
-                        .iter()
-                        .map(|&p| {
-                            FetchPartition::default()
-                                .with_partition(p)
-                                .with_fetch_offset(offset)
-                                .with_partition_max_bytes(max_bytes.max(1 << 20))
-                        })
-                        .collect(),
-                ),
-        ])
-}
-
-async fn exchange(stream: &mut TcpStream, request: &[u8]) -> Option<Bytes> {
-    stream.write_all(request).await.unwrap();
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).await.ok()?;
-    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-    stream.read_exact(&mut body).await.ok()?;
-    Some(Bytes::from(body))
-}
-
-async fn call<Req: Encodable, Resp: Decodable>(
-    stream: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    request: &Req,
-) -> Resp {
-    let correlation_id = 1000 + i32::from(version);
-    let mut response = exchange(stream, &frame(key, version, correlation_id, request))
-        .await
-        .expect("a response");
-    let header =
-        ResponseHeader::decode(&mut response, key.response_header_version(version)).unwrap();
-    assert_eq!(header.correlation_id, correlation_id);
-    let decoded = Resp::decode(&mut response, version).unwrap();
-    assert_eq!(response.remaining(), 0, "the whole response is consumed");
-    decoded
-}
-
 #[tokio::test]
 async fn api_versions_answers_every_version_and_lists_what_is_served() {
-    let broker = start(BrokerConfig::default()).await;
+    let broker = InProcessBroker::start(BrokerConfig::default()).await;
     let mut stream = TcpStream::connect(broker.addr).await.unwrap();
     let range = ApiKey::ApiVersions.valid_versions();
     for version in range.min..=range.max {
@@ -188,7 +52,7 @@ async fn api_versions_answers_every_version_and_lists_what_is_served() {
 
 #[tokio::test]
 async fn an_unknown_api_versions_version_gets_a_v0_unsupported_version_answer() {
-    let broker = start(BrokerConfig::default()).await;
+    let broker = InProcessBroker::start(BrokerConfig::default()).await;
     let mut stream = TcpStream::connect(broker.addr).await.unwrap();
     // A future version: the header is whatever the client thinks; the broker
     // must not try to parse it beyond the correlation id.
@@ -210,7 +74,7 @@ async fn an_unknown_api_versions_version_gets_a_v0_unsupported_version_answer() 
 
 #[tokio::test]
 async fn metadata_creates_topics_when_allowed_and_reports_unknown_ones_otherwise() {
-    let broker = start(BrokerConfig::default()).await;
+    let broker = InProcessBroker::start(BrokerConfig::default()).await;
     broker
         .log
         .create_topic("existing", 3, Default::default())
@@ -251,7 +115,7 @@ async fn metadata_creates_topics_when_allowed_and_reports_unknown_ones_otherwise
 
 #[tokio::test]
 async fn bad_frames_close_the_connection_and_the_broker_keeps_serving() {
-    let broker = start(BrokerConfig {
+    let broker = InProcessBroker::start(BrokerConfig {
         request_bytes_max: 1024,
         ..BrokerConfig::default()
     })
@@ -297,7 +161,7 @@ mod produce {
 
     #[tokio::test]
     async fn produce_appends_with_every_acks_setting_and_refuses_bad_batches_whole() {
-        let broker = start(BrokerConfig::default()).await;
+        let broker = InProcessBroker::start(BrokerConfig::default()).await;
         broker
             .log
             .create_topic("in", 2, Default::default())
@@ -431,7 +295,7 @@ mod admin {
 
     #[tokio::test]
     async fn topics_are_created_grown_and_deleted_with_kafka_error_codes() {
-        let broker = start(BrokerConfig::default()).await;
+        let broker = InProcessBroker::start(BrokerConfig::default()).await;
         let mut stream = TcpStream::connect(broker.addr).await.unwrap();
         let range = ApiKey::CreateTopics.valid_versions();
         for version in range.min..=range.max {
@@ -503,7 +367,7 @@ mod describe_configs {
 
     #[tokio::test]
     async fn topic_configs_are_described_with_overrides_marked() {
-        let broker = start(BrokerConfig::default()).await;
+        let broker = InProcessBroker::start(BrokerConfig::default()).await;
         let overrides = [("retention.ms".to_string(), "1234".to_string())]
             .into_iter()
             .collect();
@@ -546,7 +410,7 @@ mod describe_configs {
 
 #[tokio::test]
 async fn the_broker_enforces_retention_on_its_interval() {
-    let broker = start(BrokerConfig {
+    let broker = InProcessBroker::start(BrokerConfig {
         retention_check_interval: std::time::Duration::from_millis(20),
         ..BrokerConfig::default()
     })
@@ -585,7 +449,7 @@ mod fetch_wait {
 
     #[tokio::test]
     async fn a_waiting_fetch_returns_when_a_record_arrives_and_an_idle_one_when_time_is_up() {
-        let broker = start(BrokerConfig::default()).await;
+        let broker = InProcessBroker::start(BrokerConfig::default()).await;
         broker
             .log
             .create_topic("waited", 1, Default::default())
@@ -624,25 +488,18 @@ mod fetch_wait {
 
 #[tokio::test]
 async fn metrics_report_requests_and_partition_offsets() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = Arc::new(LogManager::open(dir.path(), LogConfig::default()).unwrap());
-    log.create_topic("measured", 1, Default::default()).unwrap();
-    log.partition("measured", 0)
+    let broker = InProcessBroker::start(BrokerConfig::default()).await;
+    broker
+        .log
+        .create_topic("measured", 1, Default::default())
+        .unwrap();
+    broker
+        .log
+        .partition("measured", 0)
         .unwrap()
         .append(&one_record(b"x", 1))
         .unwrap();
-    let config = BrokerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
-        ..BrokerConfig::default()
-    };
-    let broker = Broker::bind(config, Arc::clone(&log)).await.unwrap();
-    let (addr, metrics) = (broker.local_addr(), broker.metrics_addr().unwrap());
-    let (stop, stopped) = oneshot::channel::<()>();
-    let served = tokio::spawn(broker.serve(async {
-        let _ = stopped.await;
-    }));
-    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut stream = broker.connect().await;
     let _: ApiVersionsResponse = call(
         &mut stream,
         ApiKey::ApiVersions,
@@ -651,7 +508,7 @@ async fn metrics_report_requests_and_partition_offsets() {
     )
     .await;
 
-    let mut scrape = TcpStream::connect(metrics).await.unwrap();
+    let mut scrape = TcpStream::connect(broker.metrics).await.unwrap();
     scrape
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
@@ -667,13 +524,12 @@ async fn metrics_report_requests_and_partition_offsets() {
         text.contains("strata_log_end_offset{topic=\"measured\",partition=\"0\"} 1"),
         "{text}"
     );
-    let _ = stop.send(());
-    served.await.unwrap().unwrap();
+    broker.stop().await;
 }
 
 #[tokio::test]
 async fn idle_connections_are_closed() {
-    let broker = start(BrokerConfig {
+    let broker = InProcessBroker::start(BrokerConfig {
         connection_idle_timeout: std::time::Duration::from_millis(100),
         ..BrokerConfig::default()
     })
@@ -689,7 +545,7 @@ async fn idle_connections_are_closed() {
 
 #[tokio::test]
 async fn shutdown_does_not_wait_for_a_client_that_stopped_reading() {
-    let broker = start(BrokerConfig {
+    let broker = InProcessBroker::start(BrokerConfig {
         shutdown_grace: std::time::Duration::from_millis(200),
         ..BrokerConfig::default()
     })
@@ -727,7 +583,7 @@ async fn shutdown_does_not_wait_for_a_client_that_stopped_reading() {
 #[tokio::test]
 async fn fetch_max_bytes_bounds_the_response_except_for_the_first_batch() {
     use kafka_protocol::messages::FetchResponse;
-    let broker = start(BrokerConfig::default()).await;
+    let broker = InProcessBroker::start(BrokerConfig::default()).await;
     broker
         .log
         .create_topic("sized", 2, Default::default())
@@ -778,7 +634,7 @@ async fn fetch_max_bytes_bounds_the_response_except_for_the_first_batch() {
 async fn fetching_by_an_unknown_topic_id_reports_unknown_topic_id() {
     use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
     use kafka_protocol::messages::{FetchRequest, FetchResponse};
-    let broker = start(BrokerConfig::default()).await;
+    let broker = InProcessBroker::start(BrokerConfig::default()).await;
     broker
         .log
         .create_topic("known", 1, Default::default())

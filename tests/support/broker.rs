@@ -9,6 +9,8 @@ use tokio::sync::oneshot;
 
 pub struct InProcess {
     pub addr: std::net::SocketAddr,
+    /// Where metrics are served, when the config asks for them.
+    pub metrics: Option<std::net::SocketAddr>,
     pub log: Arc<LogManager>,
     stop: oneshot::Sender<()>,
     served: tokio::task::JoinHandle<()>,
@@ -23,7 +25,7 @@ pub async fn start_in(dir: &Path, config: BrokerConfig) -> InProcess {
         ..config
     };
     let broker = Broker::bind(config, Arc::clone(&log)).await.unwrap();
-    let addr = broker.local_addr();
+    let (addr, metrics) = (broker.local_addr(), broker.metrics_addr());
     let (stop, stopped) = oneshot::channel();
     let served = tokio::spawn(async move {
         broker
@@ -35,6 +37,7 @@ pub async fn start_in(dir: &Path, config: BrokerConfig) -> InProcess {
     });
     InProcess {
         addr,
+        metrics,
         log,
         stop,
         served,

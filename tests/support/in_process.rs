@@ -7,18 +7,16 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;
-use strata::broker::{Broker, BrokerConfig};
-use strata::log::{LogConfig, LogManager};
+use strata::broker::BrokerConfig;
+use strata::log::LogManager;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
 
 pub struct InProcessBroker {
     pub addr: std::net::SocketAddr,
     pub metrics: std::net::SocketAddr,
     pub log: Arc<LogManager>,
-    stop: Option<oneshot::Sender<()>>,
-    served: tokio::task::JoinHandle<()>,
+    served: super::broker::InProcess,
     _dir: tempfile::TempDir,
 }
 
@@ -27,29 +25,15 @@ impl InProcessBroker {
     /// addresses replaced by free loopback ports).
     pub async fn start(config: BrokerConfig) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let log = Arc::new(LogManager::open(dir.path(), LogConfig::default()).unwrap());
         let config = BrokerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
             metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
             ..config
         };
-        let broker = Broker::bind(config, Arc::clone(&log)).await.unwrap();
-        let addr = broker.local_addr();
-        let metrics = broker.metrics_addr().unwrap();
-        let (stop, stopped) = oneshot::channel();
-        let served = tokio::spawn(async move {
-            broker
-                .serve(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .unwrap();
-        });
+        let served = super::broker::start_in(dir.path(), config).await;
         Self {
-            addr,
-            metrics,
-            log,
-            stop: Some(stop),
+            addr: served.addr,
+            metrics: served.metrics.expect("metrics asked for"),
+            log: Arc::clone(&served.log),
             served,
             _dir: dir,
         }
@@ -93,9 +77,8 @@ impl InProcessBroker {
         }
     }
 
-    pub async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        self.served.await.unwrap();
+    pub async fn stop(self) {
+        self.served.stop().await;
     }
 }
 
