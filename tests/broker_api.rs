@@ -16,17 +16,10 @@ use tokio::net::TcpStream;
 
 mod support;
 
-use support::in_process::{InProcessBroker, call, fetch_request, frame, produce_request};
+use support::in_process::{
+    InProcessBroker, call, fetch_request, frame, one_record, produce_request,
+};
 use support::wire::exchange;
-
-/// A batch of one record.
-fn one_record(value: &[u8], timestamp: i64) -> Vec<u8> {
-    let mut builder = strata::record::BatchBuilder::default();
-    builder
-        .push(strata::record::NewRecord::new(None, value, timestamp))
-        .unwrap();
-    builder.build().unwrap()
-}
 
 #[tokio::test]
 async fn api_versions_answers_every_version_and_lists_what_is_served() {

@@ -16,25 +16,6 @@ use support::in_process::{
 };
 use tokio::io::AsyncWriteExt;
 
-/// Appends about `mebibytes` MiB of records to partition 0 of `topic`.
-fn fill(broker: &InProcessBroker, topic: &str, mebibytes: usize) {
-    broker
-        .log
-        .create_topic(topic, 1, Default::default())
-        .unwrap();
-    let log = broker.log.partition(topic, 0).unwrap();
-    let value = vec![b'v'; 1000];
-    for _ in 0..mebibytes {
-        let mut builder = strata::record::BatchBuilder::default();
-        for _ in 0..1000 {
-            builder
-                .push(strata::record::NewRecord::new(None, &value, 1))
-                .unwrap();
-        }
-        log.append(&builder.build().unwrap()).unwrap();
-    }
-}
-
 #[tokio::test]
 async fn pipelined_requests_are_handled_and_answered_in_the_order_sent() {
     let broker = InProcessBroker::start(BrokerConfig::default()).await;
@@ -101,7 +82,7 @@ async fn a_client_that_sends_fetches_and_never_reads_holds_bounded_memory() {
         ..BrokerConfig::default()
     })
     .await;
-    fill(&broker, "bulk", 32);
+    broker.fill("bulk", 32);
     // Fifty fetches of the whole 32 MiB partition, 1.6 GB of answers if the
     // broker buffered them; the client reads none of it. The first
     // response's write blocks once the socket buffers fill.

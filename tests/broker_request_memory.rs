@@ -18,25 +18,6 @@ use support::in_process::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Appends about `mebibytes` MiB of records to partition 0 of `topic`.
-fn fill(broker: &InProcessBroker, topic: &str, mebibytes: usize) {
-    broker
-        .log
-        .create_topic(topic, 1, Default::default())
-        .unwrap();
-    let log = broker.log.partition(topic, 0).unwrap();
-    let value = vec![b'v'; 1000];
-    for _ in 0..mebibytes {
-        let mut builder = strata::record::BatchBuilder::default();
-        for _ in 0..1000 {
-            builder
-                .push(strata::record::NewRecord::new(None, &value, 1))
-                .unwrap();
-        }
-        log.append(&builder.build().unwrap()).unwrap();
-    }
-}
-
 #[tokio::test]
 async fn a_spent_request_memory_budget_pauses_reading_instead_of_failing() {
     const BUDGET: u64 = 160 << 10;
@@ -46,7 +27,7 @@ async fn a_spent_request_memory_budget_pauses_reading_instead_of_failing() {
         ..BrokerConfig::default()
     })
     .await;
-    fill(&broker, "bulk", 32);
+    broker.fill("bulk", 32);
     broker
         .log
         .create_topic("produced", 1, Default::default())
@@ -117,7 +98,7 @@ async fn a_client_that_stops_reading_is_disconnected_and_what_it_held_returned()
         ..BrokerConfig::default()
     })
     .await;
-    fill(&broker, "bulk", 32);
+    broker.fill("bulk", 32);
     let mut burst = frame(
         ApiKey::Fetch,
         12,

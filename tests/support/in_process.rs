@@ -39,6 +39,23 @@ impl InProcessBroker {
         }
     }
 
+    /// Creates `topic` with one partition and appends about `mebibytes`
+    /// MiB of records to it.
+    pub fn fill(&self, topic: &str, mebibytes: usize) {
+        self.log.create_topic(topic, 1, Default::default()).unwrap();
+        let log = self.log.partition(topic, 0).unwrap();
+        let value = vec![b'v'; 1000];
+        for _ in 0..mebibytes {
+            let mut builder = strata::record::BatchBuilder::default();
+            for _ in 0..1000 {
+                builder
+                    .push(strata::record::NewRecord::new(None, &value, 1))
+                    .unwrap();
+            }
+            log.append(&builder.build().unwrap()).unwrap();
+        }
+    }
+
     pub async fn connect(&self) -> TcpStream {
         TcpStream::connect(self.addr).await.unwrap()
     }
