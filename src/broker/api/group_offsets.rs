@@ -190,29 +190,21 @@ pub(super) fn offset_fetch(
     });
     let requested: Vec<(TopicName, Vec<i32>)> = wanted.clone().unwrap_or_default();
     match fetch_group(ctx, request.group_id.0.as_str(), wanted) {
-        Ok(found) => OffsetFetchResponse::default().with_topics(
-            found
-                .into_iter()
-                .map(|topic| {
-                    OffsetFetchResponseTopic::default()
-                        .with_name(topic.name)
-                        .with_partitions(
-                            topic
-                                .partitions
-                                .into_iter()
-                                .map(|(index, committed)| {
-                                    let (offset, epoch, metadata) = shown(committed);
-                                    OffsetFetchResponsePartition::default()
-                                        .with_partition_index(index)
-                                        .with_committed_offset(offset)
-                                        .with_committed_leader_epoch(epoch)
-                                        .with_metadata(Some(metadata))
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        ),
+        Ok(found) => OffsetFetchResponse::default().with_topics(laid_out(
+            found,
+            |name, partitions| {
+                OffsetFetchResponseTopic::default()
+                    .with_name(name)
+                    .with_partitions(partitions)
+            },
+            |index, offset, epoch, metadata| {
+                OffsetFetchResponsePartition::default()
+                    .with_partition_index(index)
+                    .with_committed_offset(offset)
+                    .with_committed_leader_epoch(epoch)
+                    .with_metadata(Some(metadata))
+            },
+        )),
         Err(error) if version >= FETCH_TOP_ERROR_VERSION => {
             OffsetFetchResponse::default().with_error_code(error.code())
         }
@@ -247,31 +239,48 @@ fn group_response(
 ) -> OffsetFetchResponseGroup {
     let response = OffsetFetchResponseGroup::default().with_group_id(group_id.clone());
     match fetch_group(ctx, group_id.0.as_str(), wanted) {
-        Ok(found) => response.with_topics(
-            found
-                .into_iter()
-                .map(|topic| {
-                    OffsetFetchResponseTopics::default()
-                        .with_name(topic.name)
-                        .with_partitions(
-                            topic
-                                .partitions
-                                .into_iter()
-                                .map(|(index, committed)| {
-                                    let (offset, epoch, metadata) = shown(committed);
-                                    OffsetFetchResponsePartitions::default()
-                                        .with_partition_index(index)
-                                        .with_committed_offset(offset)
-                                        .with_committed_leader_epoch(epoch)
-                                        .with_metadata(Some(metadata))
-                                })
-                                .collect(),
-                        )
-                })
-                .collect(),
-        ),
+        Ok(found) => response.with_topics(laid_out(
+            found,
+            |name, partitions| {
+                OffsetFetchResponseTopics::default()
+                    .with_name(name)
+                    .with_partitions(partitions)
+            },
+            |index, offset, epoch, metadata| {
+                OffsetFetchResponsePartitions::default()
+                    .with_partition_index(index)
+                    .with_committed_offset(offset)
+                    .with_committed_leader_epoch(epoch)
+                    .with_metadata(Some(metadata))
+            },
+        )),
         Err(error) => response.with_error_code(error.code()),
     }
+}
+
+/// Found offsets in one of the response layouts (the v1–v7 topics or the
+/// v8+ groups' topics, which the protocol crate types apart): `topic` and
+/// `partition` build its entries from (name, partitions) and (index,
+/// offset, leader epoch, metadata).
+fn laid_out<T, P>(
+    found: Vec<FetchedTopic>,
+    topic: impl Fn(TopicName, Vec<P>) -> T,
+    partition: impl Fn(i32, i64, i32, StrBytes) -> P,
+) -> Vec<T> {
+    found
+        .into_iter()
+        .map(|fetched| {
+            let partitions = fetched
+                .partitions
+                .into_iter()
+                .map(|(index, committed)| {
+                    let (offset, epoch, metadata) = shown(committed);
+                    partition(index, offset, epoch, metadata)
+                })
+                .collect();
+            topic(fetched.name, partitions)
+        })
+        .collect()
 }
 
 fn wall_clock_ms() -> i64 {
