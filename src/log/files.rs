@@ -33,6 +33,28 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
         .context(|| format!("fsync of directory {}", dir.display()))
 }
 
+/// Reads a JSON file of at most `max_bytes` (its size is checked before
+/// anything is read), naming the path in every error.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    max_bytes: u64,
+) -> Result<T, LogError> {
+    let bad = |reason: String| LogError::BadMetadata {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let len = std::fs::metadata(path)
+        .context(|| format!("reading {}", path.display()))?
+        .len();
+    if len > max_bytes {
+        return Err(bad(format!(
+            "{len} bytes is more than the limit of {max_bytes}"
+        )));
+    }
+    let bytes = std::fs::read(path).context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))
+}
+
 /// The most iovecs one `pwritev` takes (Linux's IOV_MAX).
 const IOVECS_PER_WRITE: usize = 1024;
 

@@ -485,16 +485,7 @@ fn read_metadata(path: &Path) -> Result<TopicMetadata, LogError> {
         path: path.to_path_buf(),
         reason,
     };
-    let len = std::fs::metadata(path)
-        .context(|| format!("reading {}", path.display()))?
-        .len();
-    if len > METADATA_BYTES_MAX {
-        return Err(bad(format!(
-            "{len} bytes is more than a topic's metadata can be"
-        )));
-    }
-    let bytes = std::fs::read(path).context(|| format!("reading {}", path.display()))?;
-    let metadata: TopicMetadata = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    let metadata: TopicMetadata = super::files::read_json(path, METADATA_BYTES_MAX)?;
     validate_topic_name(&metadata.name)?;
     if !(1..=PARTITIONS_MAX).contains(&metadata.partitions) {
         return Err(bad(format!(

@@ -382,16 +382,7 @@ fn read_stored(path: &Path) -> Result<Stored, LogError> {
         path: path.to_path_buf(),
         reason,
     };
-    let len = std::fs::metadata(path)
-        .context(|| format!("reading {}", path.display()))?
-        .len();
-    if len > FILE_BYTES_MAX {
-        return Err(bad(format!(
-            "{len} bytes is more than the limit of {FILE_BYTES_MAX}"
-        )));
-    }
-    let bytes = std::fs::read(path).context(|| format!("reading {}", path.display()))?;
-    let stored: Stored = serde_json::from_slice(&bytes).map_err(|e| bad(e.to_string()))?;
+    let stored: Stored = super::files::read_json(path, FILE_BYTES_MAX)?;
     if stored.format != FORMAT {
         return Err(bad(format!("unknown format {}", stored.format)));
     }
