@@ -501,13 +501,7 @@ async fn metrics_report_requests_and_partition_offsets() {
     )
     .await;
 
-    let mut scrape = TcpStream::connect(broker.metrics).await.unwrap();
-    scrape
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut text = String::new();
-    scrape.read_to_string(&mut text).await.unwrap();
+    let text = broker.scrape().await;
     assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
     assert!(
         text.contains("strata_requests_total{api=\"ApiVersions\"} 1"),

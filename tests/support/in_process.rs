@@ -60,8 +60,8 @@ impl InProcessBroker {
         TcpStream::connect(self.addr).await.unwrap()
     }
 
-    /// The value of an unlabelled metric, from a fresh scrape.
-    pub async fn metric(&self, name: &str) -> u64 {
+    /// The whole HTTP answer to GET /metrics.
+    pub async fn scrape(&self) -> String {
         let mut scrape = TcpStream::connect(self.metrics).await.unwrap();
         scrape
             .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -69,6 +69,12 @@ impl InProcessBroker {
             .unwrap();
         let mut text = String::new();
         scrape.read_to_string(&mut text).await.unwrap();
+        text
+    }
+
+    /// The value of an unlabelled metric, from a fresh scrape.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let text = self.scrape().await;
         let prefix = format!("{name} ");
         let line = text
             .lines()
