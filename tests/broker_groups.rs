@@ -581,3 +581,80 @@ async fn committed_offsets_survive_a_restart_and_manual_consumers_may_commit() {
     assert_eq!(names, vec![("manual", "Empty")]);
     broker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_without_members_is_deleted_with_its_offsets_in_every_version() {
+    use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+    const NON_EMPTY_GROUP: i16 = 68;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = LogManager::open(dir.path(), LogConfig::default()).unwrap();
+        log.create_topic("orders", 1, Default::default()).unwrap();
+        log.close().unwrap();
+    }
+    let broker = start(dir.path()).await;
+    let range = ApiKey::DeleteGroups.valid_versions();
+    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+    for v in range.min..=range.max {
+        let idle = format!("idle-{v}");
+        let busy = format!("busy-{v}");
+        let committed: OffsetCommitResponse = call(
+            &mut stream,
+            ApiKey::OffsetCommit,
+            8,
+            &commit_request(&idle, -1, "", &[("orders", 0, 7, "")]),
+        )
+        .await;
+        assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+        // A member that stays joined keeps its group from being deleted.
+        let mut member = TcpStream::connect(broker.addr).await.unwrap();
+        start_join(&mut member, &busy, "m", 4).await;
+        let delete = DeleteGroupsRequest::default().with_groups_names(vec![
+            GroupId(s(&idle)),
+            GroupId(s(&busy)),
+            GroupId(s("never-seen")),
+        ]);
+        let response: DeleteGroupsResponse =
+            call(&mut stream, ApiKey::DeleteGroups, v, &delete).await;
+        let codes: Vec<(&str, i16)> = response
+            .results
+            .iter()
+            .map(|r| (r.group_id.0.as_str(), r.error_code))
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                (idle.as_str(), 0),
+                (busy.as_str(), NON_EMPTY_GROUP),
+                ("never-seen", GROUP_ID_NOT_FOUND)
+            ],
+            "DeleteGroups v{v}"
+        );
+        assert!(
+            fetch_offsets(&mut stream, &idle, None, 8).await.is_empty(),
+            "the deleted group's offsets are gone"
+        );
+    }
+    drop(stream);
+    broker.stop().await;
+
+    // Deleted for good: not back after a restart.
+    let broker = start(dir.path()).await;
+    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+    let listed: ListGroupsResponse = call(
+        &mut stream,
+        ApiKey::ListGroups,
+        4,
+        &ListGroupsRequest::default(),
+    )
+    .await;
+    assert!(
+        listed
+            .groups
+            .iter()
+            .all(|g| !g.group_id.0.starts_with("idle")),
+        "{:?}",
+        listed.groups
+    );
+    broker.stop().await;
+}

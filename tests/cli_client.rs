@@ -240,6 +240,12 @@ fn a_group_commits_what_it_printed_and_can_be_reset() {
     assert_eq!(again.lines().count(), 10);
     let refused = cli.fails(&["consume", "jobs", "--group", "workers", "--from", "3"]);
     assert!(refused.contains("reset-offsets"), "{refused}");
+
+    cli.ok(&["groups", "delete", "workers"]);
+    let listed = cli.json(&["groups", "list", "--format", "json"]);
+    assert_eq!(listed, serde_json::json!([]));
+    let gone = cli.fails(&["groups", "delete", "workers"]);
+    assert!(gone.contains("GroupIdNotFound"), "{gone}");
 }
 
 #[test]

@@ -56,6 +56,7 @@ pub enum ErrorCode {
     InvalidProducerEpoch = 47,
     InvalidTxnState = 48,
     KafkaStorageError = 56,
+    NonEmptyGroup = 68,
     GroupIdNotFound = 69,
     UnsupportedCompressionType = 76,
     MemberIdRequired = 79,

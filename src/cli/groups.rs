@@ -20,6 +20,9 @@ pub enum GroupsCommand {
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
+    /// Delete a group and its committed offsets (it must have no running
+    /// members).
+    Delete { group: String },
     /// Set a group's committed offsets for a topic (the group must have no
     /// running members).
     ResetOffsets {
@@ -118,6 +121,14 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
                     );
                 }
             }
+        }
+        GroupsCommand::Delete { group } => {
+            admin.delete_group(&group).await.map_err(|e| {
+                anyhow::anyhow!(
+                    "deleting group {group}: {e} (a group with running members cannot be deleted)"
+                )
+            })?;
+            eprintln!("deleted group {group}");
         }
         GroupsCommand::ResetOffsets {
             group,

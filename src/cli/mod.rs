@@ -72,7 +72,7 @@ pub enum ClientCommand {
     Produce(ProduceArgs),
     /// Print a topic's records.
     Consume(ConsumeArgs),
-    /// List and describe consumer groups, and reset their offsets.
+    /// List, describe and delete consumer groups, and reset their offsets.
     Groups {
         #[command(subcommand)]
         command: GroupsCommand,

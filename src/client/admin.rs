@@ -30,6 +30,7 @@ const DESCRIBE_CONFIGS_VERSION_MAX: i16 = 4;
 const FIND_COORDINATOR_VERSION_MAX: i16 = 4;
 const LIST_GROUPS_VERSION_MAX: i16 = 4;
 const DESCRIBE_GROUPS_VERSION_MAX: i16 = 5;
+const DELETE_GROUPS_VERSION_MAX: i16 = 2;
 const OFFSET_FETCH_VERSION_MAX: i16 = 7;
 const OFFSET_COMMIT_VERSION_MAX: i16 = 8;
 /// Request timeout given to the broker for admin operations.
@@ -359,6 +360,19 @@ impl Admin {
             });
         }
         Ok(lags)
+    }
+
+    /// Deletes a group and its committed offsets (it must have no members).
+    pub async fn delete_group(&self, group: &str) -> Result<(), ClientError> {
+        use kafka_protocol::messages::DeleteGroupsRequest;
+        let connection = self.coordinator(group).await?;
+        let request = DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s(group))]);
+        let response = connection.send(&request, DELETE_GROUPS_VERSION_MAX).await?;
+        let result = response
+            .results
+            .first()
+            .ok_or_else(|| ClientError::Protocol("DeleteGroups answered no group".into()))?;
+        check(result.error_code, None, group)
     }
 
     /// Sets the group's committed offsets (the group must have no active

@@ -1,9 +1,11 @@
-//! ListGroups and DescribeGroups.
+//! ListGroups, DescribeGroups and DeleteGroups.
 
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{
-    DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse,
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    ListGroupsRequest, ListGroupsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -21,6 +23,28 @@ const GROUP_NOT_FOUND_VERSION: i16 = 6;
 const GROUP_TYPE: &str = "classic";
 /// State of a group the broker does not know, as Kafka reports it.
 const DEAD: &str = "Dead";
+
+/// Deletes each named group that has no members, with its committed offsets.
+pub(super) fn delete_groups(
+    ctx: &BrokerContext,
+    request: &DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
+    let results = request
+        .groups_names
+        .iter()
+        .map(|group| {
+            let code = if group.0.is_empty() {
+                ErrorCode::InvalidGroupId
+            } else {
+                ctx.groups.delete(group.0.as_str())
+            };
+            DeletableGroupResult::default()
+                .with_group_id(group.clone())
+                .with_error_code(code.code())
+        })
+        .collect();
+    DeleteGroupsResponse::default().with_results(results)
+}
 
 pub(super) fn list_groups(
     ctx: &BrokerContext,

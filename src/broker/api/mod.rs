@@ -71,6 +71,7 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::OffsetFetch,
     ApiKey::ListGroups,
     ApiKey::DescribeGroups,
+    ApiKey::DeleteGroups,
     ApiKey::InitProducerId,
 ];
 
@@ -287,6 +288,15 @@ pub(crate) fn handle(
                 version,
                 correlation_id,
                 &group_admin::describe_groups(ctx, &request, version),
+            )?)
+        }
+        ApiKey::DeleteGroups => {
+            let request = decode(&mut frame, version)?;
+            Some(respond(
+                key,
+                version,
+                correlation_id,
+                &group_admin::delete_groups(ctx, &request),
             )?)
         }
         _ => return Err(BrokerError::UnknownApi(api)),

@@ -872,6 +872,31 @@ impl GroupCoordinator {
         self.offsets.all()
     }
 
+    /// Deletes a group that has no members, with its committed offsets
+    /// (Kafka's DeleteGroups): NON_EMPTY_GROUP while members remain,
+    /// GROUP_ID_NOT_FOUND for a group this broker does not know.
+    pub fn delete(&self, group_id: &str) -> ErrorCode {
+        let mut groups = self.lock();
+        match groups.get(group_id) {
+            None => return ErrorCode::GroupIdNotFound,
+            Some(group) if !group.is_listed() => return ErrorCode::GroupIdNotFound,
+            Some(group) if !group.members.is_empty() || group.state != GroupState::Empty => {
+                return ErrorCode::NonEmptyGroup;
+            }
+            Some(_) => {}
+        }
+        // Removed while the lock is held, so no member joins in between.
+        if let Err(error) = self.offsets.forget_group(group_id) {
+            tracing::error!(
+                group = group_id,
+                "deleting committed offsets failed: {error}"
+            );
+            return ErrorCode::KafkaStorageError;
+        }
+        groups.remove(group_id);
+        ErrorCode::None
+    }
+
     /// Drops committed offsets of a deleted topic.
     pub fn forget_topic(&self, topic: &str) -> Result<(), OffsetStoreError> {
         self.offsets.forget_topic(topic)

@@ -129,6 +129,28 @@ impl OffsetStore {
         Ok(found)
     }
 
+    /// Removes every offset `group` committed.
+    pub fn forget_group(&self, group: &str) -> Result<(), OffsetStoreError> {
+        let prefix = group_prefix(group);
+        let mut batch = WriteBatch::default();
+        for item in self
+            .db
+            .iterator(IteratorMode::From(&prefix, Direction::Forward))
+        {
+            let (key, _) = item?;
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            batch.delete(key);
+        }
+        if !batch.is_empty() {
+            let mut options = WriteOptions::default();
+            options.set_sync(true);
+            self.db.write_opt(batch, &options)?;
+        }
+        Ok(())
+    }
+
     /// Removes every group's offsets for `topic` (the topic was deleted).
     pub fn forget_topic(&self, topic: &str) -> Result<(), OffsetStoreError> {
         let mut batch = WriteBatch::default();
