@@ -609,6 +609,7 @@ async fn a_group_without_members_is_deleted_with_its_offsets_in_every_version() 
         // A member that stays joined keeps its group from being deleted.
         let mut member = TcpStream::connect(broker.addr).await.unwrap();
         start_join(&mut member, &busy, "m", 4).await;
+        assert_eq!(receive_join(&mut member, 4).await.error_code, 0);
         let delete = DeleteGroupsRequest::default().with_groups_names(vec![
             GroupId(s(&idle)),
             GroupId(s(&busy)),
