@@ -3,6 +3,9 @@
 //! - [`record`]: Kafka v2 record batches (pure, no I/O).
 //! - [`log`]: the segment log on disk (synchronous, no network).
 //! - [`broker`]: the Kafka wire protocol over the log (tokio).
+//! - [`client`]: a Kafka-protocol client (producer, fetcher, consumer,
+//!   admin) for strata and Kafka clusters; [`cli`]: the commands on it.
+//! - [`codec`]: serde codecs for processors' keys and values.
 //!
 //! ```
 //! use strata::log::{LogConfig, LogManager};
@@ -34,5 +37,6 @@
 pub mod broker;
 pub mod cli;
 pub mod client;
+pub mod codec;
 pub mod log;
 pub mod record;

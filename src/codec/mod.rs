@@ -1,0 +1,192 @@
+//! Codecs: how a processor's typed keys and values become the bytes of
+//! records and state-store entries, and back.
+//!
+//! - [`Codec::Postcard`]: compact binary (postcard's stable wire format),
+//!   for any serde type.
+//! - [`Codec::Json`]: `serde_json`, readable, for any serde type.
+//! - [`Codec::Raw`]: the bytes as they are, for byte types (`Vec<u8>`,
+//!   `[u8; N]`, types that serialize as bytes) and strings.
+//! - [`Codec::Utf8`]: UTF-8 text, for strings; decoding checks the bytes
+//!   are UTF-8.
+//!
+//! Raw and UTF-8 refuse other types with an error naming the type's shape
+//! and the codecs that take it, rather than inventing an encoding.
+
+mod raw;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A serde codec for keys or values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Codec {
+    Postcard,
+    Json,
+    Raw,
+    Utf8,
+}
+
+/// Why a value could not be encoded or decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("{codec} codec: {reason}")]
+pub struct CodecError {
+    pub codec: &'static str,
+    pub reason: String,
+}
+
+impl Codec {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Postcard => "postcard",
+            Self::Json => "json",
+            Self::Raw => "raw",
+            Self::Utf8 => "utf8",
+        }
+    }
+
+    /// Parses a codec name as [`Codec::name`] writes it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Self::Postcard, Self::Json, Self::Raw, Self::Utf8]
+            .into_iter()
+            .find(|c| c.name() == name)
+    }
+
+    pub fn encode<T: Serialize + ?Sized>(self, value: &T) -> Result<Vec<u8>, CodecError> {
+        let fail = |reason: String| CodecError {
+            codec: self.name(),
+            reason,
+        };
+        match self {
+            Self::Postcard => postcard::to_stdvec(value).map_err(|e| fail(e.to_string())),
+            Self::Json => serde_json::to_vec(value).map_err(|e| fail(e.to_string())),
+            Self::Raw => raw::to_bytes(value, raw::Accept::BytesOrText).map_err(fail),
+            Self::Utf8 => raw::to_bytes(value, raw::Accept::Text).map_err(fail),
+        }
+    }
+
+    pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, CodecError> {
+        let fail = |reason: String| CodecError {
+            codec: self.name(),
+            reason,
+        };
+        match self {
+            Self::Postcard => {
+                let (value, rest) =
+                    postcard::take_from_bytes(bytes).map_err(|e| fail(e.to_string()))?;
+                if !rest.is_empty() {
+                    return Err(fail(format!("{} bytes left after the value", rest.len())));
+                }
+                Ok(value)
+            }
+            Self::Json => serde_json::from_slice(bytes).map_err(|e| fail(e.to_string())),
+            Self::Raw => raw::from_bytes(bytes, raw::Accept::BytesOrText).map_err(fail),
+            Self::Utf8 => raw::from_bytes(bytes, raw::Accept::Text).map_err(fail),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde::Deserialize;
+
+    use super::*;
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+    struct Session {
+        user: String,
+        pages: Vec<u32>,
+        started_ms: i64,
+        tags: BTreeMap<String, Option<String>>,
+    }
+
+    fn session() -> Session {
+        Session {
+            user: "user-7".into(),
+            pages: vec![1, 2, 300],
+            started_ms: -1_700_000_000_000,
+            tags: BTreeMap::from([("a".into(), None), ("b".into(), Some("é€".into()))]),
+        }
+    }
+
+    #[test]
+    fn structured_codecs_round_trip_any_serde_type() {
+        for codec in [Codec::Postcard, Codec::Json] {
+            let bytes = codec.encode(&session()).unwrap();
+            assert_eq!(
+                codec.decode::<Session>(&bytes).unwrap(),
+                session(),
+                "{codec:?}"
+            );
+            assert_eq!(
+                codec.decode::<u64>(&codec.encode(&42u64).unwrap()).unwrap(),
+                42
+            );
+        }
+        let compact = Codec::Postcard.encode(&session()).unwrap();
+        let readable = Codec::Json.encode(&session()).unwrap();
+        assert!(compact.len() < readable.len());
+        assert!(
+            String::from_utf8(readable)
+                .unwrap()
+                .contains("\"user\":\"user-7\"")
+        );
+    }
+
+    #[test]
+    fn raw_keeps_bytes_and_text_as_they_are() {
+        let bytes = vec![0u8, 255, 10, 13];
+        assert_eq!(Codec::Raw.encode(&bytes).unwrap(), bytes);
+        assert_eq!(Codec::Raw.decode::<Vec<u8>>(&bytes).unwrap(), bytes);
+        assert_eq!(Codec::Raw.encode("héllo").unwrap(), "héllo".as_bytes());
+        assert_eq!(
+            Codec::Raw.decode::<String>("héllo".as_bytes()).unwrap(),
+            "héllo"
+        );
+        assert_eq!(Codec::Raw.encode(&[1u8, 2, 3]).unwrap(), [1, 2, 3]);
+        assert_eq!(Codec::Raw.decode::<[u8; 3]>(&[1, 2, 3]).unwrap(), [1, 2, 3]);
+        assert!(Codec::Raw.decode::<[u8; 3]>(&[1, 2]).is_err());
+        let empty: Vec<u8> = Vec::new();
+        assert_eq!(Codec::Raw.encode(&empty).unwrap(), empty);
+    }
+
+    #[test]
+    fn utf8_takes_text_only_and_checks_it() {
+        assert_eq!(Codec::Utf8.encode("ünïcode").unwrap(), "ünïcode".as_bytes());
+        assert_eq!(Codec::Utf8.decode::<String>(b"plain").unwrap(), "plain");
+        let error = Codec::Utf8.decode::<String>(&[0xff, 0xfe]).unwrap_err();
+        assert!(error.to_string().contains("UTF-8"), "{error}");
+        let error = Codec::Utf8.encode(&vec![1u8, 2]).unwrap_err();
+        assert!(error.to_string().contains("utf8 codec"), "{error}");
+    }
+
+    #[test]
+    fn raw_and_utf8_refuse_other_shapes_and_say_what_to_use() {
+        for codec in [Codec::Raw, Codec::Utf8] {
+            let error = codec.encode(&session()).unwrap_err().to_string();
+            assert!(error.contains("postcard or json"), "{error}");
+            let error = codec.encode(&7u32).unwrap_err().to_string();
+            assert!(error.contains("postcard or json"), "{error}");
+            assert!(codec.decode::<u32>(b"7").is_err());
+        }
+    }
+
+    #[test]
+    fn trailing_or_truncated_input_is_an_error() {
+        let mut bytes = Codec::Postcard.encode(&session()).unwrap();
+        bytes.push(0);
+        assert!(Codec::Postcard.decode::<Session>(&bytes).is_err());
+        bytes.truncate(3);
+        assert!(Codec::Postcard.decode::<Session>(&bytes).is_err());
+        assert!(Codec::Json.decode::<Session>(b"{\"user\":").is_err());
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for codec in [Codec::Postcard, Codec::Json, Codec::Raw, Codec::Utf8] {
+            assert_eq!(Codec::from_name(codec.name()), Some(codec));
+        }
+        assert_eq!(Codec::from_name("bincode"), None);
+    }
+}
