@@ -6,6 +6,7 @@
 //! - [`client`]: a Kafka-protocol client (producer, fetcher, consumer,
 //!   admin) for strata and Kafka clusters; [`cli`]: the commands on it.
 //! - [`codec`]: serde codecs for processors' keys and values.
+//! - [`runtime`]: the processor runtime (so far: a task's durable state).
 //!
 //! ```
 //! use strata::log::{LogConfig, LogManager};
@@ -40,3 +41,4 @@ pub mod client;
 pub mod codec;
 pub mod log;
 pub mod record;
+pub mod runtime;
