@@ -419,7 +419,7 @@ fn append_lines(
         };
         builder.push(NewRecord::new(key, value, now))?;
     }
-    let batch = builder.build()?;
+    let batch = builder.into_batch()?;
     log.append(&batch)?;
     Ok(lines.len())
 }

@@ -125,17 +125,31 @@ impl Cluster {
 
     /// A connection to `addr`, reusing a healthy one.
     pub async fn connection_to(&self, addr: &str) -> Result<Arc<Connection>, ClientError> {
+        if let Some(existing) = self.healthy_connection(addr).await {
+            return Ok(existing);
+        }
+        // Connected without the lock: one unreachable broker does not hold
+        // up requests to the others.
+        let connection = Arc::new(
+            Connection::connect(addr, &self.config.client_id, self.config.request_timeout).await?,
+        );
         let mut connections = self.connections.lock().await;
         if let Some(existing) = connections.get(addr)
             && !existing.is_broken()
         {
+            // Another task connected meanwhile: keep one connection.
             return Ok(Arc::clone(existing));
         }
-        let connection = Arc::new(
-            Connection::connect(addr, &self.config.client_id, self.config.request_timeout).await?,
-        );
         connections.insert(addr.to_string(), Arc::clone(&connection));
         Ok(connection)
+    }
+
+    async fn healthy_connection(&self, addr: &str) -> Option<Arc<Connection>> {
+        let connections = self.connections.lock().await;
+        connections
+            .get(addr)
+            .filter(|c| !c.is_broken())
+            .map(Arc::clone)
     }
 
     /// A connection to any broker: known brokers first, then the bootstrap
@@ -265,19 +279,36 @@ impl Cluster {
         topic: &str,
         partition: i32,
     ) -> Result<Arc<Connection>, ClientError> {
-        let info = self.topic(topic).await?;
-        let leader = info
-            .partitions
-            .iter()
-            .find(|p| p.partition == partition)
-            .ok_or_else(|| {
-                ClientError::kafka(
-                    super::error::codes::UNKNOWN_TOPIC_OR_PARTITION,
-                    Some(topic),
-                    Some(partition),
-                )
-            })?
-            .leader;
+        let node = self.leader_node(topic, partition).await?;
+        self.connection(node).await
+    }
+
+    /// The node id of the leader of `topic`/`partition`, read without
+    /// copying the topic's metadata (fetched first if unknown).
+    pub async fn leader_node(&self, topic: &str, partition: i32) -> Result<i32, ClientError> {
+        let find = |metadata: &Metadata| {
+            metadata.topics.get(topic).map(|info| {
+                info.partitions
+                    .iter()
+                    .find(|p| p.partition == partition)
+                    .map(|p| p.leader)
+            })
+        };
+        let known = find(&self.read_metadata());
+        let leader = match known {
+            Some(leader) => leader,
+            None => {
+                self.topic(topic).await?;
+                find(&self.read_metadata()).flatten()
+            }
+        };
+        let leader = leader.ok_or_else(|| {
+            ClientError::kafka(
+                super::error::codes::UNKNOWN_TOPIC_OR_PARTITION,
+                Some(topic),
+                Some(partition),
+            )
+        })?;
         if leader < 0 {
             self.invalidate(topic).await;
             return Err(ClientError::kafka(
@@ -286,7 +317,7 @@ impl Cluster {
                 Some(partition),
             ));
         }
-        self.connection(leader).await
+        Ok(leader)
     }
 
     /// Runs `attempt` until it succeeds, fails with a non-retriable error,

@@ -274,10 +274,13 @@ impl Connection {
                 .unwrap_or_else(|e| e.into_inner())
                 .push_back(waiter);
         }
+        // Dropped mid-write (the caller was cancelled), the connection holds
+        // a partial frame or a waiter for a request never sent: give it up.
+        let unfinished = BreakUnlessDone(Some(&self.broken));
         if let Err(error) = write_all_vectored(&mut writer, parts).await {
-            self.broken.store(true, Ordering::Relaxed);
             return Err(self.disconnected(&error.to_string()));
         }
+        unfinished.done();
         Ok(())
     }
 
@@ -285,6 +288,23 @@ impl Connection {
         ClientError::Disconnected {
             addr: self.addr.clone(),
             reason: reason.to_string(),
+        }
+    }
+}
+
+/// Marks a connection broken when dropped before [`BreakUnlessDone::done`].
+struct BreakUnlessDone<'a>(Option<&'a AtomicBool>);
+
+impl BreakUnlessDone<'_> {
+    fn done(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for BreakUnlessDone<'_> {
+    fn drop(&mut self) {
+        if let Some(broken) = self.0 {
+            broken.store(true, Ordering::Relaxed);
         }
     }
 }

@@ -449,7 +449,6 @@ impl Producer {
             let queue = state.partitions.get_or_insert(&record.topic, partition);
             // A batch closes before this record would take it past
             // batch_bytes, so batches stay under the broker's limit.
-
             if let Some(open) = &queue.open
                 && open.records > 0
                 && open.builder.uncompressed_size_bytes() + record_bytes
@@ -500,8 +499,7 @@ impl Producer {
 
     /// Whether `record_bytes` more fit in `buffer_bytes` now.
     fn has_room(&self, record_bytes: usize) -> bool {
-        let state = self.inner.lock();
-        state.buffered == 0 || state.buffered + record_bytes <= self.inner.config.buffer_bytes
+        self.inner.fits(&self.inner.lock(), record_bytes)
     }
 
     /// Waits until `record_bytes` more fit in `buffer_bytes` (a record
@@ -513,17 +511,11 @@ impl Producer {
             space.as_mut().enable();
             {
                 let mut state = self.inner.lock();
-                if state.buffered == 0
-                    || state.buffered + record_bytes <= self.inner.config.buffer_bytes
-                {
+                if self.inner.fits(&state, record_bytes) {
                     return;
                 }
                 // Records waiting for linger hold the buffer: send them now.
-                for queue in state.partitions.values_mut() {
-                    if let Some(open) = &mut queue.open {
-                        open.started = Instant::now() - self.inner.config.linger;
-                    }
-                }
+                self.inner.make_due(&mut state);
             }
             self.inner.wake.notify_one();
             space.await;
@@ -542,12 +534,7 @@ impl Producer {
                 if state.outstanding == 0 {
                     return;
                 }
-                for queue in state.partitions.values_mut() {
-                    if let Some(open) = &mut queue.open {
-                        // Make it due now.
-                        open.started = Instant::now() - self.inner.config.linger;
-                    }
-                }
+                self.inner.make_due(&mut state);
             }
             self.inner.wake.notify_one();
             drained.await;
@@ -566,6 +553,19 @@ impl Producer {
 impl Inner {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn fits(&self, state: &State, record_bytes: usize) -> bool {
+        state.buffered == 0 || state.buffered + record_bytes <= self.config.buffer_bytes
+    }
+
+    /// Makes every open batch due now (their linger is cut short).
+    fn make_due(&self, state: &mut State) {
+        for queue in state.partitions.values_mut() {
+            if let Some(open) = &mut queue.open {
+                open.started = Instant::now() - self.config.linger;
+            }
+        }
     }
 
     fn broker_slots(&self, node: i32) -> Arc<Semaphore> {
@@ -653,7 +653,11 @@ async fn run_sender(inner: Arc<Inner>) {
                     }
                 }
             }
-            match leader_of(&inner.cluster, &sending.topic, sending.partition).await {
+            match inner
+                .cluster
+                .leader_node(&sending.topic, sending.partition)
+                .await
+            {
                 Ok(node) => by_leader.entry(node).or_default().push(sending),
                 Err(error) => requeue_or_fail(&inner, sending, error),
             }
@@ -678,24 +682,6 @@ async fn run_sender(inner: Arc<Inner>) {
             None => woken.await,
         }
     }
-}
-
-async fn leader_of(cluster: &Cluster, topic: &str, partition: i32) -> Result<i32, ClientError> {
-    let info = cluster.topic(topic).await?;
-    let leader = info
-        .partitions
-        .iter()
-        .find(|p| p.partition == partition)
-        .map_or(-1, |p| p.leader);
-    if leader < 0 {
-        cluster.invalidate(topic).await;
-        return Err(ClientError::kafka(
-            codes::LEADER_NOT_AVAILABLE,
-            Some(topic),
-            Some(partition),
-        ));
-    }
-    Ok(leader)
 }
 
 /// Closes batches that are full or have lingered long enough and takes the
@@ -774,9 +760,16 @@ fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) {
 
 /// Puts a batch back at the front of its partition (same bytes, same
 /// sequence) for a retry, or fails it for good.
-fn requeue_or_fail(inner: &Inner, mut sending: Sending, error: ClientError) {
+fn requeue_or_fail(inner: &Inner, sending: Sending, error: ClientError) {
+    let retriable = error.is_retriable();
+    requeue_or_fail_as(inner, sending, error, retriable);
+}
+
+/// [`requeue_or_fail`] with the decision whether `error` may be retried
+/// made by the caller.
+fn requeue_or_fail_as(inner: &Inner, mut sending: Sending, error: ClientError, retriable: bool) {
     let retries = inner.cluster.config().retries;
-    if error.is_retriable() && sending.batch.attempts < retries {
+    if retriable && sending.batch.attempts < retries {
         tracing::debug!(topic = %sending.topic, partition = sending.partition, "will retry: {error}");
         sending.batch.attempts += 1;
         let backoff =
@@ -797,15 +790,7 @@ fn requeue_or_fail(inner: &Inner, mut sending: Sending, error: ClientError) {
         queue.closed.insert(at, sending.batch);
         return;
     }
-    let (count, buffered) = (sending.batch.records, sending.batch.buffered);
-    sending.batch.completion.finish(Err(error));
-    {
-        let mut state = inner.lock();
-        if let Some(queue) = state.partitions.get_mut(&sending.topic, sending.partition) {
-            queue.in_flight.remove(&sending.batch.id);
-        }
-    }
-    inner.finish(count, buffered);
+    settle(inner, sending, Err(error));
 }
 
 /// Whether an earlier batch of the partition than `sending` is still
@@ -821,8 +806,14 @@ fn earlier_outstanding(inner: &Inner, sending: &Sending) -> bool {
 }
 
 fn complete(inner: &Inner, sending: Sending, base_offset: i64) {
+    settle(inner, sending, Ok(base_offset));
+}
+
+/// Ends a batch for good: its records learn the outcome and free their
+/// place in flight and in the buffer.
+fn settle(inner: &Inner, sending: Sending, outcome: Result<i64, ClientError>) {
     let (count, buffered) = (sending.batch.records, sending.batch.buffered);
-    sending.batch.completion.finish(Ok(base_offset));
+    sending.batch.completion.finish(outcome);
     {
         let mut state = inner.lock();
         if let Some(queue) = state.partitions.get_mut(&sending.topic, sending.partition) {
@@ -970,11 +961,12 @@ async fn handle_response(
             // Ahead of an earlier batch that is being retried: retry too,
             // behind it.
             codes::OUT_OF_ORDER_SEQUENCE_NUMBER if earlier_outstanding(inner, &sending) => {
-                let error = ClientError::Disconnected {
-                    addr: String::new(),
-                    reason: "an earlier batch of the partition is being retried".into(),
-                };
-                requeue_or_fail(inner, sending, error);
+                let error = ClientError::kafka(
+                    codes::OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    Some(&sending.topic),
+                    Some(sending.partition),
+                );
+                requeue_or_fail_as(inner, sending, error, true);
             }
             code => {
                 let error = ClientError::kafka(code, Some(&sending.topic), Some(sending.partition))

@@ -564,8 +564,8 @@ impl Segment {
     ///
     /// The segment remembers the last offset of the first batch that
     /// reached its largest timestamp, so this reads one batch; if that
-    /// hint does not hold (index files are derived data), it scans the
-    /// segment's batch headers instead.
+    /// hint does not hold (index files are derived data), it looks the
+    /// timestamp up as any other.
     pub(crate) fn max_timestamp_record(
         &self,
         decompressed_bytes_max: usize,
@@ -586,23 +586,9 @@ impl Segment {
         {
             return Ok(Some(found));
         }
-        let mut position = 0;
-        while position < self.size {
-            let header = self.read_header(position)?;
-            if header.max_timestamp == self.max_timestamp
-                && let Some(found) = self.first_record_at(
-                    position,
-                    &header,
-                    self.max_timestamp,
-                    decompressed_bytes_max,
-                    &mut buf,
-                )?
-            {
-                return Ok(Some(found));
-            }
-            position += header.size_bytes() as u64;
-        }
-        Ok(None)
+        // Nothing is later than the largest timestamp, so the first record
+        // at or after it is the first record carrying it.
+        self.offset_for_timestamp(self.max_timestamp, decompressed_bytes_max, self.size)
     }
 
     /// The first record of the batch at `position` whose timestamp is

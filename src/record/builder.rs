@@ -147,27 +147,41 @@ impl BatchBuilder {
 
     /// Writes the batch with baseOffset 0 (the log assigns the real one).
     pub fn build(&self) -> Result<Vec<u8>> {
-        self.clone().into_batch()
+        match self.compression {
+            Compression::None => self.finish(self.records.clone()),
+            codec => self.compressed(codec),
+        }
     }
 
     /// Like [`BatchBuilder::build`], consuming the builder: an uncompressed
     /// batch is finished in place, without copying its records.
-    pub fn into_batch(self) -> Result<Vec<u8>> {
+    pub fn into_batch(mut self) -> Result<Vec<u8>> {
+        match self.compression {
+            Compression::None => {
+                let records = std::mem::take(&mut self.records);
+                self.finish(records)
+            }
+            codec => self.compressed(codec),
+        }
+    }
+
+    /// The batch with its records compressed (read in place).
+    fn compressed(&self, codec: Compression) -> Result<Vec<u8>> {
+        let payload = codec.compress(&self.records[BATCH_HEADER_BYTES..])?;
+        let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + payload.len());
+        out.resize(BATCH_HEADER_BYTES, 0);
+        out.extend_from_slice(&payload);
+        self.finish(out)
+    }
+
+    /// Writes the header into the room at the front of `out` (whose
+    /// payload follows it) and seals the CRC.
+    fn finish(&self, mut out: Vec<u8>) -> Result<Vec<u8>> {
         if self.count == 0 {
             return Err(RecordError::Build(
                 "a batch needs at least one record".into(),
             ));
         }
-        let mut out = match self.compression {
-            Compression::None => self.records,
-            codec => {
-                let payload = codec.compress(&self.records[BATCH_HEADER_BYTES..])?;
-                let mut out = Vec::with_capacity(BATCH_HEADER_BYTES + payload.len());
-                out.resize(BATCH_HEADER_BYTES, 0);
-                out.extend_from_slice(&payload);
-                out
-            }
-        };
         let batch_length = length_i32(out.len() - LOG_OVERHEAD_BYTES)?;
         write_header(
             &mut out,

@@ -51,21 +51,19 @@ fn write_unsigned(out: &mut Vec<u8>, mut value: u64) {
 
 /// Bytes `write_varlong(value)` takes.
 pub fn varlong_len(value: i64) -> usize {
-    let mut zz = ((value << 1) ^ (value >> 63)) as u64;
-    let mut len = 1;
-    while zz >= 0x80 {
-        zz >>= 7;
-        len += 1;
-    }
-    len
+    unsigned_len(((value << 1) ^ (value >> 63)) as u64)
 }
 
 /// Bytes `write_varint(value)` takes.
 pub fn varint_len(value: i32) -> usize {
-    let mut zz = u64::from(((value << 1) ^ (value >> 31)) as u32);
+    unsigned_len(u64::from(((value << 1) ^ (value >> 31)) as u32))
+}
+
+/// Bytes `write_unsigned(value)` takes.
+fn unsigned_len(mut value: u64) -> usize {
     let mut len = 1;
-    while zz >= 0x80 {
-        zz >>= 7;
+    while value >= 0x80 {
+        value >>= 7;
         len += 1;
     }
     len

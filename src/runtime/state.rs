@@ -24,6 +24,9 @@ const META: &str = "meta";
 const OUTBOX: &str = "outbox";
 /// `meta` key of the next input offset.
 const INPUT_OFFSET: &[u8] = b"input_offset";
+/// `meta` key of the next outbox sequence (kept, so sequences never repeat
+/// even once every entry is shipped and removed).
+const NEXT_OUTBOX: &[u8] = b"next_outbox";
 /// `meta` key prefix of a derived partition's next producer sequence.
 const SEQUENCE_PREFIX: &[u8] = b"sequence/";
 
@@ -187,10 +190,9 @@ impl TaskState {
     }
 
     fn next_outbox_seq(&self) -> Result<u64, StateError> {
-        let cf = self.cf(OUTBOX)?;
-        match self.db.iterator_cf(cf, IteratorMode::End).next() {
+        match self.db.get_cf(self.cf(META)?, NEXT_OUTBOX)? {
             None => Ok(0),
-            Some(item) => Ok(decode_u64(&item?.0)? + 1),
+            Some(raw) => decode_u64(&raw),
         }
     }
 }
@@ -338,6 +340,10 @@ impl Run<'_> {
             batch.put_cf(outbox, seq.to_be_bytes(), encoded);
         }
         let meta = self.state.cf(META)?;
+        if !self.outbox.is_empty() {
+            let next = first + self.outbox.len() as u64;
+            batch.put_cf(meta, NEXT_OUTBOX, next.to_be_bytes());
+        }
         for ((topic, partition), next) in &self.sequences {
             batch.put_cf(
                 meta,
@@ -495,6 +501,13 @@ mod tests {
         run.emit("out", 1, None, None, vec![], 102).unwrap();
         run.commit(5).unwrap();
         assert_eq!(state.outbox().unwrap().last().unwrap().0, 4);
+        // Also once everything is shipped and removed.
+        state.remove_shipped(4).unwrap();
+        assert!(state.outbox().unwrap().is_empty());
+        let mut run = state.run();
+        run.emit("out", 1, None, None, vec![], 103).unwrap();
+        run.commit(6).unwrap();
+        assert_eq!(state.outbox().unwrap()[0].0, 5);
     }
 
     #[test]

@@ -65,9 +65,9 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                             last_offset = appended.last_offset,
                             "resent batches answered with their original offsets"
                         );
-                    }
-                    // Readable now: wake the fetches waiting on this partition.
-                    if let Some(topic) = &topic {
+                    } else if let Some(topic) = &topic {
+                        // Readable now: wake the fetches waiting on this
+                        // partition (a resend adds nothing to read).
                         let end = appended.last_offset + 1;
                         ctx.appends.appended(topic.id(), partition.index, end);
                     }

@@ -139,6 +139,9 @@ pub struct Consumer {
     ends: BTreeMap<TopicPartition, i64>,
     listener: Option<RebalanceListener>,
     last_commit: Instant,
+    /// A failure of the last poll, reported by the next one (the last
+    /// returned the records fetched before it).
+    deferred: Option<ClientError>,
 }
 
 impl Consumer {
@@ -152,6 +155,7 @@ impl Consumer {
             ends: BTreeMap::new(),
             listener: None,
             last_commit: Instant::now(),
+            deferred: None,
         }
     }
 
@@ -225,56 +229,88 @@ impl Consumer {
                 "poll before assign or subscribe".into(),
             ));
         }
+        if let Some(error) = self.deferred.take() {
+            return Err(error);
+        }
         self.ensure_joined().await?;
         self.resolve_positions().await?;
         self.maybe_auto_commit().await?;
-        let wants: Vec<(String, i32, i64)> = self
-            .positions
-            .iter()
-            .filter_map(|((t, p), at)| at.map(|at| (t.clone(), *p, at)))
-            .collect();
+        let wants = self.known_positions();
         if wants.is_empty() {
             tokio::time::sleep(timeout.min(Duration::from_millis(100))).await;
             return Ok(Vec::new());
         }
+        // A wait longer than a request may take would break the connection
+        // (and hold up what is queued behind it on the broker).
+        let max_wait = timeout.min(self.cluster.config().request_timeout / 2);
         let fetcher = Fetcher::new(
             Arc::clone(&self.cluster),
             FetchOptions {
                 min_bytes: 1,
-                max_wait: timeout,
+                max_wait,
             },
         );
         let mut records = Vec::new();
+        let mut failure = None;
+        let mut answered = false;
         for (topic, partition, result) in fetcher
             .fetch_many(&wants, self.config.partition_max_bytes)
             .await
         {
             let key = (topic, partition);
-            match result {
+            let outcome = match result {
                 Ok(fetched) => {
+                    answered = true;
                     self.ends.insert(key.clone(), fetched.high_watermark);
-                    let next = collect_records(&fetched, &mut records)?;
-                    // A rebalance may have taken the partition meanwhile.
-                    if let Some(position) = self.positions.get_mut(&key) {
-                        *position = Some(next);
-                    }
+                    // A partition's records count only with its new position.
+                    let mut got = Vec::new();
+                    collect_records(&fetched, &mut got).map(|next| {
+                        records.extend(got);
+                        // A rebalance may have taken the partition meanwhile.
+                        if let Some(position) = self.positions.get_mut(&key) {
+                            *position = Some(next);
+                        }
+                    })
                 }
                 Err(ClientError::OffsetOutOfRange { offset, .. }) => {
+                    answered = true;
                     tracing::debug!(
                         "{}/{}: offset {offset} is out of range; resetting",
                         key.0,
                         key.1
                     );
-                    let reset = self.reset_offset(&key.0, key.1, offset).await?;
-                    self.positions.insert(key, Some(reset));
+                    self.reset_offset(&key.0, key.1, offset).await.map(|reset| {
+                        self.positions.insert(key, Some(reset));
+                    })
                 }
                 Err(error) if error.is_retriable() => {
                     tracing::debug!("{}/{}: fetch failed, retrying: {error}", key.0, key.1);
+                    Ok(())
                 }
-                Err(error) => return Err(error),
+                Err(error) => Err(error),
+            };
+            if let Err(error) = outcome {
+                failure.get_or_insert(error);
             }
         }
-        Ok(records)
+        match failure {
+            Some(error) if records.is_empty() => Err(error),
+            // Positions moved past these records: they are returned, and
+            // the failure waits for the next poll.
+            Some(error) => {
+                self.deferred = Some(error);
+                Ok(records)
+            }
+            None => {
+                if !answered {
+                    // Every fetch failed at once (a broker down): pause
+                    // rather than spin.
+                    let backoff = self.cluster.config().retry_backoff;
+                    tokio::time::sleep(backoff.min(timeout)).await;
+                }
+                Ok(records)
+            }
+        }
     }
 
     /// Moves a partition's position.
