@@ -92,7 +92,10 @@ pub struct Outcome {
 struct Measured {
     records: u64,
     bytes: u64,
+    /// The timed window (the client's own, where it times itself).
     seconds: f64,
+    /// The whole process's run, which its CPU time covers.
+    wall_seconds: f64,
     broker_cpu_seconds: f64,
     client_cpu_seconds: f64,
 }
@@ -176,10 +179,10 @@ pub fn run_all(root: &Path, settings: &Settings) -> Result<Vec<Outcome>> {
                 .push(measured.records as f64 / measured.seconds);
             outcome
                 .broker_cpu
-                .push(100.0 * measured.broker_cpu_seconds / measured.seconds);
+                .push(100.0 * measured.broker_cpu_seconds / measured.wall_seconds);
             outcome
                 .client_cpu
-                .push(100.0 * measured.client_cpu_seconds / measured.seconds);
+                .push(100.0 * measured.client_cpu_seconds / measured.wall_seconds);
         }
         outcomes.push(outcome);
     }
@@ -216,6 +219,11 @@ impl Bench<'_> {
         let records = self.settings.produce_bytes / case.record_bytes as u64;
         let per_producer = records / producers as u64;
         let address = self.broker.address.as_str();
+        // kcat's input is written before the sync, not during its run.
+        let lines = match case.client {
+            Client::Kcat => Some(self.lines_file(case.record_bytes, records)?),
+            _ => None,
+        };
         // Dirty pages of earlier runs would be written back during this one.
         sync_all();
         match case.client {
@@ -232,7 +240,7 @@ impl Bench<'_> {
             }
             Client::Kcat => {
                 ensure!(producers == 1, "kcat runs one producer");
-                let file = self.lines_file(case.record_bytes, records)?;
+                let file = lines.context("kcat's input file")?;
                 let mut command = Command::new("kcat");
                 command.args(["-P", "-q", "-b", address, "-t", topic, "-p", "0"]);
                 command.args(["-X", &format!("acks={acks}")]);
@@ -311,6 +319,8 @@ impl Bench<'_> {
             .status()
             .context("running rdkafka_driver")?;
         ensure!(status.success(), "writing {topic} failed: {status}");
+        // Written back now, not during the first consume run.
+        sync_all();
         Ok(topic)
     }
 
@@ -329,10 +339,12 @@ impl Bench<'_> {
     ) -> Result<Measured> {
         let broker_before = self.broker.cpu_seconds()?;
         let client_before = children_cpu_seconds();
+        let started = Instant::now();
         let output = command
             .stderr(Stdio::inherit())
             .output()
-            .context("running rdkafka_driver")?;
+            .with_context(|| format!("running {command:?}"))?;
+        let wall_seconds = started.elapsed().as_secs_f64();
         let client_cpu_seconds = children_cpu_seconds() - client_before;
         let broker_cpu_seconds = self.broker.cpu_seconds()? - broker_before;
         ensure!(output.status.success(), "{command:?}: {}", output.status);
@@ -341,6 +353,7 @@ impl Bench<'_> {
             records,
             bytes,
             seconds,
+            wall_seconds,
             broker_cpu_seconds,
             client_cpu_seconds,
         })
@@ -363,6 +376,7 @@ impl Bench<'_> {
             records,
             bytes,
             seconds,
+            wall_seconds: seconds,
             broker_cpu_seconds,
             client_cpu_seconds,
         })

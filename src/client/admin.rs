@@ -421,6 +421,17 @@ pub(crate) async fn committed_offsets(
     group: &str,
     partitions: Option<&[(String, i32)]>,
 ) -> Result<BTreeMap<(String, i32), i64>, ClientError> {
+    // A coordinator that moved or is still loading is found again.
+    cluster
+        .retry(&[], || committed_offsets_once(cluster, group, partitions))
+        .await
+}
+
+async fn committed_offsets_once(
+    cluster: &Cluster,
+    group: &str,
+    partitions: Option<&[(String, i32)]>,
+) -> Result<BTreeMap<(String, i32), i64>, ClientError> {
     use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
     let connection = coordinator(cluster, group).await?;
     let mut request = OffsetFetchRequest::default().with_group_id(GroupId(s(group)));
@@ -456,6 +467,20 @@ pub(crate) async fn committed_offsets(
 /// OffsetCommit for a group member (or, with generation -1 and no member
 /// id, for a consumer outside group membership).
 pub(crate) async fn commit_offsets(
+    cluster: &Cluster,
+    group: &str,
+    generation: i32,
+    member_id: &str,
+    offsets: &[(String, i32, i64)],
+) -> Result<(), ClientError> {
+    cluster
+        .retry(&[], || {
+            commit_offsets_once(cluster, group, generation, member_id, offsets)
+        })
+        .await
+}
+
+async fn commit_offsets_once(
     cluster: &Cluster,
     group: &str,
     generation: i32,

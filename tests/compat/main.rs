@@ -50,40 +50,34 @@ macro_rules! common_tests {
     };
 }
 
+/// Every scenario, for the clients that can run them all (every codec,
+/// every reset policy, topic creation and groups).
+macro_rules! full_client_tests {
+    ($client:expr) => {
+        common_tests!($client);
+        tests! { $client;
+            admin_creates_and_lists_topics => admin_creates_and_lists_topics(),
+            produce_lz4 => produce_with_codec("lz4"),
+            produce_zstd => produce_with_codec("zstd"),
+            expired_offset_is_out_of_range => expired_offset_is_out_of_range(&["earliest", "latest", "none"]),
+            group_splits_partitions_and_resumes_after_restart => group_splits_partitions_and_resumes_after_restart(),
+        }
+    };
+}
+
 mod confluent_kafka {
     use crate::driver::Client::ConfluentKafka as C;
-    common_tests!(C);
-    tests! { C;
-        admin_creates_and_lists_topics => admin_creates_and_lists_topics(),
-        produce_lz4 => produce_with_codec("lz4"),
-        produce_zstd => produce_with_codec("zstd"),
-        expired_offset_is_out_of_range => expired_offset_is_out_of_range(&["earliest", "latest", "none"]),
-        group_splits_partitions_and_resumes_after_restart => group_splits_partitions_and_resumes_after_restart(),
-    }
+    full_client_tests!(C);
 }
 
 mod kafka_python {
     use crate::driver::Client::KafkaPython as C;
-    common_tests!(C);
-    tests! { C;
-        admin_creates_and_lists_topics => admin_creates_and_lists_topics(),
-        produce_lz4 => produce_with_codec("lz4"),
-        produce_zstd => produce_with_codec("zstd"),
-        expired_offset_is_out_of_range => expired_offset_is_out_of_range(&["earliest", "latest", "none"]),
-        group_splits_partitions_and_resumes_after_restart => group_splits_partitions_and_resumes_after_restart(),
-    }
+    full_client_tests!(C);
 }
 
 mod aiokafka {
     use crate::driver::Client::Aiokafka as C;
-    common_tests!(C);
-    tests! { C;
-        admin_creates_and_lists_topics => admin_creates_and_lists_topics(),
-        produce_lz4 => produce_with_codec("lz4"),
-        produce_zstd => produce_with_codec("zstd"),
-        expired_offset_is_out_of_range => expired_offset_is_out_of_range(&["earliest", "latest", "none"]),
-        group_splits_partitions_and_resumes_after_restart => group_splits_partitions_and_resumes_after_restart(),
-    }
+    full_client_tests!(C);
 }
 
 /// kafkajs: gzip built in, snappy through kafkajs-snappy; no lz4 or zstd

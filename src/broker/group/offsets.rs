@@ -131,23 +131,18 @@ impl OffsetStore {
 
     /// Removes every offset `group` committed.
     pub fn forget_group(&self, group: &str) -> Result<(), OffsetStoreError> {
-        let prefix = group_prefix(group);
+        // Keys are the group's length-prefixed name, then the rest: every
+        // key of the group lies in [prefix, prefix with its last byte + 1).
+        let start = group_prefix(group);
+        let mut end = start.clone();
+        // The prefix ends in a byte of UTF-8 text (never 0xff) or, for an
+        // empty name, in the zero length.
+        *end.last_mut().expect("a prefix holds the name's length") += 1;
         let mut batch = WriteBatch::default();
-        for item in self
-            .db
-            .iterator(IteratorMode::From(&prefix, Direction::Forward))
-        {
-            let (key, _) = item?;
-            if !key.starts_with(&prefix) {
-                break;
-            }
-            batch.delete(key);
-        }
-        if !batch.is_empty() {
-            let mut options = WriteOptions::default();
-            options.set_sync(true);
-            self.db.write_opt(batch, &options)?;
-        }
+        batch.delete_range(start, end);
+        let mut options = WriteOptions::default();
+        options.set_sync(true);
+        self.db.write_opt(batch, &options)?;
         Ok(())
     }
 
