@@ -157,12 +157,20 @@ pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<(
                     max_wait: Duration::from_millis(500),
                 },
             );
+            let all: Vec<(String, i32)> = info
+                .partitions
+                .iter()
+                .map(|p| (topic.clone(), p.partition))
+                .collect();
+            let admin = Admin::new(Arc::clone(&cluster));
+            let starts = admin.list_offsets(&all, EARLIEST).await?;
+            let ends = admin.list_offsets(&all, LATEST).await?;
             let mut wants = Vec::new();
             let mut total = 0u64;
             for p in &info.partitions {
-                let start = fetcher.list_offset(&topic, p.partition, EARLIEST).await?;
-                let end = fetcher.list_offset(&topic, p.partition, LATEST).await?;
-                let (start, end) = (start.unwrap_or(0), end.unwrap_or(0));
+                let key = (topic.clone(), p.partition);
+                let start = starts.get(&key).copied().flatten().unwrap_or(0);
+                let end = ends.get(&key).copied().flatten().unwrap_or(0);
                 if end > start {
                     total += (end - start) as u64;
                     wants.push((topic.clone(), p.partition, start, end));

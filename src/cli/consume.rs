@@ -3,13 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::{BrokerArgs, StartAt, bytes_json};
-use crate::client::{Consumer, ConsumerConfig, ConsumerRecord, LATEST, OffsetReset, Seek};
+use crate::client::{Admin, Consumer, ConsumerConfig, ConsumerRecord, LATEST, OffsetReset, Seek};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RecordFormat {
@@ -61,12 +62,15 @@ pub async fn run(broker: &BrokerArgs, args: ConsumeArgs) -> anyhow::Result<()> {
     };
     let mut ends = BTreeMap::new();
     if args.end {
-        for &partition in &partitions {
-            let end = crate::client::Fetcher::new(cluster.clone(), Default::default())
-                .list_offset(&args.topic, partition, LATEST)
-                .await?
-                .unwrap_or(0);
-            ends.insert(partition, end);
+        let wanted: Vec<(String, i32)> = partitions
+            .iter()
+            .map(|p| (args.topic.clone(), *p))
+            .collect();
+        let found = Admin::new(Arc::clone(&cluster))
+            .list_offsets(&wanted, LATEST)
+            .await?;
+        for ((_, partition), end) in found {
+            ends.insert(partition, end.unwrap_or(0));
         }
     }
     let mut consumer = match &args.group {

@@ -1,5 +1,7 @@
 //! `strata groups list|describe|reset-offsets`.
 
+use std::collections::BTreeMap;
+
 use clap::Subcommand;
 use serde_json::json;
 
@@ -143,19 +145,36 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
                 Some(p) => anyhow::bail!("topic {topic} has partitions 0..{count}, not {p}"),
                 None => (0..count).collect(),
             };
-            let mut offsets = Vec::new();
-            for p in partitions {
-                let offset = match to {
-                    StartAt::Offset(offset) => offset,
-                    StartAt::Earliest => admin.list_offset(&topic, p, EARLIEST).await?.unwrap_or(0),
-                    StartAt::Latest => admin.list_offset(&topic, p, LATEST).await?.unwrap_or(0),
-                    StartAt::Timestamp(ms) => match admin.list_offset(&topic, p, ms).await? {
-                        Some(offset) => offset,
-                        None => admin.list_offset(&topic, p, LATEST).await?.unwrap_or(0),
-                    },
-                };
-                offsets.push((topic.clone(), p, offset));
-            }
+            let wanted: Vec<(String, i32)> =
+                partitions.iter().map(|p| (topic.clone(), *p)).collect();
+            let at = |found: &BTreeMap<(String, i32), Option<i64>>, key: &(String, i32)| {
+                found.get(key).copied().flatten()
+            };
+            let offsets: Vec<(String, i32, i64)> = match to {
+                StartAt::Offset(offset) => {
+                    wanted.into_iter().map(|(t, p)| (t, p, offset)).collect()
+                }
+                StartAt::Earliest | StartAt::Latest | StartAt::Timestamp(_) => {
+                    let when = match to {
+                        StartAt::Earliest => EARLIEST,
+                        StartAt::Timestamp(ms) => ms,
+                        _ => LATEST,
+                    };
+                    let found = admin.list_offsets(&wanted, when).await?;
+                    // A time past every record's means the end.
+                    let ends = match to {
+                        StartAt::Timestamp(_) => admin.list_offsets(&wanted, LATEST).await?,
+                        _ => BTreeMap::new(),
+                    };
+                    wanted
+                        .into_iter()
+                        .map(|key| {
+                            let offset = at(&found, &key).or_else(|| at(&ends, &key)).unwrap_or(0);
+                            (key.0, key.1, offset)
+                        })
+                        .collect()
+                }
+            };
             admin
                 .reset_group_offsets(&group, &offsets)
                 .await

@@ -20,7 +20,7 @@ use super::error::codes;
 
 /// Newest DescribeLogDirs version this client sends.
 const DESCRIBE_LOG_DIRS_VERSION_MAX: i16 = 4;
-use super::fetcher::{EARLIEST, LATEST, list_offset};
+use super::fetcher::{EARLIEST, LATEST, list_offset, list_offsets};
 use super::{ClientError, Cluster, Connection};
 
 const CREATE_TOPICS_VERSION_MAX: i16 = 7;
@@ -199,17 +199,27 @@ impl Admin {
     pub async fn describe_topic(&self, name: &str) -> Result<TopicDescription, ClientError> {
         self.cluster.refresh(&[name.to_string()]).await?;
         let info = self.cluster.topic(name).await?;
-        let mut partitions = Vec::with_capacity(info.partitions.len());
-        for p in &info.partitions {
-            let earliest = list_offset(&self.cluster, name, p.partition, EARLIEST).await?;
-            let latest = list_offset(&self.cluster, name, p.partition, LATEST).await?;
-            partitions.push(PartitionOffsets {
+        let wanted: Vec<(String, i32)> = info
+            .partitions
+            .iter()
+            .map(|p| (name.to_string(), p.partition))
+            .collect();
+        let earliest = list_offsets(&self.cluster, &wanted, EARLIEST).await?;
+        let latest = list_offsets(&self.cluster, &wanted, LATEST).await?;
+        let at = |offsets: &BTreeMap<(String, i32), Option<i64>>, key| {
+            offsets.get(key).copied().flatten().unwrap_or(0)
+        };
+        let partitions = info
+            .partitions
+            .iter()
+            .zip(&wanted)
+            .map(|(p, key)| PartitionOffsets {
                 partition: p.partition,
                 leader: p.leader,
-                earliest: earliest.unwrap_or(0),
-                latest: latest.unwrap_or(0),
-            });
-        }
+                earliest: at(&earliest, key),
+                latest: at(&latest, key),
+            })
+            .collect();
         Ok(TopicDescription {
             name: info.name,
             id: info.id,
@@ -270,6 +280,17 @@ impl Admin {
             }
         }
         Ok(sizes)
+    }
+
+    /// The offsets of many partitions at one `timestamp` ([`EARLIEST`],
+    /// [`LATEST`] or ms; `None` where no record is that recent), with one
+    /// request per leader.
+    pub async fn list_offsets(
+        &self,
+        partitions: &[(String, i32)],
+        timestamp: i64,
+    ) -> Result<BTreeMap<(String, i32), Option<i64>>, ClientError> {
+        list_offsets(&self.cluster, partitions, timestamp).await
     }
 
     /// The offset for `timestamp` ([`EARLIEST`], [`LATEST`] or ms).
@@ -342,10 +363,14 @@ impl Admin {
     /// Every partition the group committed for, with its lag.
     pub async fn group_lag(&self, group: &str) -> Result<Vec<GroupPartitionLag>, ClientError> {
         let committed = committed_offsets(&self.cluster, group, None).await?;
+        let wanted: Vec<(String, i32)> = committed.keys().cloned().collect();
+        let ends = list_offsets(&self.cluster, &wanted, LATEST).await?;
         let mut lags = Vec::with_capacity(committed.len());
         for ((topic, partition), offset) in committed {
-            let end = list_offset(&self.cluster, &topic, partition, LATEST)
-                .await?
+            let end = ends
+                .get(&(topic.clone(), partition))
+                .copied()
+                .flatten()
                 .unwrap_or(0);
             lags.push(GroupPartitionLag {
                 lag: if offset < 0 {

@@ -2,7 +2,7 @@
 //! returns whole record batches, as the broker stores them, for the caller
 //! to iterate without copying.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -222,35 +222,82 @@ pub(crate) async fn list_offset(
     partition: i32,
     timestamp: i64,
 ) -> Result<Option<i64>, ClientError> {
+    let wanted = [(topic.to_string(), partition)];
+    let mut found = list_offsets(cluster, &wanted, timestamp).await?;
+    Ok(found.remove(&wanted[0]).flatten())
+}
+
+/// ListOffsets for many partitions at one `timestamp` ([`EARLIEST`],
+/// [`LATEST`] or ms): one request per leader. `None` for a partition with
+/// no record that recent.
+pub(crate) async fn list_offsets(
+    cluster: &Cluster,
+    partitions: &[(String, i32)],
+    timestamp: i64,
+) -> Result<BTreeMap<(String, i32), Option<i64>>, ClientError> {
+    let mut topics: Vec<&str> = partitions.iter().map(|(t, _)| t.as_str()).collect();
+    topics.sort_unstable();
+    topics.dedup();
     cluster
-        .retry(&[topic], || async {
-            let connection = cluster.leader(topic, partition).await?;
-            let request = ListOffsetsRequest::default().with_topics(vec![
-                ListOffsetsTopic::default()
-                    .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-                    .with_partitions(vec![
-                        ListOffsetsPartition::default()
-                            .with_partition_index(partition)
-                            .with_timestamp(timestamp),
-                    ]),
-            ]);
-            let response = connection.send(&request, LIST_OFFSETS_VERSION_MAX).await?;
-            let answer = response
-                .topics
-                .iter()
-                .flat_map(|t| &t.partitions)
-                .find(|p| p.partition_index == partition)
-                .ok_or_else(|| {
-                    ClientError::Protocol(format!("no offset for {topic}/{partition}"))
-                })?;
-            if answer.error_code != codes::NONE {
-                return Err(ClientError::kafka(
-                    answer.error_code,
-                    Some(topic),
-                    Some(partition),
-                ));
+        .retry(&topics, || async {
+            let mut by_leader: BTreeMap<i32, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
+            for (topic, partition) in partitions {
+                let node = cluster.leader_node(topic, *partition).await?;
+                by_leader
+                    .entry(node)
+                    .or_default()
+                    .entry(topic)
+                    .or_default()
+                    .push(*partition);
             }
-            Ok((answer.offset >= 0).then_some(answer.offset))
+            let mut found = BTreeMap::new();
+            for (node, topics) in by_leader {
+                let request = ListOffsetsRequest::default().with_topics(
+                    topics
+                        .iter()
+                        .map(|(topic, indexes)| {
+                            ListOffsetsTopic::default()
+                                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                                .with_partitions(
+                                    indexes
+                                        .iter()
+                                        .map(|p| {
+                                            ListOffsetsPartition::default()
+                                                .with_partition_index(*p)
+                                                .with_timestamp(timestamp)
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                );
+                let connection = cluster.connection(node).await?;
+                let response = connection.send(&request, LIST_OFFSETS_VERSION_MAX).await?;
+                for answer in &response.topics {
+                    let topic = answer.name.0.as_str();
+                    for p in &answer.partitions {
+                        if p.error_code != codes::NONE {
+                            return Err(ClientError::kafka(
+                                p.error_code,
+                                Some(topic),
+                                Some(p.partition_index),
+                            ));
+                        }
+                        found.insert(
+                            (topic.to_string(), p.partition_index),
+                            (p.offset >= 0).then_some(p.offset),
+                        );
+                    }
+                }
+            }
+            for (topic, partition) in partitions {
+                if !found.contains_key(&(topic.clone(), *partition)) {
+                    return Err(ClientError::Protocol(format!(
+                        "no offset for {topic}/{partition}"
+                    )));
+                }
+            }
+            Ok(found)
         })
         .await
 }

@@ -27,7 +27,7 @@ pub use assignor::{Assignor, TopicPartition};
 use group::{Membership, MembershipConfig};
 
 use super::admin::{commit_offsets, committed_offsets};
-use super::fetcher::list_offset;
+use super::fetcher::{list_offset, list_offsets};
 use super::{ClientError, Cluster, EARLIEST, FetchOptions, Fetched, Fetcher, LATEST};
 use crate::client::error::codes;
 
@@ -405,10 +405,13 @@ impl Consumer {
     /// Each assigned partition's position, end offset and lag, the ends
     /// asked of the partition leaders now.
     pub async fn lag(&mut self) -> Result<Vec<PartitionLag>, ClientError> {
+        let assigned = self.assignment();
+        let ends = list_offsets(&self.cluster, &assigned, LATEST).await?;
         let mut lags = Vec::new();
         for ((topic, partition), position) in self.positions.clone() {
-            let end = self.offset_at(&topic, partition, LATEST).await?;
-            self.ends.insert((topic.clone(), partition), end);
+            let key = (topic.clone(), partition);
+            let end = ends.get(&key).copied().flatten().unwrap_or(0);
+            self.ends.insert(key, end);
             let position = position.unwrap_or(end);
             lags.push(PartitionLag {
                 lag: (end - position).max(0),
@@ -488,20 +491,29 @@ impl Consumer {
             Some(group) => committed_offsets(&self.cluster, group, Some(&unknown)).await?,
             None => BTreeMap::new(),
         };
-        for tp in unknown {
-            let offset = match committed.get(&tp).copied().filter(|o| *o >= 0) {
-                Some(offset) => offset,
-                None => match self.config.offset_reset {
-                    OffsetReset::Earliest => self.offset_at(&tp.0, tp.1, EARLIEST).await?,
-                    OffsetReset::Latest => self.offset_at(&tp.0, tp.1, LATEST).await?,
-                    OffsetReset::None => {
-                        return Err(ClientError::Invalid(format!(
-                            "{}/{} has no committed offset and the reset policy is none",
-                            tp.0, tp.1
-                        )));
-                    }
-                },
-            };
+        let (known, uncommitted): (Vec<_>, Vec<_>) = unknown
+            .into_iter()
+            .partition(|tp| committed.get(tp).is_some_and(|o| *o >= 0));
+        for tp in known {
+            let offset = committed[&tp];
+            self.positions.insert(tp, Some(offset));
+        }
+        if uncommitted.is_empty() {
+            return Ok(());
+        }
+        let which = match self.config.offset_reset {
+            OffsetReset::Earliest => EARLIEST,
+            OffsetReset::Latest => LATEST,
+            OffsetReset::None => {
+                let (topic, partition) = &uncommitted[0];
+                return Err(ClientError::Invalid(format!(
+                    "{topic}/{partition} has no committed offset and the reset policy is none"
+                )));
+            }
+        };
+        let reset = list_offsets(&self.cluster, &uncommitted, which).await?;
+        for tp in uncommitted {
+            let offset = reset.get(&tp).copied().flatten().unwrap_or(0);
             self.positions.insert(tp, Some(offset));
         }
         Ok(())
