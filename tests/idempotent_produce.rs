@@ -345,3 +345,24 @@ fn a_resend_gets_the_original_offset_with_every_acks_and_is_stored_once() {
     assert_eq!(values.len(), 12);
     assert_eq!(values[10], "record-5-a");
 }
+
+#[test]
+fn a_producer_id_the_broker_never_handed_out_is_refused() {
+    const UNKNOWN_PRODUCER_ID: i16 = 59;
+    let broker = start();
+    let mut stream = broker.connect();
+    let (_, id, epoch) = init(&mut stream, 4, None, None);
+    // An id above every id handed out would take the state of the next
+    // producer to ask for one.
+    assert_eq!(
+        produce(&mut stream, 9, 1, 0, batch(id + 1, 0, 0, &["made up"])).0,
+        UNKNOWN_PRODUCER_ID
+    );
+    assert_eq!(broker.partition(0).log_end_offset(), 0, "nothing appended");
+    assert_eq!(
+        produce(&mut stream, 9, 1, 0, batch(id, epoch, 0, &["given"])),
+        (0, 0)
+    );
+    let (_, next, _) = init(&mut stream, 4, None, None);
+    assert_eq!(next, id + 1, "the refused id is still the next to hand out");
+}

@@ -62,6 +62,7 @@ pub enum ErrorCode {
     MemberIdRequired = 79,
     FencedInstanceId = 82,
     InvalidRecord = 87,
+    UnknownProducerId = 59,
     ProducerFenced = 90,
     UnknownTopicId = 100,
     InvalidConfig = 40,

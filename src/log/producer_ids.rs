@@ -144,6 +144,13 @@ impl ProducerIds {
         state.next_id = state.next_id.max(producer_id.saturating_add(1));
     }
 
+    /// Whether `producer_id` was handed out (or found in a log): a batch
+    /// under an id this broker never gave would take the state of an id
+    /// it may give later.
+    pub fn was_handed_out(&self, producer_id: i64) -> bool {
+        producer_id < self.lock().next_id
+    }
+
     /// A producer id never handed out before, at epoch 0.
     pub fn new_producer(&self) -> Result<ProducerIdAndEpoch, LogError> {
         let mut state = self.lock();

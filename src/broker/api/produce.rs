@@ -10,8 +10,9 @@
 //! again (with acks=all, only once the original is on disk); a fenced epoch
 //! gets INVALID_PRODUCER_EPOCH, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an older
 //! resend no longer remembered DUPLICATE_SEQUENCE_NUMBER. Producer ids come
-//! from InitProducerId. Transactions are not served: a transactional batch
-//! gets INVALID_TXN_STATE.
+//! from InitProducerId: a batch under an id this broker never handed out
+//! gets UNKNOWN_PRODUCER_ID and is not appended. Transactions are not
+//! served: a transactional batch gets INVALID_TXN_STATE.
 
 use std::sync::Arc;
 
@@ -22,6 +23,7 @@ use super::BrokerContext;
 use super::fetch::find_topic;
 use crate::broker::ErrorCode;
 use crate::log::PartitionLog;
+use crate::record::BatchHeader;
 
 /// acks=-1: wait until the records are on disk.
 const ACKS_ALL: i16 = -1;
@@ -55,8 +57,16 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                 ));
                 continue;
             };
+            let records = partition.records.as_deref().unwrap_or_default();
+            if let Ok(header) = BatchHeader::parse(records)
+                && header.producer_id >= 0
+                && !ctx.log.producer_ids().was_handed_out(header.producer_id)
+            {
+                partitions.push(response.with_error_code(ErrorCode::UnknownProducerId.code()));
+                continue;
+            }
             // Written straight from the request frame; no copy.
-            match log.append(partition.records.as_deref().unwrap_or_default()) {
+            match log.append(records) {
                 Ok(appended) => {
                     if appended.duplicate {
                         tracing::debug!(
