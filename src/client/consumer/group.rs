@@ -57,6 +57,8 @@ pub(crate) struct Membership {
     rejoin: Arc<AtomicBool>,
     heartbeat: Option<tokio::task::JoinHandle<()>>,
     connection: Option<Arc<Connection>>,
+    /// Set when the coordinator stopped answering: connect afresh.
+    reconnect: Arc<AtomicBool>,
 }
 
 impl Drop for Membership {
@@ -77,6 +79,7 @@ impl Membership {
             rejoin: Arc::new(AtomicBool::new(true)),
             heartbeat: None,
             connection: None,
+            reconnect: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -132,6 +135,9 @@ impl Membership {
 
     /// A dedicated connection to the group's coordinator.
     async fn coordinator(&mut self) -> Result<Arc<Connection>, ClientError> {
+        if self.reconnect.swap(false, Ordering::Relaxed) {
+            self.connection = None;
+        }
         if let Some(connection) = &self.connection
             && !connection.is_broken()
         {
@@ -272,11 +278,22 @@ impl Membership {
             .with_generation_id(self.generation)
             .with_member_id(s(&self.member_id));
         let interval = self.config.heartbeat_interval;
+        // The connection waits as long as a JoinGroup may take; a heartbeat
+        // unanswered for a session is a coordinator gone.
+        let session = self.config.session_timeout;
         let group = self.config.group.clone();
+        let reconnect = Arc::clone(&self.reconnect);
         self.heartbeat = Some(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(interval).await;
-                match connection.send(&request, HEARTBEAT_VERSION_MAX).await {
+                let sent = connection.send(&request, HEARTBEAT_VERSION_MAX);
+                let Ok(answer) = tokio::time::timeout(session, sent).await else {
+                    tracing::debug!(%group, "no heartbeat answer within {session:?}; rejoining");
+                    reconnect.store(true, Ordering::Relaxed);
+                    rejoin.store(true, Ordering::Relaxed);
+                    return;
+                };
+                match answer {
                     Ok(response) if response.error_code == codes::NONE => {}
                     Ok(response) => {
                         tracing::debug!(
