@@ -5,8 +5,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use strata::broker::BrokerConfig;
@@ -14,6 +13,7 @@ use strata::client::{
     Admin, Assignor, ClientConfig, ClientError, Cluster, Consumer, ConsumerConfig, ConsumerRecord,
     OffsetReset, Producer, ProducerConfig, ProducerRecord, Rebalance, Seek, TopicPartition,
 };
+use support::member::{Member, wait_for};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -245,64 +245,6 @@ async fn reset_policies_decide_where_an_uncommitted_partition_starts() {
     running.broker.stop().await;
 }
 
-/// A consumer polling in its own task, publishing what it holds.
-struct Member {
-    assigned: Arc<Mutex<Vec<TopicPartition>>>,
-    events: Arc<Mutex<Vec<Rebalance>>>,
-    consumed: Arc<Mutex<Vec<ConsumerRecord>>>,
-    stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<Consumer>,
-}
-
-impl Member {
-    fn spawn(mut consumer: Consumer, topic: &'static str) -> Self {
-        let events = Arc::new(Mutex::new(Vec::new()));
-        let seen = Arc::clone(&events);
-        consumer.on_rebalance(move |event| seen.lock().unwrap().push(event.clone()));
-        consumer.subscribe(&[topic]).unwrap();
-        let assigned = Arc::new(Mutex::new(Vec::new()));
-        let consumed = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (a, c, s) = (
-            Arc::clone(&assigned),
-            Arc::clone(&consumed),
-            Arc::clone(&stop),
-        );
-        let task = tokio::spawn(async move {
-            while !s.load(Ordering::Relaxed) {
-                let records = consumer.poll(Duration::from_millis(200)).await.unwrap();
-                c.lock().unwrap().extend(records);
-                *a.lock().unwrap() = consumer.assignment();
-            }
-            consumer
-        });
-        Self {
-            assigned,
-            events,
-            consumed,
-            stop,
-            task,
-        }
-    }
-
-    fn assigned(&self) -> Vec<TopicPartition> {
-        self.assigned.lock().unwrap().clone()
-    }
-
-    async fn stop(self) -> Consumer {
-        self.stop.store(true, Ordering::Relaxed);
-        self.task.await.unwrap()
-    }
-}
-
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !done() {
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn group_members_split_partitions_and_rebalance_as_they_come_and_go() {
     for assignor in [Assignor::Range, Assignor::RoundRobin] {
@@ -314,12 +256,12 @@ async fn group_members_split_partitions_and_rebalance_as_they_come_and_go() {
         };
 
         let first = Member::spawn(running.consumer(config.clone()).await, "shared");
-        wait_for("the first member to take every partition", || {
+        wait_for("the first member to take every partition", WAIT, || {
             first.assigned().len() == 4
         })
         .await;
         let second = Member::spawn(running.consumer(config.clone()).await, "shared");
-        wait_for("the members to split the topic", || {
+        wait_for("the members to split the topic", WAIT, || {
             first.assigned().len() == 2 && second.assigned().len() == 2
         })
         .await;
@@ -349,7 +291,7 @@ async fn group_members_split_partitions_and_rebalance_as_they_come_and_go() {
         );
 
         // Every record was read at least once between the two.
-        wait_for("every record", || {
+        wait_for("every record", WAIT, || {
             let mut seen: Vec<(i32, i64)> = first
                 .consumed
                 .lock()
@@ -366,7 +308,7 @@ async fn group_members_split_partitions_and_rebalance_as_they_come_and_go() {
 
         // The second leaves; the first takes everything back.
         second.stop().await.close().await.unwrap();
-        wait_for("the remaining member to take every partition", || {
+        wait_for("the remaining member to take every partition", WAIT, || {
             first.assigned().len() == 4
         })
         .await;

@@ -4,8 +4,7 @@
 //! group shared by two strata consumers and a kafka-python consumer.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -17,7 +16,11 @@ use strata::client::{
 };
 
 use crate::broker::{Broker, TopicSpec};
-use crate::driver::{Client, Consumed, field, hex};
+use crate::driver::{Client, Consumed, field, hex, unhex};
+use crate::support::member::{Member, wait_for};
+
+/// How long a group may take to settle here.
+const WAIT: Duration = Duration::from_secs(60);
 use crate::records::{self, assert_same, now_ms};
 use crate::scenarios::{PLAIN, consume_all, produce};
 
@@ -35,15 +38,9 @@ async fn cluster(broker: &Broker) -> Arc<Cluster> {
         .unwrap()
 }
 
-fn unhex(text: &Option<String>) -> Option<Bytes> {
-    text.as_ref().map(|t| {
-        Bytes::from(
-            (0..t.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&t[i..i + 2], 16).unwrap())
-                .collect::<Vec<u8>>(),
-        )
-    })
+/// A spec's hex bytes as the producer takes them.
+fn bytes_of(text: &Option<String>) -> Option<Bytes> {
+    text.as_deref().map(|t| Bytes::from(unhex(t)))
 }
 
 /// strata's producer sends `specs`; `client` must read them back exactly.
@@ -63,12 +60,12 @@ pub fn strata_client_to(client: Client) {
             let record = ProducerRecord {
                 topic: topic.into(),
                 partition: Some(spec.partition),
-                key: unhex(&spec.key),
-                value: unhex(&spec.value),
+                key: bytes_of(&spec.key),
+                value: bytes_of(&spec.value),
                 headers: spec
                     .headers
                     .iter()
-                    .map(|(k, v)| (k.clone(), unhex(v)))
+                    .map(|(k, v)| (k.clone(), bytes_of(v)))
                     .collect(),
                 timestamp: spec.timestamp,
             };
@@ -171,46 +168,6 @@ pub fn keys_land_where_strata_puts_them(client: Client) {
     }
 }
 
-/// A strata consumer polling in its own task, publishing what it holds.
-struct Member {
-    assigned: Arc<Mutex<Vec<i32>>>,
-    stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<Consumer>,
-}
-
-impl Member {
-    fn spawn(mut consumer: Consumer, topic: &'static str) -> Self {
-        consumer.subscribe(&[topic]).unwrap();
-        let assigned = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let (held, stopping) = (Arc::clone(&assigned), Arc::clone(&stop));
-        let task = tokio::spawn(async move {
-            while !stopping.load(Ordering::Relaxed) {
-                consumer.poll(Duration::from_millis(200)).await.unwrap();
-                *held.lock().unwrap() = consumer.assignment().iter().map(|(_, p)| *p).collect();
-            }
-            consumer
-        });
-        Self {
-            assigned,
-            stop,
-            task,
-        }
-    }
-
-    fn assigned(&self) -> Vec<i32> {
-        self.assigned.lock().unwrap().clone()
-    }
-}
-
-async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Two strata consumers and one kafka-python consumer in one group: the
 /// three split six partitions two each; when kafka-python leaves, the two
 /// strata members split them three each.
@@ -230,8 +187,8 @@ pub fn group_shared_with_kafka_python() {
         };
         let first = Member::spawn(Consumer::new(cluster(&broker).await, config.clone()), TOPIC);
         let second = Member::spawn(Consumer::new(cluster(&broker).await, config), TOPIC);
-        wait_for("the strata members to split the topic", || {
-            first.assigned().len() == 3 && second.assigned().len() == 3
+        wait_for("the strata members to split the topic", WAIT, || {
+            first.partitions().len() == 3 && second.partitions().len() == 3
         })
         .await;
 
@@ -244,8 +201,8 @@ pub fn group_shared_with_kafka_python() {
             )
         });
         let mut seen_three_way = None;
-        wait_for("a three-way split", || {
-            let (a, b) = (first.assigned(), second.assigned());
+        wait_for("a three-way split", WAIT, || {
+            let (a, b) = (first.partitions(), second.partitions());
             if a.len() == 2 && b.len() == 2 {
                 seen_three_way = Some((a, b));
                 true
@@ -266,12 +223,12 @@ pub fn group_shared_with_kafka_python() {
 
         wait_for(
             "the strata members to take kafka-python's partitions",
-            || first.assigned().len() == 3 && second.assigned().len() == 3,
+            WAIT,
+            || first.partitions().len() == 3 && second.partitions().len() == 3,
         )
         .await;
         for member in [first, second] {
-            member.stop.store(true, Ordering::Relaxed);
-            member.task.await.unwrap().close().await.unwrap();
+            member.stop().await.close().await.unwrap();
         }
     });
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code, reason = "each test file uses a different subset")]
 
 pub mod broker;
+pub mod member;
 pub mod wire;
 
 use std::fs;
