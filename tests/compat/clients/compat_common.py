@@ -65,3 +65,39 @@ def run(ops):
     result = ops[op](request)
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
+
+
+# The ops every Python driver implements, by function name.
+COMMON_OPS = (
+    "create_topics",
+    "list_topics",
+    "produce",
+    "consume",
+    "offsets_for_times",
+    "seek",
+    "out_of_range",
+    "group",
+    "committed",
+)
+
+
+def run_driver(namespace, extra=(), wrap=None):
+    """Runs the op a request names, from the driver module's `namespace`:
+    the common ops plus `extra`; `wrap` turns an op's return value into the
+    result (asyncio.run for async drivers)."""
+    ops = {name: namespace[name] for name in (*COMMON_OPS, *extra)}
+    if wrap is not None:
+        ops = {name: (lambda request, op=op: wrap(op(request))) for name, op in ops.items()}
+    run(ops)
+
+
+def seek_result(low, high, last, first, appended):
+    """The seek op's answer: the partition's offsets and the records read
+    after each seek."""
+    return {
+        "low": low,
+        "high": high,
+        "last": last["offset"],
+        "after_beginning": first["offset"],
+        "after_end": appended["offset"],
+    }

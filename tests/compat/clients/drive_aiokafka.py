@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 
-from compat_common import Deadline, header_pairs, record, run, sort_records, unhex
+from compat_common import Deadline, header_pairs, record, run_driver, seek_result, sort_records, unhex
 
 ACKS = {"0": 0, "1": 1, "all": "all"}
 
@@ -142,13 +142,7 @@ async def seek(request):
     await p.stop()
     (appended,) = await take(c, 1, "the record appended after seek to end")
     await c.stop()
-    return {
-        "low": low,
-        "high": high,
-        "last": last["offset"],
-        "after_beginning": first["offset"],
-        "after_end": appended["offset"],
-    }
+    return seek_result(low, high, last, first, appended)
 
 
 async def out_of_range(request):
@@ -241,16 +235,4 @@ async def committed(request):
     return {"offsets": offsets}
 
 
-OPS = {
-    "create_topics": create_topics,
-    "list_topics": list_topics,
-    "produce": produce,
-    "consume": consume,
-    "offsets_for_times": offsets_for_times,
-    "seek": seek,
-    "out_of_range": out_of_range,
-    "group": group,
-    "committed": committed,
-}
-
-run({name: (lambda request, op=op: asyncio.run(op(request))) for name, op in OPS.items()})
+run_driver(globals(), wrap=asyncio.run)

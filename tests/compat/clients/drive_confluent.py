@@ -17,7 +17,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from compat_common import Deadline, header_pairs, record, run, sort_records, unhex
+from compat_common import Deadline, header_pairs, record, run_driver, seek_result, sort_records, unhex
 
 
 def base(request, **extra):
@@ -214,13 +214,7 @@ def seek(request):
         raise RuntimeError("the appended record was not delivered")
     (appended,) = take(c, 1, "the record appended after seek to end")
     c.close()
-    return {
-        "low": low,
-        "high": high,
-        "last": last["offset"],
-        "after_beginning": first["offset"],
-        "after_end": appended["offset"],
-    }
+    return seek_result(low, high, last, first, appended)
 
 
 def out_of_range(request):
@@ -335,17 +329,4 @@ def produce_keyed(request):
     return {"partitions": partitions}
 
 
-run(
-    {
-        "produce_keyed": produce_keyed,
-        "create_topics": create_topics,
-        "list_topics": list_topics,
-        "produce": produce,
-        "consume": consume,
-        "offsets_for_times": offsets_for_times,
-        "seek": seek,
-        "out_of_range": out_of_range,
-        "group": group,
-        "committed": committed,
-    }
-)
+run_driver(globals(), extra=("produce_keyed",))

@@ -11,7 +11,7 @@ import kafka.errors as Errors
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from compat_common import Deadline, header_pairs, record, run, sort_records, unhex
+from compat_common import Deadline, header_pairs, record, run_driver, seek_result, sort_records, unhex
 
 ACKS = {"0": 0, "1": 1, "all": "all"}
 
@@ -140,13 +140,7 @@ def seek(request):
     p.close()
     (appended,) = take(c, 1, "the record appended after seek to end")
     c.close()
-    return {
-        "low": low,
-        "high": high,
-        "last": last["offset"],
-        "after_beginning": first["offset"],
-        "after_end": appended["offset"],
-    }
+    return seek_result(low, high, last, first, appended)
 
 
 def out_of_range(request):
@@ -298,18 +292,4 @@ def group_member(request):
     return {"assignments": assignments, "read": read}
 
 
-run(
-    {
-        "produce_keyed": produce_keyed,
-        "group_member": group_member,
-        "create_topics": create_topics,
-        "list_topics": list_topics,
-        "produce": produce,
-        "consume": consume,
-        "offsets_for_times": offsets_for_times,
-        "seek": seek,
-        "out_of_range": out_of_range,
-        "group": group,
-        "committed": committed,
-    }
-)
+run_driver(globals(), extra=("produce_keyed", "group_member"))
