@@ -120,13 +120,17 @@ impl Admin {
         config: &[(String, String)],
     ) -> Result<(), ClientError> {
         let connection = self.cluster.any_connection().await?;
+        let version = connection.version::<CreateTopicsRequest>(CREATE_TOPICS_VERSION_MAX)?;
+        // Before v4 the replication factor must be given; from v4, -1 takes
+        // the broker's default.
+        let replication = if version < 4 { 1 } else { -1 };
         let request = CreateTopicsRequest::default()
             .with_timeout_ms(ADMIN_TIMEOUT_MS)
             .with_topics(vec![
                 CreatableTopic::default()
                     .with_name(TopicName(s(name)))
                     .with_num_partitions(partitions)
-                    .with_replication_factor(-1)
+                    .with_replication_factor(replication)
                     .with_configs(
                         config
                             .iter()
@@ -138,15 +142,6 @@ impl Admin {
                             .collect(),
                     ),
             ]);
-        let version = connection.version::<CreateTopicsRequest>(CREATE_TOPICS_VERSION_MAX)?;
-        let request = if version < 4 {
-            // Before v4 the replication factor must be given.
-            let mut request = request;
-            request.topics[0].replication_factor = 1;
-            request
-        } else {
-            request
-        };
         let response = connection.send_versioned(&request, version).await?;
         for topic in &response.topics {
             check(topic.error_code, topic.error_message.as_ref(), name)?;
