@@ -6,7 +6,9 @@
 //! - [`client`]: a Kafka-protocol client (producer, fetcher, consumer,
 //!   admin) for strata and Kafka clusters; [`cli`]: the commands on it.
 //! - [`codec`]: serde codecs for processors' keys and values.
-//! - [`runtime`]: the processor runtime (so far: a task's durable state).
+//! - [`runtime`]: the processor runtime: `Processor`s, `App` pipelines,
+//!   exactly-once RocksDB state and derived streams, on the embedded log or
+//!   any Kafka-protocol cluster.
 //!
 //! ```
 //! use strata::log::{LogConfig, LogManager};

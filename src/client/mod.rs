@@ -5,6 +5,7 @@
 //! and [`Admin`].
 
 mod admin;
+mod append;
 mod cluster;
 mod connection;
 mod consumer;
@@ -18,6 +19,7 @@ pub use admin::{
     Admin, GroupDescription, GroupListing, GroupMemberDescription, GroupPartitionLag,
     PartitionOffsets, TopicDescription,
 };
+pub use append::{append_batch, new_producer_id};
 pub use cluster::{ClientConfig, Cluster, PartitionInfo, TopicInfo};
 pub use connection::{Connection, PendingResponse};
 pub use consumer::{

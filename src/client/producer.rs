@@ -39,7 +39,7 @@ use super::{ClientError, Cluster};
 use crate::record::{BatchBuilder, Compression, Header, NewRecord};
 
 /// Newest Produce version this client sends (topics by name).
-const PRODUCE_VERSION_MAX: i16 = 9;
+pub(crate) const PRODUCE_VERSION_MAX: i16 = 9;
 /// Most bytes reserved up front for a new batch's records (a batch grows
 /// past this by doubling, as any Vec).
 const BUILDER_RESERVE_BYTES_MAX: usize = 64 << 10;
@@ -604,7 +604,7 @@ fn random_partition(count: i32) -> i32 {
     i32::try_from(nanos.wrapping_mul(2_654_435_761) % count.unsigned_abs()).unwrap_or(0)
 }
 
-async fn init_producer_id(cluster: &Cluster) -> Result<(i64, i16), ClientError> {
+pub(crate) async fn init_producer_id(cluster: &Cluster) -> Result<(i64, i16), ClientError> {
     cluster
         .retry(&[], || async {
             let connection = cluster.any_connection().await?;

@@ -15,6 +15,7 @@ mod index_file;
 mod log_manager;
 mod offset_index;
 mod partition_log;
+mod peek;
 mod producer_ids;
 mod producer_state;
 mod recovery;
@@ -28,10 +29,12 @@ pub use log_manager::{LogManager, PARTITIONS_MAX, Topic, TopicMetadata, validate
 pub use offset_index::OffsetIndex;
 pub(crate) use partition_log::now_ms;
 pub use partition_log::{AppendInfo, LogRead, PartitionLog, RetentionOutcome};
+pub use peek::peek_log_end_offset;
 pub use producer_ids::{
     PRODUCER_ID_BLOCK, ProducerIdAndEpoch, ProducerIds, TRANSACTIONAL_ID_BYTES_MAX,
     TRANSACTIONAL_IDS_MAX, epoch_exhausted,
 };
+pub(crate) use producer_state::add_sequence;
 pub use producer_state::{
     BATCHES_PER_PRODUCER, BatchMetadata, PRODUCER_EXPIRATION_MS, PRODUCERS_PER_PARTITION_MAX,
     ProducerStateLoad,

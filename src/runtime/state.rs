@@ -1,34 +1,74 @@
 //! A task's durable state: one RocksDB with a column family per state
-//! store, `meta` (the next input offset, the next producer sequence of
-//! every derived partition) and `outbox` (records to ship to derived
-//! topics, keyed by a dense u64 sequence).
+//! store, `meta` (input offsets, the task's producer identity, the next
+//! producer sequence of every derived partition) and `outbox` (record
+//! batches to append to derived topics, keyed by a dense u64 sequence).
 //!
-//! A [`Run`] buffers the writes of one run of records: reads see the
-//! run's own earlier writes (point reads and ordered scans merge them over
-//! the database), and [`Run::commit`] writes the state changes, the outbox
-//! entries, the producer sequences and the next input offset in ONE write
-//! batch, so none of them moves without the others. The input offset never
-//! moves backwards. Dropping a run without committing leaves nothing
-//! behind.
+//! A [`Run`] buffers the writes of one run of records: reads see the run's
+//! own earlier writes (point reads and ordered scans merge them over the
+//! database), and [`Run::commit`] writes the state changes, the outbox
+//! batches, the producer sequences and the next input offsets in ONE write
+//! batch, so none of them moves without the others. An input offset never
+//! moves backwards. Dropping a run without committing leaves nothing behind.
+//!
+//! Emitted records go straight into Kafka v2 record batches, one per derived
+//! partition, stamped with the task's producer id, epoch and the
+//! partition's next sequence. A batch is sealed when it reaches
+//! [`OUTBOX_BATCH_RECORDS_MAX`] records or [`OUTBOX_BATCH_BYTES_MAX`] bytes,
+//! or at commit; the bytes committed are the bytes shipped, every time, so a
+//! batch shipped again after a crash carries the same sequences and the log
+//! recognises it as a duplicate.
+//!
+//! `meta` layout (all integers big-endian):
+//!
+//! | key | value |
+//! |---|---|
+//! | `input_offset/<topic>` | i64: next offset to read from the input topic |
+//! | `producer` | i64 producer id, i16 epoch |
+//! | `sequence/<topic>\0<partition i32>` | i64: the partition's next sequence |
+//! | `next_outbox` | u64: the next outbox sequence (kept once all are shipped) |
+//!
+//! An `outbox` value:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 2 | topic name length n (u16) |
+//! | n | topic name (UTF-8) |
+//! | 4 | partition (i32) |
+//! | rest | one v2 record batch, baseOffset 0 |
+//!
+//! Reads of committed values go through a bounded in-memory cache of each
+//! store (the database stays the truth; the cache only ever holds what was
+//! committed or read back).
+//!
+//! Thread-safety: a `TaskState` belongs to one task; RocksDB calls block, so
+//! the task runs them on a blocking thread, never an async executor's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::path::Path;
 
 use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, WriteBatch};
-use serde::{Deserialize, Serialize};
+
+use crate::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
 
 /// Column family of the runtime's own bookkeeping.
 const META: &str = "meta";
-/// Column family of records waiting to be shipped.
+/// Column family of record batches waiting to be shipped.
 const OUTBOX: &str = "outbox";
-/// `meta` key of the next input offset.
-const INPUT_OFFSET: &[u8] = b"input_offset";
-/// `meta` key of the next outbox sequence (kept, so sequences never repeat
-/// even once every entry is shipped and removed).
+const INPUT_OFFSET_PREFIX: &[u8] = b"input_offset/";
+const PRODUCER: &[u8] = b"producer";
 const NEXT_OUTBOX: &[u8] = b"next_outbox";
-/// `meta` key prefix of a derived partition's next producer sequence.
 const SEQUENCE_PREFIX: &[u8] = b"sequence/";
+/// RocksDB's own column family, present in every database.
+const DEFAULT_FAMILY: &str = "default";
+
+/// Most records in one outbox batch.
+pub const OUTBOX_BATCH_RECORDS_MAX: usize = 8192;
+/// Largest outbox batch (uncompressed records), well under the 1 MiB
+/// default message size limit of Kafka brokers.
+pub const OUTBOX_BATCH_BYTES_MAX: usize = 512 * 1024;
+/// Bytes of keys and values one task keeps cached per store.
+const CACHE_BYTES_MAX: usize = 64 << 20;
 
 /// A store's (key, value).
 pub type Entry = (Vec<u8>, Vec<u8>);
@@ -41,24 +81,92 @@ pub enum StateError {
     UnknownStore(String, String),
     #[error("{0:?} is the runtime's own column family, not a store name")]
     ReservedName(String),
-    #[error("the input offset may not move back from {current} to {next}")]
-    OffsetBackwards { current: i64, next: i64 },
+    #[error("the input offset of {topic} may not move back from {current} to {next}")]
+    OffsetBackwards {
+        topic: String,
+        current: i64,
+        next: i64,
+    },
     #[error("corrupt state entry: {0}")]
     Corrupt(String),
+    #[error("emitting to {0}: {1}")]
+    Emit(String, String),
+    #[error("the task has no producer identity yet")]
+    NoProducer,
+    /// The task's first open was cut short: nothing was ever committed.
+    #[error("state in {0} was never fully created (nothing committed)")]
+    NeverOpened(String),
 }
 
-/// A record to append to a derived topic, fixed at commit: its partition
-/// and producer sequence, so shipping it again after a crash is recognised
-/// by the log as the same append.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutboxEntry {
+/// A record batch to append to a derived partition, fixed at commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxBatch {
     pub topic: String,
     pub partition: i32,
-    pub sequence: i32,
-    pub key: Option<Vec<u8>>,
-    pub value: Option<Vec<u8>>,
-    pub headers: Vec<(String, Option<Vec<u8>>)>,
-    pub timestamp: i64,
+    /// One v2 record batch with the task's producer id, epoch and sequences.
+    pub batch: Vec<u8>,
+}
+
+impl OutboxBatch {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(2 + self.topic.len() + 4 + self.batch.len());
+        let len = u16::try_from(self.topic.len()).expect("topic names are at most 249 bytes");
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(self.topic.as_bytes());
+        out.extend_from_slice(&self.partition.to_be_bytes());
+        out.extend_from_slice(&self.batch);
+        out
+    }
+
+    fn decode(seq: u64, raw: &[u8]) -> Result<Self, StateError> {
+        let corrupt = |what: &str| StateError::Corrupt(format!("outbox entry {seq}: {what}"));
+        let len = raw
+            .get(..2)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+            .ok_or_else(|| corrupt("shorter than its header"))?;
+        let topic = raw
+            .get(2..2 + len)
+            .ok_or_else(|| corrupt("topic name cut short"))?;
+        let topic = std::str::from_utf8(topic).map_err(|_| corrupt("topic name not UTF-8"))?;
+        let partition = raw
+            .get(2 + len..6 + len)
+            .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| corrupt("partition cut short"))?;
+        let batch = &raw[6 + len..];
+        RecordBatch::parse_and_verify(batch).map_err(|e| corrupt(&e.to_string()))?;
+        Ok(Self {
+            topic: topic.to_string(),
+            partition,
+            batch: batch.to_vec(),
+        })
+    }
+
+    /// Records in the batch.
+    pub fn record_count(&self) -> usize {
+        RecordBatch::parse(&self.batch).map_or(0, |b| b.header().record_count.max(0) as usize)
+    }
+}
+
+/// Committed values of one store, as read or written; `None` caches a key
+/// that is absent.
+#[derive(Default)]
+struct StoreCache {
+    values: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    bytes: usize,
+}
+
+impl StoreCache {
+    fn insert(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        let added = key.len() + value.as_ref().map_or(0, Vec::len) + 32;
+        if self.bytes + added > CACHE_BYTES_MAX {
+            self.values.clear();
+            self.bytes = 0;
+        }
+        self.bytes += added;
+        if let Some(old) = self.values.insert(key, value) {
+            self.bytes -= old.map_or(0, |v| v.len()).min(self.bytes);
+        }
+    }
 }
 
 pub struct TaskState {
@@ -66,6 +174,11 @@ pub struct TaskState {
     stores: Vec<String>,
     /// fsync the WAL with every commit.
     sync: bool,
+    cache: Vec<StoreCache>,
+    producer: Option<(i64, i16)>,
+    next_outbox: u64,
+    /// The writes of the run in progress.
+    run: Run,
 }
 
 impl TaskState {
@@ -73,7 +186,7 @@ impl TaskState {
     /// stores.
     pub fn open(dir: &Path, stores: &[&str], sync: bool) -> Result<Self, StateError> {
         for store in stores {
-            if *store == META || *store == OUTBOX || store.is_empty() {
+            if [META, OUTBOX, DEFAULT_FAMILY].contains(store) || store.is_empty() {
                 return Err(StateError::ReservedName(store.to_string()));
             }
         }
@@ -86,24 +199,114 @@ impl TaskState {
             .chain([META, OUTBOX])
             .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
         let db = DB::open_cf_descriptors(&options, dir, families)?;
-        Ok(Self {
+        Self::with_db(db, stores.iter().map(|s| s.to_string()).collect(), sync)
+    }
+
+    /// Opens existing state for reading only, with whatever stores it has;
+    /// works while the task's process holds the database open.
+    pub fn open_read_only(dir: &Path) -> Result<Self, StateError> {
+        let options = Options::default();
+        if !dir.join("CURRENT").exists() {
+            return Err(StateError::NeverOpened(dir.display().to_string()));
+        }
+        let families = DB::list_cf(&options, dir)?;
+        // The runtime's families are created with the database; a process
+        // killed during that first open leaves some missing.
+        if ![META, OUTBOX]
+            .iter()
+            .all(|f| families.iter().any(|g| g == f))
+        {
+            return Err(StateError::NeverOpened(dir.display().to_string()));
+        }
+        let db = DB::open_cf_for_read_only(&options, dir, &families, false)?;
+        let stores = families
+            .into_iter()
+            .filter(|f| ![META, OUTBOX, DEFAULT_FAMILY].contains(&f.as_str()))
+            .collect();
+        Self::with_db(db, stores, false)
+    }
+
+    fn with_db(db: DB, stores: Vec<String>, sync: bool) -> Result<Self, StateError> {
+        let mut state = Self {
             db,
-            stores: stores.iter().map(|s| s.to_string()).collect(),
+            cache: stores.iter().map(|_| StoreCache::default()).collect(),
+            stores,
             sync,
-        })
+            producer: None,
+            next_outbox: 0,
+            run: Run::default(),
+        };
+        state.run.writes = vec![BTreeMap::new(); state.stores.len()];
+        state.producer = state.read_producer()?;
+        state.next_outbox = match state.db.get_cf(state.cf(META)?, NEXT_OUTBOX)? {
+            None => 0,
+            Some(raw) => decode_u64(&raw)?,
+        };
+        Ok(state)
     }
 
     pub fn stores(&self) -> &[String] {
         &self.stores
     }
 
-    /// The next input offset to read; `None` before the first commit.
-    pub fn input_offset(&self) -> Result<Option<i64>, StateError> {
+    /// The next offset to read from `topic`; `None` before the first commit.
+    pub fn input_offset(&self, topic: &str) -> Result<Option<i64>, StateError> {
         let meta = self.cf(META)?;
-        match self.db.get_cf(meta, INPUT_OFFSET)? {
+        match self.db.get_cf(meta, input_offset_key(topic))? {
             None => Ok(None),
             Some(raw) => decode_i64(&raw).map(Some),
         }
+    }
+
+    /// Every input topic's next offset.
+    pub fn input_offsets(&self) -> Result<BTreeMap<String, i64>, StateError> {
+        let meta = self.cf(META)?;
+        let mut offsets = BTreeMap::new();
+        let iter = self.db.iterator_cf(
+            meta,
+            IteratorMode::From(INPUT_OFFSET_PREFIX, Direction::Forward),
+        );
+        for item in iter {
+            let (key, value) = item?;
+            let Some(topic) = key.strip_prefix(INPUT_OFFSET_PREFIX) else {
+                break;
+            };
+            let topic = String::from_utf8_lossy(topic).into_owned();
+            offsets.insert(topic, decode_i64(&value)?);
+        }
+        Ok(offsets)
+    }
+
+    /// The task's producer id and epoch, once assigned.
+    pub fn producer(&self) -> Option<(i64, i16)> {
+        self.producer
+    }
+
+    /// Records the task's producer identity (synced: every batch the task
+    /// ever emits carries it).
+    pub fn set_producer(&mut self, producer_id: i64, epoch: i16) -> Result<(), StateError> {
+        let mut value = producer_id.to_be_bytes().to_vec();
+        value.extend_from_slice(&epoch.to_be_bytes());
+        let mut options = rocksdb::WriteOptions::default();
+        options.set_sync(true);
+        self.db
+            .put_cf_opt(self.cf(META)?, PRODUCER, value, &options)?;
+        self.producer = Some((producer_id, epoch));
+        Ok(())
+    }
+
+    fn read_producer(&self) -> Result<Option<(i64, i16)>, StateError> {
+        let Some(raw) = self.db.get_cf(self.cf(META)?, PRODUCER)? else {
+            return Ok(None);
+        };
+        if raw.len() != 10 {
+            return Err(StateError::Corrupt(format!(
+                "producer identity of {} bytes",
+                raw.len()
+            )));
+        }
+        let id = decode_i64(&raw[..8])?;
+        Ok(Some((id, i16::from_be_bytes([raw[8], raw[9]]))))
     }
 
     /// The next producer sequence of a derived partition (0 before any).
@@ -115,22 +318,20 @@ impl TaskState {
         }
     }
 
-    /// Outbox entries not yet shipped, oldest first, with their outbox
+    /// Outbox batches not yet shipped, oldest first, with their outbox
     /// sequence.
-    pub fn outbox(&self) -> Result<Vec<(u64, OutboxEntry)>, StateError> {
+    pub fn outbox(&self) -> Result<Vec<(u64, OutboxBatch)>, StateError> {
         let cf = self.cf(OUTBOX)?;
         let mut entries = Vec::new();
         for item in self.db.iterator_cf(cf, IteratorMode::Start) {
             let (key, value) = item?;
             let seq = decode_u64(&key)?;
-            let entry = postcard::from_bytes(&value)
-                .map_err(|e| StateError::Corrupt(format!("outbox entry {seq}: {e}")))?;
-            entries.push((seq, entry));
+            entries.push((seq, OutboxBatch::decode(seq, &value)?));
         }
         Ok(entries)
     }
 
-    /// Removes shipped outbox entries, up to and including `seq`.
+    /// Removes shipped outbox batches, up to and including `through`.
     pub fn remove_shipped(&self, through: u64) -> Result<(), StateError> {
         let cf = self.cf(OUTBOX)?;
         let mut batch = WriteBatch::default();
@@ -138,8 +339,8 @@ impl TaskState {
         self.write(batch)
     }
 
-    /// A committed value of a store (outside any run).
-    pub fn get(&self, store: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+    /// A committed value of a store (the run in progress not included).
+    pub fn committed(&self, store: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
         let cf = self.store_cf(store)?;
         Ok(self.db.get_cf(cf, key)?)
     }
@@ -156,23 +357,30 @@ impl TaskState {
             .collect()
     }
 
-    /// Starts buffering a run of writes.
-    pub fn run(&self) -> Run<'_> {
-        Run {
-            state: self,
-            writes: vec![BTreeMap::new(); self.stores.len()],
-            outbox: Vec::new(),
-            sequences: BTreeMap::new(),
+    /// Forgets the run in progress: nothing of it is written.
+    pub fn discard(&mut self) {
+        for writes in &mut self.run.writes {
+            writes.clear();
         }
+        self.run.open.clear();
+        self.run.sealed.clear();
+        self.run.sequences.clear();
+    }
+
+    /// Whether the run in progress has written or emitted anything.
+    pub fn run_is_empty(&self) -> bool {
+        self.run.writes.iter().all(BTreeMap::is_empty) && self.run.open.is_empty()
+    }
+
+    fn index(&self, store: &str) -> Result<usize, StateError> {
+        self.stores
+            .iter()
+            .position(|s| s == store)
+            .ok_or_else(|| StateError::UnknownStore(store.to_string(), self.stores.join(", ")))
     }
 
     fn store_cf(&self, store: &str) -> Result<&rocksdb::ColumnFamily, StateError> {
-        if !self.stores.iter().any(|s| s == store) {
-            return Err(StateError::UnknownStore(
-                store.to_string(),
-                self.stores.join(", "),
-            ));
-        }
+        self.index(store)?;
         self.cf(store)
     }
 
@@ -189,53 +397,56 @@ impl TaskState {
         Ok(())
     }
 
-    fn next_outbox_seq(&self) -> Result<u64, StateError> {
-        match self.db.get_cf(self.cf(META)?, NEXT_OUTBOX)? {
-            None => Ok(0),
-            Some(raw) => decode_u64(&raw),
+    /// A store's committed value, through the cache.
+    fn cached_get(&mut self, index: usize, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        if let Some(value) = self.cache[index].values.get(key) {
+            return Ok(value.clone());
         }
+        let value = self.db.get_cf(self.cf(&self.stores[index])?, key)?;
+        self.cache[index].insert(key.to_vec(), value.clone());
+        Ok(value)
     }
 }
 
+/// A derived partition's batch being filled.
+struct OpenBatch {
+    topic: String,
+    partition: i32,
+    builder: BatchBuilder,
+}
+
 /// The buffered writes of one run of records.
-pub struct Run<'a> {
-    state: &'a TaskState,
+#[derive(Default)]
+struct Run {
     /// Per store: key → new value, or `None` for a delete.
     writes: Vec<BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
-    outbox: Vec<OutboxEntry>,
+    /// Batches being filled, one per derived partition emitted to.
+    open: Vec<OpenBatch>,
+    /// Batches full before the commit, in the order they filled.
+    sealed: Vec<OutboxBatch>,
     /// Next producer sequence of the derived partitions this run emitted to.
     sequences: BTreeMap<(String, i32), i32>,
 }
 
-impl Run<'_> {
-    fn index(&self, store: &str) -> Result<usize, StateError> {
-        self.state
-            .stores
-            .iter()
-            .position(|s| s == store)
-            .ok_or_else(|| {
-                StateError::UnknownStore(store.to_string(), self.state.stores.join(", "))
-            })
-    }
-
+impl TaskState {
     /// The value of `key`, as this run has left it.
-    pub fn get(&self, store: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+    pub fn get(&mut self, store: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
         let index = self.index(store)?;
-        if let Some(pending) = self.writes[index].get(key) {
+        if let Some(pending) = self.run.writes[index].get(key) {
             return Ok(pending.clone());
         }
-        self.state.get(store, key)
+        self.cached_get(index, key)
     }
 
     pub fn put(&mut self, store: &str, key: &[u8], value: &[u8]) -> Result<(), StateError> {
         let index = self.index(store)?;
-        self.writes[index].insert(key.to_vec(), Some(value.to_vec()));
+        self.run.writes[index].insert(key.to_vec(), Some(value.to_vec()));
         Ok(())
     }
 
     pub fn delete(&mut self, store: &str, key: &[u8]) -> Result<(), StateError> {
         let index = self.index(store)?;
-        self.writes[index].insert(key.to_vec(), None);
+        self.run.writes[index].insert(key.to_vec(), None);
         Ok(())
     }
 
@@ -248,11 +459,10 @@ impl Run<'_> {
         to: Option<&[u8]>,
     ) -> Result<Vec<Entry>, StateError> {
         let index = self.index(store)?;
-        let cf = self.state.store_cf(store)?;
+        let cf = self.cf(store)?;
         let below_end = |key: &[u8]| to.is_none_or(|end| key < end);
         let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
         let iter = self
-            .state
             .db
             .iterator_cf(cf, IteratorMode::From(from, Direction::Forward));
         for item in iter {
@@ -266,7 +476,7 @@ impl Run<'_> {
             Some(end) => Bound::Excluded(end.to_vec()),
             None => Bound::Unbounded,
         };
-        for (key, value) in self.writes[index].range((Bound::Included(from.to_vec()), upper)) {
+        for (key, value) in self.run.writes[index].range((Bound::Included(from.to_vec()), upper)) {
             merged.insert(key.clone(), value.clone());
         }
         Ok(merged
@@ -281,50 +491,94 @@ impl Run<'_> {
         self.range(store, prefix, end.as_deref())
     }
 
-    /// Queues a record for a derived partition, taking that partition's
-    /// next producer sequence.
+    /// Adds a record to the derived partition's batch. The record's
+    /// producer sequence is fixed here: the partition's next.
     pub fn emit(
         &mut self,
         topic: &str,
         partition: i32,
-        key: Option<Vec<u8>>,
-        value: Option<Vec<u8>>,
-        headers: Vec<(String, Option<Vec<u8>>)>,
-        timestamp: i64,
+        record: NewRecord<'_>,
     ) -> Result<(), StateError> {
-        let slot = (topic.to_string(), partition);
-        let sequence = match self.sequences.get(&slot) {
-            Some(next) => *next,
-            None => self.state.next_sequence(topic, partition)?,
+        let at = match self
+            .run
+            .open
+            .iter()
+            .position(|b| b.partition == partition && b.topic == topic)
+        {
+            Some(at) => at,
+            None => {
+                let (producer_id, epoch) = self.producer.ok_or(StateError::NoProducer)?;
+                let slot = (topic.to_string(), partition);
+                let sequence = match self.run.sequences.get(&slot) {
+                    Some(next) => *next,
+                    None => self.next_sequence(topic, partition)?,
+                };
+                self.run.open.push(OpenBatch {
+                    topic: topic.to_string(),
+                    partition,
+                    builder: BatchBuilder::new(Compression::None).producer(
+                        producer_id,
+                        epoch,
+                        sequence,
+                    ),
+                });
+                self.run.sequences.insert(slot, sequence);
+                self.run.open.len() - 1
+            }
         };
-        self.sequences
-            .insert(slot, sequence.wrapping_add(1) & i32::MAX);
-        self.outbox.push(OutboxEntry {
-            topic: topic.to_string(),
-            partition,
-            sequence,
-            key,
-            value,
-            headers,
-            timestamp,
+        let open = &mut self.run.open[at];
+        open.builder
+            .push(record)
+            .map_err(|e| StateError::Emit(format!("{topic}/{partition}"), e.to_string()))?;
+        if open.builder.len() >= OUTBOX_BATCH_RECORDS_MAX
+            || open.builder.uncompressed_size_bytes() >= OUTBOX_BATCH_BYTES_MAX
+        {
+            let open = self.run.open.swap_remove(at);
+            self.seal(open)?;
+        }
+        Ok(())
+    }
+
+    fn seal(&mut self, open: OpenBatch) -> Result<(), StateError> {
+        let count = i32::try_from(open.builder.len()).expect("bounded by the batch limit");
+        let slot = (open.topic.clone(), open.partition);
+        let next = self
+            .run
+            .sequences
+            .get_mut(&slot)
+            .expect("set when the batch opened");
+        *next = crate::log::add_sequence(*next, count);
+        let batch = open.builder.into_batch().map_err(|e| {
+            StateError::Emit(format!("{}/{}", open.topic, open.partition), e.to_string())
+        })?;
+        self.run.sealed.push(OutboxBatch {
+            topic: open.topic,
+            partition: open.partition,
+            batch,
         });
         Ok(())
     }
 
-    /// Writes everything of the run and `next_input_offset` in one write
-    /// batch.
-    pub fn commit(self, next_input_offset: i64) -> Result<(), StateError> {
-        if let Some(current) = self.state.input_offset()?
-            && next_input_offset < current
-        {
-            return Err(StateError::OffsetBackwards {
-                current,
-                next: next_input_offset,
-            });
+    /// Writes everything of the run and the next input offsets in one write
+    /// batch. Returns how many outbox batches it added.
+    pub fn commit(&mut self, next_input_offsets: &[(&str, i64)]) -> Result<usize, StateError> {
+        for (topic, next) in next_input_offsets {
+            if let Some(current) = self.input_offset(topic)?
+                && *next < current
+            {
+                return Err(StateError::OffsetBackwards {
+                    topic: topic.to_string(),
+                    current,
+                    next: *next,
+                });
+            }
+        }
+        for open in std::mem::take(&mut self.run.open) {
+            self.seal(open)?;
         }
         let mut batch = WriteBatch::default();
-        for (index, writes) in self.writes.iter().enumerate() {
-            let cf = self.state.cf(&self.state.stores[index])?;
+        for (index, writes) in self.run.writes.iter().enumerate() {
+            let cf = self.cf(&self.stores[index])?;
             for (key, value) in writes {
                 match value {
                     Some(value) => batch.put_cf(cf, key, value),
@@ -332,28 +586,44 @@ impl Run<'_> {
                 }
             }
         }
-        let outbox = self.state.cf(OUTBOX)?;
-        let first = self.state.next_outbox_seq()?;
-        for (seq, entry) in (first..).zip(&self.outbox) {
-            let encoded = postcard::to_stdvec(entry)
-                .map_err(|e| StateError::Corrupt(format!("encoding an outbox entry: {e}")))?;
-            batch.put_cf(outbox, seq.to_be_bytes(), encoded);
+        let outbox = self.cf(OUTBOX)?;
+        let first = self.next_outbox;
+        for (seq, entry) in (first..).zip(&self.run.sealed) {
+            batch.put_cf(outbox, seq.to_be_bytes(), entry.encode());
         }
-        let meta = self.state.cf(META)?;
-        if !self.outbox.is_empty() {
-            let next = first + self.outbox.len() as u64;
-            batch.put_cf(meta, NEXT_OUTBOX, next.to_be_bytes());
+        let meta = self.cf(META)?;
+        let next_outbox = first + self.run.sealed.len() as u64;
+        if !self.run.sealed.is_empty() {
+            batch.put_cf(meta, NEXT_OUTBOX, next_outbox.to_be_bytes());
         }
-        for ((topic, partition), next) in &self.sequences {
+        for ((topic, partition), next) in &self.run.sequences {
             batch.put_cf(
                 meta,
                 sequence_key(topic, *partition),
                 i64::from(*next).to_be_bytes(),
             );
         }
-        batch.put_cf(meta, INPUT_OFFSET, next_input_offset.to_be_bytes());
-        self.state.write(batch)
+        for (topic, next) in next_input_offsets {
+            batch.put_cf(meta, input_offset_key(topic), next.to_be_bytes());
+        }
+        self.write(batch)?;
+        self.next_outbox = next_outbox;
+        for index in 0..self.run.writes.len() {
+            for (key, value) in std::mem::take(&mut self.run.writes[index]) {
+                self.cache[index].insert(key, value);
+            }
+        }
+        let added = self.run.sealed.len();
+        self.run.sealed.clear();
+        self.run.sequences.clear();
+        Ok(added)
     }
+}
+
+fn input_offset_key(topic: &str) -> Vec<u8> {
+    let mut key = INPUT_OFFSET_PREFIX.to_vec();
+    key.extend_from_slice(topic.as_bytes());
+    key
 }
 
 fn sequence_key(topic: &str, partition: i32) -> Vec<u8> {
@@ -366,7 +636,7 @@ fn sequence_key(topic: &str, partition: i32) -> Vec<u8> {
 
 /// The smallest key above every key starting with `prefix` (None: there is
 /// none, the prefix is all 0xff).
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < u8::MAX {
@@ -393,7 +663,11 @@ mod tests {
     use super::*;
 
     fn open(dir: &Path) -> TaskState {
-        TaskState::open(dir, &["counts", "users"], false).unwrap()
+        let mut state = TaskState::open(dir, &["counts", "users"], false).unwrap();
+        if state.producer().is_none() {
+            state.set_producer(7, 0).unwrap();
+        }
+        state
     }
 
     fn entries(pairs: &[(&str, &str)]) -> Vec<Entry> {
@@ -403,130 +677,190 @@ mod tests {
             .collect()
     }
 
+    fn record(value: &[u8]) -> NewRecord<'_> {
+        NewRecord::new(None, value, 100)
+    }
+
+    /// (outbox seq, partition, base sequence, record count) of each batch.
+    fn outbox_shape(state: &TaskState) -> Vec<(u64, i32, i32, i32)> {
+        state
+            .outbox()
+            .unwrap()
+            .iter()
+            .map(|(seq, b)| {
+                let header = *RecordBatch::parse(&b.batch).unwrap().header();
+                (*seq, b.partition, header.base_sequence, header.record_count)
+            })
+            .collect()
+    }
+
     #[test]
     fn a_run_reads_its_own_writes_and_commits_them_with_the_offset() {
         let dir = tempfile::tempdir().unwrap();
-        let state = open(dir.path());
-        assert_eq!(state.input_offset().unwrap(), None);
-        let mut run = state.run();
-        run.put("counts", b"a", b"1").unwrap();
-        run.put("counts", b"b", b"2").unwrap();
-        assert_eq!(run.get("counts", b"a").unwrap(), Some(b"1".to_vec()));
+        let mut state = open(dir.path());
+        assert_eq!(state.input_offset("in").unwrap(), None);
+        state.put("counts", b"a", b"1").unwrap();
+        state.put("counts", b"b", b"2").unwrap();
+        assert_eq!(state.get("counts", b"a").unwrap(), Some(b"1".to_vec()));
+        state.commit(&[("in", 10)]).unwrap();
         assert_eq!(
-            state.get("counts", b"a").unwrap(),
-            None,
-            "not before commit"
+            state.committed("counts", b"a").unwrap(),
+            Some(b"1".to_vec())
         );
-        run.commit(10).unwrap();
 
-        let mut run = state.run();
-        run.put("counts", b"a", b"5").unwrap();
-        run.delete("counts", b"b").unwrap();
-        run.put("counts", b"c", b"3").unwrap();
-        assert_eq!(run.get("counts", b"b").unwrap(), None, "the delete is seen");
+        state.put("counts", b"a", b"5").unwrap();
+        state.delete("counts", b"b").unwrap();
+        state.put("counts", b"c", b"3").unwrap();
         assert_eq!(
-            run.range("counts", b"", None).unwrap(),
+            state.get("counts", b"b").unwrap(),
+            None,
+            "the delete is seen"
+        );
+        assert_eq!(
+            state.range("counts", b"", None).unwrap(),
             entries(&[("a", "5"), ("c", "3")])
         );
-        drop(run);
+        state.discard();
         assert_eq!(
             state.entries("counts").unwrap(),
             entries(&[("a", "1"), ("b", "2")]),
             "a dropped run leaves nothing"
         );
-        assert_eq!(state.input_offset().unwrap(), Some(10));
+        assert_eq!(
+            state.get("counts", b"a").unwrap(),
+            Some(b"1".to_vec()),
+            "nor in the cache"
+        );
+        state.discard();
+        assert_eq!(state.input_offset("in").unwrap(), Some(10));
         drop(state);
 
         let state = open(dir.path());
-        assert_eq!(state.input_offset().unwrap(), Some(10));
-        assert_eq!(state.get("counts", b"b").unwrap(), Some(b"2".to_vec()));
+        assert_eq!(
+            state.input_offsets().unwrap(),
+            BTreeMap::from([("in".to_string(), 10)])
+        );
+        assert_eq!(
+            state.committed("counts", b"b").unwrap(),
+            Some(b"2".to_vec())
+        );
+        assert_eq!(state.producer(), Some((7, 0)));
     }
 
     #[test]
     fn scans_merge_pending_writes_over_committed_ones_in_key_order() {
         let dir = tempfile::tempdir().unwrap();
-        let state = open(dir.path());
-        let mut run = state.run();
+        let mut state = open(dir.path());
         for key in ["u/1", "u/3", "u/5", "v/1"] {
-            run.put("users", key.as_bytes(), b"old").unwrap();
+            state.put("users", key.as_bytes(), b"old").unwrap();
         }
-        run.commit(1).unwrap();
-        let mut run = state.run();
-        run.put("users", b"u/2", b"new").unwrap();
-        run.put("users", b"u/3", b"new").unwrap();
-        run.delete("users", b"u/5").unwrap();
-        run.put("users", b"w/1", b"new").unwrap();
+        state.commit(&[("in", 1)]).unwrap();
+        state.put("users", b"u/2", b"new").unwrap();
+        state.put("users", b"u/3", b"new").unwrap();
+        state.delete("users", b"u/5").unwrap();
+        state.put("users", b"w/1", b"new").unwrap();
         assert_eq!(
-            run.scan_prefix("users", b"u/").unwrap(),
+            state.scan_prefix("users", b"u/").unwrap(),
             entries(&[("u/1", "old"), ("u/2", "new"), ("u/3", "new")])
         );
         assert_eq!(
-            run.range("users", b"u/2", Some(b"v/2")).unwrap(),
+            state.range("users", b"u/2", Some(b"v/2")).unwrap(),
             entries(&[("u/2", "new"), ("u/3", "new"), ("v/1", "old")])
+        );
+        assert!(
+            state.scan_prefix("counts", b"u/").unwrap().is_empty(),
+            "stores are apart"
         );
         assert_eq!(prefix_end(&[1, 0xff]), Some(vec![2]));
         assert_eq!(prefix_end(&[0xff, 0xff]), None);
     }
 
     #[test]
-    fn emitted_records_are_committed_with_dense_outbox_and_producer_sequences() {
+    fn emitted_records_become_batches_with_dense_outbox_and_producer_sequences() {
         let dir = tempfile::tempdir().unwrap();
-        let state = open(dir.path());
-        let mut run = state.run();
+        let mut state = open(dir.path());
         for (i, partition) in [0, 1, 0].into_iter().enumerate() {
-            run.emit("out", partition, None, Some(vec![i as u8]), vec![], 100)
-                .unwrap();
+            state.emit("out", partition, record(&[i as u8])).unwrap();
         }
-        run.commit(3).unwrap();
-        let mut run = state.run();
-        run.emit("out", 0, Some(b"k".to_vec()), None, vec![], 101)
-            .unwrap();
-        run.commit(4).unwrap();
-
-        let outbox = state.outbox().unwrap();
-        let seqs: Vec<(u64, i32, i32)> = outbox
+        assert_eq!(state.commit(&[("in", 3)]).unwrap(), 2);
+        state.emit("out", 0, record(b"k")).unwrap();
+        state.commit(&[("in", 4)]).unwrap();
+        assert_eq!(
+            outbox_shape(&state),
+            [(0, 0, 0, 2), (1, 1, 0, 1), (2, 0, 2, 1)]
+        );
+        let (_, first) = &state.outbox().unwrap()[0];
+        let batch = RecordBatch::parse_and_verify(&first.batch).unwrap();
+        assert_eq!(batch.header().producer_id, 7);
+        let records = batch.records(1 << 20).unwrap();
+        let values: Vec<_> = records
             .iter()
-            .map(|(seq, e)| (*seq, e.partition, e.sequence))
+            .map(|r| r.unwrap().value.unwrap().to_vec())
             .collect();
-        assert_eq!(seqs, [(0, 0, 0), (1, 1, 0), (2, 0, 1), (3, 0, 2)]);
+        assert_eq!(
+            values,
+            [vec![0u8], vec![2u8]],
+            "emission order within a partition"
+        );
+
         state.remove_shipped(1).unwrap();
         drop(state);
-        let state = open(dir.path());
-        let left: Vec<u64> = state.outbox().unwrap().iter().map(|(s, _)| *s).collect();
-        assert_eq!(left, [2, 3]);
+        let mut state = open(dir.path());
+        assert_eq!(outbox_shape(&state), [(2, 0, 2, 1)]);
         assert_eq!(state.next_sequence("out", 0).unwrap(), 3);
         assert_eq!(state.next_sequence("out", 1).unwrap(), 1);
-        // New entries continue after the last, shipped or not.
-        let mut run = state.run();
-        run.emit("out", 1, None, None, vec![], 102).unwrap();
-        run.commit(5).unwrap();
-        assert_eq!(state.outbox().unwrap().last().unwrap().0, 4);
-        // Also once everything is shipped and removed.
-        state.remove_shipped(4).unwrap();
+        // New batches continue after the last, shipped or not, also once
+        // everything is shipped and removed.
+        state.remove_shipped(2).unwrap();
+        state.emit("out", 1, record(b"x")).unwrap();
+        state.commit(&[("in", 5)]).unwrap();
+        assert_eq!(outbox_shape(&state), [(3, 1, 1, 1)]);
+    }
+
+    #[test]
+    fn a_full_batch_is_sealed_and_the_next_continues_its_sequences() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = open(dir.path());
+        for _ in 0..OUTBOX_BATCH_RECORDS_MAX + 10 {
+            state.emit("out", 0, record(b"v")).unwrap();
+        }
+        state.commit(&[("in", 1)]).unwrap();
+        let max = OUTBOX_BATCH_RECORDS_MAX as i32;
+        assert_eq!(outbox_shape(&state), [(0, 0, 0, max), (1, 0, max, 10)]);
+    }
+
+    #[test]
+    fn an_empty_run_moves_only_the_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = open(dir.path());
+        assert_eq!(state.commit(&[("in", 4)]).unwrap(), 0);
+        assert_eq!(state.input_offset("in").unwrap(), Some(4));
         assert!(state.outbox().unwrap().is_empty());
-        let mut run = state.run();
-        run.emit("out", 1, None, None, vec![], 103).unwrap();
-        run.commit(6).unwrap();
-        assert_eq!(state.outbox().unwrap()[0].0, 5);
+        assert!(state.entries("counts").unwrap().is_empty());
     }
 
     #[test]
     fn the_input_offset_never_moves_back_and_names_are_checked() {
         let dir = tempfile::tempdir().unwrap();
-        let state = open(dir.path());
-        state.run().commit(7).unwrap();
-        let mut run = state.run();
-        run.put("counts", b"x", b"1").unwrap();
+        let mut state = open(dir.path());
+        state.commit(&[("in", 7)]).unwrap();
+        state.put("counts", b"x", b"1").unwrap();
         assert!(matches!(
-            run.commit(6),
+            state.commit(&[("in", 6)]),
             Err(StateError::OffsetBackwards {
                 current: 7,
-                next: 6
+                next: 6,
+                ..
             })
         ));
-        assert_eq!(state.get("counts", b"x").unwrap(), None, "nothing written");
+        state.discard();
+        assert_eq!(
+            state.committed("counts", b"x").unwrap(),
+            None,
+            "nothing written"
+        );
         assert!(matches!(
-            state.run().put("nope", b"k", b"v"),
+            state.put("nope", b"k", b"v"),
             Err(StateError::UnknownStore(..))
         ));
         drop(state);
@@ -534,5 +868,19 @@ mod tests {
             TaskState::open(dir.path(), &["meta"], false),
             Err(StateError::ReservedName(_))
         ));
+    }
+
+    #[test]
+    fn read_only_opening_sees_the_stores_while_the_writer_holds_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = open(dir.path());
+        state.put("users", b"u", b"1").unwrap();
+        state.emit("out", 0, record(b"v")).unwrap();
+        state.commit(&[("in", 1)]).unwrap();
+        let reader = TaskState::open_read_only(dir.path()).unwrap();
+        assert_eq!(reader.stores(), ["counts", "users"]);
+        assert_eq!(reader.entries("users").unwrap(), entries(&[("u", "1")]));
+        assert_eq!(reader.outbox().unwrap().len(), 1);
+        assert_eq!(reader.input_offset("in").unwrap(), Some(1));
     }
 }

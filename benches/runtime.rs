@@ -1,0 +1,211 @@
+//! Embedded stateful processing next to a plain fetch-and-decode loop over
+//! the same records, in one run (`make bench-runtime`).
+//!
+//! The input: one partition of 100-byte records (a 10-byte key out of
+//! 100,000 distinct keys, a 90-byte value), in uncompressed batches of 1,000.
+//!
+//! - `plain loop`: read the partition from the log in 4 MiB fetches, verify
+//!   and decode every batch, decode each record's key as UTF-8 and touch its
+//!   value: the floor any processing pays.
+//! - `count`: an app whose processor keeps `counts`: key → u64 in RocksDB
+//!   (a get and a put per record), committed exactly-once with the input
+//!   offset.
+//! - `count + emit`: the same, also emitting the new count to a derived
+//!   topic (wordcount-style): outbox in the commit, shipped to the log.
+//!
+//! Each case runs `ROUNDS` times after a warm-up read; the best round is
+//! reported, with its ratio to the plain loop's best.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use strata::log::{LogConfig, LogManager};
+use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
+use strata::runtime::{
+    App, CommitInterval, Context, Location, ProcessError, Processor, Record, RunOptions,
+    async_trait,
+};
+
+const RECORDS: u64 = 2_000_000;
+const KEYS: u64 = 100_000;
+const ROUNDS: usize = 3;
+const FETCH_BYTES: u64 = 4 << 20;
+
+#[derive(Clone)]
+struct Count {
+    emit_to: Option<String>,
+}
+
+#[async_trait]
+impl Processor for Count {
+    type Key = String;
+    type Value = Vec<u8>;
+
+    async fn process(
+        &mut self,
+        record: Record<String, Vec<u8>>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        let mut counts = ctx.store::<String, u64>("counts");
+        let count = counts.get(&record.key)?.unwrap_or(0) + 1;
+        counts.put(&record.key, &count)?;
+        if let Some(topic) = &self.emit_to {
+            ctx.emit(topic, &record.key, &count.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    // `cargo bench` passes `--bench`; a filter argument is not supported.
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().join("data");
+    let bytes = write_input(&data)?;
+    println!(
+        "input: {RECORDS} records of 100 bytes ({:.0} MiB of batches), {KEYS} distinct keys, 1 partition",
+        bytes as f64 / (1 << 20) as f64
+    );
+    plain_loop(&data)?; // warm-up: the segment in the page cache
+
+    let commit = CommitInterval::default();
+    println!(
+        "commit interval: {} records / {} MiB / {} ms, whichever first; state WAL fsynced per commit",
+        commit.records,
+        commit.bytes >> 20,
+        commit.interval.as_millis()
+    );
+    let mut plain = Vec::new();
+    let mut counted = Vec::new();
+    let mut emitted = Vec::new();
+    let runtime = tokio::runtime::Runtime::new()?;
+    for round in 0..ROUNDS {
+        plain.push(plain_loop(&data)?);
+        counted.push(runtime.block_on(stateful(&data, &format!("count-{round}"), None))?);
+        let topic = format!("counts-{round}");
+        emitted.push(runtime.block_on(stateful(&data, &format!("emit-{round}"), Some(topic)))?);
+    }
+    let best = |rates: &[f64]| rates.iter().copied().fold(0.0, f64::max);
+    let floor = best(&plain);
+    println!(
+        "\n{:<16} {:>14} {:>10}   rounds",
+        "case", "records/s", "ratio"
+    );
+    for (name, rates) in [
+        ("plain loop", &plain),
+        ("count", &counted),
+        ("count + emit", &emitted),
+    ] {
+        let rounds: Vec<String> = rates.iter().map(|r| format!("{:.2}M", r / 1e6)).collect();
+        println!(
+            "{name:<16} {:>14.0} {:>9.2}x   {}",
+            best(rates),
+            best(rates) / floor,
+            rounds.join(" ")
+        );
+    }
+    Ok(())
+}
+
+fn key(n: u64) -> String {
+    format!("key-{n:06}")
+}
+
+/// Writes the input; returns its size in bytes.
+fn write_input(data: &Path) -> anyhow::Result<u64> {
+    let log = LogManager::open(data, LogConfig::default())?;
+    let topic = log.create_topic("events", 1, BTreeMap::new())?;
+    let partition = &topic.partitions[0];
+    let value = [b'v'; 90];
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    // Recent timestamps, or retention (7 days) would delete the input.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as i64;
+    let mut written = 0;
+    while written < RECORDS {
+        let mut builder = BatchBuilder::new(Compression::None);
+        for _ in 0..1_000 {
+            // xorshift: uniform over the keys, every key seen ~20 times.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            builder.push(NewRecord::new(
+                Some(key(state % KEYS).as_bytes()),
+                &value,
+                now - (RECORDS - written) as i64,
+            ))?;
+            written += 1;
+        }
+        partition.append(&builder.build()?)?;
+    }
+    partition.flush()?;
+    let size = partition.size_bytes();
+    log.close()?;
+    Ok(size)
+}
+
+/// Records/s of reading and decoding the whole partition.
+fn plain_loop(data: &Path) -> anyhow::Result<f64> {
+    let log = LogManager::open(data, LogConfig::default())?;
+    let partition = log.partition("events", 0)?;
+    let started = Instant::now();
+    let (mut next, end) = (0, partition.log_end_offset());
+    let (mut records, mut touched) = (0u64, 0usize);
+    while next < end {
+        let fetched = partition.read(next, FETCH_BYTES)?.read_to_vec()?;
+        let mut rest = &fetched[..];
+        while let Ok(batch) = RecordBatch::parse_and_verify(rest) {
+            rest = &rest[batch.size_bytes()..];
+            for record in batch.records(64 << 20)?.iter() {
+                let record = record?;
+                let key = std::str::from_utf8(record.key.unwrap_or_default())?;
+                touched += key.len() + record.value.map_or(0, |v| v[0] as usize);
+                records += 1;
+            }
+            next = batch.header().next_offset();
+        }
+    }
+    let elapsed = started.elapsed();
+    std::hint::black_box(touched);
+    log.close()?;
+    anyhow::ensure!(records == RECORDS, "read {records} records");
+    Ok(rate(records, elapsed))
+}
+
+/// Records/s of one app run over the whole input, from a fresh state.
+async fn stateful(data: &Path, name: &str, emit_to: Option<String>) -> anyhow::Result<f64> {
+    let mut app = App::new(name)
+        .processor(
+            "count",
+            Count {
+                emit_to: emit_to.clone(),
+            },
+        )
+        .input("events")
+        .store::<String, u64>("counts");
+    if let Some(topic) = &emit_to {
+        app = app.output(topic);
+    }
+    let location = Location::embedded(data, name);
+    let options = RunOptions {
+        until_end: true,
+        ..RunOptions::default()
+    };
+    let summary = app.run(&location, options, std::future::pending()).await?;
+    anyhow::ensure!(
+        summary.records == RECORDS,
+        "processed {} records",
+        summary.records
+    );
+    let distinct = app.dump_state_lines(&location, Some("counts"))?.len() as u64;
+    anyhow::ensure!(
+        distinct <= KEYS && distinct > KEYS * 9 / 10,
+        "{distinct} keys counted"
+    );
+    Ok(rate(summary.records, summary.elapsed))
+}
+
+fn rate(records: u64, elapsed: Duration) -> f64 {
+    records as f64 / elapsed.as_secs_f64().max(1e-9)
+}

@@ -1,0 +1,208 @@
+//! How tasks reach the log: embedded (the app opened the data directory and
+//! reads segments directly, appends to partitions itself) or remote (the
+//! Kafka-protocol client against strata or any Kafka-compatible cluster).
+//! The two behave the same to a task: fetch whole batches from an offset,
+//! ask for end offsets, create derived topics, get a producer id, and
+//! append stamped batches, where a resend the log already holds counts as
+//! appended.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::client::{self, Admin, ClientError, Cluster, FetchOptions, Fetcher};
+use crate::log::{LogError, LogManager};
+
+use super::error::RuntimeError;
+
+/// Whole batches read from one partition.
+pub(crate) struct Fetched {
+    pub records: Bytes,
+    pub log_start_offset: i64,
+}
+
+#[derive(Clone)]
+pub(crate) enum LogAccess {
+    Embedded(Arc<LogManager>),
+    Remote(Arc<Remote>),
+}
+
+pub(crate) struct Remote {
+    pub cluster: Arc<Cluster>,
+    fetcher: Fetcher,
+    admin: Admin,
+}
+
+impl Remote {
+    pub fn new(cluster: Arc<Cluster>) -> Self {
+        let options = FetchOptions {
+            min_bytes: 1,
+            max_wait: Duration::from_millis(200),
+        };
+        Self {
+            fetcher: Fetcher::new(Arc::clone(&cluster), options),
+            admin: Admin::new(Arc::clone(&cluster)),
+            cluster,
+        }
+    }
+}
+
+impl LogAccess {
+    /// Partitions of `topic`, or `None` if it does not exist.
+    pub async fn partition_count(&self, topic: &str) -> Result<Option<i32>, RuntimeError> {
+        match self {
+            Self::Embedded(log) => Ok(log.topic(topic).map(|t| t.partitions.len() as i32)),
+            Self::Remote(remote) => match remote.cluster.partition_count(topic).await {
+                Ok(count) => Ok(Some(count as i32)),
+                Err(ClientError::UnknownTopic(_)) => Ok(None),
+                Err(ClientError::Kafka { code, .. })
+                    if code == client::error::codes::UNKNOWN_TOPIC_OR_PARTITION =>
+                {
+                    Ok(None)
+                }
+                Err(error) => Err(error.into()),
+            },
+        }
+    }
+
+    /// Creates `topic` with `partitions` unless it exists; returns its
+    /// partition count either way.
+    pub async fn ensure_topic(&self, topic: &str, partitions: i32) -> Result<i32, RuntimeError> {
+        if let Some(count) = self.partition_count(topic).await? {
+            return Ok(count);
+        }
+        match self {
+            Self::Embedded(log) => match log.create_topic(topic, partitions, Default::default()) {
+                Ok(created) => Ok(created.partitions.len() as i32),
+                Err(LogError::TopicExists(_)) => {
+                    Ok(self.partition_count(topic).await?.unwrap_or(partitions))
+                }
+                Err(error) => Err(error.into()),
+            },
+            Self::Remote(remote) => {
+                if let Err(error) = remote.admin.create_topic(topic, partitions, &[]).await {
+                    // Another task may have created it meanwhile.
+                    let code = match &error {
+                        ClientError::Kafka { code, .. } => *code,
+                        _ => 0,
+                    };
+                    if code != client::error::codes::TOPIC_ALREADY_EXISTS {
+                        return Err(error.into());
+                    }
+                }
+                remote.cluster.invalidate(topic).await;
+                for _ in 0..50 {
+                    if let Some(count) = self.partition_count(topic).await? {
+                        return Ok(count);
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(RuntimeError::Config(format!(
+                    "topic {topic:?} was created but the cluster does not report it"
+                )))
+            }
+        }
+    }
+
+    /// Whole batches from `offset`, up to about `max_bytes`. Embedded reads
+    /// return at once; remote ones wait briefly for data at the end.
+    pub async fn fetch(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: u32,
+    ) -> Result<Fetched, RuntimeError> {
+        match self {
+            Self::Embedded(log) => {
+                let log = log.partition(topic, partition)?;
+                let read = log.read(offset, u64::from(max_bytes))?;
+                Ok(Fetched {
+                    records: Bytes::from(read.read_to_vec()?),
+                    log_start_offset: read.log_start_offset,
+                })
+            }
+            Self::Remote(remote) => {
+                let max = i32::try_from(max_bytes).unwrap_or(i32::MAX);
+                let fetched = remote.fetcher.fetch(topic, partition, offset, max).await?;
+                Ok(Fetched {
+                    records: fetched.records,
+                    log_start_offset: fetched.log_start_offset,
+                })
+            }
+        }
+    }
+
+    /// The offset after the last record of `topic`/`partition`.
+    pub async fn end_offset(&self, topic: &str, partition: i32) -> Result<i64, RuntimeError> {
+        match self {
+            Self::Embedded(log) => Ok(log.partition(topic, partition)?.log_end_offset()),
+            Self::Remote(remote) => Ok(remote
+                .admin
+                .list_offset(topic, partition, client::LATEST)
+                .await?
+                .unwrap_or(0)),
+        }
+    }
+
+    /// The first offset still retained.
+    pub async fn start_offset(&self, topic: &str, partition: i32) -> Result<i64, RuntimeError> {
+        match self {
+            Self::Embedded(log) => Ok(log.partition(topic, partition)?.log_start_offset()),
+            Self::Remote(remote) => Ok(remote
+                .admin
+                .list_offset(topic, partition, client::EARLIEST)
+                .await?
+                .unwrap_or(0)),
+        }
+    }
+
+    /// A producer id never handed out before, with its epoch.
+    pub async fn new_producer(&self) -> Result<(i64, i16), RuntimeError> {
+        match self {
+            Self::Embedded(log) => {
+                let id = log.producer_ids().new_producer()?;
+                Ok((id.producer_id, id.epoch))
+            }
+            Self::Remote(remote) => Ok(client::new_producer_id(&remote.cluster).await?),
+        }
+    }
+
+    /// Appends a batch stamped with a producer id and sequences; a batch the
+    /// log already holds counts as appended. Returns the offset after it.
+    pub async fn append(
+        &self,
+        topic: &str,
+        partition: i32,
+        batch: &[u8],
+    ) -> Result<(), RuntimeError> {
+        match self {
+            Self::Embedded(log) => match log.partition(topic, partition)?.append(batch) {
+                Ok(_) | Err(LogError::DuplicateSequence { .. }) => Ok(()),
+                Err(error) => Err(error.into()),
+            },
+            Self::Remote(remote) => {
+                client::append_batch(
+                    &remote.cluster,
+                    topic,
+                    partition,
+                    Bytes::copy_from_slice(batch),
+                )
+                .await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Makes what was appended to the partitions durable (embedded; a
+    /// remote append with acks=all already is).
+    pub fn flush(&self, partitions: &[(String, i32)]) -> Result<(), RuntimeError> {
+        if let Self::Embedded(log) = self {
+            for (topic, partition) in partitions {
+                log.partition(topic, *partition)?.flush()?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,377 @@
+//! Running an app: open the log (embedded) or connect (remote), resolve
+//! the topology (derived topics created, partition counts known), start one
+//! task per processor and input partition, and stop them on a signal or,
+//! with `until_end`, once everything the inputs held at start has flowed
+//! through the whole pipeline.
+//!
+//! `until_end` in a pipeline: a task whose inputs are all external (written
+//! by no processor of the app) stops at the end offsets those inputs had at
+//! start. A task reading a derived topic learns its end only once every
+//! task writing that topic has stopped (and so shipped everything); the
+//! derived topic's end offsets at that moment are its target.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::client::{ClientConfig, Cluster};
+use crate::log::{LogConfig, LogManager};
+
+use super::context::Output;
+use super::error::RuntimeError;
+use super::log_access::{LogAccess, Remote};
+use super::task::{self, Targets, TaskProgress, TaskSetup};
+use super::topology::App;
+
+/// Where an app's log and state are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// The app opens the log directory itself; state under `state_dir`.
+    Embedded {
+        data_dir: PathBuf,
+        state_dir: PathBuf,
+    },
+    /// Through the client; state under `state_dir`.
+    Remote {
+        bootstrap: String,
+        state_dir: PathBuf,
+    },
+}
+
+impl Location {
+    /// Embedded, with the state kept inside the data directory
+    /// (`<data>/apps/<app>`; the log ignores directories it did not make).
+    pub fn embedded(data_dir: &Path, app: &str) -> Self {
+        Self::Embedded {
+            data_dir: data_dir.to_path_buf(),
+            state_dir: data_dir.join("apps").join(app),
+        }
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        match self {
+            Self::Embedded { state_dir, .. } | Self::Remote { state_dir, .. } => state_dir,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Stop once the external inputs are processed up to the ends they had
+    /// at start and everything derived from them inside the app too.
+    pub until_end: bool,
+    /// Embedded only: also serve the Kafka protocol on this address.
+    pub serve: Option<SocketAddr>,
+    /// Print a progress line this often (to stderr); never when `None`.
+    pub progress_every: Option<Duration>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Tasks run: one per processor and input partition.
+    pub tasks: usize,
+    pub records: u64,
+    pub elapsed: Duration,
+}
+
+/// One task as the runner tracks it.
+struct TaskHandle {
+    processor: usize,
+    partition: i32,
+    targets: watch::Sender<Option<Targets>>,
+    done: bool,
+}
+
+impl App {
+    /// Runs the app until `stop` completes (or, with `until_end`, until
+    /// the inputs are drained), then commits and ships everything.
+    pub async fn run(
+        &self,
+        location: &Location,
+        options: RunOptions,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<RunSummary, RuntimeError> {
+        self.check().map_err(RuntimeError::Config)?;
+        let started = Instant::now();
+        let (log, embedded) = open(location).await?;
+        let served = match (&embedded, options.serve) {
+            (Some(manager), Some(addr)) => Some(serve(Arc::clone(manager), addr).await?),
+            (None, Some(_)) => {
+                return Err(RuntimeError::Config(
+                    "--serve needs the embedded log (--data-dir)".into(),
+                ));
+            }
+            _ => None,
+        };
+        let result = self.run_tasks(&log, location, &options, stop).await;
+        if let Some((shutdown, server)) = served {
+            let _ = shutdown.send(true);
+            let _ = server.await;
+        }
+        drop(log);
+        // Closing flushes every partition and marks the shutdown clean.
+        if let Some(manager) = embedded {
+            match Arc::try_unwrap(manager) {
+                Ok(manager) => manager.close()?,
+                Err(_) => tracing::warn!("the log is still in use; not closed cleanly"),
+            }
+        }
+        let (tasks, records) = result?;
+        Ok(RunSummary {
+            tasks,
+            records,
+            elapsed: started.elapsed(),
+        })
+    }
+
+    async fn run_tasks(
+        &self,
+        log: &LogAccess,
+        location: &Location,
+        options: &RunOptions,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<(usize, u64), RuntimeError> {
+        let partitions = self.resolve(log).await?;
+        let stop_flag = Arc::new(AtomicBool::new(false));
+        let progress = Arc::new(TaskProgress::default());
+        let handle = tokio::runtime::Handle::current();
+        let mut tasks = Vec::new();
+        let mut running = JoinSet::new();
+        for (index, spec) in self.processors.iter().enumerate() {
+            let mut outputs = Vec::new();
+            for output in &spec.outputs {
+                outputs.push(Output {
+                    spec: output.clone(),
+                    partitions: partitions[&output.topic],
+                });
+            }
+            for partition in 0..partitions[&spec.inputs[0]] {
+                let (targets, targets_rx) = watch::channel(None);
+                let setup = TaskSetup {
+                    spec: spec.clone(),
+                    partition,
+                    dir: location
+                        .state_dir()
+                        .join(&spec.name)
+                        .join(partition.to_string()),
+                    outputs: outputs
+                        .iter()
+                        .map(|o| Output {
+                            spec: o.spec.clone(),
+                            partitions: o.partitions,
+                        })
+                        .collect(),
+                    config: self.config,
+                    log: log.clone(),
+                    stop: Arc::clone(&stop_flag),
+                    targets: targets_rx,
+                    progress: Arc::clone(&progress),
+                };
+                let id = tasks.len();
+                let handle = handle.clone();
+                running.spawn_blocking(move || {
+                    let name = setup.name();
+                    (id, name, handle.block_on(task::run(setup)))
+                });
+                tasks.push(TaskHandle {
+                    processor: index,
+                    partition,
+                    targets,
+                    done: false,
+                });
+            }
+        }
+        if options.until_end {
+            self.set_targets(log, &mut tasks, &partitions).await?;
+        }
+        tokio::pin!(stop);
+        let mut stopping = false;
+        let mut failure: Option<RuntimeError> = None;
+        let mut ticker =
+            tokio::time::interval(options.progress_every.unwrap_or(Duration::from_secs(3600)));
+        ticker.tick().await;
+        let mut last = (Instant::now(), 0u64);
+        let mut maintenance = tokio::time::interval(Duration::from_secs(1));
+        while !running.is_empty() {
+            tokio::select! {
+                () = &mut stop, if !stopping => {
+                    stopping = true;
+                    stop_flag.store(true, Ordering::Relaxed);
+                }
+                _ = ticker.tick(), if options.progress_every.is_some() => {
+                    let records = progress.records.load(Ordering::Relaxed);
+                    let rate = (records - last.1) as f64 / last.0.elapsed().as_secs_f64().max(1e-3);
+                    eprintln!("{}: {records} records processed ({rate:.0}/s)", self.name);
+                    last = (Instant::now(), records);
+                }
+                _ = maintenance.tick() => {
+                    if let LogAccess::Embedded(manager) = log {
+                        manager.flush_due();
+                        manager.enforce_retention();
+                    }
+                }
+                joined = running.join_next() => {
+                    let Some(joined) = joined else { break };
+                    let (id, name, result) = joined.map_err(|e| RuntimeError::Config(format!("a task panicked: {e}")))?;
+                    tasks[id].done = true;
+                    match result {
+                        Ok(()) if options.until_end && failure.is_none() => {
+                            self.set_targets(log, &mut tasks, &partitions).await?;
+                        }
+                        Ok(()) => {}
+                        Err(error) => {
+                            tracing::error!(task = %name, "{error}");
+                            failure.get_or_insert(error);
+                            stop_flag.store(true, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+        }
+        match failure {
+            Some(error) => Err(error),
+            None => Ok((tasks.len(), progress.records.load(Ordering::Relaxed))),
+        }
+    }
+
+    /// Partition counts of every topic of the app, creating derived topics
+    /// (with their processor's input partition count unless declared).
+    async fn resolve(&self, log: &LogAccess) -> Result<BTreeMap<String, i32>, RuntimeError> {
+        let mut partitions: BTreeMap<String, i32> = BTreeMap::new();
+        for topic in self.external_inputs() {
+            let count = log.partition_count(&topic).await?.ok_or_else(|| {
+                RuntimeError::Config(format!(
+                    "input topic {topic:?} does not exist (create it first, e.g. `strata topics create {topic} --partitions 4`)"
+                ))
+            })?;
+            partitions.insert(topic, count);
+        }
+        // Processors in an order where each one's inputs are known: a
+        // derived topic is created by the processor that writes it.
+        let mut left: Vec<usize> = (0..self.processors.len()).collect();
+        while !left.is_empty() {
+            let ready = left.iter().position(|&i| {
+                self.processors[i]
+                    .inputs
+                    .iter()
+                    .all(|t| partitions.contains_key(t))
+            });
+            let Some(at) = ready else {
+                let names: Vec<&str> = left
+                    .iter()
+                    .map(|&i| self.processors[i].name.as_str())
+                    .collect();
+                return Err(RuntimeError::Config(format!(
+                    "processors {names:?} read each other's outputs in a cycle"
+                )));
+            };
+            let spec = &self.processors[left.remove(at)];
+            let counts: Vec<i32> = spec.inputs.iter().map(|t| partitions[t]).collect();
+            if counts.iter().any(|&c| c != counts[0]) {
+                return Err(RuntimeError::Config(format!(
+                    "the inputs of processor {:?} ({:?}) have different partition counts {counts:?}; partition i of each goes to one task, so they must match",
+                    spec.name, spec.inputs
+                )));
+            }
+            for output in &spec.outputs {
+                let wanted = output.partitions.unwrap_or(counts[0]);
+                let count = log.ensure_topic(&output.topic, wanted).await?;
+                if let Some(known) = partitions.get(&output.topic)
+                    && *known != count
+                {
+                    return Err(RuntimeError::Config(format!(
+                        "topic {:?}: partition counts disagree",
+                        output.topic
+                    )));
+                }
+                partitions.insert(output.topic.clone(), count);
+            }
+        }
+        Ok(partitions)
+    }
+
+    /// Gives every task whose inputs' ends are now known its targets: the
+    /// current end offsets of external inputs (once, at start) and of
+    /// derived topics all of whose writing tasks have stopped.
+    async fn set_targets(
+        &self,
+        log: &LogAccess,
+        tasks: &mut [TaskHandle],
+        partitions: &BTreeMap<String, i32>,
+    ) -> Result<(), RuntimeError> {
+        let external = self.external_inputs();
+        let settled = |topic: &String| {
+            external.contains(topic)
+                || tasks.iter().all(|t| {
+                    t.done
+                        || !self.processors[t.processor]
+                            .outputs
+                            .iter()
+                            .any(|o| &o.topic == topic)
+                })
+        };
+        let mut ready = Vec::new();
+        for (id, task) in tasks.iter().enumerate() {
+            let inputs = &self.processors[task.processor].inputs;
+            if task.done || task.targets.borrow().is_some() || !inputs.iter().all(settled) {
+                continue;
+            }
+            ready.push(id);
+        }
+        for id in ready {
+            let task = &tasks[id];
+            let mut targets = Targets::new();
+            for topic in &self.processors[task.processor].inputs {
+                debug_assert!(partitions.contains_key(topic));
+                targets.insert(topic.clone(), log.end_offset(topic, task.partition).await?);
+            }
+            let _ = task.targets.send(Some(targets));
+        }
+        Ok(())
+    }
+}
+
+/// Opens the log (embedded) or connects (remote).
+async fn open(location: &Location) -> Result<(LogAccess, Option<Arc<LogManager>>), RuntimeError> {
+    match location {
+        Location::Embedded { data_dir, .. } => {
+            let manager = Arc::new(LogManager::open(data_dir, LogConfig::default())?);
+            Ok((LogAccess::Embedded(Arc::clone(&manager)), Some(manager)))
+        }
+        Location::Remote { bootstrap, .. } => {
+            let cluster = Cluster::connect(ClientConfig::new(bootstrap)).await?;
+            Ok((LogAccess::Remote(Arc::new(Remote::new(cluster))), None))
+        }
+    }
+}
+
+type Served = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
+
+/// Serves the Kafka protocol over the embedded log in this process.
+async fn serve(log: Arc<LogManager>, addr: SocketAddr) -> Result<Served, RuntimeError> {
+    let config = crate::broker::BrokerConfig {
+        listen: addr,
+        ..Default::default()
+    };
+    let broker = crate::broker::Broker::bind(config, log)
+        .await
+        .map_err(|e| RuntimeError::Config(format!("serving on {addr}: {e}")))?;
+    eprintln!("serving the Kafka protocol on {}", broker.local_addr());
+    let (stop, mut stopped) = watch::channel(false);
+    let server = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        if let Err(error) = broker.serve(shutdown).await {
+            tracing::error!("serving: {error}");
+        }
+    });
+    Ok((stop, server))
+}

@@ -1,0 +1,411 @@
+//! One task: one processor on partition i of each of its input topics.
+//!
+//! The loop (DESIGN.md, "The exactly-once commit protocol"): fetch whole
+//! batches from the task's input offsets → call the processor for each
+//! record, its writes and emits buffered in the run → when the commit
+//! interval is reached, write ONE RocksDB batch {state writes, outbox
+//! batches, input offsets} → append the outbox batches to the log with the
+//! task's producer id and their fixed sequences → drop the shipped entries.
+//! On start the task ships whatever its outbox still holds: batches the log
+//! already has are recognised by their sequences and not written twice.
+//!
+//! The task runs on a blocking thread (RocksDB calls block) and drives its
+//! async parts (the processor, remote fetches) with the runtime's handle.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use crate::record::RecordBatch;
+
+use super::context::{Context, Output, Position};
+use super::error::RuntimeError;
+use super::log_access::LogAccess;
+use super::state::TaskState;
+use super::topology::{ErasedProcessor, ProcessorSpec, RawRecord, TaskConfig};
+
+/// Largest decompressed records section of one input batch.
+const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
+/// Pause of an embedded task with nothing to read.
+const IDLE_WAIT: Duration = Duration::from_millis(10);
+
+/// End offsets, per input topic, at which a task running `--until-end`
+/// stops.
+pub(crate) type Targets = BTreeMap<String, i64>;
+
+/// Counters a running task shares with the app.
+#[derive(Default)]
+pub(crate) struct TaskProgress {
+    pub records: AtomicU64,
+}
+
+pub(crate) struct TaskSetup {
+    pub spec: ProcessorSpec,
+    pub partition: i32,
+    pub dir: PathBuf,
+    pub outputs: Vec<Output>,
+    pub config: TaskConfig,
+    pub log: LogAccess,
+    pub stop: Arc<AtomicBool>,
+    /// Set (for `--until-end`) once the ends of every input are known.
+    pub targets: watch::Receiver<Option<Targets>>,
+    pub progress: Arc<TaskProgress>,
+}
+
+impl TaskSetup {
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.spec.name, self.partition)
+    }
+}
+
+/// An input topic's position in this task.
+struct Input {
+    topic: Arc<str>,
+    next: i64,
+}
+
+/// What the current run holds since its last commit.
+struct Pending {
+    records: u64,
+    bytes: u64,
+    since: Instant,
+    /// Whether anything moved (records, or offsets past skipped batches).
+    moved: bool,
+}
+
+impl Pending {
+    fn new() -> Self {
+        Self {
+            records: 0,
+            bytes: 0,
+            since: Instant::now(),
+            moved: false,
+        }
+    }
+
+    fn due(&self, config: &TaskConfig) -> bool {
+        self.moved
+            && (self.records >= config.commit.records
+                || self.bytes >= config.commit.bytes
+                || self.since.elapsed() >= config.commit.interval)
+    }
+}
+
+struct Task {
+    setup: TaskSetup,
+    state: TaskState,
+    inputs: Vec<Input>,
+    processor: Box<dyn ErasedProcessor>,
+    pending: Pending,
+}
+
+/// Runs the task until it is told to stop, it reaches its targets, or it
+/// fails. A clean end commits and ships everything first.
+pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
+    let name = setup.name();
+    std::fs::create_dir_all(&setup.dir).map_err(|error| RuntimeError::Io {
+        context: format!("creating {}", setup.dir.display()),
+        error,
+    })?;
+    let stores: Vec<&str> = setup.spec.stores.iter().map(|s| s.name.as_str()).collect();
+    let mut state = TaskState::open(&setup.dir, &stores, setup.config.sync)?;
+    if !setup.outputs.is_empty() && state.producer().is_none() {
+        let (id, epoch) = setup.log.new_producer().await?;
+        state.set_producer(id, epoch)?;
+    }
+    let mut inputs = Vec::new();
+    for topic in &setup.spec.inputs {
+        let next = match state.input_offset(topic)? {
+            Some(next) => next,
+            None => setup.log.start_offset(topic, setup.partition).await?,
+        };
+        inputs.push(Input {
+            topic: Arc::from(topic.as_str()),
+            next,
+        });
+    }
+    let processor = (setup.spec.factory)(setup.spec.key_codec, setup.spec.value_codec);
+    let mut task = Task {
+        setup,
+        state,
+        inputs,
+        processor,
+        pending: Pending::new(),
+    };
+    task.ship().await?;
+    tracing::debug!(task = %name, "started");
+    task.lifecycle("init").await?;
+    task.pending.moved = true;
+    task.pump().await?;
+    task.lifecycle("close").await?;
+    task.pending.moved = true;
+    task.commit().await?;
+    tracing::debug!(task = %name, "stopped");
+    Ok(())
+}
+
+impl Task {
+    /// The fetch-process-commit loop.
+    async fn pump(&mut self) -> Result<(), RuntimeError> {
+        let mut turn = 0usize;
+        loop {
+            if self.setup.stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let targets = self.setup.targets.borrow().clone();
+            if let Some(targets) = &targets
+                && self.reached(targets)
+            {
+                return Ok(());
+            }
+            let mut fetched_any = false;
+            for step in 0..self.inputs.len() {
+                let at = (turn + step) % self.inputs.len();
+                let limit = targets
+                    .as_ref()
+                    .and_then(|t| t.get(&*self.inputs[at].topic).copied());
+                if limit.is_some_and(|end| self.inputs[at].next >= end) {
+                    continue;
+                }
+                if self.fetch_and_process(at).await? {
+                    fetched_any = true;
+                    turn = at + 1;
+                    break;
+                }
+            }
+            if self.pending.due(&self.setup.config) {
+                self.commit().await?;
+            }
+            if !fetched_any && matches!(self.setup.log, LogAccess::Embedded(_)) {
+                tokio::time::sleep(IDLE_WAIT).await;
+            }
+        }
+    }
+
+    fn reached(&self, targets: &super::task::Targets) -> bool {
+        self.inputs
+            .iter()
+            .all(|i| targets.get(&*i.topic).is_some_and(|end| i.next >= *end))
+    }
+
+    /// Fetches from input `at` and processes what came; false if nothing did.
+    async fn fetch_and_process(&mut self, at: usize) -> Result<bool, RuntimeError> {
+        let (topic, partition) = (Arc::clone(&self.inputs[at].topic), self.setup.partition);
+        let next = self.inputs[at].next;
+        let fetched = match self
+            .setup
+            .log
+            .fetch(&topic, partition, next, self.setup.config.fetch_bytes)
+            .await
+        {
+            Ok(fetched) => fetched,
+            Err(RuntimeError::Client(crate::client::ClientError::OffsetOutOfRange { .. }))
+            | Err(RuntimeError::Log(crate::log::LogError::OffsetOutOfRange { .. })) => {
+                let start = self.setup.log.start_offset(&topic, partition).await?;
+                return Err(self.input_gone(&topic, start, next));
+            }
+            Err(error) => return Err(error),
+        };
+        if fetched.log_start_offset > next {
+            return Err(self.input_gone(&topic, fetched.log_start_offset, next));
+        }
+        let mut rest: &[u8] = &fetched.records;
+        let mut any = false;
+        while !rest.is_empty() {
+            // A fetch may end inside a batch; the next fetch starts there.
+            let Ok(batch) = RecordBatch::parse_and_verify(rest) else {
+                if !any {
+                    let batch = RecordBatch::parse_and_verify(rest).err();
+                    return Err(RuntimeError::Config(format!(
+                        "{topic}/{partition} at offset {next}: unreadable batch: {}",
+                        batch.map(|e| e.to_string()).unwrap_or_default()
+                    )));
+                }
+                break;
+            };
+            rest = &rest[batch.size_bytes()..];
+            any = true;
+            self.process_batch(at, &batch).await?;
+            if self.pending.due(&self.setup.config) {
+                self.commit().await?;
+            }
+        }
+        Ok(any)
+    }
+
+    async fn process_batch(
+        &mut self,
+        at: usize,
+        batch: &RecordBatch<'_>,
+    ) -> Result<(), RuntimeError> {
+        let header = *batch.header();
+        let input_next = self.inputs[at].next;
+        if header.next_offset() <= input_next {
+            return Ok(());
+        }
+        self.pending.bytes += batch.size_bytes() as u64;
+        self.pending.moved = true;
+        if header.is_control() {
+            self.inputs[at].next = header.next_offset();
+            return Ok(());
+        }
+        let topic = Arc::clone(&self.inputs[at].topic);
+        let records = batch.records(DECOMPRESSED_BYTES_MAX).map_err(|e| {
+            RuntimeError::Config(format!(
+                "{topic}/{} at offset {}: {e}",
+                self.setup.partition, header.base_offset
+            ))
+        })?;
+        for record in records.iter() {
+            let record = record.map_err(|e| {
+                RuntimeError::Config(format!(
+                    "{topic}/{} in the batch at offset {}: {e}",
+                    self.setup.partition, header.base_offset
+                ))
+            })?;
+            if record.offset < self.inputs[at].next {
+                continue;
+            }
+            let position = Position {
+                topic: Arc::clone(&topic),
+                partition: self.setup.partition,
+                offset: record.offset,
+                timestamp: record.timestamp,
+            };
+            let raw = RawRecord {
+                topic: Arc::clone(&topic),
+                partition: self.setup.partition,
+                offset: record.offset,
+                timestamp: record.timestamp,
+                key: record.key,
+                value: record.value,
+                headers: record
+                    .headers()
+                    .map(|h| {
+                        (
+                            String::from_utf8_lossy(h.key).into_owned(),
+                            h.value.map(<[u8]>::to_vec),
+                        )
+                    })
+                    .collect(),
+            };
+            let mut ctx = Context {
+                state: &mut self.state,
+                stores: &self.setup.spec.stores,
+                outputs: &self.setup.outputs,
+                position: &position,
+                processor: &self.setup.spec.name,
+            };
+            if let Err(error) = self.processor.process(raw, &mut ctx).await {
+                self.state.discard();
+                return Err(RuntimeError::Processor {
+                    processor: self.setup.spec.name.clone(),
+                    topic: topic.to_string(),
+                    partition: self.setup.partition,
+                    offset: record.offset,
+                    error,
+                });
+            }
+            self.inputs[at].next = record.offset + 1;
+            self.pending.records += 1;
+            self.pending.moved = true;
+            self.setup.progress.records.fetch_add(1, Ordering::Relaxed);
+            if self.pending.records >= self.setup.config.commit.records {
+                self.commit().await?;
+            }
+        }
+        self.inputs[at].next = self.inputs[at].next.max(header.next_offset());
+        Ok(())
+    }
+
+    /// Runs the processor's `init` or `close`.
+    async fn lifecycle(&mut self, which: &str) -> Result<(), RuntimeError> {
+        let first = &self.inputs[0];
+        let position = Position {
+            topic: Arc::clone(&first.topic),
+            partition: self.setup.partition,
+            offset: -1,
+            timestamp: crate::log::now_ms(),
+        };
+        let mut ctx = Context {
+            state: &mut self.state,
+            stores: &self.setup.spec.stores,
+            outputs: &self.setup.outputs,
+            position: &position,
+            processor: &self.setup.spec.name,
+        };
+        let result = if which == "init" {
+            self.processor.init(&mut ctx).await
+        } else {
+            self.processor.close(&mut ctx).await
+        };
+        result.map_err(|error| {
+            self.state.discard();
+            RuntimeError::Processor {
+                processor: self.setup.spec.name.clone(),
+                topic: first.topic.to_string(),
+                partition: self.setup.partition,
+                offset: -1,
+                error,
+            }
+        })
+    }
+
+    /// Commits the run with the input offsets, then ships the outbox.
+    async fn commit(&mut self) -> Result<(), RuntimeError> {
+        if !self.pending.moved {
+            return Ok(());
+        }
+        let offsets: Vec<(&str, i64)> = self.inputs.iter().map(|i| (&*i.topic, i.next)).collect();
+        self.state.commit(&offsets)?;
+        self.pending = Pending::new();
+        self.ship().await
+    }
+
+    /// Appends every outbox batch, in order, then drops them.
+    async fn ship(&mut self) -> Result<(), RuntimeError> {
+        let outbox = self.state.outbox()?;
+        let Some((last, _)) = outbox.last() else {
+            return Ok(());
+        };
+        let last = *last;
+        let mut touched: Vec<(String, i32)> = Vec::new();
+        for (_, batch) in &outbox {
+            self.setup
+                .log
+                .append(&batch.topic, batch.partition, &batch.batch)
+                .await
+                .map_err(|error| RuntimeError::Ship {
+                    task: self.setup.name(),
+                    topic: batch.topic.clone(),
+                    partition: batch.partition,
+                    reason: error.to_string(),
+                })?;
+            if !touched
+                .iter()
+                .any(|(t, p)| *t == batch.topic && *p == batch.partition)
+            {
+                touched.push((batch.topic.clone(), batch.partition));
+            }
+        }
+        if self.setup.config.sync {
+            self.setup.log.flush(&touched)?;
+        }
+        self.state.remove_shipped(last)?;
+        Ok(())
+    }
+
+    fn input_gone(&self, topic: &str, start: i64, position: i64) -> RuntimeError {
+        RuntimeError::InputGone {
+            task: self.setup.name(),
+            topic: topic.to_string(),
+            partition: self.setup.partition,
+            start,
+            position,
+        }
+    }
+}

@@ -1,0 +1,466 @@
+//! Exactly-once across SIGKILLs: the wordcount example runs as a real
+//! process over a generated input and is killed at random moments many
+//! times (and, in remote mode, `strata serve` too), restarted each time,
+//! then run with `--until-end`. Its state (`dump-state`) and its derived
+//! topics must be what one crash-free run produces: every word counted
+//! once per occurrence, `word-counts` holding 1, 2, …, N per word in order,
+//! nothing lost, nothing twice.
+//!
+//! Derived partitions are written by several tasks (every `split` task
+//! writes every `words` partition), so the interleaving of their records
+//! differs from run to run; what is compared is each partition's records
+//! as a sorted list, plus the per-word order in `word-counts`.
+//!
+//! The kill moments come from a seeded RNG: the seed is printed, and
+//! `STRATA_CRASH_SEED=<seed>` replays it.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use strata::log::{LogConfig, LogManager};
+use strata::record::{BatchBuilder, Compression, NewRecord};
+use support::{Rng, ServerProcess};
+
+const LINES: usize = 40_000;
+const PARTITIONS: i32 = 3;
+const KILLS: usize = 14;
+/// Small runs, so that kills land between fetch and commit, between commit
+/// and ship, and in the middle of shipping, not only between runs.
+const COMMIT_ARGS: [&str; 4] = ["--commit-records", "150", "--commit-ms", "20"];
+
+/// Per topic, per partition: the (key, value) records, sorted.
+type Topics = BTreeMap<String, Vec<Vec<(String, String)>>>;
+
+struct Outcome {
+    state: String,
+    topics: Topics,
+}
+
+struct Reference {
+    outcome: Outcome,
+    /// How long the crash-free run took: kills are spread over it.
+    run_ms: u64,
+}
+
+fn seed() -> u64 {
+    let seed = std::env::var("STRATA_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("crash seed: {seed} (STRATA_CRASH_SEED={seed} replays it)");
+    seed
+}
+
+/// The wordcount example binary, built (or brought up to date) first:
+/// `cargo test --test runtime_crash` alone does not build examples.
+fn wordcount() -> PathBuf {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "--example", "wordcount"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .stderr(Stdio::null())
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "building the wordcount example failed");
+            let exe = std::env::current_exe().expect("test binary path");
+            let profile_dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("target/<profile>");
+            let binary = profile_dir.join("examples").join("wordcount");
+            assert!(
+                binary.exists(),
+                "no wordcount example at {}",
+                binary.display()
+            );
+            binary
+        })
+        .clone()
+}
+
+/// One slice of the input: per partition of `lines`, its next lines.
+type Chunk = Vec<Vec<String>>;
+
+/// The generated input, in `KILLS` chunks: the crash tests append chunk i
+/// before the i-th run, so every run finds work (however fast the machine);
+/// the crash-free run gets all of them at once. A fixed RNG: the seed only
+/// drives the kills.
+fn input() -> &'static [Chunk] {
+    static INPUT: OnceLock<Vec<Chunk>> = OnceLock::new();
+    INPUT.get_or_init(|| {
+        let mut rng = Rng(7);
+        let vocabulary: Vec<String> = (0..400).map(|i| format!("w{i}")).collect();
+        let per_partition = LINES / KILLS / PARTITIONS as usize;
+        (0..KILLS)
+            .map(|_| {
+                (0..PARTITIONS)
+                    .map(|_| {
+                        (0..per_partition)
+                            .map(|_| {
+                                let words = 1 + rng.below(12) as usize;
+                                let text: Vec<&str> = (0..words)
+                                    .map(|_| {
+                                        // Skewed: small indexes are much more frequent.
+                                        let a = rng.below(vocabulary.len() as u64);
+                                        vocabulary[rng.below(a + 1) as usize].as_str()
+                                    })
+                                    .collect();
+                                text.join(" ")
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect()
+    })
+}
+
+/// Appends chunks to `lines` in the log at `data_dir` (no process has it
+/// open), creating the topic first if needed.
+fn append_embedded(data_dir: &Path, chunks: &[Chunk]) {
+    let log = LogManager::open(data_dir, LogConfig::default()).unwrap();
+    let topic = match log.topic("lines") {
+        Some(topic) => topic,
+        None => log
+            .create_topic("lines", PARTITIONS, BTreeMap::new())
+            .unwrap(),
+    };
+    // Recent timestamps: older ones would be deleted by retention.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    for chunk in chunks {
+        for (partition, lines) in topic.partitions.iter().zip(chunk) {
+            for batch in lines.chunks(40) {
+                let mut builder = BatchBuilder::new(Compression::Lz4);
+                for line in batch {
+                    builder
+                        .push(NewRecord::new(None, line.as_bytes(), now))
+                        .unwrap();
+                }
+                partition.append(&builder.build().unwrap()).unwrap();
+            }
+        }
+    }
+    for partition in &topic.partitions {
+        partition.flush().unwrap();
+    }
+    log.close().unwrap();
+}
+
+/// Appends a chunk to `lines` through a running broker, with `strata
+/// produce` (each partition's lines in order).
+fn append_remote(addr: &str, chunk: &Chunk) {
+    for (partition, lines) in chunk.iter().enumerate() {
+        let mut produce = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args([
+                "produce",
+                "lines",
+                "--acks",
+                "all",
+                "--bootstrap",
+                addr,
+                "--partition",
+            ])
+            .arg(partition.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("strata produce starts");
+        {
+            use std::io::Write;
+            let mut stdin = produce.stdin.take().unwrap();
+            for line in lines {
+                writeln!(stdin, "{line}").unwrap();
+            }
+        }
+        let output = produce.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "strata produce failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+/// Runs a wordcount subcommand to completion; returns its stdout.
+fn wordcount_cmd(location: &[&str], args: &[&str]) -> String {
+    let output = Command::new(wordcount())
+        .args(location)
+        .args(args)
+        .stderr(Stdio::piped())
+        .output()
+        .expect("wordcount runs");
+    assert!(
+        output.status.success(),
+        "wordcount {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn spawn_run(location: &[&str]) -> Child {
+    Command::new(wordcount())
+        .args(location)
+        .arg("run")
+        .args(COMMIT_ARGS)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("wordcount starts")
+}
+
+fn kill(child: &mut Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// How long to let the app run before each kill: random, from right after
+/// start (opening state, shipping leftovers) up to a window that starts at
+/// about twice what one chunk of input took in the crash-free run and
+/// adapts: it shrinks after a kill that found the work done and grows after
+/// one that interrupted it, so that kills keep landing mid-processing on
+/// fast and slow machines alike.
+struct KillClock {
+    window_ms: u64,
+    start_ms: u64,
+}
+
+impl KillClock {
+    fn new() -> Self {
+        let start_ms = 2 * reference().run_ms / KILLS as u64 + 20;
+        Self {
+            window_ms: start_ms,
+            start_ms,
+        }
+    }
+
+    fn delay(&self, rng: &mut Rng) -> Duration {
+        Duration::from_millis(rng.below(self.window_ms))
+    }
+
+    fn killed(&mut self, interrupted: bool) {
+        self.window_ms = if interrupted {
+            (self.window_ms * 3 / 2).min(4 * self.start_ms)
+        } else {
+            (self.window_ms / 2).max(10)
+        };
+    }
+}
+
+/// Whether the app had work left when it was killed: lag on some input,
+/// or committed records not yet shipped.
+fn work_left(location: &[&str]) -> bool {
+    let status = wordcount_cmd(location, &["status"]);
+    status.lines().skip(1).any(|row| {
+        let columns: Vec<&str> = row.split_whitespace().collect();
+        columns.len() == 6 && (columns[4] != "0" || columns[5] != "0")
+    })
+}
+
+fn assert_kills_mid_processing(interrupted: usize, seed: u64) {
+    eprintln!("{interrupted} of {KILLS} kills interrupted processing");
+    assert!(
+        interrupted * 3 >= KILLS,
+        "seed {seed}: only {interrupted} of {KILLS} kills interrupted processing; the input is too small for this machine"
+    );
+}
+
+/// The derived topics as a log directory holds them.
+fn read_topics(data_dir: &Path) -> Topics {
+    let log = LogManager::open(data_dir, LogConfig::default()).unwrap();
+    let mut topics = Topics::new();
+    for name in ["words", "word-counts"] {
+        let topic = log.topic(name).unwrap_or_else(|| panic!("no topic {name}"));
+        let partitions = topic
+            .partitions
+            .iter()
+            .map(|partition| {
+                let mut records: Vec<(String, String)> = support::read_all(partition, 0)
+                    .into_iter()
+                    .map(|r| {
+                        let text =
+                            |b: Option<Vec<u8>>| String::from_utf8(b.unwrap_or_default()).unwrap();
+                        (text(r.key), text(r.value))
+                    })
+                    .collect();
+                if name == "word-counts" {
+                    check_counts_in_order(&records);
+                }
+                records.sort();
+                records
+            })
+            .collect();
+        topics.insert(name.to_string(), partitions);
+    }
+    log.close().unwrap();
+    topics
+}
+
+/// Per word, the values of `word-counts` are 1, 2, …, N in log order.
+fn check_counts_in_order(records: &[(String, String)]) {
+    let mut last: BTreeMap<&str, u64> = BTreeMap::new();
+    for (word, count) in records {
+        let count: u64 = count.parse().expect("a decimal count");
+        let previous = last.insert(word, count).unwrap_or(0);
+        assert_eq!(
+            count,
+            previous + 1,
+            "word {word:?}: {count} after {previous}"
+        );
+    }
+}
+
+/// One crash-free embedded run over the input: what every test compares
+/// against.
+fn reference() -> &'static Reference {
+    static REFERENCE: OnceLock<Reference> = OnceLock::new();
+    REFERENCE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        append_embedded(&data, input());
+        let location = ["--data-dir", data.to_str().unwrap()];
+        let started = std::time::Instant::now();
+        let mut run = vec!["run", "--until-end"];
+        run.extend(COMMIT_ARGS);
+        wordcount_cmd(&location, &run);
+        let run_ms = started.elapsed().as_millis() as u64;
+        let state = wordcount_cmd(&location, &["dump-state"]);
+        let topics = read_topics(&data);
+        let words: usize = topics["words"].iter().map(Vec::len).sum();
+        assert!(words > LINES * 3, "the input has {words} words");
+        let distinct: std::collections::BTreeSet<&String> = topics["word-counts"]
+            .iter()
+            .flatten()
+            .map(|(word, _)| word)
+            .collect();
+        assert_eq!(
+            state.lines().count(),
+            distinct.len(),
+            "one `counts` entry per word"
+        );
+        assert!(state.lines().all(|line| line.starts_with("counts\t")));
+        Reference {
+            outcome: Outcome { state, topics },
+            run_ms,
+        }
+    })
+}
+
+fn assert_same(outcome: &Outcome, seed: u64) {
+    let reference = &reference().outcome;
+    if outcome.state != reference.state {
+        let differing: Vec<_> = outcome
+            .state
+            .lines()
+            .zip(reference.state.lines())
+            .filter(|(a, b)| a != b)
+            .take(5)
+            .collect();
+        panic!(
+            "seed {seed}: dump-state differs from the crash-free run ({} vs {} lines; first differences, got vs expected: {differing:?})",
+            outcome.state.lines().count(),
+            reference.state.lines().count()
+        );
+    }
+    for (topic, partitions) in &reference.topics {
+        for (partition, expected) in partitions.iter().enumerate() {
+            let got = &outcome.topics[topic][partition];
+            assert!(
+                got == expected,
+                "seed {seed}: {topic}/{partition} holds {} records, the crash-free run {}",
+                got.len(),
+                expected.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn embedded_app_killed_at_random_moments_ends_as_a_crash_free_run() {
+    let seed = seed();
+    let mut rng = Rng(seed);
+    reference();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let location = ["--data-dir", data.to_str().unwrap()];
+    let (mut interrupted, mut clock) = (0, KillClock::new());
+    for chunk in input() {
+        append_embedded(&data, std::slice::from_ref(chunk));
+        let mut app = spawn_run(&location);
+        std::thread::sleep(clock.delay(&mut rng));
+        kill(&mut app);
+        let left = work_left(&location);
+        clock.killed(left);
+        interrupted += usize::from(left);
+    }
+    assert_kills_mid_processing(interrupted, seed);
+    wordcount_cmd(&location, &["run", "--until-end"]);
+    let outcome = Outcome {
+        state: wordcount_cmd(&location, &["dump-state"]),
+        topics: read_topics(&data),
+    };
+    assert_same(&outcome, seed);
+}
+
+#[test]
+fn remote_app_and_broker_killed_at_random_moments_end_as_a_crash_free_run() {
+    let seed = seed();
+    let mut rng = Rng(seed ^ 0x5eed);
+    reference();
+    let dir = tempfile::tempdir().unwrap();
+    let (data, state) = (dir.path().join("broker"), dir.path().join("app"));
+    append_embedded(&data, &[]);
+    let strata = env!("CARGO_BIN_EXE_strata");
+    let mut broker = ServerProcess::start(strata, &data);
+    let addr = broker.addr.clone();
+    let location = ["--bootstrap", &addr, "--state-dir", state.to_str().unwrap()];
+    let (mut interrupted, mut clock) = (0, KillClock::new());
+    for chunk in input() {
+        append_remote(&addr, chunk);
+        let mut app = spawn_run(&location);
+        std::thread::sleep(clock.delay(&mut rng));
+        match rng.below(3) {
+            // The app alone.
+            0 => kill(&mut app),
+            // The broker under the running app, then the app.
+            1 => {
+                broker.kill_and_restart(strata, &data);
+                std::thread::sleep(Duration::from_millis(rng.below(400)));
+                kill(&mut app);
+            }
+            // Both at once.
+            _ => {
+                kill(&mut app);
+                broker.kill_and_restart(strata, &data);
+            }
+        }
+        let left = work_left(&location);
+        clock.killed(left);
+        interrupted += usize::from(left);
+    }
+    assert_kills_mid_processing(interrupted, seed);
+    wordcount_cmd(&location, &["run", "--until-end"]);
+    let outcome = Outcome {
+        state: wordcount_cmd(&location, &["dump-state"]),
+        topics: {
+            drop(broker);
+            read_topics(&data)
+        },
+    };
+    assert_same(&outcome, seed);
+}
