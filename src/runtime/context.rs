@@ -123,7 +123,11 @@ impl<'c> Context<'c> {
                     std::any::type_name::<V>()
                 ))
             }
-            Some(spec) => Ok(spec.clone()),
+            Some(spec) => self
+                .state
+                .index(name)
+                .map(|index| (spec, index))
+                .map_err(|e| e.to_string()),
         };
         Store {
             state: self.state,
@@ -205,25 +209,26 @@ impl<'c> Context<'c> {
 /// utf8 codecs, the order of the bytes).
 pub struct Store<'s, K, V> {
     state: &'s mut TaskState,
-    spec: Result<StoreSpec, String>,
+    /// The store's declaration and its position in the task's state.
+    spec: Result<(&'s StoreSpec, usize), String>,
     types: PhantomData<fn(K, V)>,
 }
 
 impl<K, V> Store<'_, K, V>
 where
-    K: Serialize + DeserializeOwned,
-    V: Serialize + DeserializeOwned,
+    K: Serialize + DeserializeOwned + 'static,
+    V: Serialize + DeserializeOwned + 'static,
 {
     pub fn get<Q>(&mut self, key: &Q) -> Result<Option<V>, ProcessError>
     where
         K: Borrow<Q>,
         Q: Serialize + ?Sized,
     {
-        let spec = checked(&self.spec)?;
+        let (spec, index) = checked(&self.spec)?;
         let key = spec.key_codec.encode(key)?;
-        match self.state.get(&spec.name, &key)? {
+        match self.state.get_at(index, &key)? {
             None => Ok(None),
-            Some(raw) => Ok(Some(spec.value_codec.decode(&raw)?)),
+            Some(raw) => Ok(Some(spec.value_codec.decode_owned(raw)?)),
         }
     }
 
@@ -232,10 +237,10 @@ where
         K: Borrow<Q>,
         Q: Serialize + ?Sized,
     {
-        let spec = checked(&self.spec)?;
+        let (spec, index) = checked(&self.spec)?;
         let key = spec.key_codec.encode(key)?;
         let value = spec.value_codec.encode(value)?;
-        self.state.put(&spec.name, &key, &value)?;
+        self.state.put_at(index, key, value);
         Ok(())
     }
 
@@ -244,15 +249,15 @@ where
         K: Borrow<Q>,
         Q: Serialize + ?Sized,
     {
-        let spec = checked(&self.spec)?;
+        let (spec, index) = checked(&self.spec)?;
         let key = spec.key_codec.encode(key)?;
-        self.state.delete(&spec.name, &key)?;
+        self.state.delete_at(index, key);
         Ok(())
     }
 
     /// Entries with `from <= key < to` (`to` None: to the end), in order.
     pub fn range(&self, from: &K, to: Option<&K>) -> Result<Vec<(K, V)>, ProcessError> {
-        let spec = checked(&self.spec)?;
+        let (spec, _) = checked(&self.spec)?;
         let from = spec.key_codec.encode(from)?;
         let to = to.map(|t| spec.key_codec.encode(t)).transpose()?;
         let entries = self.state.range(&spec.name, &from, to.as_deref())?;
@@ -266,7 +271,7 @@ where
     where
         Q: Serialize + ?Sized,
     {
-        let spec = checked(&self.spec)?;
+        let (spec, _) = checked(&self.spec)?;
         let prefix = spec.key_codec.encode(prefix)?;
         let end = prefix_end(&prefix);
         let entries = self.state.range(&spec.name, &prefix, end.as_deref())?;
@@ -274,14 +279,21 @@ where
     }
 
     fn decode_all(&self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<Vec<(K, V)>, ProcessError> {
-        let spec = checked(&self.spec)?;
+        let (spec, _) = checked(&self.spec)?;
         entries
             .into_iter()
-            .map(|(k, v)| Ok((spec.key_codec.decode(&k)?, spec.value_codec.decode(&v)?)))
+            .map(|(k, v)| {
+                Ok((
+                    spec.key_codec.decode_owned(&k)?,
+                    spec.value_codec.decode_owned(&v)?,
+                ))
+            })
             .collect()
     }
 }
 
-fn checked(spec: &Result<StoreSpec, String>) -> Result<&StoreSpec, ProcessError> {
-    spec.as_ref().map_err(|e| ProcessError::msg(e.clone()))
+fn checked<'a>(
+    spec: &Result<(&'a StoreSpec, usize), String>,
+) -> Result<(&'a StoreSpec, usize), ProcessError> {
+    spec.clone().map_err(ProcessError::msg)
 }

@@ -86,8 +86,10 @@ impl<P: Processor> ErasedProcessor for Typed<P> {
     fn process<'a>(&'a mut self, raw: RawRecord<'_>, ctx: &'a mut Context<'_>) -> Step<'a> {
         let decoded = (|| {
             Ok::<_, ProcessError>(Record {
-                key: self.key_codec.decode(raw.key.unwrap_or_default())?,
-                value: self.value_codec.decode(raw.value.unwrap_or_default())?,
+                key: self.key_codec.decode_owned(raw.key.unwrap_or_default())?,
+                value: self
+                    .value_codec
+                    .decode_owned(raw.value.unwrap_or_default())?,
                 key_is_null: raw.key.is_none(),
                 value_is_null: raw.value.is_none(),
                 topic: raw.topic,
