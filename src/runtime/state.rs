@@ -68,6 +68,11 @@ pub const OUTBOX_BATCH_RECORDS_MAX: usize = 8192;
 /// default message size limit of Kafka brokers.
 pub const OUTBOX_BATCH_BYTES_MAX: usize = 512 * 1024;
 /// Bytes of keys and values one task keeps cached per store.
+/// At most this many outbox batches per derived partition in one commit:
+/// a Kafka broker recognises a resend among a producer's last 5 batches per
+/// partition only, and after a crash the whole outbox is shipped again.
+pub const OUTBOX_BATCHES_PER_PARTITION_MAX: usize = 5;
+
 const CACHE_BYTES_MAX: usize = 64 << 20;
 
 /// A store's (key, value).
@@ -395,6 +400,22 @@ impl TaskState {
         self.run.open.clear();
         self.run.sealed.clear();
         self.run.sequences.clear();
+    }
+
+    /// Whether the run must be committed before more is emitted: one more
+    /// full batch, plus the open one sealed at the commit, could put more
+    /// than [`OUTBOX_BATCHES_PER_PARTITION_MAX`] batches of one partition
+    /// in the outbox.
+    pub fn outbox_full(&self) -> bool {
+        let sealed = &self.run.sealed;
+        sealed.len() >= OUTBOX_BATCHES_PER_PARTITION_MAX - 1
+            && sealed.iter().any(|batch| {
+                sealed
+                    .iter()
+                    .filter(|b| b.partition == batch.partition && b.topic == batch.topic)
+                    .count()
+                    >= OUTBOX_BATCHES_PER_PARTITION_MAX - 1
+            })
     }
 
     /// Whether the run in progress has written or emitted anything.
@@ -870,6 +891,27 @@ mod tests {
         state.commit(&[("in", 1)]).unwrap();
         let max = OUTBOX_BATCH_RECORDS_MAX as i32;
         assert_eq!(outbox_shape(&state), [(0, 0, 0, max), (1, 0, max, 10)]);
+    }
+
+    #[test]
+    fn the_outbox_is_full_before_a_partition_could_get_more_than_five_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = open(dir.path());
+        let full_batches = |state: &mut TaskState, partition: i32, count: usize| {
+            for _ in 0..count * OUTBOX_BATCH_RECORDS_MAX {
+                state.emit("out", partition, record(b"v")).unwrap();
+            }
+        };
+        full_batches(&mut state, 0, 2);
+        full_batches(&mut state, 1, 2);
+        assert!(!state.outbox_full(), "4 sealed, 2 per partition");
+        full_batches(&mut state, 0, 2);
+        assert!(state.outbox_full(), "4 sealed for partition 0");
+        state.emit("out", 0, record(b"v")).unwrap();
+        state.commit(&[("in", 1)]).unwrap();
+        let for_partition_0 = outbox_shape(&state).iter().filter(|b| b.1 == 0).count();
+        assert_eq!(for_partition_0, OUTBOX_BATCHES_PER_PARTITION_MAX);
+        assert!(!state.outbox_full());
     }
 
     #[test]

@@ -314,7 +314,8 @@ impl Task {
             self.pending.records += 1;
             self.pending.moved = true;
             self.setup.progress.records.fetch_add(1, Ordering::Relaxed);
-            if self.pending.records >= self.setup.config.commit.records {
+            if self.pending.records >= self.setup.config.commit.records || self.state.outbox_full()
+            {
                 self.commit().await?;
             }
         }

@@ -5,7 +5,8 @@
 //!
 //! ```no_run
 //! # use strata::runtime::{App, Processor};
-//! # fn build<S: Processor + Clone, C: Processor + Clone>(split: S, count: C) -> App {
+//! # fn build<S, C>(split: S, count: C) -> App
+//! # where S: Processor + Clone + Sync, C: Processor + Clone + Sync {
 //! App::new("wordcount")
 //!     .processor("split", split).input("lines").output("words")
 //!     .processor("count", count).input("words").store::<String, u64>("counts").output("word-counts")
