@@ -492,14 +492,25 @@ impl TaskState {
 
     /// `get` by store position, without copying the value.
     pub(crate) fn get_at(&mut self, index: usize, key: &[u8]) -> Result<Option<&[u8]>, StateError> {
-        if self.run.writes[index].contains_key(key) {
-            return Ok(self.run.writes[index][key].as_deref());
+        let Self {
+            db,
+            stores,
+            cache,
+            run,
+            ..
+        } = self;
+        if let Some(pending) = run.writes[index].get(key) {
+            return Ok(pending.as_deref());
         }
-        if !self.cache[index].values.contains_key(key) {
-            let value = self.db.get_cf(self.cf(&self.stores[index])?, key)?;
-            self.cache[index].insert(key.to_vec(), value);
+        let cache = &mut cache[index];
+        if !cache.values.contains_key(key) {
+            let family = db.cf_handle(&stores[index]).ok_or_else(|| {
+                StateError::UnknownStore(stores[index].clone(), stores.join(", "))
+            })?;
+            let value = db.get_cf(family, key)?;
+            cache.insert(key.to_vec(), value);
         }
-        Ok(self.cache[index].values[key].as_deref())
+        Ok(cache.values[key].as_deref())
     }
 
     pub(crate) fn put_at(&mut self, index: usize, key: Vec<u8>, value: Vec<u8>) {
@@ -673,7 +684,8 @@ impl TaskState {
         self.write(batch)?;
         self.next_outbox = next_outbox;
         for index in 0..self.run.writes.len() {
-            for (key, value) in std::mem::take(&mut self.run.writes[index]) {
+            // Drained, not replaced: the map keeps its capacity for the next run.
+            for (key, value) in self.run.writes[index].drain() {
                 self.cache[index].insert(key, value);
             }
         }

@@ -314,7 +314,12 @@ impl Task {
             self.pending.records += 1;
             self.pending.moved = true;
             self.setup.progress.records.fetch_add(1, Ordering::Relaxed);
-            if self.pending.records >= self.setup.config.commit.records || self.state.outbox_full()
+            // Remote only: the cluster may be Kafka, which recognises a
+            // resend among a producer's last 5 batches per partition; the
+            // embedded log recognises any earlier batch.
+            let remote = matches!(self.setup.log, LogAccess::Remote(_));
+            if self.pending.records >= self.setup.config.commit.records
+                || (remote && self.state.outbox_full())
             {
                 self.commit().await?;
             }
