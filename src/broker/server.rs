@@ -59,7 +59,7 @@ impl Broker {
             log,
             config,
             advertised_port: i32::from(local.port()),
-            appends: super::AppendSignals::default(),
+            appends: Arc::default(),
             metrics: super::Metrics::default(),
             groups,
         });
@@ -79,6 +79,12 @@ impl Broker {
             metrics_listener,
             ctx,
         })
+    }
+
+    /// What wakes fetches waiting for data: whoever else appends to the
+    /// broker's log in this process signals its appends here.
+    pub fn append_signals(&self) -> Arc<super::AppendSignals> {
+        Arc::clone(&self.ctx.appends)
     }
 
     /// The address the broker listens on.

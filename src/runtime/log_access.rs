@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::broker::AppendSignals;
 use crate::client::{self, Admin, ClientError, Cluster, FetchOptions, Fetcher};
 use crate::log::{LogError, LogManager};
 
@@ -24,7 +25,9 @@ pub(crate) struct Fetched {
 
 #[derive(Clone)]
 pub(crate) enum LogAccess {
-    Embedded(Arc<LogManager>),
+    /// The log, and the in-process broker's append signals when the app
+    /// serves the Kafka protocol too (its appends wake waiting fetches).
+    Embedded(Arc<LogManager>, Option<Arc<AppendSignals>>),
     Remote(Arc<Remote>),
 }
 
@@ -52,7 +55,7 @@ impl LogAccess {
     /// Partitions of `topic`, or `None` if it does not exist.
     pub async fn partition_count(&self, topic: &str) -> Result<Option<i32>, RuntimeError> {
         match self {
-            Self::Embedded(log) => Ok(log.topic(topic).map(|t| t.partitions.len() as i32)),
+            Self::Embedded(log, _) => Ok(log.topic(topic).map(|t| t.partitions.len() as i32)),
             Self::Remote(remote) => match remote.cluster.partition_count(topic).await {
                 Ok(count) => Ok(Some(count as i32)),
                 Err(ClientError::UnknownTopic(_)) => Ok(None),
@@ -73,7 +76,8 @@ impl LogAccess {
             return Ok(count);
         }
         match self {
-            Self::Embedded(log) => match log.create_topic(topic, partitions, Default::default()) {
+            Self::Embedded(log, _) => match log.create_topic(topic, partitions, Default::default())
+            {
                 Ok(created) => Ok(created.partitions.len() as i32),
                 Err(LogError::TopicExists(_)) => {
                     Ok(self.partition_count(topic).await?.unwrap_or(partitions))
@@ -115,7 +119,7 @@ impl LogAccess {
         max_bytes: u32,
     ) -> Result<Fetched, RuntimeError> {
         match self {
-            Self::Embedded(log) => {
+            Self::Embedded(log, _) => {
                 let log = log.partition(topic, partition)?;
                 let read = log.read(offset, u64::from(max_bytes))?;
                 Ok(Fetched {
@@ -137,7 +141,7 @@ impl LogAccess {
     /// The offset after the last record of `topic`/`partition`.
     pub async fn end_offset(&self, topic: &str, partition: i32) -> Result<i64, RuntimeError> {
         match self {
-            Self::Embedded(log) => Ok(log.partition(topic, partition)?.log_end_offset()),
+            Self::Embedded(log, _) => Ok(log.partition(topic, partition)?.log_end_offset()),
             Self::Remote(remote) => Ok(remote
                 .admin
                 .list_offset(topic, partition, client::LATEST)
@@ -149,7 +153,7 @@ impl LogAccess {
     /// The first offset still retained.
     pub async fn start_offset(&self, topic: &str, partition: i32) -> Result<i64, RuntimeError> {
         match self {
-            Self::Embedded(log) => Ok(log.partition(topic, partition)?.log_start_offset()),
+            Self::Embedded(log, _) => Ok(log.partition(topic, partition)?.log_start_offset()),
             Self::Remote(remote) => Ok(remote
                 .admin
                 .list_offset(topic, partition, client::EARLIEST)
@@ -161,7 +165,7 @@ impl LogAccess {
     /// A producer id never handed out before, with its epoch.
     pub async fn new_producer(&self) -> Result<(i64, i16), RuntimeError> {
         match self {
-            Self::Embedded(log) => {
+            Self::Embedded(log, _) => {
                 let id = log.producer_ids().new_producer()?;
                 Ok((id.producer_id, id.epoch))
             }
@@ -178,8 +182,14 @@ impl LogAccess {
         batch: &[u8],
     ) -> Result<(), RuntimeError> {
         match self {
-            Self::Embedded(log) => match log.partition(topic, partition)?.append(batch) {
-                Ok(_) | Err(LogError::DuplicateSequence { .. }) => Ok(()),
+            Self::Embedded(log, signals) => match log.partition(topic, partition)?.append(batch) {
+                Ok(appended) => {
+                    if let (Some(signals), Some(topic)) = (signals, log.topic(topic)) {
+                        signals.appended(topic.id(), partition, appended.last_offset + 1);
+                    }
+                    Ok(())
+                }
+                Err(LogError::DuplicateSequence { .. }) => Ok(()),
                 Err(error) => Err(error.into()),
             },
             Self::Remote(remote) => {
@@ -198,11 +208,37 @@ impl LogAccess {
     /// Makes what was appended to the partitions durable (embedded; a
     /// remote append with acks=all already is).
     pub fn flush(&self, partitions: &[(String, i32)]) -> Result<(), RuntimeError> {
-        if let Self::Embedded(log) = self {
+        if let Self::Embedded(log, _) = self {
             for (topic, partition) in partitions {
                 log.partition(topic, *partition)?.flush()?;
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::LogConfig;
+    use crate::record::{BatchBuilder, Compression, NewRecord};
+
+    #[tokio::test]
+    async fn an_embedded_append_wakes_the_fetches_of_a_broker_serving_the_same_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = Arc::new(LogManager::open(dir.path(), LogConfig::default()).unwrap());
+        let topic = log.create_topic("derived", 1, Default::default()).unwrap();
+        let signals = Arc::new(AppendSignals::default());
+        let mut waiting = signals.subscribe(topic.id(), 0);
+        let access = LogAccess::Embedded(Arc::clone(&log), Some(Arc::clone(&signals)));
+        let mut builder = BatchBuilder::new(Compression::None);
+        builder.push(NewRecord::new(None, b"v", 1)).unwrap();
+        builder.push(NewRecord::new(None, b"w", 1)).unwrap();
+        access
+            .append("derived", 0, &builder.build().unwrap())
+            .await
+            .unwrap();
+        assert!(waiting.has_changed().unwrap(), "the waiting fetch is woken");
+        assert_eq!(*waiting.borrow_and_update(), 2, "with the new log end");
     }
 }

@@ -100,9 +100,14 @@ impl App {
     ) -> Result<RunSummary, RuntimeError> {
         self.check().map_err(RuntimeError::Config)?;
         let started = Instant::now();
-        let (log, embedded) = open(location).await?;
+        let (mut log, embedded) = open(location).await?;
         let served = match (&embedded, options.serve) {
-            (Some(manager), Some(addr)) => Some(serve(Arc::clone(manager), addr).await?),
+            (Some(manager), Some(addr)) => {
+                let (served, signals) = serve(Arc::clone(manager), addr).await?;
+                // The app's appends wake the broker's waiting fetches.
+                log = LogAccess::Embedded(Arc::clone(manager), Some(signals));
+                Some(served)
+            }
             (None, Some(_)) => {
                 return Err(RuntimeError::Config(
                     "--serve needs the embedded log (--data-dir)".into(),
@@ -212,7 +217,7 @@ impl App {
                     last = (Instant::now(), records);
                 }
                 _ = maintenance.tick() => {
-                    if let LogAccess::Embedded(manager) = log {
+                    if let LogAccess::Embedded(manager, _) = log {
                         manager.flush_due();
                         manager.enforce_retention();
                     }
@@ -343,7 +348,10 @@ async fn open(location: &Location) -> Result<(LogAccess, Option<Arc<LogManager>>
     match location {
         Location::Embedded { data_dir, .. } => {
             let manager = Arc::new(LogManager::open(data_dir, LogConfig::default())?);
-            Ok((LogAccess::Embedded(Arc::clone(&manager)), Some(manager)))
+            Ok((
+                LogAccess::Embedded(Arc::clone(&manager), None),
+                Some(manager),
+            ))
         }
         Location::Remote { bootstrap, .. } => {
             let cluster = Cluster::connect(ClientConfig::new(bootstrap)).await?;
@@ -355,7 +363,10 @@ async fn open(location: &Location) -> Result<(LogAccess, Option<Arc<LogManager>>
 type Served = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
 
 /// Serves the Kafka protocol over the embedded log in this process.
-async fn serve(log: Arc<LogManager>, addr: SocketAddr) -> Result<Served, RuntimeError> {
+async fn serve(
+    log: Arc<LogManager>,
+    addr: SocketAddr,
+) -> Result<(Served, Arc<crate::broker::AppendSignals>), RuntimeError> {
     let config = crate::broker::BrokerConfig {
         listen: addr,
         ..Default::default()
@@ -364,6 +375,7 @@ async fn serve(log: Arc<LogManager>, addr: SocketAddr) -> Result<Served, Runtime
         .await
         .map_err(|e| RuntimeError::Config(format!("serving on {addr}: {e}")))?;
     eprintln!("serving the Kafka protocol on {}", broker.local_addr());
+    let signals = broker.append_signals();
     let (stop, mut stopped) = watch::channel(false);
     let server = tokio::spawn(async move {
         let shutdown = async move {
@@ -373,5 +385,5 @@ async fn serve(log: Arc<LogManager>, addr: SocketAddr) -> Result<Served, Runtime
             tracing::error!("serving: {error}");
         }
     });
-    Ok((stop, server))
+    Ok(((stop, server), signals))
 }

@@ -180,7 +180,7 @@ impl Task {
             if self.pending.due(&self.setup.config) {
                 self.commit().await?;
             }
-            if !fetched_any && matches!(self.setup.log, LogAccess::Embedded(_)) {
+            if !fetched_any && matches!(self.setup.log, LogAccess::Embedded(..)) {
                 tokio::time::sleep(IDLE_WAIT).await;
             }
         }

@@ -43,8 +43,9 @@ pub struct BrokerContext {
     /// The port clients are told to use (the bound one, if 0 was asked for).
     pub advertised_port: i32,
     /// Per-partition wakeups for fetches that wait for data; produce signals
-    /// each partition it appends to.
-    pub appends: super::AppendSignals,
+    /// each partition it appends to, and so does an app appending to the
+    /// same log in this process.
+    pub appends: Arc<super::AppendSignals>,
     pub metrics: super::Metrics,
     pub groups: GroupCoordinator,
 }
