@@ -110,7 +110,7 @@ fn main() -> anyhow::Result<()> {
         "\n{:<22} {:>14} {:>10}   rounds",
         "case", "records/s", "ratio"
     );
-    for (name, rates) in std::iter::once(("plain loop".to_string(), plain.clone())).chain(cases) {
+    for (name, rates) in std::iter::once(("plain loop".to_string(), plain)).chain(cases) {
         let rounds: Vec<String> = rates.iter().map(|r| format!("{:.2}M", r / 1e6)).collect();
         println!(
             "{name:<22} {:>14.0} {:>9.2}x   {}",
@@ -176,8 +176,8 @@ fn plain_loop(data: &Path) -> anyhow::Result<f64> {
                 let record = record?;
                 // Decoded as the runtime decodes a processor's input: owned,
                 // with the same codec.
-                let key: String = Codec::Raw.decode_owned(record.key.unwrap_or_default())?;
-                let value: Vec<u8> = Codec::Raw.decode_owned(record.value.unwrap_or_default())?;
+                let key: String = Codec::Raw.decode(record.key.unwrap_or_default())?;
+                let value: Vec<u8> = Codec::Raw.decode(record.value.unwrap_or_default())?;
                 touched += key.len() + value.len();
                 records += 1;
             }

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
+use strata::codec::Codec;
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord};
 use strata::runtime::{
@@ -92,7 +93,7 @@ impl Processor for Visits {
                 user: &view.user,
                 distinct_pages: pages,
             };
-            ctx.emit("index-changes", &view.user, &json(&change)?)?;
+            ctx.emit(INDEX_CHANGES, &view.user, &change)?;
         }
         ctx.emit("page-views", &view.page, &view.user)?;
         Ok(())
@@ -119,14 +120,13 @@ impl Processor for Pages {
             page: &view.key,
             views,
         };
-        ctx.emit("index-changes", &view.key, &json(&change)?)?;
+        ctx.emit(INDEX_CHANGES, &view.key, &change)?;
         Ok(())
     }
 }
 
-fn json<T: Serialize>(value: &T) -> Result<String, ProcessError> {
-    serde_json::to_string(value).map_err(ProcessError::msg)
-}
+/// `index-changes`: keys as they are, values as JSON.
+const INDEX_CHANGES: &str = "index-changes";
 
 fn app() -> App {
     App::new("quickstart")
@@ -135,11 +135,11 @@ fn app() -> App {
         .store::<String, i64>("seen")
         .store::<String, u64>("user-pages")
         .output("page-views")
-        .output("index-changes")
+        .output_with(INDEX_CHANGES, None, Codec::Raw, Codec::Json)
         .processor("pages", Pages)
         .input("page-views")
         .store::<String, u64>("views")
-        .output("index-changes")
+        .output_with(INDEX_CHANGES, None, Codec::Raw, Codec::Json)
 }
 
 fn main() -> anyhow::Result<()> {

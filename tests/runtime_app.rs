@@ -37,7 +37,7 @@ fn append(data: &Path, topic: &str, partitions: i32, partition: i32, values: &[&
     log.close().unwrap();
 }
 
-/// (key, value, headers, timestamp) of every record of a partition.
+/// (key, value) of every record of a partition, as text.
 fn records(data: &Path, topic: &str, partition: i32) -> Vec<(String, String)> {
     let log = LogManager::open(data, LogConfig::default()).unwrap();
     let partition = log.partition(topic, partition).unwrap();
@@ -266,8 +266,8 @@ async fn emit_options_place_and_stamp_records() {
     let p2 = log.partition("routed", 2).unwrap();
     let bytes = p2.read(0, 1 << 20).unwrap().read_to_vec().unwrap();
     let batch = strata::record::RecordBatch::parse_and_verify(&bytes).unwrap();
-    let records = batch.records(1 << 20).unwrap();
-    let record = records.iter().next().unwrap().unwrap();
+    let routed = batch.records(1 << 20).unwrap();
+    let record = routed.iter().next().unwrap().unwrap();
     assert_eq!(record.key, Some(&b"k"[..]));
     assert_eq!(record.value, Some(&b"hello"[..]));
     assert_eq!(record.timestamp, 42);
@@ -280,14 +280,10 @@ async fn emit_options_place_and_stamp_records() {
     log.close().unwrap();
     // Keyless: the input's partition number (1), modulo 3.
     assert_eq!(
-        records_of(&data, "routed", 1),
+        records(&data, "routed", 1),
         [(String::new(), "keyless hello".to_string())]
     );
-    assert!(records_of(&data, "routed", 0).is_empty());
-}
-
-fn records_of(data: &Path, topic: &str, partition: i32) -> Vec<(String, String)> {
-    records(data, topic, partition)
+    assert!(records(&data, "routed", 0).is_empty());
 }
 
 /// Uses a store it did not declare, or one with other types, or emits
@@ -374,4 +370,90 @@ async fn a_missing_input_or_a_cycle_is_refused_before_anything_runs() {
         .await
         .unwrap_err();
     assert!(error.to_string().contains("cycle"), "{error}");
+}
+
+/// Forwards each record's headers, as the context shows them, to `echo`.
+#[derive(Clone)]
+struct Echo;
+
+#[async_trait]
+impl Processor for Echo {
+    type Key = Vec<u8>;
+    type Value = String;
+
+    async fn process(
+        &mut self,
+        line: Record<Vec<u8>, String>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        if ctx.headers() != line.headers.as_slice() {
+            return Err(ProcessError::msg("the context and the record disagree"));
+        }
+        let mut options = EmitOptions::default();
+        for (name, value) in ctx.headers().to_vec() {
+            options = options.header(name, value.as_deref());
+        }
+        ctx.emit_with::<str, _>("echo", None, &line.value, options)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_context_shows_the_records_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log = LogManager::open(&data, LogConfig::default()).unwrap();
+    let topic = log.create_topic("in", 1, BTreeMap::new()).unwrap();
+    let headers = [
+        strata::record::Header {
+            key: b"trace",
+            value: Some(b"t-1"),
+        },
+        strata::record::Header {
+            key: b"empty",
+            value: None,
+        },
+    ];
+    let mut builder = BatchBuilder::new(Compression::None);
+    builder
+        .push(NewRecord {
+            key: None,
+            value: Some(b"hello"),
+            timestamp: now_ms(),
+            headers: &headers,
+        })
+        .unwrap();
+    topic.partitions[0]
+        .append(&builder.build().unwrap())
+        .unwrap();
+    drop(topic);
+    log.close().unwrap();
+
+    let app = App::new("echo")
+        .processor("echo", Echo)
+        .input("in")
+        .output("echo");
+    let location = Location::embedded(&data, app.name());
+    app.run(&location, until_end(), std::future::pending())
+        .await
+        .unwrap();
+
+    let log = LogManager::open(&data, LogConfig::default()).unwrap();
+    let partition = log.partition("echo", 0).unwrap();
+    let bytes = partition.read(0, 1 << 20).unwrap().read_to_vec().unwrap();
+    let batch = strata::record::RecordBatch::parse_and_verify(&bytes).unwrap();
+    let records = batch.records(1 << 20).unwrap();
+    let record = records.iter().next().unwrap().unwrap();
+    let forwarded: Vec<_> = record
+        .headers()
+        .map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec)))
+        .collect();
+    assert_eq!(
+        forwarded,
+        [
+            (b"trace".to_vec(), Some(b"t-1".to_vec())),
+            (b"empty".to_vec(), None)
+        ]
+    );
+    drop(partition);
+    log.close().unwrap();
 }

@@ -9,16 +9,11 @@ use kafka_protocol::messages::ProduceRequest;
 
 use super::error::codes;
 use super::produce_frame::{self, PartitionRecords};
-use super::producer::{PRODUCE_VERSION_MAX, init_producer_id};
+use super::producer::PRODUCE_VERSION_MAX;
 use super::{ClientError, Cluster};
 
 /// How long the broker may take to make an append durable.
 const APPEND_TIMEOUT_MS: i32 = 30_000;
-
-/// A fresh idempotent producer id and epoch from the cluster.
-pub async fn new_producer_id(cluster: &Cluster) -> Result<(i64, i16), ClientError> {
-    init_producer_id(cluster).await
-}
 
 /// Appends one stamped batch to `topic`/`partition` with acks=all.
 pub async fn append_batch(

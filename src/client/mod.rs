@@ -19,7 +19,7 @@ pub use admin::{
     Admin, GroupDescription, GroupListing, GroupMemberDescription, GroupPartitionLag,
     PartitionOffsets, TopicDescription,
 };
-pub use append::{append_batch, new_producer_id};
+pub use append::append_batch;
 pub use cluster::{ClientConfig, Cluster, PartitionInfo, TopicInfo};
 pub use connection::{Connection, PendingResponse};
 pub use consumer::{
@@ -30,4 +30,5 @@ pub use error::ClientError;
 pub use fetcher::{EARLIEST, FetchOptions, Fetched, Fetcher, LATEST};
 pub use producer::{
     Acks, DeliveryFuture, Producer, ProducerConfig, ProducerRecord, RecordMetadata,
+    init_producer_id,
 };

@@ -604,7 +604,8 @@ fn random_partition(count: i32) -> i32 {
     i32::try_from(nanos.wrapping_mul(2_654_435_761) % count.unsigned_abs()).unwrap_or(0)
 }
 
-pub(crate) async fn init_producer_id(cluster: &Cluster) -> Result<(i64, i16), ClientError> {
+/// A fresh idempotent producer id and epoch from the cluster.
+pub async fn init_producer_id(cluster: &Cluster) -> Result<(i64, i16), ClientError> {
     cluster
         .retry(&[], || async {
             let connection = cluster.any_connection().await?;

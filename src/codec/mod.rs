@@ -64,7 +64,31 @@ impl Codec {
         }
     }
 
-    pub fn decode<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, CodecError> {
+    /// Decodes a value. With the raw and UTF-8 codecs, `Vec<u8>` and
+    /// `String` are taken straight from the bytes (serde would visit a
+    /// `Vec<u8>` one byte at a time); the results and errors are serde's.
+    pub fn decode<T: DeserializeOwned + 'static>(self, bytes: &[u8]) -> Result<T, CodecError> {
+        use std::any::{Any, TypeId};
+        let wanted = TypeId::of::<T>();
+        if self == Self::Raw && wanted == TypeId::of::<Vec<u8>>() {
+            let mut slot = Some(bytes.to_vec());
+            if let Some(value) = (&mut slot as &mut dyn Any).downcast_mut::<Option<T>>() {
+                return Ok(value.take().expect("just set"));
+            }
+        }
+        if matches!(self, Self::Raw | Self::Utf8)
+            && wanted == TypeId::of::<String>()
+            && let Ok(text) = std::str::from_utf8(bytes)
+        {
+            let mut slot = Some(text.to_string());
+            if let Some(value) = (&mut slot as &mut dyn Any).downcast_mut::<Option<T>>() {
+                return Ok(value.take().expect("just set"));
+            }
+        }
+        self.decode_with_serde(bytes)
+    }
+
+    fn decode_with_serde<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, CodecError> {
         let fail = |reason: String| CodecError {
             codec: self.name(),
             reason,
@@ -82,32 +106,6 @@ impl Codec {
             Self::Raw => raw::from_bytes(bytes, raw::Accept::BytesOrText).map_err(fail),
             Self::Utf8 => raw::from_bytes(bytes, raw::Accept::Text).map_err(fail),
         }
-    }
-
-    /// [`Codec::decode`], with the common cases of the raw and UTF-8 codecs
-    /// (`Vec<u8>`, `String`) taken straight from the bytes: serde would
-    /// visit a `Vec<u8>` one byte at a time. Same results, same errors.
-    pub fn decode_owned<T: DeserializeOwned + 'static>(
-        self,
-        bytes: &[u8],
-    ) -> Result<T, CodecError> {
-        use std::any::{Any, TypeId};
-        let wanted = TypeId::of::<T>();
-        if self == Self::Raw && wanted == TypeId::of::<Vec<u8>>() {
-            let mut slot = Some(bytes.to_vec());
-            if let Some(value) = (&mut slot as &mut dyn Any).downcast_mut::<Option<T>>() {
-                return Ok(value.take().expect("just set"));
-            }
-        }
-        if matches!(self, Self::Raw | Self::Utf8) && wanted == TypeId::of::<String>() {
-            let mut slot = std::str::from_utf8(bytes).ok().map(str::to_string);
-            if slot.is_some()
-                && let Some(value) = (&mut slot as &mut dyn Any).downcast_mut::<Option<T>>()
-            {
-                return Ok(value.take().expect("checked"));
-            }
-        }
-        self.decode(bytes)
     }
 }
 
@@ -212,19 +210,19 @@ mod tests {
     fn the_owned_fast_path_decodes_as_serde_does() {
         for codec in [Codec::Raw, Codec::Utf8] {
             for bytes in [&b"caf\xc3\xa9"[..], b"", b"\xff\xfe not utf-8"] {
-                let fast = codec
-                    .decode_owned::<String>(bytes)
+                let fast = codec.decode::<String>(bytes).map_err(|e| e.to_string());
+                let slow = codec
+                    .decode_with_serde::<String>(bytes)
                     .map_err(|e| e.to_string());
-                let slow = codec.decode::<String>(bytes).map_err(|e| e.to_string());
                 assert_eq!(fast, slow, "{codec:?} {bytes:?}");
-                let fast = codec
-                    .decode_owned::<Vec<u8>>(bytes)
+                let fast = codec.decode::<Vec<u8>>(bytes).map_err(|e| e.to_string());
+                let slow = codec
+                    .decode_with_serde::<Vec<u8>>(bytes)
                     .map_err(|e| e.to_string());
-                let slow = codec.decode::<Vec<u8>>(bytes).map_err(|e| e.to_string());
                 assert_eq!(fast, slow, "{codec:?} {bytes:?}");
             }
         }
-        assert_eq!(Codec::Postcard.decode_owned::<u64>(&[7]).unwrap(), 7);
+        assert_eq!(Codec::Postcard.decode::<u64>(&[7]).unwrap(), 7);
     }
 
     #[test]

@@ -456,7 +456,7 @@ impl LogManager {
     }
 
     fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
-        self.data_dir.join(format!("{topic}-{partition}"))
+        partition_dir(&self.data_dir, topic, partition)
     }
 
     fn metadata_path(&self, topic: &str) -> PathBuf {
@@ -523,4 +523,9 @@ pub fn validate_topic_name(name: &str) -> Result<(), LogError> {
         return Err(invalid("reserved"));
     }
     Ok(())
+}
+
+/// Where partition `partition` of `topic` lives under `data_dir`.
+pub(crate) fn partition_dir(data_dir: &Path, topic: &str, partition: i32) -> PathBuf {
+    data_dir.join(format!("{topic}-{partition}"))
 }

@@ -12,9 +12,14 @@ use super::LogError;
 use super::error::IoContext;
 use crate::record::{BATCH_HEADER_BYTES, BatchHeader};
 
-/// The log end offset of the partition stored in `dir`; `None` if it has no
-/// segment.
-pub fn peek_log_end_offset(dir: &Path) -> Result<Option<i64>, LogError> {
+/// The log end offset of `topic`/`partition` under `data_dir`; `None` if it
+/// has no segment.
+pub fn peek_log_end_offset(
+    data_dir: &Path,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<i64>, LogError> {
+    let dir = &super::log_manager::partition_dir(data_dir, topic, partition);
     let mut newest: Option<i64> = None;
     let entries = std::fs::read_dir(dir).context(|| format!("listing {}", dir.display()))?;
     for entry in entries {
@@ -68,8 +73,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = LogManager::open(dir.path(), LogConfig::default()).unwrap();
         let topic = log.create_topic("t", 1, Default::default()).unwrap();
-        let partition_dir = dir.path().join("t-0");
-        assert_eq!(peek_log_end_offset(&partition_dir).unwrap(), Some(0));
+        assert_eq!(peek_log_end_offset(dir.path(), "t", 0).unwrap(), Some(0));
         for _ in 0..3 {
             let mut builder = BatchBuilder::default();
             builder.push(NewRecord::new(None, b"a", 1)).unwrap();
@@ -78,7 +82,7 @@ mod tests {
                 .append(&builder.build().unwrap())
                 .unwrap();
         }
-        assert_eq!(peek_log_end_offset(&partition_dir).unwrap(), Some(6));
-        assert!(peek_log_end_offset(&dir.path().join("missing")).is_err());
+        assert_eq!(peek_log_end_offset(dir.path(), "t", 0).unwrap(), Some(6));
+        assert!(peek_log_end_offset(dir.path(), "missing", 0).is_err());
     }
 }

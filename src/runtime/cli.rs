@@ -258,11 +258,9 @@ impl App {
                     };
                     let end = match (location, &admin) {
                         (Location::Embedded { data_dir, .. }, _) => {
-                            crate::log::peek_log_end_offset(
-                                &data_dir.join(format!("{topic}-{partition}")),
-                            )
-                            .ok()
-                            .flatten()
+                            crate::log::peek_log_end_offset(data_dir, topic, partition)
+                                .ok()
+                                .flatten()
                         }
                         (_, Some(admin)) => {
                             admin

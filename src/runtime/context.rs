@@ -18,19 +18,21 @@ use super::state::{TaskState, prefix_end};
 use super::topology::{OutputSpec, StoreSpec};
 
 /// A derived topic as a task emits to it: its spec and partition count.
+#[derive(Clone)]
 pub(crate) struct Output {
     pub spec: OutputSpec,
     pub partitions: i32,
 }
 
-/// The position of the record being processed (offset -1 in `init` and
-/// `close`).
+/// The record being processed, but for its key and value (offset -1 and no
+/// headers in `init` and `close`).
 #[derive(Debug, Clone)]
 pub(crate) struct Position {
     pub topic: Arc<str>,
     pub partition: i32,
     pub offset: i64,
     pub timestamp: i64,
+    pub headers: Vec<RecordHeader>,
 }
 
 pub struct Context<'c> {
@@ -86,6 +88,11 @@ impl<'c> Context<'c> {
     /// The record's timestamp, ms since the Unix epoch.
     pub fn timestamp(&self) -> i64 {
         self.position.timestamp
+    }
+
+    /// The record's headers, in order (none in `init` and `close`).
+    pub fn headers(&self) -> &[RecordHeader] {
+        &self.position.headers
     }
 
     /// The name of the running processor.
@@ -228,7 +235,7 @@ where
         let key = spec.key_codec.encode(key)?;
         match self.state.get_at(index, &key)? {
             None => Ok(None),
-            Some(raw) => Ok(Some(spec.value_codec.decode_owned(raw)?)),
+            Some(raw) => Ok(Some(spec.value_codec.decode(raw)?)),
         }
     }
 
@@ -282,12 +289,7 @@ where
         let (spec, _) = checked(&self.spec)?;
         entries
             .into_iter()
-            .map(|(k, v)| {
-                Ok((
-                    spec.key_codec.decode_owned(&k)?,
-                    spec.value_codec.decode_owned(&v)?,
-                ))
-            })
+            .map(|(k, v)| Ok((spec.key_codec.decode(&k)?, spec.value_codec.decode(&v)?)))
             .collect()
     }
 }

@@ -169,12 +169,12 @@ impl LogAccess {
                 let id = log.producer_ids().new_producer()?;
                 Ok((id.producer_id, id.epoch))
             }
-            Self::Remote(remote) => Ok(client::new_producer_id(&remote.cluster).await?),
+            Self::Remote(remote) => Ok(client::init_producer_id(&remote.cluster).await?),
         }
     }
 
     /// Appends a batch stamped with a producer id and sequences; a batch the
-    /// log already holds counts as appended. Returns the offset after it.
+    /// log already holds counts as appended.
     pub async fn append(
         &self,
         topic: &str,

@@ -150,13 +150,14 @@ impl App {
         let mut tasks = Vec::new();
         let mut running = JoinSet::new();
         for (index, spec) in self.processors.iter().enumerate() {
-            let mut outputs = Vec::new();
-            for output in &spec.outputs {
-                outputs.push(Output {
+            let outputs: Vec<Output> = spec
+                .outputs
+                .iter()
+                .map(|output| Output {
                     spec: output.clone(),
                     partitions: partitions[&output.topic],
-                });
-            }
+                })
+                .collect();
             for partition in 0..partitions[&spec.inputs[0]] {
                 let (targets, targets_rx) = watch::channel(None);
                 let setup = TaskSetup {
@@ -166,13 +167,7 @@ impl App {
                         .state_dir()
                         .join(&spec.name)
                         .join(partition.to_string()),
-                    outputs: outputs
-                        .iter()
-                        .map(|o| Output {
-                            spec: o.spec.clone(),
-                            partitions: o.partitions,
-                        })
-                        .collect(),
+                    outputs: outputs.clone(),
                     config: self.config,
                     log: log.clone(),
                     stop: Arc::clone(&stop_flag),

@@ -3,12 +3,13 @@
 //! producer sequence of every derived partition) and `outbox` (record
 //! batches to append to derived topics, keyed by a dense u64 sequence).
 //!
-//! A [`Run`] buffers the writes of one run of records: reads see the run's
-//! own earlier writes (point reads and ordered scans merge them over the
-//! database), and [`Run::commit`] writes the state changes, the outbox
-//! batches, the producer sequences and the next input offsets in ONE write
-//! batch, so none of them moves without the others. An input offset never
-//! moves backwards. Dropping a run without committing leaves nothing behind.
+//! A `TaskState` buffers the writes of one run of records: reads see the
+//! run's own earlier writes (point reads and ordered scans merge them over
+//! the database), and [`TaskState::commit`] writes the state changes, the
+//! outbox batches, the producer sequences and the next input offsets in ONE
+//! write batch, so none of them moves without the others. An input offset
+//! never moves backwards. [`TaskState::discard`] drops a run and leaves
+//! nothing behind.
 //!
 //! Emitted records go straight into Kafka v2 record batches, one per derived
 //! partition, stamped with the task's producer id, epoch and the
@@ -67,12 +68,13 @@ pub const OUTBOX_BATCH_RECORDS_MAX: usize = 8192;
 /// Largest outbox batch (uncompressed records), well under the 1 MiB
 /// default message size limit of Kafka brokers.
 pub const OUTBOX_BATCH_BYTES_MAX: usize = 512 * 1024;
-/// Bytes of keys and values one task keeps cached per store.
 /// At most this many outbox batches per derived partition in one commit:
 /// a Kafka broker recognises a resend among a producer's last 5 batches per
 /// partition only, and after a crash the whole outbox is shipped again.
 pub const OUTBOX_BATCHES_PER_PARTITION_MAX: usize = 5;
 
+/// Bytes of keys and values one task keeps cached per store (emptied when
+/// full; the database stays the truth).
 const CACHE_BYTES_MAX: usize = 64 << 20;
 
 /// A store's (key, value).
@@ -198,8 +200,10 @@ impl StoreCache {
             self.bytes = 0;
         }
         self.bytes += added;
+        let key_len = key.len();
         if let Some(old) = self.values.insert(key, value) {
-            self.bytes -= old.map_or(0, |v| v.len()).min(self.bytes);
+            // The entry was there: only its value changed.
+            self.bytes -= (key_len + old.map_or(0, |v| v.len()) + 32).min(self.bytes);
         }
     }
 }
@@ -212,6 +216,8 @@ pub struct TaskState {
     cache: Vec<StoreCache>,
     producer: Option<(i64, i16)>,
     next_outbox: u64,
+    /// The committed input offsets, as in `meta`.
+    offsets: BTreeMap<String, i64>,
     /// The writes of the run in progress.
     run: Run,
 }
@@ -269,10 +275,12 @@ impl TaskState {
             sync,
             producer: None,
             next_outbox: 0,
+            offsets: BTreeMap::new(),
             run: Run::default(),
         };
         state.run.writes = vec![KeyMap::default(); state.stores.len()];
         state.producer = state.read_producer()?;
+        state.offsets = state.read_input_offsets()?;
         state.next_outbox = match state.db.get_cf(state.cf(META)?, NEXT_OUTBOX)? {
             None => 0,
             Some(raw) => decode_u64(&raw)?,
@@ -286,15 +294,15 @@ impl TaskState {
 
     /// The next offset to read from `topic`; `None` before the first commit.
     pub fn input_offset(&self, topic: &str) -> Result<Option<i64>, StateError> {
-        let meta = self.cf(META)?;
-        match self.db.get_cf(meta, input_offset_key(topic))? {
-            None => Ok(None),
-            Some(raw) => decode_i64(&raw).map(Some),
-        }
+        Ok(self.offsets.get(topic).copied())
     }
 
     /// Every input topic's next offset.
     pub fn input_offsets(&self) -> Result<BTreeMap<String, i64>, StateError> {
+        Ok(self.offsets.clone())
+    }
+
+    fn read_input_offsets(&self) -> Result<BTreeMap<String, i64>, StateError> {
         let meta = self.cf(META)?;
         let mut offsets = BTreeMap::new();
         let iter = self.db.iterator_cf(
@@ -416,11 +424,6 @@ impl TaskState {
                     .count()
                     >= OUTBOX_BATCHES_PER_PARTITION_MAX - 1
             })
-    }
-
-    /// Whether the run in progress has written or emitted anything.
-    pub fn run_is_empty(&self) -> bool {
-        self.run.writes.iter().all(|w| w.is_empty()) && self.run.open.is_empty()
     }
 
     /// The position of a store, for the `*_at` calls.
@@ -683,6 +686,9 @@ impl TaskState {
         }
         self.write(batch)?;
         self.next_outbox = next_outbox;
+        for (topic, next) in next_input_offsets {
+            self.offsets.insert(topic.to_string(), *next);
+        }
         for index in 0..self.run.writes.len() {
             // Drained, not replaced: the map keeps its capacity for the next run.
             for (key, value) in self.run.writes[index].drain() {

@@ -186,7 +186,7 @@ impl Task {
         }
     }
 
-    fn reached(&self, targets: &super::task::Targets) -> bool {
+    fn reached(&self, targets: &Targets) -> bool {
         self.inputs
             .iter()
             .all(|i| targets.get(&*i.topic).is_some_and(|end| i.next >= *end))
@@ -217,15 +217,14 @@ impl Task {
         let mut any = false;
         while !rest.is_empty() {
             // A fetch may end inside a batch; the next fetch starts there.
-            let Ok(batch) = RecordBatch::parse_and_verify(rest) else {
-                if !any {
-                    let batch = RecordBatch::parse_and_verify(rest).err();
+            let batch = match RecordBatch::parse_and_verify(rest) {
+                Ok(batch) => batch,
+                Err(_) if any => break,
+                Err(error) => {
                     return Err(RuntimeError::Config(format!(
-                        "{topic}/{partition} at offset {next}: unreadable batch: {}",
-                        batch.map(|e| e.to_string()).unwrap_or_default()
+                        "{topic}/{partition} at offset {next}: unreadable batch: {error}"
                     )));
                 }
-                break;
             };
             rest = &rest[batch.size_bytes()..];
             any = true;
@@ -275,14 +274,6 @@ impl Task {
                 partition: self.setup.partition,
                 offset: record.offset,
                 timestamp: record.timestamp,
-            };
-            let raw = RawRecord {
-                topic: Arc::clone(&topic),
-                partition: self.setup.partition,
-                offset: record.offset,
-                timestamp: record.timestamp,
-                key: record.key,
-                value: record.value,
                 headers: record
                     .headers()
                     .map(|h| {
@@ -293,13 +284,11 @@ impl Task {
                     })
                     .collect(),
             };
-            let mut ctx = Context {
-                state: &mut self.state,
-                stores: &self.setup.spec.stores,
-                outputs: &self.setup.outputs,
-                position: &position,
-                processor: &self.setup.spec.name,
+            let raw = RawRecord {
+                key: record.key,
+                value: record.value,
             };
+            let mut ctx = context(&mut self.state, &self.setup, &position);
             if let Err(error) = self.processor.process(raw, &mut ctx).await {
                 self.state.discard();
                 return Err(RuntimeError::Processor {
@@ -336,14 +325,9 @@ impl Task {
             partition: self.setup.partition,
             offset: -1,
             timestamp: crate::log::now_ms(),
+            headers: Vec::new(),
         };
-        let mut ctx = Context {
-            state: &mut self.state,
-            stores: &self.setup.spec.stores,
-            outputs: &self.setup.outputs,
-            position: &position,
-            processor: &self.setup.spec.name,
-        };
+        let mut ctx = context(&mut self.state, &self.setup, &position);
         let result = if which == "init" {
             self.processor.init(&mut ctx).await
         } else {
@@ -413,5 +397,20 @@ impl Task {
             start,
             position,
         }
+    }
+}
+
+/// What the processor sees of the task for one record (or `init`/`close`).
+fn context<'t>(
+    state: &'t mut TaskState,
+    setup: &'t TaskSetup,
+    position: &'t Position,
+) -> Context<'t> {
+    Context {
+        state,
+        stores: &setup.spec.stores,
+        outputs: &setup.outputs,
+        position,
+        processor: &setup.spec.name,
     }
 }

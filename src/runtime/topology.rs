@@ -52,15 +52,11 @@ pub(crate) struct OutputSpec {
     pub value_codec: Codec,
 }
 
-/// One record as read from the log, before decoding.
+/// A record's key and value as read from the log, before decoding; the
+/// rest of the record is the context's position.
 pub(crate) struct RawRecord<'a> {
-    pub topic: Arc<str>,
-    pub partition: i32,
-    pub offset: i64,
-    pub timestamp: i64,
     pub key: Option<&'a [u8]>,
     pub value: Option<&'a [u8]>,
-    pub headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
 type Step<'a> = Pin<Box<dyn Future<Output = Result<(), ProcessError>> + Send + 'a>>;
@@ -85,19 +81,18 @@ impl<P: Processor> ErasedProcessor for Typed<P> {
     }
 
     fn process<'a>(&'a mut self, raw: RawRecord<'_>, ctx: &'a mut Context<'_>) -> Step<'a> {
+        let position = ctx.position;
         let decoded = (|| {
             Ok::<_, ProcessError>(Record {
-                key: self.key_codec.decode_owned(raw.key.unwrap_or_default())?,
-                value: self
-                    .value_codec
-                    .decode_owned(raw.value.unwrap_or_default())?,
+                key: self.key_codec.decode(raw.key.unwrap_or_default())?,
+                value: self.value_codec.decode(raw.value.unwrap_or_default())?,
                 key_is_null: raw.key.is_none(),
                 value_is_null: raw.value.is_none(),
-                topic: raw.topic,
-                partition: raw.partition,
-                offset: raw.offset,
-                timestamp: raw.timestamp,
-                headers: raw.headers,
+                topic: Arc::clone(&position.topic),
+                partition: position.partition,
+                offset: position.offset,
+                timestamp: position.timestamp,
+                headers: position.headers.clone(),
             })
         })();
         match decoded {
