@@ -52,15 +52,30 @@ impl Codec {
     }
 
     pub fn encode<T: Serialize + ?Sized>(self, value: &T) -> Result<Vec<u8>, CodecError> {
+        let mut out = Vec::new();
+        self.encode_into(value, &mut out)?;
+        Ok(out)
+    }
+
+    /// Encodes into `out`, replacing what it held and keeping its
+    /// allocation (per-record encodes reuse one buffer).
+    pub fn encode_into<T: Serialize + ?Sized>(
+        self,
+        value: &T,
+        out: &mut Vec<u8>,
+    ) -> Result<(), CodecError> {
         let fail = |reason: String| CodecError {
             codec: self.name(),
             reason,
         };
+        out.clear();
         match self {
-            Self::Postcard => postcard::to_stdvec(value).map_err(|e| fail(e.to_string())),
-            Self::Json => serde_json::to_vec(value).map_err(|e| fail(e.to_string())),
-            Self::Raw => raw::to_bytes(value, raw::Accept::BytesOrText).map_err(fail),
-            Self::Utf8 => raw::to_bytes(value, raw::Accept::Text).map_err(fail),
+            Self::Postcard => postcard::to_extend(value, std::mem::take(out))
+                .map(|written| *out = written)
+                .map_err(|e| fail(e.to_string())),
+            Self::Json => serde_json::to_writer(&mut *out, value).map_err(|e| fail(e.to_string())),
+            Self::Raw => raw::write_bytes(value, raw::Accept::BytesOrText, out).map_err(fail),
+            Self::Utf8 => raw::write_bytes(value, raw::Accept::Text, out).map_err(fail),
         }
     }
 

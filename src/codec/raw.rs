@@ -23,8 +23,13 @@ impl Accept {
     }
 }
 
-pub fn to_bytes<T: Serialize + ?Sized>(value: &T, accept: Accept) -> Result<Vec<u8>, String> {
-    value.serialize(Capture { accept }).map_err(|e| e.0)
+/// Appends the value's bytes to `out`.
+pub fn write_bytes<T: Serialize + ?Sized>(
+    value: &T,
+    accept: Accept,
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    value.serialize(Capture { accept, out }).map_err(|e| e.0)
 }
 
 pub fn from_bytes<T: for<'de> Deserialize<'de>>(bytes: &[u8], accept: Accept) -> Result<T, String> {
@@ -62,13 +67,14 @@ fn refuse(accept: Accept, what: &str) -> Error {
 }
 
 /// Serializes a value into its bytes, if it is bytes or text.
-struct Capture {
+struct Capture<'o> {
     accept: Accept,
+    out: &'o mut Vec<u8>,
 }
 
 /// Collects a sequence (or array) of u8.
-struct ByteSeq {
-    bytes: Vec<u8>,
+struct ByteSeq<'o> {
+    out: &'o mut Vec<u8>,
 }
 
 /// Takes one u8 of a sequence.
@@ -82,42 +88,49 @@ macro_rules! refuse_scalars {
     };
 }
 
-impl ser::Serializer for Capture {
-    type Ok = Vec<u8>;
+impl<'o> ser::Serializer for Capture<'o> {
+    type Ok = ();
     type Error = Error;
-    type SerializeSeq = ByteSeq;
-    type SerializeTuple = ByteSeq;
-    type SerializeTupleStruct = Impossible<Vec<u8>, Error>;
-    type SerializeTupleVariant = Impossible<Vec<u8>, Error>;
-    type SerializeMap = Impossible<Vec<u8>, Error>;
-    type SerializeStruct = Impossible<Vec<u8>, Error>;
-    type SerializeStructVariant = Impossible<Vec<u8>, Error>;
+    type SerializeSeq = ByteSeq<'o>;
+    type SerializeTuple = ByteSeq<'o>;
+    type SerializeTupleStruct = Impossible<(), Error>;
+    type SerializeTupleVariant = Impossible<(), Error>;
+    type SerializeMap = Impossible<(), Error>;
+    type SerializeStruct = Impossible<(), Error>;
+    type SerializeStructVariant = Impossible<(), Error>;
 
-    fn serialize_str(self, v: &str) -> Result<Vec<u8>, Error> {
-        Ok(v.as_bytes().to_vec())
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        self.out.extend_from_slice(v.as_bytes());
+        Ok(())
     }
 
-    fn serialize_char(self, v: char) -> Result<Vec<u8>, Error> {
-        Ok(v.to_string().into_bytes())
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        self.out
+            .extend_from_slice(v.encode_utf8(&mut [0; 4]).as_bytes());
+        Ok(())
     }
 
-    fn serialize_bytes(self, v: &[u8]) -> Result<Vec<u8>, Error> {
+    fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
         match self.accept {
-            Accept::BytesOrText => Ok(v.to_vec()),
+            Accept::BytesOrText => {
+                self.out.extend_from_slice(v);
+                Ok(())
+            }
             Accept::Text => Err(refuse(self.accept, "bytes")),
         }
     }
 
-    fn serialize_seq(self, len: Option<usize>) -> Result<ByteSeq, Error> {
+    fn serialize_seq(self, len: Option<usize>) -> Result<ByteSeq<'o>, Error> {
         match self.accept {
-            Accept::BytesOrText => Ok(ByteSeq {
-                bytes: Vec::with_capacity(len.unwrap_or(0)),
-            }),
+            Accept::BytesOrText => {
+                self.out.reserve(len.unwrap_or(0));
+                Ok(ByteSeq { out: self.out })
+            }
             Accept::Text => Err(refuse(self.accept, "a sequence")),
         }
     }
 
-    fn serialize_tuple(self, len: usize) -> Result<ByteSeq, Error> {
+    fn serialize_tuple(self, len: usize) -> Result<ByteSeq<'o>, Error> {
         self.serialize_seq(Some(len))
     }
 
@@ -125,7 +138,7 @@ impl ser::Serializer for Capture {
         self,
         _name: &'static str,
         value: &T,
-    ) -> Result<Vec<u8>, Error> {
+    ) -> Result<(), Error> {
         value.serialize(self)
     }
 
@@ -143,19 +156,19 @@ impl ser::Serializer for Capture {
         serialize_f64(f64) => "a number",
     }
 
-    fn serialize_none(self) -> Result<Vec<u8>, Error> {
+    fn serialize_none(self) -> Result<(), Error> {
         Err(refuse(self.accept, "an option"))
     }
 
-    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<Vec<u8>, Error> {
+    fn serialize_some<T: Serialize + ?Sized>(self, _: &T) -> Result<(), Error> {
         Err(refuse(self.accept, "an option"))
     }
 
-    fn serialize_unit(self) -> Result<Vec<u8>, Error> {
+    fn serialize_unit(self) -> Result<(), Error> {
         Err(refuse(self.accept, "()"))
     }
 
-    fn serialize_unit_struct(self, name: &'static str) -> Result<Vec<u8>, Error> {
+    fn serialize_unit_struct(self, name: &'static str) -> Result<(), Error> {
         Err(refuse(self.accept, name))
     }
 
@@ -164,7 +177,7 @@ impl ser::Serializer for Capture {
         name: &'static str,
         _: u32,
         _: &'static str,
-    ) -> Result<Vec<u8>, Error> {
+    ) -> Result<(), Error> {
         Err(refuse(self.accept, name))
     }
 
@@ -174,7 +187,7 @@ impl ser::Serializer for Capture {
         _: u32,
         _: &'static str,
         _: &T,
-    ) -> Result<Vec<u8>, Error> {
+    ) -> Result<(), Error> {
         Err(refuse(self.accept, name))
     }
 
@@ -219,29 +232,29 @@ impl ser::Serializer for Capture {
     }
 }
 
-impl ser::SerializeSeq for ByteSeq {
-    type Ok = Vec<u8>;
+impl ser::SerializeSeq for ByteSeq<'_> {
+    type Ok = ();
     type Error = Error;
 
     fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.bytes.push(value.serialize(OneByte)?);
+        self.out.push(value.serialize(OneByte)?);
         Ok(())
     }
 
-    fn end(self) -> Result<Vec<u8>, Error> {
-        Ok(self.bytes)
+    fn end(self) -> Result<(), Error> {
+        Ok(())
     }
 }
 
-impl ser::SerializeTuple for ByteSeq {
-    type Ok = Vec<u8>;
+impl ser::SerializeTuple for ByteSeq<'_> {
+    type Ok = ();
     type Error = Error;
 
     fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         ser::SerializeSeq::serialize_element(self, value)
     }
 
-    fn end(self) -> Result<Vec<u8>, Error> {
+    fn end(self) -> Result<(), Error> {
         ser::SerializeSeq::end(self)
     }
 }

@@ -232,11 +232,17 @@ where
         Q: Serialize + ?Sized,
     {
         let (spec, index) = checked(&self.spec)?;
-        let key = spec.key_codec.encode(key)?;
-        match self.state.get_at(index, &key)? {
-            None => Ok(None),
-            Some(raw) => Ok(Some(spec.value_codec.decode(raw)?)),
-        }
+        let mut buffers = std::mem::take(&mut self.state.buffers);
+        let read = spec
+            .key_codec
+            .encode_into(key, &mut buffers.key)
+            .map_err(ProcessError::from)
+            .and_then(|()| {
+                let decode = |raw: Option<&[u8]>| raw.map(|raw| spec.value_codec.decode(raw));
+                Ok(self.state.read_at(index, &buffers.key, decode)?)
+            });
+        self.state.buffers = buffers;
+        Ok(read?.transpose()?)
     }
 
     pub fn put<Q>(&mut self, key: &Q, value: &V) -> Result<(), ProcessError>
@@ -245,10 +251,16 @@ where
         Q: Serialize + ?Sized,
     {
         let (spec, index) = checked(&self.spec)?;
-        let key = spec.key_codec.encode(key)?;
-        let value = spec.value_codec.encode(value)?;
-        self.state.put_at(index, key, value);
-        Ok(())
+        let mut buffers = std::mem::take(&mut self.state.buffers);
+        let encoded = spec
+            .key_codec
+            .encode_into(key, &mut buffers.key)
+            .and_then(|()| spec.value_codec.encode_into(value, &mut buffers.value));
+        if encoded.is_ok() {
+            self.state.put_at(index, &buffers.key, &buffers.value);
+        }
+        self.state.buffers = buffers;
+        Ok(encoded?)
     }
 
     pub fn delete<Q>(&mut self, key: &Q) -> Result<(), ProcessError>
@@ -258,7 +270,7 @@ where
     {
         let (spec, index) = checked(&self.spec)?;
         let key = spec.key_codec.encode(key)?;
-        self.state.delete_at(index, key);
+        self.state.delete_at(index, &key);
         Ok(())
     }
 

@@ -37,9 +37,10 @@
 //! | 4 | partition (i32) |
 //! | rest | one v2 record batch, baseOffset 0 |
 //!
-//! Reads of committed values go through a bounded in-memory cache of each
-//! store (the database stays the truth; the cache only ever holds what was
-//! committed or read back).
+//! Each store keeps the values the task has read or written in one hashed
+//! map: the run's writes (dirty, until the commit) and committed values
+//! read back or written earlier (clean: a bounded cache, emptied when full;
+//! the database stays the truth). A get or put is one hash lookup.
 //!
 //! Thread-safety: a `TaskState` belongs to one task; RocksDB calls block, so
 //! the task runs them on a blocking thread, never an async executor's.
@@ -184,28 +185,80 @@ impl Hasher for KeyHasher {
 
 type KeyMap<V> = HashMap<Vec<u8>, V, BuildHasherDefault<KeyHasher>>;
 
-/// Committed values of one store, as read or written; `None` caches a key
-/// that is absent.
+/// A key's value as the task knows it; `None` is an absent key (or, dirty,
+/// a delete).
+struct Slot {
+    value: Option<Vec<u8>>,
+    /// Written by the run in progress, not yet committed.
+    dirty: bool,
+}
+
+/// One store's values in memory: the run's writes and a cache of committed
+/// values, in one map.
 #[derive(Default)]
-struct StoreCache {
-    values: KeyMap<Option<Vec<u8>>>,
+struct StoreMap {
+    slots: KeyMap<Slot>,
+    /// The keys the run wrote, each once.
+    dirty: Vec<Vec<u8>>,
+    /// About how many bytes the slots hold.
     bytes: usize,
 }
 
-impl StoreCache {
-    fn insert(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
-        let added = key.len() + value.as_ref().map_or(0, Vec::len) + 32;
-        if self.bytes + added > CACHE_BYTES_MAX {
-            self.values.clear();
-            self.bytes = 0;
-        }
+impl StoreMap {
+    /// Room for a new slot of `added` bytes: when the cache is full, the
+    /// clean slots go (the run's writes stay).
+    fn make_room(&mut self, added: usize) {
         self.bytes += added;
-        let key_len = key.len();
-        if let Some(old) = self.values.insert(key, value) {
-            // The entry was there: only its value changed.
-            self.bytes -= (key_len + old.map_or(0, |v| v.len()) + 32).min(self.bytes);
+        if self.bytes > CACHE_BYTES_MAX {
+            self.slots.retain(|_, slot| slot.dirty);
+            self.bytes = self
+                .slots
+                .iter()
+                .map(|(k, s)| slot_bytes(k, s.value.as_deref()))
+                .sum();
         }
     }
+
+    fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
+        if let Some(slot) = self.slots.get_mut(key) {
+            match (&mut slot.value, value) {
+                // Overwritten in place: no allocation per put of a key
+                // already held.
+                (Some(held), Some(value)) => {
+                    self.bytes = (self.bytes + value.len()).saturating_sub(held.len());
+                    held.clear();
+                    held.extend_from_slice(value);
+                }
+                (held, value) => *held = value.map(<[u8]>::to_vec),
+            }
+            if !slot.dirty {
+                slot.dirty = true;
+                self.dirty.push(key.to_vec());
+            }
+            return;
+        }
+        self.make_room(slot_bytes(key, value));
+        self.slots.insert(
+            key.to_vec(),
+            Slot {
+                value: value.map(<[u8]>::to_vec),
+                dirty: true,
+            },
+        );
+        self.dirty.push(key.to_vec());
+    }
+
+    /// Forgets the run's writes (their committed values are read again
+    /// when needed).
+    fn discard(&mut self) {
+        for key in self.dirty.drain(..) {
+            self.slots.remove(&key);
+        }
+    }
+}
+
+fn slot_bytes(key: &[u8], value: Option<&[u8]>) -> usize {
+    key.len() + value.map_or(0, <[u8]>::len) + 48
 }
 
 pub struct TaskState {
@@ -213,13 +266,22 @@ pub struct TaskState {
     stores: Vec<String>,
     /// fsync the WAL with every commit.
     sync: bool,
-    cache: Vec<StoreCache>,
+    maps: Vec<StoreMap>,
     producer: Option<(i64, i16)>,
     next_outbox: u64,
     /// The committed input offsets, as in `meta`.
     offsets: BTreeMap<String, i64>,
-    /// The writes of the run in progress.
+    /// The emits of the run in progress.
     run: Run,
+    /// Reused for the encoded key and value of each store call.
+    pub(crate) buffers: EncodeBuffers,
+}
+
+/// Buffers a store call encodes into, kept between calls.
+#[derive(Default)]
+pub(crate) struct EncodeBuffers {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
 }
 
 impl TaskState {
@@ -270,15 +332,15 @@ impl TaskState {
     fn with_db(db: DB, stores: Vec<String>, sync: bool) -> Result<Self, StateError> {
         let mut state = Self {
             db,
-            cache: stores.iter().map(|_| StoreCache::default()).collect(),
+            maps: stores.iter().map(|_| StoreMap::default()).collect(),
             stores,
             sync,
             producer: None,
             next_outbox: 0,
             offsets: BTreeMap::new(),
             run: Run::default(),
+            buffers: EncodeBuffers::default(),
         };
-        state.run.writes = vec![KeyMap::default(); state.stores.len()];
         state.producer = state.read_producer()?;
         state.offsets = state.read_input_offsets()?;
         state.next_outbox = match state.db.get_cf(state.cf(META)?, NEXT_OUTBOX)? {
@@ -402,8 +464,8 @@ impl TaskState {
 
     /// Forgets the run in progress: nothing of it is written.
     pub fn discard(&mut self) {
-        for writes in &mut self.run.writes {
-            writes.clear();
+        for map in &mut self.maps {
+            map.discard();
         }
         self.run.open.clear();
         self.run.sealed.clear();
@@ -460,12 +522,10 @@ struct OpenBatch {
     builder: BatchBuilder,
 }
 
-/// The buffered writes of one run of records.
+/// The emits of one run of records (its store writes are in the stores'
+/// maps).
 #[derive(Default)]
 struct Run {
-    /// Per store: key → new value, or `None` for a delete. Hashed: gets
-    /// and puts are per record; scans, rarer, sort what they take.
-    writes: Vec<KeyMap<Option<Vec<u8>>>>,
     /// Batches being filled, one per derived partition emitted to.
     open: Vec<OpenBatch>,
     /// Batches full before the commit, in the order they filled.
@@ -478,50 +538,57 @@ impl TaskState {
     /// The value of `key`, as this run has left it.
     pub fn get(&mut self, store: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
         let index = self.index(store)?;
-        Ok(self.get_at(index, key)?.map(<[u8]>::to_vec))
+        self.read_at(index, key, |value| value.map(<[u8]>::to_vec))
     }
 
     pub fn put(&mut self, store: &str, key: &[u8], value: &[u8]) -> Result<(), StateError> {
         let index = self.index(store)?;
-        self.put_at(index, key.to_vec(), value.to_vec());
+        self.put_at(index, key, value);
         Ok(())
     }
 
     pub fn delete(&mut self, store: &str, key: &[u8]) -> Result<(), StateError> {
         let index = self.index(store)?;
-        self.delete_at(index, key.to_vec());
+        self.delete_at(index, key);
         Ok(())
     }
 
-    /// `get` by store position, without copying the value.
-    pub(crate) fn get_at(&mut self, index: usize, key: &[u8]) -> Result<Option<&[u8]>, StateError> {
+    /// `get` by store position: `read` sees the value without a copy.
+    pub(crate) fn read_at<R>(
+        &mut self,
+        index: usize,
+        key: &[u8],
+        read: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R, StateError> {
         let Self {
-            db,
-            stores,
-            cache,
-            run,
-            ..
+            db, stores, maps, ..
         } = self;
-        if let Some(pending) = run.writes[index].get(key) {
-            return Ok(pending.as_deref());
+        let map = &mut maps[index];
+        if let Some(slot) = map.slots.get(key) {
+            return Ok(read(slot.value.as_deref()));
         }
-        let cache = &mut cache[index];
-        if !cache.values.contains_key(key) {
-            let family = db.cf_handle(&stores[index]).ok_or_else(|| {
-                StateError::UnknownStore(stores[index].clone(), stores.join(", "))
-            })?;
-            let value = db.get_cf(family, key)?;
-            cache.insert(key.to_vec(), value);
-        }
-        Ok(cache.values[key].as_deref())
+        let family = db
+            .cf_handle(&stores[index])
+            .ok_or_else(|| StateError::UnknownStore(stores[index].clone(), stores.join(", ")))?;
+        let value = db.get_cf(family, key)?;
+        let result = read(value.as_deref());
+        map.make_room(slot_bytes(key, value.as_deref()));
+        map.slots.insert(
+            key.to_vec(),
+            Slot {
+                value,
+                dirty: false,
+            },
+        );
+        Ok(result)
     }
 
-    pub(crate) fn put_at(&mut self, index: usize, key: Vec<u8>, value: Vec<u8>) {
-        self.run.writes[index].insert(key, Some(value));
+    pub(crate) fn put_at(&mut self, index: usize, key: &[u8], value: &[u8]) {
+        self.maps[index].write(key, Some(value));
     }
 
-    pub(crate) fn delete_at(&mut self, index: usize, key: Vec<u8>) {
-        self.run.writes[index].insert(key, None);
+    pub(crate) fn delete_at(&mut self, index: usize, key: &[u8]) {
+        self.maps[index].write(key, None);
     }
 
     /// (key, value) pairs with `from <= key < to` (`to` None: to the end),
@@ -546,11 +613,12 @@ impl TaskState {
             }
             merged.insert(key.to_vec(), Some(value.to_vec()));
         }
-        for (key, value) in &self.run.writes[index] {
+        let map = &self.maps[index];
+        for key in &map.dirty {
             if key.as_slice() < from || !below_end(key) {
                 continue;
             }
-            merged.insert(key.clone(), value.clone());
+            merged.insert(key.clone(), map.slots[key].value.clone());
         }
         Ok(merged
             .into_iter()
@@ -650,17 +718,18 @@ impl TaskState {
             self.seal(open)?;
         }
         let mut batch = WriteBatch::default();
-        for (index, writes) in self.run.writes.iter().enumerate() {
-            let cf = self.cf(&self.stores[index])?;
+        for (index, map) in self.maps.iter_mut().enumerate() {
+            let family = self.db.cf_handle(&self.stores[index]).ok_or_else(|| {
+                StateError::UnknownStore(self.stores[index].clone(), self.stores.join(", "))
+            })?;
             // In key order: the memtable's skip list inserts a run of
             // ascending keys next to each other, several times faster than
             // scattered ones.
-            let mut sorted: Vec<_> = writes.iter().collect();
-            sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            for (key, value) in sorted {
-                match value {
-                    Some(value) => batch.put_cf(cf, key, value),
-                    None => batch.delete_cf(cf, key),
+            map.dirty.sort_unstable();
+            for key in &map.dirty {
+                match &map.slots[key].value {
+                    Some(value) => batch.put_cf(family, key, value),
+                    None => batch.delete_cf(family, key),
                 }
             }
         }
@@ -689,10 +758,12 @@ impl TaskState {
         for (topic, next) in next_input_offsets {
             self.offsets.insert(topic.to_string(), *next);
         }
-        for index in 0..self.run.writes.len() {
-            // Drained, not replaced: the map keeps its capacity for the next run.
-            for (key, value) in self.run.writes[index].drain() {
-                self.cache[index].insert(key, value);
+        for map in &mut self.maps {
+            // The written values stay, clean: the cache of what is committed.
+            for key in map.dirty.drain(..) {
+                if let Some(slot) = map.slots.get_mut(&key) {
+                    slot.dirty = false;
+                }
             }
         }
         let added = self.run.sealed.len();
