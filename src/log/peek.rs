@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::LogError;
 use super::error::IoContext;
-use crate::record::{BATCH_HEADER_BYTES, BatchHeader};
+use crate::record::{BATCH_HEADER_BYTES, BatchHeader, RecordBatch};
 
 /// The log end offset of `topic`/`partition` under `data_dir`; `None` if it
 /// has no segment.
@@ -20,30 +20,81 @@ pub fn peek_log_end_offset(
     partition: i32,
 ) -> Result<Option<i64>, LogError> {
     let dir = &super::log_manager::partition_dir(data_dir, topic, partition);
-    let mut newest: Option<i64> = None;
+    let Some(&base) = segment_bases(dir)?.last() else {
+        return Ok(None);
+    };
+    let mut end = base;
+    walk_segment(dir, base, |header, _| {
+        end = header.next_offset();
+        Ok(true)
+    })?;
+    Ok(Some(end))
+}
+
+/// Visits every whole, checksum-verified batch of `topic`/`partition`
+/// under `data_dir`, oldest first, reading the segment files without opening
+/// the log (a snapshot, as for [`peek_log_end_offset`]). False when the
+/// partition does not exist.
+pub fn peek_batches(
+    data_dir: &Path,
+    topic: &str,
+    partition: i32,
+    mut visit: impl FnMut(RecordBatch<'_>) -> Result<(), LogError>,
+) -> Result<bool, LogError> {
+    let dir = &super::log_manager::partition_dir(data_dir, topic, partition);
+    if !dir.exists() {
+        return Ok(false);
+    }
+    let mut buffer = Vec::new();
+    for base in segment_bases(dir)? {
+        walk_segment(dir, base, |_, read| {
+            read(&mut buffer)?;
+            match RecordBatch::parse_and_verify(&buffer) {
+                Ok(batch) => visit(batch).map(|()| true),
+                // A damaged batch: nothing after it in the segment is read.
+                Err(_) => Ok(false),
+            }
+        })?;
+    }
+    Ok(true)
+}
+
+/// The base offsets of a partition directory's segments, ascending.
+fn segment_bases(dir: &Path) -> Result<Vec<i64>, LogError> {
     let entries = std::fs::read_dir(dir).context(|| format!("listing {}", dir.display()))?;
+    let mut bases = Vec::new();
     for entry in entries {
         let entry = entry.context(|| format!("listing {}", dir.display()))?;
         let name = entry.file_name();
-        let Some(base) = name
+        if let Some(base) = name
             .to_str()
             .and_then(|n| n.strip_suffix(".log"))
             .and_then(|n| n.parse::<i64>().ok())
-        else {
-            continue;
-        };
-        newest = Some(newest.map_or(base, |b| b.max(base)));
+        {
+            bases.push(base);
+        }
     }
-    let Some(base) = newest else {
-        return Ok(None);
-    };
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Reads a batch into the buffer.
+type ReadBatch<'a> = dyn FnMut(&mut Vec<u8>) -> Result<(), LogError> + 'a;
+
+/// Reads a segment's batch headers in order up to the first that is torn
+/// or invalid, or until `visit` (given each header and a way to read its
+/// whole batch) says stop.
+fn walk_segment(
+    dir: &Path,
+    base: i64,
+    mut visit: impl FnMut(&BatchHeader, &mut ReadBatch<'_>) -> Result<bool, LogError>,
+) -> Result<(), LogError> {
     let path = dir.join(super::file_name(base, "log"));
     let file = File::open(&path).context(|| format!("opening {}", path.display()))?;
     let size = file
         .metadata()
         .context(|| format!("reading the size of {}", path.display()))?
         .len();
-    let mut end = base;
     let mut position = 0u64;
     let mut header = [0u8; BATCH_HEADER_BYTES];
     while position + BATCH_HEADER_BYTES as u64 <= size {
@@ -56,10 +107,18 @@ pub fn peek_log_end_offset(
         if parsed.check().is_err() || position + batch_bytes > size {
             break;
         }
-        end = parsed.next_offset();
+        let at = position;
+        let mut read = |buffer: &mut Vec<u8>| {
+            buffer.resize(batch_bytes as usize, 0);
+            file.read_exact_at(buffer, at)
+                .context(|| format!("reading {} at {at}", path.display()))
+        };
+        if !visit(&parsed, &mut read)? {
+            break;
+        }
         position += batch_bytes;
     }
-    Ok(Some(end))
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,10 +1,19 @@
 //! The command line every app binary gets from [`App::run_cli`]:
 //!
 //! ```text
-//! <app> run [--until-end] [--serve ADDR]   process (embedded or remote)
-//! <app> status                             per task: offsets, lag, outbox
-//! <app> dump-state [--store NAME]          sorted `store<TAB>key<TAB>value`
+//! <app> run [--until-end] [--serve ADDR]          process (embedded or remote)
+//! <app> status [--version V]                      per task: offsets, lag, outbox
+//! <app> dump-state [--store S] [--at OFFSET]      sorted `store<TAB>key<TAB>value`
+//! <app> replay --version V --from earliest|OFFSET|TIME [--until-end]
+//! <app> diff A B                                  exit status 1 when they differ
+//! <app> promote V                                 make a version live
+//! <app> versions                                  list them
+//! <app> rebuild [--store S] [--from-checkpoint]   fresh state from the log, swapped in
+//! <app> checkpoint [--version V]                  checkpoint every task's state
 //! ```
+//!
+//! The version the app runs is `live` (see `versions`); `run` runs it, and
+//! the other commands look at it unless given `--version`.
 //!
 //! Every subcommand takes the same location flags: `--data-dir DIR`
 //! (embedded; state in `DIR/apps/<app>` unless `--state-dir`), or
@@ -21,10 +30,13 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::client::{Admin, ClientConfig, Cluster};
 
+use super::diff::DiffReport;
 use super::error::RuntimeError;
-use super::runner::{Location, RunOptions};
-use super::state::{StateError, TaskState};
+use super::rebuild::RebuildOptions;
+use super::runner::{Location, RunOptions, StartAt, checkpoint_dir, lock_running};
+use super::state::{StateError, TaskState, checkpoints};
 use super::topology::App;
+use super::versions::{BASE, LIVE, Versions, parse_start};
 
 #[derive(Debug, Parser)]
 pub struct Cli<T: Args> {
@@ -72,15 +84,121 @@ pub enum Command {
         /// (overrides the app's setting).
         #[arg(long, value_name = "MS")]
         commit_ms: Option<u64>,
+        #[command(flatten)]
+        checkpoints: CheckpointArgs,
+    },
+    /// Run the processors (a new build) into a version of their own: state
+    /// apart, derived topics named `<topic>.VERSION`; the live version is
+    /// not touched. Resumes where it stopped, exactly once like `run`.
+    Replay {
+        /// The version's name (letters, digits, '-', '_').
+        #[arg(long)]
+        version: String,
+        /// Where to start in the external inputs: earliest, an offset, a
+        /// timestamp in ms (`1700000000000ms`) or a UTC time
+        /// (`2026-11-30T12:00:00Z`).
+        #[arg(long, default_value = "earliest")]
+        from: String,
+        /// Stop once the inputs, as they are now, are processed.
+        #[arg(long)]
+        until_end: bool,
+        #[arg(long, value_name = "N")]
+        commit_records: Option<u64>,
+        #[arg(long, value_name = "MS")]
+        commit_ms: Option<u64>,
+        #[command(flatten)]
+        checkpoints: CheckpointArgs,
     },
     /// Per task: input offset, end offset, lag, outbox size.
-    Status,
+    Status {
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
+    },
     /// Every store entry as a sorted `store<TAB>key<TAB>value` line.
     DumpState {
         /// Only this store.
         #[arg(long)]
         store: Option<String>,
+        /// The state as of this input offset: each task's newest checkpoint
+        /// at or below it.
+        #[arg(long, value_name = "OFFSET")]
+        at: Option<i64>,
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
     },
+    /// Compare two versions' stores and derived topics; exit status 1 when
+    /// they differ.
+    Diff {
+        a: String,
+        b: String,
+        /// Differences shown per store.
+        #[arg(long, default_value_t = 5)]
+        examples: usize,
+    },
+    /// Make a version live (its state and derived topics); the version it
+    /// replaces is kept, so promoting that one back rolls back.
+    Promote { version: String },
+    /// The app's versions; the live one marked.
+    Versions,
+    /// Rebuild the stateful tasks' state from the log into a fresh
+    /// directory while the app keeps running, and swap it in once it has
+    /// caught up (the old state is kept until the swap).
+    Rebuild {
+        /// Only the processor keeping this store.
+        #[arg(long)]
+        store: Option<String>,
+        /// Start from each task's newest checkpoint instead of the log's
+        /// beginning (when retention has deleted the beginning).
+        #[arg(long)]
+        from_checkpoint: bool,
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Checkpoint every task's state now (running or not).
+    Checkpoint {
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
+    },
+}
+
+/// Checkpoints the tasks take on their own.
+#[derive(Debug, Clone, Args)]
+pub struct CheckpointArgs {
+    /// Checkpoint a task's state after every N records.
+    #[arg(long, value_name = "N")]
+    pub checkpoint_records: Option<u64>,
+    /// Checkpoint a task's state every S seconds (when it processed any).
+    #[arg(long, value_name = "S")]
+    pub checkpoint_secs: Option<u64>,
+    /// Checkpoints kept per task.
+    #[arg(long, value_name = "K")]
+    pub checkpoints_kept: Option<usize>,
+}
+
+impl CheckpointArgs {
+    fn apply(&self, config: &mut super::topology::TaskConfig) {
+        if let Some(records) = self.checkpoint_records {
+            config.checkpoints.records = Some(records.max(1));
+        }
+        if let Some(secs) = self.checkpoint_secs {
+            config.checkpoints.interval = Some(Duration::from_secs(secs));
+        }
+        if let Some(keep) = self.checkpoints_kept {
+            config.checkpoints.keep = keep.max(1);
+        }
+    }
+}
+
+/// How a subcommand ended, for the exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// `diff` found differences (exit status 1).
+    Differs,
 }
 
 impl LocationArgs {
@@ -122,26 +240,41 @@ impl App {
     }
 
     /// Runs a parsed subcommand (for apps with flags of their own); prints
-    /// an error and exits with status 1 on failure.
+    /// an error and exits with status 1 on failure (2 for an error of
+    /// `diff`, whose 1 means the versions differ).
     pub fn run_parsed(
         self,
         location: &LocationArgs,
         command: &Command,
     ) -> Result<(), RuntimeError> {
-        if let Err(error) = self.execute(location, command) {
-            eprintln!("{}: {error}", self.name);
-            std::process::exit(1);
+        match self.execute(location, command) {
+            Ok(Outcome::Done) => Ok(()),
+            Ok(Outcome::Differs) => std::process::exit(1),
+            Err(error) => {
+                eprintln!("{}: {error}", self.name);
+                let code = if matches!(command, Command::Diff { .. }) {
+                    2
+                } else {
+                    1
+                };
+                std::process::exit(code);
+            }
         }
-        Ok(())
     }
 
     /// Runs a subcommand, returning its error.
-    pub fn execute(&self, location: &LocationArgs, command: &Command) -> Result<(), RuntimeError> {
+    pub fn execute(
+        &self,
+        location: &LocationArgs,
+        command: &Command,
+    ) -> Result<Outcome, RuntimeError> {
         let location = location.location(&self.name)?;
         let runtime = tokio::runtime::Runtime::new().map_err(|error| RuntimeError::Io {
             context: "starting the async runtime".into(),
             error,
         })?;
+        let versions = || Versions::load(location.state_dir());
+        let version = |name: &Option<String>| versions()?.get(name.as_deref().unwrap_or(LIVE));
         runtime.block_on(async {
             match command {
                 Command::Run {
@@ -149,33 +282,265 @@ impl App {
                     serve,
                     commit_records,
                     commit_ms,
+                    checkpoints,
                 } => {
-                    let mut app = self.clone();
-                    if let Some(records) = commit_records {
-                        app.config.commit.records = (*records).max(1);
-                    }
-                    if let Some(ms) = commit_ms {
-                        app.config.commit.interval = Duration::from_millis(*ms);
-                    }
+                    let live = version(&None)?;
+                    let (mut app, location) = self.as_version(&location, &live);
+                    app.tune(*commit_records, *commit_ms, checkpoints);
                     let options = RunOptions {
                         until_end: *until_end,
                         serve: *serve,
                         progress_every: Some(Duration::from_secs(5)),
+                        start: StartAt::Earliest,
                     };
-                    let stop = shutdown_signal()?;
-                    let summary = app.run(&location, options, stop).await?;
+                    if live.name != BASE {
+                        eprintln!(
+                            "{}: running version {} (derived topics end in {:?})",
+                            self.name, live.name, live.topic_suffix
+                        );
+                    }
+                    app.run_reporting(&location, options).await
+                }
+                Command::Replay {
+                    version: name,
+                    from,
+                    until_end,
+                    commit_records,
+                    commit_ms,
+                    checkpoints,
+                } => {
+                    let start = parse_start(from)?;
+                    let replayed = versions()?.for_replay(name, from)?;
+                    let (mut app, location) = self.as_version(&location, &replayed);
+                    app.tune(*commit_records, *commit_ms, checkpoints);
+                    let topics: Vec<String> = self
+                        .derived_topics()
+                        .iter()
+                        .map(|t| app.log_topic(t))
+                        .collect();
                     eprintln!(
-                        "{}: {} records processed in {:.1} s",
+                        "{}: replaying into version {name} (state in {}, derived topics {})",
                         self.name,
+                        replayed.state_dir.display(),
+                        topics.join(", ")
+                    );
+                    let options = RunOptions {
+                        until_end: *until_end,
+                        serve: None,
+                        progress_every: Some(Duration::from_secs(5)),
+                        start,
+                    };
+                    app.run_reporting(&location, options).await
+                }
+                Command::Status { version: name } => {
+                    let (app, location) = self.as_version(&location, &version(name)?);
+                    app.print_status(&location).await.map(|()| Outcome::Done)
+                }
+                Command::DumpState {
+                    store,
+                    at,
+                    version: name,
+                } => {
+                    let (app, location) = self.as_version(&location, &version(name)?);
+                    app.dump_state(&location, store.as_deref(), *at)
+                        .map(|()| Outcome::Done)
+                }
+                Command::Diff { a, b, examples } => {
+                    let versions = versions()?;
+                    let (a, b) = (versions.get(a)?, versions.get(b)?);
+                    let report = self.diff(&location, &a, &b, *examples).await?;
+                    print_diff(&report)?;
+                    Ok(if report.differs() {
+                        Outcome::Differs
+                    } else {
+                        Outcome::Done
+                    })
+                }
+                Command::Promote { version: name } => {
+                    let mut versions = versions()?;
+                    let next = versions.get(name)?;
+                    let current = versions.get(LIVE)?;
+                    if next == current {
+                        eprintln!("{}: {} is already live", self.name, next.name);
+                        return Ok(Outcome::Done);
+                    }
+                    // Neither may be running: the live app would go on
+                    // writing the version it started with.
+                    let _current = lock_running(&current.state_dir).map_err(|_| {
+                        RuntimeError::Config(format!(
+                            "the live version {} is running; stop it, promote, then start it again",
+                            current.name
+                        ))
+                    })?;
+                    let _next = lock_running(&next.state_dir).map_err(|_| {
+                        RuntimeError::Config(format!(
+                            "version {} is running (a replay?); stop it first",
+                            next.name
+                        ))
+                    })?;
+                    let previous = versions.promote(name)?;
+                    let (app, _) = self.as_version(&location, &next);
+                    let topics: Vec<String> = self
+                        .derived_topics()
+                        .iter()
+                        .map(|t| app.log_topic(t))
+                        .collect();
+                    println!(
+                        "{} is live: `run` uses its state ({}) and derived topics ({})",
+                        next.name,
+                        next.state_dir.display(),
+                        topics.join(", ")
+                    );
+                    println!(
+                        "the previous live version, {}, is kept: `promote {}` rolls back",
+                        previous.name, previous.name
+                    );
+                    Ok(Outcome::Done)
+                }
+                Command::Versions => {
+                    let versions = versions()?;
+                    for name in versions.names() {
+                        let marker = if name == versions.live_name() {
+                            "  (live)"
+                        } else {
+                            ""
+                        };
+                        println!("{name}{marker}");
+                    }
+                    Ok(Outcome::Done)
+                }
+                Command::Rebuild {
+                    store,
+                    from_checkpoint,
+                    version: name,
+                } => {
+                    let (app, location) = self.as_version(&location, &version(name)?);
+                    let options = RebuildOptions {
+                        store: store.clone(),
+                        from_checkpoint: *from_checkpoint,
+                        progress_every: Some(Duration::from_secs(5)),
+                    };
+                    let summary = app.rebuild(&location, options).await?;
+                    let by = if summary.handed_over > 0 {
+                        "the running app swapped it in"
+                    } else {
+                        "swapped in"
+                    };
+                    eprintln!(
+                        "{}: rebuilt {} task(s) from {} records in {:.1} s; {by}",
+                        self.name,
+                        summary.tasks,
                         summary.records,
                         summary.elapsed.as_secs_f64()
                     );
-                    Ok(())
+                    Ok(Outcome::Done)
                 }
-                Command::Status => self.print_status(&location).await,
-                Command::DumpState { store } => self.dump_state(&location, store.as_deref()),
+                Command::Checkpoint { version: name } => {
+                    let (app, location) = self.as_version(&location, &version(name)?);
+                    app.checkpoint_now(&location).await.map(|()| Outcome::Done)
+                }
             }
         })
+    }
+
+    /// Applies the command line's commit and checkpoint settings.
+    fn tune(
+        &mut self,
+        commit_records: Option<u64>,
+        commit_ms: Option<u64>,
+        checkpoints: &CheckpointArgs,
+    ) {
+        if let Some(records) = commit_records {
+            self.config.commit.records = records.max(1);
+        }
+        if let Some(ms) = commit_ms {
+            self.config.commit.interval = Duration::from_millis(ms);
+        }
+        checkpoints.apply(&mut self.config);
+    }
+
+    async fn run_reporting(
+        &self,
+        location: &Location,
+        options: RunOptions,
+    ) -> Result<Outcome, RuntimeError> {
+        let stop = shutdown_signal()?;
+        let summary = self.run(location, options, stop).await?;
+        eprintln!(
+            "{}: {} records processed in {:.1} s",
+            self.name,
+            summary.records,
+            summary.elapsed.as_secs_f64()
+        );
+        Ok(Outcome::Done)
+    }
+
+    /// Checkpoints every task with stores: directly when the app is not
+    /// running, else by asking the running tasks (and waiting for them).
+    pub async fn checkpoint_now(&self, location: &Location) -> Result<(), RuntimeError> {
+        let tasks: Vec<(String, i32, PathBuf)> = self
+            .processors
+            .iter()
+            .filter(|p| !p.stores.is_empty())
+            .flat_map(|p| {
+                let dirs = task_dirs(&location.state_dir().join(&p.name)).unwrap_or_default();
+                dirs.into_iter()
+                    .map(move |(partition, dir)| (p.name.clone(), partition, dir))
+            })
+            .collect();
+        if tasks.is_empty() {
+            return Err(RuntimeError::Config(
+                "no task with state has run yet: nothing to checkpoint".into(),
+            ));
+        }
+        let root = location.state_dir();
+        if let Ok(_running) = lock_running(root) {
+            for (processor, partition, dir) in &tasks {
+                let spec = self
+                    .processors
+                    .iter()
+                    .find(|p| &p.name == processor)
+                    .expect("listed from the processors");
+                let stores: Vec<&str> = spec.stores.iter().map(|s| s.name.as_str()).collect();
+                let state = TaskState::open(dir, &stores, true)?;
+                let Some(offset) = state.input_offset(&spec.inputs[0])? else {
+                    continue;
+                };
+                let target = checkpoint_dir(root, processor, *partition);
+                state.checkpoint(&target, offset, self.config.checkpoints.keep.max(1))?;
+                println!("{processor}/{partition}: checkpoint at offset {offset}");
+            }
+            return Ok(());
+        }
+        // Running: write a fresh token to the request file; each task
+        // answers with it once its checkpoint is taken.
+        let token = format!("{:?}", std::time::SystemTime::now());
+        let request = root.join("checkpoints").join("REQUEST");
+        let io = |context: String| move |error| RuntimeError::Io { context, error };
+        std::fs::create_dir_all(root.join("checkpoints"))
+            .map_err(io(format!("creating {}", root.display())))?;
+        std::fs::write(&request, &token).map_err(io(format!("writing {}", request.display())))?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        for (processor, partition, _) in &tasks {
+            let dir = checkpoint_dir(root, processor, *partition);
+            let answer = dir.join("ANSWERED");
+            while std::fs::read_to_string(&answer).ok().as_deref() != Some(token.as_str()) {
+                if std::time::Instant::now() > deadline {
+                    return Err(RuntimeError::Config(format!(
+                        "task {processor}/{partition} did not take its checkpoint within 60 s (is it running?)"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let newest = checkpoints(&dir)
+                .map_err(io(format!("listing {}", dir.display())))?
+                .last()
+                .map(|(offset, _)| *offset);
+            if let Some(offset) = newest {
+                println!("{processor}/{partition}: checkpoint at offset {offset}");
+            }
+        }
+        Ok(())
     }
 
     /// Every store's entries of every task, rendered and sorted.
@@ -183,6 +548,18 @@ impl App {
         &self,
         location: &Location,
         only: Option<&str>,
+    ) -> Result<Vec<String>, RuntimeError> {
+        self.dump_state_lines_at(location, only, None)
+    }
+
+    /// As [`App::dump_state_lines`], or, with `at`, as of input offset `at`:
+    /// each task's newest checkpoint at or below it (an error names a task
+    /// that has none).
+    pub fn dump_state_lines_at(
+        &self,
+        location: &Location,
+        only: Option<&str>,
+        at: Option<i64>,
     ) -> Result<Vec<String>, RuntimeError> {
         let mut lines = Vec::new();
         for spec in &self.processors {
@@ -194,8 +571,12 @@ impl App {
             if stores.is_empty() {
                 continue;
             }
-            for dir in task_dirs(&location.state_dir().join(&spec.name))? {
-                let Some(state) = open_committed(&dir.1)? else {
+            for (partition, dir) in task_dirs(&location.state_dir().join(&spec.name))? {
+                let dir = match at {
+                    None => dir,
+                    Some(at) => checkpoint_at(location.state_dir(), &spec.name, partition, at)?.1,
+                };
+                let Some(state) = open_committed(&dir)? else {
                     continue;
                 };
                 for store in &stores {
@@ -226,8 +607,25 @@ impl App {
         Ok(lines)
     }
 
-    fn dump_state(&self, location: &Location, only: Option<&str>) -> Result<(), RuntimeError> {
-        let lines = self.dump_state_lines(location, only)?;
+    fn dump_state(
+        &self,
+        location: &Location,
+        only: Option<&str>,
+        at: Option<i64>,
+    ) -> Result<(), RuntimeError> {
+        let lines = self.dump_state_lines_at(location, only, at)?;
+        if let Some(at) = at {
+            for spec in self.processors.iter().filter(|p| !p.stores.is_empty()) {
+                for (partition, _) in task_dirs(&location.state_dir().join(&spec.name))? {
+                    let (offset, _) =
+                        checkpoint_at(location.state_dir(), &spec.name, partition, at)?;
+                    eprintln!(
+                        "{}/{partition}: the checkpoint at offset {offset}",
+                        spec.name
+                    );
+                }
+            }
+        }
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         for line in lines {
             writeln!(out, "{line}").map_err(stdout_error)?;
@@ -337,8 +735,75 @@ impl StatusRow {
     }
 }
 
+/// A task's newest checkpoint at or below input offset `at`.
+fn checkpoint_at(
+    state_dir: &std::path::Path,
+    processor: &str,
+    partition: i32,
+    at: i64,
+) -> Result<(i64, PathBuf), RuntimeError> {
+    let dir = checkpoint_dir(state_dir, processor, partition);
+    let all = checkpoints(&dir).map_err(|error| RuntimeError::Io {
+        context: format!("listing {}", dir.display()),
+        error,
+    })?;
+    let offsets: Vec<String> = all.iter().map(|(o, _)| o.to_string()).collect();
+    all.into_iter()
+        .rev()
+        .find(|(offset, _)| *offset <= at)
+        .ok_or_else(|| {
+            RuntimeError::Config(format!(
+                "task {processor}/{partition} has no checkpoint at or below offset {at} (checkpoints at: {})",
+                if offsets.is_empty() { "none".to_string() } else { offsets.join(", ") }
+            ))
+        })
+}
+
+fn print_diff(report: &DiffReport) -> Result<(), RuntimeError> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let (a, b) = (&report.a, &report.b);
+    for store in &report.stores {
+        writeln!(
+            out,
+            "store {}: {} only in {a}, {} only in {b}, {} with different values",
+            store.store, store.only_a, store.only_b, store.different
+        )
+        .map_err(stdout_error)?;
+        for example in &store.examples {
+            writeln!(out, "  {example}").map_err(stdout_error)?;
+        }
+    }
+    for topic in &report.topics {
+        for p in &topic.partitions {
+            let first = match p.first_difference {
+                Some(offset) => format!("first difference at offset {offset}"),
+                None => "identical".to_string(),
+            };
+            writeln!(
+                out,
+                "topic {} partition {}: {} vs {}: {} and {} records, {} differ, {first}",
+                topic.topic,
+                p.partition,
+                topic.log_topic_a,
+                topic.log_topic_b,
+                p.records_a,
+                p.records_b,
+                p.differing
+            )
+            .map_err(stdout_error)?;
+        }
+    }
+    let verdict = if report.differs() {
+        "differ"
+    } else {
+        "are the same"
+    };
+    writeln!(out, "{a} and {b} {verdict}").map_err(stdout_error)?;
+    out.flush().map_err(stdout_error)
+}
+
 /// The task directories of one processor, by partition.
-fn task_dirs(dir: &std::path::Path) -> Result<Vec<(i32, PathBuf)>, RuntimeError> {
+pub(crate) fn task_dirs(dir: &std::path::Path) -> Result<Vec<(i32, PathBuf)>, RuntimeError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -365,7 +830,7 @@ fn task_dirs(dir: &std::path::Path) -> Result<Vec<(i32, PathBuf)>, RuntimeError>
 
 /// A task's state for reading, or None if it never finished its first
 /// open (and so never committed anything).
-fn open_committed(dir: &std::path::Path) -> Result<Option<TaskState>, RuntimeError> {
+pub(crate) fn open_committed(dir: &std::path::Path) -> Result<Option<TaskState>, RuntimeError> {
     match TaskState::open_read_only(dir) {
         Ok(state) => Ok(Some(state)),
         Err(StateError::NeverOpened(_)) => Ok(None),

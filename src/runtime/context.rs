@@ -21,6 +21,8 @@ use super::topology::{OutputSpec, StoreSpec};
 #[derive(Clone)]
 pub(crate) struct Output {
     pub spec: OutputSpec,
+    /// The topic's name in the log (with the version's suffix).
+    pub log_topic: String,
     pub partitions: i32,
 }
 
@@ -41,6 +43,9 @@ pub struct Context<'c> {
     pub(crate) outputs: &'c [Output],
     pub(crate) position: &'c Position,
     pub(crate) processor: &'c str,
+    /// False in a rebuild: the derived topics already hold what the
+    /// processor emits, so emits are checked and dropped.
+    pub(crate) emits: bool,
 }
 
 /// How to emit a record besides its topic, key and value.
@@ -205,7 +210,9 @@ impl<'c> Context<'c> {
             timestamp: options.timestamp.unwrap_or(self.position.timestamp),
             headers: &headers,
         };
-        self.state.emit(topic, partition, record)?;
+        if self.emits {
+            self.state.emit(&output.log_topic, partition, record)?;
+        }
         Ok(())
     }
 }

@@ -162,6 +162,27 @@ impl LogAccess {
         }
     }
 
+    /// The first offset whose record has a timestamp at or after `ms`; the
+    /// end offset when none has.
+    pub async fn offset_for_timestamp(
+        &self,
+        topic: &str,
+        partition: i32,
+        ms: i64,
+    ) -> Result<i64, RuntimeError> {
+        let found = match self {
+            Self::Embedded(log, _) => log
+                .partition(topic, partition)?
+                .offset_for_timestamp(ms)?
+                .map(|(offset, _)| offset),
+            Self::Remote(remote) => remote.admin.list_offset(topic, partition, ms).await?,
+        };
+        match found {
+            Some(offset) => Ok(offset),
+            None => self.end_offset(topic, partition).await,
+        }
+    }
+
     /// A producer id never handed out before, with its epoch.
     pub async fn new_producer(&self) -> Result<(i64, i16), RuntimeError> {
         match self {

@@ -16,20 +16,28 @@
 
 pub mod cli;
 pub mod context;
+pub mod diff;
 mod error;
 mod log_access;
 pub mod processor;
+mod progress;
+mod rebuild;
 mod runner;
 pub mod state;
+mod swap;
 mod task;
 pub mod topology;
+pub mod versions;
 
-pub use cli::{Cli, Command, LocationArgs, NoArgs, StatusRow};
+pub use cli::{CheckpointArgs, Cli, Command, LocationArgs, NoArgs, Outcome, StatusRow};
 pub use context::{Context, EmitOptions, Store};
+pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff};
 pub use error::RuntimeError;
 pub use processor::{ProcessError, Processor, Record, RecordHeader};
-pub use runner::{Location, RunOptions, RunSummary};
+pub use rebuild::{RebuildOptions, RebuildSummary};
+pub use runner::{Location, RunOptions, RunSummary, StartAt};
 pub use state::{Entry, OutboxBatch, StateError, TaskState};
-pub use topology::{App, CommitInterval, TaskConfig};
+pub use topology::{App, CheckpointPolicy, CommitInterval, TaskConfig};
+pub use versions::{Version, Versions};
 
 pub use async_trait::async_trait;

@@ -26,6 +26,7 @@ use crate::log::{LogConfig, LogManager};
 use super::context::Output;
 use super::error::RuntimeError;
 use super::log_access::{LogAccess, Remote};
+use super::progress::ProgressReport;
 use super::task::{self, Targets, TaskProgress, TaskSetup};
 use super::topology::App;
 
@@ -61,6 +62,19 @@ impl Location {
     }
 }
 
+/// Where a task with no committed offset starts reading an external input
+/// (derived inputs are always read from their start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StartAt {
+    /// The earliest offset still retained.
+    #[default]
+    Earliest,
+    Offset(i64),
+    /// The first record with a timestamp at or after this (ms since the
+    /// Unix epoch); the end of the partition if there is none.
+    Timestamp(i64),
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Stop once the external inputs are processed up to the ends they had
@@ -70,6 +84,8 @@ pub struct RunOptions {
     pub serve: Option<SocketAddr>,
     /// Print a progress line this often (to stderr); never when `None`.
     pub progress_every: Option<Duration>,
+    /// Where tasks without state start in the external inputs.
+    pub start: StartAt,
 }
 
 /// What a run did.
@@ -100,6 +116,7 @@ impl App {
     ) -> Result<RunSummary, RuntimeError> {
         self.check().map_err(RuntimeError::Config)?;
         let started = Instant::now();
+        let _running = lock_running(location.state_dir())?;
         let (mut log, embedded) = open(location).await?;
         let served = match (&embedded, options.serve) {
             (Some(manager), Some(addr)) => {
@@ -155,11 +172,23 @@ impl App {
                 .iter()
                 .map(|output| Output {
                     spec: output.clone(),
+                    log_topic: self.log_topic(&output.topic),
                     partitions: partitions[&output.topic],
                 })
                 .collect();
             for partition in 0..partitions[&spec.inputs[0]] {
                 let (targets, targets_rx) = watch::channel(None);
+                let start = spec
+                    .inputs
+                    .iter()
+                    .map(|t| {
+                        if self.is_derived(t) {
+                            StartAt::Earliest
+                        } else {
+                            options.start
+                        }
+                    })
+                    .collect();
                 let setup = TaskSetup {
                     spec: spec.clone(),
                     partition,
@@ -167,6 +196,11 @@ impl App {
                         .state_dir()
                         .join(&spec.name)
                         .join(partition.to_string()),
+                    checkpoints: checkpoint_dir(location.state_dir(), &spec.name, partition),
+                    log_topics: spec.inputs.iter().map(|t| self.log_topic(t)).collect(),
+                    start,
+                    emits: true,
+                    rebuild: Some(rebuild_dir(location.state_dir(), &spec.name, partition)),
                     outputs: outputs.clone(),
                     config: self.config,
                     log: log.clone(),
@@ -194,8 +228,13 @@ impl App {
         tokio::pin!(stop);
         let mut stopping = false;
         let mut failure: Option<RuntimeError> = None;
-        let mut ticker =
-            tokio::time::interval(options.progress_every.unwrap_or(Duration::from_secs(3600)));
+        let every = options.progress_every.unwrap_or(Duration::from_secs(3600));
+        let mut report = ProgressReport::new(&self.name, every);
+        let mut ticker = tokio::time::interval(if options.until_end {
+            report.tick().min(every)
+        } else {
+            every
+        });
         ticker.tick().await;
         let mut last = (Instant::now(), 0u64);
         let mut maintenance = tokio::time::interval(Duration::from_secs(1));
@@ -207,9 +246,13 @@ impl App {
                 }
                 _ = ticker.tick(), if options.progress_every.is_some() => {
                     let records = progress.records.load(Ordering::Relaxed);
-                    let rate = (records - last.1) as f64 / last.0.elapsed().as_secs_f64().max(1e-3);
-                    eprintln!("{}: {records} records processed ({rate:.0}/s)", self.name);
-                    last = (Instant::now(), records);
+                    if options.until_end {
+                        report.update(records, progress.total.load(Ordering::Relaxed));
+                    } else {
+                        let rate = (records - last.1) as f64 / last.0.elapsed().as_secs_f64().max(1e-3);
+                        eprintln!("{}: {records} records processed ({rate:.0}/s)", self.name);
+                        last = (Instant::now(), records);
+                    }
                 }
                 _ = maintenance.tick() => {
                     if let LogAccess::Embedded(manager, _) = log {
@@ -235,15 +278,22 @@ impl App {
                 }
             }
         }
+        let records = progress.records.load(Ordering::Relaxed);
+        if options.until_end && options.progress_every.is_some() {
+            report.finish(records, progress.total.load(Ordering::Relaxed));
+        }
         match failure {
             Some(error) => Err(error),
-            None => Ok((tasks.len(), progress.records.load(Ordering::Relaxed))),
+            None => Ok((tasks.len(), records)),
         }
     }
 
     /// Partition counts of every topic of the app, creating derived topics
     /// (with their processor's input partition count unless declared).
-    async fn resolve(&self, log: &LogAccess) -> Result<BTreeMap<String, i32>, RuntimeError> {
+    pub(crate) async fn resolve(
+        &self,
+        log: &LogAccess,
+    ) -> Result<BTreeMap<String, i32>, RuntimeError> {
         let mut partitions: BTreeMap<String, i32> = BTreeMap::new();
         for topic in self.external_inputs() {
             let count = log.partition_count(&topic).await?.ok_or_else(|| {
@@ -282,7 +332,9 @@ impl App {
             }
             for output in &spec.outputs {
                 let wanted = output.partitions.unwrap_or(counts[0]);
-                let count = log.ensure_topic(&output.topic, wanted).await?;
+                let count = log
+                    .ensure_topic(&self.log_topic(&output.topic), wanted)
+                    .await?;
                 if let Some(known) = partitions.get(&output.topic)
                     && *known != count
                 {
@@ -330,7 +382,9 @@ impl App {
             let mut targets = Targets::new();
             for topic in &self.processors[task.processor].inputs {
                 debug_assert!(partitions.contains_key(topic));
-                targets.insert(topic.clone(), log.end_offset(topic, task.partition).await?);
+                let log_topic = self.log_topic(topic);
+                let end = log.end_offset(&log_topic, task.partition).await?;
+                targets.insert(topic.clone(), end);
             }
             let _ = task.targets.send(Some(targets));
         }
@@ -338,8 +392,48 @@ impl App {
     }
 }
 
+/// Where a rebuild of one task of a version builds its state.
+pub(crate) fn rebuild_dir(state_dir: &Path, processor: &str, partition: i32) -> PathBuf {
+    state_dir
+        .join("rebuild")
+        .join(processor)
+        .join(partition.to_string())
+}
+
+/// Where the checkpoints of one task of a version are kept.
+pub(crate) fn checkpoint_dir(state_dir: &Path, processor: &str, partition: i32) -> PathBuf {
+    state_dir
+        .join("checkpoints")
+        .join(processor)
+        .join(partition.to_string())
+}
+
+/// Holds `<state_dir>/.running` locked while the app runs: one process per
+/// version's state at a time, and a way for other commands to tell.
+pub(crate) fn lock_running(
+    state_dir: &Path,
+) -> Result<nix::fcntl::Flock<std::fs::File>, RuntimeError> {
+    std::fs::create_dir_all(state_dir).map_err(|error| RuntimeError::Io {
+        context: format!("creating {}", state_dir.display()),
+        error,
+    })?;
+    let path = state_dir.join(".running");
+    let file = std::fs::File::create(&path).map_err(|error| RuntimeError::Io {
+        context: format!("creating {}", path.display()),
+        error,
+    })?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
+        RuntimeError::Config(format!(
+            "another process is running this app on {} (its state is in use)",
+            state_dir.display()
+        ))
+    })
+}
+
 /// Opens the log (embedded) or connects (remote).
-async fn open(location: &Location) -> Result<(LogAccess, Option<Arc<LogManager>>), RuntimeError> {
+pub(crate) async fn open(
+    location: &Location,
+) -> Result<(LogAccess, Option<Arc<LogManager>>), RuntimeError> {
     match location {
         Location::Embedded { data_dir, .. } => {
             let manager = Arc::new(LogManager::open(data_dir, LogConfig::default())?);

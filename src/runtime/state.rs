@@ -488,6 +488,60 @@ impl TaskState {
             })
     }
 
+    /// Takes over `from`'s bookkeeping, replacing its own: everything in
+    /// `meta` and `outbox` (input offsets, producer identity and sequences,
+    /// batches not yet shipped), in one synced write. A rebuilt state goes
+    /// on exactly where the state it replaces stopped.
+    pub fn adopt_bookkeeping(&mut self, from: &TaskState) -> Result<(), StateError> {
+        let mut batch = WriteBatch::default();
+        for family in [META, OUTBOX] {
+            let (mine, theirs) = (self.cf(family)?, from.cf(family)?);
+            for item in self.db.iterator_cf(mine, IteratorMode::Start) {
+                batch.delete_cf(mine, item?.0);
+            }
+            for item in from.db.iterator_cf(theirs, IteratorMode::Start) {
+                let (key, value) = item?;
+                batch.put_cf(mine, key, value);
+            }
+        }
+        let mut options = rocksdb::WriteOptions::default();
+        options.set_sync(true);
+        self.db.write_opt(batch, &options)?;
+        self.producer = self.read_producer()?;
+        self.offsets = self.read_input_offsets()?;
+        self.next_outbox = from.next_outbox;
+        Ok(())
+    }
+
+    /// Takes a checkpoint of the committed state (RocksDB hard-links its
+    /// files) as `<dir>/<offset, 20 digits>`, built aside and renamed into
+    /// place, so a checkpoint directory is always whole; then removes the
+    /// oldest beyond `keep`. Nothing happens when that offset's exists.
+    pub fn checkpoint(&self, dir: &Path, offset: i64, keep: usize) -> Result<(), StateError> {
+        let io = |what: String, error: std::io::Error| {
+            StateError::Corrupt(format!("checkpoint: {what}: {error}"))
+        };
+        std::fs::create_dir_all(dir).map_err(|e| io(format!("creating {}", dir.display()), e))?;
+        let target = dir.join(checkpoint_name(offset));
+        if target.exists() {
+            return Ok(());
+        }
+        let building = dir.join(format!("{}.partial", checkpoint_name(offset)));
+        if building.exists() {
+            std::fs::remove_dir_all(&building)
+                .map_err(|e| io(format!("removing {}", building.display()), e))?;
+        }
+        rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(&building)?;
+        std::fs::rename(&building, &target)
+            .map_err(|e| io(format!("renaming {}", building.display()), e))?;
+        let all = checkpoints(dir).map_err(|e| io(format!("listing {}", dir.display()), e))?;
+        for (_, old) in all.iter().take(all.len().saturating_sub(keep)) {
+            std::fs::remove_dir_all(old)
+                .map_err(|e| io(format!("removing {}", old.display()), e))?;
+        }
+        Ok(())
+    }
+
     /// The position of a store, for the `*_at` calls.
     pub(crate) fn index(&self, store: &str) -> Result<usize, StateError> {
         self.stores
@@ -771,6 +825,32 @@ impl TaskState {
         self.run.sequences.clear();
         Ok(added)
     }
+}
+
+fn checkpoint_name(offset: i64) -> String {
+    format!("{offset:020}")
+}
+
+/// A task's whole checkpoints in `dir`, oldest (lowest offset) first.
+pub fn checkpoints(dir: &Path) -> std::io::Result<Vec<(i64, std::path::PathBuf)>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(error),
+    };
+    let mut found = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        if let Some(offset) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i64>().ok())
+        {
+            found.push((offset, entry.path()));
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 fn input_offset_key(topic: &str) -> Vec<u8> {

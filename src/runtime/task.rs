@@ -25,7 +25,9 @@ use crate::record::RecordBatch;
 use super::context::{Context, Output, Position};
 use super::error::RuntimeError;
 use super::log_access::LogAccess;
+use super::runner::StartAt;
 use super::state::TaskState;
+use super::swap::{self, Handover, encode_offsets, write_whole};
 use super::topology::{ErasedProcessor, ProcessorSpec, RawRecord, TaskConfig};
 
 /// Largest decompressed records section of one input batch.
@@ -41,12 +43,26 @@ pub(crate) type Targets = BTreeMap<String, i64>;
 #[derive(Default)]
 pub(crate) struct TaskProgress {
     pub records: AtomicU64,
+    /// Records the tasks that know their targets have to process, from
+    /// where they stood when they learned them.
+    pub total: AtomicU64,
 }
 
 pub(crate) struct TaskSetup {
     pub spec: ProcessorSpec,
     pub partition: i32,
     pub dir: PathBuf,
+    /// Where the task's checkpoints go.
+    pub checkpoints: PathBuf,
+    /// The inputs' names in the log, in the order of `spec.inputs`.
+    pub log_topics: Vec<String>,
+    /// Where each input starts when the task has no offset for it.
+    pub start: Vec<StartAt>,
+    /// Whether emitted records go to the derived topics (not in a rebuild).
+    pub emits: bool,
+    /// Where a rebuild of this task's state would be built: the task looks
+    /// there for one ready to take over (see `swap`). None in a rebuild.
+    pub rebuild: Option<PathBuf>,
     pub outputs: Vec<Output>,
     pub config: TaskConfig,
     pub log: LogAccess,
@@ -64,7 +80,10 @@ impl TaskSetup {
 
 /// An input topic's position in this task.
 struct Input {
+    /// As the processor names it.
     topic: Arc<str>,
+    /// Its name in the log.
+    log_topic: String,
     next: i64,
 }
 
@@ -101,7 +120,28 @@ struct Task {
     inputs: Vec<Input>,
     processor: Box<dyn ErasedProcessor>,
     pending: Pending,
+    /// Since the last checkpoint: when, and records processed after it.
+    checkpointed: (Instant, u64),
+    /// The last checkpoint request seen (its file's modification time).
+    request_seen: Option<std::time::SystemTime>,
+    /// When the task last looked for a rebuild ready to take over.
+    handover_checked: Instant,
+    /// Whether the task's records to go are in the progress total.
+    counted: bool,
 }
+
+/// Why the loop returned.
+enum Pumped {
+    /// Told to stop, or reached its targets.
+    Stopped,
+    /// A rebuilt state is at the task's offsets: swap it in.
+    Swap,
+}
+
+/// How often a task looks for a rebuild ready to take over.
+const HANDOVER_CHECK_EVERY: Duration = Duration::from_millis(100);
+/// How long a task waits, its input held, for a rebuild to reach it.
+const HOLD_MAX: Duration = Duration::from_secs(60);
 
 /// Runs the task until it is told to stop, it reaches its targets, or it
 /// fails. A clean end commits and ships everything first.
@@ -111,20 +151,26 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
         context: format!("creating {}", setup.dir.display()),
         error,
     })?;
-    let stores: Vec<&str> = setup.spec.stores.iter().map(|s| s.name.as_str()).collect();
+    if let Some(rebuilt) = &setup.rebuild {
+        swap::recover(&setup.dir, rebuilt)?;
+    }
+    let stores: Vec<String> = setup.spec.stores.iter().map(|s| s.name.clone()).collect();
+    let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
     let mut state = TaskState::open(&setup.dir, &stores, setup.config.sync)?;
-    if !setup.outputs.is_empty() && state.producer().is_none() {
+    if setup.emits && !setup.outputs.is_empty() && state.producer().is_none() {
         let (id, epoch) = setup.log.new_producer().await?;
         state.set_producer(id, epoch)?;
     }
     let mut inputs = Vec::new();
-    for topic in &setup.spec.inputs {
+    for (at, topic) in setup.spec.inputs.iter().enumerate() {
+        let log_topic = setup.log_topics[at].clone();
         let next = match state.input_offset(topic)? {
             Some(next) => next,
-            None => setup.log.start_offset(topic, setup.partition).await?,
+            None => first_offset(&setup, &log_topic, setup.start[at]).await?,
         };
         inputs.push(Input {
             topic: Arc::from(topic.as_str()),
+            log_topic,
             next,
         });
     }
@@ -135,12 +181,24 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
         inputs,
         processor,
         pending: Pending::new(),
+        checkpointed: (Instant::now(), 0),
+        request_seen: None,
+        handover_checked: Instant::now(),
+        counted: false,
     };
+    // A request made before the task started is not this run's to answer.
+    task.request_seen = requested_at(&task.setup.checkpoints);
     task.ship().await?;
     tracing::debug!(task = %name, "started");
     task.lifecycle("init").await?;
     task.pending.moved = true;
-    task.pump().await?;
+    while let Pumped::Swap = task.pump().await? {
+        let rebuilt = task.setup.rebuild.clone().expect("only a live task swaps");
+        let sync = task.setup.config.sync;
+        task.state = swap::swap_in(&task.setup.dir, task.state, &rebuilt, &stores, sync)?;
+        Handover::beside(&rebuilt).clear()?;
+        tracing::info!(task = %name, "the rebuilt state took over");
+    }
     task.lifecycle("close").await?;
     task.pending.moved = true;
     task.commit().await?;
@@ -150,17 +208,37 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
 
 impl Task {
     /// The fetch-process-commit loop.
-    async fn pump(&mut self) -> Result<(), RuntimeError> {
+    async fn pump(&mut self) -> Result<Pumped, RuntimeError> {
         let mut turn = 0usize;
         loop {
             if self.setup.stop.load(Ordering::Relaxed) {
-                return Ok(());
+                return Ok(Pumped::Stopped);
             }
             let targets = self.setup.targets.borrow().clone();
-            if let Some(targets) = &targets
-                && self.reached(targets)
-            {
-                return Ok(());
+            if let Some(targets) = &targets {
+                if !self.counted {
+                    self.counted = true;
+                    let to_go: i64 = self
+                        .inputs
+                        .iter()
+                        .map(|i| {
+                            targets
+                                .get(&*i.topic)
+                                .map_or(0, |end| (end - i.next).max(0))
+                        })
+                        .sum();
+                    let progress = &self.setup.progress;
+                    progress.total.fetch_add(to_go as u64, Ordering::Relaxed);
+                }
+                if self.reached(targets) {
+                    return Ok(Pumped::Stopped);
+                }
+            }
+            if self.handover_checked.elapsed() >= HANDOVER_CHECK_EVERY {
+                self.handover_checked = Instant::now();
+                if self.hold_for_rebuild().await? {
+                    return Ok(Pumped::Swap);
+                }
             }
             let mut fetched_any = false;
             for step in 0..self.inputs.len() {
@@ -180,8 +258,15 @@ impl Task {
             if self.pending.due(&self.setup.config) {
                 self.commit().await?;
             }
-            if !fetched_any && matches!(self.setup.log, LogAccess::Embedded(..)) {
-                tokio::time::sleep(IDLE_WAIT).await;
+            if !fetched_any {
+                // Idle: a checkpoint asked for is taken now, not at the
+                // next commit, which may be far off.
+                if !self.pending.moved {
+                    self.checkpoint_if_due()?;
+                }
+                if matches!(self.setup.log, LogAccess::Embedded(..)) {
+                    tokio::time::sleep(IDLE_WAIT).await;
+                }
             }
         }
     }
@@ -194,7 +279,7 @@ impl Task {
 
     /// Fetches from input `at` and processes what came; false if nothing did.
     async fn fetch_and_process(&mut self, at: usize) -> Result<bool, RuntimeError> {
-        let (topic, partition) = (Arc::clone(&self.inputs[at].topic), self.setup.partition);
+        let (topic, partition) = (self.inputs[at].log_topic.clone(), self.setup.partition);
         let next = self.inputs[at].next;
         let fetched = match self
             .setup
@@ -301,6 +386,7 @@ impl Task {
             }
             self.inputs[at].next = record.offset + 1;
             self.pending.records += 1;
+            self.checkpointed.1 += 1;
             self.pending.moved = true;
             self.setup.progress.records.fetch_add(1, Ordering::Relaxed);
             // Remote only: the cluster may be Kafka, which recognises a
@@ -353,7 +439,74 @@ impl Task {
         let offsets: Vec<(&str, i64)> = self.inputs.iter().map(|i| (&*i.topic, i.next)).collect();
         self.state.commit(&offsets)?;
         self.pending = Pending::new();
-        self.ship().await
+        self.ship().await?;
+        self.checkpoint_if_due()
+    }
+
+    /// When a rebuild of this task is ready to take over: commits and ships
+    /// everything, holds its input at the offsets it tells the rebuild, and
+    /// waits for the rebuild to reach them. True when it did; false when no
+    /// rebuild is ready, or it did not come within [`HOLD_MAX`] (the task
+    /// goes on and asks again later).
+    async fn hold_for_rebuild(&mut self) -> Result<bool, RuntimeError> {
+        let Some(rebuilt) = &self.setup.rebuild else {
+            return Ok(false);
+        };
+        let files = Handover::beside(rebuilt);
+        if !files.ready.exists() {
+            return Ok(false);
+        }
+        self.pending.moved = true;
+        self.commit().await?;
+        let token = encode_offsets(&self.state.input_offsets()?);
+        write_whole(&files.hold, &token)?;
+        let deadline = Instant::now() + HOLD_MAX;
+        loop {
+            if std::fs::read_to_string(&files.caught_up).ok().as_deref() == Some(token.as_str()) {
+                return Ok(true);
+            }
+            let gave_up = Instant::now() > deadline || !files.ready.exists();
+            if gave_up || self.setup.stop.load(Ordering::Relaxed) {
+                let _ = std::fs::remove_file(&files.hold);
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Takes a checkpoint when the policy says so, or when `checkpoint`
+    /// asked (it rewrote the request file) since the last request seen;
+    /// then answers the request in the task's checkpoint directory.
+    fn checkpoint_if_due(&mut self) -> Result<(), RuntimeError> {
+        if self.setup.spec.stores.is_empty() {
+            return Ok(());
+        }
+        let policy = self.setup.config.checkpoints;
+        let (since, records) = self.checkpointed;
+        let due = policy.records.is_some_and(|n| records >= n)
+            || policy
+                .interval
+                .is_some_and(|t| since.elapsed() >= t && records > 0);
+        let request = requested_at(&self.setup.checkpoints);
+        let asked = request.is_some() && request != self.request_seen;
+        if !due && !asked {
+            return Ok(());
+        }
+        let offset = self.inputs[0].next;
+        self.state
+            .checkpoint(&self.setup.checkpoints, offset, policy.keep.max(1))?;
+        self.checkpointed = (Instant::now(), 0);
+        if asked {
+            let token =
+                std::fs::read(checkpoint_request_file(&self.setup.checkpoints)).unwrap_or_default();
+            let answer = self.setup.checkpoints.join("ANSWERED");
+            std::fs::write(&answer, token).map_err(|error| RuntimeError::Io {
+                context: format!("writing {}", answer.display()),
+                error,
+            })?;
+            self.request_seen = request;
+        }
+        Ok(())
     }
 
     /// Appends every outbox batch, in order, then drops them.
@@ -400,6 +553,47 @@ impl Task {
     }
 }
 
+/// The file `checkpoint` touches to ask running tasks for a checkpoint, in
+/// the version's `checkpoints` directory (`checkpoints/<processor>/<partition>`
+/// is the task's own).
+pub(crate) fn checkpoint_request_file(task_checkpoints: &std::path::Path) -> PathBuf {
+    let root = task_checkpoints
+        .parent()
+        .and_then(|p| p.parent())
+        .unwrap_or(task_checkpoints);
+    root.join("REQUEST")
+}
+
+/// When the checkpoint request file was last written, if it exists.
+fn requested_at(task_checkpoints: &std::path::Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(checkpoint_request_file(task_checkpoints))
+        .and_then(|m| m.modified())
+        .ok()
+}
+
+/// The offset a task without state starts `log_topic` at.
+async fn first_offset(
+    setup: &TaskSetup,
+    log_topic: &str,
+    start: StartAt,
+) -> Result<i64, RuntimeError> {
+    let earliest = setup.log.start_offset(log_topic, setup.partition).await?;
+    match start {
+        StartAt::Earliest => Ok(earliest),
+        StartAt::Offset(offset) if offset >= earliest => Ok(offset),
+        StartAt::Offset(offset) => Err(RuntimeError::Config(format!(
+            "{log_topic}/{}: offset {offset} is no longer retained (the partition starts at {earliest})",
+            setup.partition
+        ))),
+        StartAt::Timestamp(ms) => {
+            setup
+                .log
+                .offset_for_timestamp(log_topic, setup.partition, ms)
+                .await
+        }
+    }
+}
+
 /// What the processor sees of the task for one record (or `init`/`close`).
 fn context<'t>(
     state: &'t mut TaskState,
@@ -412,5 +606,6 @@ fn context<'t>(
         outputs: &setup.outputs,
         position,
         processor: &setup.spec.name,
+        emits: setup.emits,
     }
 }

@@ -138,6 +138,26 @@ impl Default for CommitInterval {
     }
 }
 
+/// When a task takes a checkpoint of its state on its own (after a
+/// commit): every `records` records or `interval`, whichever comes first;
+/// neither set, only when asked (`checkpoint`). The newest `keep` stay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointPolicy {
+    pub records: Option<u64>,
+    pub interval: Option<Duration>,
+    pub keep: usize,
+}
+
+impl Default for CheckpointPolicy {
+    fn default() -> Self {
+        Self {
+            records: None,
+            interval: None,
+            keep: 3,
+        }
+    }
+}
+
 /// Tunables of every task of an app.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskConfig {
@@ -147,6 +167,7 @@ pub struct TaskConfig {
     /// fsync the state's WAL at every commit, and the embedded log's derived
     /// partitions before their outbox entries are dropped.
     pub sync: bool,
+    pub checkpoints: CheckpointPolicy,
 }
 
 impl Default for TaskConfig {
@@ -155,6 +176,7 @@ impl Default for TaskConfig {
             commit: CommitInterval::default(),
             fetch_bytes: 4 << 20,
             sync: true,
+            checkpoints: CheckpointPolicy::default(),
         }
     }
 }
@@ -167,6 +189,9 @@ pub struct App {
     pub(crate) config: TaskConfig,
     /// The first misuse of the builder, reported when the app runs.
     pub(crate) error: Option<String>,
+    /// Appended to the name of every derived topic in the log: a replayed
+    /// version's topics (`word-counts.v2`) are apart from the live ones.
+    pub(crate) topic_suffix: String,
 }
 
 impl App {
@@ -176,6 +201,7 @@ impl App {
             processors: Vec::new(),
             config: TaskConfig::default(),
             error: None,
+            topic_suffix: String::new(),
         };
         if name.is_empty()
             || !name
@@ -200,8 +226,13 @@ impl App {
         if self.processors.iter().any(|p| p.name == name) {
             self.fail(format!("two processors named {name:?}"));
         }
-        if name.is_empty() || name.contains('/') {
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
             self.fail(format!("processor name {name:?}"));
+        }
+        if RESERVED_DIRS.contains(&name) {
+            self.fail(format!(
+                "processor name {name:?} is reserved (the app's state directory holds {RESERVED_DIRS:?})"
+            ));
         }
         self.processors.push(ProcessorSpec {
             name: name.to_string(),
@@ -318,8 +349,43 @@ impl App {
         self
     }
 
+    /// Checkpoints taken by the tasks on their own; see [`CheckpointPolicy`].
+    pub fn checkpoints(mut self, policy: CheckpointPolicy) -> Self {
+        self.config.checkpoints = policy;
+        self
+    }
+
     pub fn config(&self) -> TaskConfig {
         self.config
+    }
+
+    /// Whether a processor of the app writes `topic`.
+    pub(crate) fn is_derived(&self, topic: &str) -> bool {
+        self.processors
+            .iter()
+            .any(|p| p.outputs.iter().any(|o| o.topic == topic))
+    }
+
+    /// The name in the log of a topic as the processors name it: derived
+    /// topics carry the version's suffix.
+    pub(crate) fn log_topic(&self, topic: &str) -> String {
+        if self.is_derived(topic) {
+            format!("{topic}{}", self.topic_suffix)
+        } else {
+            topic.to_string()
+        }
+    }
+
+    /// Every derived topic, as the processors name it.
+    pub(crate) fn derived_topics(&self) -> Vec<String> {
+        let mut topics: Vec<String> = self
+            .processors
+            .iter()
+            .flat_map(|p| p.outputs.iter().map(|o| o.topic.clone()))
+            .collect();
+        topics.sort();
+        topics.dedup();
+        topics
     }
 
     fn last(&mut self, what: &str) -> Option<&mut ProcessorSpec> {
@@ -375,6 +441,9 @@ impl App {
         topics
     }
 }
+
+/// Directories of an app's state directory that are not processors'.
+pub(crate) const RESERVED_DIRS: [&str; 3] = ["versions", "checkpoints", "rebuild"];
 
 fn factory<P: Processor + Clone + Sync>(processor: P) -> Factory {
     Arc::new(move |key_codec, value_codec| {

@@ -1,0 +1,456 @@
+//! `rebuild`: builds the state of a version's stateful tasks afresh from the
+//! log, beside the state in use, and swaps it in once it has caught up.
+//!
+//! Each task's rebuild runs the processor from the start of its inputs (or
+//! from the live task's newest checkpoint, with `--from-checkpoint`) into
+//! `<state>/rebuild/<processor>/<partition>`, with emits dropped (the
+//! derived topics already hold them) and commits unsynced and far apart
+//! (a killed rebuild resumes from its last commit; the swap syncs). It
+//! catches up with the live task's committed offsets, again and again
+//! while the live task moves, until it is close; then:
+//!
+//! - the app not running: the rebuild takes the app's run lock, processes
+//!   up to the live offsets and swaps the state in itself;
+//! - the app running: the live task holds its input for the rebuild to
+//!   reach it exactly, and swaps (the handover in `swap`).
+//!
+//! The state in use is untouched until the swap, and the swap replaces it
+//! whole or not at all.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::cli::open_committed;
+use super::context::Output;
+use super::error::RuntimeError;
+use super::log_access::LogAccess;
+use super::progress::ProgressReport;
+use super::runner::{Location, StartAt, checkpoint_dir, lock_running, rebuild_dir};
+use super::state::{TaskState, checkpoints};
+use super::swap::{self, Handover, decode_offsets, write_whole};
+use super::task::{self, Targets, TaskProgress, TaskSetup};
+use super::topology::{App, CommitInterval, ProcessorSpec, TaskConfig};
+
+/// A rebuild hands over once it is within this many records of the live
+/// task (the live task holds its input while the rebuild covers them).
+const CLOSE_ENOUGH: i64 = 50_000;
+/// Catch-up rounds before handing over however far behind.
+const ROUNDS_MAX: usize = 20;
+/// How long a rebuild waits for the running app to answer.
+const HANDOVER_MAX: Duration = Duration::from_secs(120);
+
+#[derive(Debug, Clone, Default)]
+pub struct RebuildOptions {
+    /// Only the processor keeping this store (all its stores are rebuilt).
+    pub store: Option<String>,
+    /// Start from each live task's newest checkpoint instead of the log's
+    /// beginning (needed once retention has deleted the start).
+    pub from_checkpoint: bool,
+    /// Show progress on stderr this often (see `progress`).
+    pub progress_every: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebuildSummary {
+    pub tasks: usize,
+    /// Records processed by the rebuild.
+    pub records: u64,
+    pub elapsed: Duration,
+    /// Tasks whose state the running app swapped in (the others' the
+    /// rebuild swapped itself, the app not running).
+    pub handed_over: usize,
+}
+
+/// One task to rebuild.
+struct Job {
+    spec: ProcessorSpec,
+    partition: i32,
+    live: PathBuf,
+    rebuilt: PathBuf,
+    outputs: Vec<Output>,
+}
+
+/// What every job shares.
+struct Shared {
+    log: LogAccess,
+    app: App,
+    progress: Arc<TaskProgress>,
+    stop: Arc<AtomicBool>,
+    config: TaskConfig,
+}
+
+impl App {
+    /// Rebuilds the state of the app's stateful tasks at `location` (a
+    /// version's, see [`App::as_version`]); see the module docs.
+    pub async fn rebuild(
+        &self,
+        location: &Location,
+        options: RebuildOptions,
+    ) -> Result<RebuildSummary, RuntimeError> {
+        self.check().map_err(RuntimeError::Config)?;
+        let started = Instant::now();
+        let root = location.state_dir().to_path_buf();
+        let selected = self.rebuilt_processors(options.store.as_deref())?;
+        // Embedded, the app and the rebuild cannot both open the log.
+        let mut lock = match location {
+            Location::Embedded { data_dir, .. } => Some(lock_running(&root).map_err(|_| {
+                RuntimeError::Config(format!(
+                    "the app is running on {} (embedded), and only one process can open a log directory; rebuild through its Kafka port: run the app with `run --serve ADDR`, then `rebuild --bootstrap ADDR --state-dir {}`",
+                    data_dir.display(),
+                    root.display()
+                ))
+            })?),
+            Location::Remote { .. } => None,
+        };
+        let (log, embedded) = super::runner::open(location).await?;
+        let partitions = self.resolve(&log).await?;
+        let mut jobs = Vec::new();
+        for spec in selected {
+            let outputs: Vec<Output> = spec
+                .outputs
+                .iter()
+                .map(|o| Output {
+                    spec: o.clone(),
+                    log_topic: self.log_topic(&o.topic),
+                    partitions: partitions[&o.topic],
+                })
+                .collect();
+            for partition in 0..partitions[&spec.inputs[0]] {
+                let live = root.join(&spec.name).join(partition.to_string());
+                let rebuilt = rebuild_dir(&root, &spec.name, partition);
+                if lock.is_some() {
+                    swap::recover(&live, &rebuilt)?;
+                }
+                if live_offsets(&live)?.is_empty() {
+                    continue; // never committed: nothing to rebuild
+                }
+                if options.from_checkpoint && open_committed(&rebuilt)?.is_none() {
+                    seed_from_checkpoint(&root, spec, partition, &rebuilt)?;
+                }
+                let job = Job {
+                    spec: spec.clone(),
+                    partition,
+                    live,
+                    rebuilt,
+                    outputs: outputs.clone(),
+                };
+                self.check_retained(&log, &root, &job, options.from_checkpoint)
+                    .await?;
+                jobs.push(job);
+            }
+        }
+        if jobs.is_empty() {
+            return Err(RuntimeError::Config(format!(
+                "nothing to rebuild: no stateful task has committed state under {}",
+                root.display()
+            )));
+        }
+        let shared = Arc::new(Shared {
+            log,
+            app: self.clone(),
+            progress: Arc::new(TaskProgress::default()),
+            stop: Arc::new(AtomicBool::new(false)),
+            config: TaskConfig {
+                // Far-apart, unsynced commits: a killed rebuild resumes
+                // from its last commit; the swap syncs everything.
+                commit: CommitInterval {
+                    records: 2_000_000,
+                    bytes: 512 << 20,
+                    interval: Duration::from_secs(10),
+                },
+                sync: false,
+                checkpoints: Default::default(),
+                ..self.config
+            },
+        });
+        let reporting = options.progress_every.map(|every| {
+            let progress = Arc::clone(&shared.progress);
+            let mut report = ProgressReport::new(&format!("{} rebuild", self.name), every);
+            tokio::spawn(async move {
+                let mut ticker = tokio::time::interval(report.tick());
+                loop {
+                    ticker.tick().await;
+                    let done = progress.records.load(Ordering::Relaxed);
+                    report.update(done, progress.total.load(Ordering::Relaxed));
+                    if Arc::strong_count(&progress) == 1 {
+                        report.finish(done, progress.total.load(Ordering::Relaxed));
+                        return;
+                    }
+                }
+            })
+        });
+        let jobs = Arc::new(jobs);
+        let result: Result<usize, RuntimeError> = async {
+            // Catch up, every task at once.
+            each_job(&jobs, &shared, |shared, job| async move {
+                catch_up(&shared, &job).await
+            })
+            .await?;
+            if lock.is_none() {
+                lock = lock_running(&root).ok();
+            }
+            if lock.is_some() {
+                // Not running: swap each in, up to date.
+                for job in jobs.iter() {
+                    run_to(&shared, job, live_offsets(&job.live)?).await?;
+                    let stores = store_names(&job.spec);
+                    let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
+                    let live_state = TaskState::open(&job.live, &stores, true)?;
+                    swap::swap_in(&job.live, live_state, &job.rebuilt, &stores, true)?;
+                    Handover::beside(&job.rebuilt).clear()?;
+                }
+                Ok(0)
+            } else {
+                each_job(&jobs, &shared, |shared, job| async move {
+                    hand_over(&shared, &job).await
+                })
+                .await?;
+                Ok(jobs.len())
+            }
+        }
+        .await;
+        let records = shared.progress.records.load(Ordering::Relaxed);
+        drop(shared);
+        if let Some(reporting) = reporting {
+            let _ = reporting.await;
+        }
+        if let Some(manager) = embedded
+            && let Ok(manager) = Arc::try_unwrap(manager)
+        {
+            manager.close()?;
+        }
+        drop(lock);
+        Ok(RebuildSummary {
+            tasks: jobs.len(),
+            records,
+            elapsed: started.elapsed(),
+            handed_over: result?,
+        })
+    }
+
+    fn rebuilt_processors(&self, store: Option<&str>) -> Result<Vec<&ProcessorSpec>, RuntimeError> {
+        let selected: Vec<&ProcessorSpec> = self
+            .processors
+            .iter()
+            .filter(|p| !p.stores.is_empty())
+            .filter(|p| store.is_none_or(|s| p.stores.iter().any(|t| t.name == s)))
+            .collect();
+        match (store, selected.is_empty()) {
+            (Some(store), true) => Err(RuntimeError::Config(format!("no store named {store:?}"))),
+            (None, true) => Err(RuntimeError::Config(format!(
+                "app {:?} keeps no state: nothing to rebuild",
+                self.name
+            ))),
+            _ => Ok(selected),
+        }
+    }
+
+    /// Refuses a rebuild whose inputs no longer reach back to where it
+    /// would start.
+    async fn check_retained(
+        &self,
+        log: &LogAccess,
+        root: &Path,
+        job: &Job,
+        from_checkpoint: bool,
+    ) -> Result<(), RuntimeError> {
+        let position = live_offsets(&job.rebuilt)?;
+        for topic in &job.spec.inputs {
+            let log_topic = self.log_topic(topic);
+            let start = log.start_offset(&log_topic, job.partition).await?;
+            let at = position.get(topic).copied().unwrap_or(0);
+            if start <= at {
+                continue;
+            }
+            let task = format!("{}/{}", job.spec.name, job.partition);
+            let newest = checkpoints(&checkpoint_dir(root, &job.spec.name, job.partition))
+                .unwrap_or_default()
+                .last()
+                .map(|(offset, _)| *offset);
+            let hint = match (from_checkpoint, newest) {
+                (false, Some(offset)) if offset >= start => format!(
+                    "; --from-checkpoint starts from the task's checkpoint at offset {offset}, which covers the gap"
+                ),
+                (false, _) => "; no checkpoint of the task reaches past the gap".to_string(),
+                (true, _) => " and the task's newest checkpoint does not reach past it".to_string(),
+            };
+            return Err(RuntimeError::Config(format!(
+                "cannot rebuild task {task}: {log_topic}/{} now starts at offset {start} (retention deleted the records before it), but the rebuild would start at offset {at}{hint}",
+                job.partition
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Runs `step` for every job at once; the first error stops the others.
+async fn each_job<F, Fut>(
+    jobs: &Arc<Vec<Job>>,
+    shared: &Arc<Shared>,
+    step: F,
+) -> Result<(), RuntimeError>
+where
+    F: Fn(Arc<Shared>, JobRef) -> Fut,
+    Fut: std::future::Future<Output = Result<(), RuntimeError>> + Send + 'static,
+{
+    let mut running = tokio::task::JoinSet::new();
+    for at in 0..jobs.len() {
+        running.spawn(step(Arc::clone(shared), JobRef(Arc::clone(jobs), at)));
+    }
+    let mut failure = None;
+    while let Some(joined) = running.join_next().await {
+        let result =
+            joined.map_err(|e| RuntimeError::Config(format!("a rebuild task panicked: {e}")))?;
+        if let Err(error) = result {
+            shared.stop.store(true, Ordering::Relaxed);
+            failure.get_or_insert(error);
+        }
+    }
+    failure.map_or(Ok(()), Err)
+}
+
+/// One job of a shared list.
+struct JobRef(Arc<Vec<Job>>, usize);
+
+impl std::ops::Deref for JobRef {
+    type Target = Job;
+
+    fn deref(&self) -> &Job {
+        &self.0[self.1]
+    }
+}
+
+fn store_names(spec: &ProcessorSpec) -> Vec<String> {
+    spec.stores.iter().map(|s| s.name.clone()).collect()
+}
+
+/// A task's committed input offsets (empty when it never committed).
+fn live_offsets(dir: &Path) -> Result<Targets, RuntimeError> {
+    match open_committed(dir)? {
+        Some(state) => Ok(state.input_offsets()?),
+        None => Ok(BTreeMap::new()),
+    }
+}
+
+fn behind(rebuilt: &Targets, live: &Targets) -> i64 {
+    live.iter()
+        .map(|(topic, end)| (end - rebuilt.get(topic).copied().unwrap_or(0)).max(0))
+        .sum()
+}
+
+/// Rebuilds towards the live offsets until close to them.
+async fn catch_up(shared: &Shared, job: &Job) -> Result<(), RuntimeError> {
+    for _ in 0..ROUNDS_MAX {
+        let live = live_offsets(&job.live)?;
+        run_to(shared, job, live.clone()).await?;
+        if behind(&live_offsets(&job.rebuilt)?, &live_offsets(&job.live)?) <= CLOSE_ENOUGH {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the rebuild of one task up to `targets`, then closes its state.
+async fn run_to(shared: &Shared, job: &Job, targets: Targets) -> Result<(), RuntimeError> {
+    let app = &shared.app;
+    let (_keep, targets) = watch::channel(Some(targets));
+    let setup = TaskSetup {
+        spec: job.spec.clone(),
+        partition: job.partition,
+        dir: job.rebuilt.clone(),
+        // Never asked for: the rebuild takes no checkpoints.
+        checkpoints: job.rebuilt.with_extension("no-checkpoints").join("x/0"),
+        log_topics: job.spec.inputs.iter().map(|t| app.log_topic(t)).collect(),
+        start: job.spec.inputs.iter().map(|_| StartAt::Earliest).collect(),
+        emits: false,
+        rebuild: None,
+        outputs: job.outputs.clone(),
+        config: shared.config,
+        log: shared.log.clone(),
+        stop: Arc::clone(&shared.stop),
+        targets,
+        progress: Arc::clone(&shared.progress),
+    };
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || handle.block_on(task::run(setup)))
+        .await
+        .map_err(|e| RuntimeError::Config(format!("a rebuild task panicked: {e}")))?
+}
+
+/// Meets the running app's task (see `swap`) until it has swapped the
+/// rebuilt state in.
+async fn hand_over(shared: &Shared, job: &Job) -> Result<(), RuntimeError> {
+    let files = Handover::beside(&job.rebuilt);
+    write_whole(&files.ready, "")?;
+    let mut answered: Option<String> = None;
+    let mut deadline = Instant::now() + HANDOVER_MAX;
+    loop {
+        if !files.ready.exists() {
+            return Ok(()); // swapped and cleared by the live task
+        }
+        let hold = std::fs::read_to_string(&files.hold).ok();
+        if let Some(token) = hold
+            && answered.as_ref() != Some(&token)
+        {
+            let offsets = decode_offsets(&token).ok_or_else(|| {
+                RuntimeError::Config(format!("unreadable {}", files.hold.display()))
+            })?;
+            run_to(shared, job, offsets).await?;
+            write_whole(&files.caught_up, &token)?;
+            answered = Some(token);
+            deadline = Instant::now() + HANDOVER_MAX;
+        }
+        if Instant::now() > deadline {
+            let _ = std::fs::remove_file(&files.ready);
+            return Err(RuntimeError::Config(format!(
+                "task {}/{}: the running app did not take the rebuilt state within {} s (stopped, or a build without rebuild support?); the rebuilt state is kept: run rebuild again to resume",
+                job.spec.name,
+                job.partition,
+                HANDOVER_MAX.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Starts a task's rebuild from the live task's newest checkpoint: its
+/// table files hard-linked (they never change), the rest copied.
+fn seed_from_checkpoint(
+    root: &Path,
+    spec: &ProcessorSpec,
+    partition: i32,
+    rebuilt: &Path,
+) -> Result<(), RuntimeError> {
+    let dir = checkpoint_dir(root, &spec.name, partition);
+    let io = |context: String| move |error| RuntimeError::Io { context, error };
+    let newest = checkpoints(&dir)
+        .map_err(io(format!("listing {}", dir.display())))?
+        .pop()
+        .ok_or_else(|| {
+            RuntimeError::Config(format!(
+                "task {}/{partition} has no checkpoint to start from (take one with `checkpoint`, or run with --checkpoint-records / --checkpoint-secs)",
+                spec.name
+            ))
+        })?;
+    if rebuilt.exists() {
+        std::fs::remove_dir_all(rebuilt).map_err(io(format!("removing {}", rebuilt.display())))?;
+    }
+    std::fs::create_dir_all(rebuilt).map_err(io(format!("creating {}", rebuilt.display())))?;
+    let entries =
+        std::fs::read_dir(&newest.1).map_err(io(format!("listing {}", newest.1.display())))?;
+    for entry in entries {
+        let entry = entry.map_err(io(format!("listing {}", newest.1.display())))?;
+        let (from, to) = (entry.path(), rebuilt.join(entry.file_name()));
+        let linked =
+            from.extension().is_some_and(|e| e == "sst") && std::fs::hard_link(&from, &to).is_ok();
+        if !linked {
+            std::fs::copy(&from, &to).map_err(io(format!("copying {}", from.display())))?;
+        }
+    }
+    Ok(())
+}

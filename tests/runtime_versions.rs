@@ -1,0 +1,553 @@
+//! Versions, checkpoints and rebuilds, in embedded mode through the same
+//! subcommands an app binary gets (`App::execute`):
+//!
+//! - replay a fixed processor into a version of its own, `diff` it with the
+//!   live one (exactly the keys the bug touched), `promote` it, roll back;
+//!   a replay of the same code is no different; promote refuses while the
+//!   live version runs;
+//! - a checkpoint at offset N read back with `dump-state --at N` equals the
+//!   state the run had at N, also after the run went on; one asked for
+//!   while the app runs;
+//! - a rebuild refuses when retention deleted the input's start, and
+//!   starts from a checkpoint when asked.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use strata::client::partitioner::partition_for_key;
+use strata::log::{LogConfig, LogManager};
+use strata::record::{BatchBuilder, Compression, NewRecord};
+use strata::runtime::{
+    App, CheckpointArgs, Command, Context, Location, LocationArgs, Outcome, ProcessError,
+    Processor, Record, RunOptions, Versions, async_trait,
+};
+
+const EVENTS: &str = "events";
+const COUNTS: &str = "session-counts";
+const PARTITIONS: i32 = 2;
+
+/// Counts each user's sessions. Events are keyed by user, the value is
+/// the session id. Version 1 has the bug: a session counts again whenever
+/// it differs from the user's previous event's (a late event of an earlier
+/// session counts that session twice). Both versions keep the same stores.
+#[derive(Clone)]
+struct Sessions {
+    fixed: bool,
+}
+
+#[async_trait]
+impl Processor for Sessions {
+    type Key = String;
+    type Value = String;
+
+    async fn process(
+        &mut self,
+        record: Record<String, String>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        let (user, session) = (&record.key, &record.value);
+        let seen_key = format!("{user}/{session}");
+        let seen = ctx.store::<String, u8>("seen").get(&seen_key)?.is_some();
+        let last = ctx.store::<String, String>("last").get(user)?;
+        let new_session = if self.fixed {
+            !seen
+        } else {
+            last.as_deref() != Some(session.as_str())
+        };
+        ctx.store::<String, u8>("seen").put(&seen_key, &1)?;
+        ctx.store::<String, String>("last").put(user, session)?;
+        if new_session {
+            let mut sessions = ctx.store::<String, u64>("sessions");
+            let count = sessions.get(user)?.unwrap_or(0) + 1;
+            sessions.put(user, &count)?;
+            ctx.emit(COUNTS, user, &count.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+fn app(fixed: bool) -> App {
+    App::new("sessions")
+        .processor("count", Sessions { fixed })
+        .input(EVENTS)
+        .store::<String, u8>("seen")
+        .store::<String, String>("last")
+        .store::<String, u64>("sessions")
+        .output(COUNTS)
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Appends (user, session) events, each to its user's partition.
+fn append(data: &Path, events: &[(String, String)]) {
+    append_to(data, PARTITIONS, events);
+}
+
+/// Appends to `events`, created with `partitions` partitions if missing.
+fn append_to(data: &Path, partitions: i32, events: &[(String, String)]) {
+    let log = LogManager::open(data, LogConfig::default()).unwrap();
+    let topic = match log.topic(EVENTS) {
+        Some(topic) => topic,
+        None => log
+            .create_topic(EVENTS, partitions, BTreeMap::new())
+            .unwrap(),
+    };
+    let partitions = topic.partitions.len() as i32;
+    for partition in 0..partitions {
+        let mut builder = BatchBuilder::new(Compression::None);
+        for (user, session) in events {
+            if partition_for_key(user.as_bytes(), partitions) == partition {
+                builder
+                    .push(NewRecord::new(
+                        Some(user.as_bytes()),
+                        session.as_bytes(),
+                        now_ms(),
+                    ))
+                    .unwrap();
+            }
+        }
+        if !builder.is_empty() {
+            topic.partitions[partition as usize]
+                .append(&builder.build().unwrap())
+                .unwrap();
+        }
+    }
+    log.close().unwrap();
+}
+
+/// Events of 40 users, 3 sessions each in order; users divisible by 7
+/// also get a late event of their first session after the others.
+fn events(round: u32) -> (Vec<(String, String)>, BTreeSet<String>) {
+    let mut events = Vec::new();
+    let mut late = BTreeSet::new();
+    for session in 0..3 {
+        for user in 0..40 {
+            let user = format!("user-{user:02}");
+            events.push((user.clone(), format!("r{round}-s{session}")));
+            events.push((user, format!("r{round}-s{session}")));
+        }
+    }
+    for user in (0..40).filter(|u| u % 7 == 0) {
+        let user = format!("user-{user:02}");
+        events.push((user.clone(), format!("r{round}-s0")));
+        late.insert(user);
+    }
+    (events, late)
+}
+
+fn location_args(data: &Path) -> LocationArgs {
+    LocationArgs {
+        data_dir: Some(data.to_path_buf()),
+        bootstrap: None,
+        state_dir: None,
+    }
+}
+
+fn no_checkpoints() -> CheckpointArgs {
+    CheckpointArgs {
+        checkpoint_records: None,
+        checkpoint_secs: None,
+        checkpoints_kept: None,
+    }
+}
+
+fn run_until_end() -> Command {
+    Command::Run {
+        until_end: true,
+        serve: None,
+        commit_records: None,
+        commit_ms: None,
+        checkpoints: no_checkpoints(),
+    }
+}
+
+fn replay(version: &str) -> Command {
+    Command::Replay {
+        version: version.to_string(),
+        from: "earliest".to_string(),
+        until_end: true,
+        commit_records: None,
+        commit_ms: None,
+        checkpoints: no_checkpoints(),
+    }
+}
+
+fn execute(app: &App, data: &Path, command: Command) -> Result<Outcome, String> {
+    app.execute(&location_args(data), &command)
+        .map_err(|e| e.to_string())
+}
+
+fn dump(app: &App, data: &Path, version: &str) -> Vec<String> {
+    let location = Location::embedded(data, app.name());
+    let versions = Versions::load(location.state_dir()).unwrap();
+    let (app, location) = app.as_version(&location, &versions.get(version).unwrap());
+    app.dump_state_lines(&location, None).unwrap()
+}
+
+fn sessions_of(dump: &[String]) -> BTreeMap<String, String> {
+    dump.iter()
+        .filter_map(|line| line.strip_prefix("sessions\t"))
+        .map(|rest| {
+            let (user, count) = rest.split_once('\t').unwrap();
+            (user.to_string(), count.to_string())
+        })
+        .collect()
+}
+
+fn diff(data: &Path, a: &str, b: &str) -> strata::runtime::DiffReport {
+    let location = Location::embedded(data, "sessions");
+    let versions = Versions::load(location.state_dir()).unwrap();
+    let (a, b) = (versions.get(a).unwrap(), versions.get(b).unwrap());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime
+        .block_on(app(false).diff(&location, &a, &b, 100))
+        .unwrap()
+}
+
+#[test]
+fn replay_diff_promote_and_roll_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let (first, late) = events(1);
+    append(data, &first);
+    let (buggy, fixed) = (app(false), app(true));
+    execute(&buggy, data, run_until_end()).unwrap();
+    let base_dump = dump(&buggy, data, "live");
+    let base_sessions = sessions_of(&base_dump);
+    assert_eq!(base_sessions.len(), 40);
+    assert_eq!(
+        base_sessions["user-07"], "4",
+        "the bug counts the late session"
+    );
+
+    // The same code replayed is the same.
+    execute(&buggy, data, replay("again")).unwrap();
+    assert_eq!(
+        execute(
+            &buggy,
+            data,
+            Command::Diff {
+                a: "live".into(),
+                b: "again".into(),
+                examples: 5
+            }
+        ),
+        Ok(Outcome::Done)
+    );
+    assert!(!diff(data, "live", "again").differs());
+
+    // The fix, replayed beside the live version, which stays as it was.
+    execute(&fixed, data, replay("fix")).unwrap();
+    assert_eq!(dump(&buggy, data, "live"), base_dump);
+    let report = diff(data, "live", "fix");
+    assert!(report.differs());
+    let sessions = report
+        .stores
+        .iter()
+        .find(|s| s.store == "sessions")
+        .unwrap();
+    assert_eq!(
+        (sessions.only_a, sessions.only_b, sessions.different),
+        (0, 0, late.len() as u64),
+        "exactly the users with a late event: {:?}",
+        sessions.examples
+    );
+    for user in &late {
+        assert!(
+            sessions.examples.iter().any(|e| e.contains(user.as_str())),
+            "{user} in {:?}",
+            sessions.examples
+        );
+    }
+    for store in report.stores.iter().filter(|s| s.store != "sessions") {
+        assert!(!store.differs(), "{store:?}");
+    }
+    let topic = &report.topics[0];
+    assert_eq!(
+        (topic.log_topic_a.as_str(), topic.log_topic_b.as_str()),
+        (COUNTS, "session-counts.fix")
+    );
+    let differing: u64 = topic.partitions.iter().map(|p| p.differing).sum();
+    assert_eq!(differing, late.len() as u64, "one extra count each");
+    assert!(
+        topic
+            .partitions
+            .iter()
+            .any(|p| p.first_difference.is_some())
+    );
+    assert_eq!(
+        execute(
+            &fixed,
+            data,
+            Command::Diff {
+                a: "live".into(),
+                b: "fix".into(),
+                examples: 5
+            }
+        ),
+        Ok(Outcome::Differs)
+    );
+
+    // Promote refuses while the live version runs.
+    let location = Location::embedded(data, "sessions");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = {
+        let (buggy, location) = (buggy.clone(), location.clone());
+        runtime.spawn(async move {
+            let stopped = async move {
+                let _ = stopped.await;
+            };
+            buggy.run(&location, RunOptions::default(), stopped).await
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let refused = execute(
+        &fixed,
+        data,
+        Command::Promote {
+            version: "fix".into(),
+        },
+    )
+    .unwrap_err();
+    assert!(refused.contains("is running"), "{refused}");
+    stop.send(()).unwrap();
+    runtime.block_on(running).unwrap().unwrap();
+
+    // Promoted: `run` goes on with the fix's state and topics.
+    execute(
+        &fixed,
+        data,
+        Command::Promote {
+            version: "fix".into(),
+        },
+    )
+    .unwrap();
+    let (second, _) = events(2);
+    append(data, &second);
+    execute(&fixed, data, run_until_end()).unwrap();
+    let live = sessions_of(&dump(&fixed, data, "live"));
+    assert_eq!(live, sessions_of(&dump(&fixed, data, "fix")));
+    assert!(live.values().all(|count| count == "6"), "{live:?}");
+    assert_eq!(dump(&buggy, data, "base"), base_dump, "base kept as it was");
+
+    // Rolled back: base is live again and catches up with the new events.
+    execute(
+        &buggy,
+        data,
+        Command::Promote {
+            version: "base".into(),
+        },
+    )
+    .unwrap();
+    execute(&buggy, data, run_until_end()).unwrap();
+    let rolled_back = sessions_of(&dump(&buggy, data, "live"));
+    assert_eq!(rolled_back["user-07"], "8");
+    assert_eq!(rolled_back["user-01"], "6");
+    assert!(
+        execute(
+            &buggy,
+            data,
+            Command::Promote {
+                version: "nope".into()
+            }
+        )
+        .unwrap_err()
+        .contains("no version")
+    );
+}
+
+fn checkpoint_dirs(data: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for partition in 0..1 {
+        let dir = data
+            .join("apps/sessions/checkpoints/count")
+            .join(partition.to_string());
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                if entry.file_name().to_str().unwrap().parse::<i64>().is_ok() {
+                    found.push(entry.path());
+                }
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+fn dump_at(data: &Path, at: i64) -> Result<Vec<String>, String> {
+    let location = Location::embedded(data, "sessions");
+    app(true)
+        .dump_state_lines_at(&location, None, Some(at))
+        .map_err(|e| e.to_string())
+}
+
+/// Appends `count` events of a few users to a one-partition `events`, so
+/// that an offset is a count of events.
+fn append_one_partition(data: &Path, count: usize, round: u32) {
+    let events: Vec<(String, String)> = (0..count)
+        .map(|i| (format!("user-{}", i % 3), format!("r{round}-s{}", i / 30)))
+        .collect();
+    append_to(data, 1, &events);
+}
+
+#[test]
+fn a_checkpoint_at_n_reads_back_as_the_state_at_n() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let fixed = app(true);
+    append_one_partition(data, 1000, 1);
+    execute(&fixed, data, run_until_end()).unwrap();
+    let at_1000 = dump(&fixed, data, "live");
+    assert_eq!(
+        execute(&fixed, data, Command::Checkpoint { version: None }),
+        Ok(Outcome::Done)
+    );
+    assert_eq!(checkpoint_dirs(data).len(), 1);
+
+    append_one_partition(data, 500, 2);
+    execute(&fixed, data, run_until_end()).unwrap();
+    assert_ne!(dump(&fixed, data, "live"), at_1000);
+    assert_eq!(dump_at(data, 1000).unwrap(), at_1000);
+    assert_eq!(dump_at(data, 1499).unwrap(), at_1000, "nearest below");
+    let none = dump_at(data, 999).unwrap_err();
+    assert!(
+        none.contains("no checkpoint at or below offset 999"),
+        "{none}"
+    );
+
+    // The same state as a run stopped at 1000: a fresh app over a copy of
+    // the first 1000 events.
+    let other = tempfile::tempdir().unwrap();
+    append_one_partition(other.path(), 1000, 1);
+    execute(&fixed, other.path(), run_until_end()).unwrap();
+    assert_eq!(dump(&fixed, other.path(), "live"), at_1000);
+
+    // Asked for while the app runs: the running task takes it.
+    let location = Location::embedded(data, "sessions");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = {
+        let (fixed, location) = (fixed.clone(), location.clone());
+        runtime.spawn(async move {
+            let stopped = async move {
+                let _ = stopped.await;
+            };
+            fixed.run(&location, RunOptions::default(), stopped).await
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        execute(&fixed, data, Command::Checkpoint { version: None }),
+        Ok(Outcome::Done)
+    );
+    stop.send(()).unwrap();
+    runtime.block_on(running).unwrap().unwrap();
+    let names: Vec<String> = checkpoint_dirs(data)
+        .iter()
+        .map(|p| p.file_name().unwrap().to_str().unwrap().to_string())
+        .collect();
+    assert!(names.contains(&format!("{:020}", 1500)), "{names:?}");
+    assert_eq!(dump_at(data, 1500).unwrap(), dump(&fixed, data, "live"));
+}
+
+#[test]
+fn automatic_checkpoints_keep_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let fixed = app(true).commit_interval(strata::runtime::CommitInterval {
+        records: 100,
+        bytes: 1 << 20,
+        interval: std::time::Duration::from_secs(60),
+    });
+    append_one_partition(data, 1000, 1);
+    let command = Command::Run {
+        until_end: true,
+        serve: None,
+        commit_records: None,
+        commit_ms: None,
+        checkpoints: CheckpointArgs {
+            checkpoint_records: Some(200),
+            checkpoint_secs: None,
+            checkpoints_kept: Some(2),
+        },
+    };
+    execute(&fixed, data, command).unwrap();
+    let names: Vec<String> = checkpoint_dirs(data)
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .trim_start_matches('0')
+                .to_string()
+        })
+        .collect();
+    assert_eq!(names, ["800", "1000"]);
+    assert_eq!(dump_at(data, 1000).unwrap(), dump(&fixed, data, "live"));
+}
+
+#[test]
+fn a_rebuild_refuses_a_deleted_start_unless_a_checkpoint_covers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let fixed = app(true);
+    // Small segments of records two hours old; a one-hour retention once
+    // the app has processed them deletes all but the newest segment.
+    {
+        let log = LogManager::open(data, LogConfig::default()).unwrap();
+        let config = BTreeMap::from([("segment.bytes".to_string(), "1024".to_string())]);
+        log.create_topic(EVENTS, PARTITIONS, config).unwrap();
+        let partition = log.partition(EVENTS, 0).unwrap();
+        let user = (0..100)
+            .map(|u| format!("user-{u:02}"))
+            .find(|u| partition_for_key(u.as_bytes(), PARTITIONS) == 0)
+            .unwrap();
+        for batch in 0..20 {
+            let mut builder = BatchBuilder::new(Compression::None);
+            for i in 0..10 {
+                let session = format!("s{batch}-{i}");
+                let old = now_ms() - 2 * 3_600_000;
+                builder
+                    .push(NewRecord::new(
+                        Some(user.as_bytes()),
+                        session.as_bytes(),
+                        old,
+                    ))
+                    .unwrap();
+            }
+            partition.append(&builder.build().unwrap()).unwrap();
+        }
+        log.close().unwrap();
+    }
+    execute(&fixed, data, run_until_end()).unwrap();
+    execute(&fixed, data, Command::Checkpoint { version: None }).unwrap();
+    {
+        let log = LogManager::open(data, LogConfig::default()).unwrap();
+        let partition = log.partition(EVENTS, 0).unwrap();
+        partition.set_config(LogConfig {
+            retention_ms: 3_600_000,
+            ..partition.config()
+        });
+        log.enforce_retention();
+        assert!(log.partition(EVENTS, 0).unwrap().log_start_offset() > 0);
+        log.close().unwrap();
+    }
+    let rebuild = |from_checkpoint| Command::Rebuild {
+        store: None,
+        from_checkpoint,
+        version: None,
+    };
+    let refused = execute(&fixed, data, rebuild(false)).unwrap_err();
+    assert!(refused.contains("retention deleted"), "{refused}");
+    assert!(refused.contains("--from-checkpoint"), "{refused}");
+    let before = dump(&fixed, data, "live");
+    execute(&fixed, data, rebuild(true)).unwrap();
+    assert_eq!(dump(&fixed, data, "live"), before);
+}
