@@ -464,3 +464,85 @@ fn remote_app_and_broker_killed_at_random_moments_end_as_a_crash_free_run() {
     };
     assert_same(&outcome, seed);
 }
+
+/// Adds a count no input ever made (`zzz-tampered` → 999) to the committed
+/// state of task count/0: what a bug would leave behind, and what a
+/// rebuild from the log removes.
+fn tamper(data: &Path) {
+    let dir = data.join("apps/wordcount/count/0");
+    let mut state = strata::runtime::TaskState::open(&dir, &["counts"], true).unwrap();
+    let offsets = state.input_offsets().unwrap();
+    let value = strata::codec::Codec::Postcard.encode(&999u64).unwrap();
+    state.put("counts", b"zzz-tampered", &value).unwrap();
+    let offsets: Vec<(&str, i64)> = offsets.iter().map(|(t, o)| (t.as_str(), *o)).collect();
+    state.commit(&offsets).unwrap();
+}
+
+/// A rebuild killed at random moments (building, catching up, swapping)
+/// and restarted: the live state is at every moment either the old one or
+/// the rebuilt one, never anything else, and the last rebuild leaves the
+/// state of a crash-free run.
+#[test]
+fn rebuild_killed_at_random_moments_ends_as_a_crash_free_run() {
+    let seed = seed();
+    let mut rng = Rng(seed ^ 0xb11d);
+    let reference_state = reference().outcome.state.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    append_embedded(&data, input());
+    let location = ["--data-dir", data.to_str().unwrap()];
+    wordcount_cmd(&location, &["run", "--until-end"]);
+    tamper(&data);
+    let tampered = wordcount_cmd(&location, &["dump-state"]);
+    assert!(tampered.contains("zzz-tampered\t999"));
+    let started = std::time::Instant::now();
+    wordcount_cmd(&location, &["rebuild"]);
+    let rebuild_ms = started.elapsed().as_millis() as u64;
+    assert_eq!(wordcount_cmd(&location, &["dump-state"]), reference_state);
+
+    let rebuilt_dir = data.join("apps/wordcount/rebuild/count");
+    let mut interrupted = 0;
+    for _ in 0..8 {
+        tamper(&data);
+        let mut rebuild = Command::new(wordcount())
+            .args(location)
+            .arg("rebuild")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("wordcount starts");
+        std::thread::sleep(Duration::from_millis(rng.below(rebuild_ms + 20)));
+        kill(&mut rebuild);
+        let state = wordcount_cmd(&location, &["dump-state"]);
+        assert!(
+            state == reference_state || state.contains("zzz-tampered\t999"),
+            "seed {seed}: after a kill the state is neither the old nor the rebuilt one"
+        );
+        let partial = std::fs::read_dir(&rebuilt_dir)
+            .map(|entries| entries.count() > 0)
+            .unwrap_or(false);
+        interrupted += usize::from(partial);
+        // Restarted until it completes.
+        wordcount_cmd(&location, &["rebuild"]);
+        assert_eq!(
+            wordcount_cmd(&location, &["dump-state"]),
+            reference_state,
+            "seed {seed}"
+        );
+    }
+    eprintln!("{interrupted} of 8 kills interrupted a rebuild");
+    assert!(
+        interrupted >= 1,
+        "seed {seed}: no kill interrupted a rebuild"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&rebuilt_dir)
+        .map(|entries| entries.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+    let old = std::fs::read_dir(data.join("apps/wordcount/count"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".old"))
+        .count();
+    assert_eq!(old, 0, "an old state left behind");
+}

@@ -9,7 +9,10 @@
 //!   state the run had at N, also after the run went on; one asked for
 //!   while the app runs;
 //! - a rebuild refuses when retention deleted the input's start, and
-//!   starts from a checkpoint when asked.
+//!   starts from a checkpoint when asked;
+//! - a rebuild under load (the live app serving the log and processing
+//!   records produced through its Kafka port all along) is swapped in by
+//!   the running app and ends with the state of a from-scratch run.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -19,7 +22,7 @@ use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord};
 use strata::runtime::{
     App, CheckpointArgs, Command, Context, Location, LocationArgs, Outcome, ProcessError,
-    Processor, Record, RunOptions, Versions, async_trait,
+    Processor, RebuildOptions, Record, RunOptions, Versions, async_trait,
 };
 
 const EVENTS: &str = "events";
@@ -33,6 +36,7 @@ const PARTITIONS: i32 = 2;
 #[derive(Clone)]
 struct Sessions {
     fixed: bool,
+    output: String,
 }
 
 #[async_trait]
@@ -60,20 +64,30 @@ impl Processor for Sessions {
             let mut sessions = ctx.store::<String, u64>("sessions");
             let count = sessions.get(user)?.unwrap_or(0) + 1;
             sessions.put(user, &count)?;
-            ctx.emit(COUNTS, user, &count.to_string())?;
+            ctx.emit(&self.output, user, &count.to_string())?;
         }
         Ok(())
     }
 }
 
 fn app(fixed: bool) -> App {
-    App::new("sessions")
-        .processor("count", Sessions { fixed })
+    app_named("sessions", fixed, COUNTS)
+}
+
+fn app_named(name: &str, fixed: bool, output: &str) -> App {
+    App::new(name)
+        .processor(
+            "count",
+            Sessions {
+                fixed,
+                output: output.to_string(),
+            },
+        )
         .input(EVENTS)
         .store::<String, u8>("seen")
         .store::<String, String>("last")
         .store::<String, u64>("sessions")
-        .output(COUNTS)
+        .output(output)
 }
 
 fn now_ms() -> i64 {
@@ -550,4 +564,119 @@ fn a_rebuild_refuses_a_deleted_start_unless_a_checkpoint_covers_it() {
     let before = dump(&fixed, data, "live");
     execute(&fixed, data, rebuild(true)).unwrap();
     assert_eq!(dump(&fixed, data, "live"), before);
+}
+
+fn free_addr() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+#[test]
+fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use strata::client::{ClientConfig, Cluster, Producer, ProducerConfig, ProducerRecord};
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    append(&data, &events(1).0);
+    // The live state goes wrong first: the buggy build over the first
+    // events. The fixed build then runs on, keeping those wrong counts.
+    execute(&app(false), &data, run_until_end()).unwrap();
+    let wrong = sessions_of(&dump(&app(false), &data, "live"));
+    assert_eq!(wrong["user-07"], "4", "counted twice");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let addr = free_addr();
+    let location = Location::embedded(&data, "sessions");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let live = {
+        let location = location.clone();
+        let options = RunOptions {
+            serve: Some(addr),
+            ..RunOptions::default()
+        };
+        runtime.spawn(async move {
+            let stopped = async move {
+                let _ = stopped.await;
+            };
+            app(true).run(&location, options, stopped).await
+        })
+    };
+    // Load: rounds of events through the Kafka port until told to stop.
+    let (producing, rounds) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU64::new(0)));
+    let producer = {
+        let (producing, rounds) = (Arc::clone(&producing), Arc::clone(&rounds));
+        runtime.spawn(async move {
+            let cluster = loop {
+                match Cluster::connect(ClientConfig::new(&addr.to_string())).await {
+                    Ok(cluster) => break cluster,
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                }
+            };
+            let producer = Producer::new(cluster, ProducerConfig::default())
+                .await
+                .unwrap();
+            let mut round = 2;
+            while producing.load(Ordering::Relaxed) {
+                for (user, session) in events(round).0 {
+                    let record =
+                        ProducerRecord::new(EVENTS, Some(user.as_bytes()), session.as_bytes());
+                    let delivered = producer.send(record).await.unwrap();
+                    drop(delivered);
+                }
+                producer.flush().await;
+                rounds.fetch_add(1, Ordering::Relaxed);
+                round += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            }
+            producer.close().await;
+        })
+    };
+    while rounds.load(Ordering::Relaxed) < 3 {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let remote = Location::Remote {
+        bootstrap: addr.to_string(),
+        state_dir: location.state_dir().to_path_buf(),
+    };
+    let before = rounds.load(Ordering::Relaxed);
+    let summary = runtime
+        .block_on(app(true).rebuild(&remote, RebuildOptions::default()))
+        .unwrap();
+    assert!(
+        rounds.load(Ordering::Relaxed) > before,
+        "no load during the rebuild"
+    );
+    assert_eq!((summary.tasks, summary.handed_over), (2, 2));
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    producing.store(false, Ordering::Relaxed);
+    runtime.block_on(producer).unwrap();
+    // The live app finishes the load, then stops.
+    loop {
+        let rows = runtime.block_on(app(true).status_rows(&location)).unwrap();
+        if rows
+            .iter()
+            .all(|r| r.lag() == Some(0) && r.outbox_records == 0)
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    stop.send(()).unwrap();
+    runtime.block_on(live).unwrap().unwrap();
+    let live_dump = dump(&app(true), &data, "live");
+
+    // The fixed build from scratch, as another app over the same input.
+    let scratch = app_named("scratch", true, "scratch-counts");
+    execute(&scratch, &data, run_until_end()).unwrap();
+    let scratch_dump = dump(&scratch, &data, "live");
+    assert!(scratch_dump.len() > 200);
+    assert!(
+        live_dump == scratch_dump,
+        "the rebuilt live state differs from a from-scratch run"
+    );
+    let leftovers = std::fs::read_dir(location.state_dir().join("rebuild/count"))
+        .unwrap()
+        .count();
+    assert_eq!(leftovers, 0);
 }

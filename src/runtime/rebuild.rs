@@ -168,19 +168,24 @@ impl App {
                 ..self.config
             },
         });
+        let (finished, mut finishing) = watch::channel(false);
         let reporting = options.progress_every.map(|every| {
             let progress = Arc::clone(&shared.progress);
             let mut report = ProgressReport::new(&format!("{} rebuild", self.name), every);
             tokio::spawn(async move {
                 let mut ticker = tokio::time::interval(report.tick());
                 loop {
-                    ticker.tick().await;
-                    let done = progress.records.load(Ordering::Relaxed);
-                    report.update(done, progress.total.load(Ordering::Relaxed));
-                    if Arc::strong_count(&progress) == 1 {
-                        report.finish(done, progress.total.load(Ordering::Relaxed));
+                    let done = tokio::select! {
+                        _ = ticker.tick() => false,
+                        _ = finishing.changed() => true,
+                    };
+                    let records = progress.records.load(Ordering::Relaxed);
+                    let total = progress.total.load(Ordering::Relaxed);
+                    if done {
+                        report.finish(records, total);
                         return;
                     }
+                    report.update(records, total);
                 }
             })
         });
@@ -216,6 +221,7 @@ impl App {
         .await;
         let records = shared.progress.records.load(Ordering::Relaxed);
         drop(shared);
+        let _ = finished.send(true);
         if let Some(reporting) = reporting {
             let _ = reporting.await;
         }

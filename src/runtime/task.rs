@@ -328,13 +328,22 @@ impl Task {
     ) -> Result<(), RuntimeError> {
         let header = *batch.header();
         let input_next = self.inputs[at].next;
-        if header.next_offset() <= input_next {
+        // A target is a hard stop: nothing at or past it is processed (a
+        // rebuild must reach the live task's offsets exactly).
+        let limit = self
+            .setup
+            .targets
+            .borrow()
+            .as_ref()
+            .and_then(|t| t.get(&*self.inputs[at].topic).copied())
+            .unwrap_or(i64::MAX);
+        if header.next_offset() <= input_next || input_next >= limit {
             return Ok(());
         }
         self.pending.bytes += batch.size_bytes() as u64;
         self.pending.moved = true;
         if header.is_control() {
-            self.inputs[at].next = header.next_offset();
+            self.inputs[at].next = header.next_offset().min(limit.max(input_next));
             return Ok(());
         }
         let topic = Arc::clone(&self.inputs[at].topic);
@@ -353,6 +362,9 @@ impl Task {
             })?;
             if record.offset < self.inputs[at].next {
                 continue;
+            }
+            if record.offset >= limit {
+                break;
             }
             let position = Position {
                 topic: Arc::clone(&topic),
@@ -399,7 +411,8 @@ impl Task {
                 self.commit().await?;
             }
         }
-        self.inputs[at].next = self.inputs[at].next.max(header.next_offset());
+        let past_batch = header.next_offset().min(limit);
+        self.inputs[at].next = self.inputs[at].next.max(past_batch);
         Ok(())
     }
 
