@@ -266,9 +266,10 @@ impl KillClock {
 /// or committed records not yet shipped.
 fn work_left(location: &[&str]) -> bool {
     let status = wordcount_cmd(location, &["status"]);
-    status.lines().skip(1).any(|row| {
+    let rows = status.lines().skip(1).filter(|l| !l.starts_with("WARNING"));
+    rows.into_iter().any(|row| {
         let columns: Vec<&str> = row.split_whitespace().collect();
-        columns.len() == 6 && (columns[4] != "0" || columns[5] != "0")
+        columns.len() >= 6 && (columns[4] != "0" || columns[5] != "0")
     })
 }
 

@@ -10,6 +10,8 @@
 //!   while the app runs;
 //! - a rebuild refuses when retention deleted the input's start, and
 //!   starts from a checkpoint when asked;
+//! - `status` warns about a task that will not catch up before retention
+//!   deletes its unread input, and not about one that will;
 //! - a rebuild under load (the live app serving the log and processing
 //!   records produced through its Kafka port all along) is swapped in by
 //!   the running app and ends with the state of a from-scratch run.
@@ -679,4 +681,107 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
         .unwrap()
         .count();
     assert_eq!(leftovers, 0);
+}
+
+/// Counts records, slowly (2 ms each).
+#[derive(Clone)]
+struct Slow;
+
+#[async_trait]
+impl Processor for Slow {
+    type Key = Vec<u8>;
+    type Value = Vec<u8>;
+
+    async fn process(
+        &mut self,
+        _record: Record<Vec<u8>, Vec<u8>>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let mut n = ctx.store::<String, u64>("n");
+        let count = n.get("records")?.unwrap_or(0) + 1;
+        n.put("records", &count)
+    }
+}
+
+/// Appends `count` records a minute old to `topic` (made with `config`).
+fn append_old(data: &Path, topic: &str, config: &[(&str, &str)], count: usize) {
+    let log = LogManager::open(data, LogConfig::default()).unwrap();
+    let config = config
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let partition = match log.topic(topic) {
+        Some(_) => log.partition(topic, 0).unwrap(),
+        None => log.create_topic(topic, 1, config).unwrap().partitions[0].clone(),
+    };
+    let minute_ago = now_ms() - 60_000;
+    for chunk in (0..count).collect::<Vec<_>>().chunks(1000) {
+        let mut builder = BatchBuilder::new(Compression::None);
+        for _ in chunk {
+            builder
+                .push(NewRecord::new(None, b"x", minute_ago))
+                .unwrap();
+        }
+        partition.append(&builder.build().unwrap()).unwrap();
+    }
+    drop(partition);
+    log.close().unwrap();
+}
+
+#[test]
+fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let slow = |name: &str, topic: &str| {
+        App::new(name)
+            .processor("slow", Slow)
+            .input(topic)
+            .store::<String, u64>("n")
+    };
+    // Two minutes of retention for records a minute old: a minute left.
+    let short = [("retention.ms", "120000")];
+    append_old(data, "short", &short, 300);
+    append_old(data, "long", &[], 300);
+    let run = Command::Run {
+        until_end: true,
+        serve: None,
+        commit_records: Some(50),
+        commit_ms: None,
+        checkpoints: no_checkpoints(),
+    };
+    for (app, topic, config) in [
+        (slow("short-app", "short"), "short", &short[..]),
+        (slow("long-app", "long"), "long", &[][..]),
+    ] {
+        execute(&app, data, run.clone()).unwrap();
+        // 100,000 records behind at about 500/s: over three minutes.
+        append_old(data, topic, config, 100_000);
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let status = |app: &App| {
+        let location = Location::embedded(data, app.name());
+        runtime.block_on(app.status_rows(&location)).unwrap()
+    };
+    let rows = status(&slow("short-app", "short"));
+    let row = &rows[0];
+    assert_eq!(row.lag(), Some(100_000));
+    let rate = row.rate.expect("a rate was recorded");
+    assert!(rate > 50.0 && rate < 600.0, "{rate}/s");
+    let expires = row.expires_in_ms.unwrap();
+    assert!(expires > 30_000 && expires <= 60_000, "{expires} ms");
+    let warning = row.warning().expect("a warning");
+    assert!(warning.contains("will not catch up"), "{warning}");
+    assert!(warning.contains("short/0"), "{warning}");
+
+    let rows = status(&slow("long-app", "long"));
+    assert_eq!(rows[0].lag(), Some(100_000));
+    assert!(rows[0].expires_in_ms.unwrap() > 6 * 86_400_000);
+    assert_eq!(rows[0].warning(), None);
+    execute(
+        &slow("short-app", "short"),
+        data,
+        Command::Status { version: None },
+    )
+    .unwrap();
 }

@@ -480,6 +480,12 @@ impl LogManager {
     }
 }
 
+/// A topic's metadata read from its file, without opening the log (for
+/// `status` while another process holds the data directory).
+pub fn peek_topic_metadata(data_dir: &Path, topic: &str) -> Result<TopicMetadata, LogError> {
+    read_metadata(&data_dir.join(TOPICS_DIR).join(format!("{topic}.json")))
+}
+
 fn read_metadata(path: &Path) -> Result<TopicMetadata, LogError> {
     let bad = |reason: String| LogError::BadMetadata {
         path: path.to_path_buf(),

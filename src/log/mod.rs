@@ -25,11 +25,13 @@ mod time_index;
 pub use config::{CONFIG_KEYS, LogConfig, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 pub use error::LogError;
 pub use file_slice::FileSlice;
-pub use log_manager::{LogManager, PARTITIONS_MAX, Topic, TopicMetadata, validate_topic_name};
+pub use log_manager::{
+    LogManager, PARTITIONS_MAX, Topic, TopicMetadata, peek_topic_metadata, validate_topic_name,
+};
 pub use offset_index::OffsetIndex;
 pub(crate) use partition_log::now_ms;
 pub use partition_log::{AppendInfo, LogRead, PartitionLog, RetentionOutcome};
-pub use peek::{peek_batches, peek_log_end_offset};
+pub use peek::{peek_batches, peek_log_end_offset, peek_segment_max_timestamp};
 pub use producer_ids::{
     PRODUCER_ID_BLOCK, ProducerIdAndEpoch, ProducerIds, TRANSACTIONAL_ID_BYTES_MAX,
     TRANSACTIONAL_IDS_MAX, epoch_exhausted,

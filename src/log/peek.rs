@@ -59,6 +59,28 @@ pub fn peek_batches(
     Ok(true)
 }
 
+/// The newest record timestamp of the segment holding `offset` (what
+/// time-based retention goes by), from its batch headers; `None` when no
+/// segment holds it (at or past the end).
+pub fn peek_segment_max_timestamp(
+    data_dir: &Path,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<Option<i64>, LogError> {
+    let dir = &super::log_manager::partition_dir(data_dir, topic, partition);
+    let Some(&base) = segment_bases(dir)?.iter().rev().find(|&&b| b <= offset) else {
+        return Ok(None);
+    };
+    let (mut newest, mut end) = (None::<i64>, base);
+    walk_segment(dir, base, |header, _| {
+        newest = Some(newest.map_or(header.max_timestamp, |t| t.max(header.max_timestamp)));
+        end = header.next_offset();
+        Ok(true)
+    })?;
+    Ok(if offset < end { newest } else { None })
+}
+
 /// The base offsets of a partition directory's segments, ascending.
 fn segment_bases(dir: &Path) -> Result<Vec<i64>, LogError> {
     let entries = std::fs::read_dir(dir).context(|| format!("listing {}", dir.display()))?;

@@ -28,7 +28,12 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use crate::client::{Admin, ClientConfig, Cluster};
+
+use super::log_access::{LogAccess, Remote};
 
 use super::diff::DiffReport;
 use super::error::RuntimeError;
@@ -635,12 +640,16 @@ impl App {
 
     /// One row per task and input topic.
     pub async fn status_rows(&self, location: &Location) -> Result<Vec<StatusRow>, RuntimeError> {
-        let admin = match location {
-            Location::Remote { bootstrap, .. } => Some(Admin::new(
-                Cluster::connect(ClientConfig::new(bootstrap)).await?,
+        let remote = match location {
+            Location::Remote { bootstrap, .. } => Some((
+                LogAccess::Remote(Arc::new(Remote::new(
+                    Cluster::connect(ClientConfig::new(bootstrap)).await?,
+                ))),
+                Admin::new(Cluster::connect(ClientConfig::new(bootstrap)).await?),
             )),
             Location::Embedded { .. } => None,
         };
+        let mut retention: BTreeMap<String, i64> = BTreeMap::new();
         let mut rows = Vec::new();
         for spec in &self.processors {
             for (partition, dir) in task_dirs(&location.state_dir().join(&spec.name))? {
@@ -649,31 +658,63 @@ impl App {
                     Some(state) => state.outbox()?.iter().map(|(_, b)| b.record_count()).sum(),
                     None => 0,
                 };
+                let rate = match &state {
+                    Some(state) => state.rate()?,
+                    None => None,
+                };
                 for topic in &spec.inputs {
+                    let log_topic = self.log_topic(topic);
                     let offset = match &state {
                         Some(state) => state.input_offset(topic)?,
                         None => None,
                     };
-                    let end = match (location, &admin) {
+                    let next = offset.unwrap_or(0);
+                    let (end, oldest_unread) = match (location, &remote) {
                         (Location::Embedded { data_dir, .. }, _) => {
-                            crate::log::peek_log_end_offset(data_dir, topic, partition)
-                                .ok()
-                                .flatten()
+                            let end =
+                                crate::log::peek_log_end_offset(data_dir, &log_topic, partition)
+                                    .ok()
+                                    .flatten();
+                            let oldest = crate::log::peek_segment_max_timestamp(
+                                data_dir, &log_topic, partition, next,
+                            )
+                            .ok()
+                            .flatten();
+                            (end, oldest)
                         }
-                        (_, Some(admin)) => {
-                            admin
-                                .list_offset(topic, partition, crate::client::LATEST)
-                                .await?
+                        (_, Some((access, _))) => {
+                            let end = access.end_offset(&log_topic, partition).await?;
+                            let oldest = if next < end {
+                                first_batch_timestamp(access, &log_topic, partition, next).await?
+                            } else {
+                                None
+                            };
+                            (Some(end), oldest)
+                        }
+                        _ => (None, None),
+                    };
+                    if !retention.contains_key(&log_topic) {
+                        let ms =
+                            topic_retention_ms(location, remote.as_ref().map(|r| &r.1), &log_topic)
+                                .await;
+                        retention.insert(log_topic.clone(), ms);
+                    }
+                    let retention_ms = retention[&log_topic];
+                    let expires_in_ms = match oldest_unread {
+                        Some(newest) if retention_ms >= 0 => {
+                            Some(newest.saturating_add(retention_ms) - crate::log::now_ms())
                         }
                         _ => None,
                     };
                     rows.push(StatusRow {
                         task: format!("{}/{partition}", spec.name),
-                        topic: topic.clone(),
+                        topic: log_topic,
                         partition,
                         offset,
                         end,
                         outbox_records,
+                        rate,
+                        expires_in_ms,
                     });
                 }
             }
@@ -685,22 +726,32 @@ impl App {
         let rows = self.status_rows(location).await?;
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
-        writeln!(
-            out,
-            "{:<20} {:<20} {:>12} {:>12} {:>10} {:>8}",
-            "TASK", "INPUT", "OFFSET", "END", "LAG", "OUTBOX"
-        )
-        .map_err(stdout_error)?;
+        let header = format!(
+            "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}",
+            "TASK", "INPUT", "OFFSET", "END", "LAG", "OUTBOX", "RATE/S", "ETA", "EXPIRES"
+        );
+        writeln!(out, "{header}").map_err(stdout_error)?;
         for row in &rows {
             writeln!(
                 out,
-                "{:<20} {:<20} {:>12} {:>12} {:>10} {:>8}",
+                "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}",
                 row.task,
                 format!("{}/{}", row.topic, row.partition),
                 show(row.offset),
                 show(row.end),
                 show(row.lag()),
-                row.outbox_records
+                row.outbox_records,
+                row.rate.map_or("-".to_string(), |r| format!("{r:.0}")),
+                match (row.lag(), row.eta_secs()) {
+                    (Some(0), _) => "0s".to_string(),
+                    (_, Some(eta)) => compact_duration(eta),
+                    _ => "-".to_string(),
+                },
+                match row.expires_in_ms {
+                    Some(ms) if ms <= 0 => "due".to_string(),
+                    Some(ms) => compact_duration(ms as f64 / 1000.0),
+                    None => "-".to_string(),
+                },
             )
             .map_err(stdout_error)?;
         }
@@ -712,12 +763,57 @@ impl App {
             )
             .map_err(stdout_error)?;
         }
+        for warning in rows.iter().filter_map(StatusRow::warning) {
+            writeln!(out, "WARNING: {warning}").map_err(stdout_error)?;
+        }
         out.flush().map_err(stdout_error)
     }
 }
 
+/// The newest timestamp of the first batch at `offset`: a lower bound of
+/// the newest timestamp of the segment holding it.
+async fn first_batch_timestamp(
+    access: &LogAccess,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+) -> Result<Option<i64>, RuntimeError> {
+    let fetched = access.fetch(topic, partition, offset, 64 << 10).await?;
+    Ok(crate::record::RecordBatch::parse(&fetched.records)
+        .ok()
+        .map(|b| b.header().max_timestamp))
+}
+
+/// A topic's `retention.ms` (-1: unlimited), the log's default where the
+/// topic does not set it or it cannot be read.
+async fn topic_retention_ms(location: &Location, admin: Option<&Admin>, topic: &str) -> i64 {
+    let config = match (location, admin) {
+        (Location::Embedded { data_dir, .. }, _) => {
+            crate::log::peek_topic_metadata(data_dir, topic)
+                .map(|m| m.config)
+                .ok()
+        }
+        (_, Some(admin)) => admin.describe_topic(topic).await.ok().map(|d| d.config),
+        _ => None,
+    };
+    config
+        .and_then(|c| c.get("retention.ms").and_then(|v| v.parse().ok()))
+        .unwrap_or(crate::log::LogConfig::default().retention_ms)
+}
+
+/// Seconds as `42s`, `3m05s`, `2h10m` or `3d04h` (no spaces: a table cell).
+fn compact_duration(secs: f64) -> String {
+    let secs = secs.max(0.0).round() as u64;
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        3600..86_400 => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d{:02}h", secs / 86_400, secs % 86_400 / 3600),
+    }
+}
+
 /// A task's position in one input.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StatusRow {
     pub task: String,
     pub topic: String,
@@ -727,11 +823,53 @@ pub struct StatusRow {
     pub end: Option<i64>,
     /// Records emitted and committed but not yet appended to the log.
     pub outbox_records: usize,
+    /// Records/s the task processed while busy, as of its last commit.
+    pub rate: Option<f64>,
+    /// Milliseconds until retention may delete the segment holding the next
+    /// record to process (its newest timestamp plus the topic's
+    /// `retention.ms`; negative: already due); None when nothing is unread
+    /// or retention is unlimited.
+    pub expires_in_ms: Option<i64>,
 }
 
 impl StatusRow {
     pub fn lag(&self) -> Option<i64> {
         Some(self.end? - self.offset.unwrap_or(0)).map(|l| l.max(0))
+    }
+
+    /// Seconds to process the lag at the task's rate.
+    pub fn eta_secs(&self) -> Option<f64> {
+        let rate = self.rate.filter(|r| *r > 0.0)?;
+        Some(self.lag()? as f64 / rate)
+    }
+
+    /// The catch-up check: a warning when the task will not reach its
+    /// unread records before retention deletes them.
+    pub fn warning(&self) -> Option<String> {
+        let lag = self.lag().filter(|l| *l > 0)?;
+        let expires_in = self.expires_in_ms? as f64 / 1000.0;
+        let input = format!("{}/{}", self.topic, self.partition);
+        let expiry = if expires_in <= 0.0 {
+            "is already due for deletion by retention".to_string()
+        } else {
+            format!(
+                "expires under retention in {}",
+                super::progress::duration(expires_in)
+            )
+        };
+        match self.eta_secs() {
+            Some(eta) if eta > expires_in => Some(format!(
+                "task {} will not catch up on {input} before its input expires: {lag} records behind at {:.0}/s takes {}, but the oldest unread segment {expiry}; records will be deleted unprocessed (raise the topic's retention.ms, or make the app faster)",
+                self.task,
+                self.rate.unwrap_or(0.0),
+                super::progress::duration(eta)
+            )),
+            None if expires_in <= 0.0 => Some(format!(
+                "task {} is {lag} records behind on {input}, and the oldest unread segment {expiry}",
+                self.task
+            )),
+            _ => None,
+        }
     }
 }
 

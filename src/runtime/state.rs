@@ -27,6 +27,7 @@
 //! | `producer` | i64 producer id, i16 epoch |
 //! | `sequence/<topic>\0<partition i32>` | i64: the partition's next sequence |
 //! | `next_outbox` | u64: the next outbox sequence (kept once all are shipped) |
+//! | `rate` | f64 bits: records/s while busy, smoothed (for `status`) |
 //!
 //! An `outbox` value:
 //!
@@ -60,6 +61,7 @@ const OUTBOX: &str = "outbox";
 const INPUT_OFFSET_PREFIX: &[u8] = b"input_offset/";
 const PRODUCER: &[u8] = b"producer";
 const NEXT_OUTBOX: &[u8] = b"next_outbox";
+const RATE: &[u8] = b"rate";
 const SEQUENCE_PREFIX: &[u8] = b"sequence/";
 /// RocksDB's own column family, present in every database.
 const DEFAULT_FAMILY: &str = "default";
@@ -382,6 +384,20 @@ impl TaskState {
         Ok(offsets)
     }
 
+    /// Records the task's processing rate (records/s while busy) with the
+    /// next commit.
+    pub fn note_rate(&mut self, records_per_second: f64) {
+        self.run.rate = Some(records_per_second);
+    }
+
+    /// The processing rate last committed, if any.
+    pub fn rate(&self) -> Result<Option<f64>, StateError> {
+        match self.db.get_cf(self.cf(META)?, RATE)? {
+            None => Ok(None),
+            Some(raw) => Ok(Some(f64::from_bits(decode_u64(&raw)?))),
+        }
+    }
+
     /// The task's producer id and epoch, once assigned.
     pub fn producer(&self) -> Option<(i64, i16)> {
         self.producer
@@ -586,6 +602,8 @@ struct Run {
     sealed: Vec<OutboxBatch>,
     /// Next producer sequence of the derived partitions this run emitted to.
     sequences: BTreeMap<(String, i32), i32>,
+    /// The processing rate to record with the commit.
+    rate: Option<f64>,
 }
 
 impl TaskState {
@@ -807,7 +825,11 @@ impl TaskState {
         for (topic, next) in next_input_offsets {
             batch.put_cf(meta, input_offset_key(topic), next.to_be_bytes());
         }
+        if let Some(rate) = self.run.rate {
+            batch.put_cf(meta, RATE, rate.to_bits().to_be_bytes());
+        }
         self.write(batch)?;
+        self.run.rate = None;
         self.next_outbox = next_outbox;
         for (topic, next) in next_input_offsets {
             self.offsets.insert(topic.to_string(), *next);

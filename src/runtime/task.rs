@@ -128,6 +128,12 @@ struct Task {
     handover_checked: Instant,
     /// Whether the task's records to go are in the progress total.
     counted: bool,
+    /// Time spent fetching and processing (not idle) since the last
+    /// commit, and the smoothed rate it gave so far.
+    busy: Duration,
+    rate: Option<f64>,
+    /// When the fetch in progress started (or the last commit inside it).
+    fetching_since: Option<Instant>,
 }
 
 /// Why the loop returned.
@@ -175,6 +181,7 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
         });
     }
     let processor = (setup.spec.factory)(setup.spec.key_codec, setup.spec.value_codec);
+    let rate = state.rate()?;
     let mut task = Task {
         setup,
         state,
@@ -185,6 +192,9 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
         request_seen: None,
         handover_checked: Instant::now(),
         counted: false,
+        busy: Duration::ZERO,
+        rate,
+        fetching_since: None,
     };
     // A request made before the task started is not this run's to answer.
     task.request_seen = requested_at(&task.setup.checkpoints);
@@ -249,7 +259,14 @@ impl Task {
                 if limit.is_some_and(|end| self.inputs[at].next >= end) {
                     continue;
                 }
-                if self.fetch_and_process(at).await? {
+                self.fetching_since = Some(Instant::now());
+                let fetched = self.fetch_and_process(at).await?;
+                if let Some(since) = self.fetching_since.take()
+                    && fetched
+                {
+                    self.busy += since.elapsed();
+                }
+                if fetched {
                     fetched_any = true;
                     turn = at + 1;
                     break;
@@ -450,6 +467,17 @@ impl Task {
             return Ok(());
         }
         let offsets: Vec<(&str, i64)> = self.inputs.iter().map(|i| (&*i.topic, i.next)).collect();
+        // The rate while busy, smoothed, for `status`'s catch-up estimate.
+        if let Some(since) = self.fetching_since.replace(Instant::now()) {
+            self.busy += since.elapsed();
+        }
+        if self.pending.records > 0 && self.busy >= Duration::from_millis(10) {
+            let sample = self.pending.records as f64 / self.busy.as_secs_f64();
+            let rate = self.rate.map_or(sample, |r| 0.7 * r + 0.3 * sample);
+            self.rate = Some(rate);
+            self.state.note_rate(rate);
+        }
+        self.busy = Duration::ZERO;
         self.state.commit(&offsets)?;
         self.pending = Pending::new();
         self.ship().await?;
