@@ -290,6 +290,11 @@ fn replay_diff_promote_and_roll_back() {
     );
     let differing: u64 = topic.partitions.iter().map(|p| p.differing).sum();
     assert_eq!(differing, late.len() as u64, "one extra count each");
+    let only: (u64, u64) = topic
+        .partitions
+        .iter()
+        .fold((0, 0), |(a, b), p| (a + p.only_a, b + p.only_b));
+    assert_eq!(only, (late.len() as u64, 0));
     assert!(
         topic
             .partitions

@@ -919,14 +919,16 @@ fn print_diff(report: &DiffReport) -> Result<(), RuntimeError> {
             };
             writeln!(
                 out,
-                "topic {} partition {}: {} vs {}: {} and {} records, {} differ, {first}",
+                "topic {} partition {}: {} vs {}: {} and {} records, {} differ in place ({} only in {a}, {} only in {b}, order aside), {first}",
                 topic.topic,
                 p.partition,
                 topic.log_topic_a,
                 topic.log_topic_b,
                 p.records_a,
                 p.records_b,
-                p.differing
+                p.differing,
+                p.only_a,
+                p.only_b
             )
             .map_err(stdout_error)?;
         }

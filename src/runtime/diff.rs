@@ -79,6 +79,10 @@ pub struct PartitionDiff {
     /// Records at the same position with another key or value, plus those
     /// only one stream has.
     pub differing: u64,
+    /// Records (key and value) A holds more often than B, wherever they
+    /// are: what the streams differ by, order aside.
+    pub only_a: u64,
+    pub only_b: u64,
 }
 
 /// A record as a diff compares it: (offset, key, value).
@@ -232,12 +236,28 @@ fn compare(partition: i32, a: &[Compared], b: &[Compared]) -> PartitionDiff {
             first_difference = first_difference.or(offset);
         }
     }
+    let mut balance: std::collections::HashMap<(&Option<Vec<u8>>, &Option<Vec<u8>>), i64> =
+        std::collections::HashMap::new();
+    for record in a {
+        *balance.entry((&record.1, &record.2)).or_default() += 1;
+    }
+    for record in b {
+        *balance.entry((&record.1, &record.2)).or_default() -= 1;
+    }
+    let only_a = balance.values().filter(|n| **n > 0).sum::<i64>() as u64;
+    let only_b = balance
+        .values()
+        .filter(|n| **n < 0)
+        .map(|n| -n)
+        .sum::<i64>() as u64;
     PartitionDiff {
         partition,
         records_a: a.len() as u64,
         records_b: b.len() as u64,
         first_difference,
         differing,
+        only_a,
+        only_b,
     }
 }
 

@@ -1,0 +1,303 @@
+//! Rebuilding a derived index from the log while the live one keeps
+//! serving: a user → pages index over a clickstream, rebuilt after a bug
+//! fix without stopping the app.
+//!
+//! `clicks` holds page views keyed by user, the value a URL. The index,
+//! store `user-pages`, maps `<user>/<path>` to the user's views of that
+//! path. An earlier build also indexed every URL with its query string
+//! (`/item/7?ref=mail` beside `/item/7`, counted in both); the current
+//! build indexes the path only. The demo:
+//!
+//! 1. the earlier build indexes the first clicks;
+//! 2. the current build runs live, serving the Kafka protocol, and more
+//!    clicks arrive through that port all along;
+//! 3. a user's answer from the live index still shows the earlier build's
+//!    entries;
+//! 4. `rebuild` (through the app's Kafka port, since the running app holds
+//!    the log directory) builds the index afresh from the log beside the
+//!    live one; the running app swaps it in once it has caught up;
+//! 5. the same user's answer, rebuilt, checked against the clickstream.
+//!
+//! ```text
+//! cargo run --example rebuild_index                      # the demo, in ./strata-rebuild-demo
+//! cargo run --example rebuild_index -- --data-dir DIR <command>   # the app's own commands
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser};
+use strata::client::partitioner::partition_for_key;
+use strata::client::{ClientConfig, Cluster, Producer, ProducerConfig, ProducerRecord};
+use strata::log::{LogConfig, LogManager};
+use strata::record::{BatchBuilder, Compression, NewRecord};
+use strata::runtime::{
+    App, Cli, Context, Location, ProcessError, Processor, RebuildOptions, Record, RunOptions,
+    async_trait,
+};
+
+const DEMO_DIR: &str = "./strata-rebuild-demo";
+const PARTITIONS: i32 = 4;
+const USERS: u64 = 2_000;
+const FIRST_CLICKS: u64 = 200_000;
+const LIVE_CLICKS: u64 = 100_000;
+const SHOWN: &str = "user-00007";
+
+#[derive(Debug, Clone, Args)]
+struct Build {
+    /// Run the earlier build, which also indexes URLs with their query.
+    #[arg(long)]
+    earlier: bool,
+}
+
+#[derive(Clone)]
+struct UserPages {
+    earlier: bool,
+}
+
+#[async_trait]
+impl Processor for UserPages {
+    type Key = String;
+    type Value = String;
+
+    async fn process(
+        &mut self,
+        click: Record<String, String>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        let url = click.value.as_str();
+        let path = url.split('?').next().unwrap_or(url);
+        let mut keys = vec![format!("{}/{path}", click.key)];
+        if self.earlier && path != url {
+            keys.push(format!("{}/{url}", click.key));
+        }
+        let mut index = ctx.store::<String, u64>("user-pages");
+        for key in keys {
+            let views = index.get(&key)?.unwrap_or(0) + 1;
+            index.put(&key, &views)?;
+        }
+        Ok(())
+    }
+}
+
+fn app(earlier: bool) -> App {
+    App::new("user-pages")
+        .processor("index", UserPages { earlier })
+        .input("clicks")
+        .store::<String, u64>("user-pages")
+}
+
+fn main() -> anyhow::Result<()> {
+    if std::env::args().len() > 1 {
+        let cli = Cli::<Build>::parse();
+        app(cli.args.earlier).run_parsed(&cli.location, &cli.command)?;
+        return Ok(());
+    }
+    tokio::runtime::Runtime::new()?.block_on(demo())
+}
+
+/// The clicks: user i's n-th click, the same on every run.
+fn click(n: u64) -> (String, String) {
+    let mut x = n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xdead_beef;
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 29;
+    let user = format!("user-{:05}", x % USERS);
+    let item = (x >> 20) % 50;
+    let url = match (x >> 40) % 3 {
+        0 => format!("/item/{item}?ref=mail"),
+        _ => format!("/item/{item}"),
+    };
+    (user, url)
+}
+
+/// `SHOWN`'s views per path in clicks `0..count`: the right answer.
+fn expected(count: u64) -> BTreeMap<String, u64> {
+    let mut views = BTreeMap::new();
+    for n in 0..count {
+        let (user, url) = click(n);
+        if user == SHOWN {
+            let path = url.split('?').next().unwrap_or(&url).to_string();
+            *views.entry(format!("{user}/{path}")).or_default() += 1;
+        }
+    }
+    views
+}
+
+/// `SHOWN`'s entries in the index, as `dump-state` has them.
+fn answer(app: &App, location: &Location) -> anyhow::Result<BTreeMap<String, u64>> {
+    let prefix = format!("user-pages\t{SHOWN}/");
+    let mut entries = BTreeMap::new();
+    for line in app.dump_state_lines(location, Some("user-pages"))? {
+        if line.starts_with(&prefix) {
+            let mut fields = line.splitn(3, '\t').skip(1);
+            let (key, views) = (fields.next().unwrap_or(""), fields.next().unwrap_or("0"));
+            entries.insert(key.to_string(), views.parse()?);
+        }
+    }
+    Ok(entries)
+}
+
+fn show(title: &str, entries: &BTreeMap<String, u64>) {
+    let shown: Vec<String> = entries
+        .iter()
+        .take(8)
+        .map(|(key, views)| format!("{}={views}", key.trim_start_matches(&format!("{SHOWN}/"))))
+        .collect();
+    println!(
+        "   {title}: {} entries: {}{}",
+        entries.len(),
+        shown.join(" "),
+        if entries.len() > 8 { " …" } else { "" }
+    );
+}
+
+async fn demo() -> anyhow::Result<()> {
+    let dir = Path::new(DEMO_DIR);
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("removing the previous demo in {DEMO_DIR}"))?;
+    }
+    write_clicks(dir, FIRST_CLICKS)?;
+    let location = Location::embedded(dir, "user-pages");
+    let until_end = RunOptions {
+        until_end: true,
+        ..RunOptions::default()
+    };
+    println!("1. the earlier build indexes the first {FIRST_CLICKS} clicks");
+    app(true)
+        .run(&location, until_end, std::future::pending())
+        .await?;
+
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+    println!(
+        "2. the current build runs live, serving the Kafka protocol on {addr}; {LIVE_CLICKS} more clicks arrive through it"
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let live = {
+        let location = location.clone();
+        let options = RunOptions {
+            serve: Some(addr),
+            ..RunOptions::default()
+        };
+        tokio::spawn(async move {
+            let stopped = async move {
+                let _ = stopped.await;
+            };
+            app(false).run(&location, options, stopped).await
+        })
+    };
+    let sending = Arc::new(AtomicBool::new(true));
+    let producer = tokio::spawn(produce(addr.to_string(), Arc::clone(&sending)));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    println!("3. {SHOWN}'s pages, from the live index (the earlier build's entries too):");
+    show("live", &answer(&app(false), &location)?);
+
+    println!(
+        "4. rebuild, through the app's port:   rebuild --bootstrap {addr} --state-dir {}",
+        location.state_dir().display()
+    );
+    let remote = Location::Remote {
+        bootstrap: addr.to_string(),
+        state_dir: location.state_dir().to_path_buf(),
+    };
+    let options = RebuildOptions {
+        progress_every: Some(Duration::from_secs(1)),
+        ..RebuildOptions::default()
+    };
+    let summary = app(false).rebuild(&remote, options).await?;
+    println!(
+        "   {} tasks rebuilt from {} records in {:.1} s while the app kept running; the running app swapped in {}",
+        summary.tasks,
+        summary.records,
+        summary.elapsed.as_secs_f64(),
+        summary.handed_over
+    );
+    let sent = producer.await??;
+    sending.store(false, Ordering::Relaxed);
+    // Let the live app finish the clicks that arrived, then stop it.
+    loop {
+        let rows = app(false).status_rows(&location).await?;
+        if rows.iter().all(|r| r.lag() == Some(0)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!("5. {SHOWN}'s pages, rebuilt (and kept up to date since):");
+    let rebuilt = answer(&app(false), &location)?;
+    show("rebuilt", &rebuilt);
+    let right = expected(FIRST_CLICKS + sent);
+    println!(
+        "   {} the clickstream ({} clicks)",
+        if rebuilt == right {
+            "matches"
+        } else {
+            "DOES NOT match"
+        },
+        FIRST_CLICKS + sent
+    );
+    let _ = stop.send(());
+    live.await??;
+    anyhow::ensure!(rebuilt == right, "the rebuilt index is wrong");
+    let me = "cargo run --example rebuild_index --";
+    println!(
+        "\nNext:\n  {me} --data-dir {DEMO_DIR} status\n  {me} --data-dir {DEMO_DIR} dump-state | grep {SHOWN}/\n  {me} --data-dir {DEMO_DIR} rebuild          # again, the app stopped: the rebuild swaps itself"
+    );
+    Ok(())
+}
+
+/// Appends clicks `0..count` to `clicks`, each to its user's partition.
+fn write_clicks(dir: &Path, count: u64) -> anyhow::Result<()> {
+    let log = LogManager::open(dir, LogConfig::default())?;
+    let topic = log.create_topic("clicks", PARTITIONS, BTreeMap::new())?;
+    // Recent timestamps: retention (7 days) would delete older ones.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as i64;
+    let mut partitions: Vec<Vec<(String, String)>> = vec![Vec::new(); PARTITIONS as usize];
+    for n in 0..count {
+        let (user, url) = click(n);
+        partitions[partition_for_key(user.as_bytes(), PARTITIONS) as usize].push((user, url));
+    }
+    for (partition, clicks) in topic.partitions.iter().zip(&partitions) {
+        for chunk in clicks.chunks(1000) {
+            let mut builder = BatchBuilder::new(Compression::Lz4);
+            for (user, url) in chunk {
+                builder.push(NewRecord::new(Some(user.as_bytes()), url.as_bytes(), now))?;
+            }
+            partition.append(&builder.build()?)?;
+        }
+    }
+    log.close()?;
+    Ok(())
+}
+
+/// Sends clicks `FIRST_CLICKS..` through the Kafka port, a slice at a time,
+/// until `LIVE_CLICKS` are sent; returns how many were.
+async fn produce(bootstrap: String, sending: Arc<AtomicBool>) -> anyhow::Result<u64> {
+    let cluster = loop {
+        match Cluster::connect(ClientConfig::new(&bootstrap)).await {
+            Ok(cluster) => break cluster,
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    };
+    let producer = Producer::new(cluster, ProducerConfig::default()).await?;
+    let mut sent = 0;
+    while sent < LIVE_CLICKS && sending.load(Ordering::Relaxed) {
+        for _ in 0..5_000 {
+            let (user, url) = click(FIRST_CLICKS + sent);
+            let record = ProducerRecord::new("clicks", Some(user.as_bytes()), url.as_bytes());
+            drop(producer.send(record).await?);
+            sent += 1;
+        }
+        producer.flush().await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    producer.close().await;
+    Ok(sent)
+}
