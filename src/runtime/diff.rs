@@ -236,13 +236,13 @@ fn compare(partition: i32, a: &[Compared], b: &[Compared]) -> PartitionDiff {
             first_difference = first_difference.or(offset);
         }
     }
-    let mut balance: std::collections::HashMap<(&Option<Vec<u8>>, &Option<Vec<u8>>), i64> =
-        std::collections::HashMap::new();
+    // (key, value) → how many more times A holds it than B.
+    let mut balance = std::collections::HashMap::new();
     for record in a {
-        *balance.entry((&record.1, &record.2)).or_default() += 1;
+        *balance.entry((&record.1, &record.2)).or_insert(0i64) += 1;
     }
     for record in b {
-        *balance.entry((&record.1, &record.2)).or_default() -= 1;
+        *balance.entry((&record.1, &record.2)).or_insert(0i64) -= 1;
     }
     let only_a = balance.values().filter(|n| **n > 0).sum::<i64>() as u64;
     let only_b = balance
