@@ -8,7 +8,7 @@ STRATA_CACHE_DIR ?= $(HOME)/.cache/strata
 export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt bench bench-broker bench-runtime clean
+.PHONY: all deps deps-bench build demo test lint fmt bench bench-broker bench-runtime bench-rebuild clean
 
 all: build
 
@@ -55,6 +55,11 @@ bench-broker: deps-bench
 # loop over the same records, in one run (optimized; not part of `make test`).
 bench-runtime: deps
 	$(CARGO) bench --bench runtime
+
+# Rebuilding a derived index from a 10M-record topic beside a plain
+# fetch-and-decode loop over it, in one run (optimized; takes minutes).
+bench-rebuild: deps
+	$(CARGO) bench --bench rebuild
 
 clean:
 	$(CARGO) clean

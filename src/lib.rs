@@ -8,7 +8,8 @@
 //! - [`codec`]: serde codecs for processors' keys and values.
 //! - [`runtime`]: the processor runtime: `Processor`s, `App` pipelines,
 //!   exactly-once RocksDB state and derived streams, on the embedded log or
-//!   any Kafka-protocol cluster.
+//!   any Kafka-protocol cluster; rebuilds, replays into versions, diffs,
+//!   promotion, checkpoints.
 //!
 //! ```
 //! use strata::log::{LogConfig, LogManager};

@@ -424,6 +424,7 @@ impl App {
                         store: store.clone(),
                         from_checkpoint: *from_checkpoint,
                         progress_every: Some(Duration::from_secs(5)),
+                        commit: None,
                     };
                     let summary = app.rebuild(&location, options).await?;
                     let by = if summary.handed_over > 0 {

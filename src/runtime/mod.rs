@@ -11,8 +11,11 @@
 //! - [`topology`]: the `App` builder and what it declares.
 //! - `task`: one task's loop; `runner`: running all of them; [`cli`]: the
 //!   subcommands every app binary gets.
-//! - [`state`]: a task's RocksDB (stores, meta, outbox).
+//! - [`state`]: a task's RocksDB (stores, meta, outbox, checkpoints).
 //! - `log_access`: the embedded log or a remote cluster, alike to a task.
+//! - [`versions`]: the live version and replayed ones; [`diff`]: comparing
+//!   two; `rebuild` and `swap`: fresh state from the log, swapped in;
+//!   `progress`: the progress bar.
 
 pub mod cli;
 pub mod context;
@@ -34,7 +37,7 @@ pub use context::{Context, EmitOptions, Store};
 pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff};
 pub use error::RuntimeError;
 pub use processor::{ProcessError, Processor, Record, RecordHeader};
-pub use rebuild::{RebuildOptions, RebuildSummary};
+pub use rebuild::{REBUILD_COMMIT, RebuildOptions, RebuildSummary};
 pub use runner::{Location, RunOptions, RunSummary, StartAt};
 pub use state::{Entry, OutboxBatch, StateError, TaskState};
 pub use topology::{App, CheckpointPolicy, CommitInterval, TaskConfig};

@@ -53,7 +53,19 @@ pub struct RebuildOptions {
     pub from_checkpoint: bool,
     /// Show progress on stderr this often (see `progress`).
     pub progress_every: Option<Duration>,
+    /// Commit interval and WAL syncing of the rebuild itself; by default
+    /// [`REBUILD_COMMIT`], unsynced (the swap syncs).
+    pub commit: Option<(CommitInterval, bool)>,
 }
+
+/// How far apart a rebuild commits by default: a commit writes every key
+/// changed since the last, so fewer commits write fewer keys per record,
+/// and a killed rebuild only redoes what followed its last commit.
+pub const REBUILD_COMMIT: CommitInterval = CommitInterval {
+    records: 5_000_000,
+    bytes: 1 << 30,
+    interval: Duration::from_secs(30),
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RebuildSummary {
@@ -73,6 +85,10 @@ struct Job {
     live: PathBuf,
     rebuilt: PathBuf,
     outputs: Vec<Output>,
+    /// The live task's offsets when the rebuild began: its first target.
+    first_target: Targets,
+    /// Whether those are final (the app is not running and cannot start).
+    settled: bool,
 }
 
 /// What every job shares.
@@ -110,6 +126,9 @@ impl App {
         let (log, embedded) = super::runner::open(location).await?;
         let partitions = self.resolve(&log).await?;
         let mut jobs = Vec::new();
+        // Open for the swap when the app cannot run meanwhile (opening a
+        // state replays its log: once is enough).
+        let mut live_states: Vec<Option<TaskState>> = Vec::new();
         for spec in selected {
             let outputs: Vec<Output> = spec
                 .outputs
@@ -126,8 +145,29 @@ impl App {
                 if lock.is_some() {
                     swap::recover(&live, &rebuilt)?;
                 }
-                if live_offsets(&live)?.is_empty() {
-                    continue; // never committed: nothing to rebuild
+                let live_state = match (&lock, open_committed(&live)?) {
+                    (_, None) => continue, // never committed: nothing to rebuild
+                    (Some(_), Some(read_only)) => {
+                        drop(read_only);
+                        let stores = store_names(spec);
+                        let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
+                        Some(TaskState::open(&live, &stores, true)?)
+                    }
+                    (None, Some(read_only)) => {
+                        let offsets = read_only.input_offsets()?;
+                        drop(read_only);
+                        if offsets.is_empty() {
+                            continue;
+                        }
+                        None
+                    }
+                };
+                let first_target = match &live_state {
+                    Some(state) => state.input_offsets()?,
+                    None => live_offsets(&live)?,
+                };
+                if first_target.is_empty() {
+                    continue;
                 }
                 if options.from_checkpoint && open_committed(&rebuilt)?.is_none() {
                     seed_from_checkpoint(&root, spec, partition, &rebuilt)?;
@@ -138,10 +178,13 @@ impl App {
                     live,
                     rebuilt,
                     outputs: outputs.clone(),
+                    settled: live_state.is_some(),
+                    first_target,
                 };
                 self.check_retained(&log, &root, &job, options.from_checkpoint)
                     .await?;
                 jobs.push(job);
+                live_states.push(live_state);
             }
         }
         if jobs.is_empty() {
@@ -158,12 +201,8 @@ impl App {
             config: TaskConfig {
                 // Far-apart, unsynced commits: a killed rebuild resumes
                 // from its last commit; the swap syncs everything.
-                commit: CommitInterval {
-                    records: 2_000_000,
-                    bytes: 512 << 20,
-                    interval: Duration::from_secs(10),
-                },
-                sync: false,
+                commit: options.commit.map_or(REBUILD_COMMIT, |c| c.0),
+                sync: options.commit.is_some_and(|c| c.1),
                 checkpoints: Default::default(),
                 ..self.config
             },
@@ -201,11 +240,17 @@ impl App {
             }
             if lock.is_some() {
                 // Not running: swap each in, up to date.
-                for job in jobs.iter() {
-                    run_to(&shared, job, live_offsets(&job.live)?).await?;
+                for (job, live_state) in jobs.iter().zip(&mut live_states) {
                     let stores = store_names(&job.spec);
                     let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
-                    let live_state = TaskState::open(&job.live, &stores, true)?;
+                    let live_state = match live_state.take() {
+                        Some(state) => state,
+                        None => TaskState::open(&job.live, &stores, true)?,
+                    };
+                    let target = live_state.input_offsets()?;
+                    if target != job.first_target {
+                        run_to(&shared, job, target).await?;
+                    }
                     swap::swap_in(&job.live, live_state, &job.rebuilt, &stores, true)?;
                     Handover::beside(&job.rebuilt).clear()?;
                 }
@@ -351,12 +396,17 @@ fn behind(rebuilt: &Targets, live: &Targets) -> i64 {
 
 /// Rebuilds towards the live offsets until close to them.
 async fn catch_up(shared: &Shared, job: &Job) -> Result<(), RuntimeError> {
+    let mut target = job.first_target.clone();
     for _ in 0..ROUNDS_MAX {
-        let live = live_offsets(&job.live)?;
-        run_to(shared, job, live.clone()).await?;
-        if behind(&live_offsets(&job.rebuilt)?, &live_offsets(&job.live)?) <= CLOSE_ENOUGH {
+        run_to(shared, job, target.clone()).await?;
+        if job.settled {
             break;
         }
+        let live = live_offsets(&job.live)?;
+        if behind(&target, &live) <= CLOSE_ENOUGH {
+            break;
+        }
+        target = live;
     }
     Ok(())
 }

@@ -1,0 +1,213 @@
+//! Rebuilding a derived index from the log, next to a plain
+//! fetch-and-decode loop over the same topic, in one run
+//! (`make bench-rebuild`).
+//!
+//! The input: one partition of 10,000,000 records of 100 bytes (a 10-byte
+//! key out of 100,000, a 90-byte value) in uncompressed batches of 1,000.
+//! The index: key → records seen (a get and a put per record). The app has
+//! run over the whole input first, so a rebuild has a live state to catch
+//! up with and swap out.
+//!
+//! - `plain loop`: read the partition in 4 MiB fetches, verify and decode
+//!   every batch, decode each key and value into owned values with the
+//!   codec the processor's input uses: the floor any processing pays.
+//! - `rebuild`: `App::rebuild` as `rebuild` runs it: a fresh state built
+//!   from offset 0 with far-apart, unsynced commits, then swapped in.
+//! - `rebuild, live commits`: the same with the live run's default commit
+//!   interval and a synced WAL per commit, to show what the choice buys.
+//!
+//! Each case runs `ROUNDS` times after a warm-up read; the best round is
+//! reported with its ratio to the plain loop's best.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use strata::codec::Codec;
+use strata::log::{LogConfig, LogManager};
+use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
+use strata::runtime::{
+    App, CommitInterval, Context, Location, ProcessError, Processor, REBUILD_COMMIT,
+    RebuildOptions, Record, RunOptions, async_trait,
+};
+
+const RECORDS: u64 = 10_000_000;
+const KEYS: u64 = 100_000;
+const ROUNDS: usize = 3;
+const FETCH_BYTES: u64 = 4 << 20;
+
+#[derive(Clone)]
+struct Index;
+
+#[async_trait]
+impl Processor for Index {
+    type Key = String;
+    type Value = Vec<u8>;
+
+    async fn process(
+        &mut self,
+        record: Record<String, Vec<u8>>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        let mut seen = ctx.store::<String, u64>("seen");
+        let count = seen.get(&record.key)?.unwrap_or(0) + 1;
+        seen.put(&record.key, &count)
+    }
+}
+
+fn app() -> App {
+    App::new("index")
+        .processor("index", Index)
+        .input("events")
+        .store::<String, u64>("seen")
+}
+
+fn main() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().join("data");
+    let bytes = write_input(&data)?;
+    println!(
+        "input: {RECORDS} records of 100 bytes ({:.0} MiB of batches), {KEYS} distinct keys, 1 partition",
+        bytes as f64 / (1 << 20) as f64
+    );
+    let runtime = tokio::runtime::Runtime::new()?;
+    let location = Location::embedded(&data, "index");
+    let options = RunOptions {
+        until_end: true,
+        ..RunOptions::default()
+    };
+    let started = Instant::now();
+    runtime.block_on(app().run(&location, options, std::future::pending()))?;
+    println!(
+        "live run over the input (untimed setup): {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let live = app().dump_state_lines(&location, None)?;
+    plain_loop(&data)?; // warm-up: the segments in the page cache
+
+    let live_commits = (CommitInterval::default(), true);
+    let cases = [
+        ("rebuild", (REBUILD_COMMIT, false)),
+        ("rebuild, live commits", live_commits),
+    ];
+    println!(
+        "rebuild commits: every {} records / {} MiB / {} s, WAL unsynced (synced once at the swap); live commits: every {} records / {} MiB / {} ms, WAL synced",
+        REBUILD_COMMIT.records,
+        REBUILD_COMMIT.bytes >> 20,
+        REBUILD_COMMIT.interval.as_secs(),
+        live_commits.0.records,
+        live_commits.0.bytes >> 20,
+        live_commits.0.interval.as_millis()
+    );
+    let mut plain = Vec::new();
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    for _ in 0..ROUNDS {
+        plain.push(plain_loop(&data)?);
+        for (at, (_, commit)) in cases.iter().enumerate() {
+            let options = RebuildOptions {
+                commit: Some(*commit),
+                ..RebuildOptions::default()
+            };
+            let summary = runtime.block_on(app().rebuild(&location, options))?;
+            anyhow::ensure!(
+                summary.records == RECORDS,
+                "rebuilt from {} records",
+                summary.records
+            );
+            anyhow::ensure!(
+                app().dump_state_lines(&location, None)? == live,
+                "the rebuilt index differs from the live one"
+            );
+            rates[at].push(rate(summary.records, summary.elapsed));
+        }
+    }
+    let best = |rates: &[f64]| rates.iter().copied().fold(0.0, f64::max);
+    let floor = best(&plain);
+    println!(
+        "\n{:<24} {:>14} {:>10}   rounds",
+        "case", "records/s", "ratio"
+    );
+    let rows = std::iter::once(("plain loop", plain))
+        .chain(cases.iter().map(|(name, _)| *name).zip(rates));
+    for (name, rates) in rows {
+        let rounds: Vec<String> = rates.iter().map(|r| format!("{:.2}M", r / 1e6)).collect();
+        println!(
+            "{name:<24} {:>14.0} {:>9.2}x   {}",
+            best(&rates),
+            best(&rates) / floor,
+            rounds.join(" ")
+        );
+    }
+    Ok(())
+}
+
+fn key(n: u64) -> String {
+    format!("key-{n:06}")
+}
+
+/// Writes the input; returns its size in bytes.
+fn write_input(data: &Path) -> anyhow::Result<u64> {
+    let log = LogManager::open(data, LogConfig::default())?;
+    let topic = log.create_topic("events", 1, BTreeMap::new())?;
+    let partition = &topic.partitions[0];
+    let value = [b'v'; 90];
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    // Recent timestamps, or retention (7 days) would delete the input.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as i64;
+    let mut written = 0;
+    while written < RECORDS {
+        let mut builder = BatchBuilder::new(Compression::None);
+        for _ in 0..1_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            builder.push(NewRecord::new(
+                Some(key(state % KEYS).as_bytes()),
+                &value,
+                now - (RECORDS - written) as i64 / 1000,
+            ))?;
+            written += 1;
+        }
+        partition.append(&builder.build()?)?;
+    }
+    partition.flush()?;
+    let size = partition.size_bytes();
+    log.close()?;
+    Ok(size)
+}
+
+/// Records/s of reading and decoding the whole partition.
+fn plain_loop(data: &Path) -> anyhow::Result<f64> {
+    let log = LogManager::open(data, LogConfig::default())?;
+    let partition = log.partition("events", 0)?;
+    let started = Instant::now();
+    let (mut next, end) = (0, partition.log_end_offset());
+    let (mut records, mut touched) = (0u64, 0usize);
+    while next < end {
+        let fetched = partition.read(next, FETCH_BYTES)?.read_to_vec()?;
+        let mut rest = &fetched[..];
+        while let Ok(batch) = RecordBatch::parse_and_verify(rest) {
+            rest = &rest[batch.size_bytes()..];
+            for record in batch.records(64 << 20)?.iter() {
+                let record = record?;
+                let key: String = Codec::Raw.decode(record.key.unwrap_or_default())?;
+                let value: Vec<u8> = Codec::Raw.decode(record.value.unwrap_or_default())?;
+                touched += key.len() + value.len();
+                records += 1;
+            }
+            next = batch.header().next_offset();
+        }
+    }
+    let elapsed = started.elapsed();
+    std::hint::black_box(touched);
+    drop(partition);
+    log.close()?;
+    anyhow::ensure!(records == RECORDS, "read {records} records");
+    Ok(rate(records, elapsed))
+}
+
+fn rate(records: u64, elapsed: Duration) -> f64 {
+    records as f64 / elapsed.as_secs_f64().max(1e-9)
+}
