@@ -1,6 +1,6 @@
 //! What a user writes: a [`Processor`], called once per input record with a
 //! [`Record`] (typed key and value, decoded with the processor's input
-//! codecs) and a [`Context`] (the record's position, the processor's
+//! codecs) and a [`Context`](super::Context) (the record's position, the processor's
 //! stores, and `emit` to derived topics).
 //!
 //! A processor never sees commits, producer ids or RocksDB: everything it

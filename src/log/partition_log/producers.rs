@@ -53,7 +53,7 @@ impl PartitionLog {
     }
 
     /// Forgets producers idle for
-    /// [`PRODUCER_EXPIRATION_MS`](super::PRODUCER_EXPIRATION_MS) as of
+    /// [`PRODUCER_EXPIRATION_MS`](crate::log::PRODUCER_EXPIRATION_MS) as of
     /// `now_ms`; returns how many.
     pub fn expire_producers(&self, now_ms: i64) -> usize {
         self.exclusive().producers.expire(now_ms)
