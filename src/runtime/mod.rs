@@ -21,6 +21,7 @@ pub mod cli;
 pub mod context;
 pub mod diff;
 mod error;
+mod inline_bytes;
 mod log_access;
 pub mod processor;
 mod progress;

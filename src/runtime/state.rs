@@ -54,6 +54,8 @@ use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, Writ
 
 use crate::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
 
+use super::inline_bytes::InlineBytes;
+
 /// Column family of the runtime's own bookkeeping.
 const META: &str = "meta";
 /// Column family of record batches waiting to be shipped.
@@ -185,12 +187,12 @@ impl Hasher for KeyHasher {
     }
 }
 
-type KeyMap<V> = HashMap<Vec<u8>, V, BuildHasherDefault<KeyHasher>>;
+type KeyMap<V> = HashMap<InlineBytes, V, BuildHasherDefault<KeyHasher>>;
 
 /// A key's value as the task knows it; `None` is an absent key (or, dirty,
 /// a delete).
 struct Slot {
-    value: Option<Vec<u8>>,
+    value: Option<InlineBytes>,
     /// Written by the run in progress, not yet committed.
     dirty: bool,
 }
@@ -201,7 +203,7 @@ struct Slot {
 struct StoreMap {
     slots: KeyMap<Slot>,
     /// The keys the run wrote, each once.
-    dirty: Vec<Vec<u8>>,
+    dirty: Vec<InlineBytes>,
     /// About how many bytes the slots hold.
     bytes: usize,
 }
@@ -223,38 +225,32 @@ impl StoreMap {
 
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
         if let Some(slot) = self.slots.get_mut(key) {
-            match (&mut slot.value, value) {
-                // Overwritten in place: no allocation per put of a key
-                // already held.
-                (Some(held), Some(value)) => {
-                    self.bytes = (self.bytes + value.len()).saturating_sub(held.len());
-                    held.clear();
-                    held.extend_from_slice(value);
-                }
-                (held, value) => *held = value.map(<[u8]>::to_vec),
-            }
+            let held = slot.value.as_deref().map_or(0, <[u8]>::len);
+            self.bytes = (self.bytes + value.map_or(0, <[u8]>::len)).saturating_sub(held);
+            // Short values are held inline: no allocation per put.
+            slot.value = value.map(InlineBytes::from);
             if !slot.dirty {
                 slot.dirty = true;
-                self.dirty.push(key.to_vec());
+                self.dirty.push(InlineBytes::from(key));
             }
             return;
         }
         self.make_room(slot_bytes(key, value));
         self.slots.insert(
-            key.to_vec(),
+            InlineBytes::from(key),
             Slot {
-                value: value.map(<[u8]>::to_vec),
+                value: value.map(InlineBytes::from),
                 dirty: true,
             },
         );
-        self.dirty.push(key.to_vec());
+        self.dirty.push(InlineBytes::from(key));
     }
 
     /// Forgets the run's writes (their committed values are read again
     /// when needed).
     fn discard(&mut self) {
         for key in self.dirty.drain(..) {
-            self.slots.remove(&key);
+            self.slots.remove(key.as_slice());
         }
     }
 }
@@ -646,9 +642,9 @@ impl TaskState {
         let result = read(value.as_deref());
         map.make_room(slot_bytes(key, value.as_deref()));
         map.slots.insert(
-            key.to_vec(),
+            InlineBytes::from(key),
             Slot {
-                value,
+                value: value.as_deref().map(InlineBytes::from),
                 dirty: false,
             },
         );
@@ -690,7 +686,11 @@ impl TaskState {
             if key.as_slice() < from || !below_end(key) {
                 continue;
             }
-            merged.insert(key.clone(), map.slots[key].value.clone());
+            let value = map.slots[key.as_slice()]
+                .value
+                .as_deref()
+                .map(<[u8]>::to_vec);
+            merged.insert(key.to_vec(), value);
         }
         Ok(merged
             .into_iter()
@@ -799,9 +799,9 @@ impl TaskState {
             // scattered ones.
             map.dirty.sort_unstable();
             for key in &map.dirty {
-                match &map.slots[key].value {
-                    Some(value) => batch.put_cf(family, key, value),
-                    None => batch.delete_cf(family, key),
+                match &map.slots[key.as_slice()].value {
+                    Some(value) => batch.put_cf(family, key.as_slice(), value.as_slice()),
+                    None => batch.delete_cf(family, key.as_slice()),
                 }
             }
         }
@@ -837,7 +837,7 @@ impl TaskState {
         for map in &mut self.maps {
             // The written values stay, clean: the cache of what is committed.
             for key in map.dirty.drain(..) {
-                if let Some(slot) = map.slots.get_mut(&key) {
+                if let Some(slot) = map.slots.get_mut(key.as_slice()) {
                     slot.dirty = false;
                 }
             }
