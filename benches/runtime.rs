@@ -17,22 +17,18 @@
 //! Each case runs `ROUNDS` times after a warm-up read; the best round is
 //! reported, with its ratio to the plain loop's best.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use strata::codec::Codec;
-use strata::log::{LogConfig, LogManager};
-use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
+mod common;
+
 use strata::runtime::{
     App, CommitInterval, Context, Location, ProcessError, Processor, Record, RunOptions,
     async_trait,
 };
 
 const RECORDS: u64 = 2_000_000;
-const KEYS: u64 = 100_000;
 const ROUNDS: usize = 3;
-const FETCH_BYTES: u64 = 4 << 20;
 
 #[derive(Clone)]
 struct Count {
@@ -63,12 +59,13 @@ fn main() -> anyhow::Result<()> {
     // `cargo bench` passes `--bench`; a filter argument is not supported.
     let dir = tempfile::tempdir()?;
     let data = dir.path().join("data");
-    let bytes = write_input(&data)?;
+    let bytes = common::write_input(&data, RECORDS)?;
     println!(
-        "input: {RECORDS} records of 100 bytes ({:.0} MiB of batches), {KEYS} distinct keys, 1 partition",
-        bytes as f64 / (1 << 20) as f64
+        "input: {RECORDS} records of 100 bytes ({:.0} MiB of batches), {} distinct keys, 1 partition",
+        bytes as f64 / (1 << 20) as f64,
+        common::KEYS
     );
-    plain_loop(&data)?; // warm-up: the segment in the page cache
+    common::plain_loop(&data, RECORDS)?; // warm-up: the segment in the page cache
 
     // The default commit interval, and a longer one: fewer commits write
     // fewer distinct keys per record processed.
@@ -94,7 +91,7 @@ fn main() -> anyhow::Result<()> {
     }
     let runtime = tokio::runtime::Runtime::new()?;
     for round in 0..ROUNDS {
-        plain.push(plain_loop(&data)?);
+        plain.push(common::plain_loop(&data, RECORDS)?);
         for (at, (_, commit)) in intervals.iter().enumerate() {
             let name = format!("count-{at}-{round}");
             let rate = runtime.block_on(stateful(&data, &name, *commit, None))?;
@@ -104,7 +101,7 @@ fn main() -> anyhow::Result<()> {
             cases[2 * at + 1].1.push(rate);
         }
     }
-    let best = |rates: &[f64]| rates.iter().copied().fold(0.0, f64::max);
+    let best = common::best;
     let floor = best(&plain);
     println!(
         "\n{:<22} {:>14} {:>10}   rounds",
@@ -120,75 +117,6 @@ fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-fn key(n: u64) -> String {
-    format!("key-{n:06}")
-}
-
-/// Writes the input; returns its size in bytes.
-fn write_input(data: &Path) -> anyhow::Result<u64> {
-    let log = LogManager::open(data, LogConfig::default())?;
-    let topic = log.create_topic("events", 1, BTreeMap::new())?;
-    let partition = &topic.partitions[0];
-    let value = [b'v'; 90];
-    let mut state = 0x2545_f491_4f6c_dd1d_u64;
-    // Recent timestamps, or retention (7 days) would delete the input.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_millis() as i64;
-    let mut written = 0;
-    while written < RECORDS {
-        let mut builder = BatchBuilder::new(Compression::None);
-        for _ in 0..1_000 {
-            // xorshift: uniform over the keys, every key seen ~20 times.
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            builder.push(NewRecord::new(
-                Some(key(state % KEYS).as_bytes()),
-                &value,
-                now - (RECORDS - written) as i64,
-            ))?;
-            written += 1;
-        }
-        partition.append(&builder.build()?)?;
-    }
-    partition.flush()?;
-    let size = partition.size_bytes();
-    log.close()?;
-    Ok(size)
-}
-
-/// Records/s of reading and decoding the whole partition.
-fn plain_loop(data: &Path) -> anyhow::Result<f64> {
-    let log = LogManager::open(data, LogConfig::default())?;
-    let partition = log.partition("events", 0)?;
-    let started = Instant::now();
-    let (mut next, end) = (0, partition.log_end_offset());
-    let (mut records, mut touched) = (0u64, 0usize);
-    while next < end {
-        let fetched = partition.read(next, FETCH_BYTES)?.read_to_vec()?;
-        let mut rest = &fetched[..];
-        while let Ok(batch) = RecordBatch::parse_and_verify(rest) {
-            rest = &rest[batch.size_bytes()..];
-            for record in batch.records(64 << 20)?.iter() {
-                let record = record?;
-                // Decoded as the runtime decodes a processor's input: owned,
-                // with the same codec.
-                let key: String = Codec::Raw.decode(record.key.unwrap_or_default())?;
-                let value: Vec<u8> = Codec::Raw.decode(record.value.unwrap_or_default())?;
-                touched += key.len() + value.len();
-                records += 1;
-            }
-            next = batch.header().next_offset();
-        }
-    }
-    let elapsed = started.elapsed();
-    std::hint::black_box(touched);
-    log.close()?;
-    anyhow::ensure!(records == RECORDS, "read {records} records");
-    Ok(rate(records, elapsed))
 }
 
 /// Records/s of one app run over the whole input, from a fresh state.
@@ -224,12 +152,8 @@ async fn stateful(
     );
     let distinct = app.dump_state_lines(&location, Some("counts"))?.len() as u64;
     anyhow::ensure!(
-        distinct <= KEYS && distinct > KEYS * 9 / 10,
+        distinct <= common::KEYS && distinct > common::KEYS * 9 / 10,
         "{distinct} keys counted"
     );
-    Ok(rate(summary.records, summary.elapsed))
-}
-
-fn rate(records: u64, elapsed: Duration) -> f64 {
-    records as f64 / elapsed.as_secs_f64().max(1e-9)
+    Ok(common::rate(summary.records, summary.elapsed))
 }

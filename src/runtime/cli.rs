@@ -318,16 +318,11 @@ impl App {
                     let replayed = versions()?.for_replay(name, from)?;
                     let (mut app, location) = self.as_version(&location, &replayed);
                     app.tune(*commit_records, *commit_ms, checkpoints);
-                    let topics: Vec<String> = self
-                        .derived_topics()
-                        .iter()
-                        .map(|t| app.log_topic(t))
-                        .collect();
                     eprintln!(
                         "{}: replaying into version {name} (state in {}, derived topics {})",
                         self.name,
                         replayed.state_dir.display(),
-                        topics.join(", ")
+                        app.derived_log_topics().join(", ")
                     );
                     let options = RunOptions {
                         until_end: *until_end,
@@ -385,16 +380,11 @@ impl App {
                     })?;
                     let previous = versions.promote(name)?;
                     let (app, _) = self.as_version(&location, &next);
-                    let topics: Vec<String> = self
-                        .derived_topics()
-                        .iter()
-                        .map(|t| app.log_topic(t))
-                        .collect();
                     println!(
                         "{} is live: `run` uses its state ({}) and derived topics ({})",
                         next.name,
                         next.state_dir.display(),
-                        topics.join(", ")
+                        app.derived_log_topics().join(", ")
                     );
                     println!(
                         "the previous live version, {}, is kept: `promote {}` rolls back",

@@ -130,15 +130,7 @@ impl App {
         // state replays its log: once is enough).
         let mut live_states: Vec<Option<TaskState>> = Vec::new();
         for spec in selected {
-            let outputs: Vec<Output> = spec
-                .outputs
-                .iter()
-                .map(|o| Output {
-                    spec: o.clone(),
-                    log_topic: self.log_topic(&o.topic),
-                    partitions: partitions[&o.topic],
-                })
-                .collect();
+            let outputs = self.outputs(spec, &partitions);
             for partition in 0..partitions[&spec.inputs[0]] {
                 let live = root.join(&spec.name).join(partition.to_string());
                 let rebuilt = rebuild_dir(&root, &spec.name, partition);

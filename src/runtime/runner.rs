@@ -28,7 +28,7 @@ use super::error::RuntimeError;
 use super::log_access::{LogAccess, Remote};
 use super::progress::ProgressReport;
 use super::task::{self, Targets, TaskProgress, TaskSetup};
-use super::topology::App;
+use super::topology::{App, ProcessorSpec};
 
 /// Where an app's log and state are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,15 +167,7 @@ impl App {
         let mut tasks = Vec::new();
         let mut running = JoinSet::new();
         for (index, spec) in self.processors.iter().enumerate() {
-            let outputs: Vec<Output> = spec
-                .outputs
-                .iter()
-                .map(|output| Output {
-                    spec: output.clone(),
-                    log_topic: self.log_topic(&output.topic),
-                    partitions: partitions[&output.topic],
-                })
-                .collect();
+            let outputs = self.outputs(spec, &partitions);
             for partition in 0..partitions[&spec.inputs[0]] {
                 let (targets, targets_rx) = watch::channel(None);
                 let start = spec
@@ -286,6 +278,20 @@ impl App {
             Some(error) => Err(error),
             None => Ok((tasks.len(), records)),
         }
+    }
+
+    /// A processor's outputs as its tasks emit to them.
+    pub(crate) fn outputs(
+        &self,
+        spec: &ProcessorSpec,
+        partitions: &BTreeMap<String, i32>,
+    ) -> Vec<Output> {
+        let output = |o: &super::topology::OutputSpec| Output {
+            spec: o.clone(),
+            log_topic: self.log_topic(&o.topic),
+            partitions: partitions[&o.topic],
+        };
+        spec.outputs.iter().map(output).collect()
     }
 
     /// Partition counts of every topic of the app, creating derived topics

@@ -376,6 +376,12 @@ impl App {
         }
     }
 
+    /// Every derived topic's name in the log.
+    pub(crate) fn derived_log_topics(&self) -> Vec<String> {
+        let topics = self.derived_topics();
+        topics.iter().map(|t| self.log_topic(t)).collect()
+    }
+
     /// Every derived topic, as the processors name it.
     pub(crate) fn derived_topics(&self) -> Vec<String> {
         let mut topics: Vec<String> = self

@@ -1,0 +1,95 @@
+//! What the runtime and rebuild benchmarks share: their input (one
+//! partition of 100-byte records, a 10-byte key out of `KEYS`, a 90-byte
+//! value, uncompressed batches of 1,000) and the plain fetch-and-decode
+//! loop they are measured against.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use strata::codec::Codec;
+use strata::log::{LogConfig, LogManager};
+use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
+
+pub const KEYS: u64 = 100_000;
+const FETCH_BYTES: u64 = 4 << 20;
+
+fn key(n: u64) -> String {
+    format!("key-{n:06}")
+}
+
+/// Writes `records` records to `events` partition 0; returns their size
+/// in bytes.
+pub fn write_input(data: &Path, records: u64) -> anyhow::Result<u64> {
+    let log = LogManager::open(data, LogConfig::default())?;
+    let topic = log.create_topic("events", 1, BTreeMap::new())?;
+    let partition = &topic.partitions[0];
+    let value = [b'v'; 90];
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    // Recent timestamps, or retention (7 days) would delete the input.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis() as i64;
+    let mut written = 0;
+    while written < records {
+        let mut builder = BatchBuilder::new(Compression::None);
+        for _ in 0..1_000 {
+            // xorshift: uniform over the keys.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            builder.push(NewRecord::new(
+                Some(key(state % KEYS).as_bytes()),
+                &value,
+                now - ((records - written) / 1000) as i64,
+            ))?;
+            written += 1;
+        }
+        partition.append(&builder.build()?)?;
+    }
+    partition.flush()?;
+    let size = partition.size_bytes();
+    log.close()?;
+    Ok(size)
+}
+
+/// Records/s of reading the whole partition in 4 MiB fetches, verifying
+/// every batch and decoding each key and value into owned values with the
+/// codec a processor's input uses (a `String`, a `Vec<u8>`).
+pub fn plain_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
+    let log = LogManager::open(data, LogConfig::default())?;
+    let partition = log.partition("events", 0)?;
+    let started = Instant::now();
+    let (mut next, end) = (0, partition.log_end_offset());
+    let (mut records, mut touched) = (0u64, 0usize);
+    while next < end {
+        let fetched = partition.read(next, FETCH_BYTES)?.read_to_vec()?;
+        let mut rest = &fetched[..];
+        while let Ok(batch) = RecordBatch::parse_and_verify(rest) {
+            rest = &rest[batch.size_bytes()..];
+            for record in batch.records(64 << 20)?.iter() {
+                let record = record?;
+                let key: String = Codec::Raw.decode(record.key.unwrap_or_default())?;
+                let value: Vec<u8> = Codec::Raw.decode(record.value.unwrap_or_default())?;
+                touched += key.len() + value.len();
+                records += 1;
+            }
+            next = batch.header().next_offset();
+        }
+    }
+    let elapsed = started.elapsed();
+    std::hint::black_box(touched);
+    drop(partition);
+    log.close()?;
+    anyhow::ensure!(records == expected, "read {records} records");
+    Ok(rate(records, elapsed))
+}
+
+pub fn rate(records: u64, elapsed: Duration) -> f64 {
+    records as f64 / elapsed.as_secs_f64().max(1e-9)
+}
+
+/// The best of a case's rounds.
+pub fn best(rates: &[f64]) -> f64 {
+    rates.iter().copied().fold(0.0, f64::max)
+}
