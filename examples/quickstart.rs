@@ -187,7 +187,7 @@ fn main() -> anyhow::Result<()> {
     println!("    cargo run -- consume index-changes --from earliest --end | tail");
     println!("    kcat -C -b 127.0.0.1:9092 -t index-changes -o -5 -e");
     println!(
-        "  cargo run --example wordcount -- --help      # another app: run, status, dump-state"
+        "  cargo run --example wordcount -- --help      # another app: run, status, dump-state, rebuild, replay, diff, promote"
     );
     Ok(())
 }
