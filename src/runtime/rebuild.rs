@@ -116,9 +116,10 @@ impl App {
         let mut lock = match location {
             Location::Embedded { data_dir, .. } => Some(lock_running(&root).map_err(|_| {
                 RuntimeError::Config(format!(
-                    "the app is running on {} (embedded), and only one process can open a log directory; rebuild through its Kafka port: run the app with `run --serve ADDR`, then `rebuild --bootstrap ADDR --state-dir {}`",
+                    "the app is running on {} (embedded), and only one process can open a log directory; rebuild through its Kafka port: run the app with `run --serve ADDR`, then `rebuild --bootstrap ADDR --state-dir {}/apps/{}` (its state directory)",
                     data_dir.display(),
-                    root.display()
+                    data_dir.display(),
+                    self.name
                 ))
             })?),
             Location::Remote { .. } => None,

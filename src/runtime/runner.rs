@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::client::{ClientConfig, Cluster};
-use crate::log::{LogConfig, LogManager};
+use crate::log::{LogConfig, LogError, LogManager};
 
 use super::context::Output;
 use super::error::RuntimeError;
@@ -442,7 +442,21 @@ pub(crate) async fn open(
 ) -> Result<(LogAccess, Option<Arc<LogManager>>), RuntimeError> {
     match location {
         Location::Embedded { data_dir, .. } => {
-            let manager = Arc::new(LogManager::open(data_dir, LogConfig::default())?);
+            let manager = match LogManager::open(data_dir, LogConfig::default()) {
+                Ok(manager) => Arc::new(manager),
+                // Another process holds the directory: most likely the app
+                // itself, running embedded.
+                Err(LogError::Io { error, .. })
+                    if error.kind() == std::io::ErrorKind::WouldBlock =>
+                {
+                    return Err(RuntimeError::Config(format!(
+                        "{} is in use by another process (an app running embedded, or strata serve), and only one process can open a log directory; reach the log through that process's Kafka port instead, with `--bootstrap ADDR --state-dir {}/apps/<app>` in place of --data-dir (an embedded app serves the port with `run --serve ADDR`)",
+                        data_dir.display(),
+                        data_dir.display()
+                    )));
+                }
+                Err(error) => return Err(error.into()),
+            };
             Ok((
                 LogAccess::Embedded(Arc::clone(&manager), None),
                 Some(manager),
