@@ -790,3 +790,77 @@ fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
     )
     .unwrap();
 }
+
+#[test]
+fn status_says_when_unread_input_was_deleted_and_a_stale_rebuild_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let fixed = app(true);
+    let user = (0..100)
+        .map(|u| format!("user-{u:02}"))
+        .find(|u| partition_for_key(u.as_bytes(), PARTITIONS) == 0)
+        .unwrap();
+    let append_old = |batches: usize| {
+        let log = LogManager::open(data, LogConfig::default()).unwrap();
+        if log.topic(EVENTS).is_none() {
+            let config = BTreeMap::from([("segment.bytes".to_string(), "1024".to_string())]);
+            log.create_topic(EVENTS, PARTITIONS, config).unwrap();
+        }
+        let partition = log.partition(EVENTS, 0).unwrap();
+        for batch in 0..batches {
+            let mut builder = BatchBuilder::new(Compression::None);
+            for i in 0..10 {
+                let session = format!("s{batch}-{i}");
+                let old = now_ms() - 2 * 3_600_000;
+                builder
+                    .push(NewRecord::new(
+                        Some(user.as_bytes()),
+                        session.as_bytes(),
+                        old,
+                    ))
+                    .unwrap();
+            }
+            partition.append(&builder.build().unwrap()).unwrap();
+        }
+        drop(partition);
+        log.close().unwrap();
+    };
+    append_old(1);
+    execute(&fixed, data, run_until_end()).unwrap();
+
+    // A rebuild that died long ago left `.ready` behind: the app pays it no
+    // attention and clears it.
+    let rebuild = data.join("apps/sessions/rebuild/count");
+    std::fs::create_dir_all(rebuild.join("0")).unwrap();
+    std::fs::write(rebuild.join("0.ready"), "4000000000").unwrap();
+    std::fs::write(rebuild.join("0.hold"), "{}").unwrap();
+    append_old(2);
+    execute(&fixed, data, run_until_end()).unwrap();
+    assert!(!rebuild.join("0.ready").exists());
+    assert!(!rebuild.join("0.hold").exists());
+
+    // Unread records deleted by retention.
+    append_old(20);
+    {
+        let log = LogManager::open(data, LogConfig::default()).unwrap();
+        let partition = log.partition(EVENTS, 0).unwrap();
+        partition.set_config(LogConfig {
+            retention_ms: 3_600_000,
+            ..partition.config()
+        });
+        log.enforce_retention();
+        drop(partition);
+        log.close().unwrap();
+    }
+    let location = Location::embedded(data, "sessions");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let rows = runtime.block_on(fixed.status_rows(&location)).unwrap();
+    let row = rows.iter().find(|r| r.partition == 0).unwrap();
+    assert_eq!(row.offset, Some(30));
+    assert!(row.start.unwrap() > 30, "{row:?}");
+    let warning = row.warning().expect("a warning");
+    assert!(
+        warning.contains("deleted everything before offset"),
+        "{warning}"
+    );
+}

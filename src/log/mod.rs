@@ -31,7 +31,9 @@ pub use log_manager::{
 pub use offset_index::OffsetIndex;
 pub(crate) use partition_log::now_ms;
 pub use partition_log::{AppendInfo, LogRead, PartitionLog, RetentionOutcome};
-pub use peek::{peek_batches, peek_log_end_offset, peek_segment_max_timestamp};
+pub use peek::{
+    peek_batches, peek_log_end_offset, peek_log_start_offset, peek_segment_max_timestamp,
+};
 pub use producer_ids::{
     PRODUCER_ID_BLOCK, ProducerIdAndEpoch, ProducerIds, TRANSACTIONAL_ID_BYTES_MAX,
     TRANSACTIONAL_IDS_MAX, epoch_exhausted,

@@ -59,6 +59,17 @@ pub fn peek_batches(
     Ok(true)
 }
 
+/// The log start offset of `topic`/`partition` as its files show it (the
+/// oldest segment's base); `None` if it has no segment.
+pub fn peek_log_start_offset(
+    data_dir: &Path,
+    topic: &str,
+    partition: i32,
+) -> Result<Option<i64>, LogError> {
+    let dir = &super::log_manager::partition_dir(data_dir, topic, partition);
+    Ok(segment_bases(dir)?.first().copied())
+}
+
 /// The newest record timestamp of the segment holding `offset` (what
 /// time-based retention goes by), from its batch headers; `None` when no
 /// segment holds it (at or past the end).

@@ -490,7 +490,13 @@ impl App {
             ));
         }
         let root = location.state_dir();
-        if let Ok(_running) = lock_running(root) {
+        let lock = match lock_running(root) {
+            Ok(lock) => Some(lock),
+            // Held: the app runs (or a rebuild holds it for its swap).
+            Err(RuntimeError::Config(_)) => None,
+            Err(error) => return Err(error),
+        };
+        if lock.is_some() {
             for (processor, partition, dir) in &tasks {
                 let spec = self
                     .processors
@@ -660,29 +666,31 @@ impl App {
                         None => None,
                     };
                     let next = offset.unwrap_or(0);
-                    let (end, oldest_unread) = match (location, &remote) {
+                    let (start, end, oldest_unread) = match (location, &remote) {
                         (Location::Embedded { data_dir, .. }, _) => {
-                            let end =
-                                crate::log::peek_log_end_offset(data_dir, &log_topic, partition)
-                                    .ok()
-                                    .flatten();
+                            use crate::log::{peek_log_end_offset, peek_log_start_offset};
+                            let start = peek_log_start_offset(data_dir, &log_topic, partition);
+                            let end = peek_log_end_offset(data_dir, &log_topic, partition);
                             let oldest = crate::log::peek_segment_max_timestamp(
                                 data_dir, &log_topic, partition, next,
+                            );
+                            (
+                                start.ok().flatten(),
+                                end.ok().flatten(),
+                                oldest.ok().flatten(),
                             )
-                            .ok()
-                            .flatten();
-                            (end, oldest)
                         }
                         (_, Some((access, _))) => {
+                            let start = access.start_offset(&log_topic, partition).await?;
                             let end = access.end_offset(&log_topic, partition).await?;
-                            let oldest = if next < end {
+                            let oldest = if next >= start && next < end {
                                 first_batch_timestamp(access, &log_topic, partition, next).await?
                             } else {
                                 None
                             };
-                            (Some(end), oldest)
+                            (Some(start), Some(end), oldest)
                         }
-                        _ => (None, None),
+                        _ => (None, None, None),
                     };
                     if !retention.contains_key(&log_topic) {
                         let ms =
@@ -706,6 +714,7 @@ impl App {
                         outbox_records,
                         rate,
                         expires_in_ms,
+                        start,
                     });
                 }
             }
@@ -821,6 +830,8 @@ pub struct StatusRow {
     /// `retention.ms`; negative: already due); None when nothing is unread
     /// or retention is unlimited.
     pub expires_in_ms: Option<i64>,
+    /// The input's log start offset: records below it are gone.
+    pub start: Option<i64>,
 }
 
 impl StatusRow {
@@ -838,6 +849,17 @@ impl StatusRow {
     /// unread records before retention deletes them.
     pub fn warning(&self) -> Option<String> {
         let lag = self.lag().filter(|l| *l > 0)?;
+        if let (Some(next), Some(start)) = (self.offset, self.start)
+            && start > next
+        {
+            return Some(format!(
+                "task {} reads {}/{} at offset {next}, but retention has deleted everything before offset {start}: {} records are gone unprocessed, and the task stops with an error when it gets there",
+                self.task,
+                self.topic,
+                self.partition,
+                start - next
+            ));
+        }
         let expires_in = self.expires_in_ms? as f64 / 1000.0;
         let input = format!("{}/{}", self.topic, self.partition);
         let expiry = if expires_in <= 0.0 {

@@ -89,6 +89,9 @@ struct Job {
     first_target: Targets,
     /// Whether those are final (the app is not running and cannot start).
     settled: bool,
+    /// Where the live task began reading each input: where the rebuild
+    /// begins (from 0 where that was not recorded).
+    starts: Targets,
 }
 
 /// What every job shares.
@@ -124,6 +127,8 @@ impl App {
             })?),
             Location::Remote { .. } => None,
         };
+        // One rebuild at a time: they share the rebuild directories.
+        let _rebuilding = lock_rebuilds(&root)?;
         let (log, embedded) = super::runner::open(location).await?;
         let partitions = self.resolve(&log).await?;
         let mut jobs = Vec::new();
@@ -138,30 +143,31 @@ impl App {
                 if lock.is_some() {
                     swap::recover(&live, &rebuilt)?;
                 }
-                let live_state = match (&lock, open_committed(&live)?) {
-                    (_, None) => continue, // never committed: nothing to rebuild
-                    (Some(_), Some(read_only)) => {
-                        drop(read_only);
+                // Handover files of an earlier rebuild, stopped or killed.
+                Handover::beside(&rebuilt).clear()?;
+                let Some(read_only) = open_committed(&live)? else {
+                    continue; // never committed: nothing to rebuild
+                };
+                let (first_target, starts) =
+                    (read_only.input_offsets()?, read_only.start_offsets()?);
+                drop(read_only);
+                if first_target.is_empty() {
+                    continue;
+                }
+                if let Some(missing) = spec.inputs.iter().find(|t| !first_target.contains_key(*t)) {
+                    return Err(RuntimeError::Config(format!(
+                        "task {}/{partition} has no offset for its input {missing:?} yet (a new input?): run the app until it has read from it, then rebuild",
+                        spec.name
+                    )));
+                }
+                let live_state = match &lock {
+                    Some(_) => {
                         let stores = store_names(spec);
                         let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
                         Some(TaskState::open(&live, &stores, true)?)
                     }
-                    (None, Some(read_only)) => {
-                        let offsets = read_only.input_offsets()?;
-                        drop(read_only);
-                        if offsets.is_empty() {
-                            continue;
-                        }
-                        None
-                    }
+                    None => None,
                 };
-                let first_target = match &live_state {
-                    Some(state) => state.input_offsets()?,
-                    None => live_offsets(&live)?,
-                };
-                if first_target.is_empty() {
-                    continue;
-                }
                 if options.from_checkpoint && open_committed(&rebuilt)?.is_none() {
                     seed_from_checkpoint(&root, spec, partition, &rebuilt)?;
                 }
@@ -173,6 +179,7 @@ impl App {
                     outputs: outputs.clone(),
                     settled: live_state.is_some(),
                     first_target,
+                    starts,
                 };
                 self.check_retained(&log, &root, &job, options.from_checkpoint)
                     .await?;
@@ -307,7 +314,8 @@ impl App {
         for topic in &job.spec.inputs {
             let log_topic = self.log_topic(topic);
             let start = log.start_offset(&log_topic, job.partition).await?;
-            let at = position.get(topic).copied().unwrap_or(0);
+            let from = job.starts.get(topic).copied().unwrap_or(0);
+            let at = position.get(topic).copied().unwrap_or(from);
             if start <= at {
                 continue;
             }
@@ -407,6 +415,7 @@ async fn catch_up(shared: &Shared, job: &Job) -> Result<(), RuntimeError> {
 /// Runs the rebuild of one task up to `targets`, then closes its state.
 async fn run_to(shared: &Shared, job: &Job, targets: Targets) -> Result<(), RuntimeError> {
     let app = &shared.app;
+    let wanted = targets.clone();
     let (_keep, targets) = watch::channel(Some(targets));
     let setup = TaskSetup {
         spec: job.spec.clone(),
@@ -415,7 +424,13 @@ async fn run_to(shared: &Shared, job: &Job, targets: Targets) -> Result<(), Runt
         // Never asked for: the rebuild takes no checkpoints.
         checkpoints: job.rebuilt.with_extension("no-checkpoints").join("x/0"),
         log_topics: job.spec.inputs.iter().map(|t| app.log_topic(t)).collect(),
-        start: job.spec.inputs.iter().map(|_| StartAt::Earliest).collect(),
+        start: (job.spec.inputs.iter())
+            .map(|t| {
+                job.starts
+                    .get(t)
+                    .map_or(StartAt::Earliest, |o| StartAt::Offset(*o))
+            })
+            .collect(),
         emits: false,
         rebuild: None,
         outputs: job.outputs.clone(),
@@ -428,19 +443,41 @@ async fn run_to(shared: &Shared, job: &Job, targets: Targets) -> Result<(), Runt
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || handle.block_on(task::run(setup)))
         .await
-        .map_err(|e| RuntimeError::Config(format!("a rebuild task panicked: {e}")))?
+        .map_err(|e| RuntimeError::Config(format!("a rebuild task panicked: {e}")))??;
+    let reached = live_offsets(&job.rebuilt)?;
+    if reached != wanted {
+        return Err(RuntimeError::Config(format!(
+            "the rebuild of task {}/{} stopped at {reached:?} before {wanted:?}",
+            job.spec.name, job.partition
+        )));
+    }
+    Ok(())
 }
 
 /// Meets the running app's task (see `swap`) until it has swapped the
-/// rebuilt state in.
+/// rebuilt state in; withdraws (removes `.ready`) on any other way out.
 async fn hand_over(shared: &Shared, job: &Job) -> Result<(), RuntimeError> {
     let files = Handover::beside(&job.rebuilt);
-    write_whole(&files.ready, "")?;
+    files.clear()?;
+    files.announce()?;
+    let result = meet(shared, job, &files).await;
+    if !matches!(result, Ok(true)) {
+        let _ = std::fs::remove_file(&files.ready);
+    }
+    result.map(|_| ())
+}
+
+/// True once the live task swapped (and cleared `.ready`); false when the
+/// rebuild is stopping.
+async fn meet(shared: &Shared, job: &Job, files: &Handover) -> Result<bool, RuntimeError> {
     let mut answered: Option<String> = None;
     let mut deadline = Instant::now() + HANDOVER_MAX;
     loop {
         if !files.ready.exists() {
-            return Ok(()); // swapped and cleared by the live task
+            return Ok(true);
+        }
+        if shared.stop.load(Ordering::Relaxed) {
+            return Ok(false);
         }
         let hold = std::fs::read_to_string(&files.hold).ok();
         if let Some(token) = hold
@@ -455,7 +492,6 @@ async fn hand_over(shared: &Shared, job: &Job) -> Result<(), RuntimeError> {
             deadline = Instant::now() + HANDOVER_MAX;
         }
         if Instant::now() > deadline {
-            let _ = std::fs::remove_file(&files.ready);
             return Err(RuntimeError::Config(format!(
                 "task {}/{}: the running app did not take the rebuilt state within {} s (stopped, or a build without rebuild support?); the rebuilt state is kept: run rebuild again to resume",
                 job.spec.name,
@@ -465,6 +501,26 @@ async fn hand_over(shared: &Shared, job: &Job) -> Result<(), RuntimeError> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Holds `<state>/rebuild/.lock` while a rebuild runs.
+fn lock_rebuilds(root: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, RuntimeError> {
+    let dir = root.join("rebuild");
+    std::fs::create_dir_all(&dir).map_err(|error| RuntimeError::Io {
+        context: format!("creating {}", dir.display()),
+        error,
+    })?;
+    let path = dir.join(".lock");
+    let file = std::fs::File::create(&path).map_err(|error| RuntimeError::Io {
+        context: format!("creating {}", path.display()),
+        error,
+    })?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
+        RuntimeError::Config(format!(
+            "another rebuild of this app is running (it holds {})",
+            path.display()
+        ))
+    })
 }
 
 /// Starts a task's rebuild from the live task's newest checkpoint: its
@@ -489,17 +545,27 @@ fn seed_from_checkpoint(
     if rebuilt.exists() {
         std::fs::remove_dir_all(rebuilt).map_err(io(format!("removing {}", rebuilt.display())))?;
     }
-    std::fs::create_dir_all(rebuilt).map_err(io(format!("creating {}", rebuilt.display())))?;
+    // Copied aside and renamed into place: a cut copy is never taken for a
+    // state.
+    let seeding = rebuilt.with_extension("seeding");
+    if seeding.exists() {
+        std::fs::remove_dir_all(&seeding).map_err(io(format!("removing {}", seeding.display())))?;
+    }
+    std::fs::create_dir_all(&seeding).map_err(io(format!("creating {}", seeding.display())))?;
     let entries =
         std::fs::read_dir(&newest.1).map_err(io(format!("listing {}", newest.1.display())))?;
     for entry in entries {
         let entry = entry.map_err(io(format!("listing {}", newest.1.display())))?;
-        let (from, to) = (entry.path(), rebuilt.join(entry.file_name()));
+        let (from, to) = (entry.path(), seeding.join(entry.file_name()));
         let linked =
             from.extension().is_some_and(|e| e == "sst") && std::fs::hard_link(&from, &to).is_ok();
         if !linked {
             std::fs::copy(&from, &to).map_err(io(format!("copying {}", from.display())))?;
         }
+        std::fs::File::open(&to)
+            .and_then(|file| file.sync_all())
+            .map_err(io(format!("syncing {}", to.display())))?;
     }
+    std::fs::rename(&seeding, rebuilt).map_err(io(format!("renaming {}", seeding.display())))?;
     Ok(())
 }

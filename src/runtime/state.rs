@@ -24,6 +24,7 @@
 //! | key | value |
 //! |---|---|
 //! | `input_offset/<topic>` | i64: next offset to read from the input topic |
+//! | `start_offset/<topic>` | i64: where the task began reading it (what a rebuild starts from) |
 //! | `producer` | i64 producer id, i16 epoch |
 //! | `sequence/<topic>\0<partition i32>` | i64: the partition's next sequence |
 //! | `next_outbox` | u64: the next outbox sequence (kept once all are shipped) |
@@ -61,6 +62,7 @@ const META: &str = "meta";
 /// Column family of record batches waiting to be shipped.
 const OUTBOX: &str = "outbox";
 const INPUT_OFFSET_PREFIX: &[u8] = b"input_offset/";
+const START_OFFSET_PREFIX: &[u8] = b"start_offset/";
 const PRODUCER: &[u8] = b"producer";
 const NEXT_OUTBOX: &[u8] = b"next_outbox";
 const RATE: &[u8] = b"rate";
@@ -206,6 +208,10 @@ struct StoreMap {
     dirty: Vec<InlineBytes>,
     /// About how many bytes the slots hold.
     bytes: usize,
+    /// Above this many bytes the clean slots are dropped: the cache's
+    /// bound, raised past what the run's own writes hold (those stay until
+    /// the commit), so eviction is never repeated for nothing.
+    limit: usize,
 }
 
 impl StoreMap {
@@ -213,13 +219,14 @@ impl StoreMap {
     /// clean slots go (the run's writes stay).
     fn make_room(&mut self, added: usize) {
         self.bytes += added;
-        if self.bytes > CACHE_BYTES_MAX {
+        if self.bytes > self.limit.max(CACHE_BYTES_MAX) {
             self.slots.retain(|_, slot| slot.dirty);
             self.bytes = self
                 .slots
                 .iter()
                 .map(|(k, s)| slot_bytes(k, s.value.as_deref()))
                 .sum();
+            self.limit = self.bytes + CACHE_BYTES_MAX / 2;
         }
     }
 
@@ -363,21 +370,37 @@ impl TaskState {
     }
 
     fn read_input_offsets(&self) -> Result<BTreeMap<String, i64>, StateError> {
+        self.read_prefixed(INPUT_OFFSET_PREFIX)
+    }
+
+    /// `meta` entries `<prefix><topic>` → i64.
+    fn read_prefixed(&self, prefix: &[u8]) -> Result<BTreeMap<String, i64>, StateError> {
         let meta = self.cf(META)?;
         let mut offsets = BTreeMap::new();
-        let iter = self.db.iterator_cf(
-            meta,
-            IteratorMode::From(INPUT_OFFSET_PREFIX, Direction::Forward),
-        );
+        let iter = self
+            .db
+            .iterator_cf(meta, IteratorMode::From(prefix, Direction::Forward));
         for item in iter {
             let (key, value) = item?;
-            let Some(topic) = key.strip_prefix(INPUT_OFFSET_PREFIX) else {
+            let Some(topic) = key.strip_prefix(prefix) else {
                 break;
             };
             let topic = String::from_utf8_lossy(topic).into_owned();
             offsets.insert(topic, decode_i64(&value)?);
         }
         Ok(offsets)
+    }
+
+    /// Records where the task begins reading `topic` (it has no offset for
+    /// it yet), with the next commit.
+    pub fn note_start(&mut self, topic: &str, offset: i64) {
+        self.run.starts.push((topic.to_string(), offset));
+    }
+
+    /// Where the task began reading each input (absent for inputs whose
+    /// state predates the record of it).
+    pub fn start_offsets(&self) -> Result<BTreeMap<String, i64>, StateError> {
+        self.read_prefixed(START_OFFSET_PREFIX)
     }
 
     /// Records the task's processing rate (records/s while busy) with the
@@ -526,24 +549,26 @@ impl TaskState {
     }
 
     /// Takes a checkpoint of the committed state (RocksDB hard-links its
-    /// files) as `<dir>/<offset, 20 digits>`, built aside and renamed into
-    /// place, so a checkpoint directory is always whole; then removes the
-    /// oldest beyond `keep`. Nothing happens when that offset's exists.
+    /// files) as `<dir>/<offset, 20 digits>` (`offset`: the first input's),
+    /// built aside and renamed into place, so a checkpoint directory is
+    /// always whole; one already at that offset is replaced (another input
+    /// may have moved since). Then removes the oldest beyond `keep`.
     pub fn checkpoint(&self, dir: &Path, offset: i64, keep: usize) -> Result<(), StateError> {
         let io = |what: String, error: std::io::Error| {
             StateError::Corrupt(format!("checkpoint: {what}: {error}"))
         };
         std::fs::create_dir_all(dir).map_err(|e| io(format!("creating {}", dir.display()), e))?;
         let target = dir.join(checkpoint_name(offset));
-        if target.exists() {
-            return Ok(());
-        }
         let building = dir.join(format!("{}.partial", checkpoint_name(offset)));
         if building.exists() {
             std::fs::remove_dir_all(&building)
                 .map_err(|e| io(format!("removing {}", building.display()), e))?;
         }
         rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(&building)?;
+        if target.exists() {
+            std::fs::remove_dir_all(&target)
+                .map_err(|e| io(format!("removing {}", target.display()), e))?;
+        }
         std::fs::rename(&building, &target)
             .map_err(|e| io(format!("renaming {}", building.display()), e))?;
         let all = checkpoints(dir).map_err(|e| io(format!("listing {}", dir.display()), e))?;
@@ -600,6 +625,8 @@ struct Run {
     sequences: BTreeMap<(String, i32), i32>,
     /// The processing rate to record with the commit.
     rate: Option<f64>,
+    /// Where the task began reading inputs it had no offset for.
+    starts: Vec<(String, i64)>,
 }
 
 impl TaskState {
@@ -828,14 +855,22 @@ impl TaskState {
         if let Some(rate) = self.run.rate {
             batch.put_cf(meta, RATE, rate.to_bits().to_be_bytes());
         }
+        for (topic, start) in &self.run.starts {
+            let mut key = START_OFFSET_PREFIX.to_vec();
+            key.extend_from_slice(topic.as_bytes());
+            batch.put_cf(meta, key, start.to_be_bytes());
+        }
         self.write(batch)?;
         self.run.rate = None;
+        self.run.starts.clear();
         self.next_outbox = next_outbox;
         for (topic, next) in next_input_offsets {
             self.offsets.insert(topic.to_string(), *next);
         }
         for map in &mut self.maps {
-            // The written values stay, clean: the cache of what is committed.
+            // The written values stay, clean: the cache of what is committed
+            // (dropped whole when it next outgrows its bound).
+            map.limit = 0;
             for key in map.dirty.drain(..) {
                 if let Some(slot) = map.slots.get_mut(key.as_slice()) {
                     slot.dirty = false;

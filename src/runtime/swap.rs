@@ -4,7 +4,8 @@
 //! <partition>` (see `rebuild`). When it is close to the live task's input
 //! offsets, the two meet through three files beside the rebuilt directory:
 //!
-//! 1. the rebuild writes `<partition>.ready`;
+//! 1. the rebuild writes `<partition>.ready`, holding its process id (a
+//!    `.ready` whose process is gone is stale: removed, not answered);
 //! 2. the live task (it looks between fetches) commits and ships all it
 //!    holds, writes its input offsets to `<partition>.hold` and waits;
 //! 3. the rebuild processes exactly up to those offsets, commits, closes its
@@ -53,6 +54,28 @@ impl Handover {
         }
         Ok(())
     }
+
+    /// Marks the rebuild ready, as this process.
+    pub fn announce(&self) -> Result<(), RuntimeError> {
+        write_whole(&self.ready, &std::process::id().to_string())
+    }
+
+    /// Whether a rebuild is ready and its process still runs (a stale
+    /// `.ready` is cleared with the other files).
+    pub fn rebuild_ready(&self) -> Result<bool, RuntimeError> {
+        let Ok(text) = std::fs::read_to_string(&self.ready) else {
+            return Ok(false);
+        };
+        // Linux: a running process has /proc/<pid>.
+        let alive = text
+            .trim()
+            .parse::<u32>()
+            .is_ok_and(|pid| Path::new("/proc").join(pid.to_string()).exists());
+        if !alive {
+            self.clear()?;
+        }
+        Ok(alive)
+    }
 }
 
 /// Input offsets as the handover files carry them.
@@ -94,7 +117,8 @@ fn old_dir(live: &Path) -> PathBuf {
 }
 
 /// Finishes a swap a crash interrupted: the live directory renamed away
-/// but the rebuilt one not yet in its place; then drops the old state.
+/// but the rebuilt one not yet in its place; then drops the old state, and
+/// the handover files once no rebuilt state is left to hand over.
 pub(crate) fn recover(live: &Path, rebuilt: &Path) -> Result<(), RuntimeError> {
     let old = old_dir(live);
     let io = |context: String| move |error| RuntimeError::Io { context, error };
@@ -106,7 +130,21 @@ pub(crate) fn recover(live: &Path, rebuilt: &Path) -> Result<(), RuntimeError> {
     if old.exists() {
         std::fs::remove_dir_all(&old).map_err(io(format!("removing {}", old.display())))?;
     }
+    if !rebuilt.exists() {
+        Handover::beside(rebuilt).clear()?;
+    }
     Ok(())
+}
+
+/// The input offsets of a rebuilt state, if it has committed any.
+pub(crate) fn rebuilt_offsets(
+    rebuilt: &Path,
+) -> Result<Option<BTreeMap<String, i64>>, RuntimeError> {
+    match TaskState::open_read_only(rebuilt) {
+        Ok(state) => Ok(Some(state.input_offsets()?)),
+        Err(super::state::StateError::NeverOpened(_)) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// Puts the rebuilt state in place of `live_state` (open on `live`, which
@@ -118,6 +156,12 @@ pub(crate) fn swap_in(
     stores: &[&str],
     sync: bool,
 ) -> Result<TaskState, RuntimeError> {
+    if !rebuilt.join("CURRENT").exists() {
+        return Err(RuntimeError::Config(format!(
+            "no rebuilt state in {}; not swapped",
+            rebuilt.display()
+        )));
+    }
     {
         let mut fresh = TaskState::open(rebuilt, stores, sync)?;
         if fresh.input_offsets()? != live_state.input_offsets()? {

@@ -124,8 +124,8 @@ struct Task {
     checkpointed: (Instant, u64),
     /// The last checkpoint request seen (its file's modification time).
     request_seen: Option<std::time::SystemTime>,
-    /// When the task last looked for a rebuild ready to take over.
-    handover_checked: Instant,
+    /// When the task next looks for a rebuild ready to take over.
+    handover_check_at: Instant,
     /// Whether the task's records to go are in the progress total.
     counted: bool,
     /// Time spent fetching and processing (not idle) since the last
@@ -172,7 +172,11 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
         let log_topic = setup.log_topics[at].clone();
         let next = match state.input_offset(topic)? {
             Some(next) => next,
-            None => first_offset(&setup, &log_topic, setup.start[at]).await?,
+            None => {
+                let first = first_offset(&setup, &log_topic, setup.start[at]).await?;
+                state.note_start(topic, first);
+                first
+            }
         };
         inputs.push(Input {
             topic: Arc::from(topic.as_str()),
@@ -190,7 +194,7 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
         pending: Pending::new(),
         checkpointed: (Instant::now(), 0),
         request_seen: None,
-        handover_checked: Instant::now(),
+        handover_check_at: Instant::now(),
         counted: false,
         busy: Duration::ZERO,
         rate,
@@ -205,9 +209,20 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
     while let Pumped::Swap = task.pump().await? {
         let rebuilt = task.setup.rebuild.clone().expect("only a live task swaps");
         let sync = task.setup.config.sync;
-        task.state = swap::swap_in(&task.setup.dir, task.state, &rebuilt, &stores, sync)?;
+        match swap::swap_in(&task.setup.dir, task.state, &rebuilt, &stores, sync) {
+            Ok(state) => {
+                task.state = state;
+                tracing::info!(task = %name, "the rebuilt state took over");
+            }
+            Err(error) => {
+                // Whatever happened, the live state is whole again (the
+                // old one, or the rebuilt one if the renames were done).
+                tracing::warn!(task = %name, "the rebuilt state was not swapped in: {error}");
+                swap::recover(&task.setup.dir, &rebuilt)?;
+                task.state = TaskState::open(&task.setup.dir, &stores, sync)?;
+            }
+        }
         Handover::beside(&rebuilt).clear()?;
-        tracing::info!(task = %name, "the rebuilt state took over");
     }
     task.lifecycle("close").await?;
     task.pending.moved = true;
@@ -244,8 +259,8 @@ impl Task {
                     return Ok(Pumped::Stopped);
                 }
             }
-            if self.handover_checked.elapsed() >= HANDOVER_CHECK_EVERY {
-                self.handover_checked = Instant::now();
+            if Instant::now() >= self.handover_check_at {
+                self.handover_check_at = Instant::now() + HANDOVER_CHECK_EVERY;
                 if self.hold_for_rebuild().await? {
                     return Ok(Pumped::Swap);
                 }
@@ -490,29 +505,41 @@ impl Task {
     /// rebuild is ready, or it did not come within [`HOLD_MAX`] (the task
     /// goes on and asks again later).
     async fn hold_for_rebuild(&mut self) -> Result<bool, RuntimeError> {
-        let Some(rebuilt) = &self.setup.rebuild else {
+        let Some(rebuilt) = self.setup.rebuild.clone() else {
             return Ok(false);
         };
-        let files = Handover::beside(rebuilt);
-        if !files.ready.exists() {
+        let files = Handover::beside(&rebuilt);
+        if !files.rebuild_ready()? {
             return Ok(false);
         }
         self.pending.moved = true;
         self.commit().await?;
-        let token = encode_offsets(&self.state.input_offsets()?);
+        let offsets = self.state.input_offsets()?;
+        let token = encode_offsets(&offsets);
         write_whole(&files.hold, &token)?;
         let deadline = Instant::now() + HOLD_MAX;
         loop {
-            if std::fs::read_to_string(&files.caught_up).ok().as_deref() == Some(token.as_str()) {
-                return Ok(true);
+            let answer = std::fs::read_to_string(&files.caught_up).ok();
+            if answer.as_deref() == Some(token.as_str()) {
+                // Only a rebuilt state exactly at these offsets goes in.
+                if swap::rebuilt_offsets(&rebuilt)?.as_ref() == Some(&offsets) {
+                    return Ok(true);
+                }
+                tracing::warn!(task = %self.setup.name(), "the rebuild answered, but its state is not at the held offsets");
+                break;
             }
-            let gave_up = Instant::now() > deadline || !files.ready.exists();
-            if gave_up || self.setup.stop.load(Ordering::Relaxed) {
-                let _ = std::fs::remove_file(&files.hold);
-                return Ok(false);
+            let gone = !files.ready.exists();
+            if gone || Instant::now() > deadline || self.setup.stop.load(Ordering::Relaxed) {
+                break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        // Not this time: go on, and ask again only after a while.
+        for path in [&files.hold, &files.caught_up] {
+            let _ = std::fs::remove_file(path);
+        }
+        self.handover_check_at = Instant::now() + HOLD_MAX;
+        Ok(false)
     }
 
     /// Takes a checkpoint when the policy says so, or when `checkpoint`
@@ -550,8 +577,12 @@ impl Task {
         Ok(())
     }
 
-    /// Appends every outbox batch, in order, then drops them.
+    /// Appends every outbox batch, in order, then drops them (not in a
+    /// rebuild: a rebuilt state takes the live task's outbox at the swap).
     async fn ship(&mut self) -> Result<(), RuntimeError> {
+        if !self.setup.emits {
+            return Ok(());
+        }
         let outbox = self.state.outbox()?;
         let Some((last, _)) = outbox.last() else {
             return Ok(());
