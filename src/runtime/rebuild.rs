@@ -43,6 +43,10 @@ const CLOSE_ENOUGH: i64 = 50_000;
 const ROUNDS_MAX: usize = 20;
 /// How long a rebuild waits for the running app to answer.
 const HANDOVER_MAX: Duration = Duration::from_secs(120);
+/// Holds a rebuild answers before it gives up keeping up with the app.
+const HOLDS_MAX: usize = 10;
+/// How often a rebuild waiting for a hold catches up with the live task.
+const CATCH_UP_EVERY: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Default)]
 pub struct RebuildOptions {
@@ -144,7 +148,7 @@ impl App {
                     swap::recover(&live, &rebuilt)?;
                 }
                 // Handover files of an earlier rebuild, stopped or killed.
-                Handover::beside(&rebuilt).clear()?;
+                Handover::beside(&rebuilt).clear_all()?;
                 let Some(read_only) = open_committed(&live)? else {
                     continue; // never committed: nothing to rebuild
                 };
@@ -458,7 +462,7 @@ async fn run_to(shared: &Shared, job: &Job, targets: Targets) -> Result<(), Runt
 /// rebuilt state in; withdraws (removes `.ready`) on any other way out.
 async fn hand_over(shared: &Shared, job: &Job) -> Result<(), RuntimeError> {
     let files = Handover::beside(&job.rebuilt);
-    files.clear()?;
+    files.clear_all()?;
     files.announce()?;
     let result = meet(shared, job, &files).await;
     if !matches!(result, Ok(true)) {
@@ -467,29 +471,69 @@ async fn hand_over(shared: &Shared, job: &Job) -> Result<(), RuntimeError> {
     result.map(|_| ())
 }
 
-/// True once the live task swapped (and cleared `.ready`); false when the
-/// rebuild is stopping.
+/// True once the live task swapped the rebuilt state in; false when the
+/// rebuild is stopping. Between holds it keeps catching up, so that the
+/// next hold is short.
 async fn meet(shared: &Shared, job: &Job, files: &Handover) -> Result<bool, RuntimeError> {
     let mut answered: Option<String> = None;
-    let mut deadline = Instant::now() + HANDOVER_MAX;
+    let (mut answers, mut deadline) = (0, Instant::now() + HANDOVER_MAX);
+    let mut caught_up_at = Instant::now();
     loop {
         if !files.ready.exists() {
-            return Ok(true);
+            let outcome = std::fs::read_to_string(&files.outcome).unwrap_or_default();
+            let _ = std::fs::remove_file(&files.outcome);
+            return match outcome.strip_prefix("refused: ") {
+                _ if outcome == swap::SWAPPED => Ok(true),
+                Some(why) => Err(RuntimeError::Config(format!(
+                    "task {}/{}: the running app refused the rebuilt state: {why}",
+                    job.spec.name, job.partition
+                ))),
+                None => Err(RuntimeError::Config(format!(
+                    "task {}/{}: the running app withdrew from the handover (did it stop?); the rebuilt state is kept: run rebuild again to resume",
+                    job.spec.name, job.partition
+                ))),
+            };
         }
         if shared.stop.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        let hold = std::fs::read_to_string(&files.hold).ok();
-        if let Some(token) = hold
-            && answered.as_ref() != Some(&token)
-        {
-            let offsets = decode_offsets(&token).ok_or_else(|| {
-                RuntimeError::Config(format!("unreadable {}", files.hold.display()))
-            })?;
-            run_to(shared, job, offsets).await?;
-            write_whole(&files.caught_up, &token)?;
-            answered = Some(token);
-            deadline = Instant::now() + HANDOVER_MAX;
+        match std::fs::read_to_string(&files.hold).ok() {
+            Some(token) if answered.as_ref() != Some(&token) => {
+                answers += 1;
+                if answers > HOLDS_MAX {
+                    return Err(RuntimeError::Config(format!(
+                        "task {}/{}: the rebuild did not keep up with the running app ({HOLDS_MAX} holds went by); the rebuilt state is kept: run rebuild again when the app is less busy",
+                        job.spec.name, job.partition
+                    )));
+                }
+                let offsets = decode_offsets(&token).ok_or_else(|| {
+                    RuntimeError::Config(format!("unreadable {}", files.hold.display()))
+                })?;
+                run_to(shared, job, offsets).await?;
+                write_whole(&files.caught_up, &token)?;
+                answered = Some(token);
+                deadline = Instant::now() + HANDOVER_MAX;
+            }
+            // Answered; the answer may have been dropped with a hold the
+            // live task gave up on, and the next hold is the same.
+            Some(token)
+                if std::fs::read_to_string(&files.caught_up).ok().as_ref() != Some(&token) =>
+            {
+                write_whole(&files.caught_up, &token)?;
+            }
+            Some(_) => {}
+            None if caught_up_at.elapsed() >= CATCH_UP_EVERY => {
+                caught_up_at = Instant::now();
+                // Closer to the live offsets for the next hold; a live
+                // state being swapped or opened is left for the next round.
+                if let Ok(live) = live_offsets(&job.live)
+                    && behind(&live_offsets(&job.rebuilt)?, &live) > 0
+                    && !files.hold.exists()
+                {
+                    run_to(shared, job, live).await?;
+                }
+            }
+            None => {}
         }
         if Instant::now() > deadline {
             return Err(RuntimeError::Config(format!(
@@ -510,7 +554,7 @@ fn lock_rebuilds(root: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, Runtim
         context: format!("creating {}", dir.display()),
         error,
     })?;
-    let path = dir.join(".lock");
+    let path = swap::rebuild_lock(&dir);
     let file = std::fs::File::create(&path).map_err(|error| RuntimeError::Io {
         context: format!("creating {}", path.display()),
         error,

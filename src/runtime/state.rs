@@ -565,12 +565,23 @@ impl TaskState {
                 .map_err(|e| io(format!("removing {}", building.display()), e))?;
         }
         rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(&building)?;
+        // One already at this offset is renamed aside first and removed
+        // last: some checkpoint at this offset exists at every moment.
+        let replaced = dir.join(format!("{}.replaced", checkpoint_name(offset)));
         if target.exists() {
-            std::fs::remove_dir_all(&target)
-                .map_err(|e| io(format!("removing {}", target.display()), e))?;
+            if replaced.exists() {
+                std::fs::remove_dir_all(&replaced)
+                    .map_err(|e| io(format!("removing {}", replaced.display()), e))?;
+            }
+            std::fs::rename(&target, &replaced)
+                .map_err(|e| io(format!("renaming {}", target.display()), e))?;
         }
         std::fs::rename(&building, &target)
             .map_err(|e| io(format!("renaming {}", building.display()), e))?;
+        if replaced.exists() {
+            std::fs::remove_dir_all(&replaced)
+                .map_err(|e| io(format!("removing {}", replaced.display()), e))?;
+        }
         let all = checkpoints(dir).map_err(|e| io(format!("listing {}", dir.display()), e))?;
         for (_, old) in all.iter().take(all.len().saturating_sub(keep)) {
             std::fs::remove_dir_all(old)

@@ -4,8 +4,9 @@
 //! <partition>` (see `rebuild`). When it is close to the live task's input
 //! offsets, the two meet through three files beside the rebuilt directory:
 //!
-//! 1. the rebuild writes `<partition>.ready`, holding its process id (a
-//!    `.ready` whose process is gone is stale: removed, not answered);
+//! 1. the rebuild writes `<partition>.ready` (it holds `rebuild/.lock` all
+//!    along: a `.ready` with no rebuild holding the lock is stale, removed
+//!    and not answered);
 //! 2. the live task (it looks between fetches) commits and ships all it
 //!    holds, writes its input offsets to `<partition>.hold` and waits;
 //! 3. the rebuild processes exactly up to those offsets, commits, closes its
@@ -14,7 +15,8 @@
 //!    over its bookkeeping (producer identity, sequences, outbox), closes
 //!    both, renames its directory to `<partition>.old` and the rebuilt one
 //!    into its place, removes the old one and the files, and goes on with
-//!    the rebuilt state.
+//!    the rebuilt state, writing `<partition>.outcome`: `swapped`, or
+//!    `refused: <why>`, which the rebuild reports.
 //!
 //! When the app is not running, the rebuild does step 4 itself, holding the
 //! app's run lock. A crash between the two renames is finished when the
@@ -32,7 +34,13 @@ pub(crate) struct Handover {
     pub ready: PathBuf,
     pub hold: PathBuf,
     pub caught_up: PathBuf,
+    pub outcome: PathBuf,
+    /// Held by a running rebuild (see `rebuild`).
+    lock: PathBuf,
 }
+
+/// What `.outcome` says after a swap.
+pub(crate) const SWAPPED: &str = "swapped";
 
 impl Handover {
     pub fn beside(rebuilt: &Path) -> Self {
@@ -41,13 +49,17 @@ impl Handover {
             name.push(suffix);
             rebuilt.with_file_name(name)
         };
+        let rebuild_root = rebuilt.parent().and_then(Path::parent).unwrap_or(rebuilt);
         Self {
             ready: with(".ready"),
             hold: with(".hold"),
             caught_up: with(".caught-up"),
+            outcome: with(".outcome"),
+            lock: rebuild_lock(rebuild_root),
         }
     }
 
+    /// Ends a handover: the live task's side of the files.
     pub fn clear(&self) -> Result<(), RuntimeError> {
         for path in [&self.caught_up, &self.hold, &self.ready] {
             remove_file(path)?;
@@ -55,27 +67,47 @@ impl Handover {
         Ok(())
     }
 
+    /// Every file, the outcome too (a rebuild starting afresh).
+    pub fn clear_all(&self) -> Result<(), RuntimeError> {
+        self.clear()?;
+        remove_file(&self.outcome)
+    }
+
+    /// The live task's word on the handover, for the rebuild to report.
+    pub fn report(&self, outcome: &str) -> Result<(), RuntimeError> {
+        write_whole(&self.outcome, outcome)
+    }
+
+    /// Whether a rebuild process holds the rebuild lock now.
+    pub fn rebuild_running(&self) -> bool {
+        let Ok(file) = std::fs::File::open(&self.lock) else {
+            return false;
+        };
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock).is_err()
+    }
+
     /// Marks the rebuild ready, as this process.
     pub fn announce(&self) -> Result<(), RuntimeError> {
         write_whole(&self.ready, &std::process::id().to_string())
     }
 
-    /// Whether a rebuild is ready and its process still runs (a stale
-    /// `.ready` is cleared with the other files).
+    /// Whether a rebuild is ready and still running (a stale `.ready` is
+    /// cleared with the other files).
     pub fn rebuild_ready(&self) -> Result<bool, RuntimeError> {
-        let Ok(text) = std::fs::read_to_string(&self.ready) else {
+        if !self.ready.exists() {
             return Ok(false);
-        };
-        // Linux: a running process has /proc/<pid>.
-        let alive = text
-            .trim()
-            .parse::<u32>()
-            .is_ok_and(|pid| Path::new("/proc").join(pid.to_string()).exists());
-        if !alive {
+        }
+        let running = self.rebuild_running();
+        if !running {
             self.clear()?;
         }
-        Ok(alive)
+        Ok(running)
     }
+}
+
+/// The lock a running rebuild holds, in the version's `rebuild` directory.
+pub(crate) fn rebuild_lock(rebuild_root: &Path) -> PathBuf {
+    rebuild_root.join(".lock")
 }
 
 /// Input offsets as the handover files carry them.
@@ -130,8 +162,11 @@ pub(crate) fn recover(live: &Path, rebuilt: &Path) -> Result<(), RuntimeError> {
     if old.exists() {
         std::fs::remove_dir_all(&old).map_err(io(format!("removing {}", old.display())))?;
     }
-    if !rebuilt.exists() {
-        Handover::beside(rebuilt).clear()?;
+    let files = Handover::beside(rebuilt);
+    if !rebuilt.exists() && files.ready.exists() {
+        // The rebuilt state went in before a crash cut the handover short.
+        files.report(SWAPPED)?;
+        files.clear()?;
     }
     Ok(())
 }
@@ -191,4 +226,66 @@ fn sync_parent(path: &Path) -> Result<(), RuntimeError> {
             context: format!("syncing {}", parent.display()),
             error,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lock(path: &Path) -> nix::fcntl::Flock<std::fs::File> {
+        let file = std::fs::File::create(path).unwrap();
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap()
+    }
+
+    #[test]
+    fn a_ready_rebuild_is_one_whose_process_holds_the_rebuild_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let rebuilt = dir.path().join("rebuild/count/0");
+        std::fs::create_dir_all(&rebuilt).unwrap();
+        let files = Handover::beside(&rebuilt);
+        assert!(!files.rebuild_ready().unwrap(), "nothing announced");
+        files.announce().unwrap();
+        write_whole(&files.hold, "{}").unwrap();
+        assert!(!files.rebuild_running());
+        assert!(!files.rebuild_ready().unwrap(), "no process holds the lock");
+        assert!(
+            !files.ready.exists() && !files.hold.exists(),
+            "stale files cleared"
+        );
+
+        let held = lock(&rebuild_lock(&dir.path().join("rebuild")));
+        files.announce().unwrap();
+        assert!(files.rebuild_running());
+        assert!(files.rebuild_ready().unwrap());
+        drop(held);
+        assert!(!files.rebuild_running(), "a killed rebuild lets go of it");
+    }
+
+    #[test]
+    fn a_swap_cut_between_its_renames_is_finished_and_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join("count/0");
+        let rebuilt = dir.path().join("rebuild/count/0");
+        std::fs::create_dir_all(old_dir(&live)).unwrap();
+        std::fs::create_dir_all(&rebuilt).unwrap();
+        std::fs::write(rebuilt.join("marker"), "rebuilt").unwrap();
+        let files = Handover::beside(&rebuilt);
+        files.announce().unwrap();
+        recover(&live, &rebuilt).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(live.join("marker")).unwrap(),
+            "rebuilt"
+        );
+        assert!(!old_dir(&live).exists() && !rebuilt.exists());
+        assert_eq!(std::fs::read_to_string(&files.outcome).unwrap(), SWAPPED);
+        assert!(!files.ready.exists());
+
+        // No rebuilt state beside it: the old one is put back.
+        let dir = tempfile::tempdir().unwrap();
+        let live = dir.path().join("count/0");
+        std::fs::create_dir_all(old_dir(&live)).unwrap();
+        std::fs::write(old_dir(&live).join("marker"), "old").unwrap();
+        recover(&live, &dir.path().join("rebuild/count/0")).unwrap();
+        assert_eq!(std::fs::read_to_string(live.join("marker")).unwrap(), "old");
+    }
 }

@@ -13,7 +13,7 @@
 //! async parts (the processor, remote fetches) with the runtime's handle.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -209,20 +209,23 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
     while let Pumped::Swap = task.pump().await? {
         let rebuilt = task.setup.rebuild.clone().expect("only a live task swaps");
         let sync = task.setup.config.sync;
+        let files = Handover::beside(&rebuilt);
         match swap::swap_in(&task.setup.dir, task.state, &rebuilt, &stores, sync) {
             Ok(state) => {
                 task.state = state;
+                files.report(swap::SWAPPED)?;
                 tracing::info!(task = %name, "the rebuilt state took over");
             }
             Err(error) => {
                 // Whatever happened, the live state is whole again (the
                 // old one, or the rebuilt one if the renames were done).
                 tracing::warn!(task = %name, "the rebuilt state was not swapped in: {error}");
+                files.report(&format!("refused: {error}"))?;
                 swap::recover(&task.setup.dir, &rebuilt)?;
                 task.state = TaskState::open(&task.setup.dir, &stores, sync)?;
             }
         }
-        Handover::beside(&rebuilt).clear()?;
+        files.clear()?;
     }
     task.lifecycle("close").await?;
     task.pending.moved = true;
@@ -509,11 +512,29 @@ impl Task {
             return Ok(false);
         };
         let files = Handover::beside(&rebuilt);
-        if !files.rebuild_ready()? {
-            return Ok(false);
+        match files.rebuild_ready() {
+            Ok(true) => {}
+            Ok(false) => return Ok(false),
+            Err(error) => {
+                tracing::warn!(task = %self.setup.name(), "looking for a rebuild: {error}");
+                return Ok(false);
+            }
         }
         self.pending.moved = true;
         self.commit().await?;
+        match self.await_rebuild(&rebuilt, &files).await {
+            Ok(true) => return Ok(true),
+            Ok(false) => {}
+            // The handover's own troubles never stop the task.
+            Err(error) => tracing::warn!(task = %self.setup.name(), "handover: {error}"),
+        }
+        let _ = std::fs::remove_file(&files.hold);
+        self.handover_check_at = Instant::now() + HOLD_MAX;
+        Ok(false)
+    }
+
+    /// Holds at the committed offsets until the rebuild has reached them.
+    async fn await_rebuild(&self, rebuilt: &Path, files: &Handover) -> Result<bool, RuntimeError> {
         let offsets = self.state.input_offsets()?;
         let token = encode_offsets(&offsets);
         write_whole(&files.hold, &token)?;
@@ -522,24 +543,19 @@ impl Task {
             let answer = std::fs::read_to_string(&files.caught_up).ok();
             if answer.as_deref() == Some(token.as_str()) {
                 // Only a rebuilt state exactly at these offsets goes in.
-                if swap::rebuilt_offsets(&rebuilt)?.as_ref() == Some(&offsets) {
+                if swap::rebuilt_offsets(rebuilt)?.as_ref() == Some(&offsets) {
                     return Ok(true);
                 }
-                tracing::warn!(task = %self.setup.name(), "the rebuild answered, but its state is not at the held offsets");
-                break;
+                files.report("refused: its committed offsets are not the ones held")?;
+                files.clear()?;
+                return Ok(false);
             }
-            let gone = !files.ready.exists();
+            let gone = !files.ready.exists() || !files.rebuild_running();
             if gone || Instant::now() > deadline || self.setup.stop.load(Ordering::Relaxed) {
-                break;
+                return Ok(false);
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        // Not this time: go on, and ask again only after a while.
-        for path in [&files.hold, &files.caught_up] {
-            let _ = std::fs::remove_file(path);
-        }
-        self.handover_check_at = Instant::now() + HOLD_MAX;
-        Ok(false)
     }
 
     /// Takes a checkpoint when the policy says so, or when `checkpoint`
