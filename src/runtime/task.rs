@@ -388,6 +388,16 @@ impl Task {
                 self.setup.partition, header.base_offset
             ))
         })?;
+        // One position for the batch, updated per record (no per-record
+        // reference count or header vector).
+        let mut position = Position {
+            topic: Arc::clone(&topic),
+            partition: self.setup.partition,
+            offset: -1,
+            timestamp: 0,
+            headers: Vec::new(),
+        };
+        let mut counted = 0u64;
         for record in records.iter() {
             let record = record.map_err(|e| {
                 RuntimeError::Config(format!(
@@ -401,21 +411,15 @@ impl Task {
             if record.offset >= limit {
                 break;
             }
-            let position = Position {
-                topic: Arc::clone(&topic),
-                partition: self.setup.partition,
-                offset: record.offset,
-                timestamp: record.timestamp,
-                headers: record
-                    .headers()
-                    .map(|h| {
-                        (
-                            String::from_utf8_lossy(h.key).into_owned(),
-                            h.value.map(<[u8]>::to_vec),
-                        )
-                    })
-                    .collect(),
-            };
+            position.offset = record.offset;
+            position.timestamp = record.timestamp;
+            position.headers.clear();
+            position.headers.extend(record.headers().map(|h| {
+                (
+                    String::from_utf8_lossy(h.key).into_owned(),
+                    h.value.map(<[u8]>::to_vec),
+                )
+            }));
             let raw = RawRecord {
                 key: record.key,
                 value: record.value,
@@ -435,7 +439,7 @@ impl Task {
             self.pending.records += 1;
             self.checkpointed.1 += 1;
             self.pending.moved = true;
-            self.setup.progress.records.fetch_add(1, Ordering::Relaxed);
+            counted += 1;
             // Remote only: the cluster may be Kafka, which recognises a
             // resend among a producer's last 5 batches per partition; the
             // embedded log recognises any earlier batch.
@@ -443,9 +447,13 @@ impl Task {
             if self.pending.records >= self.setup.config.commit.records
                 || (remote && self.state.outbox_full())
             {
+                let progress = &self.setup.progress.records;
+                progress.fetch_add(std::mem::take(&mut counted), Ordering::Relaxed);
                 self.commit().await?;
             }
         }
+        let progress = &self.setup.progress.records;
+        progress.fetch_add(counted, Ordering::Relaxed);
         let past_batch = header.next_offset().min(limit);
         self.inputs[at].next = self.inputs[at].next.max(past_batch);
         Ok(())
