@@ -204,7 +204,7 @@ fn append_clicks(data_dir: &Path, views: u64) -> anyhow::Result<(i64, i64)> {
     let partitions = &topic.partitions;
     let before: i64 = partitions.iter().map(|p| p.log_end_offset()).sum();
     let mut rng = Rng(before as u64 ^ 0x9e37_79b9_7f4a_7c15);
-    let now = strata_now_ms();
+    let now = strata::log::now_ms();
     let mut builders: Vec<BatchBuilder> = partitions
         .iter()
         .map(|_| BatchBuilder::new(Compression::Lz4))
@@ -266,12 +266,6 @@ fn print_queries(app: &App, location: &Location) -> anyhow::Result<()> {
         println!("  {user:<12} {pages:>8} pages");
     }
     Ok(())
-}
-
-fn strata_now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// splitmix64: enough randomness for a demo, no dependency.

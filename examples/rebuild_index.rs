@@ -25,8 +25,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -191,8 +189,7 @@ async fn demo() -> anyhow::Result<()> {
             app(false).run(&location, options, stopped).await
         })
     };
-    let sending = Arc::new(AtomicBool::new(true));
-    let producer = tokio::spawn(produce(addr.to_string(), Arc::clone(&sending)));
+    let producer = tokio::spawn(produce(addr.to_string()));
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     println!("3. {SHOWN}'s pages, from the live index (the earlier build's entries too):");
@@ -219,7 +216,6 @@ async fn demo() -> anyhow::Result<()> {
         summary.handed_over
     );
     let sent = producer.await??;
-    sending.store(false, Ordering::Relaxed);
     // Let the live app finish the clicks that arrived, then stop it.
     loop {
         let rows = app(false).status_rows(&location).await?;
@@ -256,9 +252,7 @@ fn write_clicks(dir: &Path, count: u64) -> anyhow::Result<()> {
     let log = LogManager::open(dir, LogConfig::default())?;
     let topic = log.create_topic("clicks", PARTITIONS, BTreeMap::new())?;
     // Recent timestamps: retention (7 days) would delete older ones.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_millis() as i64;
+    let now = strata::log::now_ms();
     let mut partitions: Vec<Vec<(String, String)>> = vec![Vec::new(); PARTITIONS as usize];
     for n in 0..count {
         let (user, url) = click(n);
@@ -279,7 +273,7 @@ fn write_clicks(dir: &Path, count: u64) -> anyhow::Result<()> {
 
 /// Sends clicks `FIRST_CLICKS..` through the Kafka port, a slice at a time,
 /// until `LIVE_CLICKS` are sent; returns how many were.
-async fn produce(bootstrap: String, sending: Arc<AtomicBool>) -> anyhow::Result<u64> {
+async fn produce(bootstrap: String) -> anyhow::Result<u64> {
     let cluster = loop {
         match Cluster::connect(ClientConfig::new(&bootstrap)).await {
             Ok(cluster) => break cluster,
@@ -288,7 +282,7 @@ async fn produce(bootstrap: String, sending: Arc<AtomicBool>) -> anyhow::Result<
     };
     let producer = Producer::new(cluster, ProducerConfig::default()).await?;
     let mut sent = 0;
-    while sent < LIVE_CLICKS && sending.load(Ordering::Relaxed) {
+    while sent < LIVE_CLICKS {
         for _ in 0..5_000 {
             let (user, url) = click(FIRST_CLICKS + sent);
             let record = ProducerRecord::new("clicks", Some(user.as_bytes()), url.as_bytes());

@@ -123,14 +123,9 @@ fn demo() -> anyhow::Result<()> {
     );
     let location = LocationArgs {
         data_dir: Some(dir.to_path_buf()),
-        bootstrap: None,
-        state_dir: None,
+        ..LocationArgs::default()
     };
-    let no_checkpoints = CheckpointArgs {
-        checkpoint_records: None,
-        checkpoint_secs: None,
-        checkpoints_kept: None,
-    };
+    let no_checkpoints = CheckpointArgs::default();
     let (v1, v2) = (app(false), app(true));
 
     println!("1. version 1 runs live:   run --until-end");
@@ -167,23 +162,24 @@ fn demo() -> anyhow::Result<()> {
             examples: 5,
         },
     )?;
-    let runtime = tokio::runtime::Runtime::new()?;
+    // Which users' counts differ, from the two versions' stores.
     let app_location = location.location("sessions")?;
     let versions = strata::runtime::Versions::load(app_location.state_dir())?;
-    let report = runtime.block_on(v2.diff(
-        &app_location,
-        &versions.get("live")?,
-        &versions.get("v2")?,
-        usize::MAX,
-    ))?;
-    let touched: BTreeSet<String> = report
-        .stores
+    let sessions = |name: &str| -> anyhow::Result<BTreeMap<String, String>> {
+        let (app, at) = v2.as_version(&app_location, &versions.get(name)?);
+        let lines = app.dump_state_lines(&at, Some("sessions"))?;
+        Ok(lines
+            .iter()
+            .filter_map(|line| line.split_once('\t').map(|(_, rest)| rest))
+            .filter_map(|rest| rest.split_once('\t'))
+            .map(|(user, count)| (user.to_string(), count.to_string()))
+            .collect())
+    };
+    let (live, fixed) = (sessions("live")?, sessions("v2")?);
+    let touched: BTreeSet<String> = live
         .iter()
-        .filter(|s| s.store == "sessions")
-        .flat_map(|s| &s.examples)
-        .filter_map(|e| e.strip_prefix("different: "))
-        .filter_map(|e| e.split(':').next())
-        .map(str::to_string)
+        .filter(|(user, count)| fixed.get(*user) != Some(count))
+        .map(|(user, _)| user.clone())
         .collect();
     println!(
         "   the sessions store differs for {} users: {} the users who sent late events",
@@ -215,9 +211,7 @@ fn write_clicks(dir: &Path) -> anyhow::Result<BTreeSet<String>> {
     let log = LogManager::open(dir, LogConfig::default())?;
     let topic = log.create_topic("clicks", PARTITIONS, BTreeMap::new())?;
     // Recent timestamps: retention (7 days) would delete older ones.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)?
-        .as_millis() as i64;
+    let now = strata::log::now_ms();
     let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
     let mut next = || {
         rng ^= rng << 13;

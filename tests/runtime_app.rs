@@ -8,7 +8,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use strata::log::{LogConfig, LogManager};
+use strata::log::{LogConfig, LogManager, now_ms};
 use strata::record::{BatchBuilder, Compression, NewRecord};
 use strata::runtime::{
     App, CommitInterval, Context, EmitOptions, Location, ProcessError, Processor, Record,
@@ -49,15 +49,6 @@ fn records(data: &Path, topic: &str, partition: i32) -> Vec<(String, String)> {
     drop(partition);
     log.close().unwrap();
     out
-}
-
-/// Now: records older than the topics' retention (7 days) would be
-/// deleted under the app.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
 }
 
 fn until_end() -> RunOptions {

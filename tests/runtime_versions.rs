@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use strata::client::partitioner::partition_for_key;
-use strata::log::{LogConfig, LogManager};
+use strata::log::{LogConfig, LogManager, now_ms};
 use strata::record::{BatchBuilder, Compression, NewRecord};
 use strata::runtime::{
     App, CheckpointArgs, Command, Context, Location, LocationArgs, Outcome, ProcessError,
@@ -92,13 +92,6 @@ fn app_named(name: &str, fixed: bool, output: &str) -> App {
         .output(output)
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
 /// Appends (user, session) events, each to its user's partition.
 fn append(data: &Path, events: &[(String, String)]) {
     append_to(data, PARTITIONS, events);
@@ -159,17 +152,12 @@ fn events(round: u32) -> (Vec<(String, String)>, BTreeSet<String>) {
 fn location_args(data: &Path) -> LocationArgs {
     LocationArgs {
         data_dir: Some(data.to_path_buf()),
-        bootstrap: None,
-        state_dir: None,
+        ..LocationArgs::default()
     }
 }
 
 fn no_checkpoints() -> CheckpointArgs {
-    CheckpointArgs {
-        checkpoint_records: None,
-        checkpoint_secs: None,
-        checkpoints_kept: None,
-    }
+    CheckpointArgs::default()
 }
 
 fn run_until_end() -> Command {
@@ -327,7 +315,7 @@ fn replay_diff_promote_and_roll_back() {
             buggy.run(&location, RunOptions::default(), stopped).await
         })
     };
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    wait_running(data);
     let refused = execute(
         &fixed,
         data,
@@ -383,22 +371,36 @@ fn replay_diff_promote_and_roll_back() {
     );
 }
 
+/// The checkpoints of task count/0 (the checkpoint tests use one partition).
 fn checkpoint_dirs(data: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for partition in 0..1 {
-        let dir = data
-            .join("apps/sessions/checkpoints/count")
-            .join(partition.to_string());
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for entry in entries.flatten() {
-                if entry.file_name().to_str().unwrap().parse::<i64>().is_ok() {
-                    found.push(entry.path());
-                }
-            }
-        }
-    }
+    let dir = data.join("apps/sessions/checkpoints/count/0");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    found.retain(|p| {
+        p.file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .parse::<i64>()
+            .is_ok()
+    });
     found.sort();
     found
+}
+
+/// Waits until an app runs on `data` (it holds the app's run lock).
+fn wait_running(data: &Path) {
+    let lock = data.join("apps/sessions/.running");
+    loop {
+        let held = std::fs::File::open(&lock).is_ok_and(|file| {
+            nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock).is_err()
+        });
+        if held {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 fn dump_at(data: &Path, at: i64) -> Result<Vec<String>, String> {
@@ -462,7 +464,7 @@ fn a_checkpoint_at_n_reads_back_as_the_state_at_n() {
             fixed.run(&location, RunOptions::default(), stopped).await
         })
     };
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    wait_running(data);
     assert_eq!(
         execute(&fixed, data, Command::Checkpoint { version: None }),
         Ok(Outcome::Done)
@@ -514,6 +516,49 @@ fn automatic_checkpoints_keep_the_newest() {
     assert_eq!(dump_at(data, 1000).unwrap(), dump(&fixed, data, "live"));
 }
 
+/// Appends `batches` batches of 10 events two hours old to partition 0 of
+/// `events` (made with 1 KiB segments if missing).
+fn append_two_hours_old(data: &Path, batches: usize) {
+    let log = LogManager::open(data, LogConfig::default()).unwrap();
+    if log.topic(EVENTS).is_none() {
+        let config = BTreeMap::from([("segment.bytes".to_string(), "1024".to_string())]);
+        log.create_topic(EVENTS, PARTITIONS, config).unwrap();
+    }
+    let partition = log.partition(EVENTS, 0).unwrap();
+    let user = (0..100)
+        .map(|u| format!("user-{u:02}"))
+        .find(|u| partition_for_key(u.as_bytes(), PARTITIONS) == 0)
+        .unwrap();
+    let two_hours_ago = now_ms() - 2 * 3_600_000;
+    for batch in 0..batches {
+        let mut builder = BatchBuilder::new(Compression::None);
+        for i in 0..10 {
+            let session = format!("s{batch}-{i}");
+            let record = NewRecord::new(Some(user.as_bytes()), session.as_bytes(), two_hours_ago);
+            builder.push(record).unwrap();
+        }
+        partition.append(&builder.build().unwrap()).unwrap();
+    }
+    drop(partition);
+    log.close().unwrap();
+}
+
+/// Gives partition 0 of `events` a one-hour retention and applies it;
+/// returns the partition's new log start.
+fn expire_after_an_hour(data: &Path) -> i64 {
+    let log = LogManager::open(data, LogConfig::default()).unwrap();
+    let partition = log.partition(EVENTS, 0).unwrap();
+    partition.set_config(LogConfig {
+        retention_ms: 3_600_000,
+        ..partition.config()
+    });
+    log.enforce_retention();
+    let start = partition.log_start_offset();
+    drop(partition);
+    log.close().unwrap();
+    start
+}
+
 #[test]
 fn a_rebuild_refuses_a_deleted_start_unless_a_checkpoint_covers_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -521,45 +566,10 @@ fn a_rebuild_refuses_a_deleted_start_unless_a_checkpoint_covers_it() {
     let fixed = app(true);
     // Small segments of records two hours old; a one-hour retention once
     // the app has processed them deletes all but the newest segment.
-    {
-        let log = LogManager::open(data, LogConfig::default()).unwrap();
-        let config = BTreeMap::from([("segment.bytes".to_string(), "1024".to_string())]);
-        log.create_topic(EVENTS, PARTITIONS, config).unwrap();
-        let partition = log.partition(EVENTS, 0).unwrap();
-        let user = (0..100)
-            .map(|u| format!("user-{u:02}"))
-            .find(|u| partition_for_key(u.as_bytes(), PARTITIONS) == 0)
-            .unwrap();
-        for batch in 0..20 {
-            let mut builder = BatchBuilder::new(Compression::None);
-            for i in 0..10 {
-                let session = format!("s{batch}-{i}");
-                let old = now_ms() - 2 * 3_600_000;
-                builder
-                    .push(NewRecord::new(
-                        Some(user.as_bytes()),
-                        session.as_bytes(),
-                        old,
-                    ))
-                    .unwrap();
-            }
-            partition.append(&builder.build().unwrap()).unwrap();
-        }
-        log.close().unwrap();
-    }
+    append_two_hours_old(data, 20);
     execute(&fixed, data, run_until_end()).unwrap();
     execute(&fixed, data, Command::Checkpoint { version: None }).unwrap();
-    {
-        let log = LogManager::open(data, LogConfig::default()).unwrap();
-        let partition = log.partition(EVENTS, 0).unwrap();
-        partition.set_config(LogConfig {
-            retention_ms: 3_600_000,
-            ..partition.config()
-        });
-        log.enforce_retention();
-        assert!(log.partition(EVENTS, 0).unwrap().log_start_offset() > 0);
-        log.close().unwrap();
-    }
+    assert!(expire_after_an_hour(data) > 0);
     let rebuild = |from_checkpoint| Command::Rebuild {
         store: None,
         from_checkpoint,
@@ -569,6 +579,18 @@ fn a_rebuild_refuses_a_deleted_start_unless_a_checkpoint_covers_it() {
     assert!(refused.contains("retention deleted"), "{refused}");
     assert!(refused.contains("--from-checkpoint"), "{refused}");
     let before = dump(&fixed, data, "live");
+    // Damage the live state after the checkpoint: the rebuild from the
+    // checkpoint must replace it.
+    {
+        let dir = data.join("apps/sessions/count/0");
+        let stores = ["seen", "last", "sessions"];
+        let mut state = strata::runtime::TaskState::open(&dir, &stores, true).unwrap();
+        let offsets = state.input_offsets();
+        let offsets: Vec<(&str, i64)> = offsets.iter().map(|(t, o)| (t.as_str(), *o)).collect();
+        state.put("sessions", b"zzz-damaged", &[7]).unwrap();
+        state.commit(&offsets).unwrap();
+    }
+    assert_ne!(dump(&fixed, data, "live"), before);
     execute(&fixed, data, rebuild(true)).unwrap();
     assert_eq!(dump(&fixed, data, "live"), before);
 }
@@ -796,36 +818,7 @@ fn status_says_when_unread_input_was_deleted_and_a_stale_rebuild_is_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path();
     let fixed = app(true);
-    let user = (0..100)
-        .map(|u| format!("user-{u:02}"))
-        .find(|u| partition_for_key(u.as_bytes(), PARTITIONS) == 0)
-        .unwrap();
-    let append_old = |batches: usize| {
-        let log = LogManager::open(data, LogConfig::default()).unwrap();
-        if log.topic(EVENTS).is_none() {
-            let config = BTreeMap::from([("segment.bytes".to_string(), "1024".to_string())]);
-            log.create_topic(EVENTS, PARTITIONS, config).unwrap();
-        }
-        let partition = log.partition(EVENTS, 0).unwrap();
-        for batch in 0..batches {
-            let mut builder = BatchBuilder::new(Compression::None);
-            for i in 0..10 {
-                let session = format!("s{batch}-{i}");
-                let old = now_ms() - 2 * 3_600_000;
-                builder
-                    .push(NewRecord::new(
-                        Some(user.as_bytes()),
-                        session.as_bytes(),
-                        old,
-                    ))
-                    .unwrap();
-            }
-            partition.append(&builder.build().unwrap()).unwrap();
-        }
-        drop(partition);
-        log.close().unwrap();
-    };
-    append_old(1);
+    append_two_hours_old(data, 1);
     execute(&fixed, data, run_until_end()).unwrap();
 
     // A rebuild that died long ago left `.ready` behind: the app pays it no
@@ -834,24 +827,14 @@ fn status_says_when_unread_input_was_deleted_and_a_stale_rebuild_is_ignored() {
     std::fs::create_dir_all(rebuild.join("0")).unwrap();
     std::fs::write(rebuild.join("0.ready"), "4000000000").unwrap();
     std::fs::write(rebuild.join("0.hold"), "{}").unwrap();
-    append_old(2);
+    append_two_hours_old(data, 2);
     execute(&fixed, data, run_until_end()).unwrap();
     assert!(!rebuild.join("0.ready").exists());
     assert!(!rebuild.join("0.hold").exists());
 
     // Unread records deleted by retention.
-    append_old(20);
-    {
-        let log = LogManager::open(data, LogConfig::default()).unwrap();
-        let partition = log.partition(EVENTS, 0).unwrap();
-        partition.set_config(LogConfig {
-            retention_ms: 3_600_000,
-            ..partition.config()
-        });
-        log.enforce_retention();
-        drop(partition);
-        log.close().unwrap();
-    }
+    append_two_hours_old(data, 20);
+    expire_after_an_hour(data);
     let location = Location::embedded(data, "sessions");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let rows = runtime.block_on(fixed.status_rows(&location)).unwrap();

@@ -36,6 +36,7 @@ use super::error::codes;
 use super::partitioner::partition_for_key;
 use super::produce_frame::{self, PartitionRecords};
 use super::{ClientError, Cluster};
+use crate::log::now_ms;
 use crate::record::{BatchBuilder, Compression, Header, NewRecord};
 
 /// Newest Produce version this client sends (topics by name).
@@ -588,12 +589,6 @@ impl Inner {
         drop(state);
         self.space.notify_waiters();
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 fn random_partition(count: i32) -> i32 {

@@ -29,7 +29,7 @@ pub use log_manager::{
     LogManager, PARTITIONS_MAX, Topic, TopicMetadata, peek_topic_metadata, validate_topic_name,
 };
 pub use offset_index::OffsetIndex;
-pub(crate) use partition_log::now_ms;
+pub use partition_log::now_ms;
 pub use partition_log::{AppendInfo, LogRead, PartitionLog, RetentionOutcome};
 pub use peek::{
     peek_batches, peek_log_end_offset, peek_log_start_offset, peek_segment_max_timestamp,

@@ -90,7 +90,8 @@ pub struct PartitionLog {
     report: RecoveryReport,
 }
 
-pub(crate) fn now_ms() -> i64 {
+/// Milliseconds since the Unix epoch (0 before it).
+pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

@@ -38,7 +38,9 @@ use super::log_access::{LogAccess, Remote};
 use super::diff::DiffReport;
 use super::error::RuntimeError;
 use super::rebuild::RebuildOptions;
-use super::runner::{Location, RunOptions, StartAt, checkpoint_dir, lock_running};
+use super::runner::{
+    Location, RunOptions, StartAt, checkpoint_dir, checkpoint_request, lock_running,
+};
 use super::state::{StateError, TaskState, checkpoints};
 use super::topology::App;
 use super::versions::{BASE, LIVE, Versions, parse_start};
@@ -57,7 +59,7 @@ pub struct Cli<T: Args> {
 #[derive(Debug, Clone, Args)]
 pub struct NoArgs {}
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct LocationArgs {
     /// The log directory, opened by the app itself (embedded mode).
     #[arg(long, global = true)]
@@ -171,7 +173,7 @@ pub enum Command {
 }
 
 /// Checkpoints the tasks take on their own.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct CheckpointArgs {
     /// Checkpoint a task's state after every N records.
     #[arg(long, value_name = "N")]
@@ -505,7 +507,7 @@ impl App {
                     .expect("listed from the processors");
                 let stores: Vec<&str> = spec.stores.iter().map(|s| s.name.as_str()).collect();
                 let state = TaskState::open(dir, &stores, true)?;
-                let Some(offset) = state.input_offset(&spec.inputs[0])? else {
+                let Some(offset) = state.input_offset(&spec.inputs[0]) else {
                     continue;
                 };
                 let target = checkpoint_dir(root, processor, *partition);
@@ -517,7 +519,7 @@ impl App {
         // Running: write a fresh token to the request file; each task
         // answers with it once its checkpoint is taken.
         let token = format!("{:?}", std::time::SystemTime::now());
-        let request = root.join("checkpoints").join("REQUEST");
+        let request = checkpoint_request(root);
         let io = |context: String| move |error| RuntimeError::Io { context, error };
         std::fs::create_dir_all(root.join("checkpoints"))
             .map_err(io(format!("creating {}", root.display())))?;
@@ -638,12 +640,11 @@ impl App {
     /// One row per task and input topic.
     pub async fn status_rows(&self, location: &Location) -> Result<Vec<StatusRow>, RuntimeError> {
         let remote = match location {
-            Location::Remote { bootstrap, .. } => Some((
-                LogAccess::Remote(Arc::new(Remote::new(
-                    Cluster::connect(ClientConfig::new(bootstrap)).await?,
-                ))),
-                Admin::new(Cluster::connect(ClientConfig::new(bootstrap)).await?),
-            )),
+            Location::Remote { bootstrap, .. } => {
+                let cluster = Cluster::connect(ClientConfig::new(bootstrap)).await?;
+                let admin = Admin::new(Arc::clone(&cluster));
+                Some((LogAccess::Remote(Arc::new(Remote::new(cluster))), admin))
+            }
             Location::Embedded { .. } => None,
         };
         let mut retention: BTreeMap<String, i64> = BTreeMap::new();
@@ -662,7 +663,7 @@ impl App {
                 for topic in &spec.inputs {
                     let log_topic = self.log_topic(topic);
                     let offset = match &state {
-                        Some(state) => state.input_offset(topic)?,
+                        Some(state) => state.input_offset(topic),
                         None => None,
                     };
                     let next = offset.unwrap_or(0);
@@ -744,12 +745,12 @@ impl App {
                 row.rate.map_or("-".to_string(), |r| format!("{r:.0}")),
                 match (row.lag(), row.eta_secs()) {
                     (Some(0), _) => "0s".to_string(),
-                    (_, Some(eta)) => compact_duration(eta),
+                    (_, Some(eta)) => super::progress::duration(eta),
                     _ => "-".to_string(),
                 },
                 match row.expires_in_ms {
                     Some(ms) if ms <= 0 => "due".to_string(),
-                    Some(ms) => compact_duration(ms as f64 / 1000.0),
+                    Some(ms) => super::progress::duration(ms as f64 / 1000.0),
                     None => "-".to_string(),
                 },
             )
@@ -799,17 +800,6 @@ async fn topic_retention_ms(location: &Location, admin: Option<&Admin>, topic: &
     config
         .and_then(|c| c.get("retention.ms").and_then(|v| v.parse().ok()))
         .unwrap_or(crate::log::LogConfig::default().retention_ms)
-}
-
-/// Seconds as `42s`, `3m05s`, `2h10m` or `3d04h` (no spaces: a table cell).
-fn compact_duration(secs: f64) -> String {
-    let secs = secs.max(0.0).round() as u64;
-    match secs {
-        0..60 => format!("{secs}s"),
-        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
-        3600..86_400 => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
-        _ => format!("{}d{:02}h", secs / 86_400, secs % 86_400 / 3600),
-    }
 }
 
 /// A task's position in one input.

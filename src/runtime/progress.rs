@@ -86,12 +86,14 @@ impl ProgressReport {
     }
 }
 
-/// Seconds as `42 s`, `3 min 5 s` or `2 h 10 min`.
+/// Seconds as `42s`, `3m05s`, `2h10m` or `3d04h` (no spaces: it also fills
+/// a table cell).
 pub(crate) fn duration(secs: f64) -> String {
     let secs = secs.max(0.0).round() as u64;
     match secs {
-        0..60 => format!("{secs} s"),
-        60..3600 => format!("{} min {} s", secs / 60, secs % 60),
-        _ => format!("{} h {} min", secs / 3600, secs % 3600 / 60),
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        3600..86_400 => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d{:02}h", secs / 86_400, secs % 86_400 / 3600),
     }
 }

@@ -153,7 +153,7 @@ impl App {
                     continue; // never committed: nothing to rebuild
                 };
                 let (first_target, starts) =
-                    (read_only.input_offsets()?, read_only.start_offsets()?);
+                    (read_only.input_offsets(), read_only.start_offsets()?);
                 drop(read_only);
                 if first_target.is_empty() {
                     continue;
@@ -251,7 +251,7 @@ impl App {
                         Some(state) => state,
                         None => TaskState::open(&job.live, &stores, true)?,
                     };
-                    let target = live_state.input_offsets()?;
+                    let target = live_state.input_offsets();
                     if target != job.first_target {
                         run_to(&shared, job, target).await?;
                     }
@@ -388,7 +388,7 @@ fn store_names(spec: &ProcessorSpec) -> Vec<String> {
 /// A task's committed input offsets (empty when it never committed).
 fn live_offsets(dir: &Path) -> Result<Targets, RuntimeError> {
     match open_committed(dir)? {
-        Some(state) => Ok(state.input_offsets()?),
+        Some(state) => Ok(state.input_offsets()),
         None => Ok(BTreeMap::new()),
     }
 }
@@ -425,8 +425,7 @@ async fn run_to(shared: &Shared, job: &Job, targets: Targets) -> Result<(), Runt
         spec: job.spec.clone(),
         partition: job.partition,
         dir: job.rebuilt.clone(),
-        // Never asked for: the rebuild takes no checkpoints.
-        checkpoints: job.rebuilt.with_extension("no-checkpoints").join("x/0"),
+        checkpoints: None,
         log_topics: job.spec.inputs.iter().map(|t| app.log_topic(t)).collect(),
         start: (job.spec.inputs.iter())
             .map(|t| {

@@ -27,7 +27,7 @@ use super::context::Output;
 use super::error::RuntimeError;
 use super::log_access::{LogAccess, Remote};
 use super::progress::ProgressReport;
-use super::task::{self, Targets, TaskProgress, TaskSetup};
+use super::task::{self, Checkpoints, Targets, TaskProgress, TaskSetup};
 use super::topology::{App, ProcessorSpec};
 
 /// Where an app's log and state are.
@@ -188,7 +188,10 @@ impl App {
                         .state_dir()
                         .join(&spec.name)
                         .join(partition.to_string()),
-                    checkpoints: checkpoint_dir(location.state_dir(), &spec.name, partition),
+                    checkpoints: Some(Checkpoints {
+                        dir: checkpoint_dir(location.state_dir(), &spec.name, partition),
+                        request: checkpoint_request(location.state_dir()),
+                    }),
                     log_topics: spec.inputs.iter().map(|t| self.log_topic(t)).collect(),
                     start,
                     emits: true,
@@ -404,6 +407,12 @@ pub(crate) fn rebuild_dir(state_dir: &Path, processor: &str, partition: i32) -> 
         .join("rebuild")
         .join(processor)
         .join(partition.to_string())
+}
+
+/// The file `checkpoint` writes (a fresh token) to ask a version's running
+/// tasks for a checkpoint.
+pub(crate) fn checkpoint_request(state_dir: &Path) -> PathBuf {
+    state_dir.join("checkpoints").join("REQUEST")
 }
 
 /// Where the checkpoints of one task of a version are kept.

@@ -103,6 +103,8 @@ pub enum StateError {
     },
     #[error("corrupt state entry: {0}")]
     Corrupt(String),
+    #[error("{0}: {1}")]
+    Io(String, std::io::Error),
     #[error("emitting to {0}: {1}")]
     Emit(String, String),
     #[error("the task has no producer identity yet")]
@@ -360,13 +362,13 @@ impl TaskState {
     }
 
     /// The next offset to read from `topic`; `None` before the first commit.
-    pub fn input_offset(&self, topic: &str) -> Result<Option<i64>, StateError> {
-        Ok(self.offsets.get(topic).copied())
+    pub fn input_offset(&self, topic: &str) -> Option<i64> {
+        self.offsets.get(topic).copied()
     }
 
     /// Every input topic's next offset.
-    pub fn input_offsets(&self) -> Result<BTreeMap<String, i64>, StateError> {
-        Ok(self.offsets.clone())
+    pub fn input_offsets(&self) -> BTreeMap<String, i64> {
+        self.offsets.clone()
     }
 
     fn read_input_offsets(&self) -> Result<BTreeMap<String, i64>, StateError> {
@@ -555,7 +557,7 @@ impl TaskState {
     /// may have moved since). Then removes the oldest beyond `keep`.
     pub fn checkpoint(&self, dir: &Path, offset: i64, keep: usize) -> Result<(), StateError> {
         let io = |what: String, error: std::io::Error| {
-            StateError::Corrupt(format!("checkpoint: {what}: {error}"))
+            StateError::Io(format!("checkpoint: {what}"), error)
         };
         std::fs::create_dir_all(dir).map_err(|e| io(format!("creating {}", dir.display()), e))?;
         let target = dir.join(checkpoint_name(offset));
@@ -814,7 +816,7 @@ impl TaskState {
     /// batch. Returns how many outbox batches it added.
     pub fn commit(&mut self, next_input_offsets: &[(&str, i64)]) -> Result<usize, StateError> {
         for (topic, next) in next_input_offsets {
-            if let Some(current) = self.input_offset(topic)?
+            if let Some(current) = self.input_offset(topic)
                 && *next < current
             {
                 return Err(StateError::OffsetBackwards {
@@ -861,15 +863,21 @@ impl TaskState {
             );
         }
         for (topic, next) in next_input_offsets {
-            batch.put_cf(meta, input_offset_key(topic), next.to_be_bytes());
+            batch.put_cf(
+                meta,
+                topic_key(INPUT_OFFSET_PREFIX, topic),
+                next.to_be_bytes(),
+            );
         }
         if let Some(rate) = self.run.rate {
             batch.put_cf(meta, RATE, rate.to_bits().to_be_bytes());
         }
         for (topic, start) in &self.run.starts {
-            let mut key = START_OFFSET_PREFIX.to_vec();
-            key.extend_from_slice(topic.as_bytes());
-            batch.put_cf(meta, key, start.to_be_bytes());
+            batch.put_cf(
+                meta,
+                topic_key(START_OFFSET_PREFIX, topic),
+                start.to_be_bytes(),
+            );
         }
         self.write(batch)?;
         self.run.rate = None;
@@ -921,8 +929,9 @@ pub fn checkpoints(dir: &Path) -> std::io::Result<Vec<(i64, std::path::PathBuf)>
     Ok(found)
 }
 
-fn input_offset_key(topic: &str) -> Vec<u8> {
-    let mut key = INPUT_OFFSET_PREFIX.to_vec();
+/// A `meta` key `<prefix><topic>` (read back by `read_prefixed`).
+fn topic_key(prefix: &[u8], topic: &str) -> Vec<u8> {
+    let mut key = prefix.to_vec();
     key.extend_from_slice(topic.as_bytes());
     key
 }
@@ -999,7 +1008,7 @@ mod tests {
     fn a_run_reads_its_own_writes_and_commits_them_with_the_offset() {
         let dir = tempfile::tempdir().unwrap();
         let mut state = open(dir.path());
-        assert_eq!(state.input_offset("in").unwrap(), None);
+        assert_eq!(state.input_offset("in"), None);
         state.put("counts", b"a", b"1").unwrap();
         state.put("counts", b"b", b"2").unwrap();
         assert_eq!(state.get("counts", b"a").unwrap(), Some(b"1".to_vec()));
@@ -1033,12 +1042,12 @@ mod tests {
             "nor in the cache"
         );
         state.discard();
-        assert_eq!(state.input_offset("in").unwrap(), Some(10));
+        assert_eq!(state.input_offset("in"), Some(10));
         drop(state);
 
         let state = open(dir.path());
         assert_eq!(
-            state.input_offsets().unwrap(),
+            state.input_offsets(),
             BTreeMap::from([("in".to_string(), 10)])
         );
         assert_eq!(
@@ -1156,7 +1165,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut state = open(dir.path());
         assert_eq!(state.commit(&[("in", 4)]).unwrap(), 0);
-        assert_eq!(state.input_offset("in").unwrap(), Some(4));
+        assert_eq!(state.input_offset("in"), Some(4));
         assert!(state.outbox().unwrap().is_empty());
         assert!(state.entries("counts").unwrap().is_empty());
     }
@@ -1203,6 +1212,6 @@ mod tests {
         assert_eq!(reader.stores(), ["counts", "users"]);
         assert_eq!(reader.entries("users").unwrap(), entries(&[("u", "1")]));
         assert_eq!(reader.outbox().unwrap().len(), 1);
-        assert_eq!(reader.input_offset("in").unwrap(), Some(1));
+        assert_eq!(reader.input_offset("in"), Some(1));
     }
 }

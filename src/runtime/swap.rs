@@ -176,7 +176,7 @@ pub(crate) fn rebuilt_offsets(
     rebuilt: &Path,
 ) -> Result<Option<BTreeMap<String, i64>>, RuntimeError> {
     match TaskState::open_read_only(rebuilt) {
-        Ok(state) => Ok(Some(state.input_offsets()?)),
+        Ok(state) => Ok(Some(state.input_offsets())),
         Err(super::state::StateError::NeverOpened(_)) => Ok(None),
         Err(error) => Err(error.into()),
     }
@@ -199,7 +199,7 @@ pub(crate) fn swap_in(
     }
     {
         let mut fresh = TaskState::open(rebuilt, stores, sync)?;
-        if fresh.input_offsets()? != live_state.input_offsets()? {
+        if fresh.input_offsets() != live_state.input_offsets() {
             return Err(RuntimeError::Config(format!(
                 "the rebuilt state in {} is not at the live offsets; not swapped",
                 rebuilt.display()

@@ -48,12 +48,20 @@ pub(crate) struct TaskProgress {
     pub total: AtomicU64,
 }
 
+/// A task's checkpoint directory and the version's request file.
+#[derive(Clone)]
+pub(crate) struct Checkpoints {
+    pub dir: PathBuf,
+    pub request: PathBuf,
+}
+
 pub(crate) struct TaskSetup {
     pub spec: ProcessorSpec,
     pub partition: i32,
     pub dir: PathBuf,
-    /// Where the task's checkpoints go.
-    pub checkpoints: PathBuf,
+    /// Where the task's checkpoints go and where it is asked for one; none
+    /// in a rebuild.
+    pub checkpoints: Option<Checkpoints>,
     /// The inputs' names in the log, in the order of `spec.inputs`.
     pub log_topics: Vec<String>,
     /// Where each input starts when the task has no offset for it.
@@ -122,7 +130,8 @@ struct Task {
     pending: Pending,
     /// Since the last checkpoint: when, and records processed after it.
     checkpointed: (Instant, u64),
-    /// The last checkpoint request seen (its file's modification time).
+    /// The checkpoint request last answered or found answered (its file's
+    /// modification time).
     request_seen: Option<std::time::SystemTime>,
     /// When the task next looks for a rebuild ready to take over.
     handover_check_at: Instant,
@@ -170,7 +179,7 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
     let mut inputs = Vec::new();
     for (at, topic) in setup.spec.inputs.iter().enumerate() {
         let log_topic = setup.log_topics[at].clone();
-        let next = match state.input_offset(topic)? {
+        let next = match state.input_offset(topic) {
             Some(next) => next,
             None => {
                 let first = first_offset(&setup, &log_topic, setup.start[at]).await?;
@@ -200,8 +209,6 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
         rate,
         fetching_since: None,
     };
-    // A request made before the task started is not this run's to answer.
-    task.request_seen = requested_at(&task.setup.checkpoints);
     task.ship().await?;
     tracing::debug!(task = %name, "started");
     task.lifecycle("init").await?;
@@ -543,7 +550,7 @@ impl Task {
 
     /// Holds at the committed offsets until the rebuild has reached them.
     async fn await_rebuild(&self, rebuilt: &Path, files: &Handover) -> Result<bool, RuntimeError> {
-        let offsets = self.state.input_offsets()?;
+        let offsets = self.state.input_offsets();
         let token = encode_offsets(&offsets);
         write_whole(&files.hold, &token)?;
         let deadline = Instant::now() + HOLD_MAX;
@@ -567,9 +574,13 @@ impl Task {
     }
 
     /// Takes a checkpoint when the policy says so, or when `checkpoint`
-    /// asked (it rewrote the request file) since the last request seen;
-    /// then answers the request in the task's checkpoint directory.
+    /// asked (the request file's token is not yet the task's answer, also
+    /// a request made while the task was starting); then answers it with
+    /// the token in the task's checkpoint directory.
     fn checkpoint_if_due(&mut self) -> Result<(), RuntimeError> {
+        let Some(paths) = &self.setup.checkpoints else {
+            return Ok(());
+        };
         if self.setup.spec.stores.is_empty() {
             return Ok(());
         }
@@ -579,19 +590,28 @@ impl Task {
             || policy
                 .interval
                 .is_some_and(|t| since.elapsed() >= t && records > 0);
-        let request = requested_at(&self.setup.checkpoints);
-        let asked = request.is_some() && request != self.request_seen;
-        if !due && !asked {
+        // A request is open while its token is not the task's answer
+        // (the files are read only when the request file changed).
+        let request = requested_at(paths);
+        let mut token = None;
+        if request.is_some() && request != self.request_seen {
+            let asked = std::fs::read(&paths.request).unwrap_or_default();
+            let answered = std::fs::read(paths.dir.join("ANSWERED")).unwrap_or_default();
+            if asked == answered {
+                self.request_seen = request;
+            } else {
+                token = Some(asked);
+            }
+        }
+        if !due && token.is_none() {
             return Ok(());
         }
         let offset = self.inputs[0].next;
         self.state
-            .checkpoint(&self.setup.checkpoints, offset, policy.keep.max(1))?;
+            .checkpoint(&paths.dir, offset, policy.keep.max(1))?;
         self.checkpointed = (Instant::now(), 0);
-        if asked {
-            let token =
-                std::fs::read(checkpoint_request_file(&self.setup.checkpoints)).unwrap_or_default();
-            let answer = self.setup.checkpoints.join("ANSWERED");
+        if let Some(token) = token {
+            let answer = paths.dir.join("ANSWERED");
             std::fs::write(&answer, token).map_err(|error| RuntimeError::Io {
                 context: format!("writing {}", answer.display()),
                 error,
@@ -649,20 +669,9 @@ impl Task {
     }
 }
 
-/// The file `checkpoint` touches to ask running tasks for a checkpoint, in
-/// the version's `checkpoints` directory (`checkpoints/<processor>/<partition>`
-/// is the task's own).
-pub(crate) fn checkpoint_request_file(task_checkpoints: &std::path::Path) -> PathBuf {
-    let root = task_checkpoints
-        .parent()
-        .and_then(|p| p.parent())
-        .unwrap_or(task_checkpoints);
-    root.join("REQUEST")
-}
-
 /// When the checkpoint request file was last written, if it exists.
-fn requested_at(task_checkpoints: &std::path::Path) -> Option<std::time::SystemTime> {
-    std::fs::metadata(checkpoint_request_file(task_checkpoints))
+fn requested_at(paths: &Checkpoints) -> Option<std::time::SystemTime> {
+    std::fs::metadata(&paths.request)
         .and_then(|m| m.modified())
         .ok()
 }
