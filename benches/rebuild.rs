@@ -11,6 +11,9 @@
 //! - `plain loop`: read the partition in 4 MiB fetches, verify and decode
 //!   every batch, decode each key and value into owned values with the
 //!   codec the processor's input uses: the floor any processing pays.
+//! - `HashMap count`: for reference, the plain loop also counting each key
+//!   in an in-memory `std::collections::HashMap` (no runtime, nothing
+//!   durable): what a get and a put over 100k keys cost by themselves.
 //! - `rebuild`: `App::rebuild` as `rebuild` runs it: a fresh state built
 //!   from offset 0 with far-apart, unsynced commits, then swapped in.
 //! - `rebuild, live commits`: the same with the live run's default commit
@@ -95,10 +98,11 @@ fn main() -> anyhow::Result<()> {
         live_commits.0.bytes >> 20,
         live_commits.0.interval.as_millis()
     );
-    let mut plain = Vec::new();
+    let (mut plain, mut hashmap) = (Vec::new(), Vec::new());
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     for _ in 0..ROUNDS {
         plain.push(common::plain_loop(&data, RECORDS)?);
+        hashmap.push(common::hashmap_loop(&data, RECORDS)?);
         for (at, (_, commit)) in cases.iter().enumerate() {
             let options = RebuildOptions {
                 commit: Some(*commit),
@@ -123,7 +127,8 @@ fn main() -> anyhow::Result<()> {
         "\n{:<24} {:>14} {:>10}   rounds",
         "case", "records/s", "ratio"
     );
-    let rows = std::iter::once(("plain loop", plain))
+    let rows = [("plain loop", plain), ("HashMap count", hashmap)]
+        .into_iter()
         .chain(cases.iter().map(|(name, _)| *name).zip(rates));
     for (name, rates) in rows {
         let rounds: Vec<String> = rates.iter().map(|r| format!("{:.2}M", r / 1e6)).collect();

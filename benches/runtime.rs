@@ -8,6 +8,12 @@
 //!   and decode every batch, decode each record's key and value into owned
 //!   values with the codec a processor's input uses (a `String`, a
 //!   `Vec<u8>`): the floor any processing pays.
+//! - `HashMap count`: for reference, the plain loop also counting each key
+//!   in an in-memory `std::collections::HashMap` (no runtime, nothing
+//!   durable): what a get and a put over 100k keys cost by themselves.
+//! - `pass-through`: an app whose processor does nothing with its records
+//!   (no store; the input offset committed): the runtime's own cost per
+//!   record.
 //! - `count`: an app whose processor keeps `counts`: key → u64 in RocksDB
 //!   (a get and a put per record), committed exactly-once with the input
 //!   offset.
@@ -29,6 +35,24 @@ use strata::runtime::{
 
 const RECORDS: u64 = 2_000_000;
 const ROUNDS: usize = 3;
+
+#[derive(Clone)]
+struct PassThrough;
+
+#[async_trait]
+impl Processor for PassThrough {
+    type Key = String;
+    type Value = Vec<u8>;
+
+    async fn process(
+        &mut self,
+        record: Record<String, Vec<u8>>,
+        _ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        std::hint::black_box(&record);
+        Ok(())
+    }
+}
 
 #[derive(Clone)]
 struct Count {
@@ -84,7 +108,10 @@ fn main() -> anyhow::Result<()> {
         );
     }
     let mut plain = Vec::new();
-    let mut cases: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut cases: Vec<(String, Vec<f64>)> = vec![
+        ("HashMap count".to_string(), Vec::new()),
+        ("pass-through".to_string(), Vec::new()),
+    ];
     for (label, _) in &intervals {
         cases.push((format!("count{label}"), Vec::new()));
         cases.push((format!("count + emit{label}"), Vec::new()));
@@ -92,13 +119,17 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     for round in 0..ROUNDS {
         plain.push(common::plain_loop(&data, RECORDS)?);
+        cases[0].1.push(common::hashmap_loop(&data, RECORDS)?);
+        let name = format!("pass-{round}");
+        let rate = runtime.block_on(pass_through(&data, &name))?;
+        cases[1].1.push(rate);
         for (at, (_, commit)) in intervals.iter().enumerate() {
             let name = format!("count-{at}-{round}");
             let rate = runtime.block_on(stateful(&data, &name, *commit, None))?;
-            cases[2 * at].1.push(rate);
+            cases[2 + 2 * at].1.push(rate);
             let (name, topic) = (format!("emit-{at}-{round}"), format!("counts-{at}-{round}"));
             let rate = runtime.block_on(stateful(&data, &name, *commit, Some(topic)))?;
-            cases[2 * at + 1].1.push(rate);
+            cases[3 + 2 * at].1.push(rate);
         }
     }
     let best = common::best;
@@ -117,6 +148,25 @@ fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Records/s of the pass-through app over the whole input.
+async fn pass_through(data: &Path, name: &str) -> anyhow::Result<f64> {
+    let app = App::new(name)
+        .processor("pass", PassThrough)
+        .input("events");
+    let location = Location::embedded(data, name);
+    let options = RunOptions {
+        until_end: true,
+        ..RunOptions::default()
+    };
+    let summary = app.run(&location, options, std::future::pending()).await?;
+    anyhow::ensure!(
+        summary.records == RECORDS,
+        "processed {} records",
+        summary.records
+    );
+    Ok(common::rate(summary.records, summary.elapsed))
 }
 
 /// Records/s of one app run over the whole input, from a fresh state.

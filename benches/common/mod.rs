@@ -56,11 +56,44 @@ pub fn write_input(data: &Path, records: u64) -> anyhow::Result<u64> {
 /// verifying every batch and decoding each key and value into owned values
 /// with the codec a processor's input uses (a `String`, a `Vec<u8>`).
 pub fn plain_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
+    let mut touched = 0usize;
+    let rate = read_loop(data, expected, |key, value| {
+        touched += key.len() + value.len();
+    })?;
+    std::hint::black_box(touched);
+    Ok(rate)
+}
+
+/// The plain loop, also counting each key in a `std::collections::HashMap`
+/// in memory (default hasher; no runtime, nothing durable): what a get
+/// and a put over 100k keys cost by themselves, for reference.
+pub fn hashmap_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
+    let mut counts: std::collections::HashMap<String, u64> = Default::default();
+    let rate = read_loop(data, expected, |key, value| {
+        std::hint::black_box(&value);
+        match counts.get_mut(key.as_str()) {
+            Some(count) => *count += 1,
+            None => {
+                counts.insert(key, 1);
+            }
+        }
+    })?;
+    anyhow::ensure!(counts.len() as u64 <= KEYS, "{} keys counted", counts.len());
+    Ok(rate)
+}
+
+/// Reads the partition as [`plain_loop`] describes, handing each decoded
+/// key and value to `each`; returns records/s.
+fn read_loop(
+    data: &Path,
+    expected: u64,
+    mut each: impl FnMut(String, Vec<u8>),
+) -> anyhow::Result<f64> {
     let log = LogManager::open(data, LogConfig::default())?;
     let partition = log.partition("events", 0)?;
     let started = Instant::now();
     let (mut next, end) = (0, partition.log_end_offset());
-    let (mut records, mut touched) = (0u64, 0usize);
+    let mut records = 0u64;
     while next < end {
         let fetched = partition.read(next, FETCH_BYTES)?.read_to_vec()?;
         let mut rest = &fetched[..];
@@ -74,14 +107,13 @@ pub fn plain_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
                 let record = record?;
                 let key: String = Codec::Raw.decode(record.key.unwrap_or_default())?;
                 let value: Vec<u8> = Codec::Raw.decode(record.value.unwrap_or_default())?;
-                touched += key.len() + value.len();
+                each(key, value);
                 records += 1;
             }
             next = batch.header().next_offset();
         }
     }
     let elapsed = started.elapsed();
-    std::hint::black_box(touched);
     drop(partition);
     log.close()?;
     anyhow::ensure!(records == expected, "read {records} records");

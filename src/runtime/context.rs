@@ -113,8 +113,9 @@ impl<'c> Context<'c> {
         K: Serialize + DeserializeOwned + 'static,
         V: Serialize + DeserializeOwned + 'static,
     {
-        let spec = self.stores.iter().find(|s| s.name == name);
-        let checked = match spec {
+        // A task's state holds its stores in the order they are declared.
+        let found = self.stores.iter().enumerate().find(|(_, s)| s.name == name);
+        let checked = match found {
             None => Err(format!(
                 "no store {name:?} declared for processor {:?} (declared: {})",
                 self.processor,
@@ -124,7 +125,7 @@ impl<'c> Context<'c> {
                     .collect::<Vec<_>>()
                     .join(", ")
             )),
-            Some(spec)
+            Some((_, spec))
                 if spec.key_type != TypeId::of::<K>() || spec.value_type != TypeId::of::<V>() =>
             {
                 Err(format!(
@@ -135,11 +136,10 @@ impl<'c> Context<'c> {
                     std::any::type_name::<V>()
                 ))
             }
-            Some(spec) => self
-                .state
-                .index(name)
-                .map(|index| (spec, index))
-                .map_err(|e| e.to_string()),
+            Some((index, spec)) => {
+                debug_assert_eq!(self.state.stores()[index], spec.name);
+                Ok((spec, index))
+            }
         };
         Store {
             state: self.state,
@@ -313,8 +313,12 @@ where
     }
 }
 
+#[inline]
 fn checked<'a>(
     spec: &Result<(&'a StoreSpec, usize), String>,
 ) -> Result<(&'a StoreSpec, usize), ProcessError> {
-    spec.clone().map_err(ProcessError::msg)
+    match spec {
+        Ok(found) => Ok(*found),
+        Err(message) => Err(ProcessError::msg(message)),
+    }
 }

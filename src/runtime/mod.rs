@@ -27,6 +27,7 @@ pub mod processor;
 mod progress;
 mod rebuild;
 mod runner;
+mod slot_table;
 pub mod state;
 mod swap;
 mod task;

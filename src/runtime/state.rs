@@ -40,15 +40,16 @@
 //! | rest | one v2 record batch, baseOffset 0 |
 //!
 //! Each store keeps the values the task has read or written in one hashed
-//! map: the run's writes (dirty, until the commit) and committed values
-//! read back or written earlier (clean: a bounded cache, emptied when full;
-//! the database stays the truth). A get or put is one hash lookup.
+//! table (`slot_table`): the run's writes (dirty, until the commit) and
+//! committed values read back or written earlier (clean: a bounded cache,
+//! emptied when full; the database stays the truth). A get or put is one
+//! lookup, and the task can ask for a key's entry ahead of its record
+//! ([`TaskState::prefetch`]).
 //!
 //! Thread-safety: a `TaskState` belongs to one task; RocksDB calls block, so
 //! the task runs them on a blocking thread, never an async executor's.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, WriteBatch};
@@ -56,6 +57,7 @@ use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, Writ
 use crate::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
 
 use super::inline_bytes::InlineBytes;
+use super::slot_table::{Probe, SlotTable};
 
 /// Column family of the runtime's own bookkeeping.
 const META: &str = "meta";
@@ -163,53 +165,17 @@ impl OutboxBatch {
     }
 }
 
-/// Keys are the processor's own, so a fast multiply-rotate hash (as in
-/// rustc's FxHash) instead of SipHash: gets and puts are per record.
-#[derive(Default, Clone, Copy)]
-struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0xf135_7aea_2e62_a9c5;
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-            self.0 = (self.0.rotate_left(26) ^ word).wrapping_mul(K);
-        }
-        let mut tail = [0u8; 8];
-        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        let word = u64::from_le_bytes(tail) ^ ((chunks.remainder().len() as u64) << 56);
-        self.0 = (self.0.rotate_left(26) ^ word).wrapping_mul(K);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (self.0.rotate_left(26) ^ n as u64).wrapping_mul(0xf135_7aea_2e62_a9c5);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0.rotate_left(26)
-    }
-}
-
-type KeyMap<V> = HashMap<InlineBytes, V, BuildHasherDefault<KeyHasher>>;
-
-/// A key's value as the task knows it; `None` is an absent key (or, dirty,
-/// a delete).
-struct Slot {
-    value: Option<InlineBytes>,
-    /// Written by the run in progress, not yet committed.
-    dirty: bool,
-}
-
 /// One store's values in memory: the run's writes and a cache of committed
-/// values, in one map.
+/// values, in one table.
 #[derive(Default)]
 struct StoreMap {
-    slots: KeyMap<Slot>,
+    slots: SlotTable,
     /// The keys the run wrote, each once.
     dirty: Vec<InlineBytes>,
     /// About how many bytes the slots hold.
     bytes: usize,
+    /// Gets since [`TaskState::take_reads`] last asked.
+    reads: u64,
     /// Above this many bytes the clean slots are dropped: the cache's
     /// bound, raised past what the run's own writes hold (those stay until
     /// the commit), so eviction is never repeated for nothing.
@@ -222,44 +188,36 @@ impl StoreMap {
     fn make_room(&mut self, added: usize) {
         self.bytes += added;
         if self.bytes > self.limit.max(CACHE_BYTES_MAX) {
-            self.slots.retain(|_, slot| slot.dirty);
-            self.bytes = self
-                .slots
-                .iter()
-                .map(|(k, s)| slot_bytes(k, s.value.as_deref()))
-                .sum();
+            self.slots.retain_dirty();
+            self.bytes = self.slots.iter().map(|(k, s)| slot_bytes(k, s.value)).sum();
             self.limit = self.bytes + CACHE_BYTES_MAX / 2;
         }
     }
 
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
-        if let Some(slot) = self.slots.get_mut(key) {
-            let held = slot.value.as_deref().map_or(0, <[u8]>::len);
-            self.bytes = (self.bytes + value.map_or(0, <[u8]>::len)).saturating_sub(held);
-            // Short values are held inline: no allocation per put.
-            slot.value = value.map(InlineBytes::from);
-            if !slot.dirty {
-                slot.dirty = true;
-                self.dirty.push(InlineBytes::from(key));
+        let probe = Probe::new(key);
+        let was_dirty = match self.slots.get(&probe) {
+            Some(slot) => {
+                let held = slot.value.map_or(0, <[u8]>::len);
+                self.bytes = (self.bytes + value.map_or(0, <[u8]>::len)).saturating_sub(held);
+                slot.dirty
             }
-            return;
+            None => {
+                self.make_room(slot_bytes(key, value));
+                false
+            }
+        };
+        self.slots.set(&probe, value, true);
+        if !was_dirty {
+            self.dirty.push(InlineBytes::from(key));
         }
-        self.make_room(slot_bytes(key, value));
-        self.slots.insert(
-            InlineBytes::from(key),
-            Slot {
-                value: value.map(InlineBytes::from),
-                dirty: true,
-            },
-        );
-        self.dirty.push(InlineBytes::from(key));
     }
 
     /// Forgets the run's writes (their committed values are read again
     /// when needed).
     fn discard(&mut self) {
         for key in self.dirty.drain(..) {
-            self.slots.remove(key.as_slice());
+            self.slots.remove(&Probe::new(&key));
         }
     }
 }
@@ -672,8 +630,10 @@ impl TaskState {
             db, stores, maps, ..
         } = self;
         let map = &mut maps[index];
-        if let Some(slot) = map.slots.get(key) {
-            return Ok(read(slot.value.as_deref()));
+        map.reads += 1;
+        let probe = Probe::new(key);
+        if let Some(slot) = map.slots.get(&probe) {
+            return Ok(read(slot.value));
         }
         let family = db
             .cf_handle(&stores[index])
@@ -681,14 +641,22 @@ impl TaskState {
         let value = db.get_cf(family, key)?;
         let result = read(value.as_deref());
         map.make_room(slot_bytes(key, value.as_deref()));
-        map.slots.insert(
-            InlineBytes::from(key),
-            Slot {
-                value: value.as_deref().map(InlineBytes::from),
-                dirty: false,
-            },
-        );
+        map.slots.set(&probe, value.as_deref(), false);
         Ok(result)
+    }
+
+    /// Asks the CPU to bring `key`'s entry in each of `stores` (positions)
+    /// into its cache, ahead of a get.
+    pub(crate) fn prefetch(&self, key: &[u8], stores: &[usize]) {
+        let probe = Probe::new(key);
+        for index in stores {
+            self.maps[*index].slots.prefetch(&probe);
+        }
+    }
+
+    /// How many gets the store had since the last call.
+    pub(crate) fn take_reads(&mut self, index: usize) -> u64 {
+        std::mem::take(&mut self.maps[index].reads)
     }
 
     pub(crate) fn put_at(&mut self, index: usize, key: &[u8], value: &[u8]) {
@@ -726,10 +694,10 @@ impl TaskState {
             if key.as_slice() < from || !below_end(key) {
                 continue;
             }
-            let value = map.slots[key.as_slice()]
-                .value
-                .as_deref()
-                .map(<[u8]>::to_vec);
+            let value = map
+                .slots
+                .get(&Probe::new(key))
+                .and_then(|slot| slot.value.map(<[u8]>::to_vec));
             merged.insert(key.to_vec(), value);
         }
         Ok(merged
@@ -839,8 +807,9 @@ impl TaskState {
             // scattered ones.
             map.dirty.sort_unstable();
             for key in &map.dirty {
-                match &map.slots[key.as_slice()].value {
-                    Some(value) => batch.put_cf(family, key.as_slice(), value.as_slice()),
+                let slot = map.slots.get(&Probe::new(key));
+                match slot.expect("the run's writes stay until the commit").value {
+                    Some(value) => batch.put_cf(family, key.as_slice(), value),
                     None => batch.delete_cf(family, key.as_slice()),
                 }
             }
@@ -891,9 +860,7 @@ impl TaskState {
             // (dropped whole when it next outgrows its bound).
             map.limit = 0;
             for key in map.dirty.drain(..) {
-                if let Some(slot) = map.slots.get_mut(key.as_slice()) {
-                    slot.dirty = false;
-                }
+                map.slots.mark_clean(&Probe::new(&key));
             }
         }
         let added = self.run.sealed.len();

@@ -32,6 +32,9 @@ use super::topology::{ErasedProcessor, ProcessorSpec, RawRecord, TaskConfig};
 
 /// Largest decompressed records section of one input batch.
 const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
+/// How many records ahead of the one processed the task asks for their
+/// keys' store entries (see [`Prefetch`]).
+const PREFETCH_AHEAD: usize = 8;
 /// Pause of an embedded task with nothing to read.
 const IDLE_WAIT: Duration = Duration::from_millis(10);
 
@@ -127,6 +130,7 @@ struct Task {
     state: TaskState,
     inputs: Vec<Input>,
     processor: Box<dyn ErasedProcessor>,
+    prefetch: Prefetch,
     pending: Pending,
     /// Since the last checkpoint: when, and records processed after it.
     checkpointed: (Instant, u64),
@@ -196,6 +200,7 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
     let processor = (setup.spec.factory)(setup.spec.key_codec, setup.spec.value_codec);
     let rate = state.rate()?;
     let mut task = Task {
+        prefetch: Prefetch::new(&setup.spec),
         setup,
         state,
         inputs,
@@ -404,14 +409,31 @@ impl Task {
             timestamp: 0,
             headers: Vec::new(),
         };
+        // Decoded first, so that a record's store entries can be asked for
+        // a few records ahead of its turn.
+        let records = records.iter().collect::<Result<Vec<_>, _>>().map_err(|e| {
+            RuntimeError::Config(format!(
+                "{topic}/{} in the batch at offset {}: {e}",
+                self.setup.partition, header.base_offset
+            ))
+        })?;
+        self.prefetch.review(&mut self.state, records.len());
+        let prefetched = &self.prefetch.active;
+        if !prefetched.is_empty() {
+            for record in records.iter().take(PREFETCH_AHEAD) {
+                let key = record.key.unwrap_or_default();
+                self.state.prefetch(key, prefetched);
+            }
+        }
         let mut counted = 0u64;
-        for record in records.iter() {
-            let record = record.map_err(|e| {
-                RuntimeError::Config(format!(
-                    "{topic}/{} in the batch at offset {}: {e}",
-                    self.setup.partition, header.base_offset
-                ))
-            })?;
+        for (index, record) in records.iter().enumerate() {
+            let prefetched = &self.prefetch.active;
+            if !prefetched.is_empty()
+                && let Some(ahead) = records.get(index + PREFETCH_AHEAD)
+            {
+                let key = ahead.key.unwrap_or_default();
+                self.state.prefetch(key, prefetched);
+            }
             if record.offset < self.inputs[at].next {
                 continue;
             }
@@ -695,6 +717,66 @@ async fn first_offset(
                 .log
                 .offset_for_timestamp(log_topic, setup.partition, ms)
                 .await
+        }
+    }
+}
+
+/// Which stores' entries for a record's key the task asks the CPU for a
+/// few records ahead of the record's turn.
+///
+/// The candidates are the stores encoding keys like the input (or both
+/// bytes as they are): a processor keeping state per record key, the
+/// common case, then finds its entry in the CPU's cache. Of those, only
+/// stores the processor actually reads from are prefetched (reviewed every
+/// [`PREFETCH_REVIEW_RECORDS`] records); a wrong guess costs a wasted
+/// prefetch.
+struct Prefetch {
+    candidates: Vec<usize>,
+    active: Vec<usize>,
+    /// Records since the last review.
+    since_review: usize,
+}
+
+/// How many records go by between reviews of which stores are read.
+const PREFETCH_REVIEW_RECORDS: usize = 16_384;
+
+impl Prefetch {
+    fn new(spec: &ProcessorSpec) -> Self {
+        use crate::codec::Codec;
+        let verbatim = |codec| matches!(codec, Codec::Raw | Codec::Utf8);
+        let input = spec.key_codec;
+        let candidates: Vec<usize> = spec
+            .stores
+            .iter()
+            .enumerate()
+            .filter(|(_, store)| {
+                store.key_codec == input || (verbatim(store.key_codec) && verbatim(input))
+            })
+            .map(|(at, _)| at)
+            .collect();
+        Self {
+            active: candidates.clone(),
+            candidates,
+            since_review: 0,
+        }
+    }
+
+    /// Before a batch of `records`: once enough records went by, keeps the
+    /// candidates read from at least once per four records since.
+    fn review(&mut self, state: &mut TaskState, records: usize) {
+        if self.candidates.is_empty() {
+            return;
+        }
+        self.since_review += records;
+        if self.since_review < PREFETCH_REVIEW_RECORDS {
+            return;
+        }
+        let window = std::mem::take(&mut self.since_review) as u64;
+        self.active.clear();
+        for store in &self.candidates {
+            if state.take_reads(*store) * 4 >= window {
+                self.active.push(*store);
+            }
         }
     }
 }

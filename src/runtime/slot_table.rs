@@ -1,0 +1,548 @@
+//! [`SlotTable`]: one store's values in a task's memory, by encoded key: a
+//! value (or a known absence) and whether the run in progress wrote it.
+//!
+//! Built for the per-record path: open addressing with linear probing over
+//! 32-byte entries aligned to 32, so a lookup usually touches one cache
+//! line; a key and value that fit in 24 bytes together are held in the
+//! entry itself (longer ones in a side slab); keys are compared a word at a
+//! time. And the task can ask for a key's line ahead of time
+//! ([`SlotTable::prefetch`]): over a state larger than the CPU's caches,
+//! the first touch of a key's entry is the most expensive part of a get.
+
+/// Bytes of key and value held inside an entry.
+const INLINE_BYTES: usize = 24;
+/// Fewest entries a table has.
+const MIN_CAPACITY_BITS: u32 = 6;
+/// `INLINE_BYTES` in 8-byte words.
+const WORDS: usize = INLINE_BYTES / 8;
+
+/// Entry flags.
+const DIRTY: u8 = 1;
+/// The key is known to have no value (absent, or deleted by the run).
+const ABSENT: u8 = 2;
+/// Key and value are in the slab; `data[..4]` is the slab index.
+const HEAP: u8 = 4;
+
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(32))]
+struct Entry {
+    /// The key's hash tag; 0: an empty entry.
+    tag: u32,
+    key_len: u8,
+    value_len: u8,
+    flags: u8,
+    _spare: u8,
+    /// Inline: the key, then the value.
+    data: [u8; INLINE_BYTES],
+}
+
+/// A key and value too long to be held inline.
+struct Spilled {
+    bytes: Vec<u8>,
+    key_len: usize,
+}
+
+/// A key's slot as the table holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot<'a> {
+    /// None: the key has no value.
+    pub value: Option<&'a [u8]>,
+    /// Written by the run in progress, not yet committed.
+    pub dirty: bool,
+}
+
+/// A key prepared for lookups: its hash tag and, when short, its bytes as
+/// zero-padded little-endian words, for word comparisons.
+pub(crate) struct Probe<'k> {
+    key: &'k [u8],
+    tag: u32,
+    words: [u64; WORDS],
+}
+
+impl<'k> Probe<'k> {
+    #[inline]
+    pub fn new(key: &'k [u8]) -> Self {
+        let (words, hash) = if key.len() <= INLINE_BYTES {
+            let words = padded_words(key);
+            (words, hash_words(&words, key.len()))
+        } else {
+            ([0; WORDS], hash(key))
+        };
+        Self {
+            key,
+            tag: tag_of(hash),
+            words,
+        }
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct SlotTable {
+    entries: Vec<Entry>,
+    /// log2 of `entries.len()` (0 while the table has no entries).
+    bits: u32,
+    len: usize,
+    slab: Vec<Option<Spilled>>,
+    free: Vec<u32>,
+}
+
+impl SlotTable {
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Asks the CPU to bring `probe`'s first entry into its cache.
+    pub fn prefetch(&self, probe: &Probe<'_>) {
+        if self.entries.is_empty() {
+            return;
+        }
+        let entry = &self.entries[self.home(probe.tag)];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch is only a hint; it never faults, and the
+        // address is that of a live entry anyway.
+        unsafe {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>((entry as *const Entry).cast::<i8>());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = entry;
+    }
+
+    pub fn get(&self, probe: &Probe<'_>) -> Option<Slot<'_>> {
+        self.find(probe).map(|at| self.slot(at))
+    }
+
+    /// Sets the key's slot; returns the length of the value it held, if
+    /// the key was there.
+    pub fn set(&mut self, probe: &Probe<'_>, value: Option<&[u8]>, dirty: bool) -> Option<usize> {
+        if let Some(at) = self.find(probe) {
+            let held = self.slot(at).value.map_or(0, <[u8]>::len);
+            self.release(at);
+            self.entries[at] = self.entry(probe, value, dirty);
+            return Some(held);
+        }
+        if (self.len + 1) * 2 > self.entries.len() {
+            self.grow();
+        }
+        let entry = self.entry(probe, value, dirty);
+        self.place(entry);
+        self.len += 1;
+        None
+    }
+
+    /// Marks the key's slot as committed.
+    pub fn mark_clean(&mut self, probe: &Probe<'_>) {
+        if let Some(at) = self.find(probe) {
+            self.entries[at].flags &= !DIRTY;
+        }
+    }
+
+    pub fn remove(&mut self, probe: &Probe<'_>) {
+        let Some(mut hole) = self.find(probe) else {
+            return;
+        };
+        self.release(hole);
+        self.len -= 1;
+        // Backward-shift deletion: later entries of the same probe run move
+        // up, so no lookup ever stops at the hole before reaching them.
+        let mask = self.entries.len() - 1;
+        let mut next = (hole + 1) & mask;
+        while self.entries[next].tag != 0 {
+            let home = self.home(self.entries[next].tag);
+            // Movable unless its home lies cyclically in (hole, next].
+            let stays = if hole <= next {
+                hole < home && home <= next
+            } else {
+                hole < home || home <= next
+            };
+            if !stays {
+                self.entries[hole] = self.entries[next];
+                hole = next;
+            }
+            next = (next + 1) & mask;
+        }
+        self.entries[hole] = Entry::default();
+    }
+
+    /// Drops every slot the run did not write.
+    pub fn retain_dirty(&mut self) {
+        let old = std::mem::take(&mut self.entries);
+        self.entries = vec![Entry::default(); old.len()];
+        self.len = 0;
+        for entry in old.into_iter().filter(|e| e.tag != 0) {
+            if entry.flags & DIRTY != 0 {
+                self.place(entry);
+                self.len += 1;
+            } else if entry.flags & HEAP != 0 {
+                let index = slab_index(&entry);
+                self.slab[index] = None;
+                self.free.push(index as u32);
+            }
+        }
+    }
+
+    /// Every key with its slot, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], Slot<'_>)> {
+        (0..self.entries.len())
+            .filter(|at| self.entries[*at].tag != 0)
+            .map(|at| (self.key(at), self.slot(at)))
+    }
+
+    fn home(&self, tag: u32) -> usize {
+        (tag >> (32 - self.bits)) as usize
+    }
+
+    fn find(&self, probe: &Probe<'_>) -> Option<usize> {
+        if self.entries.is_empty() {
+            return None;
+        }
+        let mask = self.entries.len() - 1;
+        let mut at = self.home(probe.tag);
+        loop {
+            let entry = &self.entries[at];
+            if entry.tag == 0 {
+                return None;
+            }
+            if entry.tag == probe.tag && self.holds(entry, probe) {
+                return Some(at);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    fn holds(&self, entry: &Entry, probe: &Probe<'_>) -> bool {
+        if entry.flags & HEAP != 0 {
+            let spilled = self.spilled(entry);
+            return &spilled.bytes[..spilled.key_len] == probe.key;
+        }
+        usize::from(entry.key_len) == probe.key.len()
+            && prefix_equal(&entry.data, &probe.words, probe.key.len())
+    }
+
+    fn spilled(&self, entry: &Entry) -> &Spilled {
+        self.slab[slab_index(entry)]
+            .as_ref()
+            .expect("a heap entry's slab slot is filled")
+    }
+
+    fn key(&self, at: usize) -> &[u8] {
+        let entry = &self.entries[at];
+        if entry.flags & HEAP != 0 {
+            let spilled = self.spilled(entry);
+            return &spilled.bytes[..spilled.key_len];
+        }
+        &entry.data[..usize::from(entry.key_len)]
+    }
+
+    fn slot(&self, at: usize) -> Slot<'_> {
+        let entry = &self.entries[at];
+        let dirty = entry.flags & DIRTY != 0;
+        if entry.flags & ABSENT != 0 {
+            return Slot { value: None, dirty };
+        }
+        let value = if entry.flags & HEAP != 0 {
+            let spilled = self.spilled(entry);
+            &spilled.bytes[spilled.key_len..]
+        } else {
+            let key_len = usize::from(entry.key_len);
+            &entry.data[key_len..key_len + usize::from(entry.value_len)]
+        };
+        Slot {
+            value: Some(value),
+            dirty,
+        }
+    }
+
+    /// An entry for the key and value; a long one's bytes go to the slab.
+    fn entry(&mut self, probe: &Probe<'_>, value: Option<&[u8]>, dirty: bool) -> Entry {
+        let key = probe.key;
+        let mut flags = if dirty { DIRTY } else { 0 };
+        if value.is_none() {
+            flags |= ABSENT;
+        }
+        let value = value.unwrap_or_default();
+        let mut entry = Entry {
+            tag: probe.tag,
+            flags,
+            ..Entry::default()
+        };
+        if key.len() + value.len() <= INLINE_BYTES {
+            entry.key_len = key.len() as u8;
+            entry.value_len = value.len() as u8;
+            for (word, chunk) in probe.words.iter().zip(entry.data.chunks_exact_mut(8)) {
+                chunk.copy_from_slice(&word.to_le_bytes());
+            }
+            entry.data[key.len()..key.len() + value.len()].copy_from_slice(value);
+            return entry;
+        }
+        let mut bytes = Vec::with_capacity(key.len() + value.len());
+        bytes.extend_from_slice(key);
+        bytes.extend_from_slice(value);
+        let spilled = Some(Spilled {
+            bytes,
+            key_len: key.len(),
+        });
+        let index = match self.free.pop() {
+            Some(index) => {
+                self.slab[index as usize] = spilled;
+                index
+            }
+            None => {
+                self.slab.push(spilled);
+                u32::try_from(self.slab.len() - 1).expect("fewer than 2^32 long entries")
+            }
+        };
+        entry.flags |= HEAP;
+        entry.data[..4].copy_from_slice(&index.to_le_bytes());
+        entry
+    }
+
+    /// Frees the slab slot of the entry at `at`, if it has one.
+    fn release(&mut self, at: usize) {
+        let entry = self.entries[at];
+        if entry.flags & HEAP != 0 {
+            let index = slab_index(&entry);
+            self.slab[index] = None;
+            self.free.push(index as u32);
+        }
+    }
+
+    /// Puts an entry in the first empty place of its probe run.
+    fn place(&mut self, entry: Entry) {
+        let mask = self.entries.len() - 1;
+        let mut at = self.home(entry.tag);
+        while self.entries[at].tag != 0 {
+            at = (at + 1) & mask;
+        }
+        self.entries[at] = entry;
+    }
+
+    fn grow(&mut self) {
+        let bits = (self.bits + 1).max(MIN_CAPACITY_BITS);
+        let old = std::mem::replace(&mut self.entries, vec![Entry::default(); 1 << bits]);
+        self.bits = bits;
+        for entry in old.into_iter().filter(|e| e.tag != 0) {
+            self.place(entry);
+        }
+    }
+}
+
+fn slab_index(entry: &Entry) -> usize {
+    u32::from_le_bytes(entry.data[..4].try_into().expect("4 bytes")) as usize
+}
+
+/// Whether the first `len` (≤ 24) bytes of `data` are those of `words`
+/// (zero beyond `len`), a word at a time.
+fn prefix_equal(data: &[u8; INLINE_BYTES], words: &[u64; WORDS], len: usize) -> bool {
+    let mut differ = 0u64;
+    for (at, word) in words.iter().enumerate() {
+        let held = u64::from_le_bytes(data[at * 8..at * 8 + 8].try_into().expect("8 bytes"));
+        let bits = (len.saturating_sub(at * 8).min(8) * 8) as u32;
+        let mask = u64::MAX.checked_shr(64 - bits).unwrap_or(0);
+        differ |= (held ^ word) & mask;
+    }
+    differ == 0
+}
+
+/// A key of at most 24 bytes as little-endian words, zero-padded, read a
+/// word at a time (a short tail with overlapping loads, no byte loop).
+#[inline]
+fn padded_words(key: &[u8]) -> [u64; WORDS] {
+    let read8 = |at: usize| u64::from_le_bytes(key[at..at + 8].try_into().expect("8 bytes"));
+    let read4 = |at: usize| {
+        u64::from(u32::from_le_bytes(
+            key[at..at + 4].try_into().expect("4 bytes"),
+        ))
+    };
+    let len = key.len();
+    let mut words = [0u64; WORDS];
+    let full = len / 8;
+    for (at, word) in words.iter_mut().enumerate().take(full) {
+        *word = read8(at * 8);
+    }
+    let tail = len % 8;
+    if tail > 0 {
+        words[full] = if len >= 8 {
+            read8(len - 8) >> (8 * (8 - tail))
+        } else if len >= 4 {
+            read4(0) | (read4(len - 4) << (8 * (len - 4)))
+        } else {
+            let byte = |at: usize| u64::from(key[at]) << (8 * at);
+            byte(0) | byte(len / 2) | byte(len - 1)
+        };
+    }
+    words
+}
+
+const HASH_K: u64 = 0xf135_7aea_2e62_a9c5;
+
+/// A 64-bit hash of a key: a multiply-rotate pass over its words (as in
+/// rustc's FxHash), then a final mix so the high bits (the table index)
+/// depend on every byte.
+pub(crate) fn hash(bytes: &[u8]) -> u64 {
+    let mut h = bytes.len() as u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        h = (h.rotate_left(26) ^ word).wrapping_mul(HASH_K);
+    }
+    let tail = padded_words(chunks.remainder())[0];
+    finish((h.rotate_left(26) ^ tail).wrapping_mul(HASH_K))
+}
+
+/// [`hash`] of a key of `len` ≤ 24 bytes given as its padded words.
+#[inline]
+fn hash_words(words: &[u64; WORDS], len: usize) -> u64 {
+    let mut h = len as u64;
+    for word in &words[..len / 8] {
+        h = (h.rotate_left(26) ^ word).wrapping_mul(HASH_K);
+    }
+    let tail = words.get(len / 8).copied().unwrap_or(0);
+    finish((h.rotate_left(26) ^ tail).wrapping_mul(HASH_K))
+}
+
+fn finish(mut h: u64) -> u64 {
+    h ^= h >> 32;
+    h = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 29)
+}
+
+/// The tag kept in an entry: the hash's high half, never 0 (an empty
+/// entry). Its top bits are the key's home in the table.
+fn tag_of(hash: u64) -> u32 {
+    ((hash >> 32) as u32).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn set(table: &mut SlotTable, key: &[u8], value: Option<&[u8]>, dirty: bool) {
+        table.set(&Probe::new(key), value, dirty);
+    }
+
+    fn get<'t>(table: &'t SlotTable, key: &[u8]) -> Option<Slot<'t>> {
+        table.get(&Probe::new(key))
+    }
+
+    #[test]
+    fn word_hash_is_the_byte_hash() {
+        let bytes: Vec<u8> = (1..=24).collect();
+        for len in 0..=24 {
+            let key = &bytes[..len];
+            let words = padded_words(key);
+            let mut expected = [0u8; INLINE_BYTES];
+            expected[..len].copy_from_slice(key);
+            for (at, word) in words.iter().enumerate() {
+                assert_eq!(
+                    word.to_le_bytes(),
+                    expected[at * 8..at * 8 + 8],
+                    "{len} bytes"
+                );
+            }
+            assert_eq!(hash_words(&words, len), hash(key), "{len} bytes");
+        }
+    }
+
+    #[test]
+    fn entries_are_half_a_cache_line() {
+        assert_eq!(std::mem::size_of::<Entry>(), 32);
+        assert_eq!(std::mem::align_of::<Entry>(), 32);
+    }
+
+    #[test]
+    fn short_long_absent_and_dirty_slots_read_back() {
+        let mut table = SlotTable::default();
+        let long_key = vec![7u8; 40];
+        let long_value = vec![9u8; 100];
+        set(&mut table, b"", Some(b"empty key"), false);
+        set(&mut table, b"k", Some(b""), true);
+        set(&mut table, b"gone", None, true);
+        set(&mut table, &long_key, Some(b"v"), false);
+        set(&mut table, b"short", Some(&long_value), true);
+        set(&mut table, &[1u8; 24], Some(b""), false);
+        type Read = Option<(Option<Vec<u8>>, bool)>;
+        fn read(table: &SlotTable, key: &[u8]) -> Read {
+            get(table, key).map(|s| (s.value.map(<[u8]>::to_vec), s.dirty))
+        }
+        assert_eq!(
+            read(&table, b""),
+            Some((Some(b"empty key".to_vec()), false))
+        );
+        assert_eq!(read(&table, b"k"), Some((Some(Vec::new()), true)));
+        assert_eq!(read(&table, b"gone"), Some((None, true)));
+        assert_eq!(read(&table, &long_key), Some((Some(b"v".to_vec()), false)));
+        assert_eq!(
+            read(&table, b"short"),
+            Some((Some(long_value.clone()), true))
+        );
+        assert_eq!(read(&table, &[1u8; 24]), Some((Some(Vec::new()), false)));
+        assert_eq!(read(&table, b"shor"), None);
+        assert_eq!(read(&table, b"short\0"), None);
+        assert_eq!(table.len(), 6);
+
+        assert_eq!(
+            table.set(&Probe::new(b"short"), Some(b"x"), false),
+            Some(100)
+        );
+        assert_eq!(read(&table, b"short"), Some((Some(b"x".to_vec()), false)));
+        table.mark_clean(&Probe::new(b"k"));
+        assert_eq!(read(&table, b"k"), Some((Some(Vec::new()), false)));
+        table.retain_dirty();
+        assert_eq!(table.len(), 1);
+        assert_eq!(read(&table, b"gone"), Some((None, true)));
+        assert_eq!(read(&table, &long_key), None);
+    }
+
+    /// Random sets and removes over a small key space (so probe runs
+    /// collide and wrap), checked against a `HashMap` after every step.
+    #[test]
+    fn behaves_like_a_hash_map() {
+        let mut table = SlotTable::default();
+        let mut model: HashMap<Vec<u8>, (Option<Vec<u8>>, bool)> = HashMap::new();
+        let mut state = 0x9e37_79b9_u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for step in 0..20_000 {
+            let n = next();
+            let key_len = [3, 10, 24, 25, 60][(n % 5) as usize];
+            let key: Vec<u8> = format!("{:0width$}", n % 700, width = key_len).into_bytes();
+            match (n >> 8) % 8 {
+                0 | 1 => {
+                    table.remove(&Probe::new(&key));
+                    model.remove(&key);
+                }
+                2 => {
+                    table.retain_dirty();
+                    model.retain(|_, (_, dirty)| *dirty);
+                }
+                _ => {
+                    let value = ((n >> 16) % 4 != 0).then(|| vec![b'v'; (n >> 20) as usize % 30]);
+                    let dirty = (n >> 40) % 2 == 0;
+                    table.set(&Probe::new(&key), value.as_deref(), dirty);
+                    model.insert(key.clone(), (value, dirty));
+                }
+            }
+            assert_eq!(table.len(), model.len(), "step {step}");
+            if step % 97 == 0 {
+                for (key, (value, dirty)) in &model {
+                    let slot = get(&table, key).expect("present");
+                    assert_eq!(slot.value, value.as_deref(), "step {step}");
+                    assert_eq!(slot.dirty, *dirty);
+                }
+                let listed: HashMap<Vec<u8>, (Option<Vec<u8>>, bool)> = table
+                    .iter()
+                    .map(|(k, s)| (k.to_vec(), (s.value.map(<[u8]>::to_vec), s.dirty)))
+                    .collect();
+                assert_eq!(listed, model, "step {step}");
+            }
+        }
+    }
+}
