@@ -506,7 +506,7 @@ impl App {
                     .find(|p| &p.name == processor)
                     .expect("listed from the processors");
                 let stores: Vec<&str> = spec.stores.iter().map(|s| s.name.as_str()).collect();
-                let state = TaskState::open(dir, &stores, true)?;
+                let mut state = TaskState::open(dir, &stores, true)?;
                 let Some(offset) = state.input_offset(&spec.inputs[0]) else {
                     continue;
                 };

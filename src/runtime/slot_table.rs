@@ -131,10 +131,27 @@ impl SlotTable {
         None
     }
 
-    /// Marks the key's slot as committed.
-    pub fn mark_clean(&mut self, probe: &Probe<'_>) {
-        if let Some(at) = self.find(probe) {
+    /// Marks every slot the run wrote as committed, appending each to
+    /// `out` as [`DirtyEntries`] reads them. One pass over the table in
+    /// memory order, not a lookup per key.
+    pub fn take_dirty(&mut self, out: &mut Vec<u8>) {
+        for at in 0..self.entries.len() {
+            let entry = self.entries[at];
+            if entry.tag == 0 || entry.flags & DIRTY == 0 {
+                continue;
+            }
             self.entries[at].flags &= !DIRTY;
+            let (key, slot) = (self.key(at), self.slot(at));
+            out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+            out.extend_from_slice(key);
+            match slot.value {
+                None => out.push(0),
+                Some(value) => {
+                    out.push(1);
+                    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                    out.extend_from_slice(value);
+                }
+            }
         }
     }
 
@@ -328,6 +345,48 @@ impl SlotTable {
     }
 }
 
+/// Reads back what [`SlotTable::take_dirty`] wrote: (key, value or None
+/// for a delete).
+pub(crate) struct DirtyEntries<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> DirtyEntries<'a> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Self { rest: bytes }
+    }
+
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        let (head, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        head
+    }
+
+    fn length(&mut self) -> usize {
+        u32::from_le_bytes(self.take(4).try_into().expect("4 bytes")) as usize
+    }
+}
+
+impl<'a> Iterator for DirtyEntries<'a> {
+    type Item = (&'a [u8], Option<&'a [u8]>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let key_len = self.length();
+        let key = self.take(key_len);
+        let value = match self.take(1)[0] {
+            0 => None,
+            _ => {
+                let value_len = self.length();
+                Some(self.take(value_len))
+            }
+        };
+        Some((key, value))
+    }
+}
+
 fn slab_index(entry: &Entry) -> usize {
     u32::from_le_bytes(entry.data[..4].try_into().expect("4 bytes")) as usize
 }
@@ -489,11 +548,17 @@ mod tests {
             Some(100)
         );
         assert_eq!(read(&table, b"short"), Some((Some(b"x".to_vec()), false)));
-        table.mark_clean(&Probe::new(b"k"));
+        let mut taken = Vec::new();
+        table.take_dirty(&mut taken);
+        let mut taken: Vec<_> = DirtyEntries::new(&taken).collect();
+        taken.sort();
+        let expected: Vec<(&[u8], Option<&[u8]>)> = vec![(b"gone", None), (b"k", Some(b""))];
+        assert_eq!(taken, expected);
         assert_eq!(read(&table, b"k"), Some((Some(Vec::new()), false)));
+        set(&mut table, b"k", Some(b"again"), true);
         table.retain_dirty();
         assert_eq!(table.len(), 1);
-        assert_eq!(read(&table, b"gone"), Some((None, true)));
+        assert_eq!(read(&table, b"k"), Some((Some(b"again".to_vec()), true)));
         assert_eq!(read(&table, &long_key), None);
     }
 
@@ -522,6 +587,22 @@ mod tests {
                 2 => {
                     table.retain_dirty();
                     model.retain(|_, (_, dirty)| *dirty);
+                }
+                3 if (n >> 12) % 8 == 0 => {
+                    let mut taken = Vec::new();
+                    table.take_dirty(&mut taken);
+                    let mut taken: Vec<(Vec<u8>, Option<Vec<u8>>)> = DirtyEntries::new(&taken)
+                        .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
+                        .collect();
+                    taken.sort();
+                    let mut expected: Vec<(Vec<u8>, Option<Vec<u8>>)> = model
+                        .iter()
+                        .filter(|(_, (_, dirty))| *dirty)
+                        .map(|(k, (v, _))| (k.clone(), v.clone()))
+                        .collect();
+                    expected.sort();
+                    assert_eq!(taken, expected, "step {step}");
+                    model.values_mut().for_each(|(_, dirty)| *dirty = false);
                 }
                 _ => {
                     let value = ((n >> 16) % 4 != 0).then(|| vec![b'v'; (n >> 20) as usize % 30]);

@@ -51,13 +51,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, WriteBatch};
 
 use crate::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
 
 use super::inline_bytes::InlineBytes;
-use super::slot_table::{Probe, SlotTable};
+use super::slot_table::{DirtyEntries, Probe, SlotTable};
 
 /// Column family of the runtime's own bookkeeping.
 const META: &str = "meta";
@@ -85,6 +86,10 @@ pub const OUTBOX_BATCHES_PER_PARTITION_MAX: usize = 5;
 /// Bytes of keys and values one task keeps cached per store (emptied when
 /// full; the database stays the truth).
 const CACHE_BYTES_MAX: usize = 64 << 20;
+
+/// Most bytes of write-ahead log a task's state keeps before RocksDB
+/// flushes its memtables (what an open replays).
+const WAL_BYTES_MAX: u64 = 64 << 20;
 
 /// A store's (key, value).
 pub type Entry = (Vec<u8>, Vec<u8>);
@@ -176,6 +181,10 @@ struct StoreMap {
     bytes: usize,
     /// Gets since [`TaskState::take_reads`] last asked.
     reads: u64,
+    /// The keys of the commit in flight: their values, clean in the table,
+    /// may not be in the database yet, so nothing is evicted until it is
+    /// settled, and scans merge them like the run's writes.
+    committing: Vec<InlineBytes>,
     /// Above this many bytes the clean slots are dropped: the cache's
     /// bound, raised past what the run's own writes hold (those stay until
     /// the commit), so eviction is never repeated for nothing.
@@ -187,7 +196,7 @@ impl StoreMap {
     /// clean slots go (the run's writes stay).
     fn make_room(&mut self, added: usize) {
         self.bytes += added;
-        if self.bytes > self.limit.max(CACHE_BYTES_MAX) {
+        if self.bytes > self.limit.max(CACHE_BYTES_MAX) && self.committing.is_empty() {
             self.slots.retain_dirty();
             self.bytes = self.slots.iter().map(|(k, s)| slot_bytes(k, s.value)).sum();
             self.limit = self.bytes + CACHE_BYTES_MAX / 2;
@@ -227,19 +236,30 @@ fn slot_bytes(key: &[u8], value: Option<&[u8]>) -> usize {
 }
 
 pub struct TaskState {
-    db: DB,
+    db: Arc<DB>,
     stores: Vec<String>,
     /// fsync the WAL with every commit.
     sync: bool,
     maps: Vec<StoreMap>,
     producer: Option<(i64, i16)>,
     next_outbox: u64,
-    /// The committed input offsets, as in `meta`.
+    /// The input offsets of the last commit begun (durable once it is
+    /// settled).
     offsets: BTreeMap<String, i64>,
+    /// A commit whose write runs on its own thread (see
+    /// [`TaskState::begin_commit`]).
+    in_flight: Option<InFlight>,
     /// The emits of the run in progress.
     run: Run,
     /// Reused for the encoded key and value of each store call.
     pub(crate) buffers: EncodeBuffers,
+}
+
+/// A commit being written.
+struct InFlight {
+    write: std::thread::JoinHandle<Result<(), StateError>>,
+    /// The derived partitions' next sequences it writes.
+    sequences: BTreeMap<(String, i32), i32>,
 }
 
 /// Buffers a store call encodes into, kept between calls.
@@ -261,12 +281,26 @@ impl TaskState {
         let mut options = Options::default();
         options.create_if_missing(true);
         options.create_missing_column_families(true);
-        let families = stores
-            .iter()
-            .copied()
-            .chain([META, OUTBOX])
-            .map(|name| ColumnFamilyDescriptor::new(name, Options::default()));
-        let db = DB::open_cf_descriptors(&options, dir, families)?;
+        // For in-place memtable updates (below).
+        options.set_allow_concurrent_memtable_write(false);
+        // Updated in place, the memtables stay small and are rarely
+        // flushed by size, while the WAL keeps every commit: flushed once
+        // the WAL holds this much, so an open replays at most this.
+        options.set_max_total_wal_size(WAL_BYTES_MAX);
+        let families = stores.iter().copied().chain([META, OUTBOX]).map(|name| {
+            let mut family = Options::default();
+            if name != META && name != OUTBOX {
+                // A commit rewrites the values of keys written before
+                // (counters, indexes): updated in place, the memtable
+                // holds one entry per key instead of one per commit, so
+                // commits stay fast as it fills, and flushes carry one
+                // version per key. Nothing reads older versions (no
+                // snapshots; scans merge the task's own writes).
+                family.set_inplace_update_support(true);
+            }
+            ColumnFamilyDescriptor::new(name, family)
+        });
+        let db = Arc::new(DB::open_cf_descriptors(&options, dir, families)?);
         Self::with_db(db, stores.iter().map(|s| s.to_string()).collect(), sync)
     }
 
@@ -286,7 +320,7 @@ impl TaskState {
         {
             return Err(StateError::NeverOpened(dir.display().to_string()));
         }
-        let db = DB::open_cf_for_read_only(&options, dir, &families, false)?;
+        let db = Arc::new(DB::open_cf_for_read_only(&options, dir, &families, false)?);
         let stores = families
             .into_iter()
             .filter(|f| ![META, OUTBOX, DEFAULT_FAMILY].contains(&f.as_str()))
@@ -294,7 +328,7 @@ impl TaskState {
         Self::with_db(db, stores, false)
     }
 
-    fn with_db(db: DB, stores: Vec<String>, sync: bool) -> Result<Self, StateError> {
+    fn with_db(db: Arc<DB>, stores: Vec<String>, sync: bool) -> Result<Self, StateError> {
         let mut state = Self {
             db,
             maps: stores.iter().map(|_| StoreMap::default()).collect(),
@@ -303,6 +337,7 @@ impl TaskState {
             producer: None,
             next_outbox: 0,
             offsets: BTreeMap::new(),
+            in_flight: None,
             run: Run::default(),
             buffers: EncodeBuffers::default(),
         };
@@ -457,8 +492,12 @@ impl TaskState {
             .collect()
     }
 
-    /// Forgets the run in progress: nothing of it is written.
+    /// Forgets the run in progress: nothing of it is written (a commit in
+    /// flight, of the run before, is settled first).
     pub fn discard(&mut self) {
+        if let Err(error) = self.settle() {
+            tracing::warn!("a commit in flight failed: {error}");
+        }
         for map in &mut self.maps {
             map.discard();
         }
@@ -513,7 +552,8 @@ impl TaskState {
     /// built aside and renamed into place, so a checkpoint directory is
     /// always whole; one already at that offset is replaced (another input
     /// may have moved since). Then removes the oldest beyond `keep`.
-    pub fn checkpoint(&self, dir: &Path, offset: i64, keep: usize) -> Result<(), StateError> {
+    pub fn checkpoint(&mut self, dir: &Path, offset: i64, keep: usize) -> Result<(), StateError> {
+        self.settle()?;
         let io = |what: String, error: std::io::Error| {
             StateError::Io(format!("checkpoint: {what}"), error)
         };
@@ -690,7 +730,7 @@ impl TaskState {
             merged.insert(key.to_vec(), Some(value.to_vec()));
         }
         let map = &self.maps[index];
-        for key in &map.dirty {
+        for key in map.committing.iter().chain(&map.dirty) {
             if key.as_slice() < from || !below_end(key) {
                 continue;
             }
@@ -730,9 +770,13 @@ impl TaskState {
             None => {
                 let (producer_id, epoch) = self.producer.ok_or(StateError::NoProducer)?;
                 let slot = (topic.to_string(), partition);
+                let in_flight = self.in_flight.as_ref().map(|f| &f.sequences);
                 let sequence = match self.run.sequences.get(&slot) {
                     Some(next) => *next,
-                    None => self.next_sequence(topic, partition)?,
+                    None => match in_flight.and_then(|s| s.get(&slot)) {
+                        Some(next) => *next,
+                        None => self.next_sequence(topic, partition)?,
+                    },
                 };
                 self.run.open.push(OpenBatch {
                     topic: topic.to_string(),
@@ -783,6 +827,23 @@ impl TaskState {
     /// Writes everything of the run and the next input offsets in one write
     /// batch. Returns how many outbox batches it added.
     pub fn commit(&mut self, next_input_offsets: &[(&str, i64)]) -> Result<usize, StateError> {
+        let added = self.begin_commit(next_input_offsets)?;
+        self.settle()?;
+        Ok(added)
+    }
+
+    /// [`commit`](Self::commit), with the write (and its fsync) left to run
+    /// on a thread of its own while the task goes on with its next run;
+    /// [`settle`](Self::settle) waits for it. Until then the commit is not
+    /// durable: its outbox batches must not be shipped, and another commit
+    /// waits for it first. Reads see its values all along (they stay in
+    /// the stores' tables, not evicted while it runs). Returns how many
+    /// outbox batches it added.
+    pub fn begin_commit(
+        &mut self,
+        next_input_offsets: &[(&str, i64)],
+    ) -> Result<usize, StateError> {
+        self.settle()?;
         for (topic, next) in next_input_offsets {
             if let Some(current) = self.input_offset(topic)
                 && *next < current
@@ -797,23 +858,18 @@ impl TaskState {
         for open in std::mem::take(&mut self.run.open) {
             self.seal(open)?;
         }
-        let mut batch = WriteBatch::default();
+        // The run's writes, taken from the tables in one pass each; sorted
+        // and put in the write batch by the commit's own thread.
+        let mut writes = Vec::new();
         for (index, map) in self.maps.iter_mut().enumerate() {
-            let family = self.db.cf_handle(&self.stores[index]).ok_or_else(|| {
-                StateError::UnknownStore(self.stores[index].clone(), self.stores.join(", "))
-            })?;
-            // In key order: the memtable's skip list inserts a run of
-            // ascending keys next to each other, several times faster than
-            // scattered ones.
-            map.dirty.sort_unstable();
-            for key in &map.dirty {
-                let slot = map.slots.get(&Probe::new(key));
-                match slot.expect("the run's writes stay until the commit").value {
-                    Some(value) => batch.put_cf(family, key.as_slice(), value),
-                    None => batch.delete_cf(family, key.as_slice()),
-                }
+            if map.dirty.is_empty() {
+                continue;
             }
+            let mut entries = Vec::new();
+            map.slots.take_dirty(&mut entries);
+            writes.push((self.stores[index].clone(), entries));
         }
+        let mut batch = WriteBatch::default();
         let outbox = self.cf(OUTBOX)?;
         let first = self.next_outbox;
         for (seq, entry) in (first..).zip(&self.run.sealed) {
@@ -848,7 +904,15 @@ impl TaskState {
                 start.to_be_bytes(),
             );
         }
-        self.write(batch)?;
+        let (db, sync) = (Arc::clone(&self.db), self.sync);
+        let write = std::thread::Builder::new()
+            .name("strata-commit".into())
+            .spawn(move || write_commit(&db, batch, &writes, sync))
+            .map_err(|e| StateError::Io("starting a commit's write".into(), e))?;
+        self.in_flight = Some(InFlight {
+            write,
+            sequences: std::mem::take(&mut self.run.sequences),
+        });
         self.run.rate = None;
         self.run.starts.clear();
         self.next_outbox = next_outbox;
@@ -857,17 +921,82 @@ impl TaskState {
         }
         for map in &mut self.maps {
             // The written values stay, clean: the cache of what is committed
-            // (dropped whole when it next outgrows its bound).
+            // (dropped whole when it next outgrows its bound, not before
+            // the write is settled).
             map.limit = 0;
-            for key in map.dirty.drain(..) {
-                map.slots.mark_clean(&Probe::new(&key));
-            }
+            map.committing = std::mem::take(&mut map.dirty);
         }
         let added = self.run.sealed.len();
         self.run.sealed.clear();
-        self.run.sequences.clear();
         Ok(added)
     }
+
+    /// Whether a commit's write is running and has finished.
+    pub fn commit_landed(&self) -> bool {
+        self.in_flight
+            .as_ref()
+            .is_some_and(|flight| flight.write.is_finished())
+    }
+
+    /// Waits for the commit in flight, if any: once this returns Ok, it is
+    /// durable (as `sync` makes it).
+    pub fn settle(&mut self) -> Result<(), StateError> {
+        let Some(flight) = self.in_flight.take() else {
+            return Ok(());
+        };
+        for map in &mut self.maps {
+            map.committing.clear();
+        }
+        let written = match flight.write.join() {
+            Ok(written) => written,
+            Err(_) => Err(StateError::Corrupt("a commit's write panicked".into())),
+        };
+        if written.is_err() {
+            // Nothing that did not reach the database stays readable.
+            for map in &mut self.maps {
+                *map = StoreMap::default();
+            }
+        }
+        written
+    }
+}
+
+impl Drop for TaskState {
+    fn drop(&mut self) {
+        if let Err(error) = self.settle() {
+            tracing::warn!("a commit in flight failed as its state closed: {error}");
+        }
+    }
+}
+
+/// A commit's write: the run's store writes (per store, as
+/// [`SlotTable::take_dirty`] left them) added to `batch` in key order, then
+/// the one atomic write. In key order, the memtable's skip list inserts a
+/// run of ascending keys next to each other, several times faster than
+/// scattered ones.
+fn write_commit(
+    db: &DB,
+    mut batch: WriteBatch,
+    writes: &[(String, Vec<u8>)],
+    sync: bool,
+) -> Result<(), StateError> {
+    for (store, entries) in writes {
+        let family = db
+            .cf_handle(store)
+            .ok_or_else(|| StateError::UnknownStore(store.clone(), String::new()))?;
+        let mut entries: Vec<_> = DirtyEntries::new(entries).collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (key, value) in entries {
+            match value {
+                Some(value) => batch.put_cf(family, key, value),
+                None => batch.delete_cf(family, key),
+            }
+        }
+    }
+    let mut options = rocksdb::WriteOptions::default();
+    options.set_sync(sync);
+    db.write_opt(batch, &options)?;
+    Ok(())
 }
 
 fn checkpoint_name(offset: i64) -> String {
@@ -969,6 +1098,42 @@ mod tests {
                 (*seq, b.partition, header.base_sequence, header.record_count)
             })
             .collect()
+    }
+
+    /// A commit left in flight while the next run goes on: the next run
+    /// reads its values (points and scans) and emits after its sequences;
+    /// a discard of the next run keeps it; settled, it is on disk.
+    #[test]
+    fn a_commit_in_flight_is_seen_by_the_next_run_and_lands_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut state = open(dir.path());
+            state.put("counts", b"a", b"1").unwrap();
+            state.put("counts", b"b", b"2").unwrap();
+            state.emit("out", 0, record(b"x")).unwrap();
+            assert_eq!(state.begin_commit(&[("in", 2)]).unwrap(), 1);
+            assert_eq!(state.input_offset("in"), Some(2));
+            // The next run, while the write may still be running.
+            assert_eq!(state.get("counts", b"a").unwrap(), Some(b"1".to_vec()));
+            state.put("counts", b"b", b"3").unwrap();
+            state.delete("counts", b"a").unwrap();
+            assert_eq!(state.scan_prefix("counts", b"").unwrap(), entries(&[("b", "3")]));
+            state.emit("out", 0, record(b"y")).unwrap();
+            state.discard();
+            assert_eq!(
+                state.scan_prefix("counts", b"").unwrap(),
+                entries(&[("a", "1"), ("b", "2")])
+            );
+            state.emit("out", 0, record(b"z")).unwrap();
+            state.begin_commit(&[("in", 3)]).unwrap();
+            state.settle().unwrap();
+            // Sequences go on from the commit in flight's: 0, then 1.
+            assert_eq!(outbox_shape(&state), vec![(0, 0, 0, 1), (1, 0, 1, 1)]);
+        }
+        let state = open(dir.path());
+        assert_eq!(state.input_offset("in"), Some(3));
+        assert_eq!(state.entries("counts").unwrap(), entries(&[("a", "1"), ("b", "2")]));
+        assert_eq!(state.next_sequence("out", 0).unwrap(), 2);
     }
 
     #[test]

@@ -197,6 +197,8 @@ pub(crate) fn swap_in(
             rebuilt.display()
         )));
     }
+    let mut live_state = live_state;
+    live_state.settle()?;
     {
         let mut fresh = TaskState::open(rebuilt, stores, sync)?;
         if fresh.input_offsets() != live_state.input_offsets() {

@@ -242,6 +242,7 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
     task.lifecycle("close").await?;
     task.pending.moved = true;
     task.commit().await?;
+    task.settle().await?;
     tracing::debug!(task = %name, "stopped");
     Ok(())
 }
@@ -305,11 +306,14 @@ impl Task {
             if self.pending.due(&self.setup.config) {
                 self.commit().await?;
             }
+            if self.state.commit_landed() {
+                self.settle().await?;
+            }
             if !fetched_any {
                 // Idle: a checkpoint asked for is taken now, not at the
                 // next commit, which may be far off.
-                if !self.pending.moved {
-                    self.checkpoint_if_due()?;
+                if !self.pending.moved && self.checkpoint_if_due()? {
+                    self.ship().await?;
                 }
                 if matches!(self.setup.log, LogAccess::Embedded(..)) {
                     tokio::time::sleep(IDLE_WAIT).await;
@@ -363,6 +367,9 @@ impl Task {
             self.process_batch(at, &batch).await?;
             if self.pending.due(&self.setup.config) {
                 self.commit().await?;
+            }
+            if self.state.commit_landed() {
+                self.settle().await?;
             }
         }
         Ok(any)
@@ -516,11 +523,15 @@ impl Task {
         })
     }
 
-    /// Commits the run with the input offsets, then ships the outbox.
+    /// Commits the run with the input offsets. The commit's write runs
+    /// while the task goes on; its records are shipped once it is settled:
+    /// as soon as it lands, or at the next commit, which waits for it
+    /// first (see [`TaskState::begin_commit`]).
     async fn commit(&mut self) -> Result<(), RuntimeError> {
         if !self.pending.moved {
             return Ok(());
         }
+        self.settle().await?;
         let offsets: Vec<(&str, i64)> = self.inputs.iter().map(|i| (&*i.topic, i.next)).collect();
         // The rate while busy, smoothed, for `status`'s catch-up estimate.
         if let Some(since) = self.fetching_since.replace(Instant::now()) {
@@ -533,10 +544,24 @@ impl Task {
             self.state.note_rate(rate);
         }
         self.busy = Duration::ZERO;
-        self.state.commit(&offsets)?;
+        self.state.begin_commit(&offsets)?;
         self.pending = Pending::new();
-        self.ship().await?;
-        self.checkpoint_if_due()
+        // Remote, the cluster may be Kafka, which recognises a resend among
+        // a producer's last 5 batches per partition only: one commit's
+        // batches in the outbox at a time.
+        if matches!(self.setup.log, LogAccess::Remote(_)) {
+            self.settle().await?;
+        }
+        if self.checkpoint_if_due()? {
+            self.ship().await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the commit in flight, then ships the outbox.
+    async fn settle(&mut self) -> Result<(), RuntimeError> {
+        self.state.settle()?;
+        self.ship().await
     }
 
     /// When a rebuild of this task is ready to take over: commits and ships
@@ -559,6 +584,7 @@ impl Task {
         }
         self.pending.moved = true;
         self.commit().await?;
+        self.settle().await?;
         match self.await_rebuild(&rebuilt, &files).await {
             Ok(true) => return Ok(true),
             Ok(false) => {}
@@ -598,13 +624,15 @@ impl Task {
     /// Takes a checkpoint when the policy says so, or when `checkpoint`
     /// asked (the request file's token is not yet the task's answer, also
     /// a request made while the task was starting); then answers it with
-    /// the token in the task's checkpoint directory.
-    fn checkpoint_if_due(&mut self) -> Result<(), RuntimeError> {
+    /// the token in the task's checkpoint directory. True when it took one
+    /// (settling the commit in flight first: its records are then due to
+    /// be shipped).
+    fn checkpoint_if_due(&mut self) -> Result<bool, RuntimeError> {
         let Some(paths) = &self.setup.checkpoints else {
-            return Ok(());
+            return Ok(false);
         };
         if self.setup.spec.stores.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let policy = self.setup.config.checkpoints;
         let (since, records) = self.checkpointed;
@@ -626,7 +654,7 @@ impl Task {
             }
         }
         if !due && token.is_none() {
-            return Ok(());
+            return Ok(false);
         }
         let offset = self.inputs[0].next;
         self.state
@@ -640,7 +668,7 @@ impl Task {
             })?;
             self.request_seen = request;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Appends every outbox batch, in order, then drops them (not in a
