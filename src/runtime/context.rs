@@ -14,7 +14,7 @@ use crate::client::partitioner::partition_for_key;
 use crate::record::{Header, NewRecord};
 
 use super::processor::{ProcessError, RecordHeader};
-use super::state::{TaskState, prefix_end};
+use super::state::{EncodeBuffers, TaskState, prefix_end};
 use super::topology::{OutputSpec, StoreSpec};
 
 /// A derived topic as a task emits to it: its spec and partition count.
@@ -183,9 +183,39 @@ impl<'c> Context<'c> {
                     self.processor
                 ))
             })?;
-        let key = key.map(|k| output.spec.key_codec.encode(k)).transpose()?;
-        let value = output.spec.value_codec.encode(value)?;
-        let partition = match (options.partition, &key) {
+        // Encoded into the task's reused buffers: no allocation per emit.
+        let mut buffers = std::mem::take(&mut self.state.buffers);
+        let emitted = self.emit_encoded(output, key, value, options, &mut buffers);
+        self.state.buffers = buffers;
+        emitted
+    }
+
+    fn emit_encoded<K, V>(
+        &mut self,
+        output: &Output,
+        key: Option<&K>,
+        value: &V,
+        options: EmitOptions,
+        buffers: &mut EncodeBuffers,
+    ) -> Result<(), ProcessError>
+    where
+        K: Serialize + ?Sized,
+        V: Serialize + ?Sized,
+    {
+        let topic = &output.spec.topic;
+        let key = match key {
+            Some(k) => {
+                output.spec.key_codec.encode_into(k, &mut buffers.key)?;
+                Some(&buffers.key[..])
+            }
+            None => None,
+        };
+        output
+            .spec
+            .value_codec
+            .encode_into(value, &mut buffers.value)?;
+        let value = &buffers.value[..];
+        let partition = match (options.partition, key) {
             (Some(p), _) if (0..output.partitions).contains(&p) => p,
             (Some(p), _) => {
                 return Err(ProcessError::msg(format!(
@@ -205,8 +235,8 @@ impl<'c> Context<'c> {
             })
             .collect();
         let record = NewRecord {
-            key: key.as_deref(),
-            value: Some(&value),
+            key,
+            value: Some(value),
             timestamp: options.timestamp.unwrap_or(self.position.timestamp),
             headers: &headers,
         };

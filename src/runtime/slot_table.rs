@@ -113,14 +113,21 @@ impl SlotTable {
         self.find(probe).map(|at| self.slot(at))
     }
 
-    /// Sets the key's slot; returns the length of the value it held, if
-    /// the key was there.
-    pub fn set(&mut self, probe: &Probe<'_>, value: Option<&[u8]>, dirty: bool) -> Option<usize> {
+    /// Sets the key's slot; returns the slot it replaced, if the key was
+    /// there: the length of its value (0 for none), and whether it was
+    /// dirty.
+    pub fn set(
+        &mut self,
+        probe: &Probe<'_>,
+        value: Option<&[u8]>,
+        dirty: bool,
+    ) -> Option<(usize, bool)> {
         if let Some(at) = self.find(probe) {
-            let held = self.slot(at).value.map_or(0, <[u8]>::len);
+            let old = self.slot(at);
+            let replaced = (old.value.map_or(0, <[u8]>::len), old.dirty);
             self.release(at);
             self.entries[at] = self.entry(probe, value, dirty);
-            return Some(held);
+            return Some(replaced);
         }
         if (self.len + 1) * 2 > self.entries.len() {
             self.grow();
@@ -545,7 +552,7 @@ mod tests {
 
         assert_eq!(
             table.set(&Probe::new(b"short"), Some(b"x"), false),
-            Some(100)
+            Some((100, true))
         );
         assert_eq!(read(&table, b"short"), Some((Some(b"x".to_vec()), false)));
         let mut taken = Vec::new();

@@ -204,19 +204,17 @@ impl StoreMap {
     }
 
     fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
-        let probe = Probe::new(key);
-        let was_dirty = match self.slots.get(&probe) {
-            Some(slot) => {
-                let held = slot.value.map_or(0, <[u8]>::len);
+        let was_dirty = match self.slots.set(&Probe::new(key), value, true) {
+            Some((held, was_dirty)) => {
                 self.bytes = (self.bytes + value.map_or(0, <[u8]>::len)).saturating_sub(held);
-                slot.dirty
+                was_dirty
             }
             None => {
+                // A new slot, dirty: room is made among the clean ones.
                 self.make_room(slot_bytes(key, value));
                 false
             }
         };
-        self.slots.set(&probe, value, true);
         if !was_dirty {
             self.dirty.push(InlineBytes::from(key));
         }
@@ -1117,7 +1115,10 @@ mod tests {
             assert_eq!(state.get("counts", b"a").unwrap(), Some(b"1".to_vec()));
             state.put("counts", b"b", b"3").unwrap();
             state.delete("counts", b"a").unwrap();
-            assert_eq!(state.scan_prefix("counts", b"").unwrap(), entries(&[("b", "3")]));
+            assert_eq!(
+                state.scan_prefix("counts", b"").unwrap(),
+                entries(&[("b", "3")])
+            );
             state.emit("out", 0, record(b"y")).unwrap();
             state.discard();
             assert_eq!(
@@ -1132,7 +1133,10 @@ mod tests {
         }
         let state = open(dir.path());
         assert_eq!(state.input_offset("in"), Some(3));
-        assert_eq!(state.entries("counts").unwrap(), entries(&[("a", "1"), ("b", "2")]));
+        assert_eq!(
+            state.entries("counts").unwrap(),
+            entries(&[("a", "1"), ("b", "2")])
+        );
         assert_eq!(state.next_sequence("out", 0).unwrap(), 2);
     }
 
