@@ -20,8 +20,14 @@
 //! - `count + emit`: the same, also emitting the new count to a derived
 //!   topic (wordcount-style): outbox in the commit, shipped to the log.
 //!
+//! - the same `count`, on the same number of records in a topic of two
+//!   partitions (records placed by key): two tasks, one per partition, run
+//!   side by side on the machine's cores; its plain loop reads the two
+//!   partitions one after the other.
+//!
 //! Each case runs `ROUNDS` times after a warm-up read; the best round is
-//! reported, with its ratio to the plain loop's best.
+//! reported, with its ratio to the plain loop's best (the two-partition
+//! rows to the two-partition plain loop's).
 
 use std::path::Path;
 use std::time::Duration;
@@ -89,7 +95,9 @@ fn main() -> anyhow::Result<()> {
         bytes as f64 / (1 << 20) as f64,
         common::KEYS
     );
-    common::plain_loop(&data, RECORDS)?; // warm-up: the segment in the page cache
+    common::write_topic(&data, "events2", 2, RECORDS)?;
+    common::plain_loop(&data, RECORDS)?; // warm-up: the segments in the page cache
+    common::plain_loop_over(&data, "events2", RECORDS)?;
 
     // The default commit interval, and a longer one: fewer commits write
     // fewer distinct keys per record processed.
@@ -116,6 +124,11 @@ fn main() -> anyhow::Result<()> {
         cases.push((format!("count{label}"), Vec::new()));
         cases.push((format!("count + emit{label}"), Vec::new()));
     }
+    let mut plain2 = Vec::new();
+    let mut cases2: Vec<(String, Vec<f64>)> = intervals
+        .iter()
+        .map(|(label, _)| (format!("count{label}, 2 partitions"), Vec::new()))
+        .collect();
     let runtime = tokio::runtime::Runtime::new()?;
     for round in 0..ROUNDS {
         plain.push(common::plain_loop(&data, RECORDS)?);
@@ -125,23 +138,38 @@ fn main() -> anyhow::Result<()> {
         cases[1].1.push(rate);
         for (at, (_, commit)) in intervals.iter().enumerate() {
             let name = format!("count-{at}-{round}");
-            let rate = runtime.block_on(stateful(&data, &name, *commit, None))?;
+            let rate = runtime.block_on(stateful(&data, "events", &name, *commit, None))?;
             cases[2 + 2 * at].1.push(rate);
             let (name, topic) = (format!("emit-{at}-{round}"), format!("counts-{at}-{round}"));
-            let rate = runtime.block_on(stateful(&data, &name, *commit, Some(topic)))?;
+            let rate = runtime.block_on(stateful(&data, "events", &name, *commit, Some(topic)))?;
             cases[3 + 2 * at].1.push(rate);
+        }
+        plain2.push(common::plain_loop_over(&data, "events2", RECORDS)?);
+        for (at, (_, commit)) in intervals.iter().enumerate() {
+            let name = format!("count2-{at}-{round}");
+            let rate = runtime.block_on(stateful(&data, "events2", &name, *commit, None))?;
+            cases2[at].1.push(rate);
         }
     }
     let best = common::best;
     let floor = best(&plain);
     println!(
-        "\n{:<22} {:>14} {:>10}   rounds",
+        "\n{:<30} {:>14} {:>10}   rounds",
         "case", "records/s", "ratio"
     );
-    for (name, rates) in std::iter::once(("plain loop".to_string(), plain)).chain(cases) {
+    let floor2 = best(&plain2);
+    let rows = std::iter::once(("plain loop".to_string(), plain))
+        .chain(cases)
+        .map(|row| (row, floor))
+        .chain(
+            std::iter::once(("plain loop, 2 partitions".to_string(), plain2))
+                .chain(cases2)
+                .map(|row| (row, floor2)),
+        );
+    for ((name, rates), floor) in rows {
         let rounds: Vec<String> = rates.iter().map(|r| format!("{:.2}M", r / 1e6)).collect();
         println!(
-            "{name:<22} {:>14.0} {:>9.2}x   {}",
+            "{name:<30} {:>14.0} {:>9.2}x   {}",
             best(&rates),
             best(&rates) / floor,
             rounds.join(" ")
@@ -172,6 +200,7 @@ async fn pass_through(data: &Path, name: &str) -> anyhow::Result<f64> {
 /// Records/s of one app run over the whole input, from a fresh state.
 async fn stateful(
     data: &Path,
+    input: &str,
     name: &str,
     commit: CommitInterval,
     emit_to: Option<String>,
@@ -183,7 +212,7 @@ async fn stateful(
                 emit_to: emit_to.clone(),
             },
         )
-        .input("events")
+        .input(input)
         .store::<String, u64>("counts")
         .commit_interval(commit);
     if let Some(topic) = &emit_to {

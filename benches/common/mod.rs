@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use strata::client::partitioner::partition_for_key;
 use strata::codec::Codec;
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
@@ -21,32 +22,46 @@ fn key(n: u64) -> String {
 /// Writes `records` records to `events` partition 0; returns their size
 /// in bytes.
 pub fn write_input(data: &Path, records: u64) -> anyhow::Result<u64> {
+    write_topic(data, "events", 1, records)
+}
+
+/// Writes `records` records to `topic`, created with `partitions`
+/// partitions, each record in its key's partition (murmur2, as producers
+/// place keyed records); returns their size in bytes.
+pub fn write_topic(data: &Path, topic: &str, partitions: i32, records: u64) -> anyhow::Result<u64> {
     let log = LogManager::open(data, LogConfig::default())?;
-    let topic = log.create_topic("events", 1, BTreeMap::new())?;
-    let partition = &topic.partitions[0];
+    let created = log.create_topic(topic, partitions, BTreeMap::new())?;
     let value = [b'v'; 90];
     let mut state = 0x2545_f491_4f6c_dd1d_u64;
     // Recent timestamps, or retention (7 days) would delete the input.
     let now = strata::log::now_ms();
-    let mut written = 0;
-    while written < records {
-        let mut builder = BatchBuilder::new(Compression::None);
-        for _ in 0..1_000 {
-            // xorshift: uniform over the keys.
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            builder.push(NewRecord::new(
-                Some(key(state % KEYS).as_bytes()),
-                &value,
-                now - ((records - written) / 1000) as i64,
-            ))?;
-            written += 1;
+    let mut builders: Vec<BatchBuilder> = (0..partitions)
+        .map(|_| BatchBuilder::new(Compression::None))
+        .collect();
+    for written in 0..records {
+        // xorshift: uniform over the keys.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let key = key(state % KEYS);
+        let at = partition_for_key(key.as_bytes(), partitions) as usize;
+        let timestamp = now - ((records - written) / 1000) as i64;
+        builders[at].push(NewRecord::new(Some(key.as_bytes()), &value, timestamp))?;
+        // Batches of 1,000 records.
+        if builders[at].len() == 1_000 {
+            let full = std::mem::replace(&mut builders[at], BatchBuilder::new(Compression::None));
+            created.partitions[at].append(&full.build()?)?;
         }
-        partition.append(&builder.build()?)?;
     }
-    partition.flush()?;
-    let size = partition.size_bytes();
+    let mut size = 0;
+    for (builder, partition) in builders.into_iter().zip(&created.partitions) {
+        if !builder.is_empty() {
+            partition.append(&builder.build()?)?;
+        }
+        partition.flush()?;
+        size += partition.size_bytes();
+    }
+    drop(created);
     log.close()?;
     Ok(size)
 }
@@ -56,8 +71,13 @@ pub fn write_input(data: &Path, records: u64) -> anyhow::Result<u64> {
 /// verifying every batch and decoding each key and value into owned values
 /// with the codec a processor's input uses (a `String`, a `Vec<u8>`).
 pub fn plain_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
+    plain_loop_over(data, "events", expected)
+}
+
+/// [`plain_loop`] over every partition of `topic`, one after the other.
+pub fn plain_loop_over(data: &Path, topic: &str, expected: u64) -> anyhow::Result<f64> {
     let mut touched = 0usize;
-    let rate = read_loop(data, expected, |key, value| {
+    let rate = read_loop(data, topic, expected, |key, value| {
         touched += key.len() + value.len();
     })?;
     std::hint::black_box(touched);
@@ -69,7 +89,7 @@ pub fn plain_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
 /// and a put over 100k keys cost by themselves, for reference.
 pub fn hashmap_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
     let mut counts: std::collections::HashMap<String, u64> = Default::default();
-    let rate = read_loop(data, expected, |key, value| {
+    let rate = read_loop(data, "events", expected, |key, value| {
         std::hint::black_box(&value);
         match counts.get_mut(key.as_str()) {
             Some(count) => *count += 1,
@@ -82,39 +102,46 @@ pub fn hashmap_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
     Ok(rate)
 }
 
-/// Reads the partition as [`plain_loop`] describes, handing each decoded
-/// key and value to `each`; returns records/s.
+/// Reads every partition of `topic` in turn as [`plain_loop`] describes,
+/// handing each decoded key and value to `each`; returns records/s.
 fn read_loop(
     data: &Path,
+    topic: &str,
     expected: u64,
     mut each: impl FnMut(String, Vec<u8>),
 ) -> anyhow::Result<f64> {
     let log = LogManager::open(data, LogConfig::default())?;
-    let partition = log.partition("events", 0)?;
+    let partitions = log
+        .topic(topic)
+        .ok_or_else(|| anyhow::anyhow!("no topic {topic}"))?
+        .partitions
+        .clone();
     let started = Instant::now();
-    let (mut next, end) = (0, partition.log_end_offset());
     let mut records = 0u64;
-    while next < end {
-        let fetched = partition.read(next, FETCH_BYTES)?.read_to_vec()?;
-        let mut rest = &fetched[..];
-        // Whole batches; a fetch may end inside one, which the next starts at.
-        while rest.len() >= strata::record::BATCH_HEADER_BYTES
-            && rest.len() >= strata::record::BatchHeader::parse(rest)?.size_bytes()
-        {
-            let batch = RecordBatch::parse_and_verify(rest)?;
-            rest = &rest[batch.size_bytes()..];
-            for record in batch.records(64 << 20)?.iter() {
-                let record = record?;
-                let key: String = Codec::Raw.decode(record.key.unwrap_or_default())?;
-                let value: Vec<u8> = Codec::Raw.decode(record.value.unwrap_or_default())?;
-                each(key, value);
-                records += 1;
+    for partition in &partitions {
+        let (mut next, end) = (0, partition.log_end_offset());
+        while next < end {
+            let fetched = partition.read(next, FETCH_BYTES)?.read_to_vec()?;
+            let mut rest = &fetched[..];
+            // Whole batches; a fetch may end inside one, which the next starts at.
+            while rest.len() >= strata::record::BATCH_HEADER_BYTES
+                && rest.len() >= strata::record::BatchHeader::parse(rest)?.size_bytes()
+            {
+                let batch = RecordBatch::parse_and_verify(rest)?;
+                rest = &rest[batch.size_bytes()..];
+                for record in batch.records(64 << 20)?.iter() {
+                    let record = record?;
+                    let key: String = Codec::Raw.decode(record.key.unwrap_or_default())?;
+                    let value: Vec<u8> = Codec::Raw.decode(record.value.unwrap_or_default())?;
+                    each(key, value);
+                    records += 1;
+                }
+                next = batch.header().next_offset();
             }
-            next = batch.header().next_offset();
         }
     }
     let elapsed = started.elapsed();
-    drop(partition);
+    drop(partitions);
     log.close()?;
     anyhow::ensure!(records == expected, "read {records} records");
     Ok(rate(records, elapsed))
