@@ -183,18 +183,7 @@ async fn pass_through(data: &Path, name: &str) -> anyhow::Result<f64> {
     let app = App::new(name)
         .processor("pass", PassThrough)
         .input("events");
-    let location = Location::embedded(data, name);
-    let options = RunOptions {
-        until_end: true,
-        ..RunOptions::default()
-    };
-    let summary = app.run(&location, options, std::future::pending()).await?;
-    anyhow::ensure!(
-        summary.records == RECORDS,
-        "processed {} records",
-        summary.records
-    );
-    Ok(common::rate(summary.records, summary.elapsed))
+    run_to_end(&app, &Location::embedded(data, name)).await
 }
 
 /// Records/s of one app run over the whole input, from a fresh state.
@@ -219,20 +208,26 @@ async fn stateful(
         app = app.output(topic);
     }
     let location = Location::embedded(data, name);
-    let options = RunOptions {
-        until_end: true,
-        ..RunOptions::default()
-    };
-    let summary = app.run(&location, options, std::future::pending()).await?;
-    anyhow::ensure!(
-        summary.records == RECORDS,
-        "processed {} records",
-        summary.records
-    );
+    let rate = run_to_end(&app, &location).await?;
     let distinct = app.dump_state_lines(&location, Some("counts"))?.len() as u64;
     anyhow::ensure!(
         distinct <= common::KEYS && distinct > common::KEYS * 9 / 10,
         "{distinct} keys counted"
+    );
+    Ok(rate)
+}
+
+/// Records/s of `app` run `--until-end` over its whole input.
+async fn run_to_end(app: &App, location: &Location) -> anyhow::Result<f64> {
+    let options = RunOptions {
+        until_end: true,
+        ..RunOptions::default()
+    };
+    let summary = app.run(location, options, std::future::pending()).await?;
+    anyhow::ensure!(
+        summary.records == RECORDS,
+        "processed {} records",
+        summary.records
     );
     Ok(common::rate(summary.records, summary.elapsed))
 }
