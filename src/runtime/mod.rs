@@ -11,7 +11,9 @@
 //! - [`topology`]: the `App` builder and what it declares.
 //! - `task`: one task's loop; `runner`: running all of them; [`cli`]: the
 //!   subcommands every app binary gets.
-//! - [`state`]: a task's RocksDB (stores, meta, outbox, checkpoints).
+//! - [`state`]: a task's RocksDB (stores, meta, outbox, checkpoints), its
+//!   commits written beside the next run; `slot_table`: each store's values
+//!   in memory; `inline_bytes`: short byte strings held inline.
 //! - `log_access`: the embedded log or a remote cluster, alike to a task.
 //! - [`versions`]: the live version and replayed ones; [`diff`]: comparing
 //!   two; `rebuild` and `swap`: fresh state from the log, swapped in;
