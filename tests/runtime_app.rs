@@ -18,23 +18,10 @@ use strata::runtime::{
 /// Appends `values` (keyless) to `topic` partition `partition`, creating the
 /// topic with `partitions` partitions if needed.
 fn append(data: &Path, topic: &str, partitions: i32, partition: i32, values: &[&str]) {
-    let log = LogManager::open(data, LogConfig::default()).unwrap();
-    let topic = match log.topic(topic) {
-        Some(t) => t,
-        None => log
-            .create_topic(topic, partitions, BTreeMap::new())
-            .unwrap(),
-    };
-    let mut builder = BatchBuilder::new(Compression::None);
-    for value in values {
-        builder
-            .push(NewRecord::new(None, value.as_bytes(), now_ms()))
-            .unwrap();
-    }
-    topic.partitions[partition as usize]
-        .append(&builder.build().unwrap())
-        .unwrap();
-    log.close().unwrap();
+    support::with_topic(data, topic, partitions, &[], |topic| {
+        let batch = support::batch(values, now_ms());
+        topic.partitions[partition as usize].append(&batch).unwrap();
+    });
 }
 
 /// (key, value) of every record of a partition, as text.

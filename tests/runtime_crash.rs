@@ -23,7 +23,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use strata::log::{LogConfig, LogManager};
-use strata::record::{BatchBuilder, Compression, NewRecord};
+use strata::record::Compression;
 use support::{Rng, ServerProcess};
 
 const LINES: usize = 40_000;
@@ -130,32 +130,22 @@ fn input() -> &'static [Chunk] {
 /// Appends chunks to `lines` in the log at `data_dir` (no process has it
 /// open), creating the topic first if needed.
 fn append_embedded(data_dir: &Path, chunks: &[Chunk]) {
-    let log = LogManager::open(data_dir, LogConfig::default()).unwrap();
-    let topic = match log.topic("lines") {
-        Some(topic) => topic,
-        None => log
-            .create_topic("lines", PARTITIONS, BTreeMap::new())
-            .unwrap(),
-    };
-    // Recent timestamps: older ones would be deleted by retention.
-    let now = strata::log::now_ms();
-    for chunk in chunks {
-        for (partition, lines) in topic.partitions.iter().zip(chunk) {
-            for batch in lines.chunks(40) {
-                let mut builder = BatchBuilder::new(Compression::Lz4);
-                for line in batch {
-                    builder
-                        .push(NewRecord::new(None, line.as_bytes(), now))
-                        .unwrap();
+    support::with_topic(data_dir, "lines", PARTITIONS, &[], |topic| {
+        // Recent timestamps: older ones would be deleted by retention.
+        let now = strata::log::now_ms();
+        for chunk in chunks {
+            for (partition, lines) in topic.partitions.iter().zip(chunk) {
+                for batch in lines.chunks(40) {
+                    let records = batch.iter().map(|line| (None, line.as_bytes(), now));
+                    let batch = support::batch_with(Compression::Lz4, records);
+                    partition.append(&batch).unwrap();
                 }
-                partition.append(&builder.build().unwrap()).unwrap();
             }
         }
-    }
-    for partition in &topic.partitions {
-        partition.flush().unwrap();
-    }
-    log.close().unwrap();
+        for partition in &topic.partitions {
+            partition.flush().unwrap();
+        }
+    });
 }
 
 /// Appends a chunk to `lines` through a running broker, with `strata

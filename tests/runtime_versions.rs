@@ -16,12 +16,14 @@
 //!   records produced through its Kafka port all along) is swapped in by
 //!   the running app and ends with the state of a from-scratch run.
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use strata::client::partitioner::partition_for_key;
 use strata::log::{LogConfig, LogManager, now_ms};
-use strata::record::{BatchBuilder, Compression, NewRecord};
+use strata::record::Compression;
 use strata::runtime::{
     App, CheckpointArgs, Command, Context, Location, LocationArgs, Outcome, ProcessError,
     Processor, RebuildOptions, Record, RunOptions, Versions, async_trait,
@@ -99,34 +101,20 @@ fn append(data: &Path, events: &[(String, String)]) {
 
 /// Appends to `events`, created with `partitions` partitions if missing.
 fn append_to(data: &Path, partitions: i32, events: &[(String, String)]) {
-    let log = LogManager::open(data, LogConfig::default()).unwrap();
-    let topic = match log.topic(EVENTS) {
-        Some(topic) => topic,
-        None => log
-            .create_topic(EVENTS, partitions, BTreeMap::new())
-            .unwrap(),
-    };
-    let partitions = topic.partitions.len() as i32;
-    for partition in 0..partitions {
-        let mut builder = BatchBuilder::new(Compression::None);
-        for (user, session) in events {
-            if partition_for_key(user.as_bytes(), partitions) == partition {
-                builder
-                    .push(NewRecord::new(
-                        Some(user.as_bytes()),
-                        session.as_bytes(),
-                        now_ms(),
-                    ))
+    support::with_topic(data, EVENTS, partitions, &[], |topic| {
+        let partitions = topic.partitions.len() as i32;
+        for (partition, log) in (0..partitions).zip(&topic.partitions) {
+            let records: Vec<_> = events
+                .iter()
+                .filter(|(user, _)| partition_for_key(user.as_bytes(), partitions) == partition)
+                .map(|(user, session)| (Some(user.as_bytes()), session.as_bytes(), now_ms()))
+                .collect();
+            if !records.is_empty() {
+                log.append(&support::batch_with(Compression::None, records))
                     .unwrap();
             }
         }
-        if !builder.is_empty() {
-            topic.partitions[partition as usize]
-                .append(&builder.build().unwrap())
-                .unwrap();
-        }
-    }
-    log.close().unwrap();
+    });
 }
 
 /// Events of 40 users, 3 sessions each in order; users divisible by 7
@@ -519,28 +507,23 @@ fn automatic_checkpoints_keep_the_newest() {
 /// Appends `batches` batches of 10 events two hours old to partition 0 of
 /// `events` (made with 1 KiB segments if missing).
 fn append_two_hours_old(data: &Path, batches: usize) {
-    let log = LogManager::open(data, LogConfig::default()).unwrap();
-    if log.topic(EVENTS).is_none() {
-        let config = BTreeMap::from([("segment.bytes".to_string(), "1024".to_string())]);
-        log.create_topic(EVENTS, PARTITIONS, config).unwrap();
-    }
-    let partition = log.partition(EVENTS, 0).unwrap();
-    let user = (0..100)
-        .map(|u| format!("user-{u:02}"))
-        .find(|u| partition_for_key(u.as_bytes(), PARTITIONS) == 0)
-        .unwrap();
-    let two_hours_ago = now_ms() - 2 * 3_600_000;
-    for batch in 0..batches {
-        let mut builder = BatchBuilder::new(Compression::None);
-        for i in 0..10 {
-            let session = format!("s{batch}-{i}");
-            let record = NewRecord::new(Some(user.as_bytes()), session.as_bytes(), two_hours_ago);
-            builder.push(record).unwrap();
+    let config = [("segment.bytes", "1024")];
+    support::with_topic(data, EVENTS, PARTITIONS, &config, |topic| {
+        let user = (0..100)
+            .map(|u| format!("user-{u:02}"))
+            .find(|u| partition_for_key(u.as_bytes(), PARTITIONS) == 0)
+            .unwrap();
+        let two_hours_ago = now_ms() - 2 * 3_600_000;
+        for batch in 0..batches {
+            let sessions: Vec<String> = (0..10).map(|i| format!("s{batch}-{i}")).collect();
+            let records = sessions
+                .iter()
+                .map(|s| (Some(user.as_bytes()), s.as_bytes(), two_hours_ago));
+            topic.partitions[0]
+                .append(&support::batch_with(Compression::None, records))
+                .unwrap();
         }
-        partition.append(&builder.build().unwrap()).unwrap();
-    }
-    drop(partition);
-    log.close().unwrap();
+    });
 }
 
 /// Gives partition 0 of `events` a one-hour retention and applies it;
@@ -733,27 +716,15 @@ impl Processor for Slow {
 
 /// Appends `count` records a minute old to `topic` (made with `config`).
 fn append_old(data: &Path, topic: &str, config: &[(&str, &str)], count: usize) {
-    let log = LogManager::open(data, LogConfig::default()).unwrap();
-    let config = config
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let partition = match log.topic(topic) {
-        Some(_) => log.partition(topic, 0).unwrap(),
-        None => log.create_topic(topic, 1, config).unwrap().partitions[0].clone(),
-    };
-    let minute_ago = now_ms() - 60_000;
-    for chunk in (0..count).collect::<Vec<_>>().chunks(1000) {
-        let mut builder = BatchBuilder::new(Compression::None);
-        for _ in chunk {
-            builder
-                .push(NewRecord::new(None, b"x", minute_ago))
+    support::with_topic(data, topic, 1, config, |topic| {
+        let minute_ago = now_ms() - 60_000;
+        for chunk in (0..count).collect::<Vec<_>>().chunks(1000) {
+            let values = vec!["x"; chunk.len()];
+            topic.partitions[0]
+                .append(&support::batch(&values, minute_ago))
                 .unwrap();
         }
-        partition.append(&builder.build().unwrap()).unwrap();
-    }
-    drop(partition);
-    log.close().unwrap();
+    });
 }
 
 #[test]

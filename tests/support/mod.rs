@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 pub mod in_process;
 
 use anyhow::Result;
-use strata::log::{LogConfig, PartitionLog};
+use strata::log::{LogConfig, LogManager, PartitionLog, Topic};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
 
 /// Every codec a batch can use.
@@ -55,6 +55,34 @@ pub fn batch_with<'a>(
             .expect("record fits");
     }
     builder.build().expect("batch builds")
+}
+
+/// Opens the log in `data`, creates `topic` with `partitions` partitions
+/// and the topic `config` when it is missing, hands the topic to `write`,
+/// and closes the log.
+pub fn with_topic<T>(
+    data: &Path,
+    topic: &str,
+    partitions: i32,
+    config: &[(&str, &str)],
+    write: impl FnOnce(&Topic) -> T,
+) -> T {
+    let log = LogManager::open(data, LogConfig::default()).expect("log opens");
+    let found = match log.topic(topic) {
+        Some(found) => found,
+        None => {
+            let config = config
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            log.create_topic(topic, partitions, config)
+                .expect("topic created")
+        }
+    };
+    let written = write(&found);
+    drop(found);
+    log.close().expect("log closes");
+    written
 }
 
 /// A config with tiny segments and a dense index, so few records exercise
