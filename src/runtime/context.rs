@@ -312,7 +312,7 @@ where
     }
 
     /// Entries with `from <= key < to` (`to` None: to the end), in order.
-    pub fn range(&self, from: &K, to: Option<&K>) -> Result<Vec<(K, V)>, ProcessError> {
+    pub fn range(&mut self, from: &K, to: Option<&K>) -> Result<Vec<(K, V)>, ProcessError> {
         let (spec, _) = checked(&self.spec)?;
         let from = spec.key_codec.encode(from)?;
         let to = to.map(|t| spec.key_codec.encode(t)).transpose()?;
@@ -323,7 +323,7 @@ where
     /// Entries whose encoded key starts with the encoded `prefix` (meaningful
     /// with the raw and utf8 key codecs, where a string prefix is a byte
     /// prefix), in order.
-    pub fn prefix<Q>(&self, prefix: &Q) -> Result<Vec<(K, V)>, ProcessError>
+    pub fn prefix<Q>(&mut self, prefix: &Q) -> Result<Vec<(K, V)>, ProcessError>
     where
         Q: Serialize + ?Sized,
     {

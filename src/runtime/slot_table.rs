@@ -138,26 +138,47 @@ impl SlotTable {
         None
     }
 
+    /// Entries the table has room for.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Marks every slot the run wrote as committed, appending each to
     /// `out` as [`DirtyEntries`] reads them. One pass over the table in
-    /// memory order, not a lookup per key.
+    /// memory order, not a lookup per key: for a run that wrote a good
+    /// part of the table.
     pub fn take_dirty(&mut self, out: &mut Vec<u8>) {
         for at in 0..self.entries.len() {
             let entry = self.entries[at];
-            if entry.tag == 0 || entry.flags & DIRTY == 0 {
-                continue;
+            if entry.tag != 0 && entry.flags & DIRTY != 0 {
+                self.take_at(at, out);
             }
-            self.entries[at].flags &= !DIRTY;
-            let (key, slot) = (self.key(at), self.slot(at));
-            out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-            out.extend_from_slice(key);
-            match slot.value {
-                None => out.push(0),
-                Some(value) => {
-                    out.push(1);
-                    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-                    out.extend_from_slice(value);
-                }
+        }
+    }
+
+    /// [`take_dirty`](Self::take_dirty) for the dirty slots of `keys` (each
+    /// key once), looked up one by one: for a run that wrote few.
+    pub fn take_dirty_keys<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>, out: &mut Vec<u8>) {
+        for key in keys {
+            if let Some(at) = self.find(&Probe::new(key))
+                && self.entries[at].flags & DIRTY != 0
+            {
+                self.take_at(at, out);
+            }
+        }
+    }
+
+    fn take_at(&mut self, at: usize, out: &mut Vec<u8>) {
+        self.entries[at].flags &= !DIRTY;
+        let (key, slot) = (self.key(at), self.slot(at));
+        out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        out.extend_from_slice(key);
+        match slot.value {
+            None => out.push(0),
+            Some(value) => {
+                out.push(1);
+                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                out.extend_from_slice(value);
             }
         }
     }
@@ -597,7 +618,12 @@ mod tests {
                 }
                 3 if (n >> 12) % 8 == 0 => {
                     let mut taken = Vec::new();
-                    table.take_dirty(&mut taken);
+                    if (n >> 15) % 2 == 0 {
+                        table.take_dirty(&mut taken);
+                    } else {
+                        let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+                        table.take_dirty_keys(keys.iter().map(Vec::as_slice), &mut taken);
+                    }
                     let mut taken: Vec<(Vec<u8>, Option<Vec<u8>>)> = DirtyEntries::new(&taken)
                         .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
                         .collect();

@@ -119,6 +119,9 @@ pub enum StateError {
     /// The task's first open was cut short: nothing was ever committed.
     #[error("state in {0} was never fully created (nothing committed)")]
     NeverOpened(String),
+    /// An earlier commit failed after the state had moved on.
+    #[error("the state commits no more until it is reopened: {0}")]
+    Poisoned(String),
 }
 
 /// A record batch to append to a derived partition, fixed at commit.
@@ -181,10 +184,10 @@ struct StoreMap {
     bytes: usize,
     /// Gets since [`TaskState::take_reads`] last asked.
     reads: u64,
-    /// The keys of the commit in flight: their values, clean in the table,
+    /// A commit is in flight: the values it writes, clean in the table,
     /// may not be in the database yet, so nothing is evicted until it is
-    /// settled, and scans merge them like the run's writes.
-    committing: Vec<InlineBytes>,
+    /// settled.
+    committing: bool,
     /// Above this many bytes the clean slots are dropped: the cache's
     /// bound, raised past what the run's own writes hold (those stay until
     /// the commit), so eviction is never repeated for nothing.
@@ -196,7 +199,7 @@ impl StoreMap {
     /// clean slots go (the run's writes stay).
     fn make_room(&mut self, added: usize) {
         self.bytes += added;
-        if self.bytes > self.limit.max(CACHE_BYTES_MAX) && self.committing.is_empty() {
+        if self.bytes > self.limit.max(CACHE_BYTES_MAX) && !self.committing {
             self.slots.retain_dirty();
             self.bytes = self.slots.iter().map(|(k, s)| slot_bytes(k, s.value)).sum();
             self.limit = self.bytes + CACHE_BYTES_MAX / 2;
@@ -247,6 +250,9 @@ pub struct TaskState {
     /// A commit whose write runs on its own thread (see
     /// [`TaskState::begin_commit`]).
     in_flight: Option<InFlight>,
+    /// Why the state can no longer commit: a commit failed after the
+    /// tables or the bookkeeping had moved on. Reopen it to go on.
+    poisoned: Option<String>,
     /// The emits of the run in progress.
     run: Run,
     /// Reused for the encoded key and value of each store call.
@@ -292,8 +298,10 @@ impl TaskState {
                 // (counters, indexes): updated in place, the memtable
                 // holds one entry per key instead of one per commit, so
                 // commits stay fast as it fills, and flushes carry one
-                // version per key. Nothing reads older versions (no
-                // snapshots; scans merge the task's own writes).
+                // version per key. What that rules out for store
+                // families, and nothing here does: snapshots, range
+                // deletes, reverse iteration, and scans racing a write
+                // (a scan settles the commit in flight first).
                 family.set_inplace_update_support(true);
             }
             ColumnFamilyDescriptor::new(name, family)
@@ -336,6 +344,7 @@ impl TaskState {
             next_outbox: 0,
             offsets: BTreeMap::new(),
             in_flight: None,
+            poisoned: None,
             run: Run::default(),
             buffers: EncodeBuffers::default(),
         };
@@ -708,11 +717,14 @@ impl TaskState {
     /// (key, value) pairs with `from <= key < to` (`to` None: to the end),
     /// in key order, as this run has left them.
     pub fn range(
-        &self,
+        &mut self,
         store: &str,
         from: &[u8],
         to: Option<&[u8]>,
     ) -> Result<Vec<Entry>, StateError> {
+        // The database is read with no commit writing it (its store values
+        // are updated in place, which a scan must not race).
+        self.settle()?;
         let index = self.index(store)?;
         let cf = self.cf(store)?;
         let below_end = |key: &[u8]| to.is_none_or(|end| key < end);
@@ -728,7 +740,7 @@ impl TaskState {
             merged.insert(key.to_vec(), Some(value.to_vec()));
         }
         let map = &self.maps[index];
-        for key in map.committing.iter().chain(&map.dirty) {
+        for key in &map.dirty {
             if key.as_slice() < from || !below_end(key) {
                 continue;
             }
@@ -745,7 +757,7 @@ impl TaskState {
     }
 
     /// (key, value) pairs whose key starts with `prefix`, in key order.
-    pub fn scan_prefix(&self, store: &str, prefix: &[u8]) -> Result<Vec<Entry>, StateError> {
+    pub fn scan_prefix(&mut self, store: &str, prefix: &[u8]) -> Result<Vec<Entry>, StateError> {
         let end = prefix_end(prefix);
         self.range(store, prefix, end.as_deref())
     }
@@ -842,6 +854,7 @@ impl TaskState {
         next_input_offsets: &[(&str, i64)],
     ) -> Result<usize, StateError> {
         self.settle()?;
+        self.check_poisoned()?;
         for (topic, next) in next_input_offsets {
             if let Some(current) = self.input_offset(topic)
                 && *next < current
@@ -855,17 +868,6 @@ impl TaskState {
         }
         for open in std::mem::take(&mut self.run.open) {
             self.seal(open)?;
-        }
-        // The run's writes, taken from the tables in one pass each; sorted
-        // and put in the write batch by the commit's own thread.
-        let mut writes = Vec::new();
-        for (index, map) in self.maps.iter_mut().enumerate() {
-            if map.dirty.is_empty() {
-                continue;
-            }
-            let mut entries = Vec::new();
-            map.slots.take_dirty(&mut entries);
-            writes.push((self.stores[index].clone(), entries));
         }
         let mut batch = WriteBatch::default();
         let outbox = self.cf(OUTBOX)?;
@@ -902,11 +904,33 @@ impl TaskState {
                 start.to_be_bytes(),
             );
         }
+        // The run's writes, taken from the tables (nothing fails from
+        // here on but starting the thread, which poisons the state); sorted
+        // and put in the write batch by the commit's own thread.
+        let mut writes = Vec::new();
+        for (index, map) in self.maps.iter_mut().enumerate() {
+            if map.dirty.is_empty() {
+                continue;
+            }
+            let mut entries = Vec::new();
+            if map.dirty.len() * 16 < map.slots.capacity() {
+                // A few keys of a large table: looked up one by one.
+                map.slots
+                    .take_dirty_keys(map.dirty.iter().map(InlineBytes::as_slice), &mut entries);
+            } else {
+                map.slots.take_dirty(&mut entries);
+            }
+            writes.push((self.stores[index].clone(), entries));
+        }
         let (db, sync) = (Arc::clone(&self.db), self.sync);
+        let stores = self.stores.join(", ");
         let write = std::thread::Builder::new()
             .name("strata-commit".into())
-            .spawn(move || write_commit(&db, batch, &writes, sync))
-            .map_err(|e| StateError::Io("starting a commit's write".into(), e))?;
+            .spawn(move || write_commit(&db, batch, &writes, sync, &stores))
+            .map_err(|e| {
+                self.poison("a commit's write could not be started");
+                StateError::Io("starting a commit's write".into(), e)
+            })?;
         self.in_flight = Some(InFlight {
             write,
             sequences: std::mem::take(&mut self.run.sequences),
@@ -922,7 +946,8 @@ impl TaskState {
             // (dropped whole when it next outgrows its bound, not before
             // the write is settled).
             map.limit = 0;
-            map.committing = std::mem::take(&mut map.dirty);
+            map.committing = true;
+            map.dirty.clear();
         }
         let added = self.run.sealed.len();
         self.run.sealed.clear();
@@ -939,29 +964,47 @@ impl TaskState {
     /// Waits for the commit in flight, if any: once this returns Ok, it is
     /// durable (as `sync` makes it).
     pub fn settle(&mut self) -> Result<(), StateError> {
+        self.check_poisoned()?;
         let Some(flight) = self.in_flight.take() else {
             return Ok(());
         };
         for map in &mut self.maps {
-            map.committing.clear();
+            map.committing = false;
         }
         let written = match flight.write.join() {
             Ok(written) => written,
             Err(_) => Err(StateError::Corrupt("a commit's write panicked".into())),
         };
-        if written.is_err() {
-            // Nothing that did not reach the database stays readable.
+        if let Err(error) = &written {
+            // The offsets, outbox numbers and sequences have moved past
+            // what the database holds: nothing more is committed from this
+            // state, and nothing that did not reach the database stays
+            // readable.
+            self.poison(&format!("a commit's write failed: {error}"));
             for map in &mut self.maps {
                 *map = StoreMap::default();
             }
         }
         written
     }
+
+    fn poison(&mut self, why: &str) {
+        self.poisoned.get_or_insert_with(|| why.to_string());
+    }
+
+    fn check_poisoned(&self) -> Result<(), StateError> {
+        match &self.poisoned {
+            Some(why) => Err(StateError::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Drop for TaskState {
     fn drop(&mut self) {
-        if let Err(error) = self.settle() {
+        if self.in_flight.is_some()
+            && let Err(error) = self.settle()
+        {
             tracing::warn!("a commit in flight failed as its state closed: {error}");
         }
     }
@@ -977,11 +1020,12 @@ fn write_commit(
     mut batch: WriteBatch,
     writes: &[(String, Vec<u8>)],
     sync: bool,
+    stores: &str,
 ) -> Result<(), StateError> {
     for (store, entries) in writes {
         let family = db
             .cf_handle(store)
-            .ok_or_else(|| StateError::UnknownStore(store.clone(), String::new()))?;
+            .ok_or_else(|| StateError::UnknownStore(store.clone(), stores.to_string()))?;
         let mut entries: Vec<_> = DirtyEntries::new(entries).collect();
         entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         for (key, value) in entries {

@@ -544,14 +544,12 @@ impl Task {
             self.state.note_rate(rate);
         }
         self.busy = Duration::ZERO;
+        // The commit before was settled and shipped first: the outbox holds
+        // one commit's batches at most (remote, the cluster may be Kafka,
+        // which recognises a resend among a producer's last 5 batches per
+        // partition only).
         self.state.begin_commit(&offsets)?;
         self.pending = Pending::new();
-        // Remote, the cluster may be Kafka, which recognises a resend among
-        // a producer's last 5 batches per partition only: one commit's
-        // batches in the outbox at a time.
-        if matches!(self.setup.log, LogAccess::Remote(_)) {
-            self.settle().await?;
-        }
         if self.checkpoint_if_due()? {
             self.ship().await?;
         }
