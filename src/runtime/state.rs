@@ -51,7 +51,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 
 use rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, WriteBatch};
 
@@ -250,6 +250,7 @@ pub struct TaskState {
     /// A commit whose write runs on its own thread (see
     /// [`TaskState::begin_commit`]).
     in_flight: Option<InFlight>,
+    writer: Option<Writer>,
     /// Why the state can no longer commit: a commit failed after the
     /// tables or the bookkeeping had moved on. Reopen it to go on.
     poisoned: Option<String>,
@@ -261,9 +262,50 @@ pub struct TaskState {
 
 /// A commit being written.
 struct InFlight {
-    write: std::thread::JoinHandle<Result<(), StateError>>,
     /// The derived partitions' next sequences it writes.
     sequences: BTreeMap<(String, i32), i32>,
+    /// How the write ended, once it has and the task has looked.
+    landed: Option<Result<(), StateError>>,
+}
+
+/// A commit for the writer: the write batch of the bookkeeping, and the
+/// run's store writes to add to it.
+struct CommitJob {
+    batch: WriteBatch,
+    writes: Vec<(String, Vec<u8>)>,
+}
+
+/// The thread a task's commits are written on (started with the first),
+/// one at a time, each answered in order.
+struct Writer {
+    jobs: mpsc::Sender<CommitJob>,
+    done: mpsc::Receiver<Result<(), StateError>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Writer {
+    fn start(db: Arc<DB>, sync: bool, stores: String) -> std::io::Result<Self> {
+        let (jobs, incoming) = mpsc::channel::<CommitJob>();
+        let (finished, done) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("strata-commit".into())
+            .spawn(move || {
+                for job in incoming {
+                    let written = write_commit(&db, job.batch, &job.writes, sync, &stores);
+                    if finished.send(written).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        Ok(Self { jobs, done, thread })
+    }
+
+    /// Stops the thread once its last job is done (the database closes
+    /// with the state, not after it).
+    fn stop(self) {
+        drop(self.jobs);
+        let _ = self.thread.join();
+    }
 }
 
 /// Buffers a store call encodes into, kept between calls.
@@ -344,6 +386,7 @@ impl TaskState {
             next_outbox: 0,
             offsets: BTreeMap::new(),
             in_flight: None,
+            writer: None,
             poisoned: None,
             run: Run::default(),
             buffers: EncodeBuffers::default(),
@@ -922,18 +965,24 @@ impl TaskState {
             }
             writes.push((self.stores[index].clone(), entries));
         }
-        let (db, sync) = (Arc::clone(&self.db), self.sync);
-        let stores = self.stores.join(", ");
-        let write = std::thread::Builder::new()
-            .name("strata-commit".into())
-            .spawn(move || write_commit(&db, batch, &writes, sync, &stores))
-            .map_err(|e| {
-                self.poison("a commit's write could not be started");
-                StateError::Io("starting a commit's write".into(), e)
-            })?;
+        if self.writer.is_none() {
+            let (db, stores) = (Arc::clone(&self.db), self.stores.join(", "));
+            match Writer::start(db, self.sync, stores) {
+                Ok(writer) => self.writer = Some(writer),
+                Err(error) => {
+                    self.poison("the commit writer could not be started");
+                    return Err(StateError::Io("starting the commit writer".into(), error));
+                }
+            }
+        }
+        let writer = self.writer.as_ref().expect("started above");
+        if writer.jobs.send(CommitJob { batch, writes }).is_err() {
+            self.poison("the commit writer stopped");
+            return Err(StateError::Corrupt("the commit writer stopped".into()));
+        }
         self.in_flight = Some(InFlight {
-            write,
             sequences: std::mem::take(&mut self.run.sequences),
+            landed: None,
         });
         self.run.rate = None;
         self.run.starts.clear();
@@ -955,25 +1004,38 @@ impl TaskState {
     }
 
     /// Whether a commit's write is running and has finished.
-    pub fn commit_landed(&self) -> bool {
-        self.in_flight
-            .as_ref()
-            .is_some_and(|flight| flight.write.is_finished())
+    pub fn commit_landed(&mut self) -> bool {
+        let (Some(flight), Some(writer)) = (&mut self.in_flight, &self.writer) else {
+            return false;
+        };
+        if flight.landed.is_none()
+            && let Ok(written) = writer.done.try_recv()
+        {
+            flight.landed = Some(written);
+        }
+        flight.landed.is_some()
     }
 
     /// Waits for the commit in flight, if any: once this returns Ok, it is
     /// durable (as `sync` makes it).
     pub fn settle(&mut self) -> Result<(), StateError> {
         self.check_poisoned()?;
-        let Some(flight) = self.in_flight.take() else {
+        let Some(mut flight) = self.in_flight.take() else {
             return Ok(());
         };
         for map in &mut self.maps {
             map.committing = false;
         }
-        let written = match flight.write.join() {
-            Ok(written) => written,
-            Err(_) => Err(StateError::Corrupt("a commit's write panicked".into())),
+        let writer = self
+            .writer
+            .as_ref()
+            .expect("a commit in flight has a writer");
+        let written = match flight.landed.take() {
+            Some(written) => written,
+            None => writer
+                .done
+                .recv()
+                .unwrap_or_else(|_| Err(StateError::Corrupt("the commit writer stopped".into()))),
         };
         if let Err(error) = &written {
             // The offsets, outbox numbers and sequences have moved past
@@ -1006,6 +1068,9 @@ impl Drop for TaskState {
             && let Err(error) = self.settle()
         {
             tracing::warn!("a commit in flight failed as its state closed: {error}");
+        }
+        if let Some(writer) = self.writer.take() {
+            writer.stop();
         }
     }
 }
