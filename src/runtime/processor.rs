@@ -93,8 +93,9 @@ pub trait Processor: Send + 'static {
     type Key: DeserializeOwned + Send + 'static;
     type Value: DeserializeOwned + Send + 'static;
 
-    /// Called once when the task starts, before its first record; writes go
-    /// into the first run.
+    /// Called once when the task starts, before its first record (and on a
+    /// fresh instance when a rebuilt state is swapped in); writes go into
+    /// the first run.
     async fn init(&mut self, _ctx: &mut super::Context<'_>) -> Result<(), ProcessError> {
         Ok(())
     }

@@ -238,6 +238,12 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
             }
         }
         files.clear()?;
+        // The task goes on as after a restart: a fresh processor (none of
+        // its fields hold what it had from the old state), `init` first.
+        let spec = &task.setup.spec;
+        task.processor = (spec.factory)(spec.key_codec, spec.value_codec);
+        task.lifecycle("init").await?;
+        task.pending.moved = true;
     }
     task.lifecycle("close").await?;
     task.pending.moved = true;
