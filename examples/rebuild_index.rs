@@ -171,15 +171,13 @@ async fn demo() -> anyhow::Result<()> {
         .run(&location, until_end, std::future::pending())
         .await?;
 
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-    println!(
-        "2. the current build runs live, serving the Kafka protocol on {addr}; {LIVE_CLICKS} more clicks arrive through it"
-    );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let live = {
         let location = location.clone();
+        // Port 0: the system picks a free one; the app writes it to
+        // `<state>/serving`, where `Location::serving_addr` reads it.
         let options = RunOptions {
-            serve: Some(addr),
+            serve: Some("127.0.0.1:0".parse()?),
             ..RunOptions::default()
         };
         tokio::spawn(async move {
@@ -189,6 +187,19 @@ async fn demo() -> anyhow::Result<()> {
             app(false).run(&location, options, stopped).await
         })
     };
+    let addr = loop {
+        if let Some(addr) = location.serving_addr() {
+            break addr;
+        }
+        if live.is_finished() {
+            live.await??;
+            anyhow::bail!("the live app stopped before serving");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    println!(
+        "2. the current build runs live, serving the Kafka protocol on {addr}; {LIVE_CLICKS} more clicks arrive through it"
+    );
     let producer = tokio::spawn(produce(addr.to_string()));
     tokio::time::sleep(Duration::from_millis(300)).await;
 

@@ -578,11 +578,6 @@ fn a_rebuild_refuses_a_deleted_start_unless_a_checkpoint_covers_it() {
     assert_eq!(dump(&fixed, data, "live"), before);
 }
 
-fn free_addr() -> std::net::SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
-}
-
 #[test]
 fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
     use std::sync::Arc;
@@ -598,13 +593,13 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
     let wrong = sessions_of(&dump(&app(false), &data, "live"));
     assert_eq!(wrong["user-07"], "4", "counted twice");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let addr = free_addr();
     let location = Location::embedded(&data, "sessions");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let live = {
         let location = location.clone();
+        // Port 0: the system picks one, the app says which.
         let options = RunOptions {
-            serve: Some(addr),
+            serve: Some("127.0.0.1:0".parse().unwrap()),
             ..RunOptions::default()
         };
         runtime.spawn(async move {
@@ -614,6 +609,13 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
             app(true).run(&location, options, stopped).await
         })
     };
+    let addr = loop {
+        if let Some(addr) = location.serving_addr() {
+            break addr;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert_ne!(addr.port(), 0);
     // Load: rounds of events through the Kafka port until told to stop.
     let (producing, rounds) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU64::new(0)));
     let producer = {
@@ -676,6 +678,7 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
     }
     stop.send(()).unwrap();
     runtime.block_on(live).unwrap().unwrap();
+    assert_eq!(location.serving_addr(), None, "stopped, it serves no more");
     let live_dump = dump(&app(true), &data, "live");
 
     // The fixed build from scratch, as another app over the same input.

@@ -80,7 +80,8 @@ pub enum Command {
         /// whole pipeline and every derived record is shipped.
         #[arg(long)]
         until_end: bool,
-        /// Embedded only: serve the Kafka protocol on this address too.
+        /// Embedded only: serve the Kafka protocol on this address too (port
+        /// 0: a free one, written to `<state dir>/serving`).
         #[arg(long)]
         serve: Option<SocketAddr>,
         /// Commit a task's run after this many records (overrides the app's

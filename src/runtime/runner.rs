@@ -60,7 +60,26 @@ impl Location {
             Self::Embedded { state_dir, .. } | Self::Remote { state_dir, .. } => state_dir,
         }
     }
+
+    /// The address an app run with `serve` is serving the Kafka protocol
+    /// on, while it runs (with port 0, the port the system picked): read
+    /// from `<state_dir>/serving`.
+    pub fn serving_addr(&self) -> Option<SocketAddr> {
+        // A file left by a killed run names nothing: the app must hold its
+        // run lock.
+        let running = std::fs::File::open(self.state_dir().join(".running")).ok()?;
+        let free = nix::fcntl::FlockArg::LockSharedNonblock;
+        if nix::fcntl::Flock::lock(running, free).is_ok() {
+            return None;
+        }
+        let text = std::fs::read_to_string(self.state_dir().join(SERVING)).ok()?;
+        text.trim().parse().ok()
+    }
 }
+
+/// The file in a state directory naming the address its running app
+/// serves on.
+const SERVING: &str = "serving";
 
 /// Where a task with no committed offset starts reading an external input
 /// (derived inputs are always read from their start).
@@ -120,7 +139,8 @@ impl App {
         let (mut log, embedded) = open(location).await?;
         let served = match (&embedded, options.serve) {
             (Some(manager), Some(addr)) => {
-                let (served, signals) = serve(Arc::clone(manager), addr).await?;
+                let state_dir = location.state_dir();
+                let (served, signals) = serve(Arc::clone(manager), addr, state_dir).await?;
                 // The app's appends wake the broker's waiting fetches.
                 log = LogAccess::Embedded(Arc::clone(manager), Some(signals));
                 Some(served)
@@ -136,6 +156,7 @@ impl App {
         if let Some((shutdown, server)) = served {
             let _ = shutdown.send(true);
             let _ = server.await;
+            let _ = std::fs::remove_file(location.state_dir().join(SERVING));
         }
         drop(log);
         // Closing flushes every partition and marks the shutdown clean.
@@ -481,9 +502,12 @@ pub(crate) async fn open(
 type Served = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
 
 /// Serves the Kafka protocol over the embedded log in this process.
+/// The bound address goes to `<state_dir>/serving` (written aside and
+/// renamed: a reader sees a whole address or none).
 async fn serve(
     log: Arc<LogManager>,
     addr: SocketAddr,
+    state_dir: &Path,
 ) -> Result<(Served, Arc<crate::broker::AppendSignals>), RuntimeError> {
     let config = crate::broker::BrokerConfig {
         listen: addr,
@@ -492,7 +516,15 @@ async fn serve(
     let broker = crate::broker::Broker::bind(config, log)
         .await
         .map_err(|e| RuntimeError::Config(format!("serving on {addr}: {e}")))?;
-    eprintln!("serving the Kafka protocol on {}", broker.local_addr());
+    let bound = broker.local_addr();
+    eprintln!("serving the Kafka protocol on {bound}");
+    let (aside, serving) = (state_dir.join("serving.new"), state_dir.join(SERVING));
+    std::fs::write(&aside, format!("{bound}\n"))
+        .and_then(|()| std::fs::rename(&aside, &serving))
+        .map_err(|error| RuntimeError::Io {
+            context: format!("writing {}", serving.display()),
+            error,
+        })?;
     let signals = broker.append_signals();
     let (stop, mut stopped) = watch::channel(false);
     let server = tokio::spawn(async move {
