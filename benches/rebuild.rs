@@ -19,8 +19,13 @@
 //! - `rebuild, live commits`: the same with the live run's default commit
 //!   interval and a synced WAL per commit, to show what the choice buys.
 //!
+//! - `rebuild, 2 partitions`: the same number of records in a topic of two
+//!   partitions (placed by key), rebuilt by two tasks side by side, next to
+//!   a plain loop reading the two partitions one after the other.
+//!
 //! Each case runs `ROUNDS` times after a warm-up read; the best round is
-//! reported with its ratio to the plain loop's best.
+//! reported with its ratio to the plain loop's best (the two-partition
+//! rebuild to the two-partition loop's).
 
 use std::time::Instant;
 
@@ -54,9 +59,13 @@ impl Processor for Index {
 }
 
 fn app() -> App {
-    App::new("index")
+    app_over("index", "events")
+}
+
+fn app_over(name: &str, input: &str) -> App {
+    App::new(name)
         .processor("index", Index)
-        .input("events")
+        .input(input)
         .store::<String, u64>("seen")
 }
 
@@ -82,7 +91,21 @@ fn main() -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     let live = app().dump_state_lines(&location, None)?;
+    // The same number of records in a topic of two partitions, indexed by
+    // two tasks side by side.
+    common::write_topic(&data, "events2", 2, RECORDS)?;
+    let (app2, location2) = (
+        app_over("index2", "events2"),
+        Location::embedded(&data, "index2"),
+    );
+    let options = RunOptions {
+        until_end: true,
+        ..RunOptions::default()
+    };
+    runtime.block_on(app2.run(&location2, options, std::future::pending()))?;
+    let live2 = app2.dump_state_lines(&location2, None)?;
     common::plain_loop(&data, RECORDS)?; // warm-up: the segments in the page cache
+    common::plain_loop_over(&data, "events2", RECORDS)?;
 
     let live_commits = (CommitInterval::default(), true);
     let cases = [
@@ -99,6 +122,7 @@ fn main() -> anyhow::Result<()> {
         live_commits.0.interval.as_millis()
     );
     let (mut plain, mut hashmap) = (Vec::new(), Vec::new());
+    let (mut plain2, mut rebuild2) = (Vec::new(), Vec::new());
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     for _ in 0..ROUNDS {
         plain.push(common::plain_loop(&data, RECORDS)?);
@@ -120,20 +144,41 @@ fn main() -> anyhow::Result<()> {
             );
             rates[at].push(common::rate(summary.records, summary.elapsed));
         }
+        plain2.push(common::plain_loop_over(&data, "events2", RECORDS)?);
+        let summary = runtime.block_on(app2.rebuild(&location2, RebuildOptions::default()))?;
+        anyhow::ensure!(
+            summary.records == RECORDS,
+            "rebuilt from {}",
+            summary.records
+        );
+        anyhow::ensure!(
+            app2.dump_state_lines(&location2, None)? == live2,
+            "the rebuilt two-partition index differs from the live one"
+        );
+        rebuild2.push(common::rate(summary.records, summary.elapsed));
     }
     let best = common::best;
     let floor = best(&plain);
     println!(
-        "\n{:<24} {:>14} {:>10}   rounds",
+        "\n{:<26} {:>14} {:>10}   rounds",
         "case", "records/s", "ratio"
     );
+    let floor2 = best(&plain2);
     let rows = [("plain loop", plain), ("HashMap count", hashmap)]
         .into_iter()
-        .chain(cases.iter().map(|(name, _)| *name).zip(rates));
-    for (name, rates) in rows {
+        .chain(cases.iter().map(|(name, _)| *name).zip(rates))
+        .map(|row| (row, floor))
+        .chain(
+            [
+                ("plain loop, 2 partitions", plain2),
+                ("rebuild, 2 partitions", rebuild2),
+            ]
+            .map(|row| (row, floor2)),
+        );
+    for ((name, rates), floor) in rows {
         let rounds: Vec<String> = rates.iter().map(|r| format!("{:.2}M", r / 1e6)).collect();
         println!(
-            "{name:<24} {:>14.0} {:>9.2}x   {}",
+            "{name:<26} {:>14.0} {:>9.2}x   {}",
             best(&rates),
             best(&rates) / floor,
             rounds.join(" ")

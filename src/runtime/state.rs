@@ -251,6 +251,8 @@ pub struct TaskState {
     /// [`TaskState::begin_commit`]).
     in_flight: Option<InFlight>,
     writer: Option<Writer>,
+    /// Opened for writing: flushed when it closes.
+    writable: bool,
     /// Why the state can no longer commit: a commit failed after the
     /// tables or the bookkeeping had moved on. Reopen it to go on.
     poisoned: Option<String>,
@@ -349,7 +351,10 @@ impl TaskState {
             ColumnFamilyDescriptor::new(name, family)
         });
         let db = Arc::new(DB::open_cf_descriptors(&options, dir, families)?);
-        Self::with_db(db, stores.iter().map(|s| s.to_string()).collect(), sync)
+        let stores = stores.iter().map(|s| s.to_string()).collect();
+        let mut state = Self::with_db(db, stores, sync)?;
+        state.writable = true;
+        Ok(state)
     }
 
     /// Opens existing state for reading only, with whatever stores it has;
@@ -387,6 +392,7 @@ impl TaskState {
             offsets: BTreeMap::new(),
             in_flight: None,
             writer: None,
+            writable: false,
             poisoned: None,
             run: Run::default(),
             buffers: EncodeBuffers::default(),
@@ -1071,6 +1077,21 @@ impl Drop for TaskState {
         }
         if let Some(writer) = self.writer.take() {
             writer.stop();
+        }
+        if self.writable && self.poisoned.is_none() {
+            // Everything committed goes to table files, so the next open
+            // (a run, a rebuild, dump-state) has no write-ahead log to
+            // replay: up to WAL_BYTES_MAX of it otherwise.
+            let families = self.stores.iter().map(String::as_str).chain([META, OUTBOX]);
+            for family in families {
+                let flushed = match self.db.cf_handle(family) {
+                    Some(handle) => self.db.flush_cf(handle),
+                    None => Ok(()),
+                };
+                if let Err(error) = flushed {
+                    tracing::warn!("flushing {family} as the state closed: {error}");
+                }
+            }
         }
     }
 }
