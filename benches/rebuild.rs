@@ -4,7 +4,8 @@
 //!
 //! The input: one partition of 10,000,000 records of 100 bytes (a 10-byte
 //! key out of 100,000, a 90-byte value) in uncompressed batches of 1,000.
-//! The index: key → records seen (a get and a put per record). The app has
+//! The index: key → records seen (a get and a put per record; the
+//! runtime bench's `Count`). The app has
 //! run over the whole input first, so a rebuild has a live state to catch
 //! up with and swap out.
 //!
@@ -31,32 +32,11 @@ use std::time::Instant;
 
 mod common;
 
-use strata::runtime::{
-    App, CommitInterval, Context, Location, ProcessError, Processor, REBUILD_COMMIT,
-    RebuildOptions, Record, RunOptions, async_trait,
-};
+use common::Count;
+use strata::runtime::{App, CommitInterval, Location, REBUILD_COMMIT, RebuildOptions};
 
 const RECORDS: u64 = 10_000_000;
 const ROUNDS: usize = 3;
-
-#[derive(Clone)]
-struct Index;
-
-#[async_trait]
-impl Processor for Index {
-    type Key = String;
-    type Value = Vec<u8>;
-
-    async fn process(
-        &mut self,
-        record: Record<String, Vec<u8>>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        let mut seen = ctx.store::<String, u64>("seen");
-        let count = seen.get(&record.key)?.unwrap_or(0) + 1;
-        seen.put(&record.key, &count)
-    }
-}
 
 fn app() -> App {
     app_over("index", "events")
@@ -64,7 +44,13 @@ fn app() -> App {
 
 fn app_over(name: &str, input: &str) -> App {
     App::new(name)
-        .processor("index", Index)
+        .processor(
+            "index",
+            Count {
+                store: "seen",
+                emit_to: None,
+            },
+        )
         .input(input)
         .store::<String, u64>("seen")
 }
@@ -80,12 +66,8 @@ fn main() -> anyhow::Result<()> {
     );
     let runtime = tokio::runtime::Runtime::new()?;
     let location = Location::embedded(&data, "index");
-    let options = RunOptions {
-        until_end: true,
-        ..RunOptions::default()
-    };
     let started = Instant::now();
-    runtime.block_on(app().run(&location, options, std::future::pending()))?;
+    runtime.block_on(common::run_to_end(&app(), &location, RECORDS))?;
     println!(
         "live run over the input (untimed setup): {:.1} s",
         started.elapsed().as_secs_f64()
@@ -98,11 +80,7 @@ fn main() -> anyhow::Result<()> {
         app_over("index2", "events2"),
         Location::embedded(&data, "index2"),
     );
-    let options = RunOptions {
-        until_end: true,
-        ..RunOptions::default()
-    };
-    runtime.block_on(app2.run(&location2, options, std::future::pending()))?;
+    runtime.block_on(common::run_to_end(&app2, &location2, RECORDS))?;
     let live2 = app2.dump_state_lines(&location2, None)?;
     common::plain_loop(&data, RECORDS)?; // warm-up: the segments in the page cache
     common::plain_loop_over(&data, "events2", RECORDS)?;
@@ -157,32 +135,19 @@ fn main() -> anyhow::Result<()> {
         );
         rebuild2.push(common::rate(summary.records, summary.elapsed));
     }
-    let best = common::best;
-    let floor = best(&plain);
-    println!(
-        "\n{:<26} {:>14} {:>10}   rounds",
-        "case", "records/s", "ratio"
-    );
-    let floor2 = best(&plain2);
-    let rows = [("plain loop", plain), ("HashMap count", hashmap)]
+    let (floor, floor2) = (common::best(&plain), common::best(&plain2));
+    let named = |name: &str, rates| (name.to_string(), rates);
+    let rows = [named("plain loop", plain), named("HashMap count", hashmap)]
         .into_iter()
-        .chain(cases.iter().map(|(name, _)| *name).zip(rates))
+        .chain(cases.iter().map(|(name, _)| name.to_string()).zip(rates))
         .map(|row| (row, floor))
         .chain(
             [
-                ("plain loop, 2 partitions", plain2),
-                ("rebuild, 2 partitions", rebuild2),
+                named("plain loop, 2 partitions", plain2),
+                named("rebuild, 2 partitions", rebuild2),
             ]
             .map(|row| (row, floor2)),
         );
-    for ((name, rates), floor) in rows {
-        let rounds: Vec<String> = rates.iter().map(|r| format!("{:.2}M", r / 1e6)).collect();
-        println!(
-            "{name:<26} {:>14.0} {:>9.2}x   {}",
-            best(&rates),
-            best(&rates) / floor,
-            rounds.join(" ")
-        );
-    }
+    common::print_rows(rows);
     Ok(())
 }

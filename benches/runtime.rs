@@ -1,8 +1,9 @@
 //! Embedded stateful processing next to a plain fetch-and-decode loop over
 //! the same records, in one run (`make bench-runtime`).
 //!
-//! The input: one partition of 100-byte records (a 10-byte key out of
-//! 100,000 distinct keys, a 90-byte value), in uncompressed batches of 1,000.
+//! The input: 2 million 100-byte records (a 10-byte key out of 100,000
+//! distinct keys, a 90-byte value), in uncompressed batches of 1,000, in a
+//! topic of one partition and again in a topic of two.
 //!
 //! - `plain loop`: read the partition from the log in 4 MiB fetches, verify
 //!   and decode every batch, decode each record's key and value into owned
@@ -34,9 +35,9 @@ use std::time::Duration;
 
 mod common;
 
+use common::Count;
 use strata::runtime::{
-    App, CommitInterval, Context, Location, ProcessError, Processor, Record, RunOptions,
-    async_trait,
+    App, CommitInterval, Context, Location, ProcessError, Processor, Record, async_trait,
 };
 
 const RECORDS: u64 = 2_000_000;
@@ -56,31 +57,6 @@ impl Processor for PassThrough {
         _ctx: &mut Context<'_>,
     ) -> Result<(), ProcessError> {
         std::hint::black_box(&record);
-        Ok(())
-    }
-}
-
-#[derive(Clone)]
-struct Count {
-    emit_to: Option<String>,
-}
-
-#[async_trait]
-impl Processor for Count {
-    type Key = String;
-    type Value = Vec<u8>;
-
-    async fn process(
-        &mut self,
-        record: Record<String, Vec<u8>>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        let mut counts = ctx.store::<String, u64>("counts");
-        let count = counts.get(&record.key)?.unwrap_or(0) + 1;
-        counts.put(&record.key, &count)?;
-        if let Some(topic) = &self.emit_to {
-            ctx.emit(topic, &record.key, &count.to_string())?;
-        }
         Ok(())
     }
 }
@@ -151,13 +127,7 @@ fn main() -> anyhow::Result<()> {
             cases2[at].1.push(rate);
         }
     }
-    let best = common::best;
-    let floor = best(&plain);
-    println!(
-        "\n{:<30} {:>14} {:>10}   rounds",
-        "case", "records/s", "ratio"
-    );
-    let floor2 = best(&plain2);
+    let (floor, floor2) = (common::best(&plain), common::best(&plain2));
     let rows = std::iter::once(("plain loop".to_string(), plain))
         .chain(cases)
         .map(|row| (row, floor))
@@ -166,15 +136,7 @@ fn main() -> anyhow::Result<()> {
                 .chain(cases2)
                 .map(|row| (row, floor2)),
         );
-    for ((name, rates), floor) in rows {
-        let rounds: Vec<String> = rates.iter().map(|r| format!("{:.2}M", r / 1e6)).collect();
-        println!(
-            "{name:<30} {:>14.0} {:>9.2}x   {}",
-            best(&rates),
-            best(&rates) / floor,
-            rounds.join(" ")
-        );
-    }
+    common::print_rows(rows);
     Ok(())
 }
 
@@ -183,7 +145,7 @@ async fn pass_through(data: &Path, name: &str) -> anyhow::Result<f64> {
     let app = App::new(name)
         .processor("pass", PassThrough)
         .input("events");
-    run_to_end(&app, &Location::embedded(data, name)).await
+    common::run_to_end(&app, &Location::embedded(data, name), RECORDS).await
 }
 
 /// Records/s of one app run over the whole input, from a fresh state.
@@ -198,6 +160,7 @@ async fn stateful(
         .processor(
             "count",
             Count {
+                store: "counts",
                 emit_to: emit_to.clone(),
             },
         )
@@ -208,26 +171,11 @@ async fn stateful(
         app = app.output(topic);
     }
     let location = Location::embedded(data, name);
-    let rate = run_to_end(&app, &location).await?;
+    let rate = common::run_to_end(&app, &location, RECORDS).await?;
     let distinct = app.dump_state_lines(&location, Some("counts"))?.len() as u64;
     anyhow::ensure!(
         distinct <= common::KEYS && distinct > common::KEYS * 9 / 10,
         "{distinct} keys counted"
     );
     Ok(rate)
-}
-
-/// Records/s of `app` run `--until-end` over its whole input.
-async fn run_to_end(app: &App, location: &Location) -> anyhow::Result<f64> {
-    let options = RunOptions {
-        until_end: true,
-        ..RunOptions::default()
-    };
-    let summary = app.run(location, options, std::future::pending()).await?;
-    anyhow::ensure!(
-        summary.records == RECORDS,
-        "processed {} records",
-        summary.records
-    );
-    Ok(common::rate(summary.records, summary.elapsed))
 }

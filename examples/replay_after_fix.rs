@@ -28,8 +28,8 @@ use strata::client::partitioner::partition_for_key;
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord};
 use strata::runtime::{
-    App, CheckpointArgs, Cli, Command, Context, LocationArgs, Outcome, ProcessError, Processor,
-    Record, async_trait,
+    App, CheckpointArgs, Cli, Command, CommitArgs, Context, LocationArgs, Outcome, ProcessError,
+    Processor, Record, async_trait,
 };
 
 const DEMO_DIR: &str = "./strata-replay-demo";
@@ -134,8 +134,7 @@ fn demo() -> anyhow::Result<()> {
         &Command::Run {
             until_end: true,
             serve: None,
-            commit_records: None,
-            commit_ms: None,
+            commit: CommitArgs::default(),
             checkpoints: no_checkpoints.clone(),
         },
     )?;
@@ -148,8 +147,7 @@ fn demo() -> anyhow::Result<()> {
             version: "v2".into(),
             from: "earliest".into(),
             until_end: true,
-            commit_records: None,
-            commit_ms: None,
+            commit: CommitArgs::default(),
             checkpoints: no_checkpoints,
         },
     )?;

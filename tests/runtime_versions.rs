@@ -25,8 +25,8 @@ use strata::client::partitioner::partition_for_key;
 use strata::log::{LogConfig, LogManager, now_ms};
 use strata::record::Compression;
 use strata::runtime::{
-    App, CheckpointArgs, Command, Context, Location, LocationArgs, Outcome, ProcessError,
-    Processor, RebuildOptions, Record, RunOptions, Versions, async_trait,
+    App, CheckpointArgs, Command, CommitArgs, Context, Location, LocationArgs, Outcome,
+    ProcessError, Processor, RebuildOptions, Record, RunOptions, Versions, async_trait,
 };
 
 const EVENTS: &str = "events";
@@ -152,8 +152,7 @@ fn run_until_end() -> Command {
     Command::Run {
         until_end: true,
         serve: None,
-        commit_records: None,
-        commit_ms: None,
+        commit: CommitArgs::default(),
         checkpoints: no_checkpoints(),
     }
 }
@@ -163,8 +162,7 @@ fn replay(version: &str) -> Command {
         version: version.to_string(),
         from: "earliest".to_string(),
         until_end: true,
-        commit_records: None,
-        commit_ms: None,
+        commit: CommitArgs::default(),
         checkpoints: no_checkpoints(),
     }
 }
@@ -480,8 +478,7 @@ fn automatic_checkpoints_keep_the_newest() {
     let command = Command::Run {
         until_end: true,
         serve: None,
-        commit_records: None,
-        commit_ms: None,
+        commit: CommitArgs::default(),
         checkpoints: CheckpointArgs {
             checkpoint_records: Some(200),
             checkpoint_secs: None,
@@ -747,8 +744,10 @@ fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
     let run = Command::Run {
         until_end: true,
         serve: None,
-        commit_records: Some(50),
-        commit_ms: None,
+        commit: CommitArgs {
+            commit_records: Some(50),
+            commit_ms: None,
+        },
         checkpoints: no_checkpoints(),
     };
     for (app, topic, config) in [

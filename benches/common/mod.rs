@@ -1,7 +1,7 @@
-//! What the runtime and rebuild benchmarks share: their input (one
-//! partition of 100-byte records, a 10-byte key out of `KEYS`, a 90-byte
-//! value, uncompressed batches of 1,000) and the plain fetch-and-decode
-//! loop they are measured against.
+//! What the runtime and rebuild benchmarks share: their input (100-byte
+//! records, a 10-byte key out of `KEYS`, a 90-byte value, uncompressed
+//! batches of 1,000), the plain fetch-and-decode loop they are measured
+//! against, the counting processor they run, and the table they print.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -11,6 +11,9 @@ use strata::client::partitioner::partition_for_key;
 use strata::codec::Codec;
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
+use strata::runtime::{
+    App, Context, Location, ProcessError, Processor, Record, RunOptions, async_trait,
+};
 
 pub const KEYS: u64 = 100_000;
 const FETCH_BYTES: u64 = 4 << 20;
@@ -154,4 +157,66 @@ pub fn rate(records: u64, elapsed: Duration) -> f64 {
 /// The best of a case's rounds.
 pub fn best(rates: &[f64]) -> f64 {
     rates.iter().copied().fold(0.0, f64::max)
+}
+
+/// Counts records per key in the store `store` (a get and a put per
+/// record); with `emit_to`, also emits each new count there
+/// (wordcount-style).
+#[derive(Clone)]
+pub struct Count {
+    pub store: &'static str,
+    pub emit_to: Option<String>,
+}
+
+#[async_trait]
+impl Processor for Count {
+    type Key = String;
+    type Value = Vec<u8>;
+
+    async fn process(
+        &mut self,
+        record: Record<String, Vec<u8>>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        let mut counts = ctx.store::<String, u64>(self.store);
+        let count = counts.get(&record.key)?.unwrap_or(0) + 1;
+        counts.put(&record.key, &count)?;
+        if let Some(topic) = &self.emit_to {
+            ctx.emit(topic, &record.key, &count.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+/// Records/s of `app` run `--until-end` over its whole input of `records`.
+pub async fn run_to_end(app: &App, location: &Location, records: u64) -> anyhow::Result<f64> {
+    let options = RunOptions {
+        until_end: true,
+        ..RunOptions::default()
+    };
+    let summary = app.run(location, options, std::future::pending()).await?;
+    anyhow::ensure!(
+        summary.records == records,
+        "processed {} records",
+        summary.records
+    );
+    Ok(rate(summary.records, summary.elapsed))
+}
+
+/// Prints each case's best round, its ratio to its floor (the best round
+/// of the plain loop it is set against) and every round.
+pub fn print_rows(rows: impl IntoIterator<Item = ((String, Vec<f64>), f64)>) {
+    println!(
+        "\n{:<30} {:>14} {:>10}   rounds",
+        "case", "records/s", "ratio"
+    );
+    for ((name, rates), floor) in rows {
+        let rounds: Vec<String> = rates.iter().map(|r| format!("{:.2}M", r / 1e6)).collect();
+        println!(
+            "{name:<30} {:>14.0} {:>9.2}x   {}",
+            best(&rates),
+            best(&rates) / floor,
+            rounds.join(" ")
+        );
+    }
 }

@@ -84,14 +84,8 @@ pub enum Command {
         /// 0: a free one, written to `<state dir>/serving`).
         #[arg(long)]
         serve: Option<SocketAddr>,
-        /// Commit a task's run after this many records (overrides the app's
-        /// setting).
-        #[arg(long, value_name = "N")]
-        commit_records: Option<u64>,
-        /// Commit a task's run at least this often, in milliseconds
-        /// (overrides the app's setting).
-        #[arg(long, value_name = "MS")]
-        commit_ms: Option<u64>,
+        #[command(flatten)]
+        commit: CommitArgs,
         #[command(flatten)]
         checkpoints: CheckpointArgs,
     },
@@ -110,10 +104,8 @@ pub enum Command {
         /// Stop once the inputs, as they are now, are processed.
         #[arg(long)]
         until_end: bool,
-        #[arg(long, value_name = "N")]
-        commit_records: Option<u64>,
-        #[arg(long, value_name = "MS")]
-        commit_ms: Option<u64>,
+        #[command(flatten)]
+        commit: CommitArgs,
         #[command(flatten)]
         checkpoints: CheckpointArgs,
     },
@@ -171,6 +163,28 @@ pub enum Command {
         #[arg(long)]
         version: Option<String>,
     },
+}
+
+/// When the tasks commit, overriding the app's setting.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CommitArgs {
+    /// Commit a task's run after this many records.
+    #[arg(long, value_name = "N")]
+    pub commit_records: Option<u64>,
+    /// Commit a task's run at least this often, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub commit_ms: Option<u64>,
+}
+
+impl CommitArgs {
+    fn apply(&self, config: &mut super::topology::TaskConfig) {
+        if let Some(records) = self.commit_records {
+            config.commit.records = records.max(1);
+        }
+        if let Some(ms) = self.commit_ms {
+            config.commit.interval = Duration::from_millis(ms);
+        }
+    }
 }
 
 /// Checkpoints the tasks take on their own.
@@ -288,13 +302,12 @@ impl App {
                 Command::Run {
                     until_end,
                     serve,
-                    commit_records,
-                    commit_ms,
+                    commit,
                     checkpoints,
                 } => {
                     let live = version(&None)?;
                     let (mut app, location) = self.as_version(&location, &live);
-                    app.tune(*commit_records, *commit_ms, checkpoints);
+                    app.tune(commit, checkpoints);
                     let options = RunOptions {
                         until_end: *until_end,
                         serve: *serve,
@@ -313,14 +326,13 @@ impl App {
                     version: name,
                     from,
                     until_end,
-                    commit_records,
-                    commit_ms,
+                    commit,
                     checkpoints,
                 } => {
                     let start = parse_start(from)?;
                     let replayed = versions()?.for_replay(name, from)?;
                     let (mut app, location) = self.as_version(&location, &replayed);
-                    app.tune(*commit_records, *commit_ms, checkpoints);
+                    app.tune(commit, checkpoints);
                     eprintln!(
                         "{}: replaying into version {name} (state in {}, derived topics {})",
                         self.name,
@@ -443,18 +455,8 @@ impl App {
     }
 
     /// Applies the command line's commit and checkpoint settings.
-    fn tune(
-        &mut self,
-        commit_records: Option<u64>,
-        commit_ms: Option<u64>,
-        checkpoints: &CheckpointArgs,
-    ) {
-        if let Some(records) = commit_records {
-            self.config.commit.records = records.max(1);
-        }
-        if let Some(ms) = commit_ms {
-            self.config.commit.interval = Duration::from_millis(ms);
-        }
+    fn tune(&mut self, commit: &CommitArgs, checkpoints: &CheckpointArgs) {
+        commit.apply(&mut self.config);
         checkpoints.apply(&mut self.config);
     }
 

@@ -184,67 +184,70 @@ impl<'c> Context<'c> {
                 ))
             })?;
         // Encoded into the task's reused buffers: no allocation per emit.
-        let mut buffers = std::mem::take(&mut self.state.buffers);
-        let emitted = self.emit_encoded(output, key, value, options, &mut buffers);
-        self.state.buffers = buffers;
-        emitted
+        let (position, emits) = (self.position, self.emits);
+        self.state.with_buffers(|state, buffers| {
+            let record = (key, value, options);
+            emit_encoded(state, position, emits, output, record, buffers)
+        })
     }
+}
 
-    fn emit_encoded<K, V>(
-        &mut self,
-        output: &Output,
-        key: Option<&K>,
-        value: &V,
-        options: EmitOptions,
-        buffers: &mut EncodeBuffers,
-    ) -> Result<(), ProcessError>
-    where
-        K: Serialize + ?Sized,
-        V: Serialize + ?Sized,
-    {
-        let topic = &output.spec.topic;
-        let key = match key {
-            Some(k) => {
-                output.spec.key_codec.encode_into(k, &mut buffers.key)?;
-                Some(&buffers.key[..])
-            }
-            None => None,
-        };
-        output
-            .spec
-            .value_codec
-            .encode_into(value, &mut buffers.value)?;
-        let value = &buffers.value[..];
-        let partition = match (options.partition, key) {
-            (Some(p), _) if (0..output.partitions).contains(&p) => p,
-            (Some(p), _) => {
-                return Err(ProcessError::msg(format!(
-                    "partition {p} of {topic:?}, which has {} partitions",
-                    output.partitions
-                )));
-            }
-            (None, Some(key)) => partition_for_key(key, output.partitions),
-            (None, None) => self.position.partition.rem_euclid(output.partitions),
-        };
-        let headers: Vec<Header<'_>> = options
-            .headers
-            .iter()
-            .map(|(k, v)| Header {
-                key: k.as_bytes(),
-                value: v.as_deref(),
-            })
-            .collect();
-        let record = NewRecord {
-            key,
-            value: Some(value),
-            timestamp: options.timestamp.unwrap_or(self.position.timestamp),
-            headers: &headers,
-        };
-        if self.emits {
-            self.state.emit(&output.log_topic, partition, record)?;
+/// Encodes a record for `output` into `buffers` and, when `emits`, adds it
+/// to the run's batch of its partition.
+fn emit_encoded<K, V>(
+    state: &mut TaskState,
+    position: &Position,
+    emits: bool,
+    output: &Output,
+    (key, value, options): (Option<&K>, &V, EmitOptions),
+    buffers: &mut EncodeBuffers,
+) -> Result<(), ProcessError>
+where
+    K: Serialize + ?Sized,
+    V: Serialize + ?Sized,
+{
+    let topic = &output.spec.topic;
+    let key = match key {
+        Some(k) => {
+            output.spec.key_codec.encode_into(k, &mut buffers.key)?;
+            Some(&buffers.key[..])
         }
-        Ok(())
+        None => None,
+    };
+    output
+        .spec
+        .value_codec
+        .encode_into(value, &mut buffers.value)?;
+    let value = &buffers.value[..];
+    let partition = match (options.partition, key) {
+        (Some(p), _) if (0..output.partitions).contains(&p) => p,
+        (Some(p), _) => {
+            return Err(ProcessError::msg(format!(
+                "partition {p} of {topic:?}, which has {} partitions",
+                output.partitions
+            )));
+        }
+        (None, Some(key)) => partition_for_key(key, output.partitions),
+        (None, None) => position.partition.rem_euclid(output.partitions),
+    };
+    let headers: Vec<Header<'_>> = options
+        .headers
+        .iter()
+        .map(|(k, v)| Header {
+            key: k.as_bytes(),
+            value: v.as_deref(),
+        })
+        .collect();
+    let record = NewRecord {
+        key,
+        value: Some(value),
+        timestamp: options.timestamp.unwrap_or(position.timestamp),
+        headers: &headers,
+    };
+    if emits {
+        state.emit(&output.log_topic, partition, record)?;
     }
+    Ok(())
 }
 
 /// A typed view of one state store. Keys and values are encoded with the
@@ -269,17 +272,12 @@ where
         Q: Serialize + ?Sized,
     {
         let (spec, index) = checked(&self.spec)?;
-        let mut buffers = std::mem::take(&mut self.state.buffers);
-        let read = spec
-            .key_codec
-            .encode_into(key, &mut buffers.key)
-            .map_err(ProcessError::from)
-            .and_then(|()| {
-                let decode = |raw: Option<&[u8]>| raw.map(|raw| spec.value_codec.decode(raw));
-                Ok(self.state.read_at(index, &buffers.key, decode)?)
-            });
-        self.state.buffers = buffers;
-        Ok(read?.transpose()?)
+        let read = self.state.with_buffers(|state, buffers| {
+            spec.key_codec.encode_into(key, &mut buffers.key)?;
+            let decode = |raw: Option<&[u8]>| raw.map(|raw| spec.value_codec.decode(raw));
+            Ok::<_, ProcessError>(state.read_at(index, &buffers.key, decode)?)
+        })?;
+        Ok(read.transpose()?)
     }
 
     pub fn put<Q>(&mut self, key: &Q, value: &V) -> Result<(), ProcessError>
@@ -288,16 +286,12 @@ where
         Q: Serialize + ?Sized,
     {
         let (spec, index) = checked(&self.spec)?;
-        let mut buffers = std::mem::take(&mut self.state.buffers);
-        let encoded = spec
-            .key_codec
-            .encode_into(key, &mut buffers.key)
-            .and_then(|()| spec.value_codec.encode_into(value, &mut buffers.value));
-        if encoded.is_ok() {
-            self.state.put_at(index, &buffers.key, &buffers.value);
-        }
-        self.state.buffers = buffers;
-        Ok(encoded?)
+        self.state.with_buffers(|state, buffers| {
+            spec.key_codec.encode_into(key, &mut buffers.key)?;
+            spec.value_codec.encode_into(value, &mut buffers.value)?;
+            state.put_at(index, &buffers.key, &buffers.value);
+            Ok(())
+        })
     }
 
     pub fn delete<Q>(&mut self, key: &Q) -> Result<(), ProcessError>
@@ -306,9 +300,11 @@ where
         Q: Serialize + ?Sized,
     {
         let (spec, index) = checked(&self.spec)?;
-        let key = spec.key_codec.encode(key)?;
-        self.state.delete_at(index, &key);
-        Ok(())
+        self.state.with_buffers(|state, buffers| {
+            spec.key_codec.encode_into(key, &mut buffers.key)?;
+            state.delete_at(index, &buffers.key);
+            Ok(())
+        })
     }
 
     /// Entries with `from <= key < to` (`to` None: to the end), in order.

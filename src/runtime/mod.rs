@@ -36,7 +36,7 @@ mod task;
 pub mod topology;
 pub mod versions;
 
-pub use cli::{CheckpointArgs, Cli, Command, LocationArgs, NoArgs, Outcome, StatusRow};
+pub use cli::{CheckpointArgs, Cli, Command, CommitArgs, LocationArgs, NoArgs, Outcome, StatusRow};
 pub use context::{Context, EmitOptions, Store};
 pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff};
 pub use error::RuntimeError;

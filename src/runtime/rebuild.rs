@@ -30,7 +30,7 @@ use super::context::Output;
 use super::error::RuntimeError;
 use super::log_access::LogAccess;
 use super::progress::ProgressReport;
-use super::runner::{Location, StartAt, checkpoint_dir, lock_running, rebuild_dir};
+use super::runner::{Location, StartAt, checkpoint_dir, lock_exclusive, lock_running, rebuild_dir};
 use super::state::{TaskState, checkpoints};
 use super::swap::{self, Handover, decode_offsets, write_whole};
 use super::task::{self, Targets, TaskProgress, TaskSetup};
@@ -548,21 +548,12 @@ async fn meet(shared: &Shared, job: &Job, files: &Handover) -> Result<bool, Runt
 
 /// Holds `<state>/rebuild/.lock` while a rebuild runs.
 fn lock_rebuilds(root: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, RuntimeError> {
-    let dir = root.join("rebuild");
-    std::fs::create_dir_all(&dir).map_err(|error| RuntimeError::Io {
-        context: format!("creating {}", dir.display()),
-        error,
-    })?;
-    let path = swap::rebuild_lock(&dir);
-    let file = std::fs::File::create(&path).map_err(|error| RuntimeError::Io {
-        context: format!("creating {}", path.display()),
-        error,
-    })?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
-        RuntimeError::Config(format!(
+    let path = swap::rebuild_lock(&root.join("rebuild"));
+    lock_exclusive(&path, || {
+        format!(
             "another rebuild of this app is running (it holds {})",
             path.display()
-        ))
+        )
     })
 }
 

@@ -67,9 +67,7 @@ impl Location {
     pub fn serving_addr(&self) -> Option<SocketAddr> {
         // A file left by a killed run names nothing: the app must hold its
         // run lock.
-        let running = std::fs::File::open(self.state_dir().join(".running")).ok()?;
-        let free = nix::fcntl::FlockArg::LockSharedNonblock;
-        if nix::fcntl::Flock::lock(running, free).is_ok() {
+        if !is_locked(&self.state_dir().join(".running")) {
             return None;
         }
         let text = std::fs::read_to_string(self.state_dir().join(SERVING)).ok()?;
@@ -449,21 +447,37 @@ pub(crate) fn checkpoint_dir(state_dir: &Path, processor: &str, partition: i32) 
 pub(crate) fn lock_running(
     state_dir: &Path,
 ) -> Result<nix::fcntl::Flock<std::fs::File>, RuntimeError> {
-    std::fs::create_dir_all(state_dir).map_err(|error| RuntimeError::Io {
-        context: format!("creating {}", state_dir.display()),
-        error,
-    })?;
-    let path = state_dir.join(".running");
-    let file = std::fs::File::create(&path).map_err(|error| RuntimeError::Io {
-        context: format!("creating {}", path.display()),
-        error,
-    })?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
-        RuntimeError::Config(format!(
+    lock_exclusive(&state_dir.join(".running"), || {
+        format!(
             "another process is running this app on {} (its state is in use)",
             state_dir.display()
-        ))
+        )
     })
+}
+
+/// Locks `path` (created, with its directory, if missing) for this process
+/// until the returned lock is dropped; `busy` says why not when another
+/// holds it.
+pub(crate) fn lock_exclusive(
+    path: &Path,
+    busy: impl FnOnce() -> String,
+) -> Result<nix::fcntl::Flock<std::fs::File>, RuntimeError> {
+    let io = |context: String| move |error| RuntimeError::Io { context, error };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    }
+    let file = std::fs::File::create(path).map_err(io(format!("creating {}", path.display())))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|_| RuntimeError::Config(busy()))
+}
+
+/// Whether some process (this one included) holds `path` locked with
+/// [`lock_exclusive`].
+pub(crate) fn is_locked(path: &Path) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock).is_err()
 }
 
 /// Opens the log (embedded) or connects (remote).

@@ -125,14 +125,14 @@ impl SlotTable {
         if let Some(at) = self.find(probe) {
             let old = self.slot(at);
             let replaced = (old.value.map_or(0, <[u8]>::len), old.dirty);
-            self.release(at);
-            self.entries[at] = self.entry(probe, value, dirty);
+            let reused = self.release(at);
+            self.entries[at] = self.entry(probe, value, dirty, reused);
             return Some(replaced);
         }
         if (self.len + 1) * 2 > self.entries.len() {
             self.grow();
         }
-        let entry = self.entry(probe, value, dirty);
+        let entry = self.entry(probe, value, dirty, None);
         self.place(entry);
         self.len += 1;
         None
@@ -187,7 +187,9 @@ impl SlotTable {
         let Some(mut hole) = self.find(probe) else {
             return;
         };
-        self.release(hole);
+        if let Some(index) = self.release(hole) {
+            self.free_slab(index as usize);
+        }
         self.len -= 1;
         // Backward-shift deletion: later entries of the same probe run move
         // up, so no lookup ever stops at the hole before reaching them.
@@ -220,9 +222,7 @@ impl SlotTable {
                 self.place(entry);
                 self.len += 1;
             } else if entry.flags & HEAP != 0 {
-                let index = slab_index(&entry);
-                self.slab[index] = None;
-                self.free.push(index as u32);
+                self.free_slab(slab_index(&entry));
             }
         }
     }
@@ -299,8 +299,16 @@ impl SlotTable {
         }
     }
 
-    /// An entry for the key and value; a long one's bytes go to the slab.
-    fn entry(&mut self, probe: &Probe<'_>, value: Option<&[u8]>, dirty: bool) -> Entry {
+    /// An entry for the key and value; a long one's bytes go to the slab,
+    /// into `reused` (a slab slot of the entry it replaces, its buffer kept)
+    /// when given.
+    fn entry(
+        &mut self,
+        probe: &Probe<'_>,
+        value: Option<&[u8]>,
+        dirty: bool,
+        reused: Option<u32>,
+    ) -> Entry {
         let key = probe.key;
         let mut flags = if dirty { DIRTY } else { 0 };
         if value.is_none() {
@@ -313,6 +321,9 @@ impl SlotTable {
             ..Entry::default()
         };
         if key.len() + value.len() <= INLINE_BYTES {
+            if let Some(index) = reused {
+                self.free_slab(index as usize);
+            }
             entry.key_len = key.len() as u8;
             entry.value_len = value.len() as u8;
             for (word, chunk) in probe.words.iter().zip(entry.data.chunks_exact_mut(8)) {
@@ -321,36 +332,36 @@ impl SlotTable {
             entry.data[key.len()..key.len() + value.len()].copy_from_slice(value);
             return entry;
         }
-        let mut bytes = Vec::with_capacity(key.len() + value.len());
-        bytes.extend_from_slice(key);
-        bytes.extend_from_slice(value);
-        let spilled = Some(Spilled {
-            bytes,
-            key_len: key.len(),
-        });
-        let index = match self.free.pop() {
-            Some(index) => {
-                self.slab[index as usize] = spilled;
-                index
-            }
+        let index = match reused.or_else(|| self.free.pop()) {
+            Some(index) => index,
             None => {
-                self.slab.push(spilled);
+                self.slab.push(None);
                 u32::try_from(self.slab.len() - 1).expect("fewer than 2^32 long entries")
             }
         };
+        let spilled = self.slab[index as usize].get_or_insert_with(|| Spilled {
+            bytes: Vec::with_capacity(key.len() + value.len()),
+            key_len: 0,
+        });
+        spilled.bytes.clear();
+        spilled.bytes.extend_from_slice(key);
+        spilled.bytes.extend_from_slice(value);
+        spilled.key_len = key.len();
         entry.flags |= HEAP;
         entry.data[..4].copy_from_slice(&index.to_le_bytes());
         entry
     }
 
-    /// Frees the slab slot of the entry at `at`, if it has one.
-    fn release(&mut self, at: usize) {
-        let entry = self.entries[at];
-        if entry.flags & HEAP != 0 {
-            let index = slab_index(&entry);
-            self.slab[index] = None;
-            self.free.push(index as u32);
-        }
+    /// The slab slot of the entry at `at`, if it has one, for the entry
+    /// replacing it to reuse (or free).
+    fn release(&self, at: usize) -> Option<u32> {
+        let entry = &self.entries[at];
+        (entry.flags & HEAP != 0).then(|| slab_index(entry) as u32)
+    }
+
+    fn free_slab(&mut self, index: usize) {
+        self.slab[index] = None;
+        self.free.push(index as u32);
     }
 
     /// Puts an entry in the first empty place of its probe run.
@@ -467,7 +478,7 @@ const HASH_K: u64 = 0xf135_7aea_2e62_a9c5;
 /// A 64-bit hash of a key: a multiply-rotate pass over its words (as in
 /// rustc's FxHash), then a final mix so the high bits (the table index)
 /// depend on every byte.
-pub(crate) fn hash(bytes: &[u8]) -> u64 {
+fn hash(bytes: &[u8]) -> u64 {
     let mut h = bytes.len() as u64;
     let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {

@@ -184,10 +184,6 @@ struct StoreMap {
     bytes: usize,
     /// Gets since [`TaskState::take_reads`] last asked.
     reads: u64,
-    /// A commit is in flight: the values it writes, clean in the table,
-    /// may not be in the database yet, so nothing is evicted until it is
-    /// settled.
-    committing: bool,
     /// Above this many bytes the clean slots are dropped: the cache's
     /// bound, raised past what the run's own writes hold (those stay until
     /// the commit), so eviction is never repeated for nothing.
@@ -196,17 +192,19 @@ struct StoreMap {
 
 impl StoreMap {
     /// Room for a new slot of `added` bytes: when the cache is full, the
-    /// clean slots go (the run's writes stay).
-    fn make_room(&mut self, added: usize) {
+    /// clean slots go (the run's writes stay), unless a commit is in
+    /// flight: the values it writes, clean in the table, may not be in the
+    /// database yet.
+    fn make_room(&mut self, added: usize, committing: bool) {
         self.bytes += added;
-        if self.bytes > self.limit.max(CACHE_BYTES_MAX) && !self.committing {
+        if self.bytes > self.limit.max(CACHE_BYTES_MAX) && !committing {
             self.slots.retain_dirty();
             self.bytes = self.slots.iter().map(|(k, s)| slot_bytes(k, s.value)).sum();
             self.limit = self.bytes + CACHE_BYTES_MAX / 2;
         }
     }
 
-    fn write(&mut self, key: &[u8], value: Option<&[u8]>) {
+    fn write(&mut self, key: &[u8], value: Option<&[u8]>, committing: bool) {
         let was_dirty = match self.slots.set(&Probe::new(key), value, true) {
             Some((held, was_dirty)) => {
                 self.bytes = (self.bytes + value.map_or(0, <[u8]>::len)).saturating_sub(held);
@@ -214,7 +212,7 @@ impl StoreMap {
             }
             None => {
                 // A new slot, dirty: room is made among the clean ones.
-                self.make_room(slot_bytes(key, value));
+                self.make_room(slot_bytes(key, value), committing);
                 false
             }
         };
@@ -722,23 +720,31 @@ impl TaskState {
         key: &[u8],
         read: impl FnOnce(Option<&[u8]>) -> R,
     ) -> Result<R, StateError> {
-        let Self {
-            db, stores, maps, ..
-        } = self;
-        let map = &mut maps[index];
+        let map = &mut self.maps[index];
         map.reads += 1;
         let probe = Probe::new(key);
-        if let Some(slot) = map.slots.get(&probe) {
+        if let Some(slot) = self.maps[index].slots.get(&probe) {
             return Ok(read(slot.value));
         }
-        let family = db
-            .cf_handle(&stores[index])
-            .ok_or_else(|| StateError::UnknownStore(stores[index].clone(), stores.join(", ")))?;
-        let value = db.get_cf(family, key)?;
+        let value = self.db.get_cf(self.cf(&self.stores[index])?, key)?;
         let result = read(value.as_deref());
-        map.make_room(slot_bytes(key, value.as_deref()));
+        let committing = self.in_flight.is_some();
+        let map = &mut self.maps[index];
+        map.make_room(slot_bytes(key, value.as_deref()), committing);
         map.slots.set(&probe, value.as_deref(), false);
         Ok(result)
+    }
+
+    /// Runs `f` with the state and its reused encode buffers, apart (a
+    /// store call encodes into them, then hands them to the state).
+    pub(crate) fn with_buffers<R>(
+        &mut self,
+        f: impl FnOnce(&mut Self, &mut EncodeBuffers) -> R,
+    ) -> R {
+        let mut buffers = std::mem::take(&mut self.buffers);
+        let result = f(self, &mut buffers);
+        self.buffers = buffers;
+        result
     }
 
     /// Asks the CPU to bring `key`'s entry in each of `stores` (positions)
@@ -756,11 +762,13 @@ impl TaskState {
     }
 
     pub(crate) fn put_at(&mut self, index: usize, key: &[u8], value: &[u8]) {
-        self.maps[index].write(key, Some(value));
+        let committing = self.in_flight.is_some();
+        self.maps[index].write(key, Some(value), committing);
     }
 
     pub(crate) fn delete_at(&mut self, index: usize, key: &[u8]) {
-        self.maps[index].write(key, None);
+        let committing = self.in_flight.is_some();
+        self.maps[index].write(key, None, committing);
     }
 
     /// (key, value) pairs with `from <= key < to` (`to` None: to the end),
@@ -1001,7 +1009,6 @@ impl TaskState {
             // (dropped whole when it next outgrows its bound, not before
             // the write is settled).
             map.limit = 0;
-            map.committing = true;
             map.dirty.clear();
         }
         let added = self.run.sealed.len();
@@ -1029,9 +1036,6 @@ impl TaskState {
         let Some(mut flight) = self.in_flight.take() else {
             return Ok(());
         };
-        for map in &mut self.maps {
-            map.committing = false;
-        }
         let writer = self
             .writer
             .as_ref()

@@ -80,10 +80,7 @@ impl Handover {
 
     /// Whether a rebuild process holds the rebuild lock now.
     pub fn rebuild_running(&self) -> bool {
-        let Ok(file) = std::fs::File::open(&self.lock) else {
-            return false;
-        };
-        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock).is_err()
+        super::runner::is_locked(&self.lock)
     }
 
     /// Marks the rebuild ready, as this process.
@@ -235,8 +232,7 @@ mod tests {
     use super::*;
 
     fn lock(path: &Path) -> nix::fcntl::Flock<std::fs::File> {
-        let file = std::fs::File::create(path).unwrap();
-        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap()
+        super::super::runner::lock_exclusive(path, String::new).unwrap()
     }
 
     #[test]
