@@ -26,6 +26,16 @@ pub(crate) fn remove_if_exists(path: &Path) -> Result<(), LogError> {
     }
 }
 
+/// Replaces `path` with `bytes` durably and whole: written to `tmp` (in the
+/// same directory), fsynced, renamed over `path`, the directory fsynced.
+pub(crate) fn replace_durably(path: &Path, tmp: &Path, bytes: &[u8]) -> Result<(), LogError> {
+    std::fs::write(tmp, bytes)
+        .and_then(|()| File::open(tmp)?.sync_all())
+        .and_then(|()| std::fs::rename(tmp, path))
+        .context(|| format!("writing {}", path.display()))?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))
+}
+
 /// fsync of a directory, so a created or removed file's name is durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<(), LogError> {
     File::open(dir)

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::error::IoContext;
-use super::files::{list_dir, remove_if_exists, sync_dir};
+use super::files::{list_dir, remove_if_exists, replace_durably, sync_dir};
 use super::partition_log::now_ms;
 use super::{LogConfig, LogError, PartitionLog, ProducerIds, RetentionOutcome};
 
@@ -472,11 +472,7 @@ impl LogManager {
             .join(TOPICS_DIR)
             .join(format!(".{}.tmp", metadata.id.simple()));
         let json = serde_json::to_vec_pretty(metadata).expect("topic metadata serializes");
-        std::fs::write(&tmp, json)
-            .and_then(|()| File::open(&tmp)?.sync_all())
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .context(|| format!("writing {}", path.display()))?;
-        sync_dir(&self.data_dir.join(TOPICS_DIR))
+        replace_durably(&path, &tmp, &json)
     }
 }
 

@@ -9,7 +9,7 @@
 mod config;
 mod error;
 mod file_slice;
-mod files;
+pub(crate) mod files;
 mod group_commit;
 mod index_file;
 mod log_manager;

@@ -1,14 +1,18 @@
 //! The command line every app binary gets from [`App::run_cli`]:
 //!
 //! ```text
-//! <app> run [--until-end] [--serve ADDR]          process (embedded or remote)
+//! <app> run [--until-end] [--serve ADDR] [--commit-records N] [--commit-ms MS]
+//!           [--checkpoint-records N] [--checkpoint-secs S] [--checkpoints-kept K]
+//!                                                 process (embedded or remote)
 //! <app> status [--version V]                      per task: offsets, lag, outbox
 //! <app> dump-state [--store S] [--at OFFSET]      sorted `store<TAB>key<TAB>value`
 //! <app> replay --version V --from earliest|OFFSET|TIME [--until-end]
+//!              (and run's commit and checkpoint flags)
 //! <app> diff A B                                  exit status 1 when they differ
 //! <app> promote V                                 make a version live
 //! <app> versions                                  list them
-//! <app> rebuild [--store S] [--from-checkpoint]   fresh state from the log, swapped in
+//! <app> rebuild [--store S] [--from-checkpoint] [--version V]
+//!                                                 fresh state from the log, swapped in
 //! <app> checkpoint [--version V]                  checkpoint every task's state
 //! ```
 //!
@@ -29,11 +33,10 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use crate::client::{Admin, ClientConfig, Cluster};
+use crate::client::Admin;
 
-use super::log_access::{LogAccess, Remote};
+use super::log_access::LogAccess;
 
 use super::diff::DiffReport;
 use super::error::RuntimeError;
@@ -644,9 +647,8 @@ impl App {
     pub async fn status_rows(&self, location: &Location) -> Result<Vec<StatusRow>, RuntimeError> {
         let remote = match location {
             Location::Remote { bootstrap, .. } => {
-                let cluster = Cluster::connect(ClientConfig::new(bootstrap)).await?;
-                let admin = Admin::new(Arc::clone(&cluster));
-                Some((LogAccess::Remote(Arc::new(Remote::new(cluster))), admin))
+                let (access, cluster) = LogAccess::connect(bootstrap).await?;
+                Some((access, Admin::new(cluster)))
             }
             Location::Embedded { .. } => None,
         };

@@ -9,14 +9,12 @@
 //! or through the client (remote).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
-use crate::client::{ClientConfig, Cluster};
 use crate::record::RecordBatch;
 
 use super::cli::{open_committed, task_dirs};
 use super::error::RuntimeError;
-use super::log_access::{LogAccess, Remote};
+use super::log_access::LogAccess;
 use super::runner::Location;
 use super::topology::App;
 use super::versions::Version;
@@ -159,15 +157,16 @@ impl App {
             }
         }
         let access = match location {
-            Location::Remote { bootstrap, .. } => Some(LogAccess::Remote(Arc::new(Remote::new(
-                Cluster::connect(ClientConfig::new(bootstrap)).await?,
-            )))),
+            Location::Remote { bootstrap, .. } => Some(LogAccess::connect(bootstrap).await?.0),
             Location::Embedded { .. } => None,
         };
+        let (app_a, app_b) = (
+            self.as_version(location, a).0,
+            self.as_version(location, b).0,
+        );
         let mut topics = Vec::new();
         for topic in self.derived_topics() {
-            let log_topic_a = format!("{topic}{}", a.topic_suffix);
-            let log_topic_b = format!("{topic}{}", b.topic_suffix);
+            let (log_topic_a, log_topic_b) = (app_a.log_topic(&topic), app_b.log_topic(&topic));
             let count_a = partition_count(location, access.as_ref(), &log_topic_a).await?;
             let count_b = partition_count(location, access.as_ref(), &log_topic_b).await?;
             let mut partitions = Vec::new();

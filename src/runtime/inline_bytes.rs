@@ -1,8 +1,7 @@
 //! [`InlineBytes`]: a byte string kept inside its owner up to
-//! [`INLINE_MAX`] bytes, on the heap beyond. Store keys and values are
-//! mostly short; held inline in the task's hashed maps, a lookup touches
-//! the map's own memory only, instead of a heap block per key and value
-//! (the cache misses that dominated per-record store access).
+//! [`INLINE_MAX`] bytes, on the heap beyond. A task's state lists the keys
+//! a run wrote with it: store keys are mostly short, so a run's list needs
+//! no heap block per key.
 
 use std::borrow::Borrow;
 use std::hash::{Hash, Hasher};
@@ -48,7 +47,7 @@ impl std::ops::Deref for InlineBytes {
     }
 }
 
-/// Hashed, compared and ordered as the byte slice, so maps keyed by it are
+/// Hashed, compared and ordered as the byte slice, so a map keyed by it is
 /// looked up with a `&[u8]`.
 impl Borrow<[u8]> for InlineBytes {
     fn borrow(&self) -> &[u8] {

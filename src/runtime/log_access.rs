@@ -52,6 +52,14 @@ impl Remote {
 }
 
 impl LogAccess {
+    /// Connects to a cluster through `bootstrap`; also returns the cluster,
+    /// for an admin client beside.
+    pub(crate) async fn connect(bootstrap: &str) -> Result<(Self, Arc<Cluster>), RuntimeError> {
+        let cluster = Cluster::connect(client::ClientConfig::new(bootstrap)).await?;
+        let access = Self::Remote(Arc::new(Remote::new(Arc::clone(&cluster))));
+        Ok((access, cluster))
+    }
+
     /// Partitions of `topic`, or `None` if it does not exist.
     pub async fn partition_count(&self, topic: &str) -> Result<Option<i32>, RuntimeError> {
         match self {

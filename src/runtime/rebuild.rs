@@ -30,7 +30,9 @@ use super::context::Output;
 use super::error::RuntimeError;
 use super::log_access::LogAccess;
 use super::progress::ProgressReport;
-use super::runner::{Location, StartAt, checkpoint_dir, lock_exclusive, lock_running, rebuild_dir};
+use super::runner::{
+    Location, StartAt, checkpoint_dir, lock_exclusive, lock_running, rebuild_dir, task_dir,
+};
 use super::state::{TaskState, checkpoints};
 use super::swap::{self, Handover, decode_offsets, write_whole};
 use super::task::{self, Targets, TaskProgress, TaskSetup};
@@ -136,13 +138,13 @@ impl App {
         let (log, embedded) = super::runner::open(location).await?;
         let partitions = self.resolve(&log).await?;
         let mut jobs = Vec::new();
-        // Open for the swap when the app cannot run meanwhile (opening a
-        // state replays its log: once is enough).
+        // Opened now for the swap when the app cannot run meanwhile (the
+        // rebuild holds its run lock).
         let mut live_states: Vec<Option<TaskState>> = Vec::new();
         for spec in selected {
             let outputs = self.outputs(spec, &partitions);
             for partition in 0..partitions[&spec.inputs[0]] {
-                let live = root.join(&spec.name).join(partition.to_string());
+                let live = task_dir(&root, &spec.name, partition);
                 let rebuilt = rebuild_dir(&root, &spec.name, partition);
                 if lock.is_some() {
                     swap::recover(&live, &rebuilt)?;

@@ -20,12 +20,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::client::{ClientConfig, Cluster};
 use crate::log::{LogConfig, LogError, LogManager};
 
 use super::context::Output;
 use super::error::RuntimeError;
-use super::log_access::{LogAccess, Remote};
+use super::log_access::LogAccess;
 use super::progress::ProgressReport;
 use super::task::{self, Checkpoints, Targets, TaskProgress, TaskSetup};
 use super::topology::{App, ProcessorSpec};
@@ -203,10 +202,7 @@ impl App {
                 let setup = TaskSetup {
                     spec: spec.clone(),
                     partition,
-                    dir: location
-                        .state_dir()
-                        .join(&spec.name)
-                        .join(partition.to_string()),
+                    dir: task_dir(location.state_dir(), &spec.name, partition),
                     checkpoints: Some(Checkpoints {
                         dir: checkpoint_dir(location.state_dir(), &spec.name, partition),
                         request: checkpoint_request(location.state_dir()),
@@ -420,12 +416,16 @@ impl App {
     }
 }
 
+/// A task's directory under `base`: `<base>/<processor>/<partition>` (its
+/// live state under a version's state directory, its rebuild under
+/// `rebuild`, its checkpoints under `checkpoints`).
+pub(crate) fn task_dir(base: &Path, processor: &str, partition: i32) -> PathBuf {
+    base.join(processor).join(partition.to_string())
+}
+
 /// Where a rebuild of one task of a version builds its state.
 pub(crate) fn rebuild_dir(state_dir: &Path, processor: &str, partition: i32) -> PathBuf {
-    state_dir
-        .join("rebuild")
-        .join(processor)
-        .join(partition.to_string())
+    task_dir(&state_dir.join("rebuild"), processor, partition)
 }
 
 /// The file `checkpoint` writes (a fresh token) to ask a version's running
@@ -436,10 +436,7 @@ pub(crate) fn checkpoint_request(state_dir: &Path) -> PathBuf {
 
 /// Where the checkpoints of one task of a version are kept.
 pub(crate) fn checkpoint_dir(state_dir: &Path, processor: &str, partition: i32) -> PathBuf {
-    state_dir
-        .join("checkpoints")
-        .join(processor)
-        .join(partition.to_string())
+    task_dir(&state_dir.join("checkpoints"), processor, partition)
 }
 
 /// Holds `<state_dir>/.running` locked while the app runs: one process per
@@ -506,10 +503,7 @@ pub(crate) async fn open(
                 Some(manager),
             ))
         }
-        Location::Remote { bootstrap, .. } => {
-            let cluster = Cluster::connect(ClientConfig::new(bootstrap)).await?;
-            Ok((LogAccess::Remote(Arc::new(Remote::new(cluster))), None))
-        }
+        Location::Remote { bootstrap, .. } => Ok((LogAccess::connect(bootstrap).await?.0, None)),
     }
 }
 
@@ -532,13 +526,7 @@ async fn serve(
         .map_err(|e| RuntimeError::Config(format!("serving on {addr}: {e}")))?;
     let bound = broker.local_addr();
     eprintln!("serving the Kafka protocol on {bound}");
-    let (aside, serving) = (state_dir.join("serving.new"), state_dir.join(SERVING));
-    std::fs::write(&aside, format!("{bound}\n"))
-        .and_then(|()| std::fs::rename(&aside, &serving))
-        .map_err(|error| RuntimeError::Io {
-            context: format!("writing {}", serving.display()),
-            error,
-        })?;
+    super::swap::write_whole(&state_dir.join(SERVING), &format!("{bound}\n"))?;
     let signals = broker.append_signals();
     let (stop, mut stopped) = watch::channel(false);
     let server = tokio::spawn(async move {

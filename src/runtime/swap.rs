@@ -2,7 +2,7 @@
 //!
 //! A rebuild builds a task's state afresh in `<state>/rebuild/<processor>/
 //! <partition>` (see `rebuild`). When it is close to the live task's input
-//! offsets, the two meet through three files beside the rebuilt directory:
+//! offsets, the two meet through four files beside the rebuilt directory:
 //!
 //! 1. the rebuild writes `<partition>.ready` (it holds `rebuild/.lock` all
 //!    along: a `.ready` with no rebuild holding the lock is stale, removed
@@ -130,13 +130,7 @@ pub(crate) fn write_whole(path: &Path, contents: &str) -> Result<(), RuntimeErro
 }
 
 fn remove_file(path: &Path) -> Result<(), RuntimeError> {
-    match std::fs::remove_file(path) {
-        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(RuntimeError::Io {
-            context: format!("removing {}", path.display()),
-            error,
-        }),
-        _ => Ok(()),
-    }
+    Ok(crate::log::files::remove_if_exists(path)?)
 }
 
 fn old_dir(live: &Path) -> PathBuf {
@@ -218,13 +212,9 @@ pub(crate) fn swap_in(
 }
 
 fn sync_parent(path: &Path) -> Result<(), RuntimeError> {
-    let parent = path.parent().unwrap_or(Path::new("."));
-    std::fs::File::open(parent)
-        .and_then(|dir| dir.sync_all())
-        .map_err(|error| RuntimeError::Io {
-            context: format!("syncing {}", parent.display()),
-            error,
-        })
+    Ok(crate::log::files::sync_dir(
+        path.parent().unwrap_or(Path::new(".")),
+    )?)
 }
 
 #[cfg(test)]

@@ -177,15 +177,7 @@ impl Versions {
         let path = self.root.join(MANIFEST);
         let partial = self.root.join(format!("{MANIFEST}.partial"));
         let bytes = serde_json::to_vec_pretty(&self.manifest).expect("plain data");
-        let file = std::fs::File::create(&partial)
-            .map_err(io(format!("creating {}", partial.display())))?;
-        std::io::Write::write_all(&mut &file, &bytes)
-            .and_then(|()| file.sync_all())
-            .map_err(io(format!("writing {}", partial.display())))?;
-        std::fs::rename(&partial, &path).map_err(io(format!("renaming {}", partial.display())))?;
-        std::fs::File::open(&self.root)
-            .and_then(|dir| dir.sync_all())
-            .map_err(io(format!("syncing {}", self.root.display())))
+        Ok(crate::log::files::replace_durably(&path, &partial, &bytes)?)
     }
 }
 
