@@ -160,32 +160,44 @@ fn demo() -> anyhow::Result<()> {
             examples: 5,
         },
     )?;
-    // Which users' counts differ, from the two versions' stores.
+    // The users the diff names in the sessions store (all of them: as many
+    // examples as users sent late events, and one more).
     let app_location = location.location("sessions")?;
     let versions = strata::runtime::Versions::load(app_location.state_dir())?;
-    let sessions = |name: &str| -> anyhow::Result<BTreeMap<String, String>> {
-        let (app, at) = v2.as_version(&app_location, &versions.get(name)?);
-        let lines = app.dump_state_lines(&at, Some("sessions"))?;
-        Ok(lines
-            .iter()
-            .filter_map(|line| line.split_once('\t').map(|(_, rest)| rest))
-            .filter_map(|rest| rest.split_once('\t'))
-            .map(|(user, count)| (user.to_string(), count.to_string()))
-            .collect())
-    };
-    let (live, fixed) = (sessions("live")?, sessions("v2")?);
-    let touched: BTreeSet<String> = live
+    let (live, fixed) = (versions.get("live")?, versions.get("v2")?);
+    let report = tokio::runtime::Runtime::new()?.block_on(v2.diff(
+        &app_location,
+        &live,
+        &fixed,
+        late.len() + 1,
+    ))?;
+    let sessions = report
+        .stores
         .iter()
-        .filter(|(user, count)| fixed.get(*user) != Some(count))
-        .map(|(user, _)| user.clone())
+        .find(|store| store.store == "sessions")
+        .context("the diff has no sessions store")?;
+    let named: BTreeSet<String> = sessions
+        .examples
+        .iter()
+        .filter_map(|line| line.strip_prefix("different: "))
+        .filter_map(|rest| rest.split_once(':'))
+        .map(|(user, _)| user.to_string())
         .collect();
+    let others_same = report
+        .stores
+        .iter()
+        .all(|store| store.store == "sessions" || !store.differs());
     println!(
-        "   the sessions store differs for {} users: {} the users who sent late events",
-        touched.len(),
-        if touched == late { "exactly" } else { "NOT" }
+        "   the diff names {} users in the sessions store: {} the users who sent late events",
+        named.len(),
+        if named == late { "exactly" } else { "NOT" }
     );
     anyhow::ensure!(
-        outcome == Outcome::Differs && touched == late,
+        outcome == Outcome::Differs
+            && named == late
+            && sessions.different == late.len() as u64
+            && sessions.only_a + sessions.only_b == 0
+            && others_same,
         "the diff does not match the generated late events"
     );
     println!("\n4. the fix goes live:   promote v2");

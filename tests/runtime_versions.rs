@@ -74,6 +74,9 @@ impl Processor for Sessions {
     }
 }
 
+/// Longest a test waits for an app to get somewhere.
+const WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+
 fn app(fixed: bool) -> App {
     app_named("sessions", fixed, COUNTS)
 }
@@ -378,15 +381,11 @@ fn checkpoint_dirs(data: &Path) -> Vec<PathBuf> {
 /// Waits until an app runs on `data` (it holds the app's run lock).
 fn wait_running(data: &Path) {
     let lock = data.join("apps/sessions/.running");
-    loop {
-        let held = std::fs::File::open(&lock).is_ok_and(|file| {
+    support::wait_until("the app to run", WAIT_MAX, || {
+        std::fs::File::open(&lock).is_ok_and(|file| {
             nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock).is_err()
-        });
-        if held {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+        })
+    });
 }
 
 fn dump_at(data: &Path, at: i64) -> Result<Vec<String>, String> {
@@ -606,12 +605,12 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
             app(true).run(&location, options, stopped).await
         })
     };
-    let addr = loop {
-        if let Some(addr) = location.serving_addr() {
-            break addr;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    let mut addr = None;
+    support::wait_until("the app to serve", WAIT_MAX, || {
+        addr = location.serving_addr();
+        addr.is_some()
+    });
+    let addr = addr.unwrap();
     assert_ne!(addr.port(), 0);
     // Load: rounds of events through the Kafka port until told to stop.
     let (producing, rounds) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicU64::new(0)));
@@ -643,9 +642,9 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
             producer.close().await;
         })
     };
-    while rounds.load(Ordering::Relaxed) < 3 {
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    support::wait_until("3 rounds of load", WAIT_MAX, || {
+        rounds.load(Ordering::Relaxed) >= 3
+    });
     let remote = Location::Remote {
         bootstrap: addr.to_string(),
         state_dir: location.state_dir().to_path_buf(),
@@ -659,20 +658,19 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
         "no load during the rebuild"
     );
     assert_eq!((summary.tasks, summary.handed_over), (2, 2));
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // More load after the swap, into the rebuilt state.
+    let swapped = rounds.load(Ordering::Relaxed);
+    support::wait_until("load after the swap", WAIT_MAX, || {
+        rounds.load(Ordering::Relaxed) > swapped
+    });
     producing.store(false, Ordering::Relaxed);
     runtime.block_on(producer).unwrap();
     // The live app finishes the load, then stops.
-    loop {
+    support::wait_until("the live app to finish the load", WAIT_MAX, || {
         let rows = runtime.block_on(app(true).status_rows(&location)).unwrap();
-        if rows
-            .iter()
+        rows.iter()
             .all(|r| r.lag() == Some(0) && r.outbox_records == 0)
-        {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    });
     stop.send(()).unwrap();
     runtime.block_on(live).unwrap().unwrap();
     assert_eq!(location.serving_addr(), None, "stopped, it serves no more");

@@ -85,6 +85,19 @@ pub fn with_topic<T>(
     written
 }
 
+/// Polls `done` every 10 ms until it is true; fails the test, naming
+/// `what`, after `limit`.
+pub fn wait_until(what: &str, limit: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// A config with tiny segments and a dense index, so few records exercise
 /// rolling and index lookups.
 pub fn small_config() -> LogConfig {
