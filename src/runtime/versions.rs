@@ -182,8 +182,8 @@ impl Versions {
 }
 
 /// Parses a replay's `--from`: `earliest`, an offset, a timestamp in ms
-/// with an `ms` suffix (`1700000000000ms`), or a UTC date and time
-/// (`2026-11-30T12:00:00Z`, the `Z` optional).
+/// with an `ms` suffix (`1700000000000ms`), or an RFC 3339 date and time as
+/// `consume --from` takes it (`2026-11-30T12:00:00Z`; with no zone, UTC).
 pub fn parse_start(from: &str) -> Result<StartAt, RuntimeError> {
     let bad = || {
         RuntimeError::Config(format!(
@@ -203,36 +203,16 @@ pub fn parse_start(from: &str) -> Result<StartAt, RuntimeError> {
     if let Some(ms) = from.strip_suffix("ms") {
         return ms.parse::<i64>().map(StartAt::Timestamp).map_err(|_| bad());
     }
-    parse_utc(from.strip_suffix('Z').unwrap_or(from))
+    // RFC 3339, UTC when no zone is given.
+    let zoned =
+        if from.ends_with(['Z', 'z']) || from.get(19..).is_some_and(|z| z.contains(['+', '-'])) {
+            from.to_string()
+        } else {
+            format!("{from}Z")
+        };
+    crate::cli::parse_rfc3339(&zoned)
         .map(StartAt::Timestamp)
         .ok_or_else(bad)
-}
-
-/// `YYYY-MM-DDTHH:MM:SS` (UTC) in ms since the Unix epoch.
-fn parse_utc(text: &str) -> Option<i64> {
-    let (date, time) = text.split_once('T')?;
-    let mut date = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (year, month, day) = (date.next()??, date.next()??, date.next()??);
-    let mut time = time.split(':').map(|p| p.parse::<i64>().ok());
-    let (hour, minute, second) = (time.next()??, time.next()??, time.next()??);
-    if date.next().is_some()
-        || time.next().is_some()
-        || !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    // Days from the civil date (proleptic Gregorian), March-based years.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y - era * 400;
-    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
-    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000)
 }
 
 impl App {
