@@ -140,6 +140,8 @@ struct Task {
     /// The checkpoint request last answered or found answered (its file's
     /// modification time).
     request_seen: Option<std::time::SystemTime>,
+    /// When the task next looks at the checkpoint request file.
+    request_check_at: Instant,
     /// When the task next looks for a rebuild ready to take over.
     handover_check_at: Instant,
     /// Whether the task's records to go are in the progress total.
@@ -160,6 +162,9 @@ enum Pumped {
     Swap,
 }
 
+/// How often a task looks at the checkpoint request file (at commits and
+/// while idle).
+const REQUEST_CHECK_EVERY: Duration = Duration::from_millis(100);
 /// How often a task looks for a rebuild ready to take over.
 const HANDOVER_CHECK_EVERY: Duration = Duration::from_millis(100);
 /// How long a task waits, its input held, for a rebuild to reach it.
@@ -211,6 +216,7 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
         pending: Pending::new(),
         checkpointed: (Instant::now(), 0),
         request_seen: None,
+        request_check_at: Instant::now(),
         handover_check_at: Instant::now(),
         counted: false,
         busy: Duration::ZERO,
@@ -648,8 +654,14 @@ impl Task {
                 .interval
                 .is_some_and(|t| since.elapsed() >= t && records > 0);
         // A request is open while its token is not the task's answer
-        // (the files are read only when the request file changed).
-        let request = requested_at(paths);
+        // (the request file is looked at every REQUEST_CHECK_EVERY, and
+        // read only when it changed).
+        let request = if Instant::now() >= self.request_check_at {
+            self.request_check_at = Instant::now() + REQUEST_CHECK_EVERY;
+            requested_at(paths)
+        } else {
+            self.request_seen
+        };
         let mut token = None;
         if request.is_some() && request != self.request_seen {
             let asked = std::fs::read(&paths.request).unwrap_or_default();
