@@ -16,10 +16,8 @@ use tokio::net::TcpStream;
 
 mod support;
 
-use support::in_process::{
-    InProcessBroker, call, fetch_request, frame, one_record, produce_request,
-};
-use support::wire::exchange;
+use support::wire::{call, exchange, fetch_request, frame, produce_request};
+use support::{InProcessBroker, TIMESTAMP_MS, one_record};
 
 #[tokio::test]
 async fn api_versions_answers_every_version_and_lists_what_is_served() {
@@ -139,19 +137,6 @@ mod produce {
     use super::*;
     use kafka_protocol::messages::ProduceResponse;
 
-    fn request(
-        acks: i16,
-        topic: &str,
-        partition: i32,
-        records: Vec<u8>,
-    ) -> kafka_protocol::messages::ProduceRequest {
-        produce_request(acks, topic, partition, records)
-    }
-
-    fn batch(value: &str) -> Vec<u8> {
-        one_record(value.as_bytes(), 1_700_000_000_000)
-    }
-
     #[tokio::test]
     async fn produce_appends_with_every_acks_setting_and_refuses_bad_batches_whole() {
         let broker = InProcessBroker::start(BrokerConfig::default()).await;
@@ -167,7 +152,7 @@ mod produce {
             &mut stream,
             ApiKey::Produce,
             version,
-            &request(-1, "in", 1, batch("all")),
+            &produce_request(-1, "in", 1, one_record(b"all", TIMESTAMP_MS)),
         )
         .await;
         let partition = &response.responses[0].partition_responses[0];
@@ -178,7 +163,7 @@ mod produce {
             &mut stream,
             ApiKey::Produce,
             version,
-            &request(1, "in", 1, batch("one")),
+            &produce_request(1, "in", 1, one_record(b"one", TIMESTAMP_MS)),
         )
         .await;
         assert_eq!(response.responses[0].partition_responses[0].base_offset, 1);
@@ -189,7 +174,7 @@ mod produce {
                 ApiKey::Produce,
                 version,
                 5,
-                &request(0, "in", 1, batch("none")),
+                &produce_request(0, "in", 1, one_record(b"none", TIMESTAMP_MS)),
             ))
             .await
             .unwrap();
@@ -203,17 +188,17 @@ mod produce {
         assert_eq!(response.error_code, 0);
         assert_eq!(log.log_end_offset(), 3);
 
-        let mut corrupt = batch("bad");
+        let mut corrupt = one_record(b"bad", TIMESTAMP_MS);
         let last = corrupt.len() - 1;
         corrupt[last] ^= 1;
-        let mut old_magic = batch("old");
+        let mut old_magic = one_record(b"old", TIMESTAMP_MS);
         old_magic[16] = 1;
         for (records, code) in [(corrupt, 2), (old_magic, 43)] {
             let response: ProduceResponse = call(
                 &mut stream,
                 ApiKey::Produce,
                 version,
-                &request(1, "in", 1, records),
+                &produce_request(1, "in", 1, records),
             )
             .await;
             assert_eq!(
@@ -225,7 +210,7 @@ mod produce {
             &mut stream,
             ApiKey::Produce,
             version,
-            &request(1, "in", 7, batch("x")),
+            &produce_request(1, "in", 7, one_record(b"x", TIMESTAMP_MS)),
         )
         .await;
         assert_eq!(response.responses[0].partition_responses[0].error_code, 3);
@@ -233,7 +218,7 @@ mod produce {
             &mut stream,
             ApiKey::Produce,
             version,
-            &request(2, "in", 1, batch("x")),
+            &produce_request(2, "in", 1, one_record(b"x", TIMESTAMP_MS)),
         )
         .await;
         assert_eq!(
@@ -423,11 +408,12 @@ async fn the_broker_enforces_retention_on_its_interval() {
         ))
         .unwrap();
     log.append(&builder.build().unwrap()).unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while log.log_start_offset() == 0 {
-        assert!(std::time::Instant::now() < deadline, "retention never ran");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    support::wait_for(
+        "retention to run",
+        std::time::Duration::from_secs(20),
+        || log.log_start_offset() != 0,
+    )
+    .await;
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (1, 1));
     broker.stop().await;
 }

@@ -5,14 +5,11 @@
 
 mod support;
 
-use kafka_protocol::messages::{ApiKey, FetchResponse, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, FetchResponse};
 use strata::broker::BrokerConfig;
-use support::in_process::{
-    InProcessBroker, call, decode_response, fetch_request, frame, one_record, produce_request,
-    read_response,
-};
+use support::wire::{decode_response, fetch_request, frame, produce, read_response};
+use support::{InProcessBroker, one_record};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 /// The values of the records in a fetched partition's record bytes.
 fn values(records: Option<&bytes::Bytes>) -> Vec<Vec<u8>> {
@@ -20,12 +17,6 @@ fn values(records: Option<&bytes::Bytes>) -> Vec<Vec<u8>> {
         .into_iter()
         .map(|r| r.value.unwrap())
         .collect()
-}
-
-async fn produce(stream: &mut TcpStream, topic: &str, partition: i32, value: &[u8]) {
-    let request = produce_request(1, topic, partition, one_record(value, 1));
-    let response: ProduceResponse = call(stream, ApiKey::Produce, 9, &request).await;
-    assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
 }
 
 #[tokio::test]
@@ -55,14 +46,29 @@ async fn a_waiting_fetch_is_woken_by_appends_to_its_partitions_only() {
 
     // Appends elsewhere: another partition of the topic, another topic.
     for i in 0..5 {
-        produce(&mut producer, "watched", 0, format!("p0-{i}").as_bytes()).await;
-        produce(&mut producer, "elsewhere", 0, b"x").await;
+        let answer = produce(
+            &mut producer,
+            "watched",
+            0,
+            one_record(format!("p0-{i}").as_bytes(), 1),
+        )
+        .await;
+        assert_eq!(answer.0, 0);
+        let answer = produce(&mut producer, "elsewhere", 0, one_record(b"x", 1)).await;
+        assert_eq!(answer.0, 0);
     }
     assert_eq!(broker.metric("strata_fetch_wakeups_total").await, 0);
     assert_eq!(broker.metric("strata_fetches_waiting").await, 1);
 
     // An append to partition 2 answers the fetch with that record.
-    produce(&mut producer, "watched", 2, b"for-the-waiting-fetch").await;
+    let answer = produce(
+        &mut producer,
+        "watched",
+        2,
+        one_record(b"for-the-waiting-fetch", 1),
+    )
+    .await;
+    assert_eq!(answer.0, 0);
     let response = read_response(&mut consumer).await.expect("a response");
     let fetched: FetchResponse = decode_response(response, ApiKey::Fetch, 12, 1);
     let partitions = &fetched.responses[0].partitions;
@@ -101,7 +107,8 @@ async fn many_fetches_wait_on_one_partition_and_all_are_woken_by_one_append() {
         .wait_for_metric("strata_fetches_waiting", |n| n == CONSUMERS)
         .await;
     let mut producer = broker.connect().await;
-    produce(&mut producer, "shared", 0, b"for-everyone").await;
+    let answer = produce(&mut producer, "shared", 0, one_record(b"for-everyone", 1)).await;
+    assert_eq!(answer.0, 0);
     for (i, consumer) in consumers.iter_mut().enumerate() {
         let response = read_response(consumer).await.expect("a response");
         let fetched: FetchResponse = decode_response(response, ApiKey::Fetch, 12, i as i32);

@@ -25,6 +25,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use strata::broker::BrokerConfig;
 use strata::log::{LogConfig, LogManager};
+use support::InProcessBroker;
 use support::wire::{call, decode_response, frame, read_response};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -36,10 +37,10 @@ const ILLEGAL_GENERATION: i16 = 22;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const GROUP_ID_NOT_FOUND: i16 = 69;
 
-async fn start(dir: &std::path::Path) -> support::broker::InProcess {
+async fn start(dir: &std::path::Path) -> InProcessBroker {
     let mut config = BrokerConfig::default();
     config.groups.initial_rebalance_delay = std::time::Duration::ZERO;
-    support::broker::start_in(dir, config).await
+    InProcessBroker::start_in(dir, config).await
 }
 
 fn s(text: &str) -> StrBytes {

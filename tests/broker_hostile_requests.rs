@@ -7,6 +7,9 @@ mod support;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use support::wire::call_blocking;
+
 /// Size-prefixes a request body.
 fn frame(body: &[u8]) -> Vec<u8> {
     let mut out = (body.len() as i32).to_be_bytes().to_vec();
@@ -24,11 +27,13 @@ fn closes_without_answer(addr: &str, request: &[u8]) -> bool {
 
 fn api_versions_answers(addr: &str) -> bool {
     let mut stream = TcpStream::connect(addr).unwrap();
-    // ApiVersions v0: api key 18, version 0, correlation id 9, client id "t".
-    let body = [0, 18, 0, 0, 0, 0, 0, 9, 0, 1, b't'];
-    stream.write_all(&frame(&body)).unwrap();
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size).is_ok() && i32::from_be_bytes(size) > 0
+    let answer: std::io::Result<ApiVersionsResponse> = call_blocking(
+        &mut stream,
+        ApiKey::ApiVersions,
+        0,
+        &ApiVersionsRequest::default(),
+    );
+    answer.is_ok_and(|response| response.error_code == 0)
 }
 
 #[test]

@@ -4,50 +4,20 @@
 
 mod support;
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    ApiKey, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
-};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::messages::{ApiKey, ProduceResponse};
 use strata::log::{LogConfig, LogManager};
+use support::wire::{call_blocking, produce_request};
 
 const PRODUCERS: usize = 4;
 const PARTITIONS: i32 = 2;
 /// Acknowledged records to wait for before the kill.
 const ACKED_BEFORE_KILL: usize = 200;
 const TOPIC: &str = "durable";
-
-fn call<Req: Encodable, Resp: Decodable>(
-    stream: &mut TcpStream,
-    key: ApiKey,
-    version: i16,
-    request: &Req,
-) -> std::io::Result<Resp> {
-    let mut buf = BytesMut::new();
-    RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(1)
-        .encode(&mut buf, key.request_header_version(version))
-        .unwrap();
-    request.encode(&mut buf, version).unwrap();
-    stream.write_all(&(buf.len() as i32).to_be_bytes())?;
-    stream.write_all(&buf)?;
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size)?;
-    let mut body = vec![0u8; i32::from_be_bytes(size) as usize];
-    stream.read_exact(&mut body)?;
-    let mut body = Bytes::from(body);
-    ResponseHeader::decode(&mut body, key.response_header_version(version)).unwrap();
-    Ok(Resp::decode(&mut body, version).unwrap())
-}
 
 /// Produces single-record batches with acks=all until the connection
 /// breaks; records (partition, offset, value) of every acknowledgement.
@@ -63,22 +33,10 @@ fn produce_until_killed(
     for i in 0..100_000 {
         let value = format!("producer-{id}-record-{i}");
         let partition = (i % PARTITIONS as usize) as i32;
-        let request = ProduceRequest::default()
-            .with_acks(-1)
-            .with_timeout_ms(10_000)
-            .with_topic_data(vec![
-                TopicProduceData::default()
-                    .with_name(TopicName(StrBytes::from_string(TOPIC.into())))
-                    .with_partition_data(vec![
-                        PartitionProduceData::default()
-                            .with_index(partition)
-                            .with_records(Some(Bytes::from(support::batch(
-                                &[value.as_str()],
-                                1_700_000_000_000,
-                            )))),
-                    ]),
-            ]);
-        let Ok(response) = call::<_, ProduceResponse>(&mut stream, ApiKey::Produce, 9, &request)
+        let records = support::batch(&[value.as_str()], support::TIMESTAMP_MS);
+        let request = produce_request(-1, TOPIC, partition, records);
+        let Ok(response) =
+            call_blocking::<_, ProduceResponse>(&mut stream, ApiKey::Produce, 9, &request)
         else {
             return;
         };
@@ -111,11 +69,11 @@ fn sigkill_under_acks_all_load_loses_no_acknowledged_record() {
             std::thread::spawn(move || produce_until_killed(addr, id, acked, count))
         })
         .collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while count.load(Ordering::Relaxed) < ACKED_BEFORE_KILL {
-        assert!(Instant::now() < deadline, "producers stalled");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    support::wait_until(
+        "acknowledgements before the kill",
+        Duration::from_secs(60),
+        || count.load(Ordering::Relaxed) >= ACKED_BEFORE_KILL,
+    );
     server.child.kill().unwrap(); // SIGKILL, mid-load
     server.child.wait().unwrap();
     for producer in producers {

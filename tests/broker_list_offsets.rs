@@ -11,7 +11,8 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 use strata::broker::BrokerConfig;
 use strata::record::Compression;
-use support::in_process::{InProcessBroker, call, topic_name};
+use support::InProcessBroker;
+use support::wire::{call, topic_name};
 use tokio::net::TcpStream;
 
 /// (error code, offset, timestamp) for one partition and timestamp.

@@ -10,10 +10,8 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, FetchResponse, ProduceResponse,
 };
 use strata::broker::BrokerConfig;
-use support::in_process::{
-    InProcessBroker, decode_response, fetch_request, frame, one_record, produce_request,
-    read_response,
-};
+use support::wire::{decode_response, fetch_request, frame, produce_request, read_response};
+use support::{InProcessBroker, one_record};
 use tokio::io::AsyncWriteExt;
 
 #[tokio::test]

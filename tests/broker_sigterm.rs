@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use strata::log::{LogConfig, LogManager};
 
@@ -24,17 +24,16 @@ fn sigterm_shuts_the_broker_down_cleanly() {
         .status()
         .unwrap();
     assert!(sent.success());
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = server.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the broker did not stop on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let mut status = None;
+    support::wait_until(
+        "the broker to stop on SIGTERM",
+        Duration::from_secs(20),
+        || {
+            status = server.child.try_wait().unwrap();
+            status.is_some()
+        },
+    );
+    let status = status.expect("the broker stopped");
     assert!(status.success(), "{status}");
     assert!(dir.path().join(".clean-shutdown").exists());
 

@@ -16,7 +16,7 @@ use strata::client::{
 use strata::record::Compression;
 
 struct Running {
-    broker: support::broker::InProcess,
+    broker: support::InProcessBroker,
     _dir: tempfile::TempDir,
 }
 
@@ -26,7 +26,7 @@ async fn start() -> Running {
         auto_create_topics: false,
         ..BrokerConfig::default()
     };
-    let broker = support::broker::start_in(dir.path(), config).await;
+    let broker = support::InProcessBroker::start_in(dir.path(), config).await;
     Running { broker, _dir: dir }
 }
 

@@ -6,19 +6,21 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use strata::broker::BrokerConfig;
 use strata::client::{
     Admin, Assignor, ClientConfig, ClientError, Cluster, Consumer, ConsumerConfig, ConsumerRecord,
     OffsetReset, Producer, ProducerConfig, ProducerRecord, Rebalance, Seek, TopicPartition,
 };
-use support::member::{Member, wait_for};
+use support::member::Member;
+use support::wait::Deadline;
+use support::wait_for;
 
 const WAIT: Duration = Duration::from_secs(30);
 
 struct Running {
-    broker: support::broker::InProcess,
+    broker: support::InProcessBroker,
     _dir: tempfile::TempDir,
 }
 
@@ -29,7 +31,7 @@ async fn start() -> Running {
         ..BrokerConfig::default()
     };
     config.groups.initial_rebalance_delay = Duration::ZERO;
-    let broker = support::broker::start_in(dir.path(), config).await;
+    let broker = support::InProcessBroker::start_in(dir.path(), config).await;
     Running { broker, _dir: dir }
 }
 
@@ -90,14 +92,10 @@ fn value(record: &ConsumerRecord) -> String {
 
 /// Polls until `count` records arrived (or fails after a while).
 async fn poll_count(consumer: &mut Consumer, count: usize) -> Vec<ConsumerRecord> {
-    let deadline = Instant::now() + WAIT;
+    let deadline = Deadline::after(format!("{count} records"), WAIT);
     let mut got = Vec::new();
     while got.len() < count {
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {count} records",
-            got.len()
-        );
+        deadline.check(format_args!(" (only {} arrived)", got.len()));
         got.extend(consumer.poll(Duration::from_millis(200)).await.unwrap());
     }
     got

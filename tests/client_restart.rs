@@ -7,13 +7,14 @@ mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use strata::client::{
     Admin, ClientConfig, Cluster, Consumer, ConsumerConfig, FetchOptions, Fetcher, OffsetReset,
     Producer, ProducerConfig, ProducerRecord, Seek,
 };
 use support::ServerProcess;
+use support::wait::Deadline;
 
 const STRATA: &str = env!("CARGO_BIN_EXE_strata");
 const RECORDS: u64 = 20_000;
@@ -87,10 +88,10 @@ fn a_broker_killed_mid_produce_and_consume_loses_and_duplicates_nothing() {
         for p in 0..PARTITIONS {
             consumer.seek("steady", p, Seek::Beginning).await.unwrap();
         }
-        let deadline = Instant::now() + Duration::from_secs(120);
+        let deadline = Deadline::after(format!("{RECORDS} records"), Duration::from_secs(120));
         let mut read = Vec::new();
         while (read.len() as u64) < RECORDS {
-            assert!(Instant::now() < deadline, "read {} records", read.len());
+            deadline.check(format_args!(" (read {})", read.len()));
             // Errors while the broker is down are retried by the next poll.
             match consumer.poll(Duration::from_millis(200)).await {
                 Ok(records) => read.extend(records),
@@ -104,14 +105,11 @@ fn a_broker_killed_mid_produce_and_consume_loses_and_duplicates_nothing() {
     });
 
     // Kill the broker once a quarter of the records are acknowledged.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while acked.load(Ordering::Relaxed) < RECORDS / 4 {
-        assert!(
-            Instant::now() < deadline,
-            "the producer stalled before the kill"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    support::wait_until(
+        "a quarter of the records acknowledged",
+        Duration::from_secs(60),
+        || acked.load(Ordering::Relaxed) >= RECORDS / 4,
+    );
     server.kill_and_restart(STRATA, &data);
     let killed_at = acked.load(Ordering::Relaxed);
     assert!(killed_at < RECORDS, "the kill came after the run");

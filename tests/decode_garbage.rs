@@ -10,19 +10,29 @@
 //!   watched: the C codecs (lz4, zstd) allocate outside it;
 //! - a damaged byte under the CRC is always caught;
 //! - a log either refuses a damaged append and stays exactly as it was, or
-//!   accepts it and reads it back byte for byte.
+//!   accepts it and reads it back byte for byte;
+//! - the group decoders (a committed offset as stored, a consumer's
+//!   subscription and assignment as members exchange them) return their
+//!   typed error or a value that survives encoding and decoding again.
 //!
 //! Every property runs from a fixed seed so a failure reproduces.
 
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use support::{CODECS, as_stored};
 
+use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTopic;
+use kafka_protocol::messages::{
+    ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicName,
+};
+use kafka_protocol::protocol::{Encodable, StrBytes};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
+use strata::broker::group::offsets::{self, CommittedOffset};
+use strata::client::{ClientError, decode_assignment, decode_subscription};
 use strata::log::{LogConfig, LogError, PartitionLog};
 use strata::record::{
     BATCH_HEADER_BYTES, BatchBuilder, BatchHeader, Compression, Header, LOG_OVERHEAD_BYTES,
@@ -42,7 +52,13 @@ const CRC_COVERS_FROM: usize = 21;
 const SEED: u64 = 0x5eed_0f9a_4ba9;
 
 /// Remembers, per thread, the largest single allocation since the last reset.
+/// Allocations go to the broker's allocator, which serves a huge one with
+/// address space only: the protocol decoders reserve room for as many
+/// elements as a count claims, and a refused reservation aborts the process
+/// instead of failing the test.
 struct TrackingAllocator;
+
+static INNER: strata::broker::HugeReservingAllocator = strata::broker::HugeReservingAllocator;
 
 thread_local! {
     static LARGEST_ALLOCATION: Cell<usize> = const { Cell::new(0) };
@@ -53,31 +69,31 @@ fn note_allocation(size: usize) {
     let _ = LARGEST_ALLOCATION.try_with(|largest| largest.set(largest.get().max(size)));
 }
 
-// SAFETY: every call is forwarded unchanged to the system allocator; the
+// SAFETY: every call is forwarded unchanged to the inner allocator; the
 // bookkeeping touches only a const-initialized thread-local, which never
 // allocates.
 unsafe impl GlobalAlloc for TrackingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note_allocation(layout.size());
         // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
+        unsafe { INNER.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         note_allocation(layout.size());
         // SAFETY: same contract as the caller's.
-        unsafe { System.alloc_zeroed(layout) }
+        unsafe { INNER.alloc_zeroed(layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         note_allocation(new_size);
         // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { INNER.realloc(ptr, layout, new_size) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { INNER.dealloc(ptr, layout) }
     }
 }
 
@@ -642,12 +658,14 @@ fn batch_at(base: i64, records: usize) -> Vec<u8> {
 }
 
 #[test]
-fn validating_a_batch_based_at_the_top_of_the_offset_range_does_not_panic() {
+fn validating_a_batch_based_at_the_top_of_the_offset_range_accepts_its_records() {
     for (base, records) in [(i64::MAX, 2), (i64::MAX - 1, 3), (i64::MIN, 2)] {
         let bytes = batch_at(base, records);
         let batch = RecordBatch::parse_and_verify(&bytes).unwrap();
-        // Either verdict is defensible; an overflow panic is not.
-        let _ = batch.validate_records(DECOMPRESSED_BYTES_MAX);
+        // Validation checks the records, not the client's baseOffset: the
+        // log overwrites it on append (below), so it cannot overflow there.
+        let verdict = batch.validate_records(DECOMPRESSED_BYTES_MAX);
+        assert!(verdict.is_ok(), "base {base}: {verdict:?}");
     }
 }
 
@@ -669,27 +687,26 @@ fn a_log_assigns_its_own_offsets_whatever_base_offset_the_client_sent() {
     }
 }
 
-/// Opens a partition whose only segment file holds `segment`, as after a
-/// crash, and checks that whatever it serves is whole, CRC-valid batches at
-/// offsets a log could hold. Refusing to open is an acceptable outcome.
-fn recover(segment: &[u8]) {
+/// Opens a partition whose only segment file holds `first` and then
+/// `tail`, as after a crash, and checks that recovery cuts `tail` off: a
+/// batch whose offsets a segment based at 0 cannot hold is no more part of
+/// the log than garbage is.
+fn recover_cutting_the_tail(first: &[u8], tail: &[u8]) {
     let dir = tempfile::tempdir().unwrap();
+    let mut segment = first.to_vec();
+    segment.extend_from_slice(tail);
     std::fs::write(dir.path().join(strata::log::file_name(0, "log")), segment).unwrap();
     let config = LogConfig {
         index_interval_bytes: 1,
         ..log_config()
     };
-    let Ok(log) = PartitionLog::open(dir.path(), "garbage-0", config, false) else {
-        return;
-    };
-    let end = log.log_end_offset();
-    assert!(end >= 0, "the log ends at offset {end}");
-    let mut rest = &read_from(&log, 0)[..];
-    while !rest.is_empty() {
-        let batch = RecordBatch::parse_and_verify(rest).expect("a recovered batch is valid");
-        assert!(batch.header().base_offset < end);
-        rest = &rest[batch.size_bytes()..];
-    }
+    let log = PartitionLog::open(dir.path(), "garbage-0", config, false)
+        .expect("recovery cuts a bad tail instead of refusing the log");
+    let first_batch = RecordBatch::parse_and_verify(first).expect("a valid first batch");
+    assert_eq!(log.log_end_offset(), first_batch.header().last_offset() + 1);
+    assert_eq!(read_from(&log, 0), first, "only the first batch is served");
+    let truncation = log.recovery_report().truncation.clone();
+    assert!(truncation.is_some(), "the tail is reported as cut");
 }
 
 /// Bytes that cannot start a batch, so recovery searches past them for the
@@ -697,23 +714,21 @@ fn recover(segment: &[u8]) {
 const GARBAGE: [u8; 10] = [0xee; 10];
 
 #[test]
-fn recovering_a_segment_whose_offsets_jump_past_what_the_index_can_hold_does_not_panic() {
+fn recovering_a_segment_whose_offsets_jump_past_what_the_index_can_hold_cuts_the_jump() {
     for separator in [&[][..], &GARBAGE] {
-        let mut segment = batch_at(0, 1);
-        segment.extend_from_slice(separator);
-        segment.extend_from_slice(&batch_at(1 << 32, 1));
-        recover(&segment);
+        let mut tail = separator.to_vec();
+        tail.extend_from_slice(&batch_at(1 << 32, 1));
+        recover_cutting_the_tail(&batch_at(0, 1), &tail);
     }
 }
 
 #[test]
-fn recovering_a_segment_that_reaches_the_top_of_the_offset_range_does_not_panic() {
+fn recovering_a_segment_that_reaches_the_top_of_the_offset_range_cuts_the_batch_there() {
     for separator in [&[][..], &GARBAGE] {
         for (base, records) in [(i64::MAX, 1), (i64::MAX, 3), (i64::MAX - 1, 3)] {
-            let mut segment = batch_at(0, 1);
-            segment.extend_from_slice(separator);
-            segment.extend_from_slice(&batch_at(base, records));
-            recover(&segment);
+            let mut tail = separator.to_vec();
+            tail.extend_from_slice(&batch_at(base, records));
+            recover_cutting_the_tail(&batch_at(0, 1), &tail);
         }
     }
 }
@@ -728,13 +743,171 @@ fn opening_a_segment_named_at_the_top_of_the_offset_range_does_not_panic() {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join(strata::log::file_name(base, "log"));
             std::fs::write(path, batch_at(base, records)).unwrap();
-            if let Ok(log) = PartitionLog::open(dir.path(), "garbage-0", log_config(), clean) {
-                let (start, end) = (log.log_start_offset(), log.log_end_offset());
-                assert!(
-                    start <= end,
-                    "base {base}, clean {clean}: the log runs from {start} to {end}"
-                );
-            }
+            let opened = PartitionLog::open(dir.path(), "garbage-0", log_config(), clean);
+            let log = opened.unwrap_or_else(|e| panic!("base {base}, clean {clean}: {e}"));
+            let (start, end) = (log.log_start_offset(), log.log_end_offset());
+            assert_eq!(
+                (start, end),
+                (base, base),
+                "base {base}, clean {clean}: the log runs from {start} to {end}"
+            );
         }
     }
+}
+
+/// A committed offset encoded as the offset store writes it (the format
+/// drawn in `strata::broker::group::offsets`).
+fn encode_committed(committed: &CommittedOffset) -> Vec<u8> {
+    let mut value = vec![1u8];
+    value.extend_from_slice(&committed.offset.to_be_bytes());
+    value.extend_from_slice(&committed.leader_epoch.to_be_bytes());
+    value.extend_from_slice(&committed.commit_time_ms.to_be_bytes());
+    match &committed.metadata {
+        Some(text) => {
+            value.extend_from_slice(&(text.len() as i32).to_be_bytes());
+            value.extend_from_slice(text.as_bytes());
+        }
+        None => value.extend_from_slice(&(-1i32).to_be_bytes()),
+    }
+    value
+}
+
+fn committed_offset() -> impl Strategy<Value = CommittedOffset> {
+    (
+        edge_value(),
+        any::<i32>(),
+        prop::option::of(".{0,20}"),
+        edge_value(),
+    )
+        .prop_map(
+            |(offset, leader_epoch, metadata, commit_time_ms)| CommittedOffset {
+                offset,
+                leader_epoch,
+                metadata,
+                commit_time_ms,
+            },
+        )
+}
+
+/// Arbitrary bytes, or a valid encoding damaged.
+fn garbage_or_damaged(valid: impl Strategy<Value = Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..256),
+        (valid, prop::collection::vec(mutation(), 1..4))
+            .prop_map(|(bytes, mutations)| mutated(bytes, &mutations)),
+    ]
+}
+
+#[test]
+fn a_stored_group_offset_decodes_to_a_value_that_round_trips_or_to_a_malformed_value_error() {
+    let input = garbage_or_damaged(committed_offset().prop_map(|c| encode_committed(&c)));
+    runner(4_000)
+        .run(&input, |bytes| {
+            match offsets::decode(&bytes) {
+                Ok(committed) => {
+                    let again = offsets::decode(&encode_committed(&committed));
+                    prop_assert_eq!(again.ok(), Some(committed));
+                }
+                Err(error) => prop_assert!(
+                    error
+                        .to_string()
+                        .starts_with("group offset store: malformed offset value"),
+                    "{error}"
+                ),
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn every_stored_group_offset_decodes_to_itself() {
+    runner(1_000)
+        .run(&committed_offset(), |committed| {
+            let decoded = offsets::decode(&encode_committed(&committed));
+            prop_assert_eq!(decoded.ok(), Some(committed));
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// A subscription as a member sends it in JoinGroup (format version 0).
+fn encode_subscription(topics: &[String]) -> Vec<u8> {
+    let subscription = ConsumerProtocolSubscription::default().with_topics(
+        topics
+            .iter()
+            .map(|t| StrBytes::from_string(t.clone()))
+            .collect(),
+    );
+    let mut buf = bytes::BytesMut::new();
+    buf.extend_from_slice(&0i16.to_be_bytes());
+    subscription
+        .encode(&mut buf, 0)
+        .expect("subscription encodes");
+    buf.to_vec()
+}
+
+/// An assignment as the leader sends it in SyncGroup (format version 0).
+fn encode_assignment(partitions: &[(String, i32)]) -> Vec<u8> {
+    let mut by_topic: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
+    for (topic, partition) in partitions {
+        by_topic.entry(topic).or_default().push(*partition);
+    }
+    let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(
+        by_topic
+            .into_iter()
+            .map(|(topic, partitions)| {
+                AssignedTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                    .with_partitions(partitions)
+            })
+            .collect(),
+    );
+    let mut buf = bytes::BytesMut::new();
+    buf.extend_from_slice(&0i16.to_be_bytes());
+    assignment.encode(&mut buf, 0).expect("assignment encodes");
+    buf.to_vec()
+}
+
+fn topic() -> impl Strategy<Value = String> {
+    "[a-z.]{1,12}"
+}
+
+#[test]
+fn a_consumer_subscription_decodes_to_topics_that_round_trip_or_to_a_protocol_error() {
+    let valid = prop::collection::vec(topic(), 0..6).prop_map(|t| encode_subscription(&t));
+    runner(4_000)
+        .run(&garbage_or_damaged(valid), |bytes| {
+            match decode_subscription(&bytes) {
+                Ok(topics) => {
+                    let again = decode_subscription(&encode_subscription(&topics));
+                    prop_assert_eq!(again.ok(), Some(topics));
+                }
+                Err(error) => {
+                    prop_assert!(matches!(error, ClientError::Protocol(_)), "{error}");
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_consumer_assignment_decodes_to_partitions_that_round_trip_or_to_a_protocol_error() {
+    let valid =
+        prop::collection::vec((topic(), 0i32..64), 0..8).prop_map(|p| encode_assignment(&p));
+    runner(4_000)
+        .run(&garbage_or_damaged(valid), |bytes| {
+            match decode_assignment(&bytes) {
+                Ok(partitions) => {
+                    let again = decode_assignment(&encode_assignment(&partitions));
+                    prop_assert_eq!(again.ok(), Some(partitions));
+                }
+                Err(error) => {
+                    prop_assert!(matches!(error, ClientError::Protocol(_)), "{error}");
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
 }

@@ -10,18 +10,13 @@ mod support;
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::Bytes;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{
-    ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProduceRequest, ProduceResponse,
-    ProducerId, TopicName, TransactionalId,
-};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{ApiKey, InitProducerIdResponse, ProduceResponse};
 use strata::log::{BATCHES_PER_PRODUCER, LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord};
-use support::{ServerProcess, call};
+use support::wire::{call_blocking, init_producer_id_request, produce_answer, produce_request};
+use support::{ServerProcess, producer_batch};
 
 const TOPIC: &str = "exactly-once";
 /// Acknowledged batches to wait for before the kill.
@@ -32,15 +27,9 @@ const INVALID_PRODUCER_EPOCH: i16 = 47;
 
 /// (error code, producer id, epoch)
 fn init(stream: &mut TcpStream, transactional_id: Option<&str>) -> (i16, i64, i16) {
-    let request = InitProducerIdRequest::default()
-        .with_transactional_id(
-            transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.into()))),
-        )
-        .with_transaction_timeout_ms(60_000)
-        .with_producer_id(ProducerId(-1))
-        .with_producer_epoch(-1);
+    let request = init_producer_id_request(transactional_id, None);
     let response: InitProducerIdResponse =
-        call(stream, ApiKey::InitProducerId, 4, &request).unwrap();
+        call_blocking(stream, ApiKey::InitProducerId, 4, &request).unwrap();
     (
         response.error_code,
         response.producer_id.0,
@@ -53,34 +42,19 @@ fn value(i: i32) -> String {
 }
 
 fn batch(producer_id: i64, epoch: i16, sequence: i32) -> Vec<u8> {
-    let mut builder = BatchBuilder::new(Compression::Zstd).producer(producer_id, epoch, sequence);
-    builder
-        .push(NewRecord::new(
-            None,
-            value(sequence).as_bytes(),
-            1_700_000_000_000,
-        ))
-        .unwrap();
-    builder.build().unwrap()
+    producer_batch(
+        Compression::Zstd,
+        (producer_id, epoch),
+        sequence,
+        &[value(sequence)],
+    )
 }
 
 /// (error code, base offset), or the I/O error of a killed broker.
 fn produce(stream: &mut TcpStream, records: Vec<u8>) -> std::io::Result<(i16, i64)> {
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str(TOPIC)))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(0)
-                        .with_records(Some(Bytes::from(records))),
-                ]),
-        ]);
-    let response: ProduceResponse = call(stream, ApiKey::Produce, 9, &request)?;
-    let answer = &response.responses[0].partition_responses[0];
-    Ok((answer.error_code, answer.base_offset))
+    let request = produce_request(-1, TOPIC, 0, records);
+    let response: ProduceResponse = call_blocking(stream, ApiKey::Produce, 9, &request)?;
+    Ok(produce_answer(&response))
 }
 
 #[test]
@@ -122,11 +96,11 @@ fn idempotent_producer_state_and_producer_ids_survive_sigkill() {
             }
         })
     };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while acked.lock().unwrap().len() < ACKED_BEFORE_KILL {
-        assert!(Instant::now() < deadline, "the producer stalled");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+    support::wait_until(
+        "acknowledgements before the kill",
+        Duration::from_secs(60),
+        || acked.lock().unwrap().len() >= ACKED_BEFORE_KILL,
+    );
     server.child.kill().unwrap(); // SIGKILL
     server.child.wait().unwrap();
     producer.join().unwrap();

@@ -19,49 +19,32 @@ const NAME: &str = "idem-0";
 const TIMESTAMP: i64 = 1_700_000_000_000;
 
 /// A batch of `count` records from producer `id` at `epoch`, sequences from
-/// `first`.
+/// `first`, each naming its producer, epoch and sequence.
 fn producer_batch(id: i64, epoch: i16, first: i32, count: usize) -> Vec<u8> {
-    let mut builder = BatchBuilder::new(Compression::None).producer(id, epoch, first);
-    for i in 0..count {
-        let value = format!("p{id}-e{epoch}-s{}", i64::from(first) + i as i64);
-        builder
-            .push(NewRecord::new(None, value.as_bytes(), TIMESTAMP))
-            .unwrap();
-    }
-    builder.build().unwrap()
+    let values: Vec<String> = (0..count)
+        .map(|i| format!("p{id}-e{epoch}-s{}", i64::from(first) + i as i64))
+        .collect();
+    support::producer_batch(Compression::None, (id, epoch), first, &values)
 }
 
 /// Like [`producer_batch`], with records of 40 KiB.
 fn large_producer_batch(id: i64, epoch: i16, first: i32, count: usize) -> Vec<u8> {
-    let mut builder = BatchBuilder::new(Compression::None).producer(id, epoch, first);
-    let value = vec![b'v'; 40 << 10];
-    for _ in 0..count {
-        builder
-            .push(NewRecord::new(None, &value, TIMESTAMP))
-            .unwrap();
-    }
-    builder.build().unwrap()
-}
-
-fn append(log: &PartitionLog, bytes: Vec<u8>) -> Result<AppendInfo, LogError> {
-    log.append(&bytes)
+    let values = vec![vec![b'v'; 40 << 10]; count];
+    support::producer_batch(Compression::None, (id, epoch), first, &values)
 }
 
 fn values(log: &PartitionLog) -> Vec<String> {
-    read_all(log, log.log_start_offset())
-        .into_iter()
-        .map(|r| String::from_utf8(r.value.unwrap()).unwrap())
-        .collect()
+    support::values(&read_all(log, log.log_start_offset()))
 }
 
 #[test]
 fn a_resend_is_answered_with_the_original_offsets_and_not_stored_twice() {
     let dir = tempfile::tempdir().unwrap();
     let log = PartitionLog::open(dir.path(), NAME, small_config(), true).unwrap();
-    append(&log, support::batch(&["plain"], TIMESTAMP)).unwrap();
+    log.append(&support::batch(&["plain"], TIMESTAMP)).unwrap();
     let mut originals = Vec::new();
     for i in 0..6 {
-        let info = append(&log, producer_batch(7, 0, i * 3, 3)).unwrap();
+        let info = log.append(&producer_batch(7, 0, i * 3, 3)).unwrap();
         assert!(!info.duplicate);
         originals.push(info);
     }
@@ -69,7 +52,7 @@ fn a_resend_is_answered_with_the_original_offsets_and_not_stored_twice() {
     let stored = values(&log);
     // Each of the last five batches, resent, points at its original.
     for (i, original) in originals.iter().enumerate().skip(1) {
-        let again = append(&log, producer_batch(7, 0, i as i32 * 3, 3)).unwrap();
+        let again = log.append(&producer_batch(7, 0, i as i32 * 3, 3)).unwrap();
         assert!(again.duplicate, "batch {i}");
         assert_eq!(
             (again.base_offset, again.last_offset, again.record_count),
@@ -77,7 +60,7 @@ fn a_resend_is_answered_with_the_original_offsets_and_not_stored_twice() {
         );
     }
     // The sixth-newest is no longer remembered with its offsets.
-    let error = append(&log, producer_batch(7, 0, 0, 3)).unwrap_err();
+    let error = log.append(&producer_batch(7, 0, 0, 3)).unwrap_err();
     assert!(
         matches!(error, LogError::DuplicateSequence { .. }),
         "{error}"
@@ -91,10 +74,10 @@ fn a_resend_is_answered_with_the_original_offsets_and_not_stored_twice() {
 fn gaps_fenced_epochs_and_new_epochs_not_at_zero_are_refused_with_nothing_written() {
     let dir = tempfile::tempdir().unwrap();
     let log = PartitionLog::open(dir.path(), NAME, small_config(), true).unwrap();
-    append(&log, producer_batch(3, 1, 0, 2)).unwrap();
+    log.append(&producer_batch(3, 1, 0, 2)).unwrap();
     let end = log.log_end_offset();
     let size = log.size_bytes();
-    let gap = append(&log, producer_batch(3, 1, 3, 1)).unwrap_err();
+    let gap = log.append(&producer_batch(3, 1, 3, 1)).unwrap_err();
     assert!(
         matches!(
             gap,
@@ -106,7 +89,7 @@ fn gaps_fenced_epochs_and_new_epochs_not_at_zero_are_refused_with_nothing_writte
         ),
         "{gap}"
     );
-    let fenced = append(&log, producer_batch(3, 0, 2, 1)).unwrap_err();
+    let fenced = log.append(&producer_batch(3, 0, 2, 1)).unwrap_err();
     assert!(
         matches!(
             fenced,
@@ -118,7 +101,7 @@ fn gaps_fenced_epochs_and_new_epochs_not_at_zero_are_refused_with_nothing_writte
         ),
         "{fenced}"
     );
-    let new_epoch_late = append(&log, producer_batch(3, 2, 5, 1)).unwrap_err();
+    let new_epoch_late = log.append(&producer_batch(3, 2, 5, 1)).unwrap_err();
     assert!(
         matches!(new_epoch_late, LogError::OutOfOrderSequence { .. }),
         "{new_epoch_late}"
@@ -126,15 +109,15 @@ fn gaps_fenced_epochs_and_new_epochs_not_at_zero_are_refused_with_nothing_writte
     assert_eq!((log.log_end_offset(), log.size_bytes()), (end, size));
 
     // A new epoch at 0 is taken, and fences the old one.
-    append(&log, producer_batch(3, 2, 0, 1)).unwrap();
+    log.append(&producer_batch(3, 2, 0, 1)).unwrap();
     assert_eq!(log.producer_epoch(3), Some(2));
     assert!(matches!(
-        append(&log, producer_batch(3, 1, 2, 1)),
+        log.append(&producer_batch(3, 1, 2, 1)),
         Err(LogError::InvalidProducerEpoch { .. })
     ));
     // Batches without a producer id are never checked.
-    append(&log, support::batch(&["x"], TIMESTAMP)).unwrap();
-    append(&log, support::batch(&["x"], TIMESTAMP)).unwrap();
+    log.append(&support::batch(&["x"], TIMESTAMP)).unwrap();
+    log.append(&support::batch(&["x"], TIMESTAMP)).unwrap();
 }
 
 #[test]
@@ -143,21 +126,21 @@ fn a_buffer_of_several_batches_is_checked_whole_and_refused_whole() {
     let log = PartitionLog::open(dir.path(), NAME, small_config(), true).unwrap();
     let mut two = producer_batch(1, 0, 0, 2);
     two.extend(producer_batch(1, 0, 2, 2));
-    let info = append(&log, two.clone()).unwrap();
+    let info = log.append(&two).unwrap();
     assert_eq!((info.base_offset, info.last_offset), (0, 3));
     // Both resent together: one duplicate answer spanning both.
-    let again = append(&log, two).unwrap();
+    let again = log.append(&two).unwrap();
     assert!(again.duplicate);
     assert_eq!((again.base_offset, again.last_offset), (0, 3));
     // The second batch has a gap: the first, fine on its own, is not written.
     let mut gapped = producer_batch(1, 0, 4, 1);
     gapped.extend(producer_batch(1, 0, 9, 1));
     assert!(matches!(
-        append(&log, gapped),
+        log.append(&gapped),
         Err(LogError::OutOfOrderSequence { .. })
     ));
     assert_eq!(log.log_end_offset(), 4);
-    append(&log, producer_batch(1, 0, 4, 1)).unwrap();
+    log.append(&producer_batch(1, 0, 4, 1)).unwrap();
 }
 
 #[test]
@@ -168,7 +151,7 @@ fn transactional_and_control_batches_are_refused() {
         .producer(5, 0, 0)
         .transactional(true);
     builder.push(NewRecord::new(None, b"t", TIMESTAMP)).unwrap();
-    let error = append(&log, builder.build().unwrap()).unwrap_err();
+    let error = log.append(&builder.build().unwrap()).unwrap_err();
     assert!(
         matches!(error, LogError::TransactionalBatch { .. }),
         "{error}"
@@ -177,7 +160,7 @@ fn transactional_and_control_batches_are_refused() {
     let mut bad = producer_batch(5, 0, 0, 1);
     bad[53..57].copy_from_slice(&(-1i32).to_be_bytes()); // baseSequence
     reseal(&mut bad);
-    assert!(matches!(append(&log, bad), Err(LogError::InvalidBatch(_))));
+    assert!(matches!(log.append(&bad), Err(LogError::InvalidBatch(_))));
     assert_eq!(log.log_end_offset(), 0);
 }
 
@@ -208,14 +191,14 @@ fn producer_state_survives_a_clean_and_an_unclean_reopen() {
                 } else {
                     producer_batch(11, 4, i * 2, 2)
                 };
-                offsets.push(append(&log, batch).unwrap());
-                append(
-                    &log,
-                    support::batch(&["filler between producer batches"], TIMESTAMP),
-                )
+                offsets.push(log.append(&batch).unwrap());
+                log.append(&support::batch(
+                    &["filler between producer batches"],
+                    TIMESTAMP,
+                ))
                 .unwrap();
             }
-            append(&log, producer_batch(12, 0, 100, 1)).unwrap();
+            log.append(&producer_batch(12, 0, 100, 1)).unwrap();
             if clean {
                 log.close().unwrap();
             }
@@ -228,25 +211,25 @@ fn producer_state_survives_a_clean_and_an_unclean_reopen() {
         assert_eq!(load.producers, 2);
         let end = log.log_end_offset();
         let last = offsets.last().unwrap();
-        let again = append(&log, producer_batch(11, 4, 118, 2)).unwrap();
+        let again = log.append(&producer_batch(11, 4, 118, 2)).unwrap();
         assert!(again.duplicate, "clean={clean}");
         assert_eq!(again.base_offset, last.base_offset);
         assert!(matches!(
-            append(&log, producer_batch(11, 4, 121, 1)),
+            log.append(&producer_batch(11, 4, 121, 1)),
             Err(LogError::OutOfOrderSequence { .. })
         ));
         assert!(matches!(
-            append(&log, producer_batch(11, 3, 0, 1)),
+            log.append(&producer_batch(11, 3, 0, 1)),
             Err(LogError::InvalidProducerEpoch { .. })
         ));
         assert!(
-            append(&log, producer_batch(12, 0, 100, 1))
+            log.append(&producer_batch(12, 0, 100, 1))
                 .unwrap()
                 .duplicate
         );
         assert_eq!(log.log_end_offset(), end);
         assert!(
-            !append(&log, producer_batch(11, 4, 120, 1))
+            !log.append(&producer_batch(11, 4, 120, 1))
                 .unwrap()
                 .duplicate
         );
@@ -263,7 +246,7 @@ fn a_torn_tail_cut_by_recovery_leaves_its_batch_unknown_to_the_producer_state() 
     {
         let log = PartitionLog::open(dir.path(), NAME, config.clone(), true).unwrap();
         for i in 0..4 {
-            append(&log, producer_batch(2, 0, i * 5, 5)).unwrap();
+            log.append(&producer_batch(2, 0, i * 5, 5)).unwrap();
         }
         // Dropped without close: a crash. Then the last batch is torn.
     }
@@ -280,12 +263,12 @@ fn a_torn_tail_cut_by_recovery_leaves_its_batch_unknown_to_the_producer_state() 
     assert_eq!(log.log_end_offset(), 15);
     // The cut batch (sequences 15..=19) is not a duplicate: it is appended,
     // at the offset the cut freed.
-    let info = append(&log, producer_batch(2, 0, 15, 5)).unwrap();
+    let info = log.append(&producer_batch(2, 0, 15, 5)).unwrap();
     assert!(!info.duplicate);
     assert_eq!(info.base_offset, 15);
     // And the ones before it still are duplicates.
     assert_eq!(
-        append(&log, producer_batch(2, 0, 10, 5))
+        log.append(&producer_batch(2, 0, 10, 5))
             .unwrap()
             .base_offset,
         10
@@ -314,7 +297,7 @@ fn retention_keeps_producer_state_until_a_restart_forgets_deleted_producers() {
     resend.push(NewRecord::new(None, b"old", 1_000)).unwrap();
     assert!(log.append(&resend.build().unwrap()).unwrap().duplicate);
     assert!(matches!(
-        append(&log, producer_batch(8, 0, 5, 1)),
+        log.append(&producer_batch(8, 0, 5, 1)),
         Err(LogError::OutOfOrderSequence { .. })
     ));
     log.close().unwrap();
@@ -322,7 +305,7 @@ fn retention_keeps_producer_state_until_a_restart_forgets_deleted_producers() {
     // After a restart the producer is unknown: any sequence is accepted.
     let log = PartitionLog::open(dir.path(), NAME, config, true).unwrap();
     assert_eq!(log.producer_epoch(8), None);
-    assert!(!append(&log, producer_batch(8, 0, 5, 1)).unwrap().duplicate);
+    assert!(!log.append(&producer_batch(8, 0, 5, 1)).unwrap().duplicate);
 }
 
 #[test]

@@ -16,7 +16,7 @@ use std::path::Path;
 use anyhow::{Context, Result, ensure};
 use strata::log::{LogConfig, PartitionLog};
 use strata::record::{BATCH_HEADER_BYTES, BatchHeader, Compression};
-use support::{Stored, batch, batch_with, read_all, segment_logs, small_config};
+use support::{Stored, append_and_decode, batch, batch_with, read_all, segment_logs, small_config};
 use tempfile::TempDir;
 
 const NAME: &str = "events-0";
@@ -97,11 +97,6 @@ fn torn_batch() -> Vec<u8> {
     )
 }
 
-/// Appends `bytes` and returns the records as the log numbered them.
-fn append(log: &PartitionLog, bytes: Vec<u8>) -> Result<Vec<Stored>> {
-    support::append_and_decode(log, &bytes)
-}
-
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     for entry in fs::read_dir(from)? {
         let entry = entry?;
@@ -126,7 +121,7 @@ fn crash(config: LogConfig, last: LastBatch, flush_last: bool) -> Result<Crashed
     let log = PartitionLog::open(snapshot.path(), NAME, config.clone(), true)?;
     let mut kept = Vec::new();
     for i in 0..FILLER_BATCHES {
-        kept.extend(append(&log, filler(i))?);
+        kept.extend(append_and_decode(&log, &filler(i))?);
         // Flushes along the way put the recovery point inside the data.
         if i % 7 == 3 {
             log.flush()?;
@@ -146,9 +141,9 @@ fn crash(config: LogConfig, last: LastBatch, flush_last: bool) -> Result<Crashed
                 if active_len > 0 && active_len + len <= config.segment_bytes {
                     break;
                 }
-                kept.extend(append(&log, filler(i))?);
+                kept.extend(append_and_decode(&log, &filler(i))?);
             }
-            (append(&log, bytes)?, len)
+            (append_and_decode(&log, &bytes)?, len)
         }
         LastBatch::OpensSegment => {
             let mut found = None;
@@ -156,7 +151,7 @@ fn crash(config: LogConfig, last: LastBatch, flush_last: bool) -> Result<Crashed
                 let segments_before = log.segment_count();
                 let bytes = filler(i);
                 let len = bytes.len() as u64;
-                let records = append(&log, bytes)?;
+                let records = append_and_decode(&log, &bytes)?;
                 if log.segment_count() > segments_before {
                     found = Some((records, len));
                     break;
@@ -267,7 +262,7 @@ fn check_torn_at(crashed: &Crashed, cut_len: u64) -> Result<()> {
     assert_eq!(read_all(&log, 0), crashed.kept, "{at}");
 
     let next = batch(&["appended-after-recovery"], 9_000);
-    let appended = support::append_and_decode(&log, &next)?;
+    let appended = append_and_decode(&log, &next)?;
     assert_eq!(appended[0].offset, crashed.last_batch_offset, "{at}");
     let mut expected = crashed.kept.clone();
     expected.extend(appended);

@@ -61,33 +61,9 @@ fn seed() -> u64 {
     seed
 }
 
-/// The wordcount example binary, built (or brought up to date) first:
-/// `cargo test --test runtime_crash` alone does not build examples.
+/// The wordcount example, in this test's own profile.
 fn wordcount() -> PathBuf {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY
-        .get_or_init(|| {
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "--example", "wordcount"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .stderr(Stdio::null())
-                .status()
-                .expect("cargo runs");
-            assert!(status.success(), "building the wordcount example failed");
-            let exe = std::env::current_exe().expect("test binary path");
-            let profile_dir = exe
-                .parent()
-                .and_then(Path::parent)
-                .expect("target/<profile>");
-            let binary = profile_dir.join("examples").join("wordcount");
-            assert!(
-                binary.exists(),
-                "no wordcount example at {}",
-                binary.display()
-            );
-            binary
-        })
-        .clone()
+    support::example::example("wordcount")
 }
 
 /// One slice of the input: per partition of `lines`, its next lines.

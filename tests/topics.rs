@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, ensure};
 use strata::log::{LogConfig, LogError, LogManager, PARTITIONS_MAX};
+use support::append_values;
 
 fn overrides(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -39,17 +40,9 @@ fn tree(dir: &Path) -> BTreeSet<PathBuf> {
     paths
 }
 
-fn append_values(manager: &LogManager, topic: &str, partition: i32, values: &[&str]) {
-    let log = manager.partition(topic, partition).unwrap();
-    log.append(&support::batch(values, 1_000)).unwrap();
-}
-
 fn values(manager: &LogManager, topic: &str, partition: i32) -> Vec<String> {
     let log = manager.partition(topic, partition).unwrap();
-    support::read_all(&log, log.log_start_offset())
-        .into_iter()
-        .map(|r| String::from_utf8(r.value.unwrap()).unwrap())
-        .collect()
+    support::values(&support::read_all(&log, log.log_start_offset()))
 }
 
 fn names(manager: &LogManager) -> Vec<String> {

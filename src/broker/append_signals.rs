@@ -137,8 +137,22 @@ mod tests {
         let mut watch = AppendWatch::default();
         watch.push(signals.subscribe(topic, 0));
         signals.appended(topic, 0, 1);
-        // Completes at once: the append came after the subscription.
-        watch.appended().await;
+        // Completes at once: the append came after the subscription. The
+        // limit turns a lost wake-up into a failure instead of a hang.
+        tokio::time::timeout(std::time::Duration::from_secs(10), watch.appended())
+            .await
+            .expect("the append before the wait wakes it");
+    }
+
+    #[tokio::test]
+    async fn a_wait_without_an_append_stays_pending() {
+        let signals = AppendSignals::default();
+        let topic = Uuid::new_v4();
+        let mut watch = AppendWatch::default();
+        watch.push(signals.subscribe(topic, 0));
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(50), watch.appended()).await;
+        assert!(waited.is_err(), "woken without an append");
     }
 
     #[tokio::test]

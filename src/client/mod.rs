@@ -26,6 +26,8 @@ pub use consumer::{
     Assignor, Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, PartitionLag, Rebalance,
     RebalanceListener, Seek, TopicPartition,
 };
+#[doc(hidden)]
+pub use consumer::{decode_assignment, decode_subscription};
 pub use error::ClientError;
 pub use fetcher::{EARLIEST, FetchOptions, Fetched, Fetcher, LATEST};
 pub use producer::{

@@ -17,7 +17,8 @@ use strata::client::{
 
 use crate::broker::{Broker, TopicSpec};
 use crate::driver::{Client, Consumed, field, hex, unhex};
-use crate::support::member::{Member, wait_for};
+use crate::support::member::Member;
+use crate::support::wait_for;
 
 /// How long a group may take to settle here.
 const WAIT: Duration = Duration::from_secs(60);

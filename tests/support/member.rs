@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use strata::client::{Consumer, ConsumerRecord, Rebalance, TopicPartition};
 
@@ -60,15 +60,5 @@ impl Member {
     pub async fn stop(self) -> Consumer {
         self.stop.store(true, Ordering::Relaxed);
         self.task.await.unwrap()
-    }
-}
-
-/// Waits until `done()` holds; fails after `limit` (a guard against
-/// hanging, not a measure of speed).
-pub async fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -221,7 +221,8 @@ fn encode(committed: &CommittedOffset) -> Vec<u8> {
     value
 }
 
-fn decode(value: &[u8]) -> Result<CommittedOffset, OffsetStoreError> {
+#[doc(hidden)]
+pub fn decode(value: &[u8]) -> Result<CommittedOffset, OffsetStoreError> {
     let bad = |what: &str| OffsetStoreError(format!("malformed offset value: {what}"));
     if value.first() != Some(&FORMAT) {
         return Err(bad("unknown format"));

@@ -124,7 +124,8 @@ pub(crate) fn encode_subscription(topics: &[String]) -> Result<Bytes, ClientErro
 }
 
 /// The topics of a member's subscription, as received by the leader.
-pub(crate) fn decode_subscription(bytes: &[u8]) -> Result<Vec<String>, ClientError> {
+#[doc(hidden)]
+pub fn decode_subscription(bytes: &[u8]) -> Result<Vec<String>, ClientError> {
     let subscription: ConsumerProtocolSubscription = decode_versioned(bytes, "subscription")?;
     Ok(subscription
         .topics
@@ -154,7 +155,8 @@ pub(crate) fn encode_assignment(partitions: &[TopicPartition]) -> Result<Bytes, 
 
 /// The partitions of an assignment received from SyncGroup (empty bytes:
 /// nothing assigned).
-pub(crate) fn decode_assignment(bytes: &[u8]) -> Result<Vec<TopicPartition>, ClientError> {
+#[doc(hidden)]
+pub fn decode_assignment(bytes: &[u8]) -> Result<Vec<TopicPartition>, ClientError> {
     if bytes.is_empty() {
         return Ok(Vec::new());
     }

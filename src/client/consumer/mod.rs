@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 pub use assignor::{Assignor, TopicPartition};
+#[doc(hidden)]
+pub use assignor::{decode_assignment, decode_subscription};
 use group::{Membership, MembershipConfig};
 
 use super::admin::{commit_offsets, committed_offsets};

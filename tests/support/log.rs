@@ -1,0 +1,105 @@
+//! Writing to a log on disk and reading it back: opening topics, appending,
+//! reading partitions, listing segment files.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use strata::log::{LogConfig, LogManager, PartitionLog, Topic};
+
+use super::records::{Stored, batch, decode};
+
+/// The timestamp [`append_values`] gives its records.
+const APPENDED_AT_MS: i64 = 1_000;
+
+/// Opens the log in `data`, creates `topic` with `partitions` partitions
+/// and the topic `config` when it is missing, hands the topic to `write`,
+/// and closes the log.
+pub fn with_topic<T>(
+    data: &Path,
+    topic: &str,
+    partitions: i32,
+    config: &[(&str, &str)],
+    write: impl FnOnce(&Topic) -> T,
+) -> T {
+    let log = LogManager::open(data, LogConfig::default()).expect("log opens");
+    let found = match log.topic(topic) {
+        Some(found) => found,
+        None => {
+            let config = config
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            log.create_topic(topic, partitions, config)
+                .expect("topic created")
+        }
+    };
+    let written = write(&found);
+    drop(found);
+    log.close().expect("log closes");
+    written
+}
+
+/// Appends one uncompressed batch of `values` to a partition of an open
+/// log.
+pub fn append_values(log: &LogManager, topic: &str, partition: i32, values: &[&str]) {
+    let partition = log.partition(topic, partition).expect("partition exists");
+    partition
+        .append(&batch(values, APPENDED_AT_MS))
+        .expect("append succeeds");
+}
+
+/// A config with tiny segments and a dense index, so few records exercise
+/// rolling and index lookups.
+pub fn small_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 256,
+        ..LogConfig::default()
+    }
+}
+
+/// Every record from `offset` to the log end, decoded.
+pub fn read_all(log: &PartitionLog, offset: i64) -> Vec<Stored> {
+    let bytes = log
+        .read(offset, u64::MAX)
+        .expect("read succeeds")
+        .read_to_vec()
+        .expect("slices read");
+    decode(&bytes)
+}
+
+/// Appends `bytes` (one or more batches) and returns their records as the
+/// log stored them, at the offsets it assigned.
+pub fn append_and_decode(log: &PartitionLog, bytes: &[u8]) -> Result<Vec<Stored>> {
+    let info = log.append(bytes)?;
+    Ok(decode(&super::records::as_stored(bytes, info.base_offset)))
+}
+
+/// The `.log` files of a partition directory, oldest segment first.
+pub fn segment_logs(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut logs = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "log") {
+            logs.push(path);
+        }
+    }
+    logs.sort();
+    Ok(logs)
+}
+
+/// The base offsets of the segments in a partition directory, named by its
+/// `.log` files, in ascending order.
+pub fn segment_bases(dir: &Path) -> Result<Vec<i64>> {
+    let mut bases = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let name = entry?.file_name();
+        let name = name.to_string_lossy();
+        if let Some(stem) = name.strip_suffix(".log") {
+            bases.push(stem.parse()?);
+        }
+    }
+    bases.sort_unstable();
+    Ok(bases)
+}
