@@ -21,7 +21,7 @@ use crate::client::{ClientConfig, Cluster};
 pub use bench::BenchCommand;
 pub use consume::ConsumeArgs;
 pub use groups::GroupsCommand;
-pub use position::{StartAt, parse_rfc3339};
+pub use position::StartAt;
 pub use produce::ProduceArgs;
 pub use topics::TopicsCommand;
 

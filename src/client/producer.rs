@@ -36,7 +36,7 @@ use super::error::codes;
 use super::partitioner::partition_for_key;
 use super::produce_frame::{self, PartitionRecords};
 use super::{ClientError, Cluster};
-use crate::log::now_ms;
+use crate::time::now_ms;
 use crate::record::{BatchBuilder, Compression, Header, NewRecord};
 
 /// Newest Produce version this client sends (topics by name).
