@@ -11,6 +11,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::api::BrokerContext;
+use super::config::ACCEPT_RETRY_DELAY;
 use super::group::GroupCoordinator;
 use super::{BrokerConfig, BrokerError, connection};
 use crate::log::LogManager;
@@ -21,9 +22,6 @@ use crate::log::LogManager;
 const GROUPS_DIR: &str = "groups";
 /// How often group sessions and rebalance deadlines are checked.
 const GROUP_TICK: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Pause after a failed accept (e.g. out of file descriptors).
-pub(crate) const ACCEPT_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A bound, not yet serving, broker.
 pub struct Broker {

@@ -7,6 +7,7 @@
 //! UNSUPPORTED_VERSION so the client can retry with one it finds listed.
 
 mod api_versions;
+mod context;
 mod create_partitions;
 mod create_topics;
 mod delete_topics;
@@ -23,58 +24,18 @@ mod produce;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+pub use api_versions::SUPPORTED_APIS;
+pub use context::BrokerContext;
 pub(crate) use fetch::DataWait;
 
+use super::BrokerError;
 use super::fetch_frame::{Part, fetch_response};
-use super::group::{GroupCoordinator, JoinOutcome, Pending, SyncOutcome};
-use super::{BrokerConfig, BrokerError};
-use crate::log::LogManager;
-
-/// What every handler can reach.
-pub struct BrokerContext {
-    pub log: Arc<LogManager>,
-    pub config: BrokerConfig,
-    /// The port clients are told to use (the bound one, if 0 was asked for).
-    pub advertised_port: i32,
-    /// Per-partition wakeups for fetches that wait for data; produce signals
-    /// each partition it appends to, and so does an app appending to the
-    /// same log in this process.
-    pub appends: Arc<super::AppendSignals>,
-    pub metrics: super::Metrics,
-    pub groups: GroupCoordinator,
-}
-
-/// The APIs this broker serves. ApiVersions advertises exactly these, each
-/// over the full version range the protocol crate defines.
-pub const SUPPORTED_APIS: &[ApiKey] = &[
-    ApiKey::ApiVersions,
-    ApiKey::Metadata,
-    ApiKey::Produce,
-    ApiKey::Fetch,
-    ApiKey::ListOffsets,
-    ApiKey::CreateTopics,
-    ApiKey::DeleteTopics,
-    ApiKey::CreatePartitions,
-    ApiKey::DescribeConfigs,
-    ApiKey::DescribeLogDirs,
-    ApiKey::FindCoordinator,
-    ApiKey::JoinGroup,
-    ApiKey::SyncGroup,
-    ApiKey::Heartbeat,
-    ApiKey::LeaveGroup,
-    ApiKey::OffsetCommit,
-    ApiKey::OffsetFetch,
-    ApiKey::ListGroups,
-    ApiKey::DescribeGroups,
-    ApiKey::DeleteGroups,
-    ApiKey::InitProducerId,
-];
+use super::group::{JoinOutcome, Pending, SyncOutcome};
 
 /// Handles one request frame; returns the response frame (size prefix
 /// included), `None` when the request takes no response (Produce with
