@@ -34,6 +34,15 @@ impl Broker {
     /// Binds the listening socket.
     pub async fn bind(config: BrokerConfig, log: Arc<LogManager>) -> Result<Self, BrokerError> {
         config.check().map_err(BrokerError::Config)?;
+        if !super::huge_alloc::huge_claims_survivable() {
+            tracing::warn!(
+                "this process serves the Kafka protocol without \
+                 strata::broker::HugeReservingAllocator as its global allocator: a request \
+                 claiming an absurd array length will abort it; add \
+                 `#[global_allocator] static A: strata::broker::HugeReservingAllocator = \
+                 strata::broker::HugeReservingAllocator;` to the binary"
+            );
+        }
         // Everything the handlers need is opened before the port is, so a
         // client that can connect is served.
         let groups_dir = log.data_dir().join(GROUPS_DIR);
