@@ -121,92 +121,28 @@ fn run_on(manager: &LogManager, command: LogCommand) -> anyhow::Result<()> {
             manager.delete_topic(&name)?;
             writeln!(out, "deleted topic {name}")?;
         }
-        LogCommand::Describe => {
-            writeln!(
-                out,
-                "{:<30} {:>9} {:>12} {:>12} {:>9} {:>12}",
-                "TOPIC", "PARTITION", "LOG-START", "LOG-END", "SEGMENTS", "BYTES"
-            )?;
-            for topic in manager.topics() {
-                for (p, partition) in topic.partitions.iter().enumerate() {
-                    writeln!(
-                        out,
-                        "{:<30} {:>9} {:>12} {:>12} {:>9} {:>12}",
-                        topic.name(),
-                        p,
-                        partition.log_start_offset(),
-                        partition.log_end_offset(),
-                        partition.segment_count(),
-                        partition.size_bytes()
-                    )?;
-                    if let Some(corruption) = partition.corruption() {
-                        writeln!(out, "  CORRUPT: {corruption}")?;
-                    }
-                }
-            }
-        }
+        LogCommand::Describe => describe(manager, &mut out)?,
         LogCommand::Produce {
             topic,
             partition,
             key_separator,
             compression,
             batch_records,
-        } => {
-            let codec = Compression::from_name(&compression)
-                .with_context(|| format!("unknown compression '{compression}'"))?;
-            let log = manager.partition(&topic, partition)?;
-            let mut lines = Vec::new();
-            let mut appended = 0usize;
-            for line in std::io::stdin().lock().lines() {
-                lines.push(line.context("reading stdin")?);
-                if lines.len() >= batch_records.max(1) {
-                    appended += append_lines(&log, &lines, key_separator.as_deref(), codec)?;
-                    lines.clear();
-                }
-            }
-            appended += append_lines(&log, &lines, key_separator.as_deref(), codec)?;
-            log.flush()?;
-            writeln!(
-                out,
-                "appended {appended} records to {topic}-{partition}; log end offset {}",
-                log.log_end_offset()
-            )?;
-        }
+        } => produce(
+            manager,
+            &mut out,
+            topic,
+            partition,
+            key_separator,
+            compression,
+            batch_records,
+        )?,
         LogCommand::Consume {
             topic,
             partition,
             from,
             verbose,
-        } => {
-            let log = manager.partition(&topic, partition)?;
-            let mut offset = from.unwrap_or_else(|| log.log_start_offset());
-            while offset < log.log_end_offset() {
-                let bytes = log.read(offset, 1 << 20)?.read_to_vec()?;
-                let mut rest = &bytes[..];
-                while !rest.is_empty() {
-                    let batch = RecordBatch::parse_and_verify(rest)?;
-                    for record in batch.records(64 << 20)?.iter() {
-                        let record = record?;
-                        if record.offset < offset {
-                            continue;
-                        }
-                        let value = String::from_utf8_lossy(record.value.unwrap_or_default());
-                        if verbose {
-                            let key = record.key.map(String::from_utf8_lossy).unwrap_or_default();
-                            writeln!(
-                                out,
-                                "{}\t{}\t{key}\t{value}",
-                                record.offset, record.timestamp
-                            )?;
-                        } else {
-                            writeln!(out, "{value}")?;
-                        }
-                    }
-                    offset = batch.header().next_offset();
-                    rest = &rest[batch.size_bytes()..];
-                }
-            }
-        }
+        } => consume(manager, &mut out, topic, partition, from, verbose)?,
         LogCommand::OffsetForTime {
             topic,
             timestamp_ms,
@@ -222,49 +158,156 @@ fn run_on(manager: &LogManager, command: LogCommand) -> anyhow::Result<()> {
                 )?,
             }
         }
-        LogCommand::Verify => {
-            let mut corrupt = 0;
-            for topic in manager.topics() {
-                for partition in &topic.partitions {
-                    let found = partition
-                        .corruption()
-                        .map_or_else(|| partition.verify(), |c| Ok(Some(c)))?;
-                    match found {
-                        Some(corruption) => {
-                            corrupt += 1;
-                            writeln!(out, "{}: CORRUPT: {corruption}", partition.name())?;
-                        }
-                        None => writeln!(
-                            out,
-                            "{}: ok (offsets {}..{}, {} bytes)",
-                            partition.name(),
-                            partition.log_start_offset(),
-                            partition.log_end_offset(),
-                            partition.size_bytes()
-                        )?,
-                    }
-                }
-            }
-            out.flush()?;
-            if corrupt > 0 {
-                bail!("{corrupt} corrupt partition(s)");
+        LogCommand::Verify => verify(manager, &mut out)?,
+        LogCommand::Retention => retention(manager, &mut out)?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// One row per partition: offsets, segments, bytes, and any corruption.
+fn describe(manager: &LogManager, out: &mut impl Write) -> anyhow::Result<()> {
+    writeln!(
+        out,
+        "{:<30} {:>9} {:>12} {:>12} {:>9} {:>12}",
+        "TOPIC", "PARTITION", "LOG-START", "LOG-END", "SEGMENTS", "BYTES"
+    )?;
+    for topic in manager.topics() {
+        for (p, partition) in topic.partitions.iter().enumerate() {
+            writeln!(
+                out,
+                "{:<30} {:>9} {:>12} {:>12} {:>9} {:>12}",
+                topic.name(),
+                p,
+                partition.log_start_offset(),
+                partition.log_end_offset(),
+                partition.segment_count(),
+                partition.size_bytes()
+            )?;
+            if let Some(corruption) = partition.corruption() {
+                writeln!(out, "  CORRUPT: {corruption}")?;
             }
         }
-        LogCommand::Retention => {
-            let outcomes = manager.enforce_retention();
-            if outcomes.is_empty() {
-                writeln!(out, "nothing past retention")?;
+    }
+    Ok(())
+}
+
+/// Appends stdin to a partition, one record per line, in batches.
+fn produce(
+    manager: &LogManager,
+    out: &mut impl Write,
+    topic: String,
+    partition: i32,
+    key_separator: Option<String>,
+    compression: String,
+    batch_records: usize,
+) -> anyhow::Result<()> {
+    let codec = Compression::from_name(&compression)
+        .with_context(|| format!("unknown compression '{compression}'"))?;
+    let log = manager.partition(&topic, partition)?;
+    let mut lines = Vec::new();
+    let mut appended = 0usize;
+    for line in std::io::stdin().lock().lines() {
+        lines.push(line.context("reading stdin")?);
+        if lines.len() >= batch_records.max(1) {
+            appended += append_lines(&log, &lines, key_separator.as_deref(), codec)?;
+            lines.clear();
+        }
+    }
+    appended += append_lines(&log, &lines, key_separator.as_deref(), codec)?;
+    log.flush()?;
+    writeln!(
+        out,
+        "appended {appended} records to {topic}-{partition}; log end offset {}",
+        log.log_end_offset()
+    )?;
+    Ok(())
+}
+
+/// Prints a partition's records from `from` (default: the log start).
+fn consume(
+    manager: &LogManager,
+    out: &mut impl Write,
+    topic: String,
+    partition: i32,
+    from: Option<i64>,
+    verbose: bool,
+) -> anyhow::Result<()> {
+    let log = manager.partition(&topic, partition)?;
+    let mut offset = from.unwrap_or_else(|| log.log_start_offset());
+    while offset < log.log_end_offset() {
+        let bytes = log.read(offset, 1 << 20)?.read_to_vec()?;
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let batch = RecordBatch::parse_and_verify(rest)?;
+            for record in batch.records(64 << 20)?.iter() {
+                let record = record?;
+                if record.offset < offset {
+                    continue;
+                }
+                let value = String::from_utf8_lossy(record.value.unwrap_or_default());
+                if verbose {
+                    let key = record.key.map(String::from_utf8_lossy).unwrap_or_default();
+                    writeln!(
+                        out,
+                        "{}\t{}\t{key}\t{value}",
+                        record.offset, record.timestamp
+                    )?;
+                } else {
+                    writeln!(out, "{value}")?;
+                }
             }
-            for (partition, outcome) in outcomes {
-                writeln!(
+            offset = batch.header().next_offset();
+            rest = &rest[batch.size_bytes()..];
+        }
+    }
+    Ok(())
+}
+
+/// Reads every batch of every partition; fails if any partition is corrupt.
+fn verify(manager: &LogManager, out: &mut impl Write) -> anyhow::Result<()> {
+    let mut corrupt = 0;
+    for topic in manager.topics() {
+        for partition in &topic.partitions {
+            let found = partition
+                .corruption()
+                .map_or_else(|| partition.verify(), |c| Ok(Some(c)))?;
+            match found {
+                Some(corruption) => {
+                    corrupt += 1;
+                    writeln!(out, "{}: CORRUPT: {corruption}", partition.name())?;
+                }
+                None => writeln!(
                     out,
-                    "{partition}: deleted {} segments ({} bytes); log start now {}",
-                    outcome.segments_deleted, outcome.bytes_deleted, outcome.log_start_offset
-                )?;
+                    "{}: ok (offsets {}..{}, {} bytes)",
+                    partition.name(),
+                    partition.log_start_offset(),
+                    partition.log_end_offset(),
+                    partition.size_bytes()
+                )?,
             }
         }
     }
     out.flush()?;
+    if corrupt > 0 {
+        bail!("{corrupt} corrupt partition(s)");
+    }
+    Ok(())
+}
+
+/// Deletes segments past their topic's retention and says what went.
+fn retention(manager: &LogManager, out: &mut impl Write) -> anyhow::Result<()> {
+    let outcomes = manager.enforce_retention();
+    if outcomes.is_empty() {
+        writeln!(out, "nothing past retention")?;
+    }
+    for (partition, outcome) in outcomes {
+        writeln!(
+            out,
+            "{partition}: deleted {} segments ({} bytes); log start now {}",
+            outcome.segments_deleted, outcome.bytes_deleted, outcome.log_start_offset
+        )?;
+    }
     Ok(())
 }
 

@@ -54,6 +54,8 @@ pub use delivery::DeliveryFuture;
 pub(crate) use sender::PRODUCE_VERSION_MAX;
 pub use sender::init_producer_id;
 
+/// A batching, idempotent producer (see the module doc); cheap to share
+/// behind an `Arc`, its sender runs as a task of its own.
 pub struct Producer {
     inner: Arc<Inner>,
     sender: tokio::task::JoinHandle<()>,
