@@ -10,6 +10,7 @@
 //!   exactly-once RocksDB state and derived streams, on the embedded log or
 //!   any Kafka-protocol cluster; rebuilds, replays into versions, diffs,
 //!   promotion, checkpoints.
+//! - [`time`]: the wall clock and RFC 3339 date-times, shared by every layer.
 //!
 //! ```
 //! use strata::log::{LogConfig, LogManager};
@@ -45,3 +46,4 @@ pub mod codec;
 pub mod log;
 pub mod record;
 pub mod runtime;
+pub mod time;

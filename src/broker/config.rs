@@ -10,6 +10,10 @@ use std::net::SocketAddr;
 
 use crate::log::LogConfig;
 
+/// Pause after a failed accept (e.g. out of file descriptors), on the Kafka
+/// listener and the metrics listener alike.
+pub(crate) const ACCEPT_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// How a broker listens and what it allows.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {

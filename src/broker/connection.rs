@@ -335,6 +335,10 @@ async fn answer(
                     _ = shutdown.wait_for(|stop| *stop) => return None,
                 }
             }
+            Ok(Err(error)) if error.is_unserved_request() => {
+                tracing::warn!(?peer, "closing connection: {error}");
+                return None;
+            }
             Ok(Err(error)) => {
                 tracing::debug!(?peer, "closing connection: {error}");
                 return None;

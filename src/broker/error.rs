@@ -14,14 +14,47 @@ pub enum BrokerError {
     FrameTooLarge { size: i64, limit: usize },
     #[error("malformed request: {0}")]
     Malformed(String),
-    #[error("unknown API key {0}")]
-    UnknownApi(i16),
-    #[error("unsupported version {version} of API {api}")]
-    UnsupportedVersion { api: i16, version: i16 },
+    /// A request for an API this broker does not serve.
+    #[error(
+        "client {client_id:?} asked for API key {api} ({name}) version {version}, \
+         which this broker does not serve"
+    )]
+    UnknownApi {
+        api: i16,
+        name: String,
+        version: i16,
+        client_id: String,
+    },
+    /// A request for a served API at a version outside the served range.
+    #[error(
+        "client {client_id:?} asked for {name} (API key {api}) version {version}; \
+         this broker serves versions {min} to {max}"
+    )]
+    UnsupportedVersion {
+        api: i16,
+        name: String,
+        version: i16,
+        min: i16,
+        max: i16,
+        client_id: String,
+    },
     #[error("invalid broker configuration: {0}")]
     Config(String),
     #[error(transparent)]
     Log(#[from] LogError),
+}
+
+impl BrokerError {
+    /// Whether the client asked for an API or a version the broker does not
+    /// serve: the one reason to close a connection that the user of the
+    /// client must see to fix (upgrade or configure the client), so it is
+    /// logged at warn rather than debug.
+    pub fn is_unserved_request(&self) -> bool {
+        matches!(
+            self,
+            Self::UnknownApi { .. } | Self::UnsupportedVersion { .. }
+        )
+    }
 }
 
 /// Kafka's numbered error codes (a stable wire contract).

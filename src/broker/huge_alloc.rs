@@ -11,6 +11,11 @@
 //!
 //! Install it in a binary with
 //! `#[global_allocator] static A: HugeReservingAllocator = HugeReservingAllocator;`.
+//! `strata` does; an app binary that serves the protocol (`run --serve`)
+//! must too. A library cannot choose the process's allocator, so
+//! [`Broker::bind`](super::Broker::bind) checks with
+//! [`huge_claims_survivable`] and warns, naming this type, when the process
+//! would abort on such a request.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
@@ -57,6 +62,31 @@ unsafe impl GlobalAlloc for HugeReservingAllocator {
         // SAFETY: the block is the mapping `alloc` made for this size.
         unsafe { libc::munmap(ptr.cast(), layout.size()) };
     }
+}
+
+/// The size [`huge_claims_survivable`] asks for: beyond any real request,
+/// as large as what a claimed array length can make the decoder reserve.
+const PROBE_BYTES: usize = 1 << 40;
+
+/// Whether an allocation as large as a hostile length prefix can claim is
+/// answered rather than refused: true under [`HugeReservingAllocator`] (or
+/// a system that overcommits without limit), false under the default
+/// allocator on a system that refuses it — there such a request aborts the
+/// process. The probe reserves address space only and returns it at once.
+pub fn huge_claims_survivable() -> bool {
+    let Ok(layout) = Layout::from_size_align(PROBE_BYTES, page_size()) else {
+        return false;
+    };
+    // SAFETY: the layout has a non-zero size; the block, if any, is freed
+    // with the same layout and never touched.
+    unsafe {
+        let ptr = std::alloc::alloc(layout);
+        if ptr.is_null() {
+            return false;
+        }
+        std::alloc::dealloc(ptr, layout);
+    }
+    true
 }
 
 fn page_size() -> usize {

@@ -14,6 +14,7 @@ use kafka_protocol::messages::ApiKey;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+use super::config::ACCEPT_RETRY_DELAY;
 use super::group::GroupCoordinator;
 use crate::log::LogManager;
 
@@ -212,7 +213,7 @@ pub(crate) async fn serve(
     let render = std::sync::Arc::new(render);
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
-            tokio::time::sleep(super::server::ACCEPT_RETRY_DELAY).await;
+            tokio::time::sleep(ACCEPT_RETRY_DELAY).await;
             continue;
         };
         let render = std::sync::Arc::clone(&render);

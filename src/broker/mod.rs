@@ -35,6 +35,6 @@ mod server;
 pub use append_signals::AppendSignals;
 pub use config::{BrokerConfig, ConfigFile};
 pub use error::{BrokerError, ErrorCode};
-pub use huge_alloc::HugeReservingAllocator;
+pub use huge_alloc::{HugeReservingAllocator, huge_claims_survivable};
 pub use metrics::Metrics;
 pub use server::Broker;

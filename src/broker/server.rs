@@ -11,6 +11,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::api::BrokerContext;
+use super::config::ACCEPT_RETRY_DELAY;
 use super::group::GroupCoordinator;
 use super::{BrokerConfig, BrokerError, connection};
 use crate::log::LogManager;
@@ -21,9 +22,6 @@ use crate::log::LogManager;
 const GROUPS_DIR: &str = "groups";
 /// How often group sessions and rebalance deadlines are checked.
 const GROUP_TICK: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Pause after a failed accept (e.g. out of file descriptors).
-pub(crate) const ACCEPT_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A bound, not yet serving, broker.
 pub struct Broker {
@@ -36,6 +34,15 @@ impl Broker {
     /// Binds the listening socket.
     pub async fn bind(config: BrokerConfig, log: Arc<LogManager>) -> Result<Self, BrokerError> {
         config.check().map_err(BrokerError::Config)?;
+        if !super::huge_alloc::huge_claims_survivable() {
+            tracing::warn!(
+                "this process serves the Kafka protocol without \
+                 strata::broker::HugeReservingAllocator as its global allocator: a request \
+                 claiming an absurd array length will abort it; add \
+                 `#[global_allocator] static A: strata::broker::HugeReservingAllocator = \
+                 strata::broker::HugeReservingAllocator;` to the binary"
+            );
+        }
         // Everything the handlers need is opened before the port is, so a
         // client that can connect is served.
         let groups_dir = log.data_dir().join(GROUPS_DIR);

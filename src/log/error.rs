@@ -50,7 +50,7 @@ pub enum LogError {
         value: String,
         reason: String,
     },
-    #[error("invalid partition count {0}: must be between 1 and {max}", max = crate::log::PARTITIONS_MAX)]
+    #[error("invalid partition count {0}: must be between 1 and {max}", max = super::limits::PARTITIONS_MAX)]
     InvalidPartitionCount(i32),
     #[error("batch of {size} bytes exceeds max.message.bytes {limit}")]
     BatchTooLarge { size: usize, limit: usize },

@@ -29,11 +29,10 @@ use uuid::Uuid;
 
 use super::error::IoContext;
 use super::files::{list_dir, remove_if_exists, replace_durably, sync_dir};
-use super::partition_log::now_ms;
+use super::limits::PARTITIONS_MAX;
 use super::{LogConfig, LogError, PartitionLog, ProducerIds, RetentionOutcome};
+use crate::time::now_ms;
 
-/// Most partitions one topic may have.
-pub const PARTITIONS_MAX: i32 = 10_000;
 /// Longest topic name Kafka allows.
 const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// Largest topic metadata file read (names and a few config values).

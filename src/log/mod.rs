@@ -12,6 +12,7 @@ mod file_slice;
 pub(crate) mod files;
 mod group_commit;
 mod index_file;
+mod limits;
 mod log_manager;
 mod offset_index;
 mod partition_log;
@@ -22,14 +23,14 @@ mod recovery;
 mod segment;
 mod time_index;
 
+/// The clock lives in [`crate::time`]; this path stays for existing callers.
+pub use crate::time::now_ms;
 pub use config::{CONFIG_KEYS, LogConfig, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 pub use error::LogError;
 pub use file_slice::FileSlice;
-pub use log_manager::{
-    LogManager, PARTITIONS_MAX, Topic, TopicMetadata, peek_topic_metadata, validate_topic_name,
-};
+pub use limits::PARTITIONS_MAX;
+pub use log_manager::{LogManager, Topic, TopicMetadata, peek_topic_metadata, validate_topic_name};
 pub use offset_index::OffsetIndex;
-pub use partition_log::now_ms;
 pub use partition_log::{AppendInfo, LogRead, PartitionLog, RetentionOutcome};
 pub use peek::{
     peek_batches, peek_log_end_offset, peek_log_start_offset, peek_segment_max_timestamp,

@@ -19,9 +19,9 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::record::RecordBatch;
+use crate::time::now_ms;
 
 use super::error::IoContext;
 use super::files::sync_dir;
@@ -37,9 +37,9 @@ use super::{LogConfig, LogError, SEGMENT_BYTES_MAX};
 mod flush;
 mod producers;
 mod read;
+mod recovery_point;
 mod retention;
 
-use flush::read_recovery_point;
 pub use read::LogRead;
 pub use retention::RetentionOutcome;
 
@@ -90,13 +90,6 @@ pub struct PartitionLog {
     report: RecoveryReport,
 }
 
-/// Milliseconds since the Unix epoch (0 before it).
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 impl PartitionLog {
     /// Opens (or creates) the partition in `dir`. `clean` says the previous
     /// process shut down cleanly; otherwise every segment from the recovery
@@ -111,7 +104,7 @@ impl PartitionLog {
             .truncate(false)
             .open(dir.join(RECOVERY_POINT_FILE))
             .context(|| format!("opening recovery point of {name}"))?;
-        let recovery_point = read_recovery_point(&recovery_point_file);
+        let recovery_point = recovery_point::read(&recovery_point_file);
         let LoadedSegments {
             mut segments,
             mut report,

@@ -1,8 +1,9 @@
 //! Writing new v2 record batches.
 
-use super::batch::{
+use super::batch::seal_crc;
+use super::header::{
     BATCH_HEADER_BYTES, HeaderFields, LOG_OVERHEAD_BYTES, NO_PRODUCER_EPOCH, NO_PRODUCER_ID,
-    NO_SEQUENCE, attributes_for, seal_crc, write_header,
+    NO_SEQUENCE, attributes_for, write_header,
 };
 use super::records::Header;
 use super::varint::{varint_len, varlong_len, write_varint, write_varlong};
@@ -229,7 +230,7 @@ fn length_i32(len: usize) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{RecordBatch, TimestampType, batch::set_base_offset};
+    use crate::record::{RecordBatch, TimestampType, set_base_offset};
 
     fn sample(compression: Compression) -> Vec<u8> {
         let headers = [Header {

@@ -13,17 +13,18 @@ mod builder;
 mod compression;
 mod error;
 mod framing;
+mod header;
 mod records;
 mod varint;
 
-pub use batch::{
-    BATCH_HEADER_BYTES, BatchHeader, LOG_OVERHEAD_BYTES, MAGIC_V2, NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID, NO_SEQUENCE, RecordBatch, TimestampType, crc32c, set_base_offset,
-    set_partition_leader_epoch,
-};
+pub use batch::{RecordBatch, crc32c};
 pub use builder::{BatchBuilder, NewRecord};
 pub use compression::Compression;
 pub use error::RecordError;
+pub use header::{
+    BATCH_HEADER_BYTES, BatchHeader, LOG_OVERHEAD_BYTES, MAGIC_V2, NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID, NO_SEQUENCE, TimestampType, set_base_offset, set_partition_leader_epoch,
+};
 pub use records::{Header, Record, RecordIter, Records};
 
 /// Result alias for this module.

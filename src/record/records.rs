@@ -18,7 +18,7 @@
 
 use std::borrow::Cow;
 
-use super::batch::{BatchHeader, TimestampType};
+use super::header::{BatchHeader, TimestampType};
 use super::varint::{read_varint, read_varlong};
 use super::{Compression, RecordError, Result};
 

@@ -707,7 +707,7 @@ impl App {
                     let retention_ms = retention[&log_topic];
                     let expires_in_ms = match oldest_unread {
                         Some(newest) if retention_ms >= 0 => {
-                            Some(newest.saturating_add(retention_ms) - crate::log::now_ms())
+                            Some(newest.saturating_add(retention_ms) - crate::time::now_ms())
                         }
                         _ => None,
                     };

@@ -517,7 +517,7 @@ impl Task {
             topic: Arc::clone(&first.topic),
             partition: self.setup.partition,
             offset: -1,
-            timestamp: crate::log::now_ms(),
+            timestamp: crate::time::now_ms(),
             headers: Vec::new(),
         };
         let mut ctx = context(&mut self.state, &self.setup, &position);

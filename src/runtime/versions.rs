@@ -210,7 +210,7 @@ pub fn parse_start(from: &str) -> Result<StartAt, RuntimeError> {
         } else {
             format!("{from}Z")
         };
-    crate::cli::parse_rfc3339(&zoned)
+    crate::time::parse_rfc3339(&zoned)
         .map(StartAt::Timestamp)
         .ok_or_else(bad)
 }

@@ -7,7 +7,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Message, VersionRange};
 
-use super::SUPPORTED_APIS;
 use crate::broker::ErrorCode;
 
 pub(super) fn handle(_request: &ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
@@ -23,6 +22,32 @@ pub(super) fn unsupported_version() -> ApiVersionsResponse {
         .with_error_code(ErrorCode::UnsupportedVersion.code())
         .with_api_keys(supported())
 }
+
+/// The APIs this broker serves. ApiVersions advertises exactly these, each
+/// over the full version range the protocol crate defines.
+pub const SUPPORTED_APIS: &[ApiKey] = &[
+    ApiKey::ApiVersions,
+    ApiKey::Metadata,
+    ApiKey::Produce,
+    ApiKey::Fetch,
+    ApiKey::ListOffsets,
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
+    ApiKey::DescribeConfigs,
+    ApiKey::DescribeLogDirs,
+    ApiKey::FindCoordinator,
+    ApiKey::JoinGroup,
+    ApiKey::SyncGroup,
+    ApiKey::Heartbeat,
+    ApiKey::LeaveGroup,
+    ApiKey::OffsetCommit,
+    ApiKey::OffsetFetch,
+    ApiKey::ListGroups,
+    ApiKey::DescribeGroups,
+    ApiKey::DeleteGroups,
+    ApiKey::InitProducerId,
+];
 
 /// The versions of `key` served: the protocol crate's range, capped where
 /// its API table lists a version past the request schema it can decode

@@ -40,7 +40,7 @@ pub(super) fn offset_commit(
             .map(|s| s.as_str().to_string()),
     };
     let allowed = ctx.groups.check_commit(group, &committer, Instant::now());
-    let now_ms = wall_clock_ms();
+    let now_ms = crate::time::now_ms();
     // (topic response, partition response) of each offset to store.
     let mut to_store: Vec<(usize, usize)> = Vec::new();
     let mut offsets: Vec<PartitionOffset> = Vec::new();
@@ -281,10 +281,4 @@ fn laid_out<T, P>(
             topic(fetched.name, partitions)
         })
         .collect()
-}
-
-fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

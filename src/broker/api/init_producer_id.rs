@@ -19,7 +19,8 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
-use crate::log::{LogError, ProducerIdAndEpoch, now_ms};
+use crate::log::{LogError, ProducerIdAndEpoch};
+use crate::time::now_ms;
 
 /// The first version that has PRODUCER_FENCED.
 const PRODUCER_FENCED_SINCE_VERSION: i16 = 4;

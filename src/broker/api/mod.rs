@@ -7,6 +7,7 @@
 //! UNSUPPORTED_VERSION so the client can retry with one it finds listed.
 
 mod api_versions;
+mod context;
 mod create_partitions;
 mod create_topics;
 mod delete_topics;
@@ -23,58 +24,18 @@ mod produce;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+pub use api_versions::SUPPORTED_APIS;
+pub use context::BrokerContext;
 pub(crate) use fetch::DataWait;
 
+use super::BrokerError;
 use super::fetch_frame::{Part, fetch_response};
-use super::group::{GroupCoordinator, JoinOutcome, Pending, SyncOutcome};
-use super::{BrokerConfig, BrokerError};
-use crate::log::LogManager;
-
-/// What every handler can reach.
-pub struct BrokerContext {
-    pub log: Arc<LogManager>,
-    pub config: BrokerConfig,
-    /// The port clients are told to use (the bound one, if 0 was asked for).
-    pub advertised_port: i32,
-    /// Per-partition wakeups for fetches that wait for data; produce signals
-    /// each partition it appends to, and so does an app appending to the
-    /// same log in this process.
-    pub appends: Arc<super::AppendSignals>,
-    pub metrics: super::Metrics,
-    pub groups: GroupCoordinator,
-}
-
-/// The APIs this broker serves. ApiVersions advertises exactly these, each
-/// over the full version range the protocol crate defines.
-pub const SUPPORTED_APIS: &[ApiKey] = &[
-    ApiKey::ApiVersions,
-    ApiKey::Metadata,
-    ApiKey::Produce,
-    ApiKey::Fetch,
-    ApiKey::ListOffsets,
-    ApiKey::CreateTopics,
-    ApiKey::DeleteTopics,
-    ApiKey::CreatePartitions,
-    ApiKey::DescribeConfigs,
-    ApiKey::DescribeLogDirs,
-    ApiKey::FindCoordinator,
-    ApiKey::JoinGroup,
-    ApiKey::SyncGroup,
-    ApiKey::Heartbeat,
-    ApiKey::LeaveGroup,
-    ApiKey::OffsetCommit,
-    ApiKey::OffsetFetch,
-    ApiKey::ListGroups,
-    ApiKey::DescribeGroups,
-    ApiKey::DeleteGroups,
-    ApiKey::InitProducerId,
-];
+use super::group::{JoinOutcome, Pending, SyncOutcome};
 
 /// Handles one request frame; returns the response frame (size prefix
 /// included), `None` when the request takes no response (Produce with
@@ -95,19 +56,15 @@ pub(crate) fn handle(
     }
     let api = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let key = ApiKey::try_from(api)
-        .ok()
-        .filter(|key| SUPPORTED_APIS.contains(key))
-        .ok_or(BrokerError::UnknownApi(api))?;
-    let range = api_versions::served_versions(key);
-    if !(range.min..=range.max).contains(&version) {
-        if key == ApiKey::ApiVersions {
+    let key = match served_api(&frame, api, version)? {
+        Served::Yes(key) => key,
+        Served::ApiVersionsTooNew => {
+            let key = ApiKey::ApiVersions;
             let correlation_id = peek_correlation_id(&frame)?;
             return respond(key, 0, correlation_id, &api_versions::unsupported_version())
                 .map(|frame| Reply::Respond(vec![frame]));
         }
-        return Err(BrokerError::UnsupportedVersion { api, version });
-    }
+    };
     let header = RequestHeader::decode(&mut frame, key.request_header_version(version))
         .map_err(|e| BrokerError::Malformed(format!("request header: {e}")))?;
     let correlation_id = header.correlation_id;
@@ -300,7 +257,7 @@ pub(crate) fn handle(
                 &group_admin::delete_groups(ctx, &request),
             )?)
         }
-        _ => return Err(BrokerError::UnknownApi(api)),
+        _ => return Err(unknown_api(&frame, api, version)),
     };
     Ok(match response {
         Some(frame) => Reply::Respond(vec![frame]),
@@ -358,6 +315,85 @@ fn peek_correlation_id(frame: &Bytes) -> Result<i32, BrokerError> {
         })
 }
 
+/// Whether a request's API and version are served.
+#[derive(Debug, PartialEq, Eq)]
+enum Served {
+    Yes(ApiKey),
+    /// ApiVersions at a version outside the served range: answered in v0
+    /// with the list, so the client can pick a version from it.
+    ApiVersionsTooNew,
+}
+
+/// Checks the API key and version of `frame` before anything else of it is
+/// decoded. An API this broker does not serve, or a version outside its
+/// range (but for ApiVersions), is an error naming the client, the API and
+/// the version, for the warning the connection logs as it closes.
+fn served_api(frame: &Bytes, api: i16, version: i16) -> Result<Served, BrokerError> {
+    let Some(key) = ApiKey::try_from(api)
+        .ok()
+        .filter(|key| SUPPORTED_APIS.contains(key))
+    else {
+        return Err(unknown_api(frame, api, version));
+    };
+    let range = api_versions::served_versions(key);
+    if (range.min..=range.max).contains(&version) {
+        return Ok(Served::Yes(key));
+    }
+    if key == ApiKey::ApiVersions {
+        return Ok(Served::ApiVersionsTooNew);
+    }
+    Err(BrokerError::UnsupportedVersion {
+        api,
+        name: api_name(api),
+        version,
+        min: range.min,
+        max: range.max,
+        client_id: peek_client_id(frame),
+    })
+}
+
+/// Longest client id quoted in a log line; longer ones are cut.
+const LOGGED_CLIENT_ID_CHARS_MAX: usize = 128;
+
+/// The client id of a request, read without decoding the header: every
+/// request header from v1 on starts api key (2), api version (2),
+/// correlation id (4), then the client id as a non-compact nullable string
+/// (i16 length, -1 for null), even in the flexible v2 header. For log lines
+/// only, so anything unreadable is said as such rather than an error.
+fn peek_client_id(frame: &Bytes) -> String {
+    let Some(length) = frame
+        .get(8..10)
+        .map(|raw| i16::from_be_bytes([raw[0], raw[1]]))
+    else {
+        return "(no client id)".into();
+    };
+    let Ok(length) = usize::try_from(length) else {
+        return "(null client id)".into();
+    };
+    match frame.get(10..10 + length) {
+        Some(raw) => String::from_utf8_lossy(raw)
+            .chars()
+            .take(LOGGED_CLIENT_ID_CHARS_MAX)
+            .collect(),
+        None => "(truncated client id)".into(),
+    }
+}
+
+/// The protocol's name of an API key (`Produce`, `AddPartitionsToTxn`), or
+/// `unknown` for a key the protocol does not define.
+fn api_name(api: i16) -> String {
+    ApiKey::try_from(api).map_or_else(|()| "unknown".into(), |key| format!("{key:?}"))
+}
+
+fn unknown_api(frame: &Bytes, api: i16, version: i16) -> BrokerError {
+    BrokerError::UnknownApi {
+        api,
+        name: api_name(api),
+        version,
+        client_id: peek_client_id(frame),
+    }
+}
+
 fn decode<T: Decodable>(body: &mut Bytes, version: i16) -> Result<T, BrokerError> {
     T::decode(body, version).map_err(|e| BrokerError::Malformed(format!("request body: {e}")))
 }
@@ -381,4 +417,82 @@ fn respond<T: Encodable>(
         .map_err(|_| BrokerError::Malformed("response larger than 2 GiB".into()))?;
     out[..4].copy_from_slice(&size.to_be_bytes());
     Ok(Part::Bytes(out.to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request frame (no size prefix): api key, version, correlation id 7,
+    /// then `client_id` as a nullable string and nothing else.
+    fn request(api: i16, version: i16, client_id: Option<&str>) -> Bytes {
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&api.to_be_bytes());
+        frame.extend_from_slice(&version.to_be_bytes());
+        frame.extend_from_slice(&7i32.to_be_bytes());
+        match client_id {
+            Some(id) => {
+                frame.extend_from_slice(&(id.len() as i16).to_be_bytes());
+                frame.extend_from_slice(id.as_bytes());
+            }
+            None => frame.extend_from_slice(&(-1i16).to_be_bytes()),
+        }
+        Bytes::from(frame)
+    }
+
+    #[test]
+    fn an_unsupported_version_names_the_client_the_api_and_the_versions_served() {
+        let frame = request(ApiKey::Metadata as i16, 99, Some("billing-app"));
+        let error = served_api(&frame, 3, 99).unwrap_err();
+        assert!(error.is_unserved_request());
+        let message = error.to_string();
+        for part in ["\"billing-app\"", "Metadata", "API key 3", "version 99"] {
+            assert!(message.contains(part), "{message}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_api_key_names_the_client_and_the_key() {
+        let frame = request(ApiKey::AddPartitionsToTxn as i16, 3, Some("tx-app"));
+        let message = served_api(&frame, 24, 3).unwrap_err().to_string();
+        for part in [
+            "\"tx-app\"",
+            "API key 24",
+            "AddPartitionsToTxn",
+            "version 3",
+        ] {
+            assert!(message.contains(part), "{message}");
+        }
+        let unknown = served_api(&request(9999, 0, None), 9999, 0).unwrap_err();
+        assert!(unknown.to_string().contains("unknown"), "{unknown}");
+        assert!(
+            unknown.to_string().contains("(null client id)"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn served_apis_pass_and_a_too_new_api_versions_is_answered_not_refused() {
+        let metadata = request(ApiKey::Metadata as i16, 1, Some("c"));
+        assert_eq!(
+            served_api(&metadata, 3, 1).unwrap(),
+            Served::Yes(ApiKey::Metadata)
+        );
+        let api_versions = request(ApiKey::ApiVersions as i16, 99, Some("c"));
+        assert_eq!(
+            served_api(&api_versions, 18, 99).unwrap(),
+            Served::ApiVersionsTooNew
+        );
+    }
+
+    #[test]
+    fn a_client_id_past_the_frame_is_said_to_be_truncated() {
+        let mut frame = request(ApiKey::Metadata as i16, 99, Some("abc")).to_vec();
+        frame.truncate(frame.len() - 1);
+        assert_eq!(peek_client_id(&Bytes::from(frame)), "(truncated client id)");
+        assert_eq!(
+            peek_client_id(&Bytes::from_static(&[0, 3, 0, 1])),
+            "(no client id)"
+        );
+    }
 }

@@ -1,6 +1,13 @@
 //! The state machine, driven with explicit clock values (no sleeping).
 
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use super::offsets::*;
 use super::*;
+use crate::broker::ErrorCode;
 
 const SESSION: Duration = Duration::from_secs(10);
 const REBALANCE: Duration = Duration::from_secs(20);

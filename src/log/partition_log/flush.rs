@@ -1,10 +1,9 @@
 //! Durability of a partition: group-committed fdatasync and the recovery
 //! point that records how far it reached.
 
-use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use super::PartitionLog;
+use super::{PartitionLog, recovery_point};
 use crate::log::LogError;
 use crate::log::group_commit::Turn;
 
@@ -72,28 +71,12 @@ impl PartitionLog {
     }
 
     pub(super) fn write_recovery_point(&self, offset: i64) {
-        let mut raw = [0u8; 12];
-        raw[..8].copy_from_slice(&offset.to_be_bytes());
-        let crc = crate::record::crc32c(&raw[..8]);
-        raw[8..].copy_from_slice(&crc.to_be_bytes());
-        if let Err(e) = self.recovery_point.write_all_at(&raw, 0) {
+        if let Err(e) = self
+            .recovery_point
+            .write_all_at(&recovery_point::encode(offset), 0)
+        {
             // Only costs a longer recovery next time.
             tracing::warn!(partition = %self.name, "cannot record recovery point: {e}");
         }
-    }
-}
-
-pub(super) fn read_recovery_point(file: &File) -> i64 {
-    let mut raw = [0u8; 12];
-    if file.read_exact_at(&mut raw, 0).is_err() {
-        return 0;
-    }
-    let mut offset = [0u8; 8];
-    offset.copy_from_slice(&raw[..8]);
-    let stored = u32::from_be_bytes([raw[8], raw[9], raw[10], raw[11]]);
-    if crate::record::crc32c(&raw[..8]) == stored {
-        i64::from_be_bytes(offset).max(0)
-    } else {
-        0
     }
 }

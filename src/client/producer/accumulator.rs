@@ -1,0 +1,197 @@
+//! The accumulator: records gathered into one open batch per partition,
+//! closed (its sequence numbers fixed) when full or lingered, and queued in
+//! order for the sender. [`Inner`] is the state the producer's callers and
+//! its sender share, behind one mutex.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::{Notify, Semaphore};
+
+use super::config::ProducerConfig;
+use super::delivery::CompletionHandle;
+use crate::client::Cluster;
+use crate::record::BatchBuilder;
+
+/// Most bytes reserved up front for a new batch's records (a batch grows
+/// past this by doubling, as any Vec).
+pub(super) const BUILDER_RESERVE_BYTES_MAX: usize = 64 << 10;
+/// Most bytes a record adds to a batch beyond its key, value and headers
+/// (length, attributes, deltas and header count varints).
+pub(super) const RECORD_OVERHEAD_BYTES: usize = 21;
+
+/// Records gathered for one partition, not yet sent.
+pub(super) struct OpenBatch {
+    pub(super) builder: BatchBuilder,
+    pub(super) completion: CompletionHandle,
+    pub(super) records: usize,
+    /// What its records count against `buffer_bytes`.
+    pub(super) buffered: usize,
+    pub(super) started: Instant,
+}
+
+/// A closed batch: its bytes are fixed (sequence numbers included).
+pub(super) struct ClosedBatch {
+    /// Order among the partition's batches.
+    pub(super) id: u64,
+    /// Records and header fields, until the sender builds `bytes`.
+    pub(super) unbuilt: Option<BatchBuilder>,
+    pub(super) bytes: Bytes,
+    pub(super) completion: CompletionHandle,
+    pub(super) records: usize,
+    pub(super) buffered: usize,
+    /// Failed attempts so far.
+    pub(super) attempts: u32,
+}
+
+#[derive(Default)]
+pub(super) struct PartitionQueue {
+    pub(super) open: Option<OpenBatch>,
+    /// Batches to send, in `id` order.
+    pub(super) closed: VecDeque<ClosedBatch>,
+    /// Ids of the batches in flight.
+    pub(super) in_flight: std::collections::BTreeSet<u64>,
+    pub(super) next_sequence: i32,
+    pub(super) next_batch_id: u64,
+    /// After a failed attempt: not before this instant.
+    pub(super) retry_at: Option<Instant>,
+}
+
+/// Partition queues by topic, then partition: a send looks its queue up by
+/// the record's topic without allocating.
+#[derive(Default)]
+pub(super) struct Queues(HashMap<String, HashMap<i32, PartitionQueue>>);
+
+impl Queues {
+    pub(super) fn get_or_insert(&mut self, topic: &str, partition: i32) -> &mut PartitionQueue {
+        if !self.0.contains_key(topic) {
+            self.0.insert(topic.to_string(), HashMap::new());
+        }
+        self.0
+            .get_mut(topic)
+            .expect("inserted above")
+            .entry(partition)
+            .or_default()
+    }
+
+    pub(super) fn get_mut(&mut self, topic: &str, partition: i32) -> Option<&mut PartitionQueue> {
+        self.0.get_mut(topic)?.get_mut(&partition)
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&String, i32, &mut PartitionQueue)> {
+        self.0.iter_mut().flat_map(|(topic, queues)| {
+            queues
+                .iter_mut()
+                .map(move |(partition, queue)| (topic, *partition, queue))
+        })
+    }
+
+    pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut PartitionQueue> {
+        self.0.values_mut().flat_map(HashMap::values_mut)
+    }
+}
+
+pub(super) struct State {
+    pub(super) partitions: Queues,
+    /// The current partition of each topic for records without a key.
+    pub(super) sticky: HashMap<String, i32>,
+    pub(super) closing: bool,
+    /// Sends not yet answered (records queued or in flight).
+    pub(super) outstanding: usize,
+    /// Bytes of the records not yet answered (see `buffer_bytes`).
+    pub(super) buffered: usize,
+}
+
+pub(super) struct Inner {
+    pub(super) cluster: Arc<Cluster>,
+    pub(super) config: ProducerConfig,
+    pub(super) identity: (i64, i16),
+    pub(super) state: std::sync::Mutex<State>,
+    /// Wakes the sender: a batch filled, a send finished, a flush began.
+    pub(super) wake: Notify,
+    /// Wakes flushers when outstanding reaches zero.
+    pub(super) drained: Notify,
+    /// Wakes senders waiting for buffer space.
+    pub(super) space: Notify,
+    pub(super) per_broker: std::sync::Mutex<HashMap<i32, Arc<Semaphore>>>,
+}
+
+impl Inner {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn fits(&self, state: &State, record_bytes: usize) -> bool {
+        state.buffered == 0 || state.buffered + record_bytes <= self.config.buffer_bytes
+    }
+
+    /// Makes every open batch due now (their linger is cut short).
+    pub(super) fn make_due(&self, state: &mut State) {
+        for queue in state.partitions.values_mut() {
+            if let Some(open) = &mut queue.open {
+                open.started = Instant::now() - self.config.linger;
+            }
+        }
+    }
+
+    pub(super) fn broker_slots(&self, node: i32) -> Arc<Semaphore> {
+        let mut slots = self.per_broker.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(
+            slots
+                .entry(node)
+                .or_insert_with(|| Arc::new(Semaphore::new(self.config.max_in_flight))),
+        )
+    }
+
+    /// `count` records holding `buffered` bytes were answered.
+    pub(super) fn finish(&self, count: usize, buffered: usize) {
+        let mut state = self.lock();
+        state.outstanding -= count;
+        state.buffered -= buffered;
+        if state.outstanding == 0 {
+            self.drained.notify_waiters();
+        }
+        drop(state);
+        self.space.notify_waiters();
+    }
+}
+
+pub(super) fn random_partition(count: i32) -> i32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    // A cheap spread is enough: only balance matters for keyless records.
+    i32::try_from(nanos.wrapping_mul(2_654_435_761) % count.unsigned_abs()).unwrap_or(0)
+}
+
+/// Closes the partition's open batch: fixes its place (sequence numbers
+/// included) and queues it to be built and sent.
+pub(super) fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) {
+    let Some(open) = queue.open.take() else {
+        return;
+    };
+    let (pid, epoch) = inner.identity;
+    let count = i32::try_from(open.records).unwrap_or(i32::MAX);
+    let builder = if pid >= 0 {
+        let sequence = queue.next_sequence;
+        queue.next_sequence = sequence.wrapping_add(count) & i32::MAX;
+        open.builder.producer(pid, epoch, sequence)
+    } else {
+        open.builder
+    };
+    let id = queue.next_batch_id;
+    queue.next_batch_id += 1;
+    queue.closed.push_back(ClosedBatch {
+        id,
+        // Built (compressed, checksummed) by the sender, off the lock and
+        // off the sending caller's thread.
+        unbuilt: Some(builder),
+        bytes: Bytes::new(),
+        completion: open.completion,
+        records: open.records,
+        buffered: open.buffered,
+        attempts: 0,
+    });
+}
