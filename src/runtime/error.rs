@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use crate::client::ClientError;
 use crate::log::LogError;
 
+use super::layout::LayoutError;
 use super::processor::ProcessError;
 use super::state::StateError;
 
@@ -114,6 +115,16 @@ pub enum RuntimeError {
         context: String,
         error: std::io::Error,
     },
+}
+
+impl From<LayoutError> for RuntimeError {
+    fn from(error: LayoutError) -> Self {
+        match error {
+            LayoutError::Locked { path, why } => Self::Locked { path, why },
+            LayoutError::Io { context, error } => Self::Io { context, error },
+            LayoutError::Log(error) => Self::Log(error),
+        }
+    }
 }
 
 impl RuntimeError {

@@ -32,7 +32,30 @@
 
 use std::path::{Path, PathBuf};
 
-use super::error::RuntimeError;
+use crate::log::LogError;
+
+/// What can go wrong with the files and locks of a state directory.
+#[derive(Debug, thiserror::Error)]
+pub enum LayoutError {
+    /// Another process holds the lock; `why` says what holds it and what
+    /// to do instead.
+    #[error("{path} is locked: {why}")]
+    Locked { path: PathBuf, why: String },
+    #[error("{context}: {error}")]
+    Io {
+        context: String,
+        error: std::io::Error,
+    },
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+impl LayoutError {
+    fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        let context = context.into();
+        move |error| Self::Io { context, error }
+    }
+}
 
 /// The lock file of a version's running process.
 const RUNNING: &str = ".running";
@@ -185,12 +208,12 @@ pub fn checkpoints(dir: &Path) -> std::io::Result<Vec<(i64, PathBuf)>> {
 }
 
 /// The task directories of one processor, by partition.
-pub(crate) fn task_dirs(processor_dir: &Path) -> Result<Vec<(i32, PathBuf)>, RuntimeError> {
+pub(crate) fn task_dirs(processor_dir: &Path) -> Result<Vec<(i32, PathBuf)>, LayoutError> {
     let entries = match std::fs::read_dir(processor_dir) {
         Ok(entries) => entries,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(error) => {
-            return Err(RuntimeError::io(format!(
+            return Err(LayoutError::io(format!(
                 "listing {}",
                 processor_dir.display()
             ))(error));
@@ -227,16 +250,16 @@ pub(crate) fn has_database(dir: &Path) -> bool {
 }
 
 /// Writes a small file whole: aside, then renamed into place.
-pub(crate) fn write_whole(path: &Path, contents: &str) -> Result<(), RuntimeError> {
+pub(crate) fn write_whole(path: &Path, contents: &str) -> Result<(), LayoutError> {
     let partial = beside(path, ".partial");
     std::fs::write(&partial, contents)
         .and_then(|()| std::fs::rename(&partial, path))
-        .map_err(RuntimeError::io(format!("writing {}", path.display())))
+        .map_err(LayoutError::io(format!("writing {}", path.display())))
 }
 
 /// Holds `<state_dir>/.running` locked while the app runs: one process per
 /// version's state at a time, and a way for other commands to tell.
-pub(crate) fn lock_running(state_dir: &Path) -> Result<Lock, RuntimeError> {
+pub(crate) fn lock_running(state_dir: &Path) -> Result<Lock, LayoutError> {
     lock_exclusive(&running_lock(state_dir), || {
         format!(
             "another process is running this app on {} (its state is in use); stop it first",
@@ -246,7 +269,7 @@ pub(crate) fn lock_running(state_dir: &Path) -> Result<Lock, RuntimeError> {
 }
 
 /// Holds `<state>/rebuild/.lock` while a rebuild runs.
-pub(crate) fn lock_rebuilds(state_dir: &Path) -> Result<Lock, RuntimeError> {
+pub(crate) fn lock_rebuilds(state_dir: &Path) -> Result<Lock, LayoutError> {
     lock_exclusive(&rebuild_lock(state_dir), || {
         format!(
             "another rebuild of {} is running; wait for it to end",
@@ -257,19 +280,19 @@ pub(crate) fn lock_rebuilds(state_dir: &Path) -> Result<Lock, RuntimeError> {
 
 /// Locks `path` (created, with its directory, if missing) for this process
 /// until the returned lock is dropped; `busy` says why not when another
-/// holds it ([`RuntimeError::Locked`]).
+/// holds it ([`LayoutError::Locked`]).
 pub(crate) fn lock_exclusive(
     path: &Path,
     busy: impl FnOnce() -> String,
-) -> Result<Lock, RuntimeError> {
+) -> Result<Lock, LayoutError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
-            .map_err(RuntimeError::io(format!("creating {}", dir.display())))?;
+            .map_err(LayoutError::io(format!("creating {}", dir.display())))?;
     }
     let file = std::fs::File::create(path)
-        .map_err(RuntimeError::io(format!("creating {}", path.display())))?;
+        .map_err(LayoutError::io(format!("creating {}", path.display())))?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(|_| {
-        RuntimeError::Locked {
+        LayoutError::Locked {
             path: path.to_path_buf(),
             why: busy(),
         }
@@ -286,7 +309,7 @@ pub(crate) fn is_locked(path: &Path) -> bool {
 }
 
 /// Syncs the directory holding `path` (after a rename in it).
-pub(crate) fn sync_parent(path: &Path) -> Result<(), RuntimeError> {
+pub(crate) fn sync_parent(path: &Path) -> Result<(), LayoutError> {
     Ok(crate::log::files::sync_dir(
         path.parent().unwrap_or(Path::new(".")),
     )?)

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::runtime::error::RuntimeError;
-use crate::runtime::layout::{self, checkpoints, lock_running, task_dirs};
+use crate::runtime::layout::{self, LayoutError, checkpoints, lock_running, task_dirs};
 use crate::runtime::location::Location;
 use crate::runtime::state::TaskState;
 use crate::runtime::topology::App;
@@ -52,8 +52,8 @@ pub async fn checkpoint(
     let lock = match lock_running(root) {
         Ok(lock) => Some(lock),
         // Held: the app runs (or a rebuild holds it for its swap).
-        Err(RuntimeError::Locked { .. }) => None,
-        Err(error) => return Err(error),
+        Err(LayoutError::Locked { .. }) => None,
+        Err(error) => return Err(error.into()),
     };
     if lock.is_some() {
         for (processor, partition, dir) in &tasks {

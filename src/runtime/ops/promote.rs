@@ -4,7 +4,7 @@
 //! the version it started with.
 
 use crate::runtime::error::RuntimeError;
-use crate::runtime::layout::lock_running;
+use crate::runtime::layout::{LayoutError, lock_running};
 use crate::runtime::location::Location;
 use crate::runtime::topology::App;
 use crate::runtime::versions::{LIVE, Version, Versions};
@@ -31,24 +31,24 @@ pub fn promote(app: &App, location: &Location, name: &str) -> Result<Promoted, R
         return Ok(Promoted::AlreadyLive(next));
     }
     let _current = lock_running(&current.state_dir).map_err(|error| match error {
-        RuntimeError::Locked { path, .. } => RuntimeError::Locked {
+        LayoutError::Locked { path, .. } => RuntimeError::Locked {
             path,
             why: format!(
                 "the live version {} is running; stop it, promote, then start it again",
                 current.name
             ),
         },
-        error => error,
+        error => error.into(),
     })?;
     let _next = lock_running(&next.state_dir).map_err(|error| match error {
-        RuntimeError::Locked { path, .. } => RuntimeError::Locked {
+        LayoutError::Locked { path, .. } => RuntimeError::Locked {
             path,
             why: format!(
                 "version {} is running (a replay?); stop it first",
                 next.name
             ),
         },
-        error => error,
+        error => error.into(),
     })?;
     let previous = versions.promote(name)?;
     let (app, _) = app.as_version(location, &next);

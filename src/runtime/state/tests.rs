@@ -1,6 +1,7 @@
 //! Unit tests of `TaskState`: runs, commits, the outbox, read-only opening.
 
 use super::*;
+use crate::record::{NewRecord, RecordBatch};
 
 fn open(dir: &Path) -> TaskState {
     let mut state = TaskState::open(dir, &["counts", "users"], false).unwrap();

@@ -30,7 +30,7 @@ use crate::runtime::error::RuntimeError;
 use crate::runtime::layout::{self, write_whole};
 
 use super::Task;
-use super::swap::rebuilt_offsets;
+use crate::runtime::state::{StateError, TaskState};
 
 /// How long a task waits, its input held, for a rebuild to reach it.
 pub(crate) const HOLD_MAX: Duration = Duration::from_secs(60);
@@ -77,7 +77,7 @@ impl Handover {
 
     /// The live task's word on the handover, for the rebuild to report.
     pub fn report(&self, outcome: &str) -> Result<(), RuntimeError> {
-        write_whole(&self.outcome, outcome)
+        Ok(write_whole(&self.outcome, outcome)?)
     }
 
     /// Whether a rebuild process holds the rebuild lock now.
@@ -87,7 +87,7 @@ impl Handover {
 
     /// Marks the rebuild ready, as this process.
     pub fn announce(&self) -> Result<(), RuntimeError> {
-        write_whole(&self.ready, &std::process::id().to_string())
+        Ok(write_whole(&self.ready, &std::process::id().to_string())?)
     }
 
     /// Whether a rebuild is ready and still running (a stale `.ready` is
@@ -114,6 +114,17 @@ pub(crate) fn encode_offsets(offsets: &BTreeMap<String, i64>) -> String {
 #[doc(hidden)]
 pub fn decode_offsets(text: &str) -> Option<BTreeMap<String, i64>> {
     serde_json::from_str(text).ok()
+}
+
+/// The input offsets of a rebuilt state, if it has committed any.
+pub(crate) fn rebuilt_offsets(
+    rebuilt: &Path,
+) -> Result<Option<BTreeMap<String, i64>>, RuntimeError> {
+    match TaskState::open_read_only(rebuilt) {
+        Ok(state) => Ok(Some(state.input_offsets())),
+        Err(StateError::NeverOpened(_)) => Ok(None),
+        Err(error) => Err(error.into()),
+    }
 }
 
 fn remove_file(path: &Path) -> Result<(), RuntimeError> {

@@ -12,12 +12,11 @@
 //! A live task swaps during the handover (see `handover`); when the app is
 //! not running, the rebuild swaps itself, holding the app's run lock.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::runtime::error::RuntimeError;
 use crate::runtime::layout::{self, replaced_state_dir, sync_parent};
-use crate::runtime::state::{StateError, TaskState};
+use crate::runtime::state::TaskState;
 
 use super::handover::{Handover, SWAPPED};
 
@@ -42,17 +41,6 @@ pub(crate) fn recover(live: &Path, rebuilt: &Path) -> Result<(), RuntimeError> {
         files.clear()?;
     }
     Ok(())
-}
-
-/// The input offsets of a rebuilt state, if it has committed any.
-pub(crate) fn rebuilt_offsets(
-    rebuilt: &Path,
-) -> Result<Option<BTreeMap<String, i64>>, RuntimeError> {
-    match TaskState::open_read_only(rebuilt) {
-        Ok(state) => Ok(Some(state.input_offsets())),
-        Err(StateError::NeverOpened(_)) => Ok(None),
-        Err(error) => Err(error.into()),
-    }
 }
 
 /// Puts the rebuilt state in place of `live_state` (open on `live`, which
