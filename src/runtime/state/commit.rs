@@ -3,11 +3,12 @@
 //! write batch, begun on the writer thread ([`TaskState::begin_commit`])
 //! and settled later ([`TaskState::settle`]).
 //!
-//! Invariants (asserted): at most one commit is in flight; no commit adds
-//! more than [`OUTBOX_BATCHES_PER_PARTITION_MAX`] batches to one derived
-//! partition; input offsets never move back; once settled, the offsets in
-//! the database are the offsets the commit wrote. A failed write poisons
-//! the state: nothing more is committed until it is reopened.
+//! Invariants (asserted): at most one commit is in flight; input offsets
+//! never move back; once settled, the offsets in the database are the
+//! offsets the commit wrote (read back). The task asserts the outbox bound:
+//! a commit begins with the one before shipped (`task::commit`). A failed
+//! write poisons the state: nothing more is committed until it is
+//! reopened.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,7 +19,6 @@ use super::inline_bytes::InlineBytes;
 use super::meta::{
     INPUT_OFFSET_PREFIX, NEXT_OUTBOX, RATE, START_OFFSET_PREFIX, sequence_key, topic_key,
 };
-use super::outbox::OUTBOX_BATCHES_PER_PARTITION_MAX;
 use super::store_map::StoreMap;
 use super::writer::{CommitJob, Writer};
 use super::{META, OUTBOX, StateError, TaskState};

@@ -7,7 +7,6 @@
 //! target offset is a hard stop: nothing at or past it is processed.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use crate::record::RecordBatch;
 use crate::runtime::context::{Context, Position};

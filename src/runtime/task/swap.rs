@@ -87,35 +87,6 @@ pub(crate) fn swap_in(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::layout::write_whole;
-
-    fn lock(path: &Path) -> nix::fcntl::Flock<std::fs::File> {
-        layout::lock_exclusive(path, String::new).unwrap()
-    }
-
-    #[test]
-    fn a_ready_rebuild_is_one_whose_process_holds_the_rebuild_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        let rebuilt = dir.path().join("rebuild/count/0");
-        std::fs::create_dir_all(&rebuilt).unwrap();
-        let files = Handover::beside(&rebuilt);
-        assert!(!files.rebuild_ready().unwrap(), "nothing announced");
-        files.announce().unwrap();
-        write_whole(&files.hold, "{}").unwrap();
-        assert!(!files.rebuild_running());
-        assert!(!files.rebuild_ready().unwrap(), "no process holds the lock");
-        assert!(
-            !files.ready.exists() && !files.hold.exists(),
-            "stale files cleared"
-        );
-
-        let held = lock(&layout::rebuild_lock(dir.path()));
-        files.announce().unwrap();
-        assert!(files.rebuild_running());
-        assert!(files.rebuild_ready().unwrap());
-        drop(held);
-        assert!(!files.rebuild_running(), "a killed rebuild lets go of it");
-    }
 
     #[test]
     fn a_swap_cut_between_its_renames_is_finished_and_reported() {

@@ -26,7 +26,6 @@ mod job;
 mod meet;
 mod seed;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
