@@ -298,9 +298,6 @@ async fn set_targets(
     Ok(())
 }
 
-/// A task's directory under `base`: `<base>/<processor>/<partition>` (its
-/// live state under a version's state directory, its rebuild under
-
 /// Completes on SIGTERM or Ctrl-C: the default stop signal of [`run`].
 pub fn stop_signal() -> Result<impl std::future::Future<Output = ()>, RuntimeError> {
     use tokio::signal::unix::{SignalKind, signal};

@@ -2,6 +2,7 @@
 //! the live task's side are in `task::handover`): announce, answer each
 //! hold by running exactly to its offsets, and read the outcome.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::runtime::error::RuntimeError;
