@@ -7,7 +7,10 @@
 pub(super) const INLINE_BYTES: usize = 24;
 /// `INLINE_BYTES` in 8-byte words.
 pub(super) const WORDS: usize = INLINE_BYTES / 8;
-const _: () = assert!(INLINE_BYTES.is_multiple_of(8), "inline bytes are whole words");
+const _: () = assert!(
+    INLINE_BYTES.is_multiple_of(8),
+    "inline bytes are whole words"
+);
 
 /// Whether the first `len` (≤ 24) bytes of `data` are those of `words`
 /// (zero beyond `len`), a word at a time.
