@@ -68,10 +68,10 @@ impl Processor for Count {
     }
 }
 
-fn main() -> Result<(), strata::runtime::RuntimeError> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::<Topics>::parse();
     let topics = &cli.args;
-    App::new("wordcount")
+    let app = App::new("wordcount")
         .processor("split", Split)
         .input(&topics.input)
         .output("words")
@@ -83,6 +83,6 @@ fn main() -> Result<(), strata::runtime::RuntimeError> {
         )
         .input("words")
         .store::<String, u64>("counts")
-        .output(&topics.output)
-        .run_parsed(&cli.location, &cli.command)
+        .output(&topics.output);
+    strata::runtime::run_parsed(&app, &cli.location, &cli.command)
 }
