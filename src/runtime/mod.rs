@@ -4,7 +4,7 @@
 //! emitted records (an outbox) and the next input offsets in one RocksDB
 //! write batch, then ships the outbox to derived topics with the task's
 //! stable producer id, so that effects are exactly-once across crashes
-//! (DESIGN.md, "The exactly-once commit protocol").
+//! (docs/design.md, §4 "The commit protocol").
 //!
 //! - [`processor`]: the `Processor` trait and `Record`.
 //! - [`context`]: `Context` (position, stores, emit) and typed `Store`s.

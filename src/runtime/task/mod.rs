@@ -1,12 +1,12 @@
 //! One task: one processor on partition i of each of its input topics.
 //!
-//! The loop (DESIGN.md, "The exactly-once commit protocol"): fetch whole
+//! The loop (docs/design.md, §4 "The commit protocol"): fetch whole
 //! batches from the task's input offsets → call the processor for each
 //! record, its writes and emits buffered in the run → when the commit
 //! interval is reached, write ONE RocksDB batch {state writes, outbox
 //! batches, input offsets}, on the state's writer thread while the next run
-//! goes on → once that write has landed (seen between batches, or at the
-//! next commit, which waits for it), append the outbox batches to the log
+//! goes on → once that write has landed (seen between batches, waited for
+//! when idle or at the next commit), append the outbox batches to the log
 //! with the task's producer id and their fixed sequences → drop the
 //! shipped entries.
 //! On start the task ships whatever its outbox still holds: batches the log
