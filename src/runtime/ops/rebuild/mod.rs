@@ -16,7 +16,6 @@
 //!
 //! The state in use is untouched until the swap, and the swap replaces it
 //! whole or not at all.
-
 //!
 //! - `job`: one task's rebuild, run to target offsets, caught up.
 //! - `meet`: the rebuild's side of the handover with a running app.
