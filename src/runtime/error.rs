@@ -4,7 +4,7 @@
 use crate::client::ClientError;
 use crate::log::LogError;
 
-use super::processor::ProcessError;
+use super::process_error::ProcessError;
 use super::state::StateError;
 
 #[derive(Debug, thiserror::Error)]

@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::cli::open_committed;
-use super::context::Output;
 use super::error::RuntimeError;
 use super::log_access::LogAccess;
 use super::progress::ProgressReport;
 use super::runner::{
     Location, StartAt, checkpoint_dir, lock_exclusive, lock_running, rebuild_dir, task_dir,
 };
+use super::spec::TopicOutput;
 use super::state::{TaskState, checkpoints};
 use super::swap::{self, Handover, decode_offsets, write_whole};
 use super::task::{self, Targets, TaskProgress, TaskSetup};
@@ -90,7 +90,7 @@ struct Job {
     partition: i32,
     live: PathBuf,
     rebuilt: PathBuf,
-    outputs: Vec<Output>,
+    outputs: Vec<TopicOutput>,
     /// The live task's offsets when the rebuild began: its first target.
     first_target: Targets,
     /// Whether those are final (the app is not running and cannot start).

@@ -22,10 +22,10 @@ use tokio::task::JoinSet;
 
 use crate::log::{LogConfig, LogError, LogManager};
 
-use super::context::Output;
 use super::error::RuntimeError;
 use super::log_access::LogAccess;
 use super::progress::ProgressReport;
+use super::spec::TopicOutput;
 use super::task::{self, Checkpoints, Targets, TaskProgress, TaskSetup};
 use super::topology::{App, ProcessorSpec};
 
@@ -303,8 +303,8 @@ impl App {
         &self,
         spec: &ProcessorSpec,
         partitions: &BTreeMap<String, i32>,
-    ) -> Vec<Output> {
-        let output = |o: &super::topology::OutputSpec| Output {
+    ) -> Vec<TopicOutput> {
+        let output = |o: &super::spec::OutputSpec| TopicOutput {
             spec: o.clone(),
             log_topic: self.log_topic(&o.topic),
             partitions: partitions[&o.topic],

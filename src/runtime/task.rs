@@ -25,13 +25,15 @@ use tokio::sync::watch;
 
 use crate::record::RecordBatch;
 
-use super::context::{Context, Output, Position};
+use super::context::{Context, Position};
+use super::erased::{ErasedProcessor, RawRecord};
 use super::error::RuntimeError;
 use super::log_access::LogAccess;
 use super::runner::StartAt;
+use super::spec::TopicOutput;
 use super::state::TaskState;
 use super::swap::{self, Handover, encode_offsets, write_whole};
-use super::topology::{ErasedProcessor, ProcessorSpec, RawRecord, TaskConfig};
+use super::topology::{ProcessorSpec, TaskConfig};
 
 /// Largest decompressed records section of one input batch.
 const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
@@ -77,7 +79,7 @@ pub(crate) struct TaskSetup {
     /// Where a rebuild of this task's state would be built: the task looks
     /// there for one ready to take over (see `swap`). None in a rebuild.
     pub rebuild: Option<PathBuf>,
-    pub outputs: Vec<Output>,
+    pub outputs: Vec<TopicOutput>,
     pub config: TaskConfig,
     pub log: LogAccess,
     pub stop: Arc<AtomicBool>,
@@ -439,6 +441,12 @@ impl Task {
                 self.setup.partition, header.base_offset
             ))
         })?;
+        // An async processor's lookups for the records to process, before
+        // the first is applied (none for the others).
+        let offsets = self.inputs[at].next..limit;
+        if let Some(prepare) = self.processor.prepare(&records, &position, offsets) {
+            prepare.await;
+        }
         self.prefetch.review(&mut self.state, records.len());
         let prefetched = &self.prefetch.active;
         if !prefetched.is_empty() {
@@ -476,7 +484,7 @@ impl Task {
                 value: record.value,
             };
             let mut ctx = context(&mut self.state, &self.setup, &position);
-            if let Err(error) = self.processor.process(raw, &mut ctx).await {
+            if let Err(error) = self.processor.process(raw, &mut ctx) {
                 self.state.discard();
                 return Err(RuntimeError::Processor {
                     processor: self.setup.spec.name.clone(),
@@ -522,9 +530,9 @@ impl Task {
         };
         let mut ctx = context(&mut self.state, &self.setup, &position);
         let result = if which == "init" {
-            self.processor.init(&mut ctx).await
+            self.processor.init(&mut ctx)
         } else {
-            self.processor.close(&mut ctx).await
+            self.processor.close(&mut ctx)
         };
         result.map_err(|error| {
             self.state.discard();
