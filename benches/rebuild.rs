@@ -66,7 +66,7 @@ fn main() -> anyhow::Result<()> {
         "live run over the input (untimed setup): {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let live = app().dump_state_lines(&location, None)?;
+    let live = strata::runtime::ops::dump_state(&app(), &location, None)?;
     // The same number of records in a topic of two partitions, indexed by
     // two tasks side by side.
     common::write_topic(&data, "events2", 2, RECORDS)?;
@@ -75,7 +75,7 @@ fn main() -> anyhow::Result<()> {
         Location::embedded(&data, "index2"),
     );
     runtime.block_on(common::run_to_end(&app2, &location2, RECORDS))?;
-    let live2 = app2.dump_state_lines(&location2, None)?;
+    let live2 = strata::runtime::ops::dump_state(&app2, &location2, None)?;
     common::plain_loop(&data, RECORDS)?; // warm-up: the segments in the page cache
     common::plain_loop_over(&data, "events2", RECORDS)?;
 
@@ -104,27 +104,32 @@ fn main() -> anyhow::Result<()> {
                 commit: Some(*commit),
                 ..RebuildOptions::default()
             };
-            let summary = runtime.block_on(app().rebuild(&location, options))?;
+            let summary =
+                runtime.block_on(strata::runtime::ops::rebuild(&app(), &location, options))?;
             anyhow::ensure!(
                 summary.records == RECORDS,
                 "rebuilt from {} records",
                 summary.records
             );
             anyhow::ensure!(
-                app().dump_state_lines(&location, None)? == live,
+                strata::runtime::ops::dump_state(&app(), &location, None)? == live,
                 "the rebuilt index differs from the live one"
             );
             rates[at].push(common::rate(summary.records, summary.elapsed));
         }
         plain2.push(common::plain_loop_over(&data, "events2", RECORDS)?);
-        let summary = runtime.block_on(app2.rebuild(&location2, RebuildOptions::default()))?;
+        let summary = runtime.block_on(strata::runtime::ops::rebuild(
+            &app2,
+            &location2,
+            RebuildOptions::default(),
+        ))?;
         anyhow::ensure!(
             summary.records == RECORDS,
             "rebuilt from {}",
             summary.records
         );
         anyhow::ensure!(
-            app2.dump_state_lines(&location2, None)? == live2,
+            strata::runtime::ops::dump_state(&app2, &location2, None)? == live2,
             "the rebuilt two-partition index differs from the live one"
         );
         rebuild2.push(common::rate(summary.records, summary.elapsed));

@@ -155,7 +155,7 @@ async fn stateful(
     }
     let location = Location::embedded(data, name);
     let rate = common::run_to_end(&app, &location, RECORDS).await?;
-    let distinct = app.dump_state_lines(&location, Some("counts"))?.len() as u64;
+    let distinct = strata::runtime::ops::dump_state(&app, &location, Some("counts"))?.len() as u64;
     anyhow::ensure!(
         distinct <= common::KEYS && distinct > common::KEYS * 9 / 10,
         "{distinct} keys counted"

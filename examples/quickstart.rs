@@ -136,7 +136,7 @@ fn main() -> anyhow::Result<()> {
         ..RunOptions::default()
     };
     println!("running `visits` → `page-views` → `pages` until the log is drained…");
-    let summary = runtime.block_on(app.run(&location, run, std::future::pending()))?;
+    let summary = runtime.block_on(strata::runtime::ops::run(&app, &location, run))?;
     let seconds = summary.elapsed.as_secs_f64();
     println!(
         "processed {} records in {seconds:.2} s ({:.0} records/s, {} tasks), state and offsets committed together in RocksDB",
@@ -218,15 +218,15 @@ fn append_clicks(data_dir: &Path, views: u64) -> anyhow::Result<(i64, i64)> {
 /// Top entries of the index, read from the committed state.
 fn print_queries(app: &App, location: &Location) -> anyhow::Result<()> {
     let top = |store: &str| -> anyhow::Result<Vec<(u64, String)>> {
-        let mut rows: Vec<(u64, String)> = app
-            .dump_state_lines(location, Some(store))?
-            .into_iter()
-            .filter_map(|line| {
-                let mut fields = line.split('\t').skip(1);
-                let key = fields.next()?.to_string();
-                Some((fields.next()?.parse().ok()?, key))
-            })
-            .collect();
+        let mut rows: Vec<(u64, String)> =
+            strata::runtime::ops::dump_state(app, location, Some(store))?
+                .into_iter()
+                .filter_map(|line| {
+                    let mut fields = line.split('\t').skip(1);
+                    let key = fields.next()?.to_string();
+                    Some((fields.next()?.parse().ok()?, key))
+                })
+                .collect();
         rows.sort_by(|a, b| b.cmp(a));
         rows.truncate(5);
         Ok(rows)

@@ -83,13 +83,19 @@ fn app(earlier: bool) -> App {
         .store(USER_PAGES)
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     if std::env::args().len() > 1 {
         let cli = Cli::<Build>::parse();
-        app(cli.args.earlier).run_parsed(&cli.location, &cli.command)?;
-        return Ok(());
+        let app = app(cli.args.earlier);
+        return Ok(strata::runtime::run_parsed(
+            &app,
+            &cli.location,
+            &cli.command,
+        ));
     }
-    tokio::runtime::Runtime::new()?.block_on(demo())
+    tokio::runtime::Runtime::new()?
+        .block_on(demo())
+        .map(|()| std::process::ExitCode::SUCCESS)
 }
 
 /// The clicks: user i's n-th click, the same on every run.
@@ -124,7 +130,7 @@ fn expected(count: u64) -> BTreeMap<String, u64> {
 fn answer(app: &App, location: &Location) -> anyhow::Result<BTreeMap<String, u64>> {
     let prefix = format!("user-pages\t{SHOWN}/");
     let mut entries = BTreeMap::new();
-    for line in app.dump_state_lines(location, Some("user-pages"))? {
+    for line in strata::runtime::ops::dump_state(app, location, Some("user-pages"))? {
         if line.starts_with(&prefix) {
             let mut fields = line.splitn(3, '\t').skip(1);
             let (key, views) = (fields.next().unwrap_or(""), fields.next().unwrap_or("0"));
@@ -161,9 +167,7 @@ async fn demo() -> anyhow::Result<()> {
         ..RunOptions::default()
     };
     println!("1. the earlier build indexes the first {FIRST_CLICKS} clicks");
-    app(true)
-        .run(&location, until_end, std::future::pending())
-        .await?;
+    strata::runtime::ops::run(&app(true), &location, until_end).await?;
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let live = {
@@ -178,7 +182,7 @@ async fn demo() -> anyhow::Result<()> {
             let stopped = async move {
                 let _ = stopped.await;
             };
-            app(false).run(&location, options, stopped).await
+            strata::runtime::ops::run_until(&app(false), &location, options, stopped).await
         })
     };
     let addr = loop {
@@ -212,7 +216,7 @@ async fn demo() -> anyhow::Result<()> {
         progress_every: Some(Duration::from_secs(1)),
         ..RebuildOptions::default()
     };
-    let summary = app(false).rebuild(&remote, options).await?;
+    let summary = strata::runtime::ops::rebuild(&app(false), &remote, options).await?;
     println!(
         "   {} tasks rebuilt from {} records in {:.1} s while the app kept running; the running app swapped in {}",
         summary.tasks,
@@ -223,7 +227,7 @@ async fn demo() -> anyhow::Result<()> {
     let sent = producer.await??;
     // Let the live app finish the clicks that arrived, then stop it.
     loop {
-        let rows = app(false).status_rows(&location).await?;
+        let rows = strata::runtime::ops::status(&app(false), &location).await?;
         if rows.iter().all(|r| r.lag() == Some(0)) {
             break;
         }

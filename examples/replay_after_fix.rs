@@ -99,13 +99,17 @@ fn app(fixed: bool) -> App {
         .output(USER_SESSIONS)
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     if std::env::args().len() > 1 {
         let cli = Cli::<Build>::parse();
-        app(cli.args.fixed).run_parsed(&cli.location, &cli.command)?;
-        return Ok(());
+        let app = app(cli.args.fixed);
+        return Ok(strata::runtime::run_parsed(
+            &app,
+            &cli.location,
+            &cli.command,
+        ));
     }
-    demo()
+    demo().map(|()| std::process::ExitCode::SUCCESS)
 }
 
 fn demo() -> anyhow::Result<()> {
@@ -128,7 +132,8 @@ fn demo() -> anyhow::Result<()> {
     let (v1, v2) = (app(false), app(true));
 
     println!("1. version 1 runs live:   run --until-end");
-    v1.execute(
+    strata::runtime::cli::execute(
+        &v1,
         &location,
         &Command::Run {
             until_end: true,
@@ -140,7 +145,8 @@ fn demo() -> anyhow::Result<()> {
     println!(
         "\n2. the fixed build is replayed beside it, from the start of the log:   --fixed replay --version v2 --from earliest --until-end"
     );
-    v2.execute(
+    strata::runtime::cli::execute(
+        &v2,
         &location,
         &Command::Replay {
             version: "v2".into(),
@@ -151,7 +157,8 @@ fn demo() -> anyhow::Result<()> {
         },
     )?;
     println!("\n3. what the fix changes:   diff live v2");
-    let outcome = v2.execute(
+    let outcome = strata::runtime::cli::execute(
+        &v2,
         &location,
         &Command::Diff {
             a: "live".into(),
@@ -164,7 +171,8 @@ fn demo() -> anyhow::Result<()> {
     let app_location = location.location("sessions")?;
     let versions = strata::runtime::Versions::load(app_location.state_dir())?;
     let (live, fixed) = (versions.get("live")?, versions.get("v2")?);
-    let report = tokio::runtime::Runtime::new()?.block_on(v2.diff(
+    let report = tokio::runtime::Runtime::new()?.block_on(strata::runtime::ops::diff(
+        &v2,
         &app_location,
         &live,
         &fixed,
@@ -200,7 +208,8 @@ fn demo() -> anyhow::Result<()> {
         "the diff does not match the generated late events"
     );
     println!("\n4. the fix goes live:   promote v2");
-    v2.execute(
+    strata::runtime::cli::execute(
+        &v2,
         &location,
         &Command::Promote {
             version: "v2".into(),

@@ -12,8 +12,10 @@
 //! cargo run --example wordcount -- --data-dir ./strata-data dump-state
 //! ```
 
+use std::process::ExitCode;
+
 use clap::Parser;
-use strata::runtime::{App, Cli, Context, Output, ProcessError, Record, RuntimeError, Store};
+use strata::runtime::{App, Cli, Context, Output, ProcessError, Record, Store, run_parsed};
 
 #[derive(Debug, Clone, clap::Args)]
 struct Topics {
@@ -35,7 +37,7 @@ fn split(line: Record<Vec<u8>, String>, ctx: &mut Context) -> Result<(), Process
     Ok(())
 }
 
-fn main() -> Result<(), RuntimeError> {
+fn main() -> ExitCode {
     let cli = Cli::<Topics>::parse();
     // The output topic is a flag: its handle is made at run time.
     let word_counts = Output::<String, String>::named(&cli.args.output);
@@ -44,13 +46,13 @@ fn main() -> Result<(), RuntimeError> {
         ctx.put(COUNTS, &word.key, &n)?;
         ctx.emit(word_counts, &word.key, &n.to_string())
     };
-    App::new("wordcount")
+    let app = App::new("wordcount")
         .processor("split", split)
         .input(&cli.args.input)
         .output(WORDS)
         .processor("count", count)
         .input("words")
         .store(COUNTS)
-        .output(word_counts)
-        .run_parsed(&cli.location, &cli.command)
+        .output(word_counts);
+    run_parsed(&app, &cli.location, &cli.command)
 }

@@ -92,29 +92,27 @@ async fn a_pipeline_runs_through_its_derived_topic_and_resumes_where_it_stopped(
     append(&data, "lines", 2, 1, &["c four"]);
     let app = pipeline();
     let location = Location::embedded(&data, app.name());
-    let summary = app
-        .run(&location, until_end(), std::future::pending())
+    let summary = strata::runtime::ops::run(&app, &location, until_end())
         .await
         .unwrap();
     // 4 lines through `upper`, 4 derived records through `tally`.
     assert_eq!(summary.records, 8);
     assert_eq!(summary.tasks, 4, "2 partitions of `lines` and 2 of `upper`");
-    let dump = app.dump_state_lines(&location, None).unwrap();
+    let dump = strata::runtime::ops::dump_state(&app, &location, None).unwrap();
     assert_eq!(dump, ["tally\tA\t2", "tally\tB\t1", "tally\tC\t1"]);
 
     // Only what is new is processed on the next run.
     append(&data, "lines", 2, 1, &["a five"]);
-    let summary = app
-        .run(&location, until_end(), std::future::pending())
+    let summary = strata::runtime::ops::run(&app, &location, until_end())
         .await
         .unwrap();
     assert_eq!(summary.records, 2);
-    let dump = app.dump_state_lines(&location, Some("tally")).unwrap();
+    let dump = strata::runtime::ops::dump_state(&app, &location, Some("tally")).unwrap();
     assert_eq!(dump, ["tally\tA\t3", "tally\tB\t1", "tally\tC\t1"]);
     let upper: usize = (0..2).map(|p| records(&data, "upper", p).len()).sum();
     assert_eq!(upper, 5, "each line shipped once");
 
-    let rows = app.status_rows(&location).await.unwrap();
+    let rows = strata::runtime::ops::status(&app, &location).await.unwrap();
     let lines: Vec<_> = rows.iter().filter(|r| r.topic == "lines").collect();
     assert_eq!(lines.len(), 2);
     for row in &rows {
@@ -132,8 +130,7 @@ async fn a_processor_error_leaves_its_run_uncommitted_and_names_the_record() {
     append(&data, "lines", 1, 0, &["x 1", "x 2", "boom", "x 3"]);
     let app = pipeline();
     let location = Location::embedded(&data, app.name());
-    let error = app
-        .run(&location, until_end(), std::future::pending())
+    let error = strata::runtime::ops::run(&app, &location, until_end())
         .await
         .unwrap_err();
     let RuntimeError::Processor {
@@ -154,15 +151,14 @@ async fn a_processor_error_leaves_its_run_uncommitted_and_names_the_record() {
     assert!(error.to_string().contains("refusing BOOM"), "{error}");
     // The two records before it were committed, the failing one was not:
     // BOOM's own tally write is gone with its run.
-    let dump = app.dump_state_lines(&location, None).unwrap();
+    let dump = strata::runtime::ops::dump_state(&app, &location, None).unwrap();
     assert_eq!(dump, ["tally\tX\t2"]);
-    let rows = app.status_rows(&location).await.unwrap();
+    let rows = strata::runtime::ops::status(&app, &location).await.unwrap();
     let tally = rows.iter().find(|r| r.task == "tally/0").unwrap();
     assert_eq!(tally.offset, Some(2), "the failing record is next again");
 
     // Running again meets the same record and fails the same way.
-    let again = app
-        .run(&location, until_end(), std::future::pending())
+    let again = strata::runtime::ops::run(&app, &location, until_end())
         .await
         .unwrap_err();
     assert!(
@@ -195,7 +191,7 @@ async fn emit_options_place_and_stamp_records() {
         .input("in")
         .output(ROUTED.codecs(Codec::Raw, Codec::Raw));
     let location = Location::embedded(&data, app.name());
-    app.run(&location, until_end(), std::future::pending())
+    strata::runtime::ops::run(&app, &location, until_end())
         .await
         .unwrap();
 
@@ -256,8 +252,7 @@ async fn misdeclared_stores_and_outputs_are_clear_errors() {
             .input("in")
             .store(COUNTS);
         let location = Location::embedded(&data, app.name());
-        let error = app
-            .run(&location, until_end(), std::future::pending())
+        let error = strata::runtime::ops::run(&app, &location, until_end())
             .await
             .unwrap_err()
             .to_string();
@@ -275,8 +270,7 @@ async fn a_missing_input_or_a_cycle_is_refused_before_anything_runs() {
         .input("absent")
         .output(UPPER);
     let location = Location::embedded(&data, app.name());
-    let error = app
-        .run(&location, until_end(), std::future::pending())
+    let error = strata::runtime::ops::run(&app, &location, until_end())
         .await
         .unwrap_err();
     assert!(
@@ -295,12 +289,7 @@ async fn a_missing_input_or_a_cycle_is_refused_before_anything_runs() {
         .processor("b", upper)
         .input("y")
         .output(X);
-    let error = cycle
-        .run(
-            &Location::embedded(&data, "cycle"),
-            until_end(),
-            std::future::pending(),
-        )
+    let error = strata::runtime::ops::run(&cycle, &Location::embedded(&data, "cycle"), until_end())
         .await
         .unwrap_err();
     assert!(error.to_string().contains("cycle"), "{error}");
@@ -356,7 +345,7 @@ async fn the_context_shows_the_records_headers() {
         .input("in")
         .output(ECHO);
     let location = Location::embedded(&data, app.name());
-    app.run(&location, until_end(), std::future::pending())
+    strata::runtime::ops::run(&app, &location, until_end())
         .await
         .unwrap();
 
@@ -441,8 +430,7 @@ async fn an_async_processor_applies_its_lookups_in_input_order_with_bounded_conc
         .store(LOOKUPS)
         .output(LOOKED_UP);
     let location = Location::embedded(&data, app.name());
-    let summary = app
-        .run(&location, until_end(), std::future::pending())
+    let summary = strata::runtime::ops::run(&app, &location, until_end())
         .await
         .unwrap();
     assert_eq!(summary.records, 25);
@@ -452,14 +440,13 @@ async fn an_async_processor_applies_its_lookups_in_input_order_with_bounded_conc
         .collect();
     assert_eq!(records(&data, "looked-up", 0), expected);
     assert_eq!(most_in_flight.load(Ordering::SeqCst), 3);
-    let dump = app.dump_state_lines(&location, None).unwrap();
+    let dump = strata::runtime::ops::dump_state(&app, &location, None).unwrap();
     assert_eq!(dump, ["lookups\tapplied\t25"]);
 
     // A failed lookup stops the task at its record; the run is not
     // committed, and nothing of it is emitted.
     append(&data, "words", 1, 0, &["late", "unknown"]);
-    let error = app
-        .run(&location, until_end(), std::future::pending())
+    let error = strata::runtime::ops::run(&app, &location, until_end())
         .await
         .unwrap_err();
     assert!(

@@ -164,15 +164,14 @@ fn replay(version: &str) -> Command {
 }
 
 fn execute(app: &App, data: &Path, command: Command) -> Result<Outcome, String> {
-    app.execute(&location_args(data), &command)
-        .map_err(|e| e.to_string())
+    strata::runtime::cli::execute(app, &location_args(data), &command).map_err(|e| e.to_string())
 }
 
 fn dump(app: &App, data: &Path, version: &str) -> Vec<String> {
     let location = Location::embedded(data, app.name());
     let versions = Versions::load(location.state_dir()).unwrap();
     let (app, location) = app.as_version(&location, &versions.get(version).unwrap());
-    app.dump_state_lines(&location, None).unwrap()
+    strata::runtime::ops::dump_state(&app, &location, None).unwrap()
 }
 
 fn sessions_of(dump: &[String]) -> BTreeMap<String, String> {
@@ -191,7 +190,13 @@ fn diff(data: &Path, a: &str, b: &str) -> strata::runtime::DiffReport {
     let (a, b) = (versions.get(a).unwrap(), versions.get(b).unwrap());
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime
-        .block_on(app(false).diff(&location, &a, &b, 100))
+        .block_on(strata::runtime::ops::diff(
+            &app(false),
+            &location,
+            &a,
+            &b,
+            100,
+        ))
         .unwrap()
 }
 
@@ -294,7 +299,7 @@ fn replay_diff_promote_and_roll_back() {
             let stopped = async move {
                 let _ = stopped.await;
             };
-            buggy.run(&location, RunOptions::default(), stopped).await
+            strata::runtime::ops::run_until(&buggy, &location, RunOptions::default(), stopped).await
         })
     };
     wait_running(data);
@@ -383,8 +388,7 @@ fn wait_running(data: &Path) {
 
 fn dump_at(data: &Path, at: i64) -> Result<Vec<String>, String> {
     let location = Location::embedded(data, "sessions");
-    app(true)
-        .dump_state_lines_at(&location, None, Some(at))
+    strata::runtime::ops::dump_state_at(&app(true), &location, None, Some(at))
         .map_err(|e| e.to_string())
 }
 
@@ -439,7 +443,7 @@ fn a_checkpoint_at_n_reads_back_as_the_state_at_n() {
             let stopped = async move {
                 let _ = stopped.await;
             };
-            fixed.run(&location, RunOptions::default(), stopped).await
+            strata::runtime::ops::run_until(&fixed, &location, RunOptions::default(), stopped).await
         })
     };
     wait_running(data);
@@ -595,7 +599,7 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
             let stopped = async move {
                 let _ = stopped.await;
             };
-            app(true).run(&location, options, stopped).await
+            strata::runtime::ops::run_until(&app(true), &location, options, stopped).await
         })
     };
     let mut addr = None;
@@ -644,7 +648,11 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
     };
     let before = rounds.load(Ordering::Relaxed);
     let summary = runtime
-        .block_on(app(true).rebuild(&remote, RebuildOptions::default()))
+        .block_on(strata::runtime::ops::rebuild(
+            &app(true),
+            &remote,
+            RebuildOptions::default(),
+        ))
         .unwrap();
     assert!(
         rounds.load(Ordering::Relaxed) > before,
@@ -660,7 +668,9 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
     runtime.block_on(producer).unwrap();
     // The live app finishes the load, then stops.
     support::wait_until("the live app to finish the load", WAIT_MAX, || {
-        let rows = runtime.block_on(app(true).status_rows(&location)).unwrap();
+        let rows = runtime
+            .block_on(strata::runtime::ops::status(&app(true), &location))
+            .unwrap();
         rows.iter()
             .all(|r| r.lag() == Some(0) && r.outbox_records == 0)
     });
@@ -736,7 +746,9 @@ fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let status = |app: &App| {
         let location = Location::embedded(data, app.name());
-        runtime.block_on(app.status_rows(&location)).unwrap()
+        runtime
+            .block_on(strata::runtime::ops::status(app, &location))
+            .unwrap()
     };
     let rows = status(&slow("short-app", "short"));
     let row = &rows[0];
@@ -785,7 +797,9 @@ fn status_says_when_unread_input_was_deleted_and_a_stale_rebuild_is_ignored() {
     expire_after_an_hour(data);
     let location = Location::embedded(data, "sessions");
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let rows = runtime.block_on(fixed.status_rows(&location)).unwrap();
+    let rows = runtime
+        .block_on(strata::runtime::ops::status(&fixed, &location))
+        .unwrap();
     let row = rows.iter().find(|r| r.partition == 0).unwrap();
     assert_eq!(row.offset, Some(30));
     assert!(row.start.unwrap() > 30, "{row:?}");

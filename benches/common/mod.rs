@@ -183,7 +183,7 @@ pub async fn run_to_end(app: &App, location: &Location, records: u64) -> anyhow:
         until_end: true,
         ..RunOptions::default()
     };
-    let summary = app.run(location, options, std::future::pending()).await?;
+    let summary = strata::runtime::ops::run(app, location, options).await?;
     anyhow::ensure!(
         summary.records == records,
         "processed {} records",

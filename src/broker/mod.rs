@@ -32,7 +32,7 @@ mod huge_alloc;
 mod metrics;
 mod server;
 
-pub use append_signals::AppendSignals;
+pub use append_signals::{AppendSignals, AppendWatch};
 pub use config::{BrokerConfig, ConfigFile};
 pub use error::{BrokerError, ErrorCode};
 pub use huge_alloc::HugeReservingAllocator;

@@ -1,16 +1,83 @@
-//! The runtime's errors, each with the task, topic, partition or offset it
-//! concerns.
+//! [`RuntimeError`]: the runtime's errors, each with the task, topic,
+//! partition, offset or path it concerns, and a message that says what to
+//! do about it.
+
+use std::path::PathBuf;
 
 use crate::client::ClientError;
 use crate::log::LogError;
 
+use super::layout::LayoutError;
 use super::process_error::ProcessError;
 use super::state::StateError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    /// A mistake in the app's declaration or in a command's arguments.
     #[error("{0}")]
     Config(String),
+    /// Another process holds a lock of the state directory (`why` names
+    /// what holds it and what to do instead).
+    #[error("{path} is locked: {why}")]
+    Locked { path: PathBuf, why: String },
+    /// A task (or a rebuild's task) panicked; its run was not committed.
+    #[error(
+        "task {task} panicked: {reason}; its last run was not committed, and a restart resumes from its last commit"
+    )]
+    TaskPanicked { task: String, reason: String },
+    /// An input batch failed its checks (CRC, framing, decompression).
+    #[error(
+        "{topic}/{partition} at offset {offset}: unreadable batch ({reason}); the log is damaged there, so the task stops rather than skip records"
+    )]
+    UnreadableBatch {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        reason: String,
+    },
+    /// An input topic of the app does not exist.
+    #[error(
+        "input topic {topic:?} does not exist; create it first, e.g. `strata topics create {topic} --partitions 4`"
+    )]
+    UnknownTopic { topic: String },
+    /// A store asked for by name that no processor of the app declares.
+    #[error("no store named {store:?}; the app declares: {declared}")]
+    UnknownStore { store: String, declared: String },
+    /// A version asked for by name that `versions.json` does not list.
+    #[error("no version {name:?} (versions: {known}); `replay --version {name}` makes one")]
+    UnknownVersion { name: String, known: String },
+    /// A start offset below what the log still holds.
+    #[error(
+        "{topic}/{partition}: offset {offset} is no longer retained (the partition starts at {start}); start at or after {start}"
+    )]
+    NotRetained {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        start: i64,
+    },
+    /// No checkpoint to answer a `--at` or `--from-checkpoint`.
+    #[error(
+        "task {task} has no checkpoint {wanted}; take one with `checkpoint`, or run with --checkpoint-records / --checkpoint-secs"
+    )]
+    NoCheckpoint { task: String, wanted: String },
+    /// A running app did not answer a request (checkpoint, handover) in time.
+    #[error("task {task} did not {what} within {secs} s; is the app running?")]
+    NoAnswer {
+        task: String,
+        what: String,
+        secs: u64,
+    },
+    /// A rebuild could not be completed or swapped in; the live state is
+    /// untouched.
+    #[error("rebuild of task {task}: {reason}")]
+    Rebuild { task: String, reason: String },
+    /// Serving the Kafka protocol from the app failed to start.
+    #[error("serving the Kafka protocol on {addr}: {reason}; pick a free address for --serve")]
+    Serve { addr: String, reason: String },
+    /// A file the runtime keeps in a state directory is not readable.
+    #[error("{path} is not readable: {reason}; it is the runtime's own file, restore or remove it")]
+    BadFile { path: PathBuf, reason: String },
     #[error(transparent)]
     State(#[from] StateError),
     #[error(transparent)]
@@ -48,4 +115,22 @@ pub enum RuntimeError {
         context: String,
         error: std::io::Error,
     },
+}
+
+impl From<LayoutError> for RuntimeError {
+    fn from(error: LayoutError) -> Self {
+        match error {
+            LayoutError::Locked { path, why } => Self::Locked { path, why },
+            LayoutError::Io { context, error } => Self::Io { context, error },
+            LayoutError::Log(error) => Self::Log(error),
+        }
+    }
+}
+
+impl RuntimeError {
+    /// An I/O error with what was being done.
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
+        let context = context.into();
+        move |error| Self::Io { context, error }
+    }
 }

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use tokio::sync::watch;
+
 use crate::broker::AppendSignals;
 use crate::client::{self, Admin, ClientError, Cluster, FetchOptions, Fetcher};
 use crate::log::{LogError, LogManager};
@@ -25,9 +27,12 @@ pub(crate) struct Fetched {
 
 #[derive(Clone)]
 pub(crate) enum LogAccess {
-    /// The log, and the in-process broker's append signals when the app
-    /// serves the Kafka protocol too (its appends wake waiting fetches).
-    Embedded(Arc<LogManager>, Option<Arc<AppendSignals>>),
+    /// The log, and the signals of appends to it: the in-process broker's
+    /// when the app serves the Kafka protocol too (the app's appends wake
+    /// the broker's waiting fetches, the broker's produce wakes idle
+    /// tasks), else the app's own. Every append to an embedded log goes
+    /// through one or the other: only one process opens a log directory.
+    Embedded(Arc<LogManager>, Arc<AppendSignals>),
     Remote(Arc<Remote>),
 }
 
@@ -213,7 +218,7 @@ impl LogAccess {
         match self {
             Self::Embedded(log, signals) => match log.partition(topic, partition)?.append(batch) {
                 Ok(appended) => {
-                    if let (Some(signals), Some(topic)) = (signals, log.topic(topic)) {
+                    if let Some(topic) = log.topic(topic) {
                         signals.appended(topic.id(), partition, appended.last_offset + 1);
                     }
                     Ok(())
@@ -231,6 +236,20 @@ impl LogAccess {
                 .await?;
                 Ok(())
             }
+        }
+    }
+
+    /// A subscription that changes on the next append to the partition
+    /// (embedded; None remote, where a fetch waits on the broker itself, or
+    /// for a topic the log does not have). Taken before reading, it misses
+    /// no append after the read.
+    pub fn subscribe(&self, topic: &str, partition: i32) -> Option<watch::Receiver<i64>> {
+        match self {
+            Self::Embedded(log, signals) => {
+                let topic = log.topic(topic)?;
+                Some(signals.subscribe(topic.id(), partition))
+            }
+            Self::Remote(_) => None,
         }
     }
 
@@ -259,7 +278,7 @@ mod tests {
         let topic = log.create_topic("derived", 1, Default::default()).unwrap();
         let signals = Arc::new(AppendSignals::default());
         let mut waiting = signals.subscribe(topic.id(), 0);
-        let access = LogAccess::Embedded(Arc::clone(&log), Some(Arc::clone(&signals)));
+        let access = LogAccess::Embedded(Arc::clone(&log), Arc::clone(&signals));
         let mut builder = BatchBuilder::new(Compression::None);
         builder.push(NewRecord::new(None, b"v", 1)).unwrap();
         builder.push(NewRecord::new(None, b"w", 1)).unwrap();

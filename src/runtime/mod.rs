@@ -1,10 +1,10 @@
-//! The processor runtime: users write processors; an [`App`] runs one task
-//! per processor and input partition, each a pull loop that commits the
-//! processor's state, its emitted records (an outbox) and the next input
-//! offsets in one RocksDB write batch, then ships the outbox to derived
-//! topics with the task's stable producer id, so that effects are
-//! exactly-once across crashes (DESIGN.md, "The exactly-once commit
-//! protocol").
+//! The processor runtime: users write processors; an [`App`] declares
+//! the topology, and [`ops::run`] runs one task per processor and input
+//! partition, each a pull loop that commits the processor's state, its
+//! emitted records (an outbox) and the next input offsets in one RocksDB
+//! write batch, then ships the outbox to derived topics with the task's
+//! stable producer id, so that effects are exactly-once across crashes
+//! (DESIGN.md, "The exactly-once commit protocol").
 //!
 //! What a user writes: stores and outputs declared once as typed handles,
 //! shared by the builder and the processor, and the processor itself:
@@ -46,50 +46,60 @@
 //!   calls it; `record`: `Record`; `process_error`: `ProcessError`.
 //! - [`context`]: `Context` (position, store reads and writes, scans, emit).
 //! - [`topology`]: the `App` builder and what it declares.
-//! - `task`: one task's loop; `runner`: running all of them; [`cli`]: the
-//!   subcommands every app binary gets.
-//! - [`state`]: a task's RocksDB (stores, meta, outbox, checkpoints), its
-//!   commits written beside the next run; `slot_table`: each store's values
-//!   in memory; `inline_bytes`: short byte strings held inline.
-//! - `log_access`: the embedded log or a remote cluster, alike to a task.
-//! - [`versions`]: the live version and replayed ones; [`diff`]: comparing
-//!   two; `rebuild` and `swap`: fresh state from the log, swapped in;
-//!   `progress`: the progress bar.
+//! - [`ops`]: run, status, dump-state, checkpoint, rebuild, replay, diff,
+//!   promote: each a library call.
+//! - [`cli`]: the subcommands every app binary gets; a leaf, dispatching
+//!   into `ops`.
+//! - `task`: one task's loop, its checkpoints, the rebuild handover and swap.
+//! - [`state`]: a task's RocksDB (stores, meta, outbox, commits,
+//!   checkpoints).
+//! - `layout`: every path and lock of a state directory.
+//! - `location`: where the log and state are; `log_access`: the embedded
+//!   log or a remote cluster, alike to a task.
+//! - [`versions`]: the live version and replayed ones; `progress`: the
+//!   progress bar.
+//!
+//! Imports go one way: `cli` → `ops` → `task` → `state` → `layout`; nothing
+//! below `cli` imports it.
 
 mod async_processor;
 pub mod cli;
 pub mod context;
-pub mod diff;
 mod erased;
 mod error;
 pub mod handles;
-mod inline_bytes;
+mod layout;
+mod location;
 mod log_access;
+pub mod ops;
 mod process_error;
 pub mod processor;
 mod progress;
-mod rebuild;
 mod record;
-mod runner;
-mod slot_table;
 mod spec;
 pub mod state;
-mod swap;
 mod task;
 pub mod topology;
 pub mod versions;
 
 pub use async_processor::{AsyncProcessor, CONCURRENCY_DEFAULT};
-pub use cli::{CheckpointArgs, Cli, Command, CommitArgs, LocationArgs, NoArgs, Outcome, StatusRow};
+pub use cli::{
+    CheckpointArgs, Cli, Command, CommitArgs, LocationArgs, NoArgs, Outcome, run_cli, run_parsed,
+};
 pub use context::{Context, EmitOptions, Entries};
-pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff};
 pub use error::RuntimeError;
 pub use handles::{Output, Store};
+pub use location::Location;
+pub use ops::{
+    DiffReport, PartitionDiff, REBUILD_COMMIT, RebuildOptions, RebuildSummary, RunOptions,
+    RunSummary, StatusRow, StoreDiff, TopicDiff,
+};
 pub use process_error::ProcessError;
 pub use processor::{IntoProcessor, Processor};
-pub use rebuild::{REBUILD_COMMIT, RebuildOptions, RebuildSummary};
 pub use record::{Record, RecordHeader};
-pub use runner::{Location, RunOptions, RunSummary, StartAt};
 pub use state::{Entry, OutboxBatch, StateError, TaskState};
+pub use task::StartAt;
+#[doc(hidden)]
+pub use task::handover::decode_offsets as decode_handover_offsets;
 pub use topology::{App, CheckpointPolicy, CommitInterval, TaskConfig};
 pub use versions::{Version, Versions};

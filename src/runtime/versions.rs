@@ -15,14 +15,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::error::RuntimeError;
-use super::runner::{Location, StartAt};
+use super::layout;
+use super::location::Location;
+use super::task::StartAt;
 use super::topology::App;
 
 /// What the commands call the version the app runs.
 pub const LIVE: &str = "live";
 /// The app's first version.
 pub const BASE: &str = "base";
-const MANIFEST: &str = "versions.json";
 
 /// One version: where its state is and how its derived topics are named.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,10 +59,11 @@ pub struct Versions {
 impl Versions {
     /// Reads the record of versions under `root` (the app's state directory).
     pub fn load(root: &Path) -> Result<Self, RuntimeError> {
-        let path = root.join(MANIFEST);
+        let path = layout::versions_manifest(root);
         let manifest = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-                RuntimeError::Config(format!("{} is not readable: {e}", path.display()))
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| RuntimeError::BadFile {
+                path: path.clone(),
+                reason: e.to_string(),
             })?,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Manifest::default(),
             Err(error) => {
@@ -97,10 +99,10 @@ impl Versions {
             name
         };
         if name != BASE && !self.manifest.versions.contains_key(name) {
-            return Err(RuntimeError::Config(format!(
-                "no version {name:?} (versions: {}; `replay --version {name}` makes one)",
-                self.names().join(", ")
-            )));
+            return Err(RuntimeError::UnknownVersion {
+                name: name.to_string(),
+                known: self.names().join(", "),
+            });
         }
         Ok(self.version(name))
     }
@@ -115,7 +117,7 @@ impl Versions {
         } else {
             Version {
                 name: name.to_string(),
-                state_dir: self.root.join("versions").join(name),
+                state_dir: layout::version_dir(&self.root, name),
                 topic_suffix: format!(".{name}"),
             }
         }
@@ -174,8 +176,8 @@ impl Versions {
         let io = |context: String| move |error| RuntimeError::Io { context, error };
         std::fs::create_dir_all(&self.root)
             .map_err(io(format!("creating {}", self.root.display())))?;
-        let path = self.root.join(MANIFEST);
-        let partial = self.root.join(format!("{MANIFEST}.partial"));
+        let path = layout::versions_manifest(&self.root);
+        let partial = layout::beside(&path, ".partial");
         let bytes = serde_json::to_vec_pretty(&self.manifest).expect("plain data");
         Ok(crate::log::files::replace_durably(&path, &partial, &bytes)?)
     }

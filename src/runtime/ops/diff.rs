@@ -12,12 +12,14 @@ use std::collections::BTreeMap;
 
 use crate::record::RecordBatch;
 
-use super::cli::{open_committed, task_dirs};
-use super::error::RuntimeError;
-use super::log_access::LogAccess;
-use super::runner::Location;
-use super::topology::App;
-use super::versions::Version;
+use crate::runtime::error::RuntimeError;
+use crate::runtime::layout::{self, task_dirs};
+use crate::runtime::location::Location;
+use crate::runtime::log_access::LogAccess;
+use crate::runtime::topology::App;
+use crate::runtime::versions::Version;
+
+use super::dump_state::open_committed;
 
 /// Largest decompressed records section of one batch read for a diff.
 const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
@@ -89,114 +91,109 @@ type Compared = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
 /// A store's entries across a processor's tasks: (partition, key) → value.
 type StoreEntries = BTreeMap<(i32, Vec<u8>), Vec<u8>>;
 
-impl App {
-    /// Compares version `a` with version `b` (`examples`: how many
-    /// differences to show per store).
-    pub async fn diff(
-        &self,
-        location: &Location,
-        a: &Version,
-        b: &Version,
-        examples: usize,
-    ) -> Result<DiffReport, RuntimeError> {
-        let mut stores = Vec::new();
-        for spec in &self.processors {
-            for store in &spec.stores {
-                let entries_a = store_entries(&a.state_dir, &spec.name, &store.name)?;
-                let entries_b = store_entries(&b.state_dir, &spec.name, &store.name)?;
-                let mut diff = StoreDiff {
-                    store: store.name.clone(),
-                    only_a: 0,
-                    only_b: 0,
-                    different: 0,
-                    examples: Vec::new(),
-                };
-                let key = |k: &(i32, Vec<u8>)| (store.render_key)(&k.1);
-                let value = |v: &[u8]| (store.render_value)(v);
-                let note = |diff: &mut StoreDiff, line: String| {
-                    if diff.examples.len() < examples {
-                        diff.examples.push(line);
-                    }
-                };
-                for (k, v) in &entries_a {
-                    match entries_b.get(k) {
-                        None => {
-                            diff.only_a += 1;
-                            note(
-                                &mut diff,
-                                format!("only in {}: {} = {}", a.name, key(k), value(v)),
-                            );
-                        }
-                        Some(w) if w != v => {
-                            diff.different += 1;
-                            note(
-                                &mut diff,
-                                format!(
-                                    "different: {}: {} in {}, {} in {}",
-                                    key(k),
-                                    value(v),
-                                    a.name,
-                                    value(w),
-                                    b.name
-                                ),
-                            );
-                        }
-                        Some(_) => {}
-                    }
+/// Compares version `a` with version `b` (`examples`: how many
+/// differences to show per store).
+pub async fn diff(
+    app: &App,
+    location: &Location,
+    a: &Version,
+    b: &Version,
+    examples: usize,
+) -> Result<DiffReport, RuntimeError> {
+    let mut stores = Vec::new();
+    for spec in &app.processors {
+        for store in &spec.stores {
+            let entries_a = store_entries(&a.state_dir, &spec.name, &store.name)?;
+            let entries_b = store_entries(&b.state_dir, &spec.name, &store.name)?;
+            let mut diff = StoreDiff {
+                store: store.name.clone(),
+                only_a: 0,
+                only_b: 0,
+                different: 0,
+                examples: Vec::new(),
+            };
+            let key = |k: &(i32, Vec<u8>)| (store.render_key)(&k.1);
+            let value = |v: &[u8]| (store.render_value)(v);
+            let note = |diff: &mut StoreDiff, line: String| {
+                if diff.examples.len() < examples {
+                    diff.examples.push(line);
                 }
-                for (k, w) in &entries_b {
-                    if !entries_a.contains_key(k) {
-                        diff.only_b += 1;
+            };
+            for (k, v) in &entries_a {
+                match entries_b.get(k) {
+                    None => {
+                        diff.only_a += 1;
                         note(
                             &mut diff,
-                            format!("only in {}: {} = {}", b.name, key(k), value(w)),
+                            format!("only in {}: {} = {}", a.name, key(k), value(v)),
                         );
                     }
+                    Some(w) if w != v => {
+                        diff.different += 1;
+                        note(
+                            &mut diff,
+                            format!(
+                                "different: {}: {} in {}, {} in {}",
+                                key(k),
+                                value(v),
+                                a.name,
+                                value(w),
+                                b.name
+                            ),
+                        );
+                    }
+                    Some(_) => {}
                 }
-                stores.push(diff);
             }
-        }
-        let access = match location {
-            Location::Remote { bootstrap, .. } => Some(LogAccess::connect(bootstrap).await?.0),
-            Location::Embedded { .. } => None,
-        };
-        let (app_a, app_b) = (
-            self.as_version(location, a).0,
-            self.as_version(location, b).0,
-        );
-        let mut topics = Vec::new();
-        for topic in self.derived_topics() {
-            let (log_topic_a, log_topic_b) = (app_a.log_topic(&topic), app_b.log_topic(&topic));
-            let count_a = partition_count(location, access.as_ref(), &log_topic_a).await?;
-            let count_b = partition_count(location, access.as_ref(), &log_topic_b).await?;
-            let mut partitions = Vec::new();
-            for partition in 0..count_a.max(count_b) {
-                let records_a = if partition < count_a {
-                    read_partition(location, access.as_ref(), &log_topic_a, partition).await?
-                } else {
-                    Vec::new()
-                };
-                let records_b = if partition < count_b {
-                    read_partition(location, access.as_ref(), &log_topic_b, partition).await?
-                } else {
-                    Vec::new()
-                };
-                partitions.push(compare(partition, &records_a, &records_b));
+            for (k, w) in &entries_b {
+                if !entries_a.contains_key(k) {
+                    diff.only_b += 1;
+                    note(
+                        &mut diff,
+                        format!("only in {}: {} = {}", b.name, key(k), value(w)),
+                    );
+                }
             }
-            topics.push(TopicDiff {
-                topic,
-                log_topic_a,
-                log_topic_b,
-                partitions,
-            });
+            stores.push(diff);
         }
-        Ok(DiffReport {
-            a: a.name.clone(),
-            b: b.name.clone(),
-            stores,
-            topics,
-        })
     }
+    let access = match location {
+        Location::Remote { bootstrap, .. } => Some(LogAccess::connect(bootstrap).await?.0),
+        Location::Embedded { .. } => None,
+    };
+    let (app_a, app_b) = (app.as_version(location, a).0, app.as_version(location, b).0);
+    let mut topics = Vec::new();
+    for topic in app.derived_topics() {
+        let (log_topic_a, log_topic_b) = (app_a.log_topic(&topic), app_b.log_topic(&topic));
+        let count_a = partition_count(location, access.as_ref(), &log_topic_a).await?;
+        let count_b = partition_count(location, access.as_ref(), &log_topic_b).await?;
+        let mut partitions = Vec::new();
+        for partition in 0..count_a.max(count_b) {
+            let records_a = if partition < count_a {
+                read_partition(location, access.as_ref(), &log_topic_a, partition).await?
+            } else {
+                Vec::new()
+            };
+            let records_b = if partition < count_b {
+                read_partition(location, access.as_ref(), &log_topic_b, partition).await?
+            } else {
+                Vec::new()
+            };
+            partitions.push(compare(partition, &records_a, &records_b));
+        }
+        topics.push(TopicDiff {
+            topic,
+            log_topic_a,
+            log_topic_b,
+            partitions,
+        });
+    }
+    Ok(DiffReport {
+        a: a.name.clone(),
+        b: b.name.clone(),
+        stores,
+        topics,
+    })
 }
 
 /// Every committed entry of one store across the processor's tasks, keyed
@@ -207,7 +204,7 @@ fn store_entries(
     store: &str,
 ) -> Result<StoreEntries, RuntimeError> {
     let mut entries = BTreeMap::new();
-    for (partition, dir) in task_dirs(&state_dir.join(processor))? {
+    for (partition, dir) in task_dirs(&layout::processor_dir(state_dir, processor))? {
         let Some(state) = open_committed(&dir)? else {
             continue;
         };
@@ -287,12 +284,17 @@ async fn read_partition(
         if batch.header().is_control() {
             return Ok(());
         }
+        let unreadable = |reason: String| RuntimeError::UnreadableBatch {
+            topic: topic.to_string(),
+            partition,
+            offset: batch.header().base_offset,
+            reason,
+        };
         let decoded = batch
             .records(DECOMPRESSED_BYTES_MAX)
-            .map_err(|e| RuntimeError::Config(format!("{topic}/{partition}: {e}")))?;
+            .map_err(|e| unreadable(e.to_string()))?;
         for record in decoded.iter() {
-            let record =
-                record.map_err(|e| RuntimeError::Config(format!("{topic}/{partition}: {e}")))?;
+            let record = record.map_err(|e| unreadable(format!("a record: {e}")))?;
             records.push((
                 record.offset,
                 record.key.map(<[u8]>::to_vec),

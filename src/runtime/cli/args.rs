@@ -1,0 +1,217 @@
+//! The command line's arguments: the location flags every subcommand
+//! takes, the subcommands, and the commit and checkpoint overrides.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::runtime::error::RuntimeError;
+use crate::runtime::location::Location;
+use crate::runtime::topology::TaskConfig;
+
+/// An app's command line: the location flags, the app's own flags `T`,
+/// and the subcommand.
+#[derive(Debug, Parser)]
+pub struct Cli<T: Args> {
+    #[command(flatten)]
+    pub location: LocationArgs,
+    #[command(flatten)]
+    pub args: T,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// No flags of the app's own.
+#[derive(Debug, Clone, Args)]
+pub struct NoArgs {}
+
+/// Where the log and the state are, taken by every subcommand.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LocationArgs {
+    /// The log directory, opened by the app itself (embedded mode).
+    #[arg(long, global = true)]
+    pub data_dir: Option<PathBuf>,
+    /// A Kafka-protocol broker to run against (remote mode).
+    #[arg(long, global = true, env = "STRATA_BOOTSTRAP")]
+    pub bootstrap: Option<String>,
+    /// Where the tasks' state lives (required with --bootstrap).
+    #[arg(long, global = true)]
+    pub state_dir: Option<PathBuf>,
+}
+
+/// The subcommands (see the module docs).
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Process the inputs (until Ctrl-C / SIGTERM, or --until-end).
+    Run {
+        /// Stop once the inputs, as they are now, are processed through the
+        /// whole pipeline and every derived record is shipped.
+        #[arg(long)]
+        until_end: bool,
+        /// Embedded only: serve the Kafka protocol on this address too (port
+        /// 0: a free one, written to `<state dir>/serving`).
+        #[arg(long)]
+        serve: Option<SocketAddr>,
+        #[command(flatten)]
+        commit: CommitArgs,
+        #[command(flatten)]
+        checkpoints: CheckpointArgs,
+    },
+    /// Run the processors (a new build) into a version of their own: state
+    /// apart, derived topics named `<topic>.VERSION`; the live version is
+    /// not touched. Resumes where it stopped, exactly once like `run`.
+    Replay {
+        /// The version's name (letters, digits, '-', '_').
+        #[arg(long)]
+        version: String,
+        /// Where to start in the external inputs: earliest, an offset, a
+        /// timestamp in ms (`1700000000000ms`) or a UTC time
+        /// (`2026-11-30T12:00:00Z`).
+        #[arg(long, default_value = "earliest")]
+        from: String,
+        /// Stop once the inputs, as they are now, are processed.
+        #[arg(long)]
+        until_end: bool,
+        #[command(flatten)]
+        commit: CommitArgs,
+        #[command(flatten)]
+        checkpoints: CheckpointArgs,
+    },
+    /// Per task: input offset, end offset, lag, outbox size.
+    Status {
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Every store entry as a sorted `store<TAB>key<TAB>value` line.
+    DumpState {
+        /// Only this store.
+        #[arg(long)]
+        store: Option<String>,
+        /// The state as of this input offset: each task's newest checkpoint
+        /// at or below it.
+        #[arg(long, value_name = "OFFSET")]
+        at: Option<i64>,
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Compare two versions' stores and derived topics; exit status 1 when
+    /// they differ.
+    Diff {
+        a: String,
+        b: String,
+        /// Differences shown per store.
+        #[arg(long, default_value_t = 5)]
+        examples: usize,
+    },
+    /// Make a version live (its state and derived topics); the version it
+    /// replaces is kept, so promoting that one back rolls back.
+    Promote { version: String },
+    /// The app's versions; the live one marked.
+    Versions,
+    /// Rebuild the stateful tasks' state from the log into a fresh
+    /// directory while the app keeps running, and swap it in once it has
+    /// caught up (the old state is kept until the swap).
+    Rebuild {
+        /// Only the processor keeping this store.
+        #[arg(long)]
+        store: Option<String>,
+        /// Start from each task's newest checkpoint instead of the log's
+        /// beginning (when retention has deleted the beginning).
+        #[arg(long)]
+        from_checkpoint: bool,
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Checkpoint every task's state now (running or not).
+    Checkpoint {
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
+    },
+}
+
+/// When the tasks commit, overriding the app's setting.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CommitArgs {
+    /// Commit a task's run after this many records.
+    #[arg(long, value_name = "N")]
+    pub commit_records: Option<u64>,
+    /// Commit a task's run at least this often, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub commit_ms: Option<u64>,
+}
+
+impl CommitArgs {
+    pub(super) fn apply(&self, config: &mut TaskConfig) {
+        if let Some(records) = self.commit_records {
+            config.commit.records = records.max(1);
+        }
+        if let Some(ms) = self.commit_ms {
+            config.commit.interval = Duration::from_millis(ms);
+        }
+    }
+}
+
+/// Checkpoints the tasks take on their own.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CheckpointArgs {
+    /// Checkpoint a task's state after every N records.
+    #[arg(long, value_name = "N")]
+    pub checkpoint_records: Option<u64>,
+    /// Checkpoint a task's state every S seconds (when it processed any).
+    #[arg(long, value_name = "S")]
+    pub checkpoint_secs: Option<u64>,
+    /// Checkpoints kept per task.
+    #[arg(long, value_name = "K")]
+    pub checkpoints_kept: Option<usize>,
+}
+
+impl CheckpointArgs {
+    pub(super) fn apply(&self, config: &mut TaskConfig) {
+        if let Some(records) = self.checkpoint_records {
+            config.checkpoints.records = Some(records.max(1));
+        }
+        if let Some(secs) = self.checkpoint_secs {
+            config.checkpoints.interval = Some(Duration::from_secs(secs));
+        }
+        if let Some(keep) = self.checkpoints_kept {
+            config.checkpoints.keep = keep.max(1);
+        }
+    }
+}
+
+impl LocationArgs {
+    /// Where the log and state are, from the flags.
+    pub fn location(&self, app: &str) -> Result<Location, RuntimeError> {
+        match (&self.data_dir, &self.bootstrap, &self.state_dir) {
+            (Some(_), Some(_), _) => Err(RuntimeError::Config(
+                "give either --data-dir (embedded) or --bootstrap (remote), not both".into(),
+            )),
+            (Some(data_dir), None, state_dir) => {
+                let mut location = Location::embedded(data_dir, app);
+                if let (Location::Embedded { state_dir: s, .. }, Some(dir)) =
+                    (&mut location, state_dir)
+                {
+                    *s = dir.clone();
+                }
+                Ok(location)
+            }
+            (None, Some(bootstrap), Some(state_dir)) => Ok(Location::Remote {
+                bootstrap: bootstrap.clone(),
+                state_dir: state_dir.clone(),
+            }),
+            (None, Some(_), None) => Err(RuntimeError::Config(
+                "--bootstrap needs --state-dir: where the tasks' state is kept".into(),
+            )),
+            (None, None, _) => Err(RuntimeError::Config(
+                "give --data-dir DIR (embedded log) or --bootstrap ADDR --state-dir DIR (remote)"
+                    .into(),
+            )),
+        }
+    }
+}

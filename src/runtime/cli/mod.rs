@@ -1,0 +1,251 @@
+//! The command line every app binary gets from [`run_cli`]: argument
+//! structs and a dispatch into the library calls of `ops`. Nothing else in
+//! the runtime imports it.
+//!
+//!
+//! ```text
+//! <app> run [--until-end] [--serve ADDR] [--commit-records N] [--commit-ms MS]
+//!           [--checkpoint-records N] [--checkpoint-secs S] [--checkpoints-kept K]
+//!                                                 process (embedded or remote)
+//! <app> status [--version V]                      per task: offsets, lag, outbox
+//! <app> dump-state [--store S] [--at OFFSET]      sorted `store<TAB>key<TAB>value`
+//! <app> replay --version V --from earliest|OFFSET|TIME [--until-end]
+//!              (and run's commit and checkpoint flags)
+//! <app> diff A B                                  exit status 1 when they differ
+//! <app> promote V                                 make a version live
+//! <app> versions                                  list them
+//! <app> rebuild [--store S] [--from-checkpoint] [--version V]
+//!                                                 fresh state from the log, swapped in
+//! <app> checkpoint [--version V]                  checkpoint every task's state
+//! ```
+//!
+//! The version the app runs is `live` (see `versions`); `run` runs it, and
+//! the other commands look at it unless given `--version`.
+//!
+//! Every subcommand takes the same location flags: `--data-dir DIR`
+//! (embedded; state in `DIR/apps/<app>` unless `--state-dir`), or
+//! `--bootstrap ADDR --state-dir DIR` (remote). An app with flags of its
+//! own parses [`Cli<T>`] with its `clap::Args` type and passes the result to
+//! [`run_parsed`].
+//!
+//! Exit status: 0 done; 1 failed, or `diff` found differences; 2 `diff`
+//! failed. Neither function exits the process: they return the status.
+
+mod args;
+mod print;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+pub use args::{CheckpointArgs, Cli, Command, CommitArgs, LocationArgs, NoArgs};
+
+use super::error::RuntimeError;
+use super::location::Location;
+use super::ops::{self, RebuildOptions, RunOptions};
+use super::topology::App;
+use super::versions::{BASE, LIVE, Versions};
+
+/// How often `run`, `replay` and `rebuild` print their progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// How a subcommand ended, for the exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// `diff` found differences (exit status 1).
+    Differs,
+}
+
+/// Parses the command line and runs the subcommand; an error is printed
+/// and given back as the exit status.
+pub fn run_cli(app: App) -> ExitCode {
+    let cli = Cli::<NoArgs>::parse();
+    run_parsed(&app, &cli.location, &cli.command)
+}
+
+/// Runs a parsed subcommand (for apps with flags of their own); prints an
+/// error and returns status 1 on failure (2 for an error of `diff`, whose
+/// 1 means the versions differ).
+pub fn run_parsed(app: &App, location: &LocationArgs, command: &Command) -> ExitCode {
+    match execute(app, location, command) {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Differs) => ExitCode::from(1),
+        Err(error) => {
+            eprintln!("{}: {error}", app.name());
+            if matches!(command, Command::Diff { .. }) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Runs a subcommand, returning its error.
+pub fn execute(
+    app: &App,
+    location: &LocationArgs,
+    command: &Command,
+) -> Result<Outcome, RuntimeError> {
+    let location = location.location(app.name())?;
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(RuntimeError::io("starting the async runtime"))?;
+    runtime.block_on(dispatch(app, &location, command))
+}
+
+async fn dispatch(
+    app: &App,
+    location: &Location,
+    command: &Command,
+) -> Result<Outcome, RuntimeError> {
+    let name = app.name();
+    let versions = || Versions::load(location.state_dir());
+    let version = |name: &Option<String>| versions()?.get(name.as_deref().unwrap_or(LIVE));
+    match command {
+        Command::Run {
+            until_end,
+            serve,
+            commit,
+            checkpoints,
+        } => {
+            let live = version(&None)?;
+            let (mut app, location) = app.as_version(location, &live);
+            commit.apply(&mut app.config);
+            checkpoints.apply(&mut app.config);
+            let options = RunOptions {
+                until_end: *until_end,
+                serve: *serve,
+                progress_every: Some(PROGRESS_EVERY),
+                ..RunOptions::default()
+            };
+            if live.name != BASE {
+                eprintln!(
+                    "{name}: running version {} (derived topics end in {:?})",
+                    live.name, live.topic_suffix
+                );
+            }
+            let summary = ops::run(&app, &location, options).await?;
+            print::processed(name, &summary);
+            Ok(Outcome::Done)
+        }
+        Command::Replay {
+            version,
+            from,
+            until_end,
+            commit,
+            checkpoints,
+        } => {
+            let mut replay = ops::Replay::prepare(app, location, version, from)?;
+            commit.apply(&mut replay.app.config);
+            checkpoints.apply(&mut replay.app.config);
+            eprintln!(
+                "{name}: replaying into version {version} (state in {}, derived topics {})",
+                replay.version.state_dir.display(),
+                replay.app.derived_log_topics().join(", ")
+            );
+            let options = RunOptions {
+                until_end: *until_end,
+                progress_every: Some(PROGRESS_EVERY),
+                ..RunOptions::default()
+            };
+            let summary = replay.run(options).await?;
+            print::processed(name, &summary);
+            Ok(Outcome::Done)
+        }
+        Command::Status { version: name } => {
+            let (app, location) = app.as_version(location, &version(name)?);
+            print::status(&app, &location).await?;
+            Ok(Outcome::Done)
+        }
+        Command::DumpState {
+            store,
+            at,
+            version: name,
+        } => {
+            let (app, location) = app.as_version(location, &version(name)?);
+            print::dump_state(&app, &location, store.as_deref(), *at)?;
+            Ok(Outcome::Done)
+        }
+        Command::Diff { a, b, examples } => {
+            let versions = versions()?;
+            let (a, b) = (versions.get(a)?, versions.get(b)?);
+            let report = ops::diff(app, location, &a, &b, *examples).await?;
+            print::diff(&report)?;
+            Ok(if report.differs() {
+                Outcome::Differs
+            } else {
+                Outcome::Done
+            })
+        }
+        Command::Promote { version } => {
+            match ops::promote(app, location, version)? {
+                ops::Promoted::AlreadyLive(live) => {
+                    eprintln!("{name}: {} is already live", live.name);
+                }
+                ops::Promoted::Live {
+                    live,
+                    previous,
+                    derived_topics,
+                } => {
+                    println!(
+                        "{} is live: `run` uses its state ({}) and derived topics ({})",
+                        live.name,
+                        live.state_dir.display(),
+                        derived_topics.join(", ")
+                    );
+                    println!(
+                        "the previous live version, {}, is kept: `promote {}` rolls back",
+                        previous.name, previous.name
+                    );
+                }
+            }
+            Ok(Outcome::Done)
+        }
+        Command::Versions => {
+            let versions = versions()?;
+            for name in versions.names() {
+                let marker = if name == versions.live_name() {
+                    "  (live)"
+                } else {
+                    ""
+                };
+                println!("{name}{marker}");
+            }
+            Ok(Outcome::Done)
+        }
+        Command::Rebuild {
+            store,
+            from_checkpoint,
+            version: name,
+        } => {
+            let (app, location) = app.as_version(location, &version(name)?);
+            let options = RebuildOptions {
+                store: store.clone(),
+                from_checkpoint: *from_checkpoint,
+                progress_every: Some(PROGRESS_EVERY),
+                commit: None,
+            };
+            let summary = ops::rebuild(&app, &location, options).await?;
+            let by = if summary.handed_over > 0 {
+                "the running app swapped it in"
+            } else {
+                "swapped in"
+            };
+            eprintln!(
+                "{}: rebuilt {} task(s) from {} records in {:.1} s; {by}",
+                app.name(),
+                summary.tasks,
+                summary.records,
+                summary.elapsed.as_secs_f64()
+            );
+            Ok(Outcome::Done)
+        }
+        Command::Checkpoint { version: name } => {
+            let (app, location) = app.as_version(location, &version(name)?);
+            print::checkpoints(&ops::checkpoint(&app, &location).await?);
+            Ok(Outcome::Done)
+        }
+    }
+}

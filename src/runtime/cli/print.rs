@@ -1,0 +1,157 @@
+//! What the subcommands print: the dumped state, the status table and its
+//! warnings, a diff report, the checkpoints taken.
+
+use std::io::Write;
+
+use crate::runtime::error::RuntimeError;
+use crate::runtime::layout::{self, task_dirs};
+use crate::runtime::location::Location;
+use crate::runtime::ops::{self, DiffReport, StatusRow, TaskCheckpoint, dump_state::checkpoint_at};
+use crate::runtime::progress::duration;
+use crate::runtime::topology::App;
+
+/// `dump-state`: the lines on stdout; with `at`, which checkpoint each task's
+/// lines come from on stderr.
+pub(super) fn dump_state(
+    app: &App,
+    location: &Location,
+    only: Option<&str>,
+    at: Option<i64>,
+) -> Result<(), RuntimeError> {
+    let lines = ops::dump_state_at(app, location, only, at)?;
+    if let Some(at) = at {
+        for spec in app.processors.iter().filter(|p| !p.stores.is_empty()) {
+            for (partition, _) in
+                task_dirs(&layout::processor_dir(location.state_dir(), &spec.name))?
+            {
+                let (offset, _) = checkpoint_at(location.state_dir(), &spec.name, partition, at)?;
+                eprintln!(
+                    "{}/{partition}: the checkpoint at offset {offset}",
+                    spec.name
+                );
+            }
+        }
+    }
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for line in lines {
+        writeln!(out, "{line}").map_err(stdout_error)?;
+    }
+    out.flush().map_err(stdout_error)
+}
+
+/// `status`: a table of the rows, then the catch-up warnings.
+pub(super) async fn status(app: &App, location: &Location) -> Result<(), RuntimeError> {
+    let rows = ops::status(app, location).await?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+    let header = format!(
+        "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}",
+        "TASK", "INPUT", "OFFSET", "END", "LAG", "OUTBOX", "RATE/S", "ETA", "EXPIRES"
+    );
+    writeln!(out, "{header}").map_err(stdout_error)?;
+    for row in &rows {
+        writeln!(
+            out,
+            "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}",
+            row.task,
+            format!("{}/{}", row.topic, row.partition),
+            show(row.offset),
+            show(row.end),
+            show(row.lag()),
+            row.outbox_records,
+            row.rate.map_or("-".to_string(), |r| format!("{r:.0}")),
+            match (row.lag(), row.eta_secs()) {
+                (Some(0), _) => "0s".to_string(),
+                (_, Some(eta)) => duration(eta),
+                _ => "-".to_string(),
+            },
+            match row.expires_in_ms {
+                Some(ms) if ms <= 0 => "due".to_string(),
+                Some(ms) => duration(ms as f64 / 1000.0),
+                None => "-".to_string(),
+            },
+        )
+        .map_err(stdout_error)?;
+    }
+    if rows.is_empty() {
+        writeln!(
+            out,
+            "(no task has run yet under {})",
+            location.state_dir().display()
+        )
+        .map_err(stdout_error)?;
+    }
+    for warning in rows.iter().filter_map(StatusRow::warning) {
+        writeln!(out, "WARNING: {warning}").map_err(stdout_error)?;
+    }
+    out.flush().map_err(stdout_error)
+}
+
+/// `checkpoint`: one line per checkpoint taken.
+pub(super) fn checkpoints(taken: &[TaskCheckpoint]) {
+    for TaskCheckpoint { task, offset } in taken {
+        println!("{task}: checkpoint at offset {offset}");
+    }
+}
+
+/// `diff`: per store and derived partition, what differs.
+pub(super) fn diff(report: &DiffReport) -> Result<(), RuntimeError> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let (a, b) = (&report.a, &report.b);
+    for store in &report.stores {
+        writeln!(
+            out,
+            "store {}: {} only in {a}, {} only in {b}, {} with different values",
+            store.store, store.only_a, store.only_b, store.different
+        )
+        .map_err(stdout_error)?;
+        for example in &store.examples {
+            writeln!(out, "  {example}").map_err(stdout_error)?;
+        }
+    }
+    for topic in &report.topics {
+        for p in &topic.partitions {
+            let first = match p.first_difference {
+                Some(offset) => format!("first difference at offset {offset}"),
+                None => "identical".to_string(),
+            };
+            writeln!(
+                out,
+                "topic {} partition {}: {} vs {}: {} and {} records, {} differ in place ({} only in {a}, {} only in {b}, order aside), {first}",
+                topic.topic,
+                p.partition,
+                topic.log_topic_a,
+                topic.log_topic_b,
+                p.records_a,
+                p.records_b,
+                p.differing,
+                p.only_a,
+                p.only_b
+            )
+            .map_err(stdout_error)?;
+        }
+    }
+    let verdict = if report.differs() {
+        "differ"
+    } else {
+        "are the same"
+    };
+    writeln!(out, "{a} and {b} {verdict}").map_err(stdout_error)?;
+    out.flush().map_err(stdout_error)
+}
+
+pub(super) fn stdout_error(error: std::io::Error) -> RuntimeError {
+    RuntimeError::Io {
+        context: "writing to stdout".into(),
+        error,
+    }
+}
+
+/// `run` and `replay`: what they did, on stderr.
+pub(super) fn processed(app: &str, summary: &ops::RunSummary) {
+    eprintln!(
+        "{app}: {} records processed in {:.1} s",
+        summary.records,
+        summary.elapsed.as_secs_f64()
+    );
+}

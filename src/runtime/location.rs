@@ -1,0 +1,51 @@
+//! [`Location`]: where an app's log and state are, embedded or remote.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use super::layout;
+
+/// Where an app's log and state are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// The app opens the log directory itself; state under `state_dir`.
+    Embedded {
+        data_dir: PathBuf,
+        state_dir: PathBuf,
+    },
+    /// Through the client; state under `state_dir`.
+    Remote {
+        bootstrap: String,
+        state_dir: PathBuf,
+    },
+}
+
+impl Location {
+    /// Embedded, with the state kept inside the data directory
+    /// (`<data>/apps/<app>`; the log ignores directories it did not make).
+    pub fn embedded(data_dir: &Path, app: &str) -> Self {
+        Self::Embedded {
+            data_dir: data_dir.to_path_buf(),
+            state_dir: layout::embedded_state_dir(data_dir, app),
+        }
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        match self {
+            Self::Embedded { state_dir, .. } | Self::Remote { state_dir, .. } => state_dir,
+        }
+    }
+
+    /// The address an app run with `serve` is serving the Kafka protocol
+    /// on, while it runs (with port 0, the port the system picked): read
+    /// from `<state_dir>/serving`.
+    pub fn serving_addr(&self) -> Option<SocketAddr> {
+        // A file left by a killed run names nothing: the app must hold its
+        // run lock.
+        if !layout::is_locked(&layout::running_lock(self.state_dir())) {
+            return None;
+        }
+        let text = std::fs::read_to_string(layout::serving_file(self.state_dir())).ok()?;
+        text.trim().parse().ok()
+    }
+}

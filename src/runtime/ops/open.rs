@@ -1,0 +1,163 @@
+//! An app against its log: the log opened (embedded) or connected to
+//! (remote), the Kafka protocol served from an embedded app, and the
+//! topology resolved (partition counts, derived topics created).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::log::{LogConfig, LogError, LogManager};
+use crate::runtime::error::RuntimeError;
+use crate::runtime::layout;
+use crate::runtime::location::Location;
+use crate::runtime::log_access::LogAccess;
+use crate::runtime::spec::OutputSpec;
+use crate::runtime::spec::TopicOutput;
+use crate::runtime::topology::{App, ProcessorSpec};
+
+/// A processor's outputs as its tasks emit to them.
+pub(crate) fn outputs(
+    app: &App,
+    spec: &ProcessorSpec,
+    partitions: &BTreeMap<String, i32>,
+) -> Vec<TopicOutput> {
+    let output = |o: &OutputSpec| TopicOutput {
+        spec: o.clone(),
+        log_topic: app.log_topic(&o.topic),
+        partitions: partitions[&o.topic],
+    };
+    spec.outputs.iter().map(output).collect()
+}
+
+/// Partition counts of every topic of the app, creating derived topics
+/// (with their processor's input partition count unless declared).
+pub(crate) async fn resolve(
+    app: &App,
+    log: &LogAccess,
+) -> Result<BTreeMap<String, i32>, RuntimeError> {
+    let mut partitions: BTreeMap<String, i32> = BTreeMap::new();
+    for topic in app.external_inputs() {
+        let count =
+            log.partition_count(&topic)
+                .await?
+                .ok_or_else(|| RuntimeError::UnknownTopic {
+                    topic: topic.clone(),
+                })?;
+        partitions.insert(topic, count);
+    }
+    // Processors in an order where each one's inputs are known: a
+    // derived topic is created by the processor that writes it.
+    let mut left: Vec<usize> = (0..app.processors.len()).collect();
+    while !left.is_empty() {
+        let ready = left.iter().position(|&i| {
+            app.processors[i]
+                .inputs
+                .iter()
+                .all(|t| partitions.contains_key(t))
+        });
+        let Some(at) = ready else {
+            let names: Vec<&str> = left
+                .iter()
+                .map(|&i| app.processors[i].name.as_str())
+                .collect();
+            return Err(RuntimeError::Config(format!(
+                "processors {names:?} read each other's outputs in a cycle"
+            )));
+        };
+        let spec = &app.processors[left.remove(at)];
+        let counts: Vec<i32> = spec.inputs.iter().map(|t| partitions[t]).collect();
+        if counts.iter().any(|&c| c != counts[0]) {
+            return Err(RuntimeError::Config(format!(
+                "the inputs of processor {:?} ({:?}) have different partition counts {counts:?}; partition i of each goes to one task, so they must match",
+                spec.name, spec.inputs
+            )));
+        }
+        for output in &spec.outputs {
+            let wanted = output.partitions.unwrap_or(counts[0]);
+            let count = log
+                .ensure_topic(&app.log_topic(&output.topic), wanted)
+                .await?;
+            if let Some(known) = partitions.get(&output.topic)
+                && *known != count
+            {
+                return Err(RuntimeError::Config(format!(
+                    "topic {:?}: partition counts disagree",
+                    output.topic
+                )));
+            }
+            partitions.insert(output.topic.clone(), count);
+        }
+    }
+    Ok(partitions)
+}
+
+/// Opens the log (embedded) or connects (remote).
+pub(crate) async fn open(
+    location: &Location,
+) -> Result<(LogAccess, Option<Arc<LogManager>>), RuntimeError> {
+    match location {
+        Location::Embedded { data_dir, .. } => {
+            let manager = match LogManager::open(data_dir, LogConfig::default()) {
+                Ok(manager) => Arc::new(manager),
+                // Another process holds the directory: most likely the app
+                // itself, running embedded.
+                Err(LogError::Io { error, .. })
+                    if error.kind() == std::io::ErrorKind::WouldBlock =>
+                {
+                    return Err(RuntimeError::Locked {
+                        path: data_dir.clone(),
+                        why: format!(
+                            "it is in use by another process (an app running embedded, or strata serve), and only one process can open a log directory; reach the log through that process's Kafka port instead, with `--bootstrap ADDR --state-dir {}/apps/<app>` in place of --data-dir (an embedded app serves the port with `run --serve ADDR`)",
+                            data_dir.display()
+                        ),
+                    });
+                }
+                Err(error) => return Err(error.into()),
+            };
+            Ok((
+                LogAccess::Embedded(Arc::clone(&manager), Arc::default()),
+                Some(manager),
+            ))
+        }
+        Location::Remote { bootstrap, .. } => Ok((LogAccess::connect(bootstrap).await?.0, None)),
+    }
+}
+
+pub(super) type Served = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
+
+/// Serves the Kafka protocol over the embedded log in this process.
+/// The bound address goes to `<state_dir>/serving` (written aside and
+/// renamed: a reader sees a whole address or none).
+pub(super) async fn serve(
+    log: Arc<LogManager>,
+    addr: SocketAddr,
+    state_dir: &Path,
+) -> Result<(Served, Arc<crate::broker::AppendSignals>), RuntimeError> {
+    let config = crate::broker::BrokerConfig {
+        listen: addr,
+        ..Default::default()
+    };
+    let broker = crate::broker::Broker::bind(config, log)
+        .await
+        .map_err(|e| RuntimeError::Serve {
+            addr: addr.to_string(),
+            reason: e.to_string(),
+        })?;
+    let bound = broker.local_addr();
+    eprintln!("serving the Kafka protocol on {bound}");
+    layout::write_whole(&layout::serving_file(state_dir), &format!("{bound}\n"))?;
+    let signals = broker.append_signals();
+    let (stop, mut stopped) = watch::channel(false);
+    let server = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        if let Err(error) = broker.serve(shutdown).await {
+            tracing::error!("serving: {error}");
+        }
+    });
+    Ok(((stop, server), signals))
+}

@@ -1,0 +1,234 @@
+//! The commit: the run's store writes, its outbox batches, the derived
+//! partitions' next sequences and the next input offsets in ONE RocksDB
+//! write batch, begun on the writer thread ([`TaskState::begin_commit`])
+//! and settled later ([`TaskState::settle`]).
+//!
+//! Invariants (asserted): at most one commit is in flight; input offsets
+//! never move back; once settled, the offsets in the database are the
+//! offsets the commit wrote (read back). The task asserts the outbox bound:
+//! a commit begins with the one before shipped (`task::commit`). A failed
+//! write poisons the state: nothing more is committed until it is
+//! reopened.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rocksdb::WriteBatch;
+
+use super::inline_bytes::InlineBytes;
+use super::meta::{
+    INPUT_OFFSET_PREFIX, NEXT_OUTBOX, RATE, START_OFFSET_PREFIX, sequence_key, topic_key,
+};
+use super::store_map::StoreMap;
+use super::writer::{CommitJob, Writer};
+use super::{META, OUTBOX, StateError, TaskState};
+
+/// A commit being written.
+pub(super) struct InFlight {
+    /// The derived partitions' next sequences it writes.
+    pub sequences: BTreeMap<(String, i32), i32>,
+    /// How the write ended, once it has and the task has looked.
+    pub landed: Option<Result<(), StateError>>,
+}
+
+impl TaskState {
+    /// Writes everything of the run and the next input offsets in one write
+    /// batch. Returns how many outbox batches it added.
+    pub fn commit(&mut self, next_input_offsets: &[(&str, i64)]) -> Result<usize, StateError> {
+        let added = self.begin_commit(next_input_offsets)?;
+        self.settle()?;
+        Ok(added)
+    }
+
+    /// [`commit`](Self::commit), with the write (and its fsync) left to run
+    /// on a thread of its own while the task goes on with its next run;
+    /// [`settle`](Self::settle) waits for it. Until then the commit is not
+    /// durable: its outbox batches must not be shipped, and another commit
+    /// waits for it first. Reads see its values all along (they stay in
+    /// the stores' tables, not evicted while it runs). Returns how many
+    /// outbox batches it added.
+    pub fn begin_commit(
+        &mut self,
+        next_input_offsets: &[(&str, i64)],
+    ) -> Result<usize, StateError> {
+        self.settle()?;
+        self.check_poisoned()?;
+        assert!(
+            self.in_flight.is_none(),
+            "at most one commit in flight: the one before is settled first"
+        );
+        for (topic, next) in next_input_offsets {
+            if let Some(current) = self.input_offset(topic)
+                && *next < current
+            {
+                return Err(StateError::OffsetBackwards {
+                    topic: topic.to_string(),
+                    current,
+                    next: *next,
+                });
+            }
+        }
+        for open in std::mem::take(&mut self.run.open) {
+            self.seal(open)?;
+        }
+        let mut batch = WriteBatch::default();
+        let outbox = self.cf(OUTBOX)?;
+        let first = self.next_outbox;
+        for (seq, entry) in (first..).zip(&self.run.sealed) {
+            batch.put_cf(outbox, seq.to_be_bytes(), entry.encode());
+        }
+        let meta = self.cf(META)?;
+        let next_outbox = first + self.run.sealed.len() as u64;
+        if !self.run.sealed.is_empty() {
+            batch.put_cf(meta, NEXT_OUTBOX, next_outbox.to_be_bytes());
+        }
+        for ((topic, partition), next) in &self.run.sequences {
+            batch.put_cf(
+                meta,
+                sequence_key(topic, *partition),
+                i64::from(*next).to_be_bytes(),
+            );
+        }
+        for (topic, next) in next_input_offsets {
+            batch.put_cf(
+                meta,
+                topic_key(INPUT_OFFSET_PREFIX, topic),
+                next.to_be_bytes(),
+            );
+        }
+        if let Some(rate) = self.run.rate {
+            batch.put_cf(meta, RATE, rate.to_bits().to_be_bytes());
+        }
+        for (topic, start) in &self.run.starts {
+            batch.put_cf(
+                meta,
+                topic_key(START_OFFSET_PREFIX, topic),
+                start.to_be_bytes(),
+            );
+        }
+        // The run's writes, taken from the tables (nothing fails from
+        // here on but starting the thread, which poisons the state); sorted
+        // and put in the write batch by the commit's own thread.
+        let mut writes = Vec::new();
+        for (index, map) in self.maps.iter_mut().enumerate() {
+            if map.dirty.is_empty() {
+                continue;
+            }
+            let mut entries = Vec::new();
+            if map.dirty.len() * 16 < map.slots.capacity() {
+                // A few keys of a large table: looked up one by one.
+                map.slots
+                    .take_dirty_keys(map.dirty.iter().map(InlineBytes::as_slice), &mut entries);
+            } else {
+                map.slots.take_dirty(&mut entries);
+            }
+            writes.push((self.stores[index].clone(), entries));
+        }
+        if self.writer.is_none() {
+            let (db, stores) = (Arc::clone(&self.db), self.stores.join(", "));
+            match Writer::start(db, self.sync, stores) {
+                Ok(writer) => self.writer = Some(writer),
+                Err(error) => {
+                    self.poison("the commit writer could not be started");
+                    return Err(StateError::Io("starting the commit writer".into(), error));
+                }
+            }
+        }
+        let writer = self.writer.as_ref().expect("started above");
+        if writer.jobs.send(CommitJob { batch, writes }).is_err() {
+            self.poison("the commit writer stopped");
+            return Err(StateError::WriterStopped {
+                stores: self.stores.join(", "),
+            });
+        }
+        self.in_flight = Some(InFlight {
+            sequences: std::mem::take(&mut self.run.sequences),
+            landed: None,
+        });
+        self.run.rate = None;
+        self.run.starts.clear();
+        self.next_outbox = next_outbox;
+        for (topic, next) in next_input_offsets {
+            self.offsets.insert(topic.to_string(), *next);
+        }
+        for map in &mut self.maps {
+            // The written values stay, clean: the cache of what is committed
+            // (dropped whole when it next outgrows its bound, not before
+            // the write is settled).
+            map.limit = 0;
+            map.dirty.clear();
+        }
+        let added = self.run.sealed.len();
+        self.run.sealed.clear();
+        Ok(added)
+    }
+
+    /// Whether a commit is in flight (begun, not yet settled).
+    pub fn commit_in_flight(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Whether a commit's write is running and has finished.
+    pub fn commit_landed(&mut self) -> bool {
+        let (Some(flight), Some(writer)) = (&mut self.in_flight, &self.writer) else {
+            return false;
+        };
+        if flight.landed.is_none()
+            && let Ok(written) = writer.done.try_recv()
+        {
+            flight.landed = Some(written);
+        }
+        flight.landed.is_some()
+    }
+
+    /// Waits for the commit in flight, if any: once this returns Ok, it is
+    /// durable (as `sync` makes it).
+    pub fn settle(&mut self) -> Result<(), StateError> {
+        self.check_poisoned()?;
+        let Some(mut flight) = self.in_flight.take() else {
+            return Ok(());
+        };
+        let writer = self
+            .writer
+            .as_ref()
+            .expect("a commit in flight has a writer");
+        let written = match flight.landed.take() {
+            Some(written) => written,
+            None => writer.done.recv().unwrap_or_else(|_| {
+                Err(StateError::WriterStopped {
+                    stores: self.stores.join(", "),
+                })
+            }),
+        };
+        if written.is_ok() {
+            // What the commit wrote is what the database holds now.
+            let stored = self.read_input_offsets()?;
+            assert_eq!(
+                stored, self.offsets,
+                "the input offsets read back differ from the offsets committed"
+            );
+        }
+        if let Err(error) = &written {
+            // The offsets, outbox numbers and sequences have moved past
+            // what the database holds: nothing more is committed from this
+            // state, and nothing that did not reach the database stays
+            // readable.
+            self.poison(&format!("a commit's write failed: {error}"));
+            for map in &mut self.maps {
+                *map = StoreMap::default();
+            }
+        }
+        written
+    }
+
+    fn poison(&mut self, why: &str) {
+        self.poisoned.get_or_insert_with(|| why.to_string());
+    }
+
+    fn check_poisoned(&self) -> Result<(), StateError> {
+        match &self.poisoned {
+            Some(why) => Err(StateError::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+}

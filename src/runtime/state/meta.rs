@@ -1,0 +1,178 @@
+//! The `meta` column family: the task's bookkeeping.
+//!
+//! | key | value (big-endian) |
+//! |---|---|
+//! | `input_offset/<topic>` | i64: next offset to read from the input topic |
+//! | `start_offset/<topic>` | i64: where the task began reading it (what a rebuild starts from) |
+//! | `producer` | i64 producer id, i16 epoch |
+//! | `sequence/<topic>\0<partition i32>` | i64: the partition's next sequence |
+//! | `next_outbox` | u64: the next outbox sequence (kept once all are shipped) |
+//! | `rate` | f64 bits: records/s while busy, smoothed (for `status`) |
+//!
+//! The producer identity is written synced on its own, once; everything
+//! else moves only with a commit.
+
+use std::collections::BTreeMap;
+
+use rocksdb::{Direction, IteratorMode, WriteBatch};
+
+use super::{META, OUTBOX, StateError, TaskState};
+
+pub(super) const INPUT_OFFSET_PREFIX: &[u8] = b"input_offset/";
+pub(super) const START_OFFSET_PREFIX: &[u8] = b"start_offset/";
+const PRODUCER: &[u8] = b"producer";
+pub(super) const NEXT_OUTBOX: &[u8] = b"next_outbox";
+pub(super) const RATE: &[u8] = b"rate";
+const SEQUENCE_PREFIX: &[u8] = b"sequence/";
+
+impl TaskState {
+    /// The next offset to read from `topic`; `None` before the first commit.
+    pub fn input_offset(&self, topic: &str) -> Option<i64> {
+        self.offsets.get(topic).copied()
+    }
+
+    /// Every input topic's next offset.
+    pub fn input_offsets(&self) -> BTreeMap<String, i64> {
+        self.offsets.clone()
+    }
+
+    pub(super) fn read_input_offsets(&self) -> Result<BTreeMap<String, i64>, StateError> {
+        self.read_prefixed(INPUT_OFFSET_PREFIX)
+    }
+
+    /// `meta` entries `<prefix><topic>` → i64.
+    fn read_prefixed(&self, prefix: &[u8]) -> Result<BTreeMap<String, i64>, StateError> {
+        let meta = self.cf(META)?;
+        let mut offsets = BTreeMap::new();
+        let iter = self
+            .db
+            .iterator_cf(meta, IteratorMode::From(prefix, Direction::Forward));
+        for item in iter {
+            let (key, value) = item?;
+            let Some(topic) = key.strip_prefix(prefix) else {
+                break;
+            };
+            let topic = String::from_utf8_lossy(topic).into_owned();
+            offsets.insert(topic, decode_i64(&value)?);
+        }
+        Ok(offsets)
+    }
+
+    /// Records where the task begins reading `topic` (it has no offset for
+    /// it yet), with the next commit.
+    pub fn note_start(&mut self, topic: &str, offset: i64) {
+        self.run.starts.push((topic.to_string(), offset));
+    }
+
+    /// Where the task began reading each input (absent for inputs whose
+    /// state predates the record of it).
+    pub fn start_offsets(&self) -> Result<BTreeMap<String, i64>, StateError> {
+        self.read_prefixed(START_OFFSET_PREFIX)
+    }
+
+    /// Records the task's processing rate (records/s while busy) with the
+    /// next commit.
+    pub fn note_rate(&mut self, records_per_second: f64) {
+        self.run.rate = Some(records_per_second);
+    }
+
+    /// The processing rate last committed, if any.
+    pub fn rate(&self) -> Result<Option<f64>, StateError> {
+        match self.db.get_cf(self.cf(META)?, RATE)? {
+            None => Ok(None),
+            Some(raw) => Ok(Some(f64::from_bits(decode_u64(&raw)?))),
+        }
+    }
+
+    /// The task's producer id and epoch, once assigned.
+    pub fn producer(&self) -> Option<(i64, i16)> {
+        self.producer
+    }
+
+    /// Records the task's producer identity (synced: every batch the task
+    /// ever emits carries it).
+    pub fn set_producer(&mut self, producer_id: i64, epoch: i16) -> Result<(), StateError> {
+        let mut value = producer_id.to_be_bytes().to_vec();
+        value.extend_from_slice(&epoch.to_be_bytes());
+        let mut options = rocksdb::WriteOptions::default();
+        options.set_sync(true);
+        self.db
+            .put_cf_opt(self.cf(META)?, PRODUCER, value, &options)?;
+        self.producer = Some((producer_id, epoch));
+        Ok(())
+    }
+
+    pub(super) fn read_producer(&self) -> Result<Option<(i64, i16)>, StateError> {
+        let Some(raw) = self.db.get_cf(self.cf(META)?, PRODUCER)? else {
+            return Ok(None);
+        };
+        if raw.len() != 10 {
+            return Err(StateError::Corrupt(format!(
+                "producer identity of {} bytes",
+                raw.len()
+            )));
+        }
+        let id = decode_i64(&raw[..8])?;
+        Ok(Some((id, i16::from_be_bytes([raw[8], raw[9]]))))
+    }
+
+    /// The next producer sequence of a derived partition (0 before any).
+    pub fn next_sequence(&self, topic: &str, partition: i32) -> Result<i32, StateError> {
+        let meta = self.cf(META)?;
+        match self.db.get_cf(meta, sequence_key(topic, partition))? {
+            None => Ok(0),
+            Some(raw) => Ok(decode_i64(&raw)? as i32),
+        }
+    }
+
+    /// Takes over `from`'s bookkeeping, replacing its own: everything in
+    /// `meta` and `outbox` (input offsets, producer identity and sequences,
+    /// batches not yet shipped), in one synced write. A rebuilt state goes
+    /// on exactly where the state it replaces stopped.
+    pub fn adopt_bookkeeping(&mut self, from: &TaskState) -> Result<(), StateError> {
+        let mut batch = WriteBatch::default();
+        for family in [META, OUTBOX] {
+            let (mine, theirs) = (self.cf(family)?, from.cf(family)?);
+            for item in self.db.iterator_cf(mine, IteratorMode::Start) {
+                batch.delete_cf(mine, item?.0);
+            }
+            for item in from.db.iterator_cf(theirs, IteratorMode::Start) {
+                let (key, value) = item?;
+                batch.put_cf(mine, key, value);
+            }
+        }
+        let mut options = rocksdb::WriteOptions::default();
+        options.set_sync(true);
+        self.db.write_opt(batch, &options)?;
+        self.producer = self.read_producer()?;
+        self.offsets = self.read_input_offsets()?;
+        self.next_outbox = from.next_outbox;
+        Ok(())
+    }
+}
+
+/// A `meta` key `<prefix><topic>` (read back by `read_prefixed`).
+pub(super) fn topic_key(prefix: &[u8], topic: &str) -> Vec<u8> {
+    let mut key = prefix.to_vec();
+    key.extend_from_slice(topic.as_bytes());
+    key
+}
+
+pub(super) fn sequence_key(topic: &str, partition: i32) -> Vec<u8> {
+    let mut key = SEQUENCE_PREFIX.to_vec();
+    key.extend_from_slice(topic.as_bytes());
+    key.push(0);
+    key.extend_from_slice(&partition.to_be_bytes());
+    key
+}
+
+pub(super) fn decode_i64(raw: &[u8]) -> Result<i64, StateError> {
+    let bytes: [u8; 8] = raw
+        .try_into()
+        .map_err(|_| StateError::Corrupt(format!("{} bytes for an i64", raw.len())))?;
+    Ok(i64::from_be_bytes(bytes))
+}
+
+pub(super) fn decode_u64(raw: &[u8]) -> Result<u64, StateError> {
+    Ok(decode_i64(raw)? as u64)
+}

@@ -1,0 +1,289 @@
+//! Unit tests of `TaskState`: runs, commits, the outbox, read-only opening.
+
+use super::*;
+use crate::record::{NewRecord, RecordBatch};
+
+fn open(dir: &Path) -> TaskState {
+    let mut state = TaskState::open(dir, &["counts", "users"], false).unwrap();
+    if state.producer().is_none() {
+        state.set_producer(7, 0).unwrap();
+    }
+    state
+}
+
+fn entries(pairs: &[(&str, &str)]) -> Vec<Entry> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect()
+}
+
+fn record(value: &[u8]) -> NewRecord<'_> {
+    NewRecord::new(None, value, 100)
+}
+
+/// (outbox seq, partition, base sequence, record count) of each batch.
+fn outbox_shape(state: &TaskState) -> Vec<(u64, i32, i32, i32)> {
+    state
+        .outbox()
+        .unwrap()
+        .iter()
+        .map(|(seq, b)| {
+            let header = *RecordBatch::parse(&b.batch).unwrap().header();
+            (*seq, b.partition, header.base_sequence, header.record_count)
+        })
+        .collect()
+}
+
+/// A commit left in flight while the next run goes on: the next run
+/// reads its values (points and scans) and emits after its sequences;
+/// a discard of the next run keeps it; settled, it is on disk.
+#[test]
+fn a_commit_in_flight_is_seen_by_the_next_run_and_lands_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut state = open(dir.path());
+        state.put("counts", b"a", b"1").unwrap();
+        state.put("counts", b"b", b"2").unwrap();
+        state.emit("out", 0, record(b"x")).unwrap();
+        assert_eq!(state.begin_commit(&[("in", 2)]).unwrap(), 1);
+        assert_eq!(state.input_offset("in"), Some(2));
+        // The next run, while the write may still be running.
+        assert_eq!(state.get("counts", b"a").unwrap(), Some(b"1".to_vec()));
+        state.put("counts", b"b", b"3").unwrap();
+        state.delete("counts", b"a").unwrap();
+        assert_eq!(
+            state.scan_prefix("counts", b"").unwrap(),
+            entries(&[("b", "3")])
+        );
+        state.emit("out", 0, record(b"y")).unwrap();
+        state.discard();
+        assert_eq!(
+            state.scan_prefix("counts", b"").unwrap(),
+            entries(&[("a", "1"), ("b", "2")])
+        );
+        state.emit("out", 0, record(b"z")).unwrap();
+        state.begin_commit(&[("in", 3)]).unwrap();
+        state.settle().unwrap();
+        // Sequences go on from the commit in flight's: 0, then 1.
+        assert_eq!(outbox_shape(&state), vec![(0, 0, 0, 1), (1, 0, 1, 1)]);
+    }
+    let state = open(dir.path());
+    assert_eq!(state.input_offset("in"), Some(3));
+    assert_eq!(
+        state.entries("counts").unwrap(),
+        entries(&[("a", "1"), ("b", "2")])
+    );
+    assert_eq!(state.next_sequence("out", 0).unwrap(), 2);
+}
+
+#[test]
+fn a_run_reads_its_own_writes_and_commits_them_with_the_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    assert_eq!(state.input_offset("in"), None);
+    state.put("counts", b"a", b"1").unwrap();
+    state.put("counts", b"b", b"2").unwrap();
+    assert_eq!(state.get("counts", b"a").unwrap(), Some(b"1".to_vec()));
+    state.commit(&[("in", 10)]).unwrap();
+    assert_eq!(
+        state.committed("counts", b"a").unwrap(),
+        Some(b"1".to_vec())
+    );
+
+    state.put("counts", b"a", b"5").unwrap();
+    state.delete("counts", b"b").unwrap();
+    state.put("counts", b"c", b"3").unwrap();
+    assert_eq!(
+        state.get("counts", b"b").unwrap(),
+        None,
+        "the delete is seen"
+    );
+    assert_eq!(
+        state.range("counts", b"", None).unwrap(),
+        entries(&[("a", "5"), ("c", "3")])
+    );
+    state.discard();
+    assert_eq!(
+        state.entries("counts").unwrap(),
+        entries(&[("a", "1"), ("b", "2")]),
+        "a dropped run leaves nothing"
+    );
+    assert_eq!(
+        state.get("counts", b"a").unwrap(),
+        Some(b"1".to_vec()),
+        "nor in the cache"
+    );
+    state.discard();
+    assert_eq!(state.input_offset("in"), Some(10));
+    drop(state);
+
+    let state = open(dir.path());
+    assert_eq!(
+        state.input_offsets(),
+        BTreeMap::from([("in".to_string(), 10)])
+    );
+    assert_eq!(
+        state.committed("counts", b"b").unwrap(),
+        Some(b"2".to_vec())
+    );
+    assert_eq!(state.producer(), Some((7, 0)));
+}
+
+#[test]
+fn scans_merge_pending_writes_over_committed_ones_in_key_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    for key in ["u/1", "u/3", "u/5", "v/1"] {
+        state.put("users", key.as_bytes(), b"old").unwrap();
+    }
+    state.commit(&[("in", 1)]).unwrap();
+    state.put("users", b"u/2", b"new").unwrap();
+    state.put("users", b"u/3", b"new").unwrap();
+    state.delete("users", b"u/5").unwrap();
+    state.put("users", b"w/1", b"new").unwrap();
+    assert_eq!(
+        state.scan_prefix("users", b"u/").unwrap(),
+        entries(&[("u/1", "old"), ("u/2", "new"), ("u/3", "new")])
+    );
+    assert_eq!(
+        state.range("users", b"u/2", Some(b"v/2")).unwrap(),
+        entries(&[("u/2", "new"), ("u/3", "new"), ("v/1", "old")])
+    );
+    assert!(
+        state.scan_prefix("counts", b"u/").unwrap().is_empty(),
+        "stores are apart"
+    );
+    assert_eq!(prefix_end(&[1, 0xff]), Some(vec![2]));
+    assert_eq!(prefix_end(&[0xff, 0xff]), None);
+}
+
+#[test]
+fn emitted_records_become_batches_with_dense_outbox_and_producer_sequences() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    for (i, partition) in [0, 1, 0].into_iter().enumerate() {
+        state.emit("out", partition, record(&[i as u8])).unwrap();
+    }
+    assert_eq!(state.commit(&[("in", 3)]).unwrap(), 2);
+    state.emit("out", 0, record(b"k")).unwrap();
+    state.commit(&[("in", 4)]).unwrap();
+    assert_eq!(
+        outbox_shape(&state),
+        [(0, 0, 0, 2), (1, 1, 0, 1), (2, 0, 2, 1)]
+    );
+    let (_, first) = &state.outbox().unwrap()[0];
+    let batch = RecordBatch::parse_and_verify(&first.batch).unwrap();
+    assert_eq!(batch.header().producer_id, 7);
+    let records = batch.records(1 << 20).unwrap();
+    let values: Vec<_> = records
+        .iter()
+        .map(|r| r.unwrap().value.unwrap().to_vec())
+        .collect();
+    assert_eq!(
+        values,
+        [vec![0u8], vec![2u8]],
+        "emission order within a partition"
+    );
+
+    state.remove_shipped(1).unwrap();
+    drop(state);
+    let mut state = open(dir.path());
+    assert_eq!(outbox_shape(&state), [(2, 0, 2, 1)]);
+    assert_eq!(state.next_sequence("out", 0).unwrap(), 3);
+    assert_eq!(state.next_sequence("out", 1).unwrap(), 1);
+    // New batches continue after the last, shipped or not, also once
+    // everything is shipped and removed.
+    state.remove_shipped(2).unwrap();
+    state.emit("out", 1, record(b"x")).unwrap();
+    state.commit(&[("in", 5)]).unwrap();
+    assert_eq!(outbox_shape(&state), [(3, 1, 1, 1)]);
+}
+
+#[test]
+fn a_full_batch_is_sealed_and_the_next_continues_its_sequences() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    for _ in 0..OUTBOX_BATCH_RECORDS_MAX + 10 {
+        state.emit("out", 0, record(b"v")).unwrap();
+    }
+    state.commit(&[("in", 1)]).unwrap();
+    let max = OUTBOX_BATCH_RECORDS_MAX as i32;
+    assert_eq!(outbox_shape(&state), [(0, 0, 0, max), (1, 0, max, 10)]);
+}
+
+#[test]
+fn the_outbox_is_full_before_a_partition_could_get_more_than_five_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    let full_batches = |state: &mut TaskState, partition: i32, count: usize| {
+        for _ in 0..count * OUTBOX_BATCH_RECORDS_MAX {
+            state.emit("out", partition, record(b"v")).unwrap();
+        }
+    };
+    full_batches(&mut state, 0, 2);
+    full_batches(&mut state, 1, 2);
+    assert!(!state.outbox_full(), "4 sealed, 2 per partition");
+    full_batches(&mut state, 0, 2);
+    assert!(state.outbox_full(), "4 sealed for partition 0");
+    state.emit("out", 0, record(b"v")).unwrap();
+    state.commit(&[("in", 1)]).unwrap();
+    let for_partition_0 = outbox_shape(&state).iter().filter(|b| b.1 == 0).count();
+    assert_eq!(for_partition_0, OUTBOX_BATCHES_PER_PARTITION_MAX);
+    assert!(!state.outbox_full());
+}
+
+#[test]
+fn an_empty_run_moves_only_the_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    assert_eq!(state.commit(&[("in", 4)]).unwrap(), 0);
+    assert_eq!(state.input_offset("in"), Some(4));
+    assert!(state.outbox().unwrap().is_empty());
+    assert!(state.entries("counts").unwrap().is_empty());
+}
+
+#[test]
+fn the_input_offset_never_moves_back_and_names_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    state.commit(&[("in", 7)]).unwrap();
+    state.put("counts", b"x", b"1").unwrap();
+    assert!(matches!(
+        state.commit(&[("in", 6)]),
+        Err(StateError::OffsetBackwards {
+            current: 7,
+            next: 6,
+            ..
+        })
+    ));
+    state.discard();
+    assert_eq!(
+        state.committed("counts", b"x").unwrap(),
+        None,
+        "nothing written"
+    );
+    assert!(matches!(
+        state.put("nope", b"k", b"v"),
+        Err(StateError::UnknownStore(..))
+    ));
+    drop(state);
+    assert!(matches!(
+        TaskState::open(dir.path(), &["meta"], false),
+        Err(StateError::ReservedName(_))
+    ));
+}
+
+#[test]
+fn read_only_opening_sees_the_stores_while_the_writer_holds_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    state.put("users", b"u", b"1").unwrap();
+    state.emit("out", 0, record(b"v")).unwrap();
+    state.commit(&[("in", 1)]).unwrap();
+    let reader = TaskState::open_read_only(dir.path()).unwrap();
+    assert_eq!(reader.stores(), ["counts", "users"]);
+    assert_eq!(reader.entries("users").unwrap(), entries(&[("u", "1")]));
+    assert_eq!(reader.outbox().unwrap().len(), 1);
+    assert_eq!(reader.input_offset("in"), Some(1));
+}

@@ -1,0 +1,109 @@
+//! The task's side of the commit protocol: commit the run (its write runs
+//! on the state's writer thread), settle it, then ship the outbox to the
+//! log with the task's producer id and the batches' fixed sequences.
+//!
+//! The commit before is always settled and shipped before the next one
+//! begins, so the outbox holds one commit's batches at most (remote, the
+//! cluster may be Kafka, which recognises a resend among a producer's last
+//! 5 batches per partition only).
+
+use std::time::{Duration, Instant};
+
+use crate::runtime::error::RuntimeError;
+
+use super::{Pending, Task};
+
+impl Task {
+    /// Commits the run with the input offsets. The commit's write runs
+    /// while the task goes on; its records are shipped once it is settled:
+    /// as soon as it lands, or at the next commit, which waits for it
+    /// first (see [`TaskState::begin_commit`]).
+    pub(super) async fn commit(&mut self) -> Result<(), RuntimeError> {
+        if !self.pending.moved {
+            return Ok(());
+        }
+        self.settle().await?;
+        // The outbox bound: the commit before was settled and shipped, so
+        // this one's batches are the only ones in it.
+        assert!(
+            !self.setup.emits || self.state.outbox_is_empty()?,
+            "task {}: a commit began with batches of the one before unshipped",
+            self.setup.name()
+        );
+        let offsets: Vec<(&str, i64)> = self.inputs.iter().map(|i| (&*i.topic, i.next)).collect();
+        // The rate while busy, smoothed, for `status`'s catch-up estimate.
+        if let Some(since) = self.fetching_since.replace(Instant::now()) {
+            self.busy += since.elapsed();
+        }
+        if self.pending.records > 0 && self.busy >= Duration::from_millis(10) {
+            let sample = self.pending.records as f64 / self.busy.as_secs_f64();
+            let rate = self.rate.map_or(sample, |r| 0.7 * r + 0.3 * sample);
+            self.rate = Some(rate);
+            self.state.note_rate(rate);
+        }
+        self.busy = Duration::ZERO;
+        // The commit before was settled and shipped first: the outbox holds
+        // one commit's batches at most (remote, the cluster may be Kafka,
+        // which recognises a resend among a producer's last 5 batches per
+        // partition only).
+        self.state.begin_commit(&offsets)?;
+        self.pending = Pending::new();
+        if self.checkpoint_if_due()? {
+            self.ship().await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the commit in flight, then ships the outbox.
+    pub(super) async fn settle(&mut self) -> Result<(), RuntimeError> {
+        self.state.settle()?;
+        self.ship().await
+    }
+
+    /// Appends every outbox batch, in order, then drops them (not in a
+    /// rebuild: a rebuilt state takes the live task's outbox at the swap).
+    pub(super) async fn ship(&mut self) -> Result<(), RuntimeError> {
+        if !self.setup.emits {
+            return Ok(());
+        }
+        let outbox = self.state.outbox()?;
+        let Some((last, _)) = outbox.last() else {
+            return Ok(());
+        };
+        let last = *last;
+        let mut touched: Vec<(String, i32)> = Vec::new();
+        for (_, batch) in &outbox {
+            self.setup
+                .log
+                .append(&batch.topic, batch.partition, &batch.batch)
+                .await
+                .map_err(|error| RuntimeError::Ship {
+                    task: self.setup.name(),
+                    topic: batch.topic.clone(),
+                    partition: batch.partition,
+                    reason: error.to_string(),
+                })?;
+            if !touched
+                .iter()
+                .any(|(t, p)| *t == batch.topic && *p == batch.partition)
+            {
+                touched.push((batch.topic.clone(), batch.partition));
+            }
+        }
+        if self.setup.config.sync {
+            self.setup.log.flush(&touched)?;
+        }
+        self.state.remove_shipped(last)?;
+        Ok(())
+    }
+
+    pub(super) fn input_gone(&self, topic: &str, start: i64, position: i64) -> RuntimeError {
+        RuntimeError::InputGone {
+            task: self.setup.name(),
+            topic: topic.to_string(),
+            partition: self.setup.partition,
+            start,
+            position,
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Fetching whole batches from an input and running the processor on each
+//! record (and its `init` and `close`), with the store entries of the next
+//! records' keys asked for ahead.
+//!
+//! A fetch may end inside a batch (the next fetch starts there); a batch
+//! that fails its checks stops the task: records are never skipped. A
+//! target offset is a hard stop: nothing at or past it is processed.
+
+use std::sync::Arc;
+
+use crate::record::RecordBatch;
+use crate::runtime::context::{Context, Position};
+use crate::runtime::erased::RawRecord;
+use crate::runtime::error::RuntimeError;
+use crate::runtime::log_access::LogAccess;
+use crate::runtime::state::TaskState;
+
+use super::{DECOMPRESSED_BYTES_MAX, PREFETCH_AHEAD, Task, TaskSetup};
+
+impl Task {
+    /// Fetches from input `at` and processes what came; false if nothing did.
+    pub(super) async fn fetch_and_process(&mut self, at: usize) -> Result<bool, RuntimeError> {
+        let (topic, partition) = (self.inputs[at].log_topic.clone(), self.setup.partition);
+        let next = self.inputs[at].next;
+        let fetched = match self
+            .setup
+            .log
+            .fetch(&topic, partition, next, self.setup.config.fetch_bytes)
+            .await
+        {
+            Ok(fetched) => fetched,
+            Err(RuntimeError::Client(crate::client::ClientError::OffsetOutOfRange { .. }))
+            | Err(RuntimeError::Log(crate::log::LogError::OffsetOutOfRange { .. })) => {
+                let start = self.setup.log.start_offset(&topic, partition).await?;
+                return Err(self.input_gone(&topic, start, next));
+            }
+            Err(error) => return Err(error),
+        };
+        if fetched.log_start_offset > next {
+            return Err(self.input_gone(&topic, fetched.log_start_offset, next));
+        }
+        let mut rest: &[u8] = &fetched.records;
+        let mut any = false;
+        while !rest.is_empty() {
+            // A fetch may end inside a batch; the next fetch starts there.
+            let batch = match RecordBatch::parse_and_verify(rest) {
+                Ok(batch) => batch,
+                Err(_) if any => break,
+                Err(error) => {
+                    return Err(RuntimeError::UnreadableBatch {
+                        topic,
+                        partition,
+                        offset: next,
+                        reason: error.to_string(),
+                    });
+                }
+            };
+            rest = &rest[batch.size_bytes()..];
+            any = true;
+            self.process_batch(at, &batch).await?;
+            if self.pending.due(&self.setup.config) {
+                self.commit().await?;
+            }
+            if self.state.commit_landed() {
+                self.settle().await?;
+            }
+        }
+        Ok(any)
+    }
+
+    pub(super) async fn process_batch(
+        &mut self,
+        at: usize,
+        batch: &RecordBatch<'_>,
+    ) -> Result<(), RuntimeError> {
+        let header = *batch.header();
+        let input_next = self.inputs[at].next;
+        // A target is a hard stop: nothing at or past it is processed (a
+        // rebuild must reach the live task's offsets exactly).
+        let limit = self
+            .setup
+            .targets
+            .borrow()
+            .as_ref()
+            .and_then(|t| t.get(&*self.inputs[at].topic).copied())
+            .unwrap_or(i64::MAX);
+        if header.next_offset() <= input_next || input_next >= limit {
+            return Ok(());
+        }
+        self.pending.bytes += batch.size_bytes() as u64;
+        self.pending.moved = true;
+        if header.is_control() {
+            self.inputs[at].next = header.next_offset().min(limit.max(input_next));
+            return Ok(());
+        }
+        let topic = Arc::clone(&self.inputs[at].topic);
+        let unreadable = |reason: String| RuntimeError::UnreadableBatch {
+            topic: topic.to_string(),
+            partition: self.setup.partition,
+            offset: header.base_offset,
+            reason,
+        };
+        let records = batch
+            .records(DECOMPRESSED_BYTES_MAX)
+            .map_err(|e| unreadable(e.to_string()))?;
+        // One position for the batch, updated per record (no per-record
+        // reference count or header vector).
+        let mut position = Position {
+            topic: Arc::clone(&topic),
+            partition: self.setup.partition,
+            offset: -1,
+            timestamp: 0,
+            headers: Vec::new(),
+        };
+        // Decoded first, so that a record's store entries can be asked for
+        // a few records ahead of its turn.
+        let records = records
+            .iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| unreadable(format!("a record: {e}")))?;
+        // An async processor's lookups for the records to process, before
+        // the first is applied (none for the others).
+        let offsets = self.inputs[at].next..limit;
+        if let Some(prepare) = self.processor.prepare(&records, &position, offsets) {
+            prepare.await;
+        }
+        self.prefetch.review(&mut self.state, records.len());
+        let prefetched = &self.prefetch.active;
+        if !prefetched.is_empty() {
+            for record in records.iter().take(PREFETCH_AHEAD) {
+                let key = record.key.unwrap_or_default();
+                self.state.prefetch(key, prefetched);
+            }
+        }
+        let mut counted = 0u64;
+        for (index, record) in records.iter().enumerate() {
+            let prefetched = &self.prefetch.active;
+            if !prefetched.is_empty()
+                && let Some(ahead) = records.get(index + PREFETCH_AHEAD)
+            {
+                let key = ahead.key.unwrap_or_default();
+                self.state.prefetch(key, prefetched);
+            }
+            if record.offset < self.inputs[at].next {
+                continue;
+            }
+            if record.offset >= limit {
+                break;
+            }
+            debug_assert!(
+                record.offset >= self.inputs[at].next,
+                "records are processed in offset order, each once"
+            );
+            position.offset = record.offset;
+            position.timestamp = record.timestamp;
+            position.headers.clear();
+            position.headers.extend(record.headers().map(|h| {
+                (
+                    String::from_utf8_lossy(h.key).into_owned(),
+                    h.value.map(<[u8]>::to_vec),
+                )
+            }));
+            let raw = RawRecord {
+                key: record.key,
+                value: record.value,
+            };
+            let mut ctx = context(&mut self.state, &self.setup, &position);
+            if let Err(error) = self.processor.process(raw, &mut ctx) {
+                self.state.discard();
+                return Err(RuntimeError::Processor {
+                    processor: self.setup.spec.name.clone(),
+                    topic: topic.to_string(),
+                    partition: self.setup.partition,
+                    offset: record.offset,
+                    error,
+                });
+            }
+            self.inputs[at].next = record.offset + 1;
+            self.pending.records += 1;
+            self.checkpointed.1 += 1;
+            self.pending.moved = true;
+            counted += 1;
+            // Remote only: the cluster may be Kafka, which recognises a
+            // resend among a producer's last 5 batches per partition; the
+            // embedded log recognises any earlier batch.
+            let remote = matches!(self.setup.log, LogAccess::Remote(_));
+            if self.pending.records >= self.setup.config.commit.records
+                || (remote && self.state.outbox_full())
+            {
+                let progress = &self.setup.progress;
+                progress.add(std::mem::take(&mut counted), self.counted);
+                self.commit().await?;
+            }
+        }
+        self.setup.progress.add(counted, self.counted);
+        let past_batch = header.next_offset().min(limit);
+        self.inputs[at].next = self.inputs[at].next.max(past_batch);
+        Ok(())
+    }
+
+    /// Runs the processor's `init` or `close`.
+    pub(super) async fn lifecycle(&mut self, which: &str) -> Result<(), RuntimeError> {
+        let first = &self.inputs[0];
+        let position = Position {
+            topic: Arc::clone(&first.topic),
+            partition: self.setup.partition,
+            offset: -1,
+            timestamp: crate::log::now_ms(),
+            headers: Vec::new(),
+        };
+        let mut ctx = context(&mut self.state, &self.setup, &position);
+        let result = if which == "init" {
+            self.processor.init(&mut ctx)
+        } else {
+            self.processor.close(&mut ctx)
+        };
+        result.map_err(|error| {
+            self.state.discard();
+            RuntimeError::Processor {
+                processor: self.setup.spec.name.clone(),
+                topic: first.topic.to_string(),
+                partition: self.setup.partition,
+                offset: -1,
+                error,
+            }
+        })
+    }
+}
+
+/// What the processor sees of the task for one record (or `init`/`close`).
+pub(super) fn context<'t>(
+    state: &'t mut TaskState,
+    setup: &'t TaskSetup,
+    position: &'t Position,
+) -> Context<'t> {
+    Context {
+        state,
+        stores: &setup.spec.stores,
+        outputs: &setup.outputs,
+        position,
+        processor: &setup.spec.name,
+        emits: setup.emits,
+    }
+}
