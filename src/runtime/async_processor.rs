@@ -77,7 +77,7 @@ pub(crate) struct AsyncAdapter<P: AsyncProcessor<K, V>, K, V> {
     codecs: (Codec, Codec),
     /// The batch's records with their prepared values (or why not), by
     /// offset, in order.
-    ready: VecDeque<(i64, Result<(Record<K, V>, P::Prepared), ProcessError>)>,
+    ready: VecDeque<Ready<K, V, P::Prepared>>,
     types: PhantomData<fn(K, V)>,
 }
 
@@ -127,7 +127,7 @@ where
         offsets: std::ops::Range<i64>,
     ) -> Option<Prepare<'a>> {
         self.ready.clear();
-        let decoded: Vec<(i64, Result<Record<K, V>, ProcessError>)> = records
+        let decoded: Vec<Decoded<K, V>> = records
             .iter()
             .filter(|r| offsets.contains(&r.offset))
             .map(|r| (r.offset, decode(self.codecs, r, position.partition)))
@@ -160,6 +160,13 @@ where
         }))
     }
 }
+
+/// A record at its offset with its prepared value, or why not.
+type Ready<K, V, T> = (i64, Result<(Record<K, V>, T), ProcessError>);
+/// A record at its offset, decoded or why not.
+type Decoded<K, V> = (i64, Result<Record<K, V>, ProcessError>);
+/// A future in flight and, once done, its output.
+type Slot<F> = (Pin<Box<F>>, Option<<F as Future>::Output>);
 
 /// One record's `prepare`; None for a record that did not decode.
 type Lookup<'a, T> = Pin<Box<dyn Future<Output = Option<Result<T, ProcessError>>> + Send + 'a>>;
@@ -196,7 +203,7 @@ where
 /// their outputs in the order given.
 async fn in_order<F: Future>(futures: impl IntoIterator<Item = F>, limit: usize) -> Vec<F::Output> {
     let mut waiting = futures.into_iter();
-    let mut window: VecDeque<(Pin<Box<F>>, Option<F::Output>)> = VecDeque::with_capacity(limit);
+    let mut window: VecDeque<Slot<F>> = VecDeque::with_capacity(limit);
     let mut outputs = Vec::new();
     std::future::poll_fn(|cx| {
         loop {

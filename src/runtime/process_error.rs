@@ -72,8 +72,8 @@ mod tests {
         let error = fails().unwrap_err();
         assert_eq!(error.to_string(), "lookup failed for user-1");
         assert!(error.downcast_ref::<LookupFailed>().is_some());
-        let io: Result<(), ProcessError> = Err(std::io::Error::other("disk")).map_err(Into::into);
-        assert_eq!(io.unwrap_err().to_string(), "disk");
+        let io: ProcessError = std::io::Error::other("disk").into();
+        assert_eq!(io.to_string(), "disk");
     }
 
     #[test]
