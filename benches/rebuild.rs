@@ -5,7 +5,7 @@
 //! The input: one partition of 10,000,000 records of 100 bytes (a 10-byte
 //! key out of 100,000, a 90-byte value) in uncompressed batches of 1,000.
 //! The index: key → records seen (a get and a put per record; the
-//! runtime bench's `Count`). The app has
+//! runtime bench's `count`). The app has
 //! run over the whole input first, so a rebuild has a live state to catch
 //! up with and swap out.
 //!
@@ -32,8 +32,7 @@ use std::time::Instant;
 
 mod common;
 
-use common::Count;
-use strata::runtime::{App, CommitInterval, Location, REBUILD_COMMIT, RebuildOptions};
+use strata::runtime::{App, CommitInterval, Location, REBUILD_COMMIT, RebuildOptions, Store};
 
 const RECORDS: u64 = 10_000_000;
 const ROUNDS: usize = 3;
@@ -43,16 +42,11 @@ fn app() -> App {
 }
 
 fn app_over(name: &str, input: &str) -> App {
+    const SEEN: Store<String, u64> = Store::new("seen");
     App::new(name)
-        .processor(
-            "index",
-            Count {
-                store: "seen",
-                emit_to: None,
-            },
-        )
+        .processor("index", common::count(SEEN, None))
         .input(input)
-        .store::<String, u64>("seen")
+        .store(SEEN)
 }
 
 fn main() -> anyhow::Result<()> {

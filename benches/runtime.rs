@@ -35,30 +35,18 @@ use std::time::Duration;
 
 mod common;
 
-use common::Count;
 use strata::runtime::{
-    App, CommitInterval, Context, Location, ProcessError, Processor, Record, async_trait,
+    App, CommitInterval, Context, Location, Output, ProcessError, Record, Store,
 };
 
 const RECORDS: u64 = 2_000_000;
 const ROUNDS: usize = 3;
 
-#[derive(Clone)]
-struct PassThrough;
+const COUNTS: Store<String, u64> = Store::new("counts");
 
-#[async_trait]
-impl Processor for PassThrough {
-    type Key = String;
-    type Value = Vec<u8>;
-
-    async fn process(
-        &mut self,
-        record: Record<String, Vec<u8>>,
-        _ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        std::hint::black_box(&record);
-        Ok(())
-    }
+fn pass_through(record: Record<String, Vec<u8>>, _ctx: &mut Context) -> Result<(), ProcessError> {
+    std::hint::black_box(&record);
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -110,7 +98,7 @@ fn main() -> anyhow::Result<()> {
         plain.push(common::plain_loop(&data, RECORDS)?);
         cases[0].1.push(common::hashmap_loop(&data, RECORDS)?);
         let name = format!("pass-{round}");
-        let rate = runtime.block_on(pass_through(&data, &name))?;
+        let rate = runtime.block_on(pass_through_app(&data, &name))?;
         cases[1].1.push(rate);
         for (at, (_, commit)) in intervals.iter().enumerate() {
             let name = format!("count-{at}-{round}");
@@ -141,9 +129,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// Records/s of the pass-through app over the whole input.
-async fn pass_through(data: &Path, name: &str) -> anyhow::Result<f64> {
+async fn pass_through_app(data: &Path, name: &str) -> anyhow::Result<f64> {
     let app = App::new(name)
-        .processor("pass", PassThrough)
+        .processor("pass", pass_through)
         .input("events");
     common::run_to_end(&app, &Location::embedded(data, name), RECORDS).await
 }
@@ -156,19 +144,14 @@ async fn stateful(
     commit: CommitInterval,
     emit_to: Option<String>,
 ) -> anyhow::Result<f64> {
+    let emit_to = emit_to.map(|topic| Output::<String, String>::named(&topic));
     let mut app = App::new(name)
-        .processor(
-            "count",
-            Count {
-                store: "counts",
-                emit_to: emit_to.clone(),
-            },
-        )
+        .processor("count", common::count(COUNTS, emit_to))
         .input(input)
-        .store::<String, u64>("counts")
+        .store(COUNTS)
         .commit_interval(commit);
-    if let Some(topic) = &emit_to {
-        app = app.output(topic);
+    if let Some(output) = emit_to {
+        app = app.output(output);
     }
     let location = Location::embedded(data, name);
     let rate = common::run_to_end(&app, &location, RECORDS).await?;

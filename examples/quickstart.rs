@@ -29,9 +29,7 @@ use serde::{Deserialize, Serialize};
 use strata::codec::Codec;
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord};
-use strata::runtime::{
-    App, Context, Location, ProcessError, Processor, Record, RunOptions, async_trait,
-};
+use strata::runtime::{App, Context, Location, Output, ProcessError, Record, RunOptions, Store};
 
 #[derive(Debug, Parser)]
 struct Options {
@@ -55,91 +53,67 @@ struct PageView {
     ts: i64,
 }
 
-#[derive(Serialize)]
-struct UserChange<'a> {
-    user: &'a str,
+/// `index-changes` records: keys as they are, values as JSON.
+#[derive(Serialize, Deserialize)]
+struct UserChange {
+    user: String,
     distinct_pages: u64,
 }
 
-#[derive(Serialize)]
-struct PageChange<'a> {
-    page: &'a str,
+#[derive(Serialize, Deserialize)]
+struct PageChange {
+    page: String,
     views: u64,
 }
 
-#[derive(Clone)]
-struct Visits;
+const SEEN: Store<String, i64> = Store::new("seen");
+const USER_PAGES: Store<String, u64> = Store::new("user-pages");
+const VIEWS: Store<String, u64> = Store::new("views");
+const PAGE_VIEWS: Output<String, String> = Output::new("page-views");
+const USER_CHANGES: Output<String, UserChange> =
+    Output::new("index-changes").codecs(Codec::Raw, Codec::Json);
+const PAGE_CHANGES: Output<String, PageChange> =
+    Output::new("index-changes").codecs(Codec::Raw, Codec::Json);
 
-#[async_trait]
-impl Processor for Visits {
-    type Key = String;
-    type Value = Vec<u8>;
-
-    async fn process(
-        &mut self,
-        click: Record<String, Vec<u8>>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        let view: PageView = serde_json::from_slice(&click.value)
-            .map_err(|e| ProcessError::msg(format!("not a page view: {e}")))?;
-        let first_visit = format!("{}\t{}", view.user, view.page);
-        let mut seen = ctx.store::<String, i64>("seen");
-        if seen.get(&first_visit)?.is_none() {
-            seen.put(&first_visit, &view.ts)?;
-            let mut distinct = ctx.store::<String, u64>("user-pages");
-            let pages = distinct.get(&view.user)?.unwrap_or(0) + 1;
-            distinct.put(&view.user, &pages)?;
-            let change = UserChange {
-                user: &view.user,
-                distinct_pages: pages,
-            };
-            ctx.emit(INDEX_CHANGES, &view.user, &change)?;
-        }
-        ctx.emit("page-views", &view.page, &view.user)?;
-        Ok(())
+fn visits(click: Record<String, Vec<u8>>, ctx: &mut Context) -> Result<(), ProcessError> {
+    let view: PageView = serde_json::from_slice(&click.value)?;
+    let first_visit = format!("{}\t{}", view.user, view.page);
+    if ctx.get(SEEN, &first_visit)?.is_none() {
+        ctx.put(SEEN, &first_visit, &view.ts)?;
+        let distinct_pages = ctx.get(USER_PAGES, &view.user)?.unwrap_or(0) + 1;
+        ctx.put(USER_PAGES, &view.user, &distinct_pages)?;
+        let user = view.user.clone();
+        ctx.emit(
+            USER_CHANGES,
+            &view.user,
+            &UserChange {
+                user,
+                distinct_pages,
+            },
+        )?;
     }
+    ctx.emit(PAGE_VIEWS, &view.page, &view.user)
 }
 
-#[derive(Clone)]
-struct Pages;
-
-#[async_trait]
-impl Processor for Pages {
-    type Key = String;
-    type Value = String;
-
-    async fn process(
-        &mut self,
-        view: Record<String, String>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        let mut counts = ctx.store::<String, u64>("views");
-        let views = counts.get(&view.key)?.unwrap_or(0) + 1;
-        counts.put(&view.key, &views)?;
-        let change = PageChange {
-            page: &view.key,
-            views,
-        };
-        ctx.emit(INDEX_CHANGES, &view.key, &change)?;
-        Ok(())
-    }
+fn pages(view: Record<String, String>, ctx: &mut Context) -> Result<(), ProcessError> {
+    let views = ctx.get(VIEWS, &view.key)?.unwrap_or(0) + 1;
+    ctx.put(VIEWS, &view.key, &views)?;
+    let page = view.key.clone();
+    ctx.emit(PAGE_CHANGES, &view.key, &PageChange { page, views })
 }
-
-/// `index-changes`: keys as they are, values as JSON.
-const INDEX_CHANGES: &str = "index-changes";
 
 fn app() -> App {
     App::new("quickstart")
-        .processor("visits", Visits)
+        .processor("visits", visits)
         .input("clicks")
-        .store::<String, i64>("seen")
-        .store::<String, u64>("user-pages")
-        .output("page-views")
-        .output_with(INDEX_CHANGES, None, Codec::Raw, Codec::Json)
-        .processor("pages", Pages)
+        .store(SEEN)
+        .store(USER_PAGES)
+        .output(PAGE_VIEWS)
+        .output(USER_CHANGES)
+        .processor("pages", pages)
         .input("page-views")
-        .store::<String, u64>("views")
-        .output_with(INDEX_CHANGES, None, Codec::Raw, Codec::Json)
+        .store(VIEWS)
+        .output(PAGE_CHANGES)
 }
 
 fn main() -> anyhow::Result<()> {

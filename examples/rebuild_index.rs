@@ -34,8 +34,7 @@ use strata::client::{ClientConfig, Cluster, Producer, ProducerConfig, ProducerRe
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord};
 use strata::runtime::{
-    App, Cli, Context, Location, ProcessError, Processor, RebuildOptions, Record, RunOptions,
-    async_trait,
+    App, Cli, Context, Location, ProcessError, RebuildOptions, Record, RunOptions, Store,
 };
 
 const DEMO_DIR: &str = "./strata-rebuild-demo";
@@ -52,41 +51,36 @@ struct Build {
     earlier: bool,
 }
 
-#[derive(Clone)]
-struct UserPages {
+const USER_PAGES: Store<String, u64> = Store::new("user-pages");
+
+/// Counts views per user and URL path (the earlier build also per URL with
+/// its query).
+fn index(
     earlier: bool,
-}
-
-#[async_trait]
-impl Processor for UserPages {
-    type Key = String;
-    type Value = String;
-
-    async fn process(
-        &mut self,
-        click: Record<String, String>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        let url = click.value.as_str();
-        let path = url.split('?').next().unwrap_or(url);
-        let mut keys = vec![format!("{}/{path}", click.key)];
-        if self.earlier && path != url {
-            keys.push(format!("{}/{url}", click.key));
-        }
-        let mut index = ctx.store::<String, u64>("user-pages");
-        for key in keys {
-            let views = index.get(&key)?.unwrap_or(0) + 1;
-            index.put(&key, &views)?;
-        }
-        Ok(())
+    click: Record<String, String>,
+    ctx: &mut Context,
+) -> Result<(), ProcessError> {
+    let url = click.value.as_str();
+    let path = url.split('?').next().unwrap_or(url);
+    let mut keys = vec![format!("{}/{path}", click.key)];
+    if earlier && path != url {
+        keys.push(format!("{}/{url}", click.key));
     }
+    for key in keys {
+        let views = ctx.get(USER_PAGES, &key)?.unwrap_or(0) + 1;
+        ctx.put(USER_PAGES, &key, &views)?;
+    }
+    Ok(())
 }
 
 fn app(earlier: bool) -> App {
     App::new("user-pages")
-        .processor("index", UserPages { earlier })
+        .processor(
+            "index",
+            move |click: Record<String, String>, ctx: &mut Context| index(earlier, click, ctx),
+        )
         .input("clicks")
-        .store::<String, u64>("user-pages")
+        .store(USER_PAGES)
 }
 
 fn main() -> anyhow::Result<std::process::ExitCode> {

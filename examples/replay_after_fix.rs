@@ -28,8 +28,8 @@ use strata::client::partitioner::partition_for_key;
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord};
 use strata::runtime::{
-    App, CheckpointArgs, Cli, Command, CommitArgs, Context, LocationArgs, Outcome, ProcessError,
-    Processor, Record, async_trait,
+    App, CheckpointArgs, Cli, Command, CommitArgs, Context, LocationArgs, Outcome, Output,
+    ProcessError, Processor, Record, Store,
 };
 
 const DEMO_DIR: &str = "./strata-replay-demo";
@@ -46,20 +46,21 @@ struct Build {
     fixed: bool,
 }
 
-#[derive(Clone)]
+const SEEN: Store<String, u8> = Store::new("seen");
+const LAST_SESSION: Store<String, String> = Store::new("last-session");
+const SESSIONS: Store<String, u64> = Store::new("sessions");
+const USER_SESSIONS: Output<String, String> = Output::new("user-sessions");
+
+/// Counts each user's sessions; the build is a field (version 1 or the fix).
 struct SessionCount {
     fixed: bool,
 }
 
-#[async_trait]
-impl Processor for SessionCount {
-    type Key = String;
-    type Value = String;
-
-    async fn process(
+impl Processor<String, String> for SessionCount {
+    fn process(
         &mut self,
         click: Record<String, String>,
-        ctx: &mut Context<'_>,
+        ctx: &mut Context,
     ) -> Result<(), ProcessError> {
         let user = &click.key;
         let session = click
@@ -69,22 +70,20 @@ impl Processor for SessionCount {
             .unwrap_or_default()
             .to_string();
         let seen_key = format!("{user}/{session}");
-        let seen = ctx.store::<String, u8>("seen").get(&seen_key)?.is_some();
-        let last = ctx.store::<String, String>("last-session").get(user)?;
+        let seen = ctx.get(SEEN, &seen_key)?.is_some();
+        let last = ctx.get(LAST_SESSION, user)?;
         let new_session = if self.fixed {
             !seen
         } else {
             // The bug: "new" only compared with the previous event.
             last.as_deref() != Some(session.as_str())
         };
-        ctx.store::<String, u8>("seen").put(&seen_key, &1)?;
-        ctx.store::<String, String>("last-session")
-            .put(user, &session)?;
+        ctx.put(SEEN, &seen_key, &1)?;
+        ctx.put(LAST_SESSION, user, &session)?;
         if new_session {
-            let mut sessions = ctx.store::<String, u64>("sessions");
-            let count = sessions.get(user)?.unwrap_or(0) + 1;
-            sessions.put(user, &count)?;
-            ctx.emit("user-sessions", user, &count.to_string())?;
+            let count = ctx.get(SESSIONS, user)?.unwrap_or(0) + 1;
+            ctx.put(SESSIONS, user, &count)?;
+            ctx.emit(USER_SESSIONS, user, &count.to_string())?;
         }
         Ok(())
     }
@@ -92,12 +91,12 @@ impl Processor for SessionCount {
 
 fn app(fixed: bool) -> App {
     App::new("sessions")
-        .processor("count", SessionCount { fixed })
+        .processor("count", move || SessionCount { fixed })
         .input("clicks")
-        .store::<String, u8>("seen")
-        .store::<String, String>("last-session")
-        .store::<String, u64>("sessions")
-        .output("user-sessions")
+        .store(SEEN)
+        .store(LAST_SESSION)
+        .store(SESSIONS)
+        .output(USER_SESSIONS)
 }
 
 fn main() -> anyhow::Result<std::process::ExitCode> {

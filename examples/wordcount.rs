@@ -12,8 +12,10 @@
 //! cargo run --example wordcount -- --data-dir ./strata-data dump-state
 //! ```
 
+use std::process::ExitCode;
+
 use clap::Parser;
-use strata::runtime::{App, Cli, Context, ProcessError, Processor, Record, async_trait};
+use strata::runtime::{App, Cli, Context, Output, ProcessError, Record, Store, run_parsed};
 
 #[derive(Debug, Clone, clap::Args)]
 struct Topics {
@@ -25,64 +27,32 @@ struct Topics {
     output: String,
 }
 
-#[derive(Clone)]
-struct Split;
+const WORDS: Output<String, ()> = Output::new("words");
+const COUNTS: Store<String, u64> = Store::new("counts");
 
-#[async_trait]
-impl Processor for Split {
-    type Key = Vec<u8>;
-    type Value = String;
-
-    async fn process(
-        &mut self,
-        line: Record<Vec<u8>, String>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        for word in line.value.split_whitespace() {
-            ctx.emit("words", word, "")?;
-        }
-        Ok(())
+fn split(line: Record<Vec<u8>, String>, ctx: &mut Context) -> Result<(), ProcessError> {
+    for word in line.value.split_whitespace() {
+        ctx.emit(WORDS, word, &())?;
     }
+    Ok(())
 }
 
-#[derive(Clone)]
-struct Count {
-    output: String,
-}
-
-#[async_trait]
-impl Processor for Count {
-    type Key = String;
-    type Value = Vec<u8>;
-
-    async fn process(
-        &mut self,
-        word: Record<String, Vec<u8>>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        let mut counts = ctx.store::<String, u64>("counts");
-        let count = counts.get(&word.key)?.unwrap_or(0) + 1;
-        counts.put(&word.key, &count)?;
-        ctx.emit(&self.output, &word.key, &count.to_string())?;
-        Ok(())
-    }
-}
-
-fn main() -> std::process::ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::<Topics>::parse();
-    let topics = &cli.args;
+    // The output topic is a flag: its handle is made at run time.
+    let word_counts = Output::<String, String>::named(&cli.args.output);
+    let count = move |word: Record<String, ()>, ctx: &mut Context| {
+        let n = ctx.get(COUNTS, &word.key)?.unwrap_or(0) + 1;
+        ctx.put(COUNTS, &word.key, &n)?;
+        ctx.emit(word_counts, &word.key, &n.to_string())
+    };
     let app = App::new("wordcount")
-        .processor("split", Split)
-        .input(&topics.input)
-        .output("words")
-        .processor(
-            "count",
-            Count {
-                output: topics.output.clone(),
-            },
-        )
+        .processor("split", split)
+        .input(&cli.args.input)
+        .output(WORDS)
+        .processor("count", count)
         .input("words")
-        .store::<String, u64>("counts")
-        .output(&topics.output);
-    strata::runtime::run_parsed(&app, &cli.location, &cli.command)
+        .store(COUNTS)
+        .output(word_counts);
+    run_parsed(&app, &cli.location, &cli.command)
 }

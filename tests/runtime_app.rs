@@ -1,18 +1,22 @@
 //! The processor runtime in embedded mode, in process: a pipeline through
 //! a derived topic, resuming from committed offsets, explicit emit options,
 //! processor errors (the run is not committed; the error names the record's
-//! offset), misdeclared stores and outputs, `status` and `dump-state`.
+//! offset), misdeclared stores and outputs, `status` and `dump-state`, and
+//! an async processor's lookups applied in order.
 
 mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use strata::codec::Codec;
 use strata::log::{LogConfig, LogManager, now_ms};
 use strata::record::{BatchBuilder, Compression, NewRecord};
 use strata::runtime::{
-    App, CommitInterval, Context, EmitOptions, Location, ProcessError, Processor, Record,
-    RunOptions, RuntimeError, async_trait,
+    App, AsyncProcessor, CommitInterval, Context, EmitOptions, Location, Output, ProcessError,
+    Record, RunOptions, RuntimeError, Store,
 };
 
 /// Appends `values` (keyless) to `topic` partition `partition`, creating the
@@ -45,58 +49,34 @@ fn until_end() -> RunOptions {
     }
 }
 
+const UPPER: Output<String, String> = Output::new("upper");
+const TALLY: Store<String, u64> = Store::new("tally");
+
 /// Upper-cases each line into `upper`, keyed by its first word.
-#[derive(Clone)]
-struct Upper;
-
-#[async_trait]
-impl Processor for Upper {
-    type Key = Vec<u8>;
-    type Value = String;
-
-    async fn process(
-        &mut self,
-        line: Record<Vec<u8>, String>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        let upper = line.value.to_uppercase();
-        let key = upper.split_whitespace().next().unwrap_or("").to_string();
-        ctx.emit("upper", &key, &upper)
-    }
+fn upper(line: Record<Vec<u8>, String>, ctx: &mut Context) -> Result<(), ProcessError> {
+    let upper = line.value.to_uppercase();
+    let key = upper.split_whitespace().next().unwrap_or("").to_string();
+    ctx.emit(UPPER, &key, &upper)
 }
 
 /// Counts lines per key; fails on a line "boom".
-#[derive(Clone)]
-struct Tally;
-
-#[async_trait]
-impl Processor for Tally {
-    type Key = String;
-    type Value = String;
-
-    async fn process(
-        &mut self,
-        line: Record<String, String>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        let mut tally = ctx.store::<String, u64>("tally");
-        let seen = tally.get(&line.key)?.unwrap_or(0) + 1;
-        tally.put(&line.key, &seen)?;
-        if line.value == "BOOM" {
-            return Err(ProcessError::msg("refusing BOOM"));
-        }
-        Ok(())
+fn tally(line: Record<String, String>, ctx: &mut Context) -> Result<(), ProcessError> {
+    let seen = ctx.get(TALLY, &line.key)?.unwrap_or(0) + 1;
+    ctx.put(TALLY, &line.key, &seen)?;
+    if line.value == "BOOM" {
+        return Err(ProcessError::msg("refusing BOOM"));
     }
+    Ok(())
 }
 
 fn pipeline() -> App {
     App::new("pipeline")
-        .processor("upper", Upper)
+        .processor("upper", upper)
         .input("lines")
-        .output("upper")
-        .processor("tally", Tally)
+        .output(UPPER)
+        .processor("tally", tally)
         .input("upper")
-        .store::<String, u64>("tally")
+        .store(TALLY)
         // Every line its own run, so a failure leaves earlier runs committed.
         .commit_interval(CommitInterval {
             records: 1,
@@ -187,33 +167,18 @@ async fn a_processor_error_leaves_its_run_uncommitted_and_names_the_record() {
     );
 }
 
+const ROUTED: Output<String, String> = Output::new("routed").partitions(3);
+
 /// Emits with explicit partition, headers and timestamp, and without a key.
-#[derive(Clone)]
-struct Route;
-
-#[async_trait]
-impl Processor for Route {
-    type Key = Vec<u8>;
-    type Value = String;
-
-    async fn process(
-        &mut self,
-        line: Record<Vec<u8>, String>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        let options = EmitOptions::default()
-            .partition(2)
-            .header("from", Some(ctx.topic().as_bytes()))
-            .timestamp(42);
-        ctx.emit_with("routed", Some("k"), &line.value, options)?;
-        ctx.emit_with::<str, _>(
-            "routed",
-            None,
-            &format!("keyless {}", line.value),
-            EmitOptions::default(),
-        )?;
-        Ok(())
-    }
+fn route(line: Record<Vec<u8>, String>, ctx: &mut Context) -> Result<(), ProcessError> {
+    let options = EmitOptions::default()
+        .partition(2)
+        .header("from", Some(ctx.topic().as_bytes()))
+        .timestamp(42);
+    ctx.emit_with(ROUTED, "k", &line.value, options)?;
+    let keyless = format!("keyless {}", line.value);
+    ctx.emit_keyless(ROUTED, &keyless, EmitOptions::default())?;
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,14 +187,9 @@ async fn emit_options_place_and_stamp_records() {
     let data = dir.path().join("data");
     append(&data, "in", 2, 1, &["hello"]);
     let app = App::new("route")
-        .processor("route", Route)
+        .processor("route", route)
         .input("in")
-        .output_with(
-            "routed",
-            Some(3),
-            strata::codec::Codec::Raw,
-            strata::codec::Codec::Raw,
-        );
+        .output(ROUTED.codecs(Codec::Raw, Codec::Raw));
     let location = Location::embedded(&data, app.name());
     strata::runtime::ops::run(&app, &location, until_end())
         .await
@@ -262,24 +222,14 @@ async fn emit_options_place_and_stamp_records() {
 
 /// Uses a store it did not declare, or one with other types, or emits
 /// where it may not.
-#[derive(Clone)]
-struct Misuse(&'static str);
-
-#[async_trait]
-impl Processor for Misuse {
-    type Key = Vec<u8>;
-    type Value = Vec<u8>;
-
-    async fn process(
-        &mut self,
-        _: Record<Vec<u8>, Vec<u8>>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        match self.0 {
-            "undeclared store" => ctx.store::<String, u64>("nope").put("k", &1).map(drop),
-            "wrong types" => ctx.store::<String, String>("counts").get("k").map(drop),
-            _ => ctx.emit("elsewhere", "k", "v"),
-        }
+fn misuse(misuse: &str, ctx: &mut Context) -> Result<(), ProcessError> {
+    const NOPE: Store<String, u64> = Store::new("nope");
+    const COUNTS_AS_TEXT: Store<String, String> = Store::new("counts");
+    const ELSEWHERE: Output<String, String> = Output::new("elsewhere");
+    match misuse {
+        "undeclared store" => ctx.put(NOPE, "k", &1),
+        "wrong types" => ctx.get(COUNTS_AS_TEXT, "k").map(drop),
+        _ => ctx.emit(ELSEWHERE, "k", "v"),
     }
 }
 
@@ -293,10 +243,14 @@ async fn misdeclared_stores_and_outputs_are_clear_errors() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         append(&data, "in", 1, 0, &["x"]);
+        const COUNTS: Store<String, u64> = Store::new("counts");
         let app = App::new("misuse")
-            .processor("p", Misuse(misuse))
+            .processor(
+                "p",
+                move |_: Record<Vec<u8>, Vec<u8>>, ctx: &mut Context| self::misuse(misuse, ctx),
+            )
             .input("in")
-            .store::<String, u64>("counts");
+            .store(COUNTS);
         let location = Location::embedded(&data, app.name());
         let error = strata::runtime::ops::run(&app, &location, until_end())
             .await
@@ -312,9 +266,9 @@ async fn a_missing_input_or_a_cycle_is_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let app = App::new("nothing")
-        .processor("upper", Upper)
+        .processor("upper", upper)
         .input("absent")
-        .output("upper");
+        .output(UPPER);
     let location = Location::embedded(&data, app.name());
     let error = strata::runtime::ops::run(&app, &location, until_end())
         .await
@@ -326,42 +280,33 @@ async fn a_missing_input_or_a_cycle_is_refused_before_anything_runs() {
         "{error}"
     );
 
+    const X: Output<String, String> = Output::new("x");
+    const Y: Output<String, String> = Output::new("y");
     let cycle = App::new("cycle")
-        .processor("a", Upper)
+        .processor("a", upper)
         .input("x")
-        .output("y")
-        .processor("b", Upper)
+        .output(Y)
+        .processor("b", upper)
         .input("y")
-        .output("x");
+        .output(X);
     let error = strata::runtime::ops::run(&cycle, &Location::embedded(&data, "cycle"), until_end())
         .await
         .unwrap_err();
     assert!(error.to_string().contains("cycle"), "{error}");
 }
 
+const ECHO: Output<String, String> = Output::new("echo");
+
 /// Forwards each record's headers, as the context shows them, to `echo`.
-#[derive(Clone)]
-struct Echo;
-
-#[async_trait]
-impl Processor for Echo {
-    type Key = Vec<u8>;
-    type Value = String;
-
-    async fn process(
-        &mut self,
-        line: Record<Vec<u8>, String>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        if ctx.headers() != line.headers.as_slice() {
-            return Err(ProcessError::msg("the context and the record disagree"));
-        }
-        let mut options = EmitOptions::default();
-        for (name, value) in ctx.headers().to_vec() {
-            options = options.header(name, value.as_deref());
-        }
-        ctx.emit_with::<str, _>("echo", None, &line.value, options)
+fn echo(line: Record<Vec<u8>, String>, ctx: &mut Context) -> Result<(), ProcessError> {
+    if ctx.headers() != line.headers.as_slice() {
+        return Err(ProcessError::msg("the context and the record disagree"));
     }
+    let mut options = EmitOptions::default();
+    for (name, value) in ctx.headers().to_vec() {
+        options = options.header(name, value.as_deref());
+    }
+    ctx.emit_keyless(ECHO, &line.value, options)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -396,9 +341,9 @@ async fn the_context_shows_the_records_headers() {
     log.close().unwrap();
 
     let app = App::new("echo")
-        .processor("echo", Echo)
+        .processor("echo", echo)
         .input("in")
-        .output("echo");
+        .output(ECHO);
     let location = Location::embedded(&data, app.name());
     strata::runtime::ops::run(&app, &location, until_end())
         .await
@@ -423,4 +368,94 @@ async fn the_context_shows_the_records_headers() {
     );
     drop(partition);
     log.close().unwrap();
+}
+
+const LOOKED_UP: Output<String, String> = Output::new("looked-up").partitions(1);
+const LOOKUPS: Store<String, u64> = Store::new("lookups");
+
+/// Looks each line up in a slow service (a sleep, longer for earlier
+/// lines, so lookups finish out of order), counts lookups applied, and
+/// emits line → answer; fails the lookup of "unknown".
+struct Lookup {
+    in_flight: Arc<AtomicUsize>,
+    most_in_flight: Arc<AtomicUsize>,
+}
+
+impl AsyncProcessor<Vec<u8>, String> for Lookup {
+    type Prepared = String;
+
+    fn concurrency(&self) -> usize {
+        3
+    }
+
+    async fn prepare(&self, line: &Record<Vec<u8>, String>) -> Result<String, ProcessError> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        let delay_ms = 20 - (line.offset % 10) as u64 * 2;
+        tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        match line.value.as_str() {
+            "unknown" => Err(ProcessError::msg("no answer for unknown")),
+            value => Ok(value.to_uppercase()),
+        }
+    }
+
+    fn apply(
+        &mut self,
+        line: Record<Vec<u8>, String>,
+        answer: String,
+        ctx: &mut Context,
+    ) -> Result<(), ProcessError> {
+        let applied = ctx.get(LOOKUPS, "applied")?.unwrap_or(0) + 1;
+        ctx.put(LOOKUPS, "applied", &applied)?;
+        ctx.emit(LOOKED_UP, &line.value, &answer)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_async_processor_applies_its_lookups_in_input_order_with_bounded_concurrency() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let words: Vec<String> = (0..25).map(|n| format!("word-{n:02}")).collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    append(&data, "words", 1, 0, &words);
+    let most_in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::clone(&most_in_flight);
+    let app = App::new("lookup")
+        .processor("lookup", move || Lookup {
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            most_in_flight: Arc::clone(&most),
+        })
+        .input("words")
+        .store(LOOKUPS)
+        .output(LOOKED_UP);
+    let location = Location::embedded(&data, app.name());
+    let summary = strata::runtime::ops::run(&app, &location, until_end())
+        .await
+        .unwrap();
+    assert_eq!(summary.records, 25);
+    let expected: Vec<(String, String)> = words
+        .iter()
+        .map(|w| (w.to_string(), w.to_uppercase()))
+        .collect();
+    assert_eq!(records(&data, "looked-up", 0), expected);
+    assert_eq!(most_in_flight.load(Ordering::SeqCst), 3);
+    let dump = strata::runtime::ops::dump_state(&app, &location, None).unwrap();
+    assert_eq!(dump, ["lookups\tapplied\t25"]);
+
+    // A failed lookup stops the task at its record; the run is not
+    // committed, and nothing of it is emitted.
+    append(&data, "words", 1, 0, &["late", "unknown"]);
+    let error = strata::runtime::ops::run(&app, &location, until_end())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, RuntimeError::Processor { offset: 26, .. }),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("no answer for unknown"),
+        "{error}"
+    );
+    assert_eq!(records(&data, "looked-up", 0).len(), 25);
 }

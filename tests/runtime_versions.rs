@@ -25,50 +25,48 @@ use strata::client::partitioner::partition_for_key;
 use strata::log::{LogConfig, LogManager, now_ms};
 use strata::record::Compression;
 use strata::runtime::{
-    App, CheckpointArgs, Command, CommitArgs, Context, Location, LocationArgs, Outcome,
-    ProcessError, Processor, RebuildOptions, Record, RunOptions, Versions, async_trait,
+    App, CheckpointArgs, Command, CommitArgs, Context, Location, LocationArgs, Outcome, Output,
+    ProcessError, Processor, RebuildOptions, Record, RunOptions, Store, Versions,
 };
 
 const EVENTS: &str = "events";
 const COUNTS: &str = "session-counts";
 const PARTITIONS: i32 = 2;
 
+const SEEN: Store<String, u8> = Store::new("seen");
+const LAST: Store<String, String> = Store::new("last");
+const SESSIONS: Store<String, u64> = Store::new("sessions");
+
 /// Counts each user's sessions. Events are keyed by user, the value is
 /// the session id. Version 1 has the bug: a session counts again whenever
 /// it differs from the user's previous event's (a late event of an earlier
 /// session counts that session twice). Both versions keep the same stores.
-#[derive(Clone)]
 struct Sessions {
     fixed: bool,
-    output: String,
+    output: Output<String, String>,
 }
 
-#[async_trait]
-impl Processor for Sessions {
-    type Key = String;
-    type Value = String;
-
-    async fn process(
+impl Processor<String, String> for Sessions {
+    fn process(
         &mut self,
         record: Record<String, String>,
-        ctx: &mut Context<'_>,
+        ctx: &mut Context,
     ) -> Result<(), ProcessError> {
         let (user, session) = (&record.key, &record.value);
         let seen_key = format!("{user}/{session}");
-        let seen = ctx.store::<String, u8>("seen").get(&seen_key)?.is_some();
-        let last = ctx.store::<String, String>("last").get(user)?;
+        let seen = ctx.get(SEEN, &seen_key)?.is_some();
+        let last = ctx.get(LAST, user)?;
         let new_session = if self.fixed {
             !seen
         } else {
             last.as_deref() != Some(session.as_str())
         };
-        ctx.store::<String, u8>("seen").put(&seen_key, &1)?;
-        ctx.store::<String, String>("last").put(user, session)?;
+        ctx.put(SEEN, &seen_key, &1)?;
+        ctx.put(LAST, user, session)?;
         if new_session {
-            let mut sessions = ctx.store::<String, u64>("sessions");
-            let count = sessions.get(user)?.unwrap_or(0) + 1;
-            sessions.put(user, &count)?;
-            ctx.emit(&self.output, user, &count.to_string())?;
+            let count = ctx.get(SESSIONS, user)?.unwrap_or(0) + 1;
+            ctx.put(SESSIONS, user, &count)?;
+            ctx.emit(self.output, user, &count.to_string())?;
         }
         Ok(())
     }
@@ -82,18 +80,13 @@ fn app(fixed: bool) -> App {
 }
 
 fn app_named(name: &str, fixed: bool, output: &str) -> App {
+    let output = Output::named(output);
     App::new(name)
-        .processor(
-            "count",
-            Sessions {
-                fixed,
-                output: output.to_string(),
-            },
-        )
+        .processor("count", move || Sessions { fixed, output })
         .input(EVENTS)
-        .store::<String, u8>("seen")
-        .store::<String, String>("last")
-        .store::<String, u64>("sessions")
+        .store(SEEN)
+        .store(LAST)
+        .store(SESSIONS)
         .output(output)
 }
 
@@ -701,25 +694,13 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
     assert_eq!(leftovers, 0);
 }
 
+const N: Store<String, u64> = Store::new("n");
+
 /// Counts records, slowly (2 ms each).
-#[derive(Clone)]
-struct Slow;
-
-#[async_trait]
-impl Processor for Slow {
-    type Key = Vec<u8>;
-    type Value = Vec<u8>;
-
-    async fn process(
-        &mut self,
-        _record: Record<Vec<u8>, Vec<u8>>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        let mut n = ctx.store::<String, u64>("n");
-        let count = n.get("records")?.unwrap_or(0) + 1;
-        n.put("records", &count)
-    }
+fn slow(_record: Record<Vec<u8>, Vec<u8>>, ctx: &mut Context) -> Result<(), ProcessError> {
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let count = ctx.get(N, "records")?.unwrap_or(0) + 1;
+    ctx.put(N, "records", &count)
 }
 
 /// Appends `count` records a minute old to `topic` (made with `config`).
@@ -739,12 +720,8 @@ fn append_old(data: &Path, topic: &str, config: &[(&str, &str)], count: usize) {
 fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path();
-    let slow = |name: &str, topic: &str| {
-        App::new(name)
-            .processor("slow", Slow)
-            .input(topic)
-            .store::<String, u64>("n")
-    };
+    let slow =
+        |name: &str, topic: &str| App::new(name).processor("slow", slow).input(topic).store(N);
     // Two minutes of retention for records a minute old: a minute left.
     let short = [("retention.ms", "120000")];
     append_old(data, "short", &short, 300);

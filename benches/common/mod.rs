@@ -11,9 +11,7 @@ use strata::client::partitioner::partition_for_key;
 use strata::codec::Codec;
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
-use strata::runtime::{
-    App, Context, Location, ProcessError, Processor, Record, RunOptions, async_trait,
-};
+use strata::runtime::{App, Context, Location, Output, ProcessError, Record, RunOptions, Store};
 
 pub const KEYS: u64 = 100_000;
 const FETCH_BYTES: u64 = 4 << 20;
@@ -159,30 +157,21 @@ pub fn best(rates: &[f64]) -> f64 {
     rates.iter().copied().fold(0.0, f64::max)
 }
 
-/// Counts records per key in the store `store` (a get and a put per
-/// record); with `emit_to`, also emits each new count there
-/// (wordcount-style).
-#[derive(Clone)]
-pub struct Count {
-    pub store: &'static str,
-    pub emit_to: Option<String>,
-}
-
-#[async_trait]
-impl Processor for Count {
-    type Key = String;
-    type Value = Vec<u8>;
-
-    async fn process(
-        &mut self,
-        record: Record<String, Vec<u8>>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        let mut counts = ctx.store::<String, u64>(self.store);
-        let count = counts.get(&record.key)?.unwrap_or(0) + 1;
-        counts.put(&record.key, &count)?;
-        if let Some(topic) = &self.emit_to {
-            ctx.emit(topic, &record.key, &count.to_string())?;
+/// Counts records per key in `store` (a get and a put per record); with
+/// `emit_to`, also emits each new count there (wordcount-style).
+pub fn count(
+    store: Store<String, u64>,
+    emit_to: Option<Output<String, String>>,
+) -> impl FnMut(Record<String, Vec<u8>>, &mut Context) -> Result<(), ProcessError>
++ Clone
++ Send
++ Sync
++ 'static {
+    move |record, ctx| {
+        let count = ctx.get(store, &record.key)?.unwrap_or(0) + 1;
+        ctx.put(store, &record.key, &count)?;
+        if let Some(output) = emit_to {
+            ctx.emit(output, &record.key, &count.to_string())?;
         }
         Ok(())
     }

@@ -9,8 +9,10 @@
 //! - [`Codec::Utf8`]: UTF-8 text, for strings; decoding checks the bytes
 //!   are UTF-8.
 //!
-//! Raw and UTF-8 refuse other types with an error naming the type's shape
-//! and the codecs that take it, rather than inventing an encoding.
+//! Raw and UTF-8 also take `()` as no bytes (the value of a record that
+//! only has a key). They refuse other types with an error naming the
+//! type's shape and the codecs that take it, rather than inventing an
+//! encoding.
 
 mod raw;
 
@@ -208,6 +210,16 @@ mod tests {
             let error = codec.encode(&7u32).unwrap_err().to_string();
             assert!(error.contains("postcard or json"), "{error}");
             assert!(codec.decode::<u32>(b"7").is_err());
+        }
+    }
+
+    #[test]
+    fn raw_and_utf8_take_unit_as_no_bytes() {
+        for codec in [Codec::Raw, Codec::Utf8] {
+            assert_eq!(codec.encode(&()).unwrap(), b"");
+            codec.decode::<()>(b"").unwrap();
+            let error = codec.decode::<()>(b"x").unwrap_err().to_string();
+            assert!(error.contains("IgnoredAny"), "{error}");
         }
     }
 

@@ -165,7 +165,8 @@ impl<'o> ser::Serializer for Capture<'o> {
     }
 
     fn serialize_unit(self) -> Result<(), Error> {
-        Err(refuse(self.accept, "()"))
+        // No bytes: the empty value of a record that only has a key.
+        Ok(())
     }
 
     fn serialize_unit_struct(self, name: &'static str) -> Result<(), Error> {
@@ -485,8 +486,18 @@ impl<'de> de::Deserializer<'de> for Offer<'_> {
         visitor.visit_newtype_struct(self)
     }
 
+    fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        if !self.bytes.is_empty() {
+            return Err(Error(format!(
+                "{} bytes where () (no bytes) was expected; serde's IgnoredAny takes any",
+                self.bytes.len()
+            )));
+        }
+        visitor.visit_unit()
+    }
+
     serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char option unit unit_struct
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char option unit_struct
         tuple_struct map struct enum identifier ignored_any
     }
 }

@@ -1,30 +1,28 @@
 //! [`Context`]: what a processor sees besides the record: the record's
-//! position, the processor's typed stores ([`Store`]) and `emit` to derived
-//! topics. Everything goes into the task's current run (see `state`).
+//! position, its stores (through [`Store`] handles) and `emit` to derived
+//! topics (through [`Output`] handles). Everything goes into the task's
+//! current run (see `state`) and is committed with the input offsets.
+//!
+//! Nothing here awaits: a store read that misses the task's tables reads
+//! RocksDB on the task's own (blocking) thread.
 
-use std::any::TypeId;
 use std::borrow::Borrow;
 use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::client::partitioner::partition_for_key;
+use crate::codec::Codec;
 use crate::record::{Header, NewRecord};
 
-use super::processor::{ProcessError, RecordHeader};
+use super::handles::{Output, Store};
+use super::process_error::ProcessError;
+use super::record::RecordHeader;
+use super::spec::{StoreSpec, TopicOutput};
 use super::state::{EncodeBuffers, TaskState, prefix_end};
-use super::topology::{OutputSpec, StoreSpec};
-
-/// A derived topic as a task emits to it: its spec and partition count.
-#[derive(Clone)]
-pub(crate) struct Output {
-    pub spec: OutputSpec,
-    /// The topic's name in the log (with the version's suffix).
-    pub log_topic: String,
-    pub partitions: i32,
-}
 
 /// The record being processed, but for its key and value (offset -1 and no
 /// headers in `init` and `close`).
@@ -40,7 +38,7 @@ pub(crate) struct Position {
 pub struct Context<'c> {
     pub(crate) state: &'c mut TaskState,
     pub(crate) stores: &'c [StoreSpec],
-    pub(crate) outputs: &'c [Output],
+    pub(crate) outputs: &'c [TopicOutput],
     pub(crate) position: &'c Position,
     pub(crate) processor: &'c str,
     /// False in a rebuild: the derived topics already hold what the
@@ -75,7 +73,7 @@ impl EmitOptions {
     }
 }
 
-impl<'c> Context<'c> {
+impl Context<'_> {
     /// The input topic of the record being processed.
     pub fn topic(&self) -> &str {
         &self.position.topic
@@ -105,106 +103,257 @@ impl<'c> Context<'c> {
         self.processor
     }
 
-    /// The store `name` with key type `K` and value type `V`, as declared on
-    /// the app builder. An undeclared name or other types fail at the first
-    /// call on the store.
-    pub fn store<K, V>(&mut self, name: &str) -> Store<'_, K, V>
+    /// The value of `key` in `store`, as this run has left it (reads see
+    /// the writes made earlier in the run).
+    pub fn get<K, V, Q>(&mut self, store: Store<K, V>, key: &Q) -> Result<Option<V>, ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: DeserializeOwned + 'static,
+        Q: Serialize + ?Sized,
+    {
+        let index = self.store_index(&store)?;
+        let read = self.state.with_buffers(|state, buffers| {
+            store.key_codec().encode_into(key, &mut buffers.key)?;
+            let decode = |raw: Option<&[u8]>| raw.map(|raw| store.value_codec().decode(raw));
+            Ok::<_, ProcessError>(state.read_at(index, &buffers.key, decode)?)
+        })?;
+        Ok(read.transpose()?)
+    }
+
+    pub fn put<K, V, Q>(
+        &mut self,
+        store: Store<K, V>,
+        key: &Q,
+        value: &V,
+    ) -> Result<(), ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: Serialize + 'static,
+        Q: Serialize + ?Sized,
+    {
+        let index = self.store_index(&store)?;
+        self.state.with_buffers(|state, buffers| {
+            store.key_codec().encode_into(key, &mut buffers.key)?;
+            store.value_codec().encode_into(value, &mut buffers.value)?;
+            state.put_at(index, &buffers.key, &buffers.value);
+            Ok(())
+        })
+    }
+
+    pub fn delete<K, V, Q>(&mut self, store: Store<K, V>, key: &Q) -> Result<(), ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: 'static,
+        Q: Serialize + ?Sized,
+    {
+        let index = self.store_index(&store)?;
+        self.state.with_buffers(|state, buffers| {
+            store.key_codec().encode_into(key, &mut buffers.key)?;
+            state.delete_at(index, &buffers.key);
+            Ok(())
+        })
+    }
+
+    /// The entries of `store` whose keys are in `range` (`..` for all of
+    /// them), in the order of the encoded keys (with the raw and utf8
+    /// codecs, the order of the bytes), as this run has left them.
+    pub fn range<K, V, R>(
+        &mut self,
+        store: Store<K, V>,
+        range: R,
+    ) -> Result<Entries<K, V>, ProcessError>
     where
         K: Serialize + DeserializeOwned + 'static,
-        V: Serialize + DeserializeOwned + 'static,
+        V: DeserializeOwned + 'static,
+        R: RangeBounds<K>,
     {
-        // A task's state holds its stores in the order they are declared.
-        let found = self.stores.iter().enumerate().find(|(_, s)| s.name == name);
-        let checked = match found {
-            None => Err(format!(
-                "no store {name:?} declared for processor {:?} (declared: {})",
+        self.store_index(&store)?;
+        let codec = store.key_codec();
+        // Bounds on encoded keys: the successor of a byte string `k` is
+        // `k` followed by a zero byte.
+        let after = |key: &K| -> Result<Vec<u8>, ProcessError> {
+            let mut bytes = codec.encode(key)?;
+            bytes.push(0);
+            Ok(bytes)
+        };
+        let from = match range.start_bound() {
+            Bound::Included(key) => codec.encode(key)?,
+            Bound::Excluded(key) => after(key)?,
+            Bound::Unbounded => Vec::new(),
+        };
+        let to = match range.end_bound() {
+            Bound::Included(key) => Some(after(key)?),
+            Bound::Excluded(key) => Some(codec.encode(key)?),
+            Bound::Unbounded => None,
+        };
+        let entries = self.state.range(store.name(), &from, to.as_deref())?;
+        Ok(Entries::new(entries, &store))
+    }
+
+    /// The entries of `store` whose encoded key starts with the encoded
+    /// `prefix` (meaningful with the raw and utf8 key codecs, where a
+    /// string prefix is a byte prefix), in order.
+    pub fn prefix<K, V, Q>(
+        &mut self,
+        store: Store<K, V>,
+        prefix: &Q,
+    ) -> Result<Entries<K, V>, ProcessError>
+    where
+        K: DeserializeOwned + 'static,
+        V: DeserializeOwned + 'static,
+        Q: Serialize + ?Sized,
+    {
+        self.store_index(&store)?;
+        let prefix = store.key_codec().encode(prefix)?;
+        let end = prefix_end(&prefix);
+        let entries = self.state.range(store.name(), &prefix, end.as_deref())?;
+        Ok(Entries::new(entries, &store))
+    }
+
+    /// Emits `key` → `value` to `output` (declared as an output of this
+    /// processor), partitioned by key, with the input record's timestamp.
+    pub fn emit<K, V, Q, W>(
+        &mut self,
+        output: Output<K, V>,
+        key: &Q,
+        value: &W,
+    ) -> Result<(), ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: Borrow<W> + 'static,
+        Q: Serialize + ?Sized,
+        W: Serialize + ?Sized,
+    {
+        self.emit_record(&output, Some(key), value, EmitOptions::default())
+    }
+
+    /// Emits with an explicit partition, headers or timestamp.
+    pub fn emit_with<K, V, Q, W>(
+        &mut self,
+        output: Output<K, V>,
+        key: &Q,
+        value: &W,
+        options: EmitOptions,
+    ) -> Result<(), ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: Borrow<W> + 'static,
+        Q: Serialize + ?Sized,
+        W: Serialize + ?Sized,
+    {
+        self.emit_record(&output, Some(key), value, options)
+    }
+
+    /// Emits a record without a key: it goes to the options' partition, or
+    /// else to the input's partition number modulo the topic's partitions,
+    /// so a replay places it the same.
+    pub fn emit_keyless<K, V, W>(
+        &mut self,
+        output: Output<K, V>,
+        value: &W,
+        options: EmitOptions,
+    ) -> Result<(), ProcessError>
+    where
+        K: 'static,
+        V: Borrow<W> + 'static,
+        W: Serialize + ?Sized,
+    {
+        self.emit_record::<K, V, [u8], W>(&output, None, value, options)
+    }
+
+    fn emit_record<K: 'static, V: 'static, Q, W>(
+        &mut self,
+        output: &Output<K, V>,
+        key: Option<&Q>,
+        value: &W,
+        options: EmitOptions,
+    ) -> Result<(), ProcessError>
+    where
+        Q: Serialize + ?Sized,
+        W: Serialize + ?Sized,
+    {
+        let Some(declared) = self.outputs.iter().find(|o| o.spec.is(output)) else {
+            return Err(self.undeclared_output(output));
+        };
+        // Encoded into the task's reused buffers: no allocation per emit.
+        let (position, emits) = (self.position, self.emits);
+        self.state.with_buffers(|state, buffers| {
+            let record = (key, value, options);
+            emit_encoded(state, position, emits, declared, record, buffers)
+        })
+    }
+
+    /// The position of `store` in the task's state (which holds its
+    /// stores in the order they are declared).
+    #[inline]
+    fn store_index<K: 'static, V: 'static>(
+        &self,
+        store: &Store<K, V>,
+    ) -> Result<usize, ProcessError> {
+        match self.stores.iter().position(|s| s.name == store.name()) {
+            Some(index) if self.stores[index].is(store) => {
+                debug_assert_eq!(self.state.stores()[index], store.name());
+                Ok(index)
+            }
+            Some(index) => {
+                let spec = &self.stores[index];
+                Err(ProcessError::msg(format!(
+                    "store {:?} holds {} → {} ({} / {} codecs), not {} → {} ({} / {})",
+                    spec.name,
+                    spec.key_type_name,
+                    spec.value_type_name,
+                    spec.key_codec.name(),
+                    spec.value_codec.name(),
+                    std::any::type_name::<K>(),
+                    std::any::type_name::<V>(),
+                    store.key_codec().name(),
+                    store.value_codec().name(),
+                )))
+            }
+            None => Err(ProcessError::msg(format!(
+                "no store {:?} declared for processor {:?} (declared: {})",
+                store.name(),
                 self.processor,
                 self.stores
                     .iter()
                     .map(|s| s.name.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")
-            )),
-            Some((_, spec))
-                if spec.key_type != TypeId::of::<K>() || spec.value_type != TypeId::of::<V>() =>
-            {
-                Err(format!(
-                    "store {name:?} holds {} → {}, not {} → {}",
-                    spec.key_type_name,
-                    spec.value_type_name,
-                    std::any::type_name::<K>(),
-                    std::any::type_name::<V>()
-                ))
-            }
-            Some((index, spec)) => {
-                debug_assert_eq!(self.state.stores()[index], spec.name);
-                Ok((spec, index))
-            }
-        };
-        Store {
-            state: self.state,
-            spec: checked,
-            types: PhantomData,
+            ))),
         }
     }
 
-    /// Emits `key` → `value` to the derived topic `topic` (declared as an
-    /// output of this processor), partitioned by key, with the input
-    /// record's timestamp.
-    pub fn emit<K, V>(&mut self, topic: &str, key: &K, value: &V) -> Result<(), ProcessError>
-    where
-        K: Serialize + ?Sized,
-        V: Serialize + ?Sized,
-    {
-        self.emit_with(topic, Some(key), value, EmitOptions::default())
-    }
-
-    /// Emits with an explicit partition, headers or timestamp, or without a
-    /// key (`key` None: the record goes to the input's partition number,
-    /// modulo the topic's partitions, so a replay places it the same).
-    pub fn emit_with<K, V>(
-        &mut self,
-        topic: &str,
-        key: Option<&K>,
-        value: &V,
-        options: EmitOptions,
-    ) -> Result<(), ProcessError>
-    where
-        K: Serialize + ?Sized,
-        V: Serialize + ?Sized,
-    {
-        let output = self
-            .outputs
-            .iter()
-            .find(|o| o.spec.topic == topic)
-            .ok_or_else(|| {
-                ProcessError::msg(format!(
-                    "processor {:?} emits to {topic:?}, which is not one of its outputs (declare it with .output({topic:?}))",
-                    self.processor
-                ))
-            })?;
-        // Encoded into the task's reused buffers: no allocation per emit.
-        let (position, emits) = (self.position, self.emits);
-        self.state.with_buffers(|state, buffers| {
-            let record = (key, value, options);
-            emit_encoded(state, position, emits, output, record, buffers)
-        })
+    #[cold]
+    fn undeclared_output<K, V>(&self, output: &Output<K, V>) -> ProcessError {
+        let topic = output.topic();
+        if self.outputs.iter().any(|o| o.spec.topic == topic) {
+            return ProcessError::msg(format!(
+                "processor {:?} emits {} → {} to {topic:?}, which it declared with other types or codecs",
+                self.processor,
+                std::any::type_name::<K>(),
+                std::any::type_name::<V>(),
+            ));
+        }
+        ProcessError::msg(format!(
+            "processor {:?} emits to {topic:?}, which is not one of its outputs (declare it with .output(..))",
+            self.processor
+        ))
     }
 }
 
 /// Encodes a record for `output` into `buffers` and, when `emits`, adds it
 /// to the run's batch of its partition.
-fn emit_encoded<K, V>(
+fn emit_encoded<Q, W>(
     state: &mut TaskState,
     position: &Position,
     emits: bool,
-    output: &Output,
-    (key, value, options): (Option<&K>, &V, EmitOptions),
+    output: &TopicOutput,
+    (key, value, options): (Option<&Q>, &W, EmitOptions),
     buffers: &mut EncodeBuffers,
 ) -> Result<(), ProcessError>
 where
-    K: Serialize + ?Sized,
-    V: Serialize + ?Sized,
+    Q: Serialize + ?Sized,
+    W: Serialize + ?Sized,
 {
     let topic = &output.spec.topic;
     let key = match key {
@@ -250,101 +399,52 @@ where
     Ok(())
 }
 
-/// A typed view of one state store. Keys and values are encoded with the
-/// store's codecs; reads see the writes made earlier in the same run.
-/// Ordered scans follow the order of the encoded keys (with the raw and
-/// utf8 codecs, the order of the bytes).
-pub struct Store<'s, K, V> {
-    state: &'s mut TaskState,
-    /// The store's declaration and its position in the task's state.
-    spec: Result<(&'s StoreSpec, usize), String>,
-    types: PhantomData<fn(K, V)>,
+/// The entries of a range or prefix scan, in key order, each decoded as it
+/// is taken.
+pub struct Entries<K, V> {
+    entries: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    key_codec: Codec,
+    value_codec: Codec,
+    types: PhantomData<fn() -> (K, V)>,
 }
 
-impl<K, V> Store<'_, K, V>
+impl<K, V> Entries<K, V> {
+    fn new(entries: Vec<(Vec<u8>, Vec<u8>)>, store: &Store<K, V>) -> Self {
+        Self {
+            entries: entries.into_iter(),
+            key_codec: store.key_codec(),
+            value_codec: store.value_codec(),
+            types: PhantomData,
+        }
+    }
+}
+
+impl<K, V> Iterator for Entries<K, V>
 where
-    K: Serialize + DeserializeOwned + 'static,
-    V: Serialize + DeserializeOwned + 'static,
+    K: DeserializeOwned + 'static,
+    V: DeserializeOwned + 'static,
 {
-    pub fn get<Q>(&mut self, key: &Q) -> Result<Option<V>, ProcessError>
-    where
-        K: Borrow<Q>,
-        Q: Serialize + ?Sized,
-    {
-        let (spec, index) = checked(&self.spec)?;
-        let read = self.state.with_buffers(|state, buffers| {
-            spec.key_codec.encode_into(key, &mut buffers.key)?;
-            let decode = |raw: Option<&[u8]>| raw.map(|raw| spec.value_codec.decode(raw));
-            Ok::<_, ProcessError>(state.read_at(index, &buffers.key, decode)?)
-        })?;
-        Ok(read.transpose()?)
+    type Item = Result<(K, V), ProcessError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (key, value) = self.entries.next()?;
+        let decoded = (|| {
+            Ok((
+                self.key_codec.decode(&key)?,
+                self.value_codec.decode(&value)?,
+            ))
+        })();
+        Some(decoded)
     }
 
-    pub fn put<Q>(&mut self, key: &Q, value: &V) -> Result<(), ProcessError>
-    where
-        K: Borrow<Q>,
-        Q: Serialize + ?Sized,
-    {
-        let (spec, index) = checked(&self.spec)?;
-        self.state.with_buffers(|state, buffers| {
-            spec.key_codec.encode_into(key, &mut buffers.key)?;
-            spec.value_codec.encode_into(value, &mut buffers.value)?;
-            state.put_at(index, &buffers.key, &buffers.value);
-            Ok(())
-        })
-    }
-
-    pub fn delete<Q>(&mut self, key: &Q) -> Result<(), ProcessError>
-    where
-        K: Borrow<Q>,
-        Q: Serialize + ?Sized,
-    {
-        let (spec, index) = checked(&self.spec)?;
-        self.state.with_buffers(|state, buffers| {
-            spec.key_codec.encode_into(key, &mut buffers.key)?;
-            state.delete_at(index, &buffers.key);
-            Ok(())
-        })
-    }
-
-    /// Entries with `from <= key < to` (`to` None: to the end), in order.
-    pub fn range(&mut self, from: &K, to: Option<&K>) -> Result<Vec<(K, V)>, ProcessError> {
-        let (spec, _) = checked(&self.spec)?;
-        let from = spec.key_codec.encode(from)?;
-        let to = to.map(|t| spec.key_codec.encode(t)).transpose()?;
-        let entries = self.state.range(&spec.name, &from, to.as_deref())?;
-        self.decode_all(entries)
-    }
-
-    /// Entries whose encoded key starts with the encoded `prefix` (meaningful
-    /// with the raw and utf8 key codecs, where a string prefix is a byte
-    /// prefix), in order.
-    pub fn prefix<Q>(&mut self, prefix: &Q) -> Result<Vec<(K, V)>, ProcessError>
-    where
-        Q: Serialize + ?Sized,
-    {
-        let (spec, _) = checked(&self.spec)?;
-        let prefix = spec.key_codec.encode(prefix)?;
-        let end = prefix_end(&prefix);
-        let entries = self.state.range(&spec.name, &prefix, end.as_deref())?;
-        self.decode_all(entries)
-    }
-
-    fn decode_all(&self, entries: Vec<(Vec<u8>, Vec<u8>)>) -> Result<Vec<(K, V)>, ProcessError> {
-        let (spec, _) = checked(&self.spec)?;
-        entries
-            .into_iter()
-            .map(|(k, v)| Ok((spec.key_codec.decode(&k)?, spec.value_codec.decode(&v)?)))
-            .collect()
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.entries.size_hint()
     }
 }
 
-#[inline]
-fn checked<'a>(
-    spec: &Result<(&'a StoreSpec, usize), String>,
-) -> Result<(&'a StoreSpec, usize), ProcessError> {
-    match spec {
-        Ok(found) => Ok(*found),
-        Err(message) => Err(ProcessError::msg(message)),
-    }
+impl<K, V> ExactSizeIterator for Entries<K, V>
+where
+    K: DeserializeOwned + 'static,
+    V: DeserializeOwned + 'static,
+{
 }

@@ -8,7 +8,7 @@ use crate::client::ClientError;
 use crate::log::LogError;
 
 use super::layout::LayoutError;
-use super::processor::ProcessError;
+use super::process_error::ProcessError;
 use super::state::StateError;
 
 #[derive(Debug, thiserror::Error)]

@@ -1,115 +1,197 @@
-//! What a user writes: a [`Processor`], called once per input record with a
-//! [`Record`] (typed key and value, decoded with the processor's input
-//! codecs) and a [`Context`](super::Context) (the record's position, the processor's
-//! stores, and `emit` to derived topics).
+//! What a user writes: a processor, called once per input record, in
+//! offset order per partition, with a [`Record`] (typed key and value,
+//! decoded with the processor's input codecs) and a [`Context`] (the
+//! record's position, the processor's stores, `emit` to derived topics).
+//!
+//! Three forms, all given to [`App::processor`](super::App::processor):
+//!
+//! - **A function or closure** `fn(Record<K, V>, &mut Context) ->
+//!   Result<(), ProcessError>`: the common case. The runtime clones it for
+//!   every task (functions, and closures capturing `Copy` or `Clone`
+//!   values, are `Clone` by themselves).
+//! - **A [`Processor`]**, for a processor with fields or with `init` and
+//!   `close`: given as a factory, `|| Sessions::new(fixed)`, called once per
+//!   task (and again when a rebuilt state is swapped in).
+//! - **An [`AsyncProcessor`]**, for a processor that awaits I/O per record
+//!   (an external lookup): its `prepare` runs for up to `concurrency()`
+//!   records at a time with no context, and its `apply` then runs with the
+//!   context in input order; also given as a factory.
+//!
+//! Use a function or a `Processor` whenever the processor does not await:
+//! the task calls it directly, with nothing allocated per record. Use an
+//! `AsyncProcessor` only for I/O; its `prepare` runs again for records
+//! re-read after a crash, so it must only read (exactly-once covers what
+//! `apply` writes and emits).
 //!
 //! A processor never sees commits, producer ids or RocksDB: everything it
 //! writes through the context is buffered in the task's current run and
 //! committed, with the input offset, in one write batch. A processor that
 //! returns an error stops its task; the run in progress is not committed.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 
-use crate::codec::CodecError;
+use crate::codec::Codec;
 
-use super::state::StateError;
+use super::async_processor::{AsyncAdapter, AsyncProcessor};
+use super::context::{Context, Position};
+use super::erased::{ErasedProcessor, Factory, RawRecord};
+use super::process_error::ProcessError;
+use super::record::Record;
 
-/// Why a processor could not handle a record.
-#[derive(Debug, thiserror::Error)]
-pub enum ProcessError {
-    #[error(transparent)]
-    State(#[from] StateError),
-    #[error(transparent)]
-    Codec(#[from] CodecError),
-    /// The processor's own reason.
-    #[error("{0}")]
-    Failed(String),
-    #[error(transparent)]
-    Other(#[from] Box<dyn std::error::Error + Send + Sync>),
-}
-
-impl ProcessError {
-    /// An error with the processor's own message.
-    pub fn msg(message: impl std::fmt::Display) -> Self {
-        Self::Failed(message.to_string())
-    }
-}
-
-impl From<std::io::Error> for ProcessError {
-    fn from(error: std::io::Error) -> Self {
-        Self::Other(Box::new(error))
-    }
-}
-
-/// A record header: a string key and an optional value.
-pub type RecordHeader = (String, Option<Vec<u8>>);
-
-/// One input record with its key and value decoded.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Record<K, V> {
-    pub topic: Arc<str>,
-    pub partition: i32,
-    pub offset: i64,
-    /// Milliseconds since the Unix epoch.
-    pub timestamp: i64,
-    /// Decoded with the input's key codec; a null key decodes from zero
-    /// bytes (an empty string or byte vector with the raw and utf8 codecs).
-    pub key: K,
-    /// Decoded like the key; see [`Record::is_tombstone`] for a null value.
-    pub value: V,
-    pub headers: Vec<RecordHeader>,
-    pub(crate) key_is_null: bool,
-    pub(crate) value_is_null: bool,
-}
-
-impl<K, V> Record<K, V> {
-    /// Whether the record had no key (null, not empty).
-    pub fn key_is_null(&self) -> bool {
-        self.key_is_null
-    }
-
-    /// Whether the record's value was null: a deletion marker by Kafka's
-    /// convention.
-    pub fn is_tombstone(&self) -> bool {
-        self.value_is_null
-    }
-
-    /// The first header named `name`.
-    pub fn header(&self, name: &str) -> Option<Option<&[u8]>> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_deref())
-    }
-}
-
-/// A stream processor. One instance runs per input partition (the runtime
-/// clones the value given to the app builder), so fields are per task.
-#[async_trait]
-pub trait Processor: Send + 'static {
-    type Key: DeserializeOwned + Send + 'static;
-    type Value: DeserializeOwned + Send + 'static;
-
+/// A processor with fields, or with `init` and `close`. One instance runs
+/// per task (made by the factory given to the builder), so its fields are
+/// per task; keep what must survive a restart in stores.
+pub trait Processor<K, V>: Send + 'static {
     /// Called once when the task starts, before its first record (and on a
     /// fresh instance when a rebuilt state is swapped in); writes go into
     /// the first run.
-    async fn init(&mut self, _ctx: &mut super::Context<'_>) -> Result<(), ProcessError> {
+    fn init(&mut self, _ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         Ok(())
     }
 
     /// Called for every input record, in offset order per partition.
-    async fn process(
-        &mut self,
-        record: Record<Self::Key, Self::Value>,
-        ctx: &mut super::Context<'_>,
-    ) -> Result<(), ProcessError>;
+    fn process(&mut self, record: Record<K, V>, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
 
     /// Called once when the task stops cleanly; writes go into its last
     /// commit.
-    async fn close(&mut self, _ctx: &mut super::Context<'_>) -> Result<(), ProcessError> {
+    fn close(&mut self, _ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         Ok(())
     }
+}
+
+/// What [`App::processor`](super::App::processor) takes: a function or
+/// closure, a factory of [`Processor`]s or a factory of
+/// [`AsyncProcessor`]s. `M` tells the three apart; it is inferred.
+pub trait IntoProcessor<K, V, M>: Send + Sync + 'static {
+    #[doc(hidden)]
+    fn into_factory(self) -> ProcessorFactory;
+}
+
+/// How the runtime makes a task's processor (opaque).
+pub struct ProcessorFactory(pub(crate) Factory);
+
+/// [`IntoProcessor`] for functions and closures.
+pub struct FnMarker<K, V>(PhantomData<fn(K, V)>);
+/// [`IntoProcessor`] for factories of [`Processor`]s.
+pub struct ProcessorMarker<P>(PhantomData<fn() -> P>);
+/// [`IntoProcessor`] for factories of [`AsyncProcessor`]s.
+pub struct AsyncMarker<P>(PhantomData<fn() -> P>);
+
+impl<K, V, F> IntoProcessor<K, V, FnMarker<K, V>> for F
+where
+    K: DeserializeOwned + Send + 'static,
+    V: DeserializeOwned + Send + 'static,
+    F: FnMut(Record<K, V>, &mut Context<'_>) -> Result<(), ProcessError>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    fn into_factory(self) -> ProcessorFactory {
+        ProcessorFactory(Arc::new(move |key_codec, value_codec| {
+            Box::new(Typed {
+                inner: FnProcessor(self.clone()),
+                codecs: (key_codec, value_codec),
+                types: PhantomData,
+            })
+        }))
+    }
+}
+
+impl<K, V, P, F> IntoProcessor<K, V, ProcessorMarker<P>> for F
+where
+    K: DeserializeOwned + Send + 'static,
+    V: DeserializeOwned + Send + 'static,
+    P: Processor<K, V>,
+    F: Fn() -> P + Send + Sync + 'static,
+{
+    fn into_factory(self) -> ProcessorFactory {
+        ProcessorFactory(Arc::new(move |key_codec, value_codec| {
+            Box::new(Typed {
+                inner: self(),
+                codecs: (key_codec, value_codec),
+                types: PhantomData,
+            })
+        }))
+    }
+}
+
+impl<K, V, P, F> IntoProcessor<K, V, AsyncMarker<P>> for F
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+    V: DeserializeOwned + Send + Sync + 'static,
+    P: AsyncProcessor<K, V>,
+    F: Fn() -> P + Send + Sync + 'static,
+{
+    fn into_factory(self) -> ProcessorFactory {
+        ProcessorFactory(Arc::new(move |key_codec, value_codec| {
+            Box::new(AsyncAdapter::new(self(), (key_codec, value_codec)))
+        }))
+    }
+}
+
+/// A function or closure as a [`Processor`].
+struct FnProcessor<F>(F);
+
+impl<K, V, F> Processor<K, V> for FnProcessor<F>
+where
+    F: FnMut(Record<K, V>, &mut Context<'_>) -> Result<(), ProcessError> + Send + 'static,
+{
+    #[inline]
+    fn process(&mut self, record: Record<K, V>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        (self.0)(record, ctx)
+    }
+}
+
+struct Typed<P, K, V> {
+    inner: P,
+    codecs: (Codec, Codec),
+    types: PhantomData<fn(K, V)>,
+}
+
+impl<P, K, V> ErasedProcessor for Typed<P, K, V>
+where
+    P: Processor<K, V>,
+    K: DeserializeOwned + Send + 'static,
+    V: DeserializeOwned + Send + 'static,
+{
+    fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        self.inner.init(ctx)
+    }
+
+    #[inline]
+    fn process(&mut self, raw: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        let record = decode(self.codecs, raw, ctx.position)?;
+        self.inner.process(record, ctx)
+    }
+
+    fn close(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        self.inner.close(ctx)
+    }
+}
+
+/// A raw record at `position` decoded with the input's codecs.
+#[inline]
+pub(crate) fn decode<K, V>(
+    (key_codec, value_codec): (Codec, Codec),
+    raw: RawRecord<'_>,
+    position: &Position,
+) -> Result<Record<K, V>, ProcessError>
+where
+    K: DeserializeOwned + 'static,
+    V: DeserializeOwned + 'static,
+{
+    Ok(Record {
+        key: key_codec.decode(raw.key.unwrap_or_default())?,
+        value: value_codec.decode(raw.value.unwrap_or_default())?,
+        key_is_null: raw.key.is_none(),
+        value_is_null: raw.value.is_none(),
+        partition: position.partition,
+        offset: position.offset,
+        timestamp: position.timestamp,
+        headers: position.headers.clone(),
+    })
 }

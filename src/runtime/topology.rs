@@ -1,22 +1,23 @@
 //! The shape of an app: its processors, each with input topics, stores and
 //! output topics, and the [`App`] builder that declares them.
 //!
-//! Declarations apply to the processor added last:
+//! Declarations apply to the processor added last; stores and outputs
+//! are typed handles declared once (see `handles`):
 //!
 //! ```no_run
-//! # use strata::runtime::{App, Processor};
-//! # fn build<S, C>(split: S, count: C) -> App
-//! # where S: Processor + Clone + Sync, C: Processor + Clone + Sync {
+//! # use strata::runtime::{App, Context, Output, ProcessError, Record, Store};
+//! const WORDS: Output<String, ()> = Output::new("words");
+//! const COUNTS: Store<String, u64> = Store::new("counts");
+//! const WORD_COUNTS: Output<String, String> = Output::new("word-counts");
+//! # fn split(_: Record<Vec<u8>, String>, _: &mut Context) -> Result<(), ProcessError> { Ok(()) }
+//! # fn count(_: Record<String, ()>, _: &mut Context) -> Result<(), ProcessError> { Ok(()) }
+//! # fn build() -> App {
 //! App::new("wordcount")
-//!     .processor("split", split).input("lines").output("words")
-//!     .processor("count", count).input("words").store::<String, u64>("counts").output("word-counts")
+//!     .processor("split", split).input("lines").output(WORDS)
+//!     .processor("count", count).input("words").store(COUNTS).output(WORD_COUNTS)
 //! # }
 //! ```
 
-use std::any::TypeId;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -24,90 +25,10 @@ use serde::de::DeserializeOwned;
 
 use crate::codec::Codec;
 
-use super::context::Context;
-use super::processor::{ProcessError, Processor, Record};
-
-/// Renders an encoded store key or value for `dump-state`.
-pub(crate) type Render = Arc<dyn Fn(&[u8]) -> String + Send + Sync>;
-
-#[derive(Clone)]
-pub(crate) struct StoreSpec {
-    pub name: String,
-    pub key_codec: Codec,
-    pub value_codec: Codec,
-    pub key_type: TypeId,
-    pub value_type: TypeId,
-    pub key_type_name: &'static str,
-    pub value_type_name: &'static str,
-    pub render_key: Render,
-    pub render_value: Render,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct OutputSpec {
-    pub topic: String,
-    /// Partitions to create the topic with; by default the input's.
-    pub partitions: Option<i32>,
-    pub key_codec: Codec,
-    pub value_codec: Codec,
-}
-
-/// A record's key and value as read from the log, before decoding; the
-/// rest of the record is the context's position.
-pub(crate) struct RawRecord<'a> {
-    pub key: Option<&'a [u8]>,
-    pub value: Option<&'a [u8]>,
-}
-
-type Step<'a> = Pin<Box<dyn Future<Output = Result<(), ProcessError>> + Send + 'a>>;
-
-/// A processor with its record types erased: decodes raw records with the
-/// input codecs and calls the typed processor.
-pub(crate) trait ErasedProcessor: Send {
-    fn init<'a>(&'a mut self, ctx: &'a mut Context<'_>) -> Step<'a>;
-    fn process<'a>(&'a mut self, raw: RawRecord<'_>, ctx: &'a mut Context<'_>) -> Step<'a>;
-    fn close<'a>(&'a mut self, ctx: &'a mut Context<'_>) -> Step<'a>;
-}
-
-struct Typed<P> {
-    inner: P,
-    key_codec: Codec,
-    value_codec: Codec,
-}
-
-impl<P: Processor> ErasedProcessor for Typed<P> {
-    fn init<'a>(&'a mut self, ctx: &'a mut Context<'_>) -> Step<'a> {
-        self.inner.init(ctx)
-    }
-
-    fn process<'a>(&'a mut self, raw: RawRecord<'_>, ctx: &'a mut Context<'_>) -> Step<'a> {
-        let position = ctx.position;
-        let decoded = (|| {
-            Ok::<_, ProcessError>(Record {
-                key: self.key_codec.decode(raw.key.unwrap_or_default())?,
-                value: self.value_codec.decode(raw.value.unwrap_or_default())?,
-                key_is_null: raw.key.is_none(),
-                value_is_null: raw.value.is_none(),
-                topic: Arc::clone(&position.topic),
-                partition: position.partition,
-                offset: position.offset,
-                timestamp: position.timestamp,
-                headers: position.headers.clone(),
-            })
-        })();
-        match decoded {
-            Ok(record) => self.inner.process(record, ctx),
-            Err(error) => Box::pin(std::future::ready(Err(error))),
-        }
-    }
-
-    fn close<'a>(&'a mut self, ctx: &'a mut Context<'_>) -> Step<'a> {
-        self.inner.close(ctx)
-    }
-}
-
-/// Makes a task's processor, decoding with the given key and value codecs.
-pub(crate) type Factory = Arc<dyn Fn(Codec, Codec) -> Box<dyn ErasedProcessor> + Send + Sync>;
+use super::erased::Factory;
+use super::handles::{Output, Store};
+use super::processor::IntoProcessor;
+use super::spec::{OutputSpec, StoreSpec};
 
 #[derive(Clone)]
 pub(crate) struct ProcessorSpec {
@@ -219,10 +140,18 @@ impl App {
         &self.name
     }
 
-    /// Adds a processor; `processor` is cloned for every input partition.
-    /// Its input keys and values are decoded with the raw codec (strings and
-    /// bytes) unless [`App::input_codecs`] says otherwise.
-    pub fn processor<P: Processor + Clone + Sync>(mut self, name: &str, processor: P) -> Self {
+    /// Adds a processor: a function or closure `fn(Record<K, V>, &mut
+    /// Context) -> Result<(), ProcessError>` (cloned for every task), or a
+    /// factory `|| MyProcessor { .. }` of a [`Processor`](super::Processor)
+    /// or an [`AsyncProcessor`](super::AsyncProcessor) (called for every
+    /// task). Its input keys and values are decoded as `K` and `V` with the
+    /// raw codec (strings and bytes) unless [`App::input_codecs`] says
+    /// otherwise.
+    pub fn processor<K, V, M>(
+        mut self,
+        name: &str,
+        processor: impl IntoProcessor<K, V, M>,
+    ) -> Self {
         if self.processors.iter().any(|p| p.name == name) {
             self.fail(format!("two processors named {name:?}"));
         }
@@ -241,7 +170,7 @@ impl App {
             value_codec: Codec::Raw,
             stores: Vec::new(),
             outputs: Vec::new(),
-            factory: factory(processor),
+            factory: processor.into_factory().0,
         });
         self
     }
@@ -264,22 +193,14 @@ impl App {
         self
     }
 
-    /// A state store of the last processor: keys encoded with the raw codec
-    /// (so byte order is string order), values with postcard.
-    pub fn store<K, V>(self, name: &str) -> Self
+    /// A state store of the last processor, with the types and codecs of
+    /// its handle.
+    pub fn store<K, V>(mut self, store: Store<K, V>) -> Self
     where
         K: Serialize + DeserializeOwned + 'static,
         V: Serialize + DeserializeOwned + 'static,
     {
-        self.store_with::<K, V>(name, Codec::Raw, Codec::Postcard)
-    }
-
-    /// A state store with explicit key and value codecs.
-    pub fn store_with<K, V>(mut self, name: &str, key_codec: Codec, value_codec: Codec) -> Self
-    where
-        K: Serialize + DeserializeOwned + 'static,
-        V: Serialize + DeserializeOwned + 'static,
-    {
+        let name = store.name();
         if self
             .processors
             .iter()
@@ -289,44 +210,17 @@ impl App {
             self.fail(format!("two stores named {name:?}"));
         }
         if let Some(p) = self.last("store") {
-            p.stores.push(StoreSpec {
-                name: name.to_string(),
-                key_codec,
-                value_codec,
-                key_type: TypeId::of::<K>(),
-                value_type: TypeId::of::<V>(),
-                key_type_name: std::any::type_name::<K>(),
-                value_type_name: std::any::type_name::<V>(),
-                render_key: render::<K>(key_codec),
-                render_value: render::<V>(value_codec),
-            });
+            p.stores.push(StoreSpec::of(store));
         }
         self
     }
 
-    /// An output (derived) topic of the last processor, created if missing
-    /// with as many partitions as its input; keys and values encoded with
-    /// the raw codec.
-    pub fn output(self, topic: &str) -> Self {
-        self.output_with(topic, None, Codec::Raw, Codec::Raw)
-    }
-
-    /// An output topic with an explicit partition count (used when it is
-    /// created) and codecs.
-    pub fn output_with(
-        mut self,
-        topic: &str,
-        partitions: Option<i32>,
-        key_codec: Codec,
-        value_codec: Codec,
-    ) -> Self {
+    /// An output (derived) topic of the last processor, with the codecs of
+    /// its handle; created if missing, with the handle's partitions or as
+    /// many as the processor's input.
+    pub fn output<K: 'static, V: 'static>(mut self, output: Output<K, V>) -> Self {
         if let Some(p) = self.last("output") {
-            p.outputs.push(OutputSpec {
-                topic: topic.to_string(),
-                partitions,
-                key_codec,
-                value_codec,
-            });
+            p.outputs.push(OutputSpec::of(output));
         }
         self
     }
@@ -450,34 +344,3 @@ impl App {
 
 /// Directories of an app's state directory that are not processors'.
 pub(crate) const RESERVED_DIRS: [&str; 3] = ["versions", "checkpoints", "rebuild"];
-
-fn factory<P: Processor + Clone + Sync>(processor: P) -> Factory {
-    Arc::new(move |key_codec, value_codec| {
-        Box::new(Typed {
-            inner: processor.clone(),
-            key_codec,
-            value_codec,
-        })
-    })
-}
-
-/// Decodes with `codec` as `T` and writes the value readably: strings as
-/// they are, anything else as compact JSON; bytes that do not decode as hex.
-fn render<T: Serialize + DeserializeOwned + 'static>(codec: Codec) -> Render {
-    Arc::new(move |bytes: &[u8]| match codec.decode::<T>(bytes) {
-        Ok(value) => match serde_json::to_value(&value) {
-            Ok(serde_json::Value::String(text)) => text,
-            Ok(other) => other.to_string(),
-            Err(_) => hex(bytes),
-        },
-        Err(_) => hex(bytes),
-    })
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut out = String::from("0x");
-    for b in bytes {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}

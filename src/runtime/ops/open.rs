@@ -10,20 +10,21 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::log::{LogConfig, LogError, LogManager};
-use crate::runtime::context::Output;
 use crate::runtime::error::RuntimeError;
 use crate::runtime::layout;
 use crate::runtime::location::Location;
 use crate::runtime::log_access::LogAccess;
-use crate::runtime::topology::{App, OutputSpec, ProcessorSpec};
+use crate::runtime::spec::OutputSpec;
+use crate::runtime::spec::TopicOutput;
+use crate::runtime::topology::{App, ProcessorSpec};
 
 /// A processor's outputs as its tasks emit to them.
 pub(crate) fn outputs(
     app: &App,
     spec: &ProcessorSpec,
     partitions: &BTreeMap<String, i32>,
-) -> Vec<Output> {
-    let output = |o: &OutputSpec| Output {
+) -> Vec<TopicOutput> {
+    let output = |o: &OutputSpec| TopicOutput {
         spec: o.clone(),
         log_topic: app.log_topic(&o.topic),
         partitions: partitions[&o.topic],

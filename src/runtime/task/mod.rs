@@ -40,11 +40,12 @@ use tokio::sync::watch;
 
 use crate::broker::AppendWatch;
 
-use super::context::Output;
+use super::erased::ErasedProcessor;
 use super::error::RuntimeError;
 use super::log_access::LogAccess;
+use super::spec::TopicOutput;
 use super::state::TaskState;
-use super::topology::{ErasedProcessor, ProcessorSpec, TaskConfig};
+use super::topology::{ProcessorSpec, TaskConfig};
 
 use handover::{Handover, SWAPPED};
 use prefetch::Prefetch;
@@ -116,7 +117,7 @@ pub(crate) struct TaskSetup {
     /// Where a rebuild of this task's state would be built: the task looks
     /// there for one ready to take over (see `handover`). None in a rebuild.
     pub rebuild: Option<PathBuf>,
-    pub outputs: Vec<Output>,
+    pub outputs: Vec<TopicOutput>,
     pub config: TaskConfig,
     pub log: LogAccess,
     pub stop: Arc<AtomicBool>,

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use crate::record::RecordBatch;
 use crate::runtime::context::{Context, Position};
+use crate::runtime::erased::RawRecord;
 use crate::runtime::error::RuntimeError;
 use crate::runtime::log_access::LogAccess;
 use crate::runtime::state::TaskState;
-use crate::runtime::topology::RawRecord;
 
 use super::{DECOMPRESSED_BYTES_MAX, PREFETCH_AHEAD, Task, TaskSetup};
 
@@ -118,6 +118,12 @@ impl Task {
             .iter()
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| unreadable(format!("a record: {e}")))?;
+        // An async processor's lookups for the records to process, before
+        // the first is applied (none for the others).
+        let offsets = self.inputs[at].next..limit;
+        if let Some(prepare) = self.processor.prepare(&records, &position, offsets) {
+            prepare.await;
+        }
         self.prefetch.review(&mut self.state, records.len());
         let prefetched = &self.prefetch.active;
         if !prefetched.is_empty() {
@@ -159,7 +165,7 @@ impl Task {
                 value: record.value,
             };
             let mut ctx = context(&mut self.state, &self.setup, &position);
-            if let Err(error) = self.processor.process(raw, &mut ctx).await {
+            if let Err(error) = self.processor.process(raw, &mut ctx) {
                 self.state.discard();
                 return Err(RuntimeError::Processor {
                     processor: self.setup.spec.name.clone(),
@@ -204,9 +210,9 @@ impl Task {
         };
         let mut ctx = context(&mut self.state, &self.setup, &position);
         let result = if which == "init" {
-            self.processor.init(&mut ctx).await
+            self.processor.init(&mut ctx)
         } else {
-            self.processor.close(&mut ctx).await
+            self.processor.close(&mut ctx)
         };
         result.map_err(|error| {
             self.state.discard();

@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::watch;
 
-use crate::runtime::context::Output;
 use crate::runtime::error::RuntimeError;
 use crate::runtime::log_access::LogAccess;
 use crate::runtime::ops::dump_state::open_committed;
+use crate::runtime::spec::TopicOutput;
 use crate::runtime::task::{self, StartAt, Targets, TaskProgress, TaskSetup};
 use crate::runtime::topology::{App, ProcessorSpec, TaskConfig};
 
@@ -25,7 +25,7 @@ pub(super) struct Job {
     pub partition: i32,
     pub live: PathBuf,
     pub rebuilt: PathBuf,
-    pub outputs: Vec<Output>,
+    pub outputs: Vec<TopicOutput>,
     /// The live task's offsets when the rebuild began: its first target.
     pub first_target: Targets,
     /// Whether those are final (the app is not running and cannot start).

@@ -1,0 +1,50 @@
+//! A processor with its record types erased, as a task calls it: raw
+//! records in, the typed processor called directly (no future per record).
+//! The typed adapters are beside their traits (`processor`,
+//! `async_processor`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use crate::codec::Codec;
+
+use super::context::{Context, Position};
+use super::process_error::ProcessError;
+
+/// A record's key and value as read from the log, before decoding; the
+/// rest of the record is the context's position.
+pub(crate) struct RawRecord<'a> {
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+/// Work a processor does over the records of a batch before the task
+/// applies them one by one (an async processor's lookups).
+pub(crate) type Prepare<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// A processor with its record types erased: decodes raw records with the
+/// input codecs and calls the typed processor, directly.
+pub(crate) trait ErasedProcessor: Send {
+    fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
+
+    fn process(&mut self, raw: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
+
+    fn close(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
+
+    /// Before the task processes `records` of one batch (those at offsets
+    /// in `from..until`, in order): the work to await first, if the
+    /// processor has any (an async processor's `prepare`); None for the
+    /// others, which cost nothing here.
+    fn prepare<'a>(
+        &'a mut self,
+        _records: &[crate::record::Record<'_>],
+        _position: &Position,
+        _offsets: std::ops::Range<i64>,
+    ) -> Option<Prepare<'a>> {
+        None
+    }
+}
+
+/// Makes a task's processor, decoding with the given key and value codecs.
+pub(crate) type Factory = Arc<dyn Fn(Codec, Codec) -> Box<dyn ErasedProcessor> + Send + Sync>;
