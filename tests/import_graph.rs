@@ -9,9 +9,16 @@
 //! names that tie each edge.
 //!
 //! How modules count, as in Rust: `a/mod.rs` (or `a.rs` beside a folder
-//! `a/`) is module `a`, and `a/b.rs` its child `a::b`. A child naming its
-//! parent's items (`use super::Thing`) is an edge to the parent's file
-//! unless the parent only re-exports `Thing`:
+//! `a/`) is module `a`, and `a/b.rs` its child `a::b`.
+//!
+//! - A module's own files are its parts: a child naming what an ancestor
+//!   module defines (`impl super::TaskState`, `super::HANDOVER_MAX`) draws
+//!   no edge, since Rust gives a child its ancestors' private items and a
+//!   folder's `mod.rs` is the core its parts are written around. Every
+//!   other edge counts: a part using a sibling, a module using another
+//!   folder, a parent using its parts. So two siblings tied to each other,
+//!   directly or through other folders, are a cycle, as are two folders
+//!   that import each other.
 //!
 //! - A `pub use` in a file that declares child modules (`mod.rs`, `lib.rs`,
 //!   `partition_log.rs`) is the module's face, not a dependency: it draws no
@@ -20,9 +27,8 @@
 //!   to every sibling the parent re-exports, and every folder would be one
 //!   cycle; a check that always fails says nothing. What a parent uses
 //!   itself (a private `use`, a path in its own code) is an edge like any
-//!   other, so a parent whose code calls a child that imports the parent's
-//!   own items is a cycle.
-//! - `use super::*` names no item: it is an edge to the parent's file.
+//!   other.
+//! - `use super::*` names no item: it is read as naming the parent's file.
 //! - Code under `#[cfg(test)]` (test modules, inline or `mod tests;`) is not
 //!   read: tests may reach anything.
 //! - `src/main.rs` is a crate of its own; its `strata::…` paths are read as
@@ -467,12 +473,15 @@ impl Tree {
     /// Edges file → file, each with the paths that draw it.
     fn edges(&self) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
         let mut edges: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
-        for (name, (_, file)) in &self.files {
+        for (name, (module, file)) in &self.files {
             for (written_in, path) in &file.uses {
                 let Some(target) = self.resolve(written_in, path, 0) else {
                     continue;
                 };
-                if &target != name {
+                let is_ancestor = self.files.get(&target).is_some_and(|(target_module, _)| {
+                    target_module.len() < module.len() && module.starts_with(target_module)
+                });
+                if &target != name && !is_ancestor {
                     edges
                         .entry(name.clone())
                         .or_default()
@@ -655,7 +664,7 @@ fn a_parent_re_export_is_followed_to_the_file_that_defines_the_item() {
 }
 
 #[test]
-fn a_parent_using_a_child_that_uses_the_parent_is_a_cycle() {
+fn a_child_using_its_parent_is_part_of_the_parent() {
     let tree = tree_of(&[
         ("lib.rs", "pub mod x;\n"),
         (
@@ -663,6 +672,41 @@ fn a_parent_using_a_child_that_uses_the_parent_is_a_cycle() {
             "mod child;\npub struct Config;\npub fn run() { child::go() }\n",
         ),
         ("x/child.rs", "use super::Config;\npub fn go() {}"),
+    ]);
+    assert!(describe(&tree).is_empty());
+    assert_eq!(
+        tree.edges()["x/mod.rs"].keys().collect::<Vec<_>>(),
+        ["x/child.rs"]
+    );
+    assert!(!tree.edges().contains_key("x/child.rs"));
+}
+
+#[test]
+fn siblings_importing_each_other_are_a_cycle_beside_their_parent() {
+    let tree = tree_of(&[
+        ("lib.rs", "pub mod x;\n"),
+        ("x/mod.rs", "mod a;\nmod b;\npub struct Config;\n"),
+        (
+            "x/a.rs",
+            "use super::Config;\nuse super::b::B;\npub struct A;",
+        ),
+        ("x/b.rs", "use super::a::A;\npub struct B;"),
+    ]);
+    assert_eq!(
+        describe(&tree),
+        [
+            "cycle of 2 files:\n  src/x/a.rs -> src/x/b.rs: super::b::B\n  src/x/b.rs -> src/x/a.rs: super::a::A"
+        ]
+    );
+}
+
+#[test]
+fn a_folder_importing_a_folder_that_imports_it_is_a_cycle() {
+    let tree = tree_of(&[
+        ("lib.rs", "pub mod x;\npub mod y;\n"),
+        ("x/mod.rs", "mod a;\n"),
+        ("x/a.rs", "use crate::y::Y;\npub struct A;"),
+        ("y/mod.rs", "use crate::x::a::A;\npub struct Y;"),
     ]);
     assert_eq!(describe(&tree).len(), 1);
 }
