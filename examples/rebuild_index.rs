@@ -37,6 +37,11 @@ use strata::runtime::{
     App, Cli, Context, Location, ProcessError, RebuildOptions, Record, RunOptions, Store,
 };
 
+/// `run --serve` answers the Kafka protocol: a request claiming an absurd
+/// length must not abort the app (see `strata::broker::HugeReservingAllocator`).
+#[global_allocator]
+static ALLOCATOR: strata::broker::HugeReservingAllocator = strata::broker::HugeReservingAllocator;
+
 const DEMO_DIR: &str = "./strata-rebuild-demo";
 const PARTITIONS: i32 = 4;
 const USERS: u64 = 2_000;

@@ -32,6 +32,11 @@ use strata::runtime::{
     ProcessError, Processor, Record, Store,
 };
 
+/// `run --serve` answers the Kafka protocol: a request claiming an absurd
+/// length must not abort the app (see `strata::broker::HugeReservingAllocator`).
+#[global_allocator]
+static ALLOCATOR: strata::broker::HugeReservingAllocator = strata::broker::HugeReservingAllocator;
+
 const DEMO_DIR: &str = "./strata-replay-demo";
 const PARTITIONS: i32 = 4;
 const USERS: u64 = 5_000;

@@ -17,6 +17,11 @@ use std::process::ExitCode;
 use clap::Parser;
 use strata::runtime::{App, Cli, Context, Output, ProcessError, Record, Store, run_parsed};
 
+/// `run --serve` answers the Kafka protocol: a request claiming an absurd
+/// length must not abort the app (see `strata::broker::HugeReservingAllocator`).
+#[global_allocator]
+static ALLOCATOR: strata::broker::HugeReservingAllocator = strata::broker::HugeReservingAllocator;
+
 #[derive(Debug, Clone, clap::Args)]
 struct Topics {
     /// Topic of text lines.
