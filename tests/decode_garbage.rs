@@ -23,16 +23,13 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 use support::{CODECS, as_stored};
 
-use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTopic;
-use kafka_protocol::messages::{
-    ConsumerProtocolAssignment, ConsumerProtocolSubscription, TopicName,
-};
-use kafka_protocol::protocol::{Encodable, StrBytes};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 use strata::broker::group::offsets::{self, CommittedOffset};
-use strata::client::{ClientError, decode_assignment, decode_subscription};
+use strata::client::{
+    ClientError, decode_assignment, decode_subscription, encode_assignment, encode_subscription,
+};
 use strata::log::{LogConfig, LogError, PartitionLog};
 use strata::record::{
     BATCH_HEADER_BYTES, BatchBuilder, BatchHeader, Compression, Header, LOG_OVERHEAD_BYTES,
@@ -831,42 +828,18 @@ fn every_stored_group_offset_decodes_to_itself() {
         .unwrap();
 }
 
-/// A subscription as a member sends it in JoinGroup (format version 0).
-fn encode_subscription(topics: &[String]) -> Vec<u8> {
-    let subscription = ConsumerProtocolSubscription::default().with_topics(
-        topics
-            .iter()
-            .map(|t| StrBytes::from_string(t.clone()))
-            .collect(),
-    );
-    let mut buf = bytes::BytesMut::new();
-    buf.extend_from_slice(&0i16.to_be_bytes());
-    subscription
-        .encode(&mut buf, 0)
-        .expect("subscription encodes");
-    buf.to_vec()
+/// A subscription as a member sends it in JoinGroup, by the client's encoder.
+fn encoded_subscription(topics: &[String]) -> Vec<u8> {
+    encode_subscription(topics)
+        .expect("subscription encodes")
+        .to_vec()
 }
 
-/// An assignment as the leader sends it in SyncGroup (format version 0).
-fn encode_assignment(partitions: &[(String, i32)]) -> Vec<u8> {
-    let mut by_topic: std::collections::BTreeMap<&str, Vec<i32>> = Default::default();
-    for (topic, partition) in partitions {
-        by_topic.entry(topic).or_default().push(*partition);
-    }
-    let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(
-        by_topic
-            .into_iter()
-            .map(|(topic, partitions)| {
-                AssignedTopic::default()
-                    .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-                    .with_partitions(partitions)
-            })
-            .collect(),
-    );
-    let mut buf = bytes::BytesMut::new();
-    buf.extend_from_slice(&0i16.to_be_bytes());
-    assignment.encode(&mut buf, 0).expect("assignment encodes");
-    buf.to_vec()
+/// An assignment as the leader sends it in SyncGroup, by the client's encoder.
+fn encoded_assignment(partitions: &[(String, i32)]) -> Vec<u8> {
+    encode_assignment(partitions)
+        .expect("assignment encodes")
+        .to_vec()
 }
 
 fn topic() -> impl Strategy<Value = String> {
@@ -875,12 +848,12 @@ fn topic() -> impl Strategy<Value = String> {
 
 #[test]
 fn a_consumer_subscription_decodes_to_topics_that_round_trip_or_to_a_protocol_error() {
-    let valid = prop::collection::vec(topic(), 0..6).prop_map(|t| encode_subscription(&t));
+    let valid = prop::collection::vec(topic(), 0..6).prop_map(|t| encoded_subscription(&t));
     runner(4_000)
         .run(&garbage_or_damaged(valid), |bytes| {
             match decode_subscription(&bytes) {
                 Ok(topics) => {
-                    let again = decode_subscription(&encode_subscription(&topics));
+                    let again = decode_subscription(&encoded_subscription(&topics));
                     prop_assert_eq!(again.ok(), Some(topics));
                 }
                 Err(error) => {
@@ -895,12 +868,12 @@ fn a_consumer_subscription_decodes_to_topics_that_round_trip_or_to_a_protocol_er
 #[test]
 fn a_consumer_assignment_decodes_to_partitions_that_round_trip_or_to_a_protocol_error() {
     let valid =
-        prop::collection::vec((topic(), 0i32..64), 0..8).prop_map(|p| encode_assignment(&p));
+        prop::collection::vec((topic(), 0i32..64), 0..8).prop_map(|p| encoded_assignment(&p));
     runner(4_000)
         .run(&garbage_or_damaged(valid), |bytes| {
             match decode_assignment(&bytes) {
                 Ok(partitions) => {
-                    let again = decode_assignment(&encode_assignment(&partitions));
+                    let again = decode_assignment(&encoded_assignment(&partitions));
                     prop_assert_eq!(again.ok(), Some(partitions));
                 }
                 Err(error) => {

@@ -27,7 +27,9 @@ pub use consumer::{
     RebalanceListener, Seek, TopicPartition,
 };
 #[doc(hidden)]
-pub use consumer::{decode_assignment, decode_subscription};
+pub use consumer::{
+    decode_assignment, decode_subscription, encode_assignment, encode_subscription,
+};
 pub use error::ClientError;
 pub use fetcher::{EARLIEST, FetchOptions, Fetched, Fetcher, LATEST};
 pub use producer::{

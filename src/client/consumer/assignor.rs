@@ -113,7 +113,8 @@ impl Assignor {
 }
 
 /// A member's subscription, as sent in JoinGroup.
-pub(crate) fn encode_subscription(topics: &[String]) -> Result<Bytes, ClientError> {
+#[doc(hidden)]
+pub fn encode_subscription(topics: &[String]) -> Result<Bytes, ClientError> {
     let subscription = ConsumerProtocolSubscription::default().with_topics(
         topics
             .iter()
@@ -135,7 +136,8 @@ pub fn decode_subscription(bytes: &[u8]) -> Result<Vec<String>, ClientError> {
 }
 
 /// A member's assignment, as the leader sends it in SyncGroup.
-pub(crate) fn encode_assignment(partitions: &[TopicPartition]) -> Result<Bytes, ClientError> {
+#[doc(hidden)]
+pub fn encode_assignment(partitions: &[TopicPartition]) -> Result<Bytes, ClientError> {
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for (topic, partition) in partitions {
         by_topic.entry(topic).or_default().push(*partition);

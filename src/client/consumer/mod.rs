@@ -25,7 +25,9 @@ use bytes::Bytes;
 
 pub use assignor::{Assignor, TopicPartition};
 #[doc(hidden)]
-pub use assignor::{decode_assignment, decode_subscription};
+pub use assignor::{
+    decode_assignment, decode_subscription, encode_assignment, encode_subscription,
+};
 use group::{Membership, MembershipConfig};
 
 use super::admin::{commit_offsets, committed_offsets};
