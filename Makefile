@@ -6,6 +6,7 @@ CARGO ?= cargo
 # clone, so CI reuses them); the tests read the same variables.
 STRATA_CACHE_DIR ?= $(HOME)/.cache/strata
 export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
+export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
 .PHONY: all deps deps-bench build demo test lint fmt bench bench-broker bench-runtime bench-rebuild clean

@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Installs the Kafka clients that the compatibility suite (tests/compat)
-# drives: confluent-kafka, kafka-python and aiokafka in a Python venv, kafkajs
-# with npm. Both live in the build cache, outside the clone, and are rebuilt
-# only when the pinned versions (or the interpreter) change; when they are
-# current this script does nothing.
+# drives: confluent-kafka, kafka-python and aiokafka in a Python venv, Quix
+# Streams in a venv of its own, kafkajs with npm. All live in the build
+# cache, outside the clone, and are rebuilt only when the pinned versions (or
+# the interpreter) change; when they are current this script does nothing.
 #
 # Locations (the Makefile exports the same defaults to the tests):
-#   STRATA_COMPAT_VENV  the venv            [$STRATA_CACHE_DIR/compat/venv]
-#   STRATA_COMPAT_NODE  the npm project dir [$STRATA_CACHE_DIR/compat/node]
+#   STRATA_COMPAT_VENV       the venv            [$STRATA_CACHE_DIR/compat/venv]
+#   STRATA_COMPAT_QUIX_VENV  Quix Streams' venv  [$STRATA_CACHE_DIR/compat/quix-venv]
+#   STRATA_COMPAT_NODE       the npm project dir [$STRATA_CACHE_DIR/compat/node]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cache="${STRATA_CACHE_DIR:-$HOME/.cache/strata}"
 venv="${STRATA_COMPAT_VENV:-$cache/compat/venv}"
+quix_venv="${STRATA_COMPAT_QUIX_VENV:-$cache/compat/quix-venv}"
 node_dir="${STRATA_COMPAT_NODE:-$cache/compat/node}"
 clients=tests/compat/clients
 
@@ -44,6 +46,19 @@ if [ "$(cat "$venv/.installed" 2>/dev/null)" != "$want" ]; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input \
     -r "$clients/requirements.txt"
   echo "$want" >"$venv/.installed"
+fi
+
+# Quix Streams pins an older confluent-kafka than the suite tests, so it
+# gets a venv of its own.
+want=$(key "$clients/quix-requirements.txt" <("$python" --version))
+if [ "$(cat "$quix_venv/.installed" 2>/dev/null)" != "$want" ]; then
+  echo "installing Quix Streams into $quix_venv"
+  rm -rf "$quix_venv"
+  mkdir -p "$(dirname "$quix_venv")"
+  "$python" -m venv "$quix_venv"
+  "$quix_venv/bin/pip" install --quiet --disable-pip-version-check --no-input \
+    -r "$clients/quix-requirements.txt"
+  echo "$want" >"$quix_venv/.installed"
 fi
 
 want=$(key "$clients/package.json" "$clients/package-lock.json" <(node --version))

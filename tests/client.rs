@@ -263,6 +263,7 @@ async fn errors_are_typed_with_what_they_concern() {
         FetchOptions {
             min_bytes: 1,
             max_wait: Duration::from_millis(10),
+            read_committed: false,
         },
     );
     match fetcher.fetch("t", 0, 5, 1024).await {

@@ -565,9 +565,7 @@ fn check_append(before: &[u8], damaged: Vec<u8>) -> Result<(), TestCaseError> {
             prop_assert!(
                 matches!(
                     error,
-                    LogError::InvalidBatch(_)
-                        | LogError::BatchTooLarge { .. }
-                        | LogError::TransactionalBatch { .. }
+                    LogError::InvalidBatch(_) | LogError::BatchTooLarge { .. }
                 ),
                 "refused for an unexpected reason: {error}"
             );

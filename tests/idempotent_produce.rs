@@ -97,19 +97,24 @@ async fn api_versions_lists_init_producer_id_up_to_the_version_it_decodes() {
         .find(|k| k.api_key == ApiKey::InitProducerId as i16)
         .expect("InitProducerId is listed");
     assert_eq!((listed.min_version, listed.max_version), (0, 5));
-    for unserved in [
+    for served in [
         ApiKey::AddPartitionsToTxn,
+        ApiKey::AddOffsetsToTxn,
         ApiKey::EndTxn,
         ApiKey::TxnOffsetCommit,
     ] {
         assert!(
-            !response
-                .api_keys
-                .iter()
-                .any(|k| k.api_key == unserved as i16),
-            "{unserved:?} must not be advertised"
+            response.api_keys.iter().any(|k| k.api_key == served as i16),
+            "{served:?} must be advertised"
         );
     }
+    // Brokers write markers themselves: the inter-broker API is not served.
+    assert!(
+        !response
+            .api_keys
+            .iter()
+            .any(|k| k.api_key == ApiKey::WriteTxnMarkers as i16)
+    );
 }
 
 #[tokio::test]

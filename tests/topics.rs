@@ -288,7 +288,8 @@ fn invalid_configs_and_partition_counts_are_rejected_and_nothing_is_written() {
         ("retention.ms", "-5"),
         ("retention.bytes", "0"),
         ("segment.bytes", "12"),
-        ("cleanup.policy", "compact"),
+        ("cleanup.policy", "shred"),
+        ("min.cleanable.dirty.ratio", "2"),
         ("no.such.key", "1"),
     ];
     for (key, value) in bad_configs {

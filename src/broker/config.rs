@@ -71,6 +71,13 @@ pub struct BrokerConfig {
     pub log: LogConfig,
     /// Consumer-group timing rules.
     pub groups: crate::broker::group::GroupConfig,
+    /// Transaction timeouts.
+    pub transactions: crate::broker::txn::TxnConfig,
+    /// How often compacted topics are checked for a clean (Kafka's
+    /// `log.cleaner.backoff.ms`).
+    pub cleaner_check_interval: std::time::Duration,
+    /// The cleaner's memory and I/O budgets.
+    pub cleaner: crate::log::CleanerConfig,
 }
 
 impl Default for BrokerConfig {
@@ -93,6 +100,9 @@ impl Default for BrokerConfig {
             flush_check_interval: std::time::Duration::from_secs(1),
             log: LogConfig::default(),
             groups: crate::broker::group::GroupConfig::default(),
+            transactions: crate::broker::txn::TxnConfig::default(),
+            cleaner_check_interval: std::time::Duration::from_secs(15),
+            cleaner: crate::log::CleanerConfig::default(),
         }
     }
 }
@@ -142,6 +152,16 @@ pub struct ConfigFile {
     /// (defaults 6000 and 1800000, as Kafka's).
     pub group_min_session_timeout_ms: Option<u64>,
     pub group_max_session_timeout_ms: Option<u64>,
+    /// Kafka's `log.cleaner.backoff.ms`.
+    pub cleaner_check_interval_ms: Option<u64>,
+    /// Kafka's `log.cleaner.io.max.bytes.per.second`.
+    pub cleaner_io_bytes_per_second: Option<u64>,
+    /// Kafka's `log.cleaner.dedupe.buffer.size`.
+    pub cleaner_map_bytes: Option<usize>,
+    /// Kafka's `transaction.max.timeout.ms`.
+    pub transaction_max_timeout_ms: Option<i32>,
+    /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
+    pub transaction_abort_check_interval_ms: Option<u64>,
     #[serde(default)]
     pub topic_defaults: std::collections::BTreeMap<String, toml::Value>,
 }
@@ -255,6 +275,38 @@ impl ConfigFile {
                 config.groups.session_timeout_min.as_millis(),
                 config.groups.session_timeout_max.as_millis()
             ));
+        }
+        if let Some(ms) = self.cleaner_check_interval_ms {
+            if ms == 0 {
+                return Err("cleaner_check_interval_ms must be positive".into());
+            }
+            config.cleaner_check_interval = millis(ms);
+        }
+        if let Some(rate) = self.cleaner_io_bytes_per_second {
+            if rate == 0 {
+                return Err("cleaner_io_bytes_per_second must be positive".into());
+            }
+            config.cleaner.io_bytes_per_second = rate;
+        }
+        if let Some(bytes) = self.cleaner_map_bytes {
+            if bytes < 1 << 20 {
+                return Err("cleaner_map_bytes must be at least 1 MiB".into());
+            }
+            config.cleaner.map_bytes_max = bytes;
+        }
+        if let Some(ms) = self.transaction_max_timeout_ms {
+            if ms < 1 {
+                return Err(format!(
+                    "transaction_max_timeout_ms = {ms} must be positive"
+                ));
+            }
+            config.transactions.max_timeout_ms = ms;
+        }
+        if let Some(ms) = self.transaction_abort_check_interval_ms {
+            if ms == 0 {
+                return Err("transaction_abort_check_interval_ms must be positive".into());
+            }
+            config.transactions.abort_check_interval = millis(ms);
         }
         if let Some(ms) = self.connection_idle_timeout_ms {
             config.connection_idle_timeout = millis(ms);

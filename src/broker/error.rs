@@ -88,6 +88,12 @@ pub enum ErrorCode {
     DuplicateSequenceNumber = 46,
     InvalidProducerEpoch = 47,
     InvalidTxnState = 48,
+    InvalidProducerIdMapping = 49,
+    InvalidTransactionTimeout = 50,
+    ConcurrentTransactions = 51,
+    OperationNotAttempted = 55,
+    UnstableOffsetCommit = 88,
+    TransactionalIdNotFound = 105,
     KafkaStorageError = 56,
     NonEmptyGroup = 68,
     GroupIdNotFound = 69,
@@ -162,7 +168,7 @@ impl From<&LogError> for ErrorCode {
             // (KIP-890 verification) with INVALID_TXN_STATE. UNSUPPORTED_VERSION
             // would send the client looking for a protocol mismatch, and
             // TRANSACTIONAL_ID_AUTHORIZATION_FAILED for a missing ACL.
-            LogError::TransactionalBatch { .. } => Self::InvalidTxnState,
+            LogError::UnkeyedRecord { .. } => Self::InvalidRecord,
             LogError::InvalidTransactionalId { .. } => Self::InvalidRequest,
             LogError::TransactionalIdsFull { .. } => Self::PolicyViolation,
         }

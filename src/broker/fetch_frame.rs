@@ -11,7 +11,9 @@
 //!   partitions: array of
 //!     partition_index i32, error_code i16, high_watermark i64,
 //!     last_stable_offset i64, log_start_offset i64 (v5+),
-//!     aborted_transactions array (empty), preferred_read_replica i32 (v11+),
+//!     aborted_transactions nullable array of (producer_id i64,
+//!       first_offset i64 [tagged fields, v12+]): null for a
+//!       read_uncommitted fetch, preferred_read_replica i32 (v11+),
 //!     records bytes  <- the file slices, sent with sendfile
 //!     [tagged fields, v12+]
 //!   [tagged fields, v12+]
@@ -53,6 +55,9 @@ pub(crate) struct FetchedPartition {
     pub high_watermark: i64,
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// (producer id, first offset) of the aborted transactions the records
+    /// may hold; `None` (null on the wire) for a read_uncommitted fetch.
+    pub aborted: Option<Vec<(i64, i64)>>,
     pub records: Vec<FileSlice>,
 }
 
@@ -100,7 +105,17 @@ pub(crate) fn fetch_response(
             if version >= 5 {
                 w.i64(partition.log_start_offset);
             }
-            w.array_len(0); // aborted_transactions
+            match &partition.aborted {
+                None => w.null_array(),
+                Some(aborted) => {
+                    w.array_len(aborted.len());
+                    for &(producer_id, first_offset) in aborted {
+                        w.i64(producer_id);
+                        w.i64(first_offset);
+                        w.tagged_fields();
+                    }
+                }
+            }
             if version >= 11 {
                 w.i32(-1); // preferred_read_replica
             }
@@ -158,6 +173,14 @@ impl Writer {
         }
     }
 
+    fn null_array(&mut self) {
+        if self.flexible {
+            self.uvarint(0);
+        } else {
+            self.i32(-1);
+        }
+    }
+
     fn string(&mut self, s: &str) {
         if self.flexible {
             self.uvarint(s.len() as u64 + 1);
@@ -202,8 +225,10 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use bytes::{Bytes, BytesMut};
-    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-    use kafka_protocol::messages::{ApiKey, FetchResponse, ResponseHeader, TopicName};
+    use kafka_protocol::messages::fetch_response::{
+        AbortedTransaction, FetchableTopicResponse, PartitionData,
+    };
+    use kafka_protocol::messages::{ApiKey, FetchResponse, ProducerId, ResponseHeader, TopicName};
     use kafka_protocol::protocol::{Encodable, StrBytes};
 
     use super::*;
@@ -238,6 +263,16 @@ mod tests {
                             .with_error_code(p.error_code)
                             .with_high_watermark(p.high_watermark)
                             .with_last_stable_offset(p.last_stable_offset)
+                            .with_aborted_transactions(p.aborted.as_ref().map(|aborted| {
+                                aborted
+                                    .iter()
+                                    .map(|&(producer_id, first_offset)| {
+                                        AbortedTransaction::default()
+                                            .with_producer_id(ProducerId(producer_id))
+                                            .with_first_offset(first_offset)
+                                    })
+                                    .collect()
+                            }))
                             .with_records(Some(Bytes::from(records)));
                         if version >= 5 {
                             data = data.with_log_start_offset(p.log_start_offset);
@@ -298,11 +333,21 @@ mod tests {
                         ..FetchedPartition::default()
                     },
                     FetchedPartition {
+                        index: 1,
+                        high_watermark: 5,
+                        last_stable_offset: 2,
+                        log_start_offset: 0,
+                        aborted: Some(vec![(7, 0), (9, 1)]),
+                        records: read.slices.clone(),
+                        ..FetchedPartition::default()
+                    },
+                    FetchedPartition {
                         index: 3,
                         error_code: 3,
                         high_watermark: -1,
                         last_stable_offset: -1,
                         log_start_offset: -1,
+                        aborted: Some(Vec::new()),
                         records: Vec::new(),
                     },
                 ],

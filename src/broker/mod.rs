@@ -31,6 +31,7 @@ pub mod group;
 mod huge_alloc;
 mod metrics;
 mod server;
+pub mod txn;
 
 pub use append_signals::{AppendSignals, AppendWatch};
 pub use config::{BrokerConfig, ConfigFile};

@@ -13,6 +13,7 @@ use tokio::task::JoinSet;
 use super::api::BrokerContext;
 use super::config::ACCEPT_RETRY_DELAY;
 use super::group::GroupCoordinator;
+use super::txn::TxnCoordinator;
 use super::{BrokerConfig, BrokerError, connection};
 use crate::log::LogManager;
 
@@ -20,6 +21,8 @@ use crate::log::LogManager;
 /// directory (no partition directory can have this name: those end in
 /// `-<partition>`).
 const GROUPS_DIR: &str = "groups";
+/// Where the transaction coordinator keeps its state, likewise.
+const TRANSACTIONS_DIR: &str = "transactions";
 /// How often group sessions and rebalance deadlines are checked.
 const GROUP_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -52,6 +55,20 @@ impl Broker {
                 error: std::io::Error::other(e),
             }
         })?;
+        let appends: Arc<super::AppendSignals> = Arc::default();
+        let transactions_dir = log.data_dir().join(TRANSACTIONS_DIR);
+        let transactions = TxnCoordinator::open(
+            &transactions_dir,
+            config.transactions.clone(),
+            Arc::clone(&log),
+            Arc::clone(&appends),
+        )
+        .map_err(|e| BrokerError::Io {
+            context: format!("opening {}", transactions_dir.display()),
+            error: std::io::Error::other(e),
+        })?;
+        // Before the port opens: no client sees a half-ended transaction.
+        transactions.recover(&groups);
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|error| BrokerError::Io {
@@ -66,9 +83,10 @@ impl Broker {
             log,
             config,
             advertised_port: i32::from(local.port()),
-            appends: Arc::default(),
+            appends,
             metrics: super::Metrics::default(),
             groups,
+            transactions,
         });
         let metrics_listener = match ctx.config.metrics_listen {
             Some(addr) => Some(
@@ -112,6 +130,7 @@ impl Broker {
     /// its current request and returns.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), BrokerError> {
         let maintenance = tokio::spawn(maintain(Arc::clone(&self.ctx)));
+        let cleaning = tokio::spawn(clean(Arc::clone(&self.ctx)));
         let metrics = self.metrics_listener.map(|listener| {
             let ctx = Arc::clone(&self.ctx);
             tokio::spawn(super::metrics::serve(listener, move || {
@@ -165,6 +184,8 @@ impl Broker {
         }
         maintenance.abort();
         let _ = maintenance.await;
+        cleaning.abort();
+        let _ = cleaning.await;
         if let Some(metrics) = metrics {
             metrics.abort();
             let _ = metrics.await;
@@ -173,8 +194,23 @@ impl Broker {
     }
 }
 
-/// Retention and the `flush.ms` policy, on their intervals, off the
-/// executor's threads (both touch the disk); group session expiry.
+/// Log compaction, on its own interval and apart from the other upkeep (a
+/// clean may take long), off the executor's threads.
+async fn clean(ctx: Arc<BrokerContext>) {
+    let interval = ctx.config.cleaner_check_interval;
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let ctx = Arc::clone(&ctx);
+        let _ =
+            tokio::task::spawn_blocking(move || ctx.log.clean_compacted(&ctx.config.cleaner)).await;
+    }
+}
+
+/// Retention, the `flush.ms` policy and transaction timeouts, on their
+/// intervals, off the executor's threads (all touch the disk); group
+/// session expiry.
 async fn maintain(ctx: Arc<BrokerContext>) {
     // The first pass waits one interval, as Kafka's does, rather than
     // deleting at the instant of start-up.
@@ -187,6 +223,11 @@ async fn maintain(ctx: Arc<BrokerContext>) {
         start + ctx.config.flush_check_interval,
         ctx.config.flush_check_interval,
     );
+    let mut transactions = tokio::time::interval_at(
+        start + ctx.config.transactions.abort_check_interval,
+        ctx.config.transactions.abort_check_interval,
+    );
+    transactions.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut groups = tokio::time::interval(GROUP_TICK);
     groups.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -202,6 +243,10 @@ async fn maintain(ctx: Arc<BrokerContext>) {
             }
             _ = flush.tick() => {
                 let _ = tokio::task::spawn_blocking(move || log.flush_due()).await;
+            }
+            _ = transactions.tick() => {
+                let ctx = Arc::clone(&ctx);
+                let _ = tokio::task::spawn_blocking(move || ctx.transactions.tick(&ctx.groups)).await;
             }
             // In memory only, and quick: no need to leave the executor.
             _ = groups.tick() => ctx.groups.tick(std::time::Instant::now()),

@@ -155,6 +155,7 @@ pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<(
                 FetchOptions {
                     min_bytes: 1,
                     max_wait: Duration::from_millis(500),
+                    read_committed: false,
                 },
             );
             let all: Vec<(String, i32)> = info

@@ -1,7 +1,8 @@
 //! `strata log …`: works directly on a log data directory, with no broker
 //! (the directory must not be in use by another process): create, delete
 //! and describe topics, append stdin to a partition, print its records,
-//! look an offset up by time, enforce retention and verify every batch.
+//! look an offset up by time, enforce retention, compact and verify every
+//! batch.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -81,6 +82,13 @@ pub enum LogCommand {
     },
     /// Delete segments past their topic's retention.
     Retention,
+    /// Compact every compacted topic's partitions that are due (one pass of
+    /// the broker's cleaner).
+    Clean {
+        /// The cleaner's I/O budget, bytes per second.
+        #[arg(long)]
+        io_bytes_per_second: Option<u64>,
+    },
     /// Read every batch of every partition and check its CRC and offsets;
     /// exits with status 1 if any partition is corrupt.
     Verify,
@@ -160,6 +168,9 @@ fn run_on(manager: &LogManager, command: LogCommand) -> anyhow::Result<()> {
         }
         LogCommand::Verify => verify(manager, &mut out)?,
         LogCommand::Retention => retention(manager, &mut out)?,
+        LogCommand::Clean {
+            io_bytes_per_second,
+        } => clean(manager, &mut out, io_bytes_per_second)?,
     }
     out.flush()?;
     Ok(())
@@ -306,6 +317,34 @@ fn retention(manager: &LogManager, out: &mut impl Write) -> anyhow::Result<()> {
             out,
             "{partition}: deleted {} segments ({} bytes); log start now {}",
             outcome.segments_deleted, outcome.bytes_deleted, outcome.log_start_offset
+        )?;
+    }
+    Ok(())
+}
+
+/// One pass of the cleaner, and what it did.
+fn clean(
+    manager: &LogManager,
+    out: &mut impl Write,
+    io_bytes_per_second: Option<u64>,
+) -> anyhow::Result<()> {
+    let mut config = crate::log::CleanerConfig::default();
+    if let Some(rate) = io_bytes_per_second {
+        config.io_bytes_per_second = rate.max(1);
+    }
+    let outcomes = manager.clean_compacted(&config);
+    if outcomes.is_empty() {
+        writeln!(out, "nothing to clean")?;
+    }
+    for (partition, outcome) in outcomes {
+        writeln!(
+            out,
+            "{partition}: rewrote {} segments, removed {} records ({} bytes read, {} written); clean below {}",
+            outcome.segments_rewritten,
+            outcome.records_removed,
+            outcome.bytes_read,
+            outcome.bytes_written,
+            outcome.cleaned_to
         )?;
     }
     Ok(())

@@ -397,6 +397,14 @@ impl Admin {
 
     /// Sets the group's committed offsets (the group must have no active
     /// members, as in Kafka).
+    /// Every offset `group` has committed, by (topic, partition).
+    pub async fn committed_offsets(
+        &self,
+        group: &str,
+    ) -> Result<BTreeMap<(String, i32), i64>, ClientError> {
+        committed_offsets(&self.cluster, group, None).await
+    }
+
     pub async fn reset_group_offsets(
         &self,
         group: &str,
@@ -406,10 +414,24 @@ impl Admin {
     }
 }
 
+/// FindCoordinator's key type of a consumer group.
+const KEY_TYPE_GROUP: i8 = 0;
+/// FindCoordinator's key type of a transactional id.
+pub(crate) const KEY_TYPE_TRANSACTION: i8 = 1;
+
 /// FindCoordinator for a consumer group.
 pub(crate) async fn coordinator(
     cluster: &Cluster,
     group: &str,
+) -> Result<Arc<Connection>, ClientError> {
+    coordinator_of(cluster, KEY_TYPE_GROUP, group).await
+}
+
+/// FindCoordinator for a key of `key_type` (a group or a transactional id).
+pub(crate) async fn coordinator_of(
+    cluster: &Cluster,
+    key_type: i8,
+    key: &str,
 ) -> Result<Arc<Connection>, ClientError> {
     cluster
         .retry(&[], || async {
@@ -417,10 +439,11 @@ pub(crate) async fn coordinator(
             let version =
                 connection.version::<FindCoordinatorRequest>(FIND_COORDINATOR_VERSION_MAX)?;
             let request = if version >= 4 {
-                FindCoordinatorRequest::default().with_coordinator_keys(vec![s(group)])
+                FindCoordinatorRequest::default().with_coordinator_keys(vec![s(key)])
             } else {
-                FindCoordinatorRequest::default().with_key(s(group))
-            };
+                FindCoordinatorRequest::default().with_key(s(key))
+            }
+            .with_key_type(key_type);
             let response = connection.send_versioned(&request, version).await?;
             let (code, node) = match response.coordinators.first() {
                 Some(c) if version >= 4 => (c.error_code, c.node_id.0),

@@ -167,7 +167,10 @@ pub mod codes {
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
+    pub const INVALID_TXN_STATE: i16 = 48;
+    pub const CONCURRENT_TRANSACTIONS: i16 = 51;
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+    pub const PRODUCER_FENCED: i16 = 90;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
     pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
     pub const MEMBER_ID_REQUIRED: i16 = 79;
@@ -189,6 +192,7 @@ pub mod codes {
                 | FENCED_LEADER_EPOCH
                 | UNKNOWN_LEADER_EPOCH
                 | UNKNOWN_TOPIC_ID
+                | CONCURRENT_TRANSACTIONS
         )
     }
 }

@@ -31,6 +31,9 @@ pub struct FetchOptions {
     pub min_bytes: i32,
     /// …or this much time has passed.
     pub max_wait: Duration,
+    /// Kafka's `isolation.level=read_committed`: read only up to the last
+    /// stable offset, and never the records of aborted transactions.
+    pub read_committed: bool,
 }
 
 impl Default for FetchOptions {
@@ -38,6 +41,7 @@ impl Default for FetchOptions {
         Self {
             min_bytes: 1,
             max_wait: Duration::from_millis(500),
+            read_committed: false,
         }
     }
 }
@@ -52,6 +56,12 @@ pub struct Fetched {
     pub offset: i64,
     pub high_watermark: i64,
     pub log_start_offset: i64,
+    /// The first offset of the oldest open transaction (or the high
+    /// watermark); -1 if the broker did not say.
+    pub last_stable_offset: i64,
+    /// For a read_committed fetch: (producer id, first offset) of each
+    /// aborted transaction the batches may hold.
+    pub aborted: Vec<(i64, i64)>,
     /// Whole v2 record batches, back to back.
     pub records: Bytes,
 }
@@ -76,6 +86,41 @@ impl Fetched {
                     ))))
                 }
             }
+        })
+    }
+
+    /// The batches an application sees: no control batches (transaction
+    /// markers), and none of an aborted transaction's (the broker lists
+    /// where each begins; its ABORT marker ends it), as Kafka's consumers
+    /// filter them.
+    pub fn visible_batches(
+        &self,
+    ) -> impl Iterator<Item = Result<RecordBatch<'_>, ClientError>> + '_ {
+        let mut aborted = self.aborted.clone();
+        aborted.sort_by_key(|&(_, first)| first);
+        let mut aborted = aborted.into_iter().peekable();
+        let mut skipping: std::collections::HashSet<i64> = std::collections::HashSet::new();
+        self.batches().filter(move |batch| {
+            let Ok(batch) = batch else {
+                return true;
+            };
+            let header = batch.header();
+            if header.is_control() {
+                let ends_abort = crate::record::ControlRecord::of(batch)
+                    .is_ok_and(|m| m.kind == crate::record::MarkerKind::Abort);
+                if ends_abort {
+                    skipping.remove(&header.producer_id);
+                }
+                return false;
+            }
+            while let Some(&(producer_id, first)) = aborted.peek() {
+                if first > header.last_offset() {
+                    break;
+                }
+                skipping.insert(producer_id);
+                aborted.next();
+            }
+            !(header.is_transactional() && skipping.contains(&header.producer_id))
         })
     }
 
@@ -331,6 +376,7 @@ async fn fetch_from(
     }
     let total = i64::from(partition_max_bytes) * partitions.len() as i64;
     let request = FetchRequest::default()
+        .with_isolation_level(i8::from(options.read_committed))
         .with_max_wait_ms(i32::try_from(options.max_wait.as_millis()).unwrap_or(i32::MAX))
         .with_min_bytes(options.min_bytes)
         .with_max_bytes(i32::try_from(total).unwrap_or(i32::MAX))
@@ -369,6 +415,13 @@ async fn fetch_from(
                 offset: *offset,
                 high_watermark: data.high_watermark,
                 log_start_offset: data.log_start_offset,
+                last_stable_offset: data.last_stable_offset,
+                aborted: data
+                    .aborted_transactions
+                    .iter()
+                    .flatten()
+                    .map(|a| (a.producer_id.0, a.first_offset))
+                    .collect(),
                 records: whole_batches(data.records.clone().unwrap_or_default()),
             }),
         };

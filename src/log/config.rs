@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::LogError;
 
 /// The settings one partition log runs with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LogConfig {
     /// Roll a new segment once the active one would exceed this size.
     pub segment_bytes: u64,
@@ -29,6 +29,78 @@ pub struct LogConfig {
     pub flush_messages: i64,
     /// Flush data older than this; -1 leaves flushing to acks=all and shutdown.
     pub flush_ms: i64,
+    /// `cleanup.policy`: which of retention (`delete`) and compaction
+    /// (`compact`) apply; both may.
+    #[serde(default)]
+    pub cleanup: CleanupPolicy,
+    /// Clean once the uncleaned share of the cleanable bytes reaches this
+    /// (`min.cleanable.dirty.ratio`, 0 to 1).
+    #[serde(default = "default_dirty_ratio")]
+    pub min_cleanable_dirty_ratio: f64,
+    /// Records younger than this are never compacted away.
+    #[serde(default)]
+    pub min_compaction_lag_ms: i64,
+    /// A record older than this is compacted even below the dirty ratio.
+    #[serde(default = "default_max_compaction_lag")]
+    pub max_compaction_lag_ms: i64,
+    /// How long a tombstone (a null value) stays after its segment was
+    /// cleaned, so readers catching up still see the delete.
+    #[serde(default = "default_delete_retention")]
+    pub delete_retention_ms: i64,
+}
+
+/// `cleanup.policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CleanupPolicy {
+    pub delete: bool,
+    pub compact: bool,
+}
+
+impl Default for CleanupPolicy {
+    fn default() -> Self {
+        Self {
+            delete: true,
+            compact: false,
+        }
+    }
+}
+
+impl CleanupPolicy {
+    /// Kafka's list form: `delete`, `compact` or `compact,delete`.
+    pub fn parse(value: &str) -> Option<Self> {
+        let mut policy = Self {
+            delete: false,
+            compact: false,
+        };
+        for item in value.split(',').map(str::trim) {
+            match item {
+                "delete" => policy.delete = true,
+                "compact" => policy.compact = true,
+                _ => return None,
+            }
+        }
+        (policy.delete || policy.compact).then_some(policy)
+    }
+
+    pub fn name(self) -> &'static str {
+        match (self.compact, self.delete) {
+            (true, true) => "compact,delete",
+            (true, false) => "compact",
+            _ => "delete",
+        }
+    }
+}
+
+fn default_dirty_ratio() -> f64 {
+    0.5
+}
+
+fn default_max_compaction_lag() -> i64 {
+    i64::MAX
+}
+
+fn default_delete_retention() -> i64 {
+    24 * 3_600_000
 }
 
 /// Largest segment size: positions in the offset index are u32, and Kafka
@@ -49,6 +121,11 @@ impl Default for LogConfig {
             max_message_bytes: 1_048_588,
             flush_messages: -1,
             flush_ms: -1,
+            cleanup: CleanupPolicy::default(),
+            min_cleanable_dirty_ratio: default_dirty_ratio(),
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: default_max_compaction_lag(),
+            delete_retention_ms: default_delete_retention(),
         }
     }
 }
@@ -56,10 +133,14 @@ impl Default for LogConfig {
 /// Every key [`LogConfig::apply`] understands, in DescribeConfigs order.
 pub const CONFIG_KEYS: &[&str] = &[
     "cleanup.policy",
+    "delete.retention.ms",
     "flush.messages",
     "flush.ms",
     "index.interval.bytes",
+    "max.compaction.lag.ms",
     "max.message.bytes",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
     "retention.bytes",
     "retention.ms",
     "segment.bytes",
@@ -97,6 +178,14 @@ impl LogConfig {
                 .filter(|&v| v > 0)
                 .ok_or_else(|| invalid("must be positive"))
         };
+        let non_negative = || {
+            let v = int()?;
+            if v >= 0 {
+                Ok(v)
+            } else {
+                Err(invalid("must not be negative"))
+            }
+        };
         let unlimited_or_positive = || {
             let v = int()?;
             if v == -1 || v > 0 {
@@ -106,8 +195,23 @@ impl LogConfig {
             }
         };
         match key {
-            "cleanup.policy" if value == "delete" => {}
-            "cleanup.policy" => return Err(invalid("only 'delete' is supported")),
+            "cleanup.policy" => {
+                self.cleanup = CleanupPolicy::parse(value)
+                    .ok_or_else(|| invalid("must be delete, compact or compact,delete"))?;
+            }
+            "delete.retention.ms" => self.delete_retention_ms = non_negative()?,
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms = non_negative()?,
+            "max.compaction.lag.ms" => {
+                self.max_compaction_lag_ms = i64::try_from(positive()?).unwrap_or(i64::MAX);
+            }
+            "min.cleanable.dirty.ratio" => {
+                self.min_cleanable_dirty_ratio = value
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .ok_or_else(|| invalid("must be a number from 0 to 1"))?;
+            }
             "flush.messages" => self.flush_messages = unlimited_or_positive()?,
             "flush.ms" => self.flush_ms = unlimited_or_positive()?,
             "index.interval.bytes" => self.index_interval_bytes = positive()?,
@@ -142,7 +246,11 @@ impl LogConfig {
     /// The value of a Kafka-named key, for DescribeConfigs.
     pub fn get(&self, key: &str) -> Option<String> {
         Some(match key {
-            "cleanup.policy" => "delete".to_string(),
+            "cleanup.policy" => self.cleanup.name().to_string(),
+            "delete.retention.ms" => self.delete_retention_ms.to_string(),
+            "min.compaction.lag.ms" => self.min_compaction_lag_ms.to_string(),
+            "max.compaction.lag.ms" => self.max_compaction_lag_ms.to_string(),
+            "min.cleanable.dirty.ratio" => self.min_cleanable_dirty_ratio.to_string(),
             "flush.messages" => self.flush_messages.to_string(),
             "flush.ms" => self.flush_ms.to_string(),
             "index.interval.bytes" => self.index_interval_bytes.to_string(),
@@ -181,7 +289,15 @@ mod tests {
         assert!(config.apply("retention.ms", "-5").is_err());
         assert!(config.apply("retention.ms", "soon").is_err());
         assert!(config.apply("no.such.key", "1").is_err());
-        assert!(config.apply("cleanup.policy", "compact").is_err());
+        assert!(config.apply("cleanup.policy", "shred").is_err());
+        assert!(config.apply("min.cleanable.dirty.ratio", "1.5").is_err());
+        config.apply("cleanup.policy", "delete, compact").unwrap();
+        assert_eq!(
+            config.get("cleanup.policy").as_deref(),
+            Some("compact,delete")
+        );
+        config.apply("cleanup.policy", "compact").unwrap();
+        assert!(config.cleanup.compact && !config.cleanup.delete);
     }
 
     #[test]

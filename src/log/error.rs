@@ -87,9 +87,9 @@ pub enum LogError {
         last_appended: i32,
     },
     #[error(
-        "{partition} refuses a transactional batch: transactions are not supported (the partition is in no transaction)"
+        "{partition} is a compacted topic's partition and refuses a record without a key (offset {offset} of the batch): give every record a key"
     )]
-    TransactionalBatch { partition: String },
+    UnkeyedRecord { partition: String, offset: i64 },
     #[error("{producer} is fenced: epoch {epoch} is not its current epoch {current_epoch}")]
     ProducerFenced {
         producer: String,

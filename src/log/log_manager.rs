@@ -27,6 +27,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::cleaner::{CleanOutcome, CleanerConfig, Throttle, clean_partition};
 use super::error::IoContext;
 use super::files::{list_dir, remove_if_exists, replace_durably, sync_dir};
 use super::limits::PARTITIONS_MAX;
@@ -327,6 +328,88 @@ impl LogManager {
         });
         topics.insert(name.to_string(), Arc::clone(&grown));
         Ok(grown)
+    }
+
+    /// Changes a topic's Kafka-named config overrides (Kafka's
+    /// AlterConfigs and IncrementalAlterConfigs): each key set to a value,
+    /// or removed (back to the broker default) with `None`. Every change is
+    /// validated before anything is written; the new overrides are persisted
+    /// with the topic's metadata, then applied to every partition at once
+    /// (the next append, roll or retention pass uses them). With `replace`,
+    /// overrides not named are removed too (AlterConfigs' semantics).
+    pub fn alter_topic_config(
+        &self,
+        name: &str,
+        changes: &BTreeMap<String, Option<String>>,
+        replace: bool,
+    ) -> Result<Arc<Topic>, LogError> {
+        let mut topics = self.topics.write().unwrap_or_else(|p| p.into_inner());
+        let topic = topics
+            .get(name)
+            .ok_or_else(|| LogError::UnknownTopic(name.to_string()))?;
+        let mut overrides = if replace {
+            BTreeMap::new()
+        } else {
+            topic.metadata.config.clone()
+        };
+        for (key, value) in changes {
+            match value {
+                Some(value) => {
+                    overrides.insert(key.clone(), value.clone());
+                }
+                None => {
+                    if !super::CONFIG_KEYS.contains(&key.as_str()) {
+                        return Err(LogError::InvalidConfig {
+                            key: key.clone(),
+                            value: String::new(),
+                            reason: "unknown topic config".into(),
+                        });
+                    }
+                    overrides.remove(key);
+                }
+            }
+        }
+        let config = self.defaults.with_overrides(&overrides)?;
+        let metadata = TopicMetadata {
+            config: overrides,
+            ..topic.metadata.clone()
+        };
+        self.write_metadata(&metadata)?;
+        for partition in &topic.partitions {
+            partition.set_config(config.clone());
+        }
+        let altered = Arc::new(Topic {
+            metadata,
+            config,
+            partitions: topic.partitions.clone(),
+        });
+        topics.insert(name.to_string(), Arc::clone(&altered));
+        tracing::info!(topic = name, "topic config changed");
+        Ok(altered)
+    }
+
+    /// One pass of log compaction: every partition of every compacted topic
+    /// that is due is cleaned (see `cleaner`), one after another, within
+    /// the I/O budget of `config`. A partition whose clean fails is logged
+    /// and left as it was; the others go on.
+    pub fn clean_compacted(&self, config: &CleanerConfig) -> Vec<(String, CleanOutcome)> {
+        let mut throttle = Throttle::new(config.io_bytes_per_second);
+        let mut outcomes = Vec::new();
+        for topic in self.topics() {
+            if !topic.config.cleanup.compact {
+                continue;
+            }
+            for partition in &topic.partitions {
+                match clean_partition(partition, now_ms(), config, &mut throttle) {
+                    Ok(Some(outcome)) => outcomes.push((partition.name().to_string(), outcome)),
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::error!(partition = partition.name(), "cleaning failed: {error}");
+                    }
+                }
+            }
+        }
+        outcomes
     }
 
     /// Deletes a topic and all its data.

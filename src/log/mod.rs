@@ -6,11 +6,13 @@
 //! [`OffsetIndex`] and [`TimeIndex`] files. This module is the only place
 //! that calls fsync.
 
+mod cleaner;
 mod config;
 mod error;
 mod file_slice;
 pub(crate) mod files;
 mod group_commit;
+mod header_walk;
 mod index_file;
 mod limits;
 mod log_manager;
@@ -22,16 +24,22 @@ mod producer_state;
 mod recovery;
 mod segment;
 mod time_index;
+mod transaction_index;
 
 /// The clock lives in [`crate::time`]; this path stays for existing callers.
 pub use crate::time::now_ms;
-pub use config::{CONFIG_KEYS, LogConfig, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
+pub use cleaner::{CleanOutcome, CleanerConfig, Throttle, clean_partition};
+pub use config::{CONFIG_KEYS, CleanupPolicy, LogConfig, SEGMENT_BYTES_MAX, SEGMENT_BYTES_MIN};
 pub use error::LogError;
 pub use file_slice::FileSlice;
+pub use header_walk::ProducerStateLoad;
 pub use limits::PARTITIONS_MAX;
 pub use log_manager::{LogManager, Topic, TopicMetadata, peek_topic_metadata, validate_topic_name};
 pub use offset_index::OffsetIndex;
-pub use partition_log::{AppendInfo, LogRead, PartitionLog, RetentionOutcome};
+pub use partition_log::{
+    ActiveProducer, AppendInfo, CleanView, CleanedSegment, Isolation, LogRead, PartitionLog,
+    RetentionOutcome, SegmentSnapshot,
+};
 pub use peek::{
     peek_batches, peek_log_end_offset, peek_log_start_offset, peek_segment_max_timestamp,
 };
@@ -42,8 +50,8 @@ pub use producer_ids::{
 pub(crate) use producer_state::add_sequence;
 pub use producer_state::{
     BATCHES_PER_PRODUCER, BatchMetadata, PRODUCER_EXPIRATION_MS, PRODUCERS_PER_PARTITION_MAX,
-    ProducerStateLoad,
 };
 pub use recovery::{Corruption, RecoveryReport, Truncation};
 pub use segment::{Segment, file_name};
 pub use time_index::TimeIndex;
+pub use transaction_index::{AbortedTransaction, OpenTransaction};

@@ -26,21 +26,28 @@ use crate::time::now_ms;
 use super::error::IoContext;
 use super::files::sync_dir;
 use super::group_commit::GroupCommit;
+use super::header_walk;
 use super::producer_state::{Admission, ProducerBatch, ProducerStateTable};
 use super::recovery::{
     Corruption, LoadedSegments, RecoveryReport, ScanEnd, Truncation, load_segments, scan_segment,
     verify_segment,
 };
 use super::segment::{BatchInfo, Segment};
+use super::transaction_index::TransactionIndex;
 use super::{LogConfig, LogError, SEGMENT_BYTES_MAX};
 
+mod compaction;
+mod delete_records;
 mod flush;
 mod producers;
 mod read;
 mod recovery_point;
 mod retention;
+mod transactions;
 
-pub use read::LogRead;
+pub use compaction::{CleanView, CleanedSegment, SegmentSnapshot};
+pub use producers::ActiveProducer;
+pub use read::{Isolation, LogRead};
 pub use retention::RetentionOutcome;
 
 /// File holding the recovery point: offsets below it were flushed.
@@ -79,6 +86,12 @@ struct Inner {
     /// Set by `close`: no appends after the clean-shutdown flush.
     closed: bool,
     producers: ProducerStateTable,
+    transactions: TransactionIndex,
+    /// The start a DeleteRecords moved the log to (0 if none): offsets
+    /// below it are not served even where a segment still holds them.
+    recorded_start: i64,
+    /// Offsets below this were cleaned (compacted topics).
+    cleaner_offset: i64,
 }
 
 pub struct PartitionLog {
@@ -105,6 +118,8 @@ impl PartitionLog {
             .open(dir.join(RECOVERY_POINT_FILE))
             .context(|| format!("opening recovery point of {name}"))?;
         let recovery_point = recovery_point::read(&recovery_point_file);
+        // A clean the process did not finish: its files go, or it is done.
+        crate::log::cleaner::swap::recover(dir, name)?;
         let LoadedSegments {
             mut segments,
             mut report,
@@ -144,14 +159,16 @@ impl PartitionLog {
             report.truncation = Some(truncation);
         }
         // After recovery, so the state matches the batches that remain.
-        let (producers, load) = ProducerStateTable::load(&segments, name, now_ms())?;
+        let (producers, transactions, load) = header_walk::rebuild(&segments, name, now_ms())?;
         if load.batches_read > 0 {
             tracing::info!(
                 partition = name,
                 batches = load.batches_read,
                 producers = load.producers,
+                markers = load.markers,
+                open_transactions = transactions.open_transactions().len(),
                 elapsed_ms = load.elapsed_ms,
-                "rebuilt producer state from batch headers"
+                "rebuilt producer state and transactions from batch headers"
             );
         }
         report.producer_state = load;
@@ -174,6 +191,9 @@ impl PartitionLog {
                 oldest_unflushed_ms: None,
                 closed: false,
                 producers,
+                transactions,
+                recorded_start: delete_records::read_recorded_start(dir, name).unwrap_or(0),
+                cleaner_offset: compaction::read_cleaner_offset(dir),
             }),
             commit: GroupCommit::new(durable_offset),
             recovery_point: recovery_point_file,
@@ -206,13 +226,7 @@ impl PartitionLog {
     }
 
     pub fn log_start_offset(&self) -> i64 {
-        let inner = self.shared();
-        inner
-            .segments
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or(inner.next_offset)
+        self.shared().log_start_offset()
     }
 
     /// One past the last offset appended (the high watermark of one node).
@@ -269,15 +283,7 @@ impl PartitionLog {
     pub fn append(&self, batches: &[u8]) -> Result<AppendInfo, LogError> {
         let (mut infos, mut producer_batches) = self.validate(batches)?;
         let mut inner = self.exclusive();
-        if let Some(reason) = self.commit.failure() {
-            return Err(self.read_only(reason));
-        }
-        if inner.closed {
-            return Err(self.read_only("the log has been closed".into()));
-        }
-        if let Some(corruption) = &inner.corruption {
-            return Err(self.corrupt_error(corruption));
-        }
+        self.check_writable(&inner)?;
         let base_offset = inner.next_offset;
         let mut next = base_offset;
         for (info, producer) in infos.iter_mut().zip(&mut producer_batches) {
@@ -295,7 +301,7 @@ impl PartitionLog {
             }
             next += delta + 1;
         }
-        let log_start_offset = inner.segments.keys().next().copied().unwrap_or(base_offset);
+        let log_start_offset = inner.log_start_offset();
         let producer_updates = match inner.producers.check(&self.name, &producer_batches)? {
             Admission::Append(updates) => updates,
             Admission::Duplicate {
@@ -313,37 +319,22 @@ impl PartitionLog {
         };
         let last_offset = next - 1;
         let now = now_ms();
-        let total = batches.len() as u64;
-        if inner
-            .active()
-            .should_roll(&inner.config, total, last_offset, now)
-        {
-            self.roll(&mut inner, base_offset)?;
-        }
-        let interval = inner.config.index_interval_bytes;
-        let active = inner.active_mut();
-        let size_before = active.size_bytes();
-        if let Err(error) = active.append(batches, &infos, interval, now) {
-            // Undo a partial write so the file holds only whole batches.
-            if let Err(undo) = active.truncate_file(size_before) {
-                self.commit.fail(format!(
-                    "{error}, then could not undo the partial write: {undo}"
-                ));
-            }
-            return Err(error);
-        }
-        inner.next_offset = next;
+        self.write(&mut inner, batches, &infos, next, now)?;
         inner.producers.apply(&producer_updates, now);
+        for batch in producer_updates.iter().filter(|b| b.transactional) {
+            let Inner { transactions, .. } = &mut *inner;
+            transactions.data(
+                batch.producer_id,
+                batch.epoch,
+                batch.base_offset,
+                batch.last_offset,
+            );
+        }
         let record_count = next - base_offset;
-        inner.unflushed_records += record_count;
-        inner.oldest_unflushed_ms.get_or_insert(now);
         let flush_now = inner.config.flush_messages > 0
             && inner.unflushed_records >= inner.config.flush_messages;
         // A roll may have happened, but never deletes a segment.
-        debug_assert_eq!(
-            inner.segments.keys().next().copied(),
-            Some(log_start_offset)
-        );
+        debug_assert_eq!(inner.log_start_offset(), log_start_offset);
         drop(inner);
         if flush_now && let Err(error) = self.flush_to(next) {
             // The records are appended and readable; the failed flush has
@@ -359,13 +350,70 @@ impl PartitionLog {
         })
     }
 
+    /// Refuses a write to a read-only, closed or corrupt partition.
+    fn check_writable(&self, inner: &Inner) -> Result<(), LogError> {
+        if let Some(reason) = self.commit.failure() {
+            return Err(self.read_only(reason));
+        }
+        if inner.closed {
+            return Err(self.read_only("the log has been closed".into()));
+        }
+        if let Some(corruption) = &inner.corruption {
+            return Err(self.corrupt_error(corruption));
+        }
+        Ok(())
+    }
+
+    /// Writes `batches` (already given their offsets in `infos`) at the log
+    /// end, rolling first if the active segment is due, and counts them as
+    /// unflushed. `next` is the offset after the last of them. On an error
+    /// nothing was written: a partial write is undone, or the partition
+    /// turns read-only if it cannot be.
+    fn write(
+        &self,
+        inner: &mut Inner,
+        batches: &[u8],
+        infos: &[BatchInfo],
+        next: i64,
+        now: i64,
+    ) -> Result<(), LogError> {
+        let base_offset = inner.next_offset;
+        let last_offset = next - 1;
+        let total = batches.len() as u64;
+        if inner
+            .active()
+            .should_roll(&inner.config, total, last_offset, now)
+        {
+            self.roll(inner, base_offset)?;
+        }
+        let interval = inner.config.index_interval_bytes;
+        let active = inner.active_mut();
+        let size_before = active.size_bytes();
+        if let Err(error) = active.append(batches, infos, interval, now) {
+            // Undo a partial write so the file holds only whole batches.
+            if let Err(undo) = active.truncate_file(size_before) {
+                self.commit.fail(format!(
+                    "{error}, then could not undo the partial write: {undo}"
+                ));
+            }
+            return Err(error);
+        }
+        inner.next_offset = next;
+        inner.unflushed_records += next - base_offset;
+        inner.oldest_unflushed_ms.get_or_insert(now);
+        Ok(())
+    }
+
     /// Checks every batch; returns what the log and the producer state need
     /// of each (the offsets still to be assigned).
     fn validate(
         &self,
         batches: &[u8],
     ) -> Result<(Vec<BatchInfo>, Vec<Option<ProducerBatch>>), LogError> {
-        let limit = self.shared().config.max_message_bytes;
+        let (limit, compacted) = {
+            let inner = self.shared();
+            (inner.config.max_message_bytes, inner.config.cleanup.compact)
+        };
         let mut infos = Vec::new();
         let mut producers = Vec::new();
         let mut rest = batches;
@@ -378,6 +426,9 @@ impl PartitionLog {
                 });
             }
             batch.validate_records(decompressed_limit(limit))?;
+            if compacted {
+                self.check_keyed(&batch, decompressed_limit(limit))?;
+            }
             if batch.header().record_count == 0 {
                 return Err(
                     crate::record::RecordError::Invalid("batch holds no records".into()).into(),
@@ -406,6 +457,25 @@ impl PartitionLog {
             });
         }
         Ok((infos, producers))
+    }
+
+    /// Refuses a batch with a record without a key (Kafka's rule for
+    /// compacted topics: such a record could never be compacted away).
+    fn check_keyed(
+        &self,
+        batch: &RecordBatch<'_>,
+        decompressed_max: usize,
+    ) -> Result<(), LogError> {
+        for record in batch.records(decompressed_max)?.iter() {
+            let record = record?;
+            if record.key.is_none() {
+                return Err(LogError::UnkeyedRecord {
+                    partition: self.name.clone(),
+                    offset: record.offset - batch.header().base_offset,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Seals the active segment (synced, so everything before `base_offset`
@@ -507,6 +577,18 @@ impl PartitionLog {
 }
 
 impl Inner {
+    /// The first offset served: the first segment's base, or where a
+    /// DeleteRecords moved it (never past the log end).
+    fn log_start_offset(&self) -> i64 {
+        let first = self
+            .segments
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(self.next_offset);
+        first.max(self.recorded_start).min(self.next_offset)
+    }
+
     fn active(&self) -> &Segment {
         self.segments
             .values()

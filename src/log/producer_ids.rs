@@ -362,6 +362,18 @@ impl ProducerIds {
         sync_dir(&self.dir)
     }
 
+    /// The producer id and epoch a transactional id is mapped to now.
+    pub fn transactional(&self, transactional_id: &str) -> Option<ProducerIdAndEpoch> {
+        self.lock()
+            .stored
+            .transactional
+            .get(transactional_id)
+            .map(|entry| ProducerIdAndEpoch {
+                producer_id: entry.producer_id,
+                epoch: entry.epoch,
+            })
+    }
+
     /// The transactional ids mapped now, for tests and tools.
     pub fn transactional_count(&self) -> usize {
         self.lock().stored.transactional.len()

@@ -25,7 +25,7 @@ use crate::record::{BATCH_HEADER_BYTES, BatchHeader, RecordBatch};
 
 use super::error::IoContext;
 use super::files::{list_dir, remove_if_exists};
-use super::segment::{BatchInfo, Segment, file_name};
+use super::segment::{BatchInfo, COMPACTED_EXTENSION, Segment, file_name};
 use super::{LogConfig, LogError};
 
 /// Bytes read at a time while searching for a valid batch after a bad one.
@@ -129,9 +129,10 @@ fn check_batch_at(
             "batch of {size} bytes runs past the end of the file ({available} bytes left)"
         )));
     }
-    // Offsets are dense: each batch starts where the previous one ended.
-    // (baseOffset is outside the CRC, so this is its only check.)
-    if header.base_offset != next_offset {
+    // Offsets are dense: each batch starts where the previous one ended, or
+    // later in a compacted segment. (baseOffset is outside the CRC, so this
+    // is its only check.)
+    if !segment.may_start_at(header.base_offset, next_offset) {
         return Ok(Err(format!(
             "batch starts at offset {} where {next_offset} was expected",
             header.base_offset
@@ -364,6 +365,7 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
         match extension {
             "log" => bases.push(base),
             "index" | "timeindex" => orphans.push((base, path.clone())),
+            extension if extension == COMPACTED_EXTENSION => orphans.push((base, path.clone())),
             _ => {}
         }
     }

@@ -6,7 +6,12 @@
 //! - bytes `0..size` of the `.log` file are whole, CRC-checked batches (the
 //!   file may be longer only while an append is in flight or after a failed
 //!   write, and `size` never covers such bytes);
-//! - index entries point at batch boundaries inside `0..size`.
+//! - index entries point at batch boundaries inside `0..size`;
+//! - offsets are dense (each batch starts where the previous one ended)
+//!   unless the segment is compacted (a `<base>.compacted` marker file
+//!   beside it, written by the cleaner before it swaps the segment in):
+//!   then a batch may start past where the previous one ended, never
+//!   before.
 //!
 //! A segment is not thread-safe; its [`PartitionLog`](super::PartitionLog)
 //! serializes writers and lets readers share it.
@@ -59,7 +64,12 @@ pub struct Segment {
     bytes_since_index: u64,
     first_append_ms: Option<i64>,
     index_suspect: AtomicBool,
+    /// Rewritten by the cleaner: offsets may have gaps.
+    compacted: bool,
 }
+
+/// Extension of the marker file of a compacted segment.
+pub(crate) const COMPACTED_EXTENSION: &str = "compacted";
 
 /// `00000000000000000042.log` and friends.
 pub fn file_name(base_offset: i64, extension: &str) -> String {
@@ -158,7 +168,21 @@ impl Segment {
             bytes_since_index: 0,
             first_append_ms: None,
             index_suspect: AtomicBool::new(false),
+            compacted: dir
+                .join(file_name(base_offset, COMPACTED_EXTENSION))
+                .exists(),
         })
+    }
+
+    /// Whether the cleaner rewrote this segment (its offsets may have gaps).
+    pub(crate) fn is_compacted(&self) -> bool {
+        self.compacted
+    }
+
+    /// Whether a batch starting at `base_offset` may follow a batch that
+    /// ended before `next`: exactly there, or later in a compacted segment.
+    pub(crate) fn may_start_at(&self, base_offset: i64, next: i64) -> bool {
+        base_offset == next || (self.compacted && base_offset > next)
     }
 
     /// Accepts the indexes of a cleanly closed (or already flushed) segment
@@ -188,7 +212,7 @@ impl Segment {
                 )));
             }
             let header = match self.read_header(position) {
-                Ok(header) if header.base_offset == next => header,
+                Ok(header) if self.may_start_at(header.base_offset, next) => header,
                 Ok(header) => {
                     return Ok(Err(format!(
                         "batch at {position} starts at offset {} where {next} was expected",
@@ -640,6 +664,11 @@ impl Segment {
         let log_path = self.log_path();
         self.index.delete()?;
         self.time_index.delete()?;
-        remove_if_exists(&log_path)
+        remove_if_exists(&log_path)?;
+        remove_if_exists(
+            &self
+                .dir
+                .join(file_name(self.base_offset, COMPACTED_EXTENSION)),
+        )
     }
 }

@@ -41,6 +41,7 @@ pub struct BatchBuilder {
     producer_epoch: i16,
     base_sequence: i32,
     transactional: bool,
+    control: bool,
     /// Room for the batch header, then the records as written.
     records: Vec<u8>,
     count: i32,
@@ -62,6 +63,7 @@ impl BatchBuilder {
             producer_epoch: NO_PRODUCER_EPOCH,
             base_sequence: NO_SEQUENCE,
             transactional: false,
+            control: false,
             records: vec![0; BATCH_HEADER_BYTES],
             count: 0,
             base_timestamp: 0,
@@ -86,6 +88,13 @@ impl BatchBuilder {
 
     pub fn transactional(mut self, transactional: bool) -> Self {
         self.transactional = transactional;
+        self
+    }
+
+    /// Marks the batch as a control batch (transaction markers, which only
+    /// the log writes; see [`ControlRecord`](super::ControlRecord)).
+    pub(super) fn control(mut self) -> Self {
+        self.control = true;
         self
     }
 
@@ -189,7 +198,7 @@ impl BatchBuilder {
             &HeaderFields {
                 base_offset: 0,
                 batch_length,
-                attributes: attributes_for(self.compression, self.transactional),
+                attributes: attributes_for(self.compression, self.transactional, self.control),
                 last_offset_delta: self.count - 1,
                 base_timestamp: self.base_timestamp,
                 max_timestamp: self.max_timestamp,

@@ -21,7 +21,6 @@
 //! ```
 //!
 //! All integers are big-endian. Because the CRC starts at byte 21, the log can
-//! All integers are big-endian. Because the CRC starts at byte 21, the log can
 //! rewrite `baseOffset` (and `partitionLeaderEpoch`) without touching it.
 
 use super::compression::Compression;
@@ -219,10 +218,13 @@ pub fn set_partition_leader_epoch(bytes: &mut [u8], epoch: i32) {
     bytes[LEADER_EPOCH_AT..LEADER_EPOCH_AT + 4].copy_from_slice(&epoch.to_be_bytes());
 }
 
-pub(super) fn attributes_for(compression: Compression, transactional: bool) -> i16 {
+pub(super) fn attributes_for(compression: Compression, transactional: bool, control: bool) -> i16 {
     let mut attributes = compression.id();
     if transactional {
         attributes |= TRANSACTIONAL_BIT;
+    }
+    if control {
+        attributes |= CONTROL_BIT;
     }
     attributes
 }

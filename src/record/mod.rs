@@ -11,21 +11,25 @@
 mod batch;
 mod builder;
 mod compression;
+mod control;
 mod error;
 mod framing;
 mod header;
 mod records;
+mod retain;
 mod varint;
 
 pub use batch::{RecordBatch, crc32c};
 pub use builder::{BatchBuilder, NewRecord};
 pub use compression::Compression;
+pub use control::{ControlRecord, MarkerKind};
 pub use error::RecordError;
 pub use header::{
     BATCH_HEADER_BYTES, BatchHeader, LOG_OVERHEAD_BYTES, MAGIC_V2, NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID, NO_SEQUENCE, TimestampType, set_base_offset, set_partition_leader_epoch,
 };
 pub use records::{Header, Record, RecordIter, Records};
+pub use retain::retain_records;
 
 /// Result alias for this module.
 pub type Result<T, E = RecordError> = std::result::Result<T, E>;

@@ -87,9 +87,17 @@ pub struct Record<'a> {
     pub value: Option<&'a [u8]>,
     headers: &'a [u8],
     header_count: usize,
+    /// The whole record as encoded, length prefix included.
+    raw: &'a [u8],
 }
 
 impl<'a> Record<'a> {
+    /// The record's bytes as the batch holds them (length prefix, fields,
+    /// headers): a rewrite of the batch copies the records it keeps.
+    pub fn raw(&self) -> &'a [u8] {
+        self.raw
+    }
+
     /// The record's headers, in order. They were validated when the record was
     /// read, so this iterator cannot fail.
     pub fn headers(&self) -> impl Iterator<Item = Header<'a>> + 'a {
@@ -189,6 +197,7 @@ impl<'a> RecordIter<'a> {
                 cursor.at
             ));
         }
+        let raw = &self.rest[..used + length];
         self.rest = &self.rest[used + length..];
         let timestamp = self
             .log_append_time
@@ -200,6 +209,7 @@ impl<'a> RecordIter<'a> {
             value,
             headers: &body[headers_start..],
             header_count,
+            raw,
         })
     }
 }

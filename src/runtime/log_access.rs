@@ -47,6 +47,7 @@ impl Remote {
         let options = FetchOptions {
             min_bytes: 1,
             max_wait: Duration::from_millis(200),
+            read_committed: false,
         };
         Self {
             fetcher: Fetcher::new(Arc::clone(&cluster), options),

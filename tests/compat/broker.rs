@@ -83,6 +83,17 @@ impl Broker {
         self.serve();
     }
 
+    /// SIGKILLs the broker and starts it again on the same address, data
+    /// directory and configuration: clients keep their bootstrap address.
+    pub fn kill_and_restart(&mut self) {
+        let server = self.server.as_mut().expect("the broker is running");
+        let addr = server.addr.clone();
+        let _ = server.child.kill();
+        let _ = server.child.wait();
+        self.server = None;
+        self.serve_at(&addr);
+    }
+
     /// The header of every batch in `topic`'s partitions, read from the data
     /// directory after a clean stop.
     pub fn stop_and_read_batch_headers(
@@ -130,15 +141,20 @@ impl Broker {
     }
 
     fn serve(&mut self) {
+        self.serve_at("127.0.0.1:0");
+    }
+
+    fn serve_at(&mut self, listen: &str) {
         let log = fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.log_path())
             .expect("broker log file opens");
         let config = self.config_path();
-        self.server = Some(ServerProcess::start_with(
+        self.server = Some(ServerProcess::start_listening(
             STRATA,
             &self.data_dir(),
+            listen,
             &[OsStr::new("--config"), config.as_os_str()],
             Stdio::from(log),
         ));

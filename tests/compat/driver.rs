@@ -201,6 +201,40 @@ impl Client {
     }
 }
 
+/// A command running one of the Python scripts in `clients/` with the
+/// compatibility venv's interpreter (for scripts the harness runs as a
+/// long-lived process rather than one op).
+pub fn python_script(script: &str) -> Command {
+    let (program, _) = Client::ConfluentKafka.command();
+    let mut command = Command::new(program);
+    command
+        .arg(clients_dir().join(script))
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    command
+}
+
+/// A command running `clients/<script>` with Quix Streams' venv, which
+/// scripts/install-clients.sh builds apart (it pins an older
+/// confluent-kafka).
+pub fn quix_script(script: &str) -> Command {
+    let venv = std::env::var_os("STRATA_COMPAT_QUIX_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache_dir().join("compat/quix-venv"));
+    let program = venv.join("bin/python");
+    assert!(
+        program.exists(),
+        "Quix Streams is not installed (looked in {}): run `make deps`",
+        venv.display()
+    );
+    let mut command = Command::new(program);
+    command
+        .arg(clients_dir().join(script))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        // Its dependencies' deprecation notices would bury a failure.
+        .env("PYTHONWARNINGS", "ignore");
+    command
+}
+
 fn cache_dir() -> PathBuf {
     match std::env::var_os("STRATA_CACHE_DIR") {
         Some(dir) => PathBuf::from(dir),

@@ -16,9 +16,11 @@ mod support;
 
 mod broker;
 mod driver;
+mod quix;
 mod records;
 mod rust_client;
 mod scenarios;
+mod transactions;
 mod wire;
 
 /// One test per scenario for a client: `tests!(Client; scenario(args), ...)`

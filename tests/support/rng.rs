@@ -4,6 +4,21 @@
 /// dependency.
 pub struct Rng(pub u64);
 
+/// The seed of a randomized scenario: `STRATA_SEED` if set (to replay a
+/// failure), otherwise the clock; printed either way.
+pub fn seed() -> u64 {
+    let seed = std::env::var("STRATA_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
+    eprintln!("seed: {seed} (STRATA_SEED={seed} replays it)");
+    seed
+}
+
 impl Rng {
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);

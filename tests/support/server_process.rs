@@ -23,8 +23,20 @@ impl ServerProcess {
     ) -> Self {
         // Port 0 and the address the broker prints: a port picked here and
         // passed in could be taken by a parallel test in between.
+        Self::start_listening(binary, data_dir, "127.0.0.1:0", args, stderr)
+    }
+
+    /// Like `start_with`, listening on `listen` (an address a killed broker
+    /// had, to start it again where its clients look for it).
+    pub fn start_listening(
+        binary: &str,
+        data_dir: &std::path::Path,
+        listen: &str,
+        args: &[&std::ffi::OsStr],
+        stderr: std::process::Stdio,
+    ) -> Self {
         let mut child = std::process::Command::new(binary)
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)
             .args(args)
             .stdout(std::process::Stdio::piped())

@@ -47,6 +47,17 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::DescribeGroups,
     ApiKey::DeleteGroups,
     ApiKey::InitProducerId,
+    ApiKey::AddPartitionsToTxn,
+    ApiKey::AddOffsetsToTxn,
+    ApiKey::TxnOffsetCommit,
+    ApiKey::EndTxn,
+    ApiKey::DescribeTransactions,
+    ApiKey::ListTransactions,
+    ApiKey::DescribeProducers,
+    ApiKey::DescribeCluster,
+    ApiKey::DeleteRecords,
+    ApiKey::AlterConfigs,
+    ApiKey::IncrementalAlterConfigs,
 ];
 
 /// The versions of `key` served: the protocol crate's range, capped where

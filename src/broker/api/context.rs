@@ -1,10 +1,11 @@
 //! What every request handler can reach: the log, the configuration, the
-//! group coordinator, the append signals and the metrics. One per broker,
+//! group and transaction coordinators, the append signals and the metrics. One per broker,
 //! shared by every connection.
 
 use std::sync::Arc;
 
 use crate::broker::group::GroupCoordinator;
+use crate::broker::txn::TxnCoordinator;
 use crate::broker::{AppendSignals, BrokerConfig, Metrics};
 use crate::log::LogManager;
 
@@ -20,4 +21,5 @@ pub struct BrokerContext {
     pub appends: Arc<AppendSignals>,
     pub metrics: Metrics,
     pub groups: GroupCoordinator,
+    pub transactions: TxnCoordinator,
 }

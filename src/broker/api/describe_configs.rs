@@ -19,6 +19,7 @@ const SOURCE_DEFAULT: i8 = 5;
 const CONFIG_TYPE_VERSION: i16 = 3;
 const TYPE_INT: i8 = 3;
 const TYPE_LONG: i8 = 5;
+const TYPE_DOUBLE: i8 = 6;
 const TYPE_LIST: i8 = 7;
 
 pub(super) fn handle(
@@ -79,6 +80,7 @@ pub(super) fn handle(
 fn config_type(key: &str) -> i8 {
     match key {
         "cleanup.policy" => TYPE_LIST,
+        "min.cleanable.dirty.ratio" => TYPE_DOUBLE,
         "index.interval.bytes" | "max.message.bytes" | "segment.bytes" | "segment.index.bytes" => {
             TYPE_INT
         }

@@ -9,6 +9,10 @@
 //!
 //! The answer holds file ranges, not bytes: the connection sends them with
 //! `sendfile` (see `fetch_frame`).
+//!
+//! With `isolation_level` READ_COMMITTED (v4+) a partition is read only up
+//! to its last stable offset, and the answer lists the aborted transactions
+//! the batches may hold, so the consumer drops their records.
 
 use std::time::Duration;
 
@@ -18,7 +22,10 @@ use super::BrokerContext;
 use crate::broker::ErrorCode;
 use crate::broker::append_signals::AppendWatch;
 use crate::broker::fetch_frame::{FetchedPartition, FetchedTopic};
-use crate::log::{LogError, Topic};
+use crate::log::{Isolation, LogError, Topic};
+
+/// `isolation_level` of a READ_COMMITTED reader.
+const READ_COMMITTED: i8 = 1;
 
 /// Upper bound on the record bytes of one response, whatever the client asks.
 const RESPONSE_BYTES_MAX: u64 = 1 << 30;
@@ -74,6 +81,11 @@ fn read_once(
         .unwrap_or(0)
         .min(RESPONSE_BYTES_MAX);
     let mut total = 0u64;
+    let isolation = if request.isolation_level == READ_COMMITTED {
+        Isolation::ReadCommitted
+    } else {
+        Isolation::ReadUncommitted
+    };
     let mut topics = Vec::with_capacity(request.topics.len());
     for requested in &request.topics {
         let topic = find_topic(ctx, requested.topic.0.as_str(), requested.topic_id);
@@ -98,9 +110,8 @@ fn read_once(
             if let (Some(appends), Some(topic)) = (appends.as_deref_mut(), &topic) {
                 appends.push(ctx.appends.subscribe(topic.id(), partition.partition));
             }
-            let end = log.log_end_offset();
-            answer.high_watermark = end;
-            answer.last_stable_offset = end;
+            answer.high_watermark = log.log_end_offset();
+            answer.last_stable_offset = log.last_stable_offset();
             answer.log_start_offset = log.log_start_offset();
             let partition_max = u64::try_from(partition.partition_max_bytes).unwrap_or(0);
             let limit = partition_max.min(budget);
@@ -108,17 +119,23 @@ fn read_once(
             // its first batch), so a consumer always makes progress.
             let first = total == 0;
             if limit > 0 || first {
-                match log.read(partition.fetch_offset, limit.max(1)) {
+                match log.read_isolated(partition.fetch_offset, limit.max(1), isolation) {
                     Ok(read) => {
                         // Offsets taken with the read, under the same lock.
                         answer.high_watermark = read.log_end_offset;
-                        answer.last_stable_offset = read.log_end_offset;
+                        answer.last_stable_offset = read.last_stable_offset;
                         answer.log_start_offset = read.log_start_offset;
                         let bytes = read.size_bytes();
                         if first || bytes <= limit {
                             total += bytes;
                             budget = budget.saturating_sub(bytes);
                             answer.records = read.slices;
+                            answer.aborted = (isolation == Isolation::ReadCommitted).then(|| {
+                                read.aborted
+                                    .iter()
+                                    .map(|a| (a.producer_id, a.first_offset))
+                                    .collect()
+                            });
                         }
                     }
                     Err(error) => {

@@ -101,7 +101,10 @@ pub(super) fn offset_commit(
 /// What one group's fetch found, before it is shaped for the version.
 struct FetchedTopic {
     name: TopicName,
-    partitions: Vec<(i32, Option<CommittedOffset>)>,
+    /// (index, committed offset, error: UNSTABLE_OFFSET_COMMIT while a
+    /// transaction holds an offset for it and the request requires stable
+    /// offsets)
+    partitions: Vec<(i32, Option<CommittedOffset>, ErrorCode)>,
 }
 
 /// Looks up `wanted` (topic, partitions) for `group`, or everything the
@@ -110,7 +113,15 @@ fn fetch_group(
     ctx: &BrokerContext,
     group: &str,
     wanted: Option<Vec<(TopicName, Vec<i32>)>>,
+    require_stable: bool,
 ) -> Result<Vec<FetchedTopic>, ErrorCode> {
+    let stability = |topic: &str, partition: i32| {
+        if require_stable && ctx.transactions.has_pending_offset(group, topic, partition) {
+            ErrorCode::UnstableOffsetCommit
+        } else {
+            ErrorCode::None
+        }
+    };
     let fail = |error: crate::broker::group::offsets::OffsetStoreError| {
         tracing::error!(group, "reading committed offsets failed: {error}");
         ErrorCode::CoordinatorNotAvailable
@@ -118,7 +129,8 @@ fn fetch_group(
     let Some(wanted) = wanted else {
         let mut found: Vec<FetchedTopic> = Vec::new();
         for entry in ctx.groups.committed_all(group).map_err(fail)? {
-            let committed = (entry.partition, Some(entry.committed));
+            let stable = stability(&entry.topic, entry.partition);
+            let committed = (entry.partition, Some(entry.committed), stable);
             match found.last_mut() {
                 Some(last) if last.name.0.as_str() == entry.topic => {
                     last.partitions.push(committed)
@@ -139,7 +151,7 @@ fn fetch_group(
                 .map(|p| {
                     ctx.groups
                         .committed(group, name.0.as_str(), p)
-                        .map(|c| (p, c))
+                        .map(|c| (p, c, stability(name.0.as_str(), p)))
                         .map_err(fail)
                 })
                 .collect::<Result<_, _>>()?;
@@ -177,7 +189,7 @@ pub(super) fn offset_fetch(
                         .map(|t| (t.name.clone(), t.partition_indexes.clone()))
                         .collect()
                 });
-                group_response(ctx, &g.group_id, wanted)
+                group_response(ctx, &g.group_id, wanted, request.require_stable)
             })
             .collect();
         return OffsetFetchResponse::default().with_groups(groups);
@@ -189,7 +201,12 @@ pub(super) fn offset_fetch(
             .collect()
     });
     let requested: Vec<(TopicName, Vec<i32>)> = wanted.clone().unwrap_or_default();
-    match fetch_group(ctx, request.group_id.0.as_str(), wanted) {
+    match fetch_group(
+        ctx,
+        request.group_id.0.as_str(),
+        wanted,
+        request.require_stable,
+    ) {
         Ok(found) => OffsetFetchResponse::default().with_topics(laid_out(
             found,
             |name, partitions| {
@@ -197,12 +214,13 @@ pub(super) fn offset_fetch(
                     .with_name(name)
                     .with_partitions(partitions)
             },
-            |index, offset, epoch, metadata| {
+            |index, offset, epoch, metadata, error| {
                 OffsetFetchResponsePartition::default()
                     .with_partition_index(index)
                     .with_committed_offset(offset)
                     .with_committed_leader_epoch(epoch)
                     .with_metadata(Some(metadata))
+                    .with_error_code(error.code())
             },
         )),
         Err(error) if version >= FETCH_TOP_ERROR_VERSION => {
@@ -236,9 +254,10 @@ fn group_response(
     ctx: &BrokerContext,
     group_id: &GroupId,
     wanted: Option<Vec<(TopicName, Vec<i32>)>>,
+    require_stable: bool,
 ) -> OffsetFetchResponseGroup {
     let response = OffsetFetchResponseGroup::default().with_group_id(group_id.clone());
-    match fetch_group(ctx, group_id.0.as_str(), wanted) {
+    match fetch_group(ctx, group_id.0.as_str(), wanted, require_stable) {
         Ok(found) => response.with_topics(laid_out(
             found,
             |name, partitions| {
@@ -246,12 +265,13 @@ fn group_response(
                     .with_name(name)
                     .with_partitions(partitions)
             },
-            |index, offset, epoch, metadata| {
+            |index, offset, epoch, metadata, error| {
                 OffsetFetchResponsePartitions::default()
                     .with_partition_index(index)
                     .with_committed_offset(offset)
                     .with_committed_leader_epoch(epoch)
                     .with_metadata(Some(metadata))
+                    .with_error_code(error.code())
             },
         )),
         Err(error) => response.with_error_code(error.code()),
@@ -261,11 +281,11 @@ fn group_response(
 /// Found offsets in one of the response layouts (the v1–v7 topics or the
 /// v8+ groups' topics, which the protocol crate types apart): `topic` and
 /// `partition` build its entries from (name, partitions) and (index,
-/// offset, leader epoch, metadata).
+/// offset, leader epoch, metadata, error).
 fn laid_out<T, P>(
     found: Vec<FetchedTopic>,
     topic: impl Fn(TopicName, Vec<P>) -> T,
-    partition: impl Fn(i32, i64, i32, StrBytes) -> P,
+    partition: impl Fn(i32, i64, i32, StrBytes, ErrorCode) -> P,
 ) -> Vec<T> {
     found
         .into_iter()
@@ -273,9 +293,9 @@ fn laid_out<T, P>(
             let partitions = fetched
                 .partitions
                 .into_iter()
-                .map(|(index, committed)| {
+                .map(|(index, committed, error)| {
                     let (offset, epoch, metadata) = shown(committed);
-                    partition(index, offset, epoch, metadata)
+                    partition(index, offset, epoch, metadata, error)
                 })
                 .collect();
             topic(fetched.name, partitions)

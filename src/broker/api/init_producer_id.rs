@@ -7,20 +7,19 @@
 //!   next epoch, or INVALID_PRODUCER_EPOCH if that epoch is stale.
 //! - A transactional id: its id at the next epoch, which fences older
 //!   instances (PRODUCER_FENCED from v4 on, INVALID_PRODUCER_EPOCH before).
-//!   This gives a producer a stable identity across its own and the
-//!   broker's restarts; transactions themselves (AddPartitionsToTxn,
-//!   EndTxn, …) are not served, and Produce refuses transactional batches.
+//!   A transaction the previous producer left open is aborted first, its
+//!   markers written at the new epoch (see `txn::coordinator`).
 //!
 //! A producer id without an epoch, or the reverse, is INVALID_REQUEST, as is
-//! an empty transactional id (Kafka's answers). The transaction timeout is
-//! not checked: no transaction is ever started.
+//! an empty transactional id (Kafka's answers). With a transactional id, a
+//! transaction timeout outside 1 ms to `transaction.max.timeout.ms` is
+//! INVALID_TRANSACTION_TIMEOUT; without one it is not used.
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
 use crate::log::{LogError, ProducerIdAndEpoch};
-use crate::time::now_ms;
 
 /// The first version that has PRODUCER_FENCED.
 const PRODUCER_FENCED_SINCE_VERSION: i16 = 4;
@@ -63,7 +62,14 @@ fn init(
             }
         },
         Some("") => return Err(ErrorCode::InvalidRequest),
-        Some(id) => ids.init_transactional(id, current, now_ms()),
+        Some(id) => {
+            let timeout = request.transaction_timeout_ms;
+            if timeout < 1 || timeout > ctx.transactions.config().max_timeout_ms {
+                return Err(ErrorCode::InvalidTransactionTimeout);
+            }
+            ctx.transactions
+                .init_producer(id, current, timeout, &ctx.groups)
+        }
     };
     result.map_err(|error| {
         tracing::debug!(

@@ -9,6 +9,10 @@
 //! | -4 EARLIEST_LOCAL | the log start offset: all data is local | 8 |
 //! | -5 LATEST_TIERED | -1: nothing is tiered | 9 |
 //!
+//! With `isolation_level` READ_COMMITTED (v2+), LATEST is the last stable
+//! offset, and a record found by timestamp at or past it is not answered
+//! (its transaction may still abort).
+//!
 //! As Kafka does, a special timestamp asked in a version older than the
 //! one that introduced it, or a negative timestamp that is none of these
 //! (such as -6, EARLIEST_PENDING_UPLOAD, which needs v11), gets
@@ -21,7 +25,10 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
-use crate::log::PartitionLog;
+use crate::log::{Isolation, PartitionLog};
+
+/// `isolation_level` of a READ_COMMITTED reader.
+const READ_COMMITTED: i8 = 1;
 
 const LATEST: i64 = -1;
 const EARLIEST: i64 = -2;
@@ -68,7 +75,12 @@ pub(super) fn handle(
                     let Some(log) = log else {
                         return response.with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                     };
-                    lookup(&log, partition.timestamp, version, response)
+                    let isolation = if request.isolation_level == READ_COMMITTED {
+                        Isolation::ReadCommitted
+                    } else {
+                        Isolation::ReadUncommitted
+                    };
+                    lookup(&log, partition.timestamp, version, isolation, response)
                 })
                 .collect();
             ListOffsetsTopicResponse::default()
@@ -84,20 +96,28 @@ fn lookup(
     log: &PartitionLog,
     timestamp: i64,
     version: i16,
+    isolation: Isolation,
     response: ListOffsetsPartitionResponse,
 ) -> ListOffsetsPartitionResponse {
+    let visible_end = match isolation {
+        Isolation::ReadUncommitted => log.log_end_offset(),
+        Isolation::ReadCommitted => log.last_stable_offset(),
+    };
     if timestamp < 0 && first_version(timestamp).is_none_or(|first| version < first) {
         return response.with_error_code(ErrorCode::UnsupportedVersion.code());
     }
     let found = match timestamp {
-        LATEST => return response.with_offset(log.log_end_offset()),
+        LATEST => return response.with_offset(visible_end),
         EARLIEST | EARLIEST_LOCAL => return response.with_offset(log.log_start_offset()),
         LATEST_TIERED => return response,
         MAX_TIMESTAMP => log.max_timestamp_record(),
         timestamp => log.offset_for_timestamp(timestamp),
     };
     match found {
-        Ok(Some((offset, found))) => response.with_offset(offset).with_timestamp(found),
+        Ok(Some((offset, found))) if offset < visible_end => {
+            response.with_offset(offset).with_timestamp(found)
+        }
+        Ok(Some(_)) => response,
         Ok(None) => response,
         Err(error) => response.with_error_code(ErrorCode::from(&error).code()),
     }

@@ -18,6 +18,8 @@ use crate::log::{LogError, Topic};
 const AUTO_CREATE_FIELD_VERSION: i16 = 4;
 /// Versions that added response fields (a field a version lacks is never written).
 const CLUSTER_ID_VERSION: i16 = 2;
+/// The id this one-node cluster reports (Metadata, DescribeCluster).
+pub(super) const CLUSTER_ID: &str = "strata";
 const LEADER_EPOCH_VERSION: i16 = 7;
 const TOPIC_ID_VERSION: i16 = 10;
 
@@ -62,7 +64,7 @@ pub(super) fn handle(
     MetadataResponse::default()
         .with_brokers(vec![broker])
         .with_cluster_id(
-            (version >= CLUSTER_ID_VERSION).then(|| StrBytes::from_string("strata".to_string())),
+            (version >= CLUSTER_ID_VERSION).then(|| StrBytes::from_static_str(CLUSTER_ID)),
         )
         .with_controller_id(node)
         .with_topics(topics)

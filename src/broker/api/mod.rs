@@ -6,13 +6,19 @@
 //! except ApiVersions, which answers an unknown version in v0 with
 //! UNSUPPORTED_VERSION so the client can retry with one it finds listed.
 
+mod add_offsets_to_txn;
+mod add_partitions_to_txn;
+mod alter_configs;
 mod api_versions;
 mod context;
 mod create_partitions;
 mod create_topics;
+mod delete_records;
 mod delete_topics;
+mod describe_cluster;
 mod describe_configs;
 mod describe_log_dirs;
+mod end_txn;
 mod fetch;
 mod group_admin;
 mod group_membership;
@@ -21,6 +27,8 @@ mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod txn_admin;
+mod txn_offset_commit;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -257,12 +265,57 @@ pub(crate) fn handle(
                 &group_admin::delete_groups(ctx, &request),
             )?)
         }
+        ApiKey::AddPartitionsToTxn => answer(&mut frame, key, version, correlation_id, |r| {
+            add_partitions_to_txn::handle(ctx, r, version)
+        })?,
+        ApiKey::AddOffsetsToTxn => answer(&mut frame, key, version, correlation_id, |r| {
+            add_offsets_to_txn::handle(ctx, r, version)
+        })?,
+        ApiKey::TxnOffsetCommit => answer(&mut frame, key, version, correlation_id, |r| {
+            txn_offset_commit::handle(ctx, r, version)
+        })?,
+        ApiKey::EndTxn => answer(&mut frame, key, version, correlation_id, |r| {
+            end_txn::handle(ctx, r, version)
+        })?,
+        ApiKey::DescribeTransactions => answer(&mut frame, key, version, correlation_id, |r| {
+            txn_admin::describe_transactions(ctx, r)
+        })?,
+        ApiKey::ListTransactions => answer(&mut frame, key, version, correlation_id, |r| {
+            txn_admin::list_transactions(ctx, r)
+        })?,
+        ApiKey::DescribeProducers => answer(&mut frame, key, version, correlation_id, |r| {
+            txn_admin::describe_producers(ctx, r)
+        })?,
+        ApiKey::DescribeCluster => answer(&mut frame, key, version, correlation_id, |r| {
+            describe_cluster::handle(ctx, r)
+        })?,
+        ApiKey::DeleteRecords => answer(&mut frame, key, version, correlation_id, |r| {
+            delete_records::handle(ctx, r)
+        })?,
+        ApiKey::AlterConfigs => answer(&mut frame, key, version, correlation_id, |r| {
+            alter_configs::alter_configs(ctx, r)
+        })?,
+        ApiKey::IncrementalAlterConfigs => answer(&mut frame, key, version, correlation_id, |r| {
+            alter_configs::incremental_alter_configs(ctx, r)
+        })?,
         _ => return Err(unknown_api(&frame, api, version)),
     };
     Ok(match response {
         Some(frame) => Reply::Respond(vec![frame]),
         None => Reply::Silent,
     })
+}
+
+/// Decodes a request body, hands it to `handle` and frames the answer.
+fn answer<Req: Decodable, Resp: Encodable>(
+    frame: &mut Bytes,
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    handle: impl FnOnce(&Req) -> Resp,
+) -> Result<Option<Part>, BrokerError> {
+    let request = decode(frame, version)?;
+    respond(key, version, correlation_id, &handle(&request)).map(Some)
 }
 
 /// What the connection does with a request.
@@ -453,14 +506,9 @@ mod tests {
 
     #[test]
     fn an_unknown_api_key_names_the_client_and_the_key() {
-        let frame = request(ApiKey::AddPartitionsToTxn as i16, 3, Some("tx-app"));
-        let message = served_api(&frame, 24, 3).unwrap_err().to_string();
-        for part in [
-            "\"tx-app\"",
-            "API key 24",
-            "AddPartitionsToTxn",
-            "version 3",
-        ] {
+        let frame = request(ApiKey::DescribeAcls as i16, 3, Some("acl-app"));
+        let message = served_api(&frame, 29, 3).unwrap_err().to_string();
+        for part in ["\"acl-app\"", "API key 29", "DescribeAcls", "version 3"] {
             assert!(message.contains(part), "{message}");
         }
         let unknown = served_api(&request(9999, 0, None), 9999, 0).unwrap_err();

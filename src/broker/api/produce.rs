@@ -11,8 +11,10 @@
 //! gets INVALID_PRODUCER_EPOCH, a gap OUT_OF_ORDER_SEQUENCE_NUMBER, an older
 //! resend no longer remembered DUPLICATE_SEQUENCE_NUMBER. Producer ids come
 //! from InitProducerId: a batch under an id this broker never handed out
-//! gets UNKNOWN_PRODUCER_ID and is not appended. Transactions are not
-//! served: a transactional batch gets INVALID_TXN_STATE.
+//! gets UNKNOWN_PRODUCER_ID and is not appended. A transactional batch is
+//! appended only to a partition its producer added to its Ongoing
+//! transaction (AddPartitionsToTxn), at the transaction's epoch: otherwise
+//! INVALID_TXN_STATE, or INVALID_PRODUCER_EPOCH for an older epoch.
 
 use std::sync::Arc;
 
@@ -58,12 +60,24 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                 continue;
             };
             let records = partition.records.as_deref().unwrap_or_default();
-            if let Ok(header) = BatchHeader::parse(records)
-                && header.producer_id >= 0
-                && !ctx.log.producer_ids().was_handed_out(header.producer_id)
-            {
-                partitions.push(response.with_error_code(ErrorCode::UnknownProducerId.code()));
-                continue;
+            if let Ok(header) = BatchHeader::parse(records) {
+                if header.producer_id >= 0
+                    && !ctx.log.producer_ids().was_handed_out(header.producer_id)
+                {
+                    partitions.push(response.with_error_code(ErrorCode::UnknownProducerId.code()));
+                    continue;
+                }
+                if header.is_transactional()
+                    && let Err(code) = ctx.transactions.check_produce(
+                        header.producer_id,
+                        header.producer_epoch,
+                        data.name.0.as_str(),
+                        partition.index,
+                    )
+                {
+                    partitions.push(response.with_error_code(code.code()));
+                    continue;
+                }
             }
             // Written straight from the request frame; no copy.
             match log.append(records) {

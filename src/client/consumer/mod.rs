@@ -84,6 +84,9 @@ pub struct ConsumerConfig {
     pub assignors: Vec<Assignor>,
     /// Most bytes fetched per partition per request.
     pub partition_max_bytes: i32,
+    /// Kafka's `isolation.level=read_committed`: only committed records,
+    /// up to the last stable offset.
+    pub read_committed: bool,
 }
 
 impl Default for ConsumerConfig {
@@ -97,6 +100,7 @@ impl Default for ConsumerConfig {
             heartbeat_interval: Duration::from_secs(1),
             assignors: vec![Assignor::Range, Assignor::RoundRobin],
             partition_max_bytes: 1 << 20,
+            read_committed: false,
         }
     }
 }
@@ -252,6 +256,7 @@ impl Consumer {
             FetchOptions {
                 min_bytes: 1,
                 max_wait,
+                read_committed: self.config.read_committed,
             },
         );
         let mut records = Vec::new();
@@ -590,14 +595,11 @@ impl Consumer {
 /// Appends the fetched records at or after the asked offset; returns the
 /// next offset to ask for.
 fn collect_records(fetched: &Fetched, out: &mut Vec<ConsumerRecord>) -> Result<i64, ClientError> {
-    let mut next = fetched.offset;
-    for batch in fetched.batches() {
+    // Past every batch fetched, the skipped ones (markers, aborted
+    // transactions) included.
+    let next = fetched.next_offset();
+    for batch in fetched.visible_batches() {
         let batch = batch?;
-        next = next.max(batch.header().next_offset());
-        if batch.header().is_control() {
-            // Transaction markers (from a Kafka cluster) carry no records.
-            continue;
-        }
         let records = batch
             .records(DECOMPRESSED_BYTES_MAX)
             .map_err(|e| ClientError::Protocol(format!("fetched batch: {e}")))?;

@@ -116,6 +116,9 @@ pub(super) struct Inner {
     /// Wakes senders waiting for buffer space.
     pub(super) space: Notify,
     pub(super) per_broker: std::sync::Mutex<HashMap<i32, Arc<Semaphore>>>,
+    /// The first batch that failed for good since the last time the
+    /// transaction ended (transactional producers must then abort).
+    pub(super) failure: std::sync::Mutex<Option<String>>,
 }
 
 impl Inner {
@@ -143,6 +146,18 @@ impl Inner {
                 .entry(node)
                 .or_insert_with(|| Arc::new(Semaphore::new(self.config.max_in_flight))),
         )
+    }
+
+    pub(super) fn note_failure(&self, what: String) {
+        let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        failure.get_or_insert(what);
+    }
+
+    pub(super) fn take_failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// `count` records holding `buffered` bytes were answered.
@@ -177,7 +192,9 @@ pub(super) fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) {
     let builder = if pid >= 0 {
         let sequence = queue.next_sequence;
         queue.next_sequence = sequence.wrapping_add(count) & i32::MAX;
-        open.builder.producer(pid, epoch, sequence)
+        open.builder
+            .producer(pid, epoch, sequence)
+            .transactional(inner.config.transactional_id.is_some())
     } else {
         open.builder
     };

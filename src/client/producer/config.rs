@@ -47,6 +47,13 @@ pub struct ProducerConfig {
     pub idempotent: bool,
     /// How long a broker may take to replicate/sync before answering.
     pub request_timeout: Duration,
+    /// Makes the producer transactional (Kafka's `transactional.id`): its
+    /// records are sent inside transactions (`begin_transaction`, …) and
+    /// a newer producer with the same id fences this one.
+    pub transactional_id: Option<String>,
+    /// How long a transaction may stay open before the coordinator aborts
+    /// it (Kafka's `transaction.timeout.ms`).
+    pub transaction_timeout: Duration,
 }
 
 impl Default for ProducerConfig {
@@ -60,6 +67,8 @@ impl Default for ProducerConfig {
             max_in_flight: 5,
             idempotent: true,
             request_timeout: Duration::from_secs(30),
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -28,6 +28,7 @@ mod accumulator;
 mod config;
 mod delivery;
 mod sender;
+mod transaction;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,7 +42,8 @@ use accumulator::{
     close_open_batch, random_partition,
 };
 use delivery::CompletionHandle;
-use sender::run_sender;
+use sender::{init_producer_id_for, run_sender};
+use transaction::TxnProgress;
 
 use super::error::codes;
 use super::partitioner::partition_for_key;
@@ -59,6 +61,7 @@ pub use sender::init_producer_id;
 pub struct Producer {
     inner: Arc<Inner>,
     sender: tokio::task::JoinHandle<()>,
+    txn: tokio::sync::Mutex<TxnProgress>,
 }
 
 impl Producer {
@@ -74,8 +77,15 @@ impl Producer {
                 "an idempotent producer needs acks=all (as in Kafka)".into(),
             ));
         }
+        if config.transactional_id.is_some() && !config.idempotent {
+            return Err(ClientError::Invalid(
+                "a transactional producer is idempotent: set idempotent".into(),
+            ));
+        }
         let identity = if config.idempotent {
-            init_producer_id(&cluster).await?
+            let timeout_ms =
+                i32::try_from(config.transaction_timeout.as_millis()).unwrap_or(i32::MAX);
+            init_producer_id_for(&cluster, config.transactional_id.as_deref(), timeout_ms).await?
         } else {
             (-1, -1)
         };
@@ -94,9 +104,14 @@ impl Producer {
             drained: Notify::new(),
             space: Notify::new(),
             per_broker: std::sync::Mutex::default(),
+            failure: std::sync::Mutex::default(),
         });
         let sender = tokio::spawn(run_sender(Arc::clone(&inner)));
-        Ok(Self { inner, sender })
+        Ok(Self {
+            inner,
+            sender,
+            txn: tokio::sync::Mutex::default(),
+        })
     }
 
     /// The producer id and epoch (-1, -1 without idempotence).
@@ -105,7 +120,14 @@ impl Producer {
     }
 
     /// Queues a record; the returned future resolves once it is written.
-    pub async fn send(&self, record: ProducerRecord) -> Result<DeliveryFuture, ClientError> {
+    /// A transactional producer's record joins the open transaction (its
+    /// partition is added to it first).
+    pub async fn send(&self, mut record: ProducerRecord) -> Result<DeliveryFuture, ClientError> {
+        if self.inner.config.transactional_id.is_some() {
+            let partition = self.partition_of(&record).await?;
+            self.join_transaction(&record.topic, partition).await?;
+            record.partition = Some(partition);
+        }
         let cluster = &self.inner.cluster;
         let mut partitions = cluster.partition_count(&record.topic).await?;
         if record
@@ -222,6 +244,27 @@ impl Producer {
             self.inner.wake.notify_one();
         }
         Ok(delivery)
+    }
+
+    /// The partition `record` goes to, chosen now (for a transactional
+    /// producer, which adds it to the transaction before queueing).
+    async fn partition_of(&self, record: &ProducerRecord) -> Result<i32, ClientError> {
+        let count = self.inner.cluster.partition_count(&record.topic).await?;
+        let count = i32::try_from(count).unwrap_or(i32::MAX);
+        if count == 0 {
+            return Err(ClientError::UnknownTopic(record.topic.to_string()));
+        }
+        Ok(match (record.partition, &record.key) {
+            (Some(p), _) => p,
+            (None, Some(key)) => partition_for_key(key, count),
+            (None, None) => {
+                let mut state = self.inner.lock();
+                *state
+                    .sticky
+                    .entry(record.topic.to_string())
+                    .or_insert_with(|| random_partition(count))
+            }
+        })
     }
 
     /// Whether `record_bytes` more fit in `buffer_bytes` now.

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TransactionalId};
+use kafka_protocol::protocol::StrBytes;
 
 use super::accumulator::{ClosedBatch, Inner, close_open_batch};
 use super::config::Acks;
@@ -22,12 +23,36 @@ const INIT_PRODUCER_ID_VERSION_MAX: i16 = 4;
 
 /// A fresh idempotent producer id and epoch from the cluster.
 pub async fn init_producer_id(cluster: &Cluster) -> Result<(i64, i16), ClientError> {
+    init_producer_id_for(cluster, None, 60_000).await
+}
+
+/// The producer id and epoch of `transactional_id` (which fences any older
+/// producer of it), from its transaction coordinator; or a fresh idempotent
+/// one without a transactional id.
+pub(super) async fn init_producer_id_for(
+    cluster: &Cluster,
+    transactional_id: Option<&str>,
+    transaction_timeout_ms: i32,
+) -> Result<(i64, i16), ClientError> {
     cluster
         .retry(&[], || async {
-            let connection = cluster.any_connection().await?;
+            let connection = match transactional_id {
+                Some(id) => {
+                    crate::client::admin::coordinator_of(
+                        cluster,
+                        crate::client::admin::KEY_TYPE_TRANSACTION,
+                        id,
+                    )
+                    .await?
+                }
+                None => cluster.any_connection().await?,
+            };
             let request = InitProducerIdRequest::default()
-                .with_transactional_id(None)
-                .with_transaction_timeout_ms(60_000)
+                .with_transactional_id(
+                    transactional_id
+                        .map(|id| TransactionalId(StrBytes::from_string(id.to_string()))),
+                )
+                .with_transaction_timeout_ms(transaction_timeout_ms)
                 .with_producer_id((-1).into())
                 .with_producer_epoch(-1);
             let response = connection
@@ -200,6 +225,10 @@ fn complete(inner: &Inner, sending: Sending, base_offset: i64) {
 /// place in flight and in the buffer.
 fn settle(inner: &Inner, sending: Sending, outcome: Result<i64, ClientError>) {
     let (count, buffered) = (sending.batch.records, sending.batch.buffered);
+    if let Err(error) = &outcome {
+        // The transaction lost a batch: it can only be aborted now.
+        inner.note_failure(format!("{}/{}: {error}", sending.topic, sending.partition));
+    }
     sending.batch.completion.finish(outcome);
     {
         let mut state = inner.lock();

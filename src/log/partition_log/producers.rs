@@ -3,8 +3,19 @@
 
 use super::PartitionLog;
 use crate::log::LogError;
-use crate::log::producer_state::{BatchMetadata, ProducerStateLoad};
+use crate::log::ProducerStateLoad;
+use crate::log::producer_state::BatchMetadata;
 use crate::record::{BatchHeader, RecordError};
+
+/// A producer as DescribeProducers reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+    pub open_transaction_first_offset: Option<i64>,
+}
 
 impl PartitionLog {
     /// Refuses what the producer state cannot account for: transactions,
@@ -12,10 +23,12 @@ impl PartitionLog {
     /// batches without an epoch or a sequence.
     pub(super) fn check_producer_fields(&self, header: &BatchHeader) -> Result<(), LogError> {
         let invalid = |reason: String| Err(RecordError::Invalid(reason).into());
-        if header.is_transactional() {
-            return Err(LogError::TransactionalBatch {
-                partition: self.name.clone(),
-            });
+        if header.is_transactional() && header.producer_id < 0 {
+            return invalid(
+                "a transactional batch needs a producer id: the producer must be \
+                 initialised with InitProducerId"
+                    .into(),
+            );
         }
         if header.is_control() {
             return invalid("control batches are written by the broker, not by producers".into());
@@ -57,6 +70,28 @@ impl PartitionLog {
     /// `now_ms`; returns how many.
     pub fn expire_producers(&self, now_ms: i64) -> usize {
         self.exclusive().producers.expire(now_ms)
+    }
+
+    /// Every producer this partition remembers, by id: its epoch, its last
+    /// batch in that epoch (if any) and the first offset of its open
+    /// transaction here (if any).
+    pub fn active_producers(&self) -> Vec<ActiveProducer> {
+        let inner = self.shared();
+        inner
+            .producers
+            .snapshot()
+            .into_iter()
+            .map(|(producer_id, epoch, last)| ActiveProducer {
+                producer_id,
+                epoch,
+                last_sequence: last.map_or(-1, |b| b.last_sequence),
+                last_timestamp: last.map_or(-1, |b| b.max_timestamp),
+                open_transaction_first_offset: inner
+                    .transactions
+                    .open_transaction(producer_id)
+                    .map(|t| t.first_offset),
+            })
+            .collect()
     }
 
     /// What rebuilding the producer state on open read.

@@ -1,8 +1,20 @@
 //! Reading a partition: whole batches by offset, the exact offset for a
 //! timestamp, and the record with the largest timestamp.
 
+use super::transactions::last_stable;
 use super::{PartitionLog, decompressed_limit};
-use crate::log::{FileSlice, LogError};
+use crate::log::{AbortedTransaction, FileSlice, LogError};
+
+/// What a reader may see of open transactions (Kafka's `isolation.level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Everything appended, open transactions and aborted ones included.
+    #[default]
+    ReadUncommitted,
+    /// Only up to the last stable offset, with the aborted transactions of
+    /// the range listed so the reader can drop their records.
+    ReadCommitted,
+}
 
 /// The result of a read: whole batches, as file ranges.
 #[derive(Debug, Clone)]
@@ -10,6 +22,11 @@ pub struct LogRead {
     pub slices: Vec<FileSlice>,
     pub log_start_offset: i64,
     pub log_end_offset: i64,
+    /// The first offset of the oldest open transaction, or the log end.
+    pub last_stable_offset: i64,
+    /// For a `read_committed` read: the aborted transactions its range may
+    /// meet, by first offset. Empty otherwise.
+    pub aborted: Vec<AbortedTransaction>,
 }
 
 impl LogRead {
@@ -34,18 +51,29 @@ impl PartitionLog {
     /// returns no slices, except on a corrupt partition, whose readable end
     /// is where the corruption starts and reads there fail.
     pub fn read(&self, offset: i64, max_bytes: u64) -> Result<LogRead, LogError> {
+        self.read_isolated(offset, max_bytes, Isolation::ReadUncommitted)
+    }
+
+    /// [`PartitionLog::read`] as a reader of `isolation` sees the log: a
+    /// `read_committed` read stops before the last stable offset (a read at
+    /// or past it, up to the log end, returns nothing) and lists the aborted
+    /// transactions it may meet.
+    pub fn read_isolated(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        isolation: Isolation,
+    ) -> Result<LogRead, LogError> {
         let inner = self.shared();
-        let log_start_offset = inner
-            .segments
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or(inner.next_offset);
+        let log_start_offset = inner.log_start_offset();
         let log_end_offset = inner.next_offset;
+        let last_stable_offset = last_stable(&inner);
         let mut read = LogRead {
             slices: Vec::new(),
             log_start_offset,
             log_end_offset,
+            last_stable_offset,
+            aborted: Vec::new(),
         };
         if let Some(corruption) = &inner.corruption
             && offset >= corruption.offset
@@ -60,6 +88,13 @@ impl PartitionLog {
                 log_end_offset,
             });
         }
+        let upper = match isolation {
+            Isolation::ReadUncommitted => log_end_offset,
+            Isolation::ReadCommitted => last_stable_offset,
+        };
+        if isolation == Isolation::ReadCommitted && offset < upper {
+            read.aborted = inner.transactions.aborted_between(offset, upper);
+        }
         let floor = inner
             .segments
             .range(..=offset)
@@ -68,13 +103,28 @@ impl PartitionLog {
         let mut budget = max_bytes;
         let mut want = offset;
         for segment in inner.segments.range(floor..).map(|(_, s)| s) {
+            if want >= upper {
+                break;
+            }
             if want >= segment.next_offset() {
                 continue;
             }
             let Some((start, _)) = segment.locate(want)? else {
                 continue;
             };
-            let end = segment.slice_end(start, budget)?;
+            // The upper bound is a batch boundary (the first batch of an
+            // open transaction), so the cut leaves whole batches.
+            let limit = if upper < segment.next_offset() {
+                segment
+                    .locate(upper)?
+                    .map_or(segment.size_bytes(), |(position, _)| position)
+            } else {
+                segment.size_bytes()
+            };
+            let end = segment.slice_end(start, budget)?.min(limit);
+            if end <= start {
+                break;
+            }
             if !read.slices.is_empty() && end - start > budget {
                 break;
             }

@@ -1,5 +1,6 @@
 //! Retention: deleting whole segments past `retention.ms` or beyond
-//! `retention.bytes`, oldest first.
+//! `retention.bytes`, oldest first, on topics whose `cleanup.policy`
+//! includes `delete`.
 
 use super::PartitionLog;
 use crate::log::LogError;
@@ -23,7 +24,8 @@ impl PartitionLog {
     pub fn enforce_retention(&self, now_ms: i64) -> Result<RetentionOutcome, LogError> {
         let mut inner = self.exclusive();
         let mut outcome = RetentionOutcome::default();
-        if inner.corruption.is_none() {
+        // A compact-only topic keeps every segment: the cleaner bounds it.
+        if inner.corruption.is_none() && inner.config.cleanup.delete {
             let retention_ms = inner.config.retention_ms;
             let expired = |s: &Segment| {
                 retention_ms >= 0
@@ -55,12 +57,11 @@ impl PartitionLog {
                 crate::log::files::sync_dir(&self.dir)?;
             }
         }
-        outcome.log_start_offset = inner
-            .segments
-            .keys()
-            .next()
-            .copied()
-            .unwrap_or(inner.next_offset);
+        outcome.log_start_offset = inner.log_start_offset();
+        if outcome.segments_deleted > 0 {
+            let start = outcome.log_start_offset;
+            inner.transactions.forget_below(start);
+        }
         Ok(outcome)
     }
 }

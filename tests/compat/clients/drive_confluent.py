@@ -99,18 +99,14 @@ def produce(request):
 def consumer(request, reset="earliest", extra=None):
     # Partitions are assigned by hand and nothing is committed, but
     # confluent-kafka refuses a consumer without a group.id.
-    return Consumer(
-        base(
-            request,
-            **{
-                "group.id": "compat-unused",
-                "enable.auto.commit": False,
-                "auto.offset.reset": reset,
-                "enable.partition.eof": False,
-            },
-            **(extra or {}),
-        )
-    )
+    settings = {
+        "group.id": "compat-unused",
+        "enable.auto.commit": False,
+        "auto.offset.reset": reset,
+        "enable.partition.eof": False,
+    }
+    settings.update(extra or {})
+    return Consumer(base(request, **settings))
 
 
 class FetchPosition:
@@ -329,4 +325,84 @@ def produce_keyed(request):
     return {"partitions": partitions}
 
 
-run_driver(globals(), extra=("produce_keyed",))
+def transactions(request):
+    """Runs `transactions` in order with one transactional producer: each
+    sends its values (to `partition`) and then commits or aborts. Returns
+    the values a read_committed and a read_uncommitted consumer then read
+    from the start, in offset order."""
+    topic, partition = request["topic"], request["partition"]
+    p = Producer(base(request, **{"transactional.id": request["transactional_id"], "linger.ms": 5}))
+    p.init_transactions(30)
+    for transaction in request["transactions"]:
+        p.begin_transaction()
+        for value in transaction["values"]:
+            p.produce(topic, value=value.encode(), partition=partition)
+        # Written before the transaction ends (an abort would otherwise
+        # drop records still queued in the client).
+        if p.flush(30):
+            raise RuntimeError("records left undelivered")
+        if transaction["commit"]:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    # A transaction left open: read_committed readers stop before it.
+    if request.get("leave_open"):
+        p.begin_transaction()
+        for value in request["leave_open"]:
+            p.produce(topic, value=value.encode(), partition=partition)
+        p.flush(30)
+    return {
+        "read_committed": read_values(request, "read_committed"),
+        "read_uncommitted": read_values(request, "read_uncommitted"),
+        "watermarks": committed_watermarks(request),
+    }
+
+
+def produce_values(request):
+    """Text records [partition, key, value], acks=all."""
+    p = Producer(base(request, **{"acks": "all", "linger.ms": 5}))
+    for partition, key, value in request["records"]:
+        p.produce(request["topic"], key=key.encode(), value=value.encode(), partition=partition)
+        p.poll(0)
+    if p.flush(60):
+        raise RuntimeError("records left undelivered")
+    return {}
+
+
+def read_partition(request):
+    """The values of one partition as a consumer of `isolation` reads them."""
+    return {"values": read_values(request, request["isolation"])}
+
+
+def read_values(request, isolation):
+    """Every value of the partition a consumer of `isolation` reads, up to
+    what it can see: read_committed stops at the last stable offset."""
+    topic, partition = request["topic"], request["partition"]
+    c = consumer(request, extra={"isolation.level": isolation, "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+    values = []
+    deadline = Deadline()
+    while True:
+        deadline.check(f"{isolation} read to the end")
+        msg = c.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                break
+            raise KafkaException(msg.error())
+        values.append(msg.value().decode())
+    c.close()
+    return values
+
+
+def committed_watermarks(request):
+    """(low, high) as a read_committed consumer is told them: high is the
+    last stable offset."""
+    c = consumer(request, extra={"isolation.level": "read_committed"})
+    low, high = c.get_watermark_offsets(TopicPartition(request["topic"], request["partition"]), timeout=30)
+    c.close()
+    return [low, high]
+
+
+run_driver(globals(), extra=("produce_keyed", "transactions", "produce_values", "read_partition"))

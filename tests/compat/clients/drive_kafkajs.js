@@ -340,7 +340,55 @@ async function committed(request) {
   })
 }
 
+// Two producers with one transactional id: the first (the zombie) sends
+// `zombie_values` in a transaction it leaves open; the second connects
+// (which fences the first and aborts its transaction), sends `values` and
+// the group offset `offset` in its transaction and commits; then the
+// zombie tries to commit. Returns the zombie's error, what a
+// read_committed consumer reads and the group's committed offset.
+async function txnZombie(request) {
+  const kafka = client(request)
+  const { topic, partition } = request
+  const options = { transactionalId: request.transactional_id, maxInFlightRequests: 1, idempotent: true }
+  const messages = values => values.map(value => ({ value, partition }))
+  const zombie = kafka.producer(options)
+  await zombie.connect()
+  const stale = await zombie.transaction()
+  await stale.send({ topic, messages: messages(request.zombie_values) })
+  const successor = kafka.producer(options)
+  await successor.connect()
+  const fresh = await successor.transaction()
+  await fresh.send({ topic, messages: messages(request.values) })
+  await fresh.sendOffsets({
+    consumerGroupId: request.group,
+    topics: [{ topic, partitions: [{ partition, offset: String(request.offset) }] }],
+  })
+  await fresh.commit()
+  let zombieError = null
+  try {
+    await stale.commit()
+  } catch (e) {
+    zombieError = e.type || e.name || String(e)
+  }
+  await successor.disconnect()
+  await zombie.disconnect().catch(() => {})
+
+  const consumer = watch(kafka.consumer({ groupId: `compat-${process.pid}-${Date.now()}`, readUncommitted: false }))
+  await consumer.connect()
+  await consumer.subscribe({ topics: [topic], fromBeginning: true })
+  const values = []
+  await consumer.run({ autoCommit: false, eachMessage: async ({ message }) => values.push(message.value.toString()) })
+  await until(`${request.values.length} committed values (${values.length} so far)`, () => values.length >= request.values.length)
+  // Anything more (an aborted value) would arrive with or right after them.
+  await new Promise(resolve => setTimeout(resolve, 1000))
+  await consumer.disconnect()
+  const committedOffsets = await withAdmin(request, admin => admin.fetchOffsets({ groupId: request.group, topics: [topic] }))
+  const offset = committedOffsets[0].partitions.find(p => p.partition === partition).offset
+  return { zombie_error: zombieError, values, committed: Number(offset) }
+}
+
 const OPS = {
+  txn_zombie: txnZombie,
   create_topics: createTopics,
   list_topics: listTopics,
   produce,

@@ -1,0 +1,35 @@
+//! AddOffsetsToTxn: a consumer group's offsets will be committed with the
+//! producer's transaction (the offsets themselves come in TxnOffsetCommit).
+
+use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
+
+use super::BrokerContext;
+use crate::broker::ErrorCode;
+use crate::broker::txn::TxnProducer;
+
+/// The first version that answers PRODUCER_FENCED (KIP-588).
+const PRODUCER_FENCED_SINCE_VERSION: i16 = 2;
+
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: &AddOffsetsToTxnRequest,
+    version: i16,
+) -> AddOffsetsToTxnResponse {
+    let producer = TxnProducer {
+        transactional_id: request.transactional_id.0.as_str(),
+        producer_id: request.producer_id.0,
+        epoch: request.producer_epoch,
+        fenced: if version >= PRODUCER_FENCED_SINCE_VERSION {
+            ErrorCode::ProducerFenced
+        } else {
+            ErrorCode::InvalidProducerEpoch
+        },
+    };
+    let code = if producer.transactional_id.is_empty() {
+        ErrorCode::InvalidRequest
+    } else {
+        ctx.transactions
+            .add_offsets(&producer, request.group_id.0.as_str())
+    };
+    AddOffsetsToTxnResponse::default().with_error_code(code.code())
+}

@@ -1,0 +1,42 @@
+//! DescribeCluster: the cluster id, the controller and the brokers, as
+//! admin clients ask for them (the same one-node picture Metadata gives).
+//! Endpoint type 1 (brokers) is served; 2 (controllers) is refused with
+//! UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker does.
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::BrokerContext;
+use super::metadata::CLUSTER_ID;
+
+const ENDPOINT_BROKERS: i8 = 1;
+/// UNSUPPORTED_ENDPOINT_TYPE.
+const UNSUPPORTED_ENDPOINT_TYPE: i16 = 119;
+/// "Not provided": the request did not ask for authorized operations.
+const OPERATIONS_NOT_PROVIDED: i32 = i32::MIN;
+
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: &DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let response = DescribeClusterResponse::default()
+        .with_endpoint_type(request.endpoint_type)
+        .with_cluster_id(StrBytes::from_static_str(CLUSTER_ID))
+        .with_cluster_authorized_operations(OPERATIONS_NOT_PROVIDED);
+    if request.endpoint_type != ENDPOINT_BROKERS {
+        return response
+            .with_error_code(UNSUPPORTED_ENDPOINT_TYPE)
+            .with_error_message(Some(StrBytes::from_static_str(
+                "strata has no separate controllers: ask for brokers (endpoint type 1)",
+            )))
+            .with_controller_id(BrokerId(-1));
+    }
+    let node = BrokerId(ctx.config.node_id);
+    response.with_controller_id(node).with_brokers(vec![
+        DescribeClusterBroker::default()
+            .with_broker_id(node)
+            .with_host(StrBytes::from_string(ctx.config.advertised_host.clone()))
+            .with_port(ctx.advertised_port),
+    ])
+}

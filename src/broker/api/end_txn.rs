@@ -1,0 +1,39 @@
+//! EndTxn: commits or aborts a producer's transaction. Answered once the
+//! markers are written (see `txn::coordinator` for the protocol), so a
+//! `read_committed` consumer that fetches after the answer sees the
+//! outcome.
+
+use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
+
+use super::BrokerContext;
+use crate::broker::ErrorCode;
+use crate::broker::txn::TxnProducer;
+
+/// The first version that answers PRODUCER_FENCED (KIP-588).
+const PRODUCER_FENCED_SINCE_VERSION: i16 = 2;
+
+pub(super) fn handle(ctx: &BrokerContext, request: &EndTxnRequest, version: i16) -> EndTxnResponse {
+    let producer = TxnProducer {
+        transactional_id: request.transactional_id.0.as_str(),
+        producer_id: request.producer_id.0,
+        epoch: request.producer_epoch,
+        fenced: if version >= PRODUCER_FENCED_SINCE_VERSION {
+            ErrorCode::ProducerFenced
+        } else {
+            ErrorCode::InvalidProducerEpoch
+        },
+    };
+    let code = if producer.transactional_id.is_empty() {
+        ErrorCode::InvalidRequest
+    } else {
+        ctx.transactions
+            .end(&producer, request.committed, &ctx.groups)
+    };
+    // v5 reports the producer's id and epoch after the transaction; this
+    // coordinator does not bump the epoch per transaction, so they are the
+    // ones the producer sent.
+    EndTxnResponse::default()
+        .with_error_code(code.code())
+        .with_producer_id(ProducerId(request.producer_id.0))
+        .with_producer_epoch(request.producer_epoch)
+}

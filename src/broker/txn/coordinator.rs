@@ -1,0 +1,669 @@
+//! The transaction coordinator: every transactional id of the broker, the
+//! requests that drive its transactions, and the protocol that ends one.
+//!
+//! Ending a transaction (EndTxn, a timeout, or a new producer fencing the
+//! old one):
+//!
+//! 1. The decision is stored, synced: state PrepareCommit or PrepareAbort.
+//!    From here the outcome is fixed; the client may be answered success.
+//!    Crash before 1: the transaction is still Ongoing on open, and its
+//!    timeout aborts it (the client, unanswered, retries or is fenced).
+//! 2. A marker is appended to every partition of the transaction and all
+//!    are fdatasynced (`markers`). Crash here: step 2 is repeated on open
+//!    for every partition; a marker where the transaction is no longer
+//!    open changes nothing.
+//! 3. On commit, the transaction's pending group offsets are committed
+//!    (synced, in the group offset store). Crash here: repeated on open;
+//!    committing the same offsets again changes nothing.
+//! 4. The state becomes CompleteCommit or CompleteAbort, not synced: if it
+//!    is lost, 2 and 3 are repeated on open.
+//!
+//! If step 2 or 3 fails (a partition turned read-only, a full disk), the
+//! transaction stays in its Prepare state and [`TxnCoordinator::tick`]
+//! tries again; the decision never changes.
+//!
+//! Concurrency: one mutex over the map of ids, held only to find, add or
+//! index an entry, and one mutex per transactional id, held for a whole
+//! request of that id (including the marker writes of an EndTxn): requests
+//! of one producer are serialised, different producers run in parallel. The
+//! map may be locked inside an entry's lock, never an entry inside the
+//! map's.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::config::TxnConfig;
+use super::markers;
+use super::state::{PendingOffset, TxnMetadata, TxnState};
+use super::store::{TxnStore, TxnStoreError};
+use crate::broker::group::GroupCoordinator;
+use crate::broker::group::offsets::{CommittedOffset, PartitionOffset};
+use crate::broker::{AppendSignals, ErrorCode};
+use crate::log::{LogError, LogManager, ProducerIdAndEpoch};
+use crate::record::MarkerKind;
+use crate::time::now_ms;
+
+/// A producer as a request names it.
+#[derive(Debug, Clone, Copy)]
+pub struct TxnProducer<'a> {
+    pub transactional_id: &'a str,
+    pub producer_id: i64,
+    pub epoch: i16,
+    /// The error for an older epoch: PRODUCER_FENCED from the request
+    /// version that knows it, INVALID_PRODUCER_EPOCH before.
+    pub fenced: ErrorCode,
+}
+
+type Entry = Arc<Mutex<TxnMetadata>>;
+
+#[derive(Default)]
+struct Ids {
+    by_id: HashMap<String, Entry>,
+    /// The transactional id whose transaction a producer id writes.
+    by_producer: HashMap<i64, String>,
+}
+
+/// Every transactional id of this broker.
+pub struct TxnCoordinator {
+    ids: Mutex<Ids>,
+    store: TxnStore,
+    log: Arc<LogManager>,
+    appends: Arc<AppendSignals>,
+    config: TxnConfig,
+}
+
+impl TxnCoordinator {
+    /// Opens the state in `dir`. Call [`TxnCoordinator::recover`] before
+    /// serving.
+    pub fn open(
+        dir: &Path,
+        config: TxnConfig,
+        log: Arc<LogManager>,
+        appends: Arc<AppendSignals>,
+    ) -> Result<Self, TxnStoreError> {
+        let store = TxnStore::open(dir)?;
+        let mut ids = Ids::default();
+        for metadata in store.load()? {
+            if !metadata.state.is_idle() {
+                ids.by_producer
+                    .insert(metadata.producer_id, metadata.transactional_id.clone());
+            }
+            ids.by_id.insert(
+                metadata.transactional_id.clone(),
+                Arc::new(Mutex::new(metadata)),
+            );
+        }
+        Ok(Self {
+            ids: Mutex::new(ids),
+            store,
+            log,
+            appends,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &TxnConfig {
+        &self.config
+    }
+
+    fn ids(&self) -> MutexGuard<'_, Ids> {
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn entry(&self, transactional_id: &str) -> Option<Entry> {
+        self.ids().by_id.get(transactional_id).cloned()
+    }
+
+    fn entry_or_new(&self, transactional_id: &str, producer: ProducerIdAndEpoch) -> Entry {
+        let mut ids = self.ids();
+        Arc::clone(
+            ids.by_id
+                .entry(transactional_id.to_string())
+                .or_insert_with(|| {
+                    Arc::new(Mutex::new(TxnMetadata::new(
+                        transactional_id,
+                        producer.producer_id,
+                        producer.epoch,
+                        self.config.max_timeout_ms,
+                    )))
+                }),
+        )
+    }
+
+    /// Finishes what a crash interrupted: transactions in a Prepare state
+    /// get their markers (and offsets) again; a transaction open in a
+    /// partition that no Ongoing transaction of the coordinator accounts for
+    /// (a hanging transaction) is aborted there.
+    pub fn recover(&self, groups: &GroupCoordinator) {
+        for entry in self.entries() {
+            let mut metadata = lock(&entry);
+            if metadata.state.is_preparing() {
+                tracing::info!(
+                    transactional_id = metadata.transactional_id,
+                    state = metadata.state.name(),
+                    "finishing a transaction interrupted by a restart"
+                );
+                self.complete(&mut metadata, groups);
+            }
+        }
+        self.abort_hanging();
+    }
+
+    fn entries(&self) -> Vec<Entry> {
+        self.ids().by_id.values().cloned().collect()
+    }
+
+    /// Aborts transactions left open in partitions with no Ongoing
+    /// transaction of the coordinator naming them.
+    fn abort_hanging(&self) {
+        let mut accounted: BTreeSet<(i64, String, i32)> = BTreeSet::new();
+        for entry in self.entries() {
+            let metadata = lock(&entry);
+            if metadata.state == TxnState::Ongoing {
+                for (topic, partition) in &metadata.partitions {
+                    accounted.insert((metadata.producer_id, topic.clone(), *partition));
+                }
+            }
+        }
+        for topic in self.log.topics() {
+            for (index, partition) in topic.partitions.iter().enumerate() {
+                let index = i32::try_from(index).expect("partition counts fit i32");
+                for open in partition.open_transactions() {
+                    let key = (open.producer_id, topic.name().to_string(), index);
+                    if accounted.contains(&key) {
+                        continue;
+                    }
+                    tracing::warn!(
+                        partition = partition.name(),
+                        producer_id = open.producer_id,
+                        first_offset = open.first_offset,
+                        "aborting a transaction no coordinator state accounts for"
+                    );
+                    let target = [(topic.name().to_string(), index)];
+                    if let Err(error) = markers::write(
+                        &self.log,
+                        &self.appends,
+                        &target,
+                        open.producer_id,
+                        open.producer_epoch,
+                        MarkerKind::Abort,
+                    ) {
+                        tracing::error!(
+                            partition = partition.name(),
+                            "could not abort a hanging transaction: {error}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// InitProducerId with a transactional id: checks the timeout, aborts
+    /// the transaction the previous producer left open (its markers carry
+    /// the new epoch, which fences it in every partition it wrote to), and
+    /// hands out the id's producer id at its next epoch.
+    pub fn init_producer(
+        &self,
+        transactional_id: &str,
+        expected: Option<ProducerIdAndEpoch>,
+        timeout_ms: i32,
+        groups: &GroupCoordinator,
+    ) -> Result<ProducerIdAndEpoch, LogError> {
+        let granted =
+            self.log
+                .producer_ids()
+                .init_transactional(transactional_id, expected, now_ms())?;
+        let entry = self.entry_or_new(transactional_id, granted);
+        let mut metadata = lock(&entry);
+        if metadata.state == TxnState::Ongoing {
+            // The markers fence the old producer: same id, newer epoch (a
+            // rotation to a new id leaves the old id's epoch as it was).
+            let epoch = if granted.producer_id == metadata.producer_id {
+                granted.epoch
+            } else {
+                metadata.producer_epoch
+            };
+            tracing::info!(
+                transactional_id,
+                producer_id = metadata.producer_id,
+                epoch,
+                "a new producer fences the previous one: aborting its open transaction"
+            );
+            metadata.producer_epoch = epoch;
+            self.decide(&mut metadata, TxnState::PrepareAbort)
+                .map_err(|e| {
+                    LogError::io("storing the transaction state", std::io::Error::other(e))
+                })?;
+            self.complete(&mut metadata, groups);
+        } else if metadata.state.is_preparing() {
+            // A decision whose markers could not be written yet.
+            self.complete(&mut metadata, groups);
+        }
+        metadata.timeout_ms = timeout_ms;
+        metadata.producer_id = granted.producer_id;
+        metadata.producer_epoch = granted.epoch;
+        if let Err(error) = self.store.put(&metadata, false) {
+            tracing::warn!(transactional_id, "storing the transaction timeout: {error}");
+        }
+        Ok(granted)
+    }
+
+    /// Checks that `producer` owns its transactional id now: the id is
+    /// mapped, to this producer id, at this epoch.
+    fn check_producer(&self, producer: &TxnProducer<'_>) -> Result<(), ErrorCode> {
+        let Some(current) = self
+            .log
+            .producer_ids()
+            .transactional(producer.transactional_id)
+        else {
+            return Err(ErrorCode::InvalidProducerIdMapping);
+        };
+        if current.producer_id != producer.producer_id {
+            return Err(ErrorCode::InvalidProducerIdMapping);
+        }
+        if producer.epoch < current.epoch {
+            return Err(producer.fenced);
+        }
+        if producer.epoch > current.epoch {
+            return Err(ErrorCode::InvalidProducerEpoch);
+        }
+        Ok(())
+    }
+
+    /// The entry of a checked producer, locked, with its transaction begun
+    /// if none was in progress. A transaction whose decision is still being
+    /// carried out answers CONCURRENT_TRANSACTIONS (retriable).
+    fn begin(&self, producer: &TxnProducer<'_>, entry: &Entry) -> Result<(), ErrorCode> {
+        let mut metadata = lock(entry);
+        if metadata.state.is_preparing() {
+            return Err(ErrorCode::ConcurrentTransactions);
+        }
+        if metadata.state.is_idle() {
+            metadata.producer_id = producer.producer_id;
+            metadata.producer_epoch = producer.epoch;
+            metadata.begin_if_idle(now_ms());
+            drop(metadata);
+            self.ids()
+                .by_producer
+                .insert(producer.producer_id, producer.transactional_id.to_string());
+        }
+        Ok(())
+    }
+
+    /// AddPartitionsToTxn: the partitions join the producer's transaction
+    /// (which begins if none is in progress). With `verify_only`, nothing
+    /// changes: each partition is answered whether it is in the
+    /// transaction. Every partition gets the same answer unless some are
+    /// unknown, which get UNKNOWN_TOPIC_OR_PARTITION and the rest
+    /// OPERATION_NOT_ATTEMPTED.
+    pub fn add_partitions(
+        &self,
+        producer: &TxnProducer<'_>,
+        partitions: &[(String, i32)],
+        verify_only: bool,
+    ) -> Vec<ErrorCode> {
+        let all = |code: ErrorCode| vec![code; partitions.len()];
+        if let Err(code) = self.check_producer(producer) {
+            return all(code);
+        }
+        let known: Vec<bool> = partitions
+            .iter()
+            .map(|(topic, index)| {
+                self.log
+                    .topic(topic)
+                    .is_some_and(|t| t.partition(*index).is_some())
+            })
+            .collect();
+        if known.contains(&false) {
+            return known
+                .iter()
+                .map(|&k| {
+                    if k {
+                        ErrorCode::OperationNotAttempted
+                    } else {
+                        ErrorCode::UnknownTopicOrPartition
+                    }
+                })
+                .collect();
+        }
+        let entry = self.entry_or_new(
+            producer.transactional_id,
+            ProducerIdAndEpoch {
+                producer_id: producer.producer_id,
+                epoch: producer.epoch,
+            },
+        );
+        if verify_only {
+            let metadata = lock(&entry);
+            return partitions
+                .iter()
+                .map(|p| {
+                    if metadata.state == TxnState::Ongoing && metadata.partitions.contains(p) {
+                        ErrorCode::None
+                    } else {
+                        ErrorCode::InvalidTxnState
+                    }
+                })
+                .collect();
+        }
+        if let Err(code) = self.begin(producer, &entry) {
+            return all(code);
+        }
+        let mut metadata = lock(&entry);
+        let before = metadata.partitions.len();
+        metadata.partitions.extend(partitions.iter().cloned());
+        if metadata.partitions.len() != before || metadata.last_update_ms < metadata.start_ms {
+            metadata.last_update_ms = now_ms();
+            if let Err(error) = self.store.put(&metadata, true) {
+                tracing::error!(transactional_id = producer.transactional_id, "{error}");
+                return all(ErrorCode::CoordinatorNotAvailable);
+            }
+        }
+        all(ErrorCode::None)
+    }
+
+    /// AddOffsetsToTxn: the group's offsets will be committed with the
+    /// transaction.
+    pub fn add_offsets(&self, producer: &TxnProducer<'_>, group: &str) -> ErrorCode {
+        if let Err(code) = self.check_producer(producer) {
+            return code;
+        }
+        if group.is_empty() {
+            return ErrorCode::InvalidGroupId;
+        }
+        let entry = self.entry_or_new(
+            producer.transactional_id,
+            ProducerIdAndEpoch {
+                producer_id: producer.producer_id,
+                epoch: producer.epoch,
+            },
+        );
+        if let Err(code) = self.begin(producer, &entry) {
+            return code;
+        }
+        let mut metadata = lock(&entry);
+        if metadata.groups.insert(group.to_string()) || metadata.last_update_ms < metadata.start_ms
+        {
+            metadata.last_update_ms = now_ms();
+            if let Err(error) = self.store.put(&metadata, true) {
+                tracing::error!(transactional_id = producer.transactional_id, "{error}");
+                return ErrorCode::CoordinatorNotAvailable;
+            }
+        }
+        ErrorCode::None
+    }
+
+    /// TxnOffsetCommit: offsets held with the transaction, committed to the
+    /// group only if it commits. The group must have been added with
+    /// AddOffsetsToTxn.
+    pub fn commit_offsets(
+        &self,
+        producer: &TxnProducer<'_>,
+        group: &str,
+        offsets: &[PendingOffset],
+    ) -> ErrorCode {
+        if let Err(code) = self.check_producer(producer) {
+            return code;
+        }
+        let Some(entry) = self.entry(producer.transactional_id) else {
+            return ErrorCode::InvalidTxnState;
+        };
+        let mut metadata = lock(&entry);
+        if metadata.state.is_preparing() {
+            return ErrorCode::ConcurrentTransactions;
+        }
+        if metadata.state != TxnState::Ongoing || !metadata.groups.contains(group) {
+            return ErrorCode::InvalidTxnState;
+        }
+        for offset in offsets {
+            metadata.pending_offsets.retain(|p| {
+                (&p.group, &p.topic, p.partition)
+                    != (&offset.group, &offset.topic, offset.partition)
+            });
+            metadata.pending_offsets.push(offset.clone());
+        }
+        metadata.last_update_ms = now_ms();
+        match self.store.put(&metadata, true) {
+            Ok(()) => ErrorCode::None,
+            Err(error) => {
+                tracing::error!(transactional_id = producer.transactional_id, "{error}");
+                ErrorCode::CoordinatorNotAvailable
+            }
+        }
+    }
+
+    /// EndTxn: commits or aborts the producer's transaction (the protocol
+    /// of the module doc). A retry of an EndTxn already carried out is
+    /// answered success; ending a transaction that was never begun, or the
+    /// other way than it ended, is INVALID_TXN_STATE.
+    pub fn end(
+        &self,
+        producer: &TxnProducer<'_>,
+        commit: bool,
+        groups: &GroupCoordinator,
+    ) -> ErrorCode {
+        if let Err(code) = self.check_producer(producer) {
+            return code;
+        }
+        let Some(entry) = self.entry(producer.transactional_id) else {
+            return ErrorCode::InvalidTxnState;
+        };
+        let mut metadata = lock(&entry);
+        match (metadata.state, commit) {
+            (TxnState::Ongoing, _) => {}
+            (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
+                return ErrorCode::None;
+            }
+            (TxnState::PrepareCommit | TxnState::PrepareAbort, _) => {
+                return ErrorCode::ConcurrentTransactions;
+            }
+            _ => return ErrorCode::InvalidTxnState,
+        }
+        if metadata.producer_id != producer.producer_id || metadata.producer_epoch != producer.epoch
+        {
+            return ErrorCode::InvalidProducerEpoch;
+        }
+        let decision = if commit {
+            TxnState::PrepareCommit
+        } else {
+            TxnState::PrepareAbort
+        };
+        if let Err(error) = self.decide(&mut metadata, decision) {
+            tracing::error!(transactional_id = producer.transactional_id, "{error}");
+            return ErrorCode::CoordinatorNotAvailable;
+        }
+        self.complete(&mut metadata, groups);
+        ErrorCode::None
+    }
+
+    /// Step 1: stores the decision, synced; on failure the state is as
+    /// before.
+    fn decide(&self, metadata: &mut TxnMetadata, decision: TxnState) -> Result<(), TxnStoreError> {
+        debug_assert_eq!(metadata.state, TxnState::Ongoing);
+        metadata.state = decision;
+        metadata.last_update_ms = now_ms();
+        if let Err(error) = self.store.put(metadata, true) {
+            metadata.state = TxnState::Ongoing;
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    /// Steps 2 to 4 for a transaction in a Prepare state. On a failure the
+    /// state stays as it is, for [`TxnCoordinator::tick`] to try again.
+    fn complete(&self, metadata: &mut TxnMetadata, groups: &GroupCoordinator) {
+        let (kind, done) = match metadata.state {
+            TxnState::PrepareCommit => (MarkerKind::Commit, TxnState::CompleteCommit),
+            TxnState::PrepareAbort => (MarkerKind::Abort, TxnState::CompleteAbort),
+            other => {
+                debug_assert!(false, "complete() in state {}", other.name());
+                return;
+            }
+        };
+        let partitions: Vec<(String, i32)> = metadata.partitions.iter().cloned().collect();
+        if let Err(error) = markers::write(
+            &self.log,
+            &self.appends,
+            &partitions,
+            metadata.producer_id,
+            metadata.producer_epoch,
+            kind,
+        ) {
+            tracing::error!(
+                transactional_id = metadata.transactional_id,
+                marker = kind.name(),
+                "writing transaction markers failed; will try again: {error}"
+            );
+            return;
+        }
+        if kind == MarkerKind::Commit
+            && let Err(error) = commit_pending_offsets(metadata, groups)
+        {
+            tracing::error!(
+                transactional_id = metadata.transactional_id,
+                "committing the transaction's offsets failed; will try again: {error}"
+            );
+            return;
+        }
+        metadata.state = done;
+        metadata.partitions.clear();
+        metadata.groups.clear();
+        metadata.pending_offsets.clear();
+        metadata.start_ms = -1;
+        metadata.last_update_ms = now_ms();
+        if let Err(error) = self.store.put(metadata, false) {
+            // Harmless: on open the Prepare state is finished again.
+            tracing::warn!(transactional_id = metadata.transactional_id, "{error}");
+        }
+        self.ids().by_producer.remove(&metadata.producer_id);
+    }
+
+    /// Aborts transactions past their timeout (bumping the producer's epoch
+    /// first, so the producer that let it expire is fenced), and finishes
+    /// decisions whose markers could not be written before.
+    pub fn tick(&self, groups: &GroupCoordinator) {
+        let now = now_ms();
+        for entry in self.entries() {
+            let mut metadata = lock(&entry);
+            if metadata.state.is_preparing() {
+                self.complete(&mut metadata, groups);
+                continue;
+            }
+            if !metadata.expired(now) {
+                continue;
+            }
+            let id = metadata.transactional_id.clone();
+            let bumped = match self.log.producer_ids().init_transactional(&id, None, now) {
+                Ok(bumped) if bumped.producer_id == metadata.producer_id => bumped.epoch,
+                Ok(_) => metadata.producer_epoch,
+                Err(error) => {
+                    tracing::error!(
+                        transactional_id = id,
+                        "fencing a timed-out producer: {error}"
+                    );
+                    continue;
+                }
+            };
+            tracing::info!(
+                transactional_id = id,
+                timeout_ms = metadata.timeout_ms,
+                "aborting a transaction past its timeout"
+            );
+            metadata.producer_epoch = bumped;
+            if let Err(error) = self.decide(&mut metadata, TxnState::PrepareAbort) {
+                tracing::error!(transactional_id = id, "{error}");
+                continue;
+            }
+            self.complete(&mut metadata, groups);
+        }
+    }
+
+    /// Whether `producer_id` at `epoch` may write a transactional batch to
+    /// `topic`/`partition`: its transaction is Ongoing and holds the
+    /// partition.
+    pub fn check_produce(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        topic: &str,
+        partition: i32,
+    ) -> Result<(), ErrorCode> {
+        let id = self.ids().by_producer.get(&producer_id).cloned();
+        let entry = id.and_then(|id| self.entry(&id));
+        let Some(entry) = entry else {
+            return Err(ErrorCode::InvalidTxnState);
+        };
+        let metadata = lock(&entry);
+        if epoch < metadata.producer_epoch {
+            return Err(ErrorCode::InvalidProducerEpoch);
+        }
+        let member = metadata
+            .partitions
+            .contains(&(topic.to_string(), partition));
+        if metadata.state != TxnState::Ongoing || epoch != metadata.producer_epoch || !member {
+            return Err(ErrorCode::InvalidTxnState);
+        }
+        Ok(())
+    }
+
+    /// Whether a transaction in progress holds an offset for this group
+    /// partition (OffsetFetch with `require_stable` answers
+    /// UNSTABLE_OFFSET_COMMIT).
+    pub fn has_pending_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.entries().iter().any(|entry| {
+            let metadata = lock(entry);
+            !metadata.state.is_idle()
+                && metadata
+                    .pending_offsets
+                    .iter()
+                    .any(|p| p.group == group && p.topic == topic && p.partition == partition)
+        })
+    }
+
+    /// The state of one transactional id.
+    pub fn describe(&self, transactional_id: &str) -> Option<TxnMetadata> {
+        self.entry(transactional_id)
+            .map(|entry| lock(&entry).clone())
+    }
+
+    /// The state of every transactional id.
+    pub fn list(&self) -> Vec<TxnMetadata> {
+        let mut all: Vec<TxnMetadata> = self
+            .entries()
+            .iter()
+            .map(|entry| lock(entry).clone())
+            .collect();
+        all.sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+        all
+    }
+}
+
+fn lock(entry: &Entry) -> MutexGuard<'_, TxnMetadata> {
+    entry.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Step 3: the transaction's offsets, committed per group.
+fn commit_pending_offsets(metadata: &TxnMetadata, groups: &GroupCoordinator) -> Result<(), String> {
+    let now = now_ms();
+    let mut by_group: HashMap<&str, Vec<PartitionOffset>> = HashMap::new();
+    for pending in &metadata.pending_offsets {
+        by_group
+            .entry(pending.group.as_str())
+            .or_default()
+            .push(PartitionOffset {
+                topic: pending.topic.clone(),
+                partition: pending.partition,
+                committed: CommittedOffset {
+                    offset: pending.offset,
+                    leader_epoch: pending.leader_epoch,
+                    metadata: pending.metadata.clone(),
+                    commit_time_ms: now,
+                },
+            });
+    }
+    for (group, offsets) in by_group {
+        groups.commit(group, &offsets).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,74 @@
+//! Writing a transaction's markers: one COMMIT or ABORT control batch in
+//! every partition the transaction wrote to, each made durable before the
+//! coordinator records the transaction complete.
+//!
+//! The markers are appended one partition after another (each append is a
+//! write to the page cache) and then synced together, one thread per
+//! partition, so a transaction over many partitions waits for about one
+//! fdatasync, not one per partition.
+
+use std::sync::Arc;
+
+use crate::broker::AppendSignals;
+use crate::log::{LogError, LogManager, PartitionLog};
+use crate::record::{ControlRecord, MarkerKind};
+
+/// Writes `kind` markers of `producer_id` at `epoch` into `partitions` and
+/// waits until they are on disk. A partition that no longer exists is
+/// skipped (its topic was deleted, and its transaction with it); so is one
+/// whose producer has moved past `epoch` (a newer coordinator decision
+/// already ended the transaction there). Any other failure is returned, and
+/// the caller writes every marker again later.
+pub(super) fn write(
+    log: &LogManager,
+    appends: &AppendSignals,
+    partitions: &[(String, i32)],
+    producer_id: i64,
+    epoch: i16,
+    kind: MarkerKind,
+) -> Result<(), LogError> {
+    let marker = ControlRecord {
+        kind,
+        coordinator_epoch: 0,
+    };
+    let mut to_sync: Vec<(Arc<PartitionLog>, i64)> = Vec::with_capacity(partitions.len());
+    for (topic_name, index) in partitions {
+        let Some(topic) = log.topic(topic_name) else {
+            continue;
+        };
+        let Some(partition) = topic.partition(*index) else {
+            continue;
+        };
+        match partition.append_marker(producer_id, epoch, marker) {
+            Ok(appended) => {
+                let end = appended.last_offset + 1;
+                appends.appended(topic.id(), *index, end);
+                to_sync.push((partition, end));
+            }
+            Err(LogError::InvalidProducerEpoch { current_epoch, .. }) => {
+                tracing::warn!(
+                    partition = partition.name(),
+                    producer_id,
+                    epoch,
+                    current_epoch,
+                    "transaction marker not written: the producer has a newer epoch here"
+                );
+            }
+            Err(error) => return Err(error),
+        }
+    }
+    match to_sync.as_slice() {
+        [] => Ok(()),
+        [(partition, end)] => partition.flush_to(*end).map(drop),
+        _ => std::thread::scope(|scope| {
+            let syncs: Vec<_> = to_sync
+                .iter()
+                .map(|(partition, end)| scope.spawn(move || partition.flush_to(*end)))
+                .collect();
+            syncs
+                .into_iter()
+                .map(|sync| sync.join().expect("a flush does not panic").map(drop))
+                .collect::<Result<(), LogError>>()
+        }),
+    }
+}
