@@ -166,3 +166,33 @@ async fn a_newer_producer_fences_the_older_and_aborts_its_open_transaction() {
     new.commit_transaction().await.unwrap();
     assert_eq!(values(&cluster, "fenced", true).await, ["successor"]);
 }
+
+#[tokio::test]
+async fn after_a_batch_fails_the_transaction_aborts_and_the_next_one_commits() {
+    let broker = support::InProcessBroker::start(BrokerConfig::default()).await;
+    let cluster = cluster(&broker).await;
+    Admin::new(Arc::clone(&cluster))
+        .create_topic("small", 1, &[("max.message.bytes".into(), "1024".into())])
+        .await
+        .unwrap();
+    let producer = Producer::new(Arc::clone(&cluster), transactional("client-failure"))
+        .await
+        .unwrap();
+    let epoch = producer.identity().1;
+    producer.begin_transaction().await.unwrap();
+    producer.send(record("small", "fits")).await.unwrap();
+    let too_large = producer
+        .send(record("small", &"x".repeat(4096)))
+        .await
+        .unwrap();
+    assert!(too_large.await.is_err());
+    let refused = producer.commit_transaction().await.unwrap_err();
+    assert!(refused.to_string().contains("abort"), "{refused}");
+    producer.abort_transaction().await.unwrap();
+    // A new epoch, and sequences from 0: the next transaction goes through.
+    assert!(producer.identity().1 > epoch);
+    producer.begin_transaction().await.unwrap();
+    producer.send(record("small", "after")).await.unwrap();
+    producer.commit_transaction().await.unwrap();
+    assert_eq!(values(&cluster, "small", true).await, ["after"]);
+}

@@ -51,9 +51,13 @@ fn marker(kind: MarkerKind) -> ControlRecord {
 /// records of aborted transactions dropped as a Kafka consumer drops them
 /// (the read's list says where each starts; its ABORT marker ends it).
 fn read(log: &PartitionLog, isolation: Isolation) -> Vec<String> {
-    let read = log
-        .read_isolated(log.log_start_offset(), u64::MAX, isolation)
-        .unwrap();
+    read_from(log, log.log_start_offset(), isolation)
+}
+
+/// [`read`] from `from` on (records of earlier offsets in the first batch
+/// dropped, as a consumer drops them).
+fn read_from(log: &PartitionLog, from: i64, isolation: Isolation) -> Vec<String> {
+    let read = log.read_isolated(from, u64::MAX, isolation).unwrap();
     let bytes = read.read_to_vec().unwrap();
     let mut aborted = read.aborted.clone();
     aborted.sort_by_key(|a| a.first_offset);
@@ -65,13 +69,6 @@ fn read(log: &PartitionLog, isolation: Isolation) -> Vec<String> {
         let batch = RecordBatch::parse_and_verify(rest).unwrap();
         rest = &rest[batch.size_bytes()..];
         let header = batch.header();
-        if header.is_control() {
-            let control = ControlRecord::of(&batch).unwrap();
-            if control.kind == MarkerKind::Abort {
-                skipping.remove(&header.producer_id);
-            }
-            continue;
-        }
         while let Some(next) = aborted.peek() {
             if next.first_offset > header.last_offset() {
                 break;
@@ -79,12 +76,21 @@ fn read(log: &PartitionLog, isolation: Isolation) -> Vec<String> {
             skipping.insert(next.producer_id);
             aborted.next();
         }
+        if header.is_control() {
+            let control = ControlRecord::of(&batch).unwrap();
+            if control.kind == MarkerKind::Abort {
+                skipping.remove(&header.producer_id);
+            }
+            continue;
+        }
         if header.is_transactional() && skipping.contains(&header.producer_id) {
             continue;
         }
         for record in batch.records(1 << 20).unwrap().iter() {
             let record = record.unwrap();
-            values.push(String::from_utf8(record.value.unwrap().to_vec()).unwrap());
+            if record.offset >= from {
+                values.push(String::from_utf8(record.value.unwrap().to_vec()).unwrap());
+            }
         }
     }
     values
@@ -140,10 +146,16 @@ impl Model {
     }
 
     fn committed_below_last_stable(&self) -> Vec<String> {
+        self.committed_from(0)
+    }
+
+    fn committed_from(&self, from: i64) -> Vec<String> {
         let stable = self.last_stable();
         self.values
             .iter()
-            .filter(|(offset, _, _)| *offset < stable && !self.aborted.contains(offset))
+            .filter(|(offset, _, _)| {
+                (from..stable).contains(offset) && !self.aborted.contains(offset)
+            })
             .map(|(_, _, v)| v.clone())
             .collect()
     }
@@ -219,6 +231,10 @@ proptest! {
             prop_assert_eq!(log.last_stable_offset(), model.last_stable());
             prop_assert_eq!(read(&log, Isolation::ReadCommitted), model.committed_below_last_stable());
             prop_assert_eq!(read(&log, Isolation::ReadUncommitted), model.everything());
+        }
+        // A reader may start anywhere, a marker included.
+        for from in 0..model.last_stable() {
+            prop_assert_eq!(read_from(&log, from, Isolation::ReadCommitted), model.committed_from(from), "from {}", from);
         }
         let open: BTreeMap<i64, i64> = log
             .open_transactions()

@@ -63,6 +63,10 @@ pub enum BenchCommand {
         /// Requests in flight per broker (and batches per partition).
         #[arg(long, default_value_t = 5)]
         max_in_flight: usize,
+        /// Send inside transactions, committing one every this many ms
+        /// (a transactional producer: idempotent, acks=all).
+        #[arg(long)]
+        transaction_ms: Option<u64>,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
@@ -77,6 +81,9 @@ pub enum BenchCommand {
         /// Bytes fetched per partition per request.
         #[arg(long, default_value_t = 4 << 20)]
         fetch_bytes: i32,
+        /// Read as Kafka's isolation.level=read_committed does.
+        #[arg(long)]
+        read_committed: bool,
         #[arg(long, value_enum, default_value_t)]
         format: Format,
     },
@@ -111,6 +118,7 @@ pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<(
             batch_bytes,
             linger_ms,
             max_in_flight,
+            transaction_ms,
             format,
         } => {
             if cluster.topic(&topic).await.is_err() {
@@ -119,15 +127,22 @@ pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<(
                     .await
                     .map_err(|e| anyhow::anyhow!("creating {topic}: {e}"))?;
             }
+            let transactional = transaction_ms.is_some();
             let producer = Producer::new(
                 Arc::clone(&cluster),
                 ProducerConfig {
-                    acks: acks.into(),
+                    acks: if transactional {
+                        crate::client::Acks::All
+                    } else {
+                        acks.into()
+                    },
                     compression: compression.into(),
-                    idempotent,
+                    idempotent: idempotent || transactional,
                     batch_bytes,
                     linger: Duration::from_millis(linger_ms),
                     max_in_flight,
+                    transactional_id: transactional
+                        .then(|| format!("strata-bench-{}", std::process::id())),
                     ..ProducerConfig::default()
                 },
             )
@@ -137,7 +152,8 @@ pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<(
                 bytes: AtomicU64::new(0),
             });
             let display = show_progress(Arc::clone(&progress), records, "produce");
-            let outcome = produce(&producer, &topic, records, record_size, &progress).await;
+            let every = transaction_ms.map(Duration::from_millis);
+            let outcome = produce(&producer, &topic, records, record_size, every, &progress).await;
             display.abort();
             finish_progress_line();
             producer.close().await;
@@ -147,6 +163,7 @@ pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<(
             topic,
             records,
             fetch_bytes,
+            read_committed,
             format,
         } => {
             let info = cluster.topic(&topic).await?;
@@ -155,7 +172,7 @@ pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<(
                 FetchOptions {
                     min_bytes: 1,
                     max_wait: Duration::from_millis(500),
-                    read_committed: false,
+                    read_committed,
                 },
             );
             let all: Vec<(String, i32)> = info
@@ -200,6 +217,7 @@ async fn produce(
     topic: &str,
     records: u64,
     record_size: usize,
+    transaction_every: Option<Duration>,
     progress: &Arc<Progress>,
 ) -> anyhow::Result<Outcome> {
     // Values cut from incompressible bytes, so codecs do honest work.
@@ -244,6 +262,10 @@ async fn produce(
     });
     let topic: Arc<str> = topic.into();
     let started = Instant::now();
+    let mut transaction_started = started;
+    if transaction_every.is_some() {
+        producer.begin_transaction().await?;
+    }
     let mut chunk = Vec::with_capacity(CHUNK);
     let mut sent = started;
     for n in 0..records {
@@ -257,6 +279,13 @@ async fn produce(
         // of each other, and latencies are milliseconds.
         if n % CLOCK_EVERY == 0 {
             sent = Instant::now();
+            if let Some(every) = transaction_every
+                && sent.duration_since(transaction_started) >= every
+            {
+                producer.commit_transaction().await?;
+                producer.begin_transaction().await?;
+                transaction_started = Instant::now();
+            }
         }
         chunk.push((sent, producer.send(record).await?));
         if chunk.len() == CHUNK {
@@ -270,6 +299,9 @@ async fn produce(
         let _ = pending_tx.send(chunk).await;
     }
     drop(pending_tx);
+    if transaction_every.is_some() {
+        producer.commit_transaction().await?;
+    }
     producer.flush().await;
     let mut latencies_us = waiter.await??;
     let elapsed = started.elapsed();
@@ -306,7 +338,8 @@ async fn consume(
                 .iter_mut()
                 .find(|w| w.1 == partition)
                 .expect("answers name asked partitions");
-            for batch in fetched.batches() {
+            // Transaction markers and aborted transactions skipped.
+            for batch in fetched.visible_batches() {
                 let batch = batch?;
                 let decoded = batch.records(DECOMPRESSED_BYTES_MAX)?;
                 for record in decoded.iter() {

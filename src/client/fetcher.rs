@@ -105,6 +105,15 @@ impl Fetched {
                 return true;
             };
             let header = batch.header();
+            // Every batch, markers included, starts the aborted
+            // transactions that begin at or before it.
+            while let Some(&(producer_id, first)) = aborted.peek() {
+                if first > header.last_offset() {
+                    break;
+                }
+                skipping.insert(producer_id);
+                aborted.next();
+            }
             if header.is_control() {
                 let ends_abort = crate::record::ControlRecord::of(batch)
                     .is_ok_and(|m| m.kind == crate::record::MarkerKind::Abort);
@@ -112,13 +121,6 @@ impl Fetched {
                     skipping.remove(&header.producer_id);
                 }
                 return false;
-            }
-            while let Some(&(producer_id, first)) = aborted.peek() {
-                if first > header.last_offset() {
-                    break;
-                }
-                skipping.insert(producer_id);
-                aborted.next();
             }
             !(header.is_transactional() && skipping.contains(&header.producer_id))
         })

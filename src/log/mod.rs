@@ -23,6 +23,7 @@ mod producer_ids;
 mod producer_state;
 mod recovery;
 mod segment;
+mod segment_swap;
 mod time_index;
 mod transaction_index;
 

@@ -119,7 +119,7 @@ impl PartitionLog {
             .context(|| format!("opening recovery point of {name}"))?;
         let recovery_point = recovery_point::read(&recovery_point_file);
         // A clean the process did not finish: its files go, or it is done.
-        crate::log::cleaner::swap::recover(dir, name)?;
+        super::segment_swap::recover(dir, name)?;
         let LoadedSegments {
             mut segments,
             mut report,

@@ -19,6 +19,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::txn::InitRefusal;
 use crate::log::{LogError, ProducerIdAndEpoch};
 
 /// The first version that has PRODUCER_FENCED.
@@ -67,8 +68,15 @@ fn init(
             if timeout < 1 || timeout > ctx.transactions.config().max_timeout_ms {
                 return Err(ErrorCode::InvalidTransactionTimeout);
             }
-            ctx.transactions
+            match ctx
+                .transactions
                 .init_producer(id, current, timeout, &ctx.groups)
+            {
+                Ok(granted) => Ok(granted),
+                // The previous producer's transaction is still ending.
+                Err(InitRefusal::Busy) => return Err(ErrorCode::ConcurrentTransactions),
+                Err(InitRefusal::Log(error)) => Err(error),
+            }
         }
     };
     result.map_err(|error| {

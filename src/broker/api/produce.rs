@@ -60,27 +60,37 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                 continue;
             };
             let records = partition.records.as_deref().unwrap_or_default();
-            if let Ok(header) = BatchHeader::parse(records) {
-                if header.producer_id >= 0
-                    && !ctx.log.producer_ids().was_handed_out(header.producer_id)
-                {
-                    partitions.push(response.with_error_code(ErrorCode::UnknownProducerId.code()));
-                    continue;
-                }
-                if header.is_transactional()
-                    && let Err(code) = ctx.transactions.check_produce(
-                        header.producer_id,
-                        header.producer_epoch,
-                        data.name.0.as_str(),
-                        partition.index,
-                    )
-                {
+            if let Ok(header) = BatchHeader::parse(records)
+                && header.producer_id >= 0
+                && !ctx.log.producer_ids().was_handed_out(header.producer_id)
+            {
+                partitions.push(response.with_error_code(ErrorCode::UnknownProducerId.code()));
+                continue;
+            }
+            // Written straight from the request frame; no copy. A
+            // transactional batch is appended with its transaction's
+            // coordinator entry held (see `TxnCoordinator::produce_checked`).
+            let appended = match transactional_producer(records) {
+                Ok(None) => log.append(records),
+                Ok(Some((producer_id, epoch))) => match ctx.transactions.produce_checked(
+                    producer_id,
+                    epoch,
+                    data.name.0.as_str(),
+                    partition.index,
+                    || log.append(records),
+                ) {
+                    Ok(appended) => appended,
+                    Err(code) => {
+                        partitions.push(response.with_error_code(code.code()));
+                        continue;
+                    }
+                },
+                Err(code) => {
                     partitions.push(response.with_error_code(code.code()));
                     continue;
                 }
-            }
-            // Written straight from the request frame; no copy.
-            match log.append(records) {
+            };
+            match appended {
                 Ok(appended) => {
                     if appended.duplicate {
                         tracing::debug!(
@@ -127,4 +137,34 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
         }
     }
     (request.acks != ACKS_NONE).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+/// The producer (id, epoch) of the transactional batches among `records`,
+/// `None` if there are none. Batches of several producers, or transactional
+/// and other batches mixed, are INVALID_TXN_STATE (a producer sends one
+/// batch per partition per request). Bytes that do not parse are left to
+/// the log's validation.
+fn transactional_producer(records: &[u8]) -> Result<Option<(i64, i16)>, ErrorCode> {
+    let mut found: Option<(i64, i16)> = None;
+    let mut plain = false;
+    let mut rest = records;
+    while let Ok(header) = BatchHeader::parse(rest) {
+        if header.is_transactional() {
+            let producer = (header.producer_id, header.producer_epoch);
+            if found.is_some_and(|f| f != producer) {
+                return Err(ErrorCode::InvalidTxnState);
+            }
+            found = Some(producer);
+        } else {
+            plain = true;
+        }
+        match rest.get(header.size_bytes()..) {
+            Some(next) if !next.is_empty() => rest = next,
+            _ => break,
+        }
+    }
+    if found.is_some() && plain {
+        return Err(ErrorCode::InvalidTxnState);
+    }
+    Ok(found)
 }

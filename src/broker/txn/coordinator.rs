@@ -44,6 +44,15 @@ use crate::log::{LogError, LogManager, ProducerIdAndEpoch};
 use crate::record::MarkerKind;
 use crate::time::now_ms;
 
+/// Why InitProducerId was refused.
+#[derive(Debug)]
+pub enum InitRefusal {
+    /// The producer id allocator refused (fenced, exhausted, a bad id).
+    Log(LogError),
+    /// The previous producer's transaction is still being ended: retry.
+    Busy,
+}
+
 /// A producer as a request names it.
 #[derive(Debug, Clone, Copy)]
 pub struct TxnProducer<'a> {
@@ -154,13 +163,14 @@ impl TxnCoordinator {
         self.ids().by_id.values().cloned().collect()
     }
 
-    /// Aborts transactions left open in partitions with no Ongoing
-    /// transaction of the coordinator naming them.
+    /// Aborts transactions left open in partitions that no transaction of
+    /// the coordinator in progress (Ongoing, or a decision whose markers are
+    /// still to be written) names.
     fn abort_hanging(&self) {
         let mut accounted: BTreeSet<(i64, String, i32)> = BTreeSet::new();
         for entry in self.entries() {
             let metadata = lock(&entry);
-            if metadata.state == TxnState::Ongoing {
+            if !metadata.state.is_idle() {
                 for (topic, partition) in &metadata.partitions {
                     accounted.insert((metadata.producer_id, topic.clone(), *partition));
                 }
@@ -199,23 +209,37 @@ impl TxnCoordinator {
         }
     }
 
-    /// InitProducerId with a transactional id: checks the timeout, aborts
-    /// the transaction the previous producer left open (its markers carry
-    /// the new epoch, which fences it in every partition it wrote to), and
-    /// hands out the id's producer id at its next epoch.
+    /// InitProducerId with a transactional id: aborts the transaction the
+    /// previous producer left open (its markers carry the new epoch, which
+    /// fences it in every partition it wrote to), and hands out the id's
+    /// producer id at its next epoch. Holds the id's entry throughout, so no
+    /// request of the previous producer interleaves with the fencing. A
+    /// decision of the previous producer whose markers cannot be written
+    /// yet is [`InitRefusal::Busy`] (retriable), with nothing changed.
     pub fn init_producer(
         &self,
         transactional_id: &str,
         expected: Option<ProducerIdAndEpoch>,
         timeout_ms: i32,
         groups: &GroupCoordinator,
-    ) -> Result<ProducerIdAndEpoch, LogError> {
-        let granted =
-            self.log
-                .producer_ids()
-                .init_transactional(transactional_id, expected, now_ms())?;
-        let entry = self.entry_or_new(transactional_id, granted);
+    ) -> Result<ProducerIdAndEpoch, InitRefusal> {
+        let none = ProducerIdAndEpoch {
+            producer_id: -1,
+            epoch: -1,
+        };
+        let entry = self.entry_or_new(transactional_id, none);
         let mut metadata = lock(&entry);
+        if metadata.state.is_preparing() {
+            self.complete(&mut metadata, groups);
+            if metadata.state.is_preparing() {
+                return Err(InitRefusal::Busy);
+            }
+        }
+        let granted = self
+            .log
+            .producer_ids()
+            .init_transactional(transactional_id, expected, now_ms())
+            .map_err(InitRefusal::Log)?;
         if metadata.state == TxnState::Ongoing {
             // The markers fence the old producer: same id, newer epoch (a
             // rotation to a new id leaves the old id's epoch as it was).
@@ -231,14 +255,15 @@ impl TxnCoordinator {
                 "a new producer fences the previous one: aborting its open transaction"
             );
             metadata.producer_epoch = epoch;
-            self.decide(&mut metadata, TxnState::PrepareAbort)
-                .map_err(|e| {
-                    LogError::io("storing the transaction state", std::io::Error::other(e))
-                })?;
+            if let Err(error) = self.decide(&mut metadata, TxnState::PrepareAbort) {
+                tracing::error!(transactional_id, "{error}");
+                return Err(InitRefusal::Busy);
+            }
             self.complete(&mut metadata, groups);
-        } else if metadata.state.is_preparing() {
-            // A decision whose markers could not be written yet.
-            self.complete(&mut metadata, groups);
+            if metadata.state.is_preparing() {
+                // Decided and fenced; the markers follow from `tick`.
+                return Err(InitRefusal::Busy);
+            }
         }
         metadata.timeout_ms = timeout_ms;
         metadata.producer_id = granted.producer_id;
@@ -250,7 +275,8 @@ impl TxnCoordinator {
     }
 
     /// Checks that `producer` owns its transactional id now: the id is
-    /// mapped, to this producer id, at this epoch.
+    /// mapped, to this producer id, at this epoch. Called with the id's
+    /// entry locked, as InitProducerId changes the mapping with it locked.
     fn check_producer(&self, producer: &TxnProducer<'_>) -> Result<(), ErrorCode> {
         let Some(current) = self
             .log
@@ -271,11 +297,30 @@ impl TxnCoordinator {
         Ok(())
     }
 
-    /// The entry of a checked producer, locked, with its transaction begun
-    /// if none was in progress. A transaction whose decision is still being
-    /// carried out answers CONCURRENT_TRANSACTIONS (retriable).
-    fn begin(&self, producer: &TxnProducer<'_>, entry: &Entry) -> Result<(), ErrorCode> {
-        let mut metadata = lock(entry);
+    /// The entry of a producer's transactional id, created if the id is
+    /// mapped (InitProducerId ran) but has none yet; `None` for an id never
+    /// initialised.
+    fn entry_of(&self, producer: &TxnProducer<'_>) -> Option<Entry> {
+        self.log
+            .producer_ids()
+            .transactional(producer.transactional_id)?;
+        Some(self.entry_or_new(
+            producer.transactional_id,
+            ProducerIdAndEpoch {
+                producer_id: producer.producer_id,
+                epoch: producer.epoch,
+            },
+        ))
+    }
+
+    /// Begins the producer's transaction if none is in progress (its entry
+    /// locked and its producer checked). A transaction whose decision is
+    /// still being carried out answers CONCURRENT_TRANSACTIONS (retriable).
+    fn begin(
+        &self,
+        producer: &TxnProducer<'_>,
+        metadata: &mut TxnMetadata,
+    ) -> Result<(), ErrorCode> {
         if metadata.state.is_preparing() {
             return Err(ErrorCode::ConcurrentTransactions);
         }
@@ -283,7 +328,6 @@ impl TxnCoordinator {
             metadata.producer_id = producer.producer_id;
             metadata.producer_epoch = producer.epoch;
             metadata.begin_if_idle(now_ms());
-            drop(metadata);
             self.ids()
                 .by_producer
                 .insert(producer.producer_id, producer.transactional_id.to_string());
@@ -304,9 +348,6 @@ impl TxnCoordinator {
         verify_only: bool,
     ) -> Vec<ErrorCode> {
         let all = |code: ErrorCode| vec![code; partitions.len()];
-        if let Err(code) = self.check_producer(producer) {
-            return all(code);
-        }
         let known: Vec<bool> = partitions
             .iter()
             .map(|(topic, index)| {
@@ -327,15 +368,14 @@ impl TxnCoordinator {
                 })
                 .collect();
         }
-        let entry = self.entry_or_new(
-            producer.transactional_id,
-            ProducerIdAndEpoch {
-                producer_id: producer.producer_id,
-                epoch: producer.epoch,
-            },
-        );
+        let Some(entry) = self.entry_of(producer) else {
+            return all(ErrorCode::InvalidProducerIdMapping);
+        };
+        let mut metadata = lock(&entry);
+        if let Err(code) = self.check_producer(producer) {
+            return all(code);
+        }
         if verify_only {
-            let metadata = lock(&entry);
             return partitions
                 .iter()
                 .map(|p| {
@@ -347,10 +387,9 @@ impl TxnCoordinator {
                 })
                 .collect();
         }
-        if let Err(code) = self.begin(producer, &entry) {
+        if let Err(code) = self.begin(producer, &mut metadata) {
             return all(code);
         }
-        let mut metadata = lock(&entry);
         let before = metadata.partitions.len();
         metadata.partitions.extend(partitions.iter().cloned());
         if metadata.partitions.len() != before || metadata.last_update_ms < metadata.start_ms {
@@ -366,23 +405,19 @@ impl TxnCoordinator {
     /// AddOffsetsToTxn: the group's offsets will be committed with the
     /// transaction.
     pub fn add_offsets(&self, producer: &TxnProducer<'_>, group: &str) -> ErrorCode {
-        if let Err(code) = self.check_producer(producer) {
-            return code;
-        }
         if group.is_empty() {
             return ErrorCode::InvalidGroupId;
         }
-        let entry = self.entry_or_new(
-            producer.transactional_id,
-            ProducerIdAndEpoch {
-                producer_id: producer.producer_id,
-                epoch: producer.epoch,
-            },
-        );
-        if let Err(code) = self.begin(producer, &entry) {
+        let Some(entry) = self.entry_of(producer) else {
+            return ErrorCode::InvalidProducerIdMapping;
+        };
+        let mut metadata = lock(&entry);
+        if let Err(code) = self.check_producer(producer) {
             return code;
         }
-        let mut metadata = lock(&entry);
+        if let Err(code) = self.begin(producer, &mut metadata) {
+            return code;
+        }
         if metadata.groups.insert(group.to_string()) || metadata.last_update_ms < metadata.start_ms
         {
             metadata.last_update_ms = now_ms();
@@ -403,13 +438,13 @@ impl TxnCoordinator {
         group: &str,
         offsets: &[PendingOffset],
     ) -> ErrorCode {
+        let Some(entry) = self.entry(producer.transactional_id) else {
+            return ErrorCode::InvalidProducerIdMapping;
+        };
+        let mut metadata = lock(&entry);
         if let Err(code) = self.check_producer(producer) {
             return code;
         }
-        let Some(entry) = self.entry(producer.transactional_id) else {
-            return ErrorCode::InvalidTxnState;
-        };
-        let mut metadata = lock(&entry);
         if metadata.state.is_preparing() {
             return ErrorCode::ConcurrentTransactions;
         }
@@ -443,13 +478,13 @@ impl TxnCoordinator {
         commit: bool,
         groups: &GroupCoordinator,
     ) -> ErrorCode {
+        let Some(entry) = self.entry(producer.transactional_id) else {
+            return ErrorCode::InvalidProducerIdMapping;
+        };
+        let mut metadata = lock(&entry);
         if let Err(code) = self.check_producer(producer) {
             return code;
         }
-        let Some(entry) = self.entry(producer.transactional_id) else {
-            return ErrorCode::InvalidTxnState;
-        };
-        let mut metadata = lock(&entry);
         match (metadata.state, commit) {
             (TxnState::Ongoing, _) => {}
             (TxnState::CompleteCommit, true) | (TxnState::CompleteAbort, false) => {
@@ -579,22 +614,28 @@ impl TxnCoordinator {
         }
     }
 
-    /// Whether `producer_id` at `epoch` may write a transactional batch to
-    /// `topic`/`partition`: its transaction is Ongoing and holds the
-    /// partition.
-    pub fn check_produce(
+    /// Runs `append` if `producer_id` at `epoch` may write a transactional
+    /// batch to `topic`/`partition` (its transaction is Ongoing and holds
+    /// the partition), with the transaction's entry locked: no EndTxn or
+    /// timeout can write its markers between the check and the append, so
+    /// a late batch never reopens a transaction that has ended.
+    pub fn produce_checked<T>(
         &self,
         producer_id: i64,
         epoch: i16,
         topic: &str,
         partition: i32,
-    ) -> Result<(), ErrorCode> {
+        append: impl FnOnce() -> T,
+    ) -> Result<T, ErrorCode> {
         let id = self.ids().by_producer.get(&producer_id).cloned();
         let entry = id.and_then(|id| self.entry(&id));
         let Some(entry) = entry else {
             return Err(ErrorCode::InvalidTxnState);
         };
         let metadata = lock(&entry);
+        if metadata.producer_id != producer_id {
+            return Err(ErrorCode::InvalidTxnState);
+        }
         if epoch < metadata.producer_epoch {
             return Err(ErrorCode::InvalidProducerEpoch);
         }
@@ -604,7 +645,7 @@ impl TxnCoordinator {
         if metadata.state != TxnState::Ongoing || epoch != metadata.producer_epoch || !member {
             return Err(ErrorCode::InvalidTxnState);
         }
-        Ok(())
+        Ok(append())
     }
 
     /// Whether a transaction in progress holds an offset for this group

@@ -17,8 +17,10 @@ use crate::record::{ControlRecord, MarkerKind};
 /// waits until they are on disk. A partition that no longer exists is
 /// skipped (its topic was deleted, and its transaction with it); so is one
 /// whose producer has moved past `epoch` (a newer coordinator decision
-/// already ended the transaction there). Any other failure is returned, and
-/// the caller writes every marker again later.
+/// already ended the transaction there). Every partition is tried, and
+/// those that took their marker are synced, whatever failed elsewhere; the
+/// first failure is returned, and the caller writes every marker again
+/// later (a second marker where the first landed changes nothing).
 pub(super) fn write(
     log: &LogManager,
     appends: &AppendSignals,
@@ -32,6 +34,7 @@ pub(super) fn write(
         coordinator_epoch: 0,
     };
     let mut to_sync: Vec<(Arc<PartitionLog>, i64)> = Vec::with_capacity(partitions.len());
+    let mut failure = None;
     for (topic_name, index) in partitions {
         let Some(topic) = log.topic(topic_name) else {
             continue;
@@ -54,10 +57,16 @@ pub(super) fn write(
                     "transaction marker not written: the producer has a newer epoch here"
                 );
             }
-            Err(error) => return Err(error),
+            Err(error) => {
+                tracing::warn!(
+                    partition = partition.name(),
+                    "transaction marker not written: {error}"
+                );
+                failure.get_or_insert(error);
+            }
         }
     }
-    match to_sync.as_slice() {
+    let synced = match to_sync.as_slice() {
         [] => Ok(()),
         [(partition, end)] => partition.flush_to(*end).map(drop),
         _ => std::thread::scope(|scope| {
@@ -70,5 +79,9 @@ pub(super) fn write(
                 .map(|sync| sync.join().expect("a flush does not panic").map(drop))
                 .collect::<Result<(), LogError>>()
         }),
+    };
+    match failure {
+        Some(error) => Err(error),
+        None => synced,
     }
 }

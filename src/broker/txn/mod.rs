@@ -22,6 +22,6 @@ mod state;
 mod store;
 
 pub use config::TxnConfig;
-pub use coordinator::{TxnCoordinator, TxnProducer};
+pub use coordinator::{InitRefusal, TxnCoordinator, TxnProducer};
 pub use state::{PendingOffset, TxnMetadata, TxnState};
 pub use store::TxnStoreError;

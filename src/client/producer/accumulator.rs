@@ -107,7 +107,9 @@ pub(super) struct State {
 pub(super) struct Inner {
     pub(super) cluster: Arc<Cluster>,
     pub(super) config: ProducerConfig,
-    pub(super) identity: (i64, i16),
+    /// Producer id and epoch; a transactional producer's epoch moves on
+    /// after an abort that followed a failed batch (KIP-360).
+    pub(super) identity: std::sync::Mutex<(i64, i16)>,
     pub(super) state: std::sync::Mutex<State>,
     /// Wakes the sender: a batch filled, a send finished, a flush began.
     pub(super) wake: Notify,
@@ -148,9 +150,20 @@ impl Inner {
         )
     }
 
+    pub(super) fn identity(&self) -> (i64, i16) {
+        *self.identity.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(super) fn note_failure(&self, what: String) {
         let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
         failure.get_or_insert(what);
+    }
+
+    pub(super) fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub(super) fn take_failure(&self) -> Option<String> {
@@ -187,7 +200,7 @@ pub(super) fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) {
     let Some(open) = queue.open.take() else {
         return;
     };
-    let (pid, epoch) = inner.identity;
+    let (pid, epoch) = inner.identity();
     let count = i32::try_from(open.records).unwrap_or(i32::MAX);
     let builder = if pid >= 0 {
         let sequence = queue.next_sequence;

@@ -85,14 +85,20 @@ impl Producer {
         let identity = if config.idempotent {
             let timeout_ms =
                 i32::try_from(config.transaction_timeout.as_millis()).unwrap_or(i32::MAX);
-            init_producer_id_for(&cluster, config.transactional_id.as_deref(), timeout_ms).await?
+            init_producer_id_for(
+                &cluster,
+                config.transactional_id.as_deref(),
+                timeout_ms,
+                None,
+            )
+            .await?
         } else {
             (-1, -1)
         };
         let inner = Arc::new(Inner {
             cluster,
             config,
-            identity,
+            identity: std::sync::Mutex::new(identity),
             state: std::sync::Mutex::new(State {
                 partitions: Queues::default(),
                 sticky: HashMap::new(),
@@ -116,7 +122,7 @@ impl Producer {
 
     /// The producer id and epoch (-1, -1 without idempotence).
     pub fn identity(&self) -> (i64, i16) {
-        self.inner.identity
+        self.inner.identity()
     }
 
     /// Queues a record; the returned future resolves once it is written.

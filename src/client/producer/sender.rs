@@ -23,17 +23,20 @@ const INIT_PRODUCER_ID_VERSION_MAX: i16 = 4;
 
 /// A fresh idempotent producer id and epoch from the cluster.
 pub async fn init_producer_id(cluster: &Cluster) -> Result<(i64, i16), ClientError> {
-    init_producer_id_for(cluster, None, 60_000).await
+    init_producer_id_for(cluster, None, 60_000, None).await
 }
 
 /// The producer id and epoch of `transactional_id` (which fences any older
 /// producer of it), from its transaction coordinator; or a fresh idempotent
-/// one without a transactional id.
+/// one without a transactional id. With `current` (KIP-360), the same
+/// producer asks for its next epoch.
 pub(super) async fn init_producer_id_for(
     cluster: &Cluster,
     transactional_id: Option<&str>,
     transaction_timeout_ms: i32,
+    current: Option<(i64, i16)>,
 ) -> Result<(i64, i16), ClientError> {
+    let (producer_id, epoch) = current.unwrap_or((-1, -1));
     cluster
         .retry(&[], || async {
             let connection = match transactional_id {
@@ -53,8 +56,8 @@ pub(super) async fn init_producer_id_for(
                         .map(|id| TransactionalId(StrBytes::from_string(id.to_string()))),
                 )
                 .with_transaction_timeout_ms(transaction_timeout_ms)
-                .with_producer_id((-1).into())
-                .with_producer_epoch(-1);
+                .with_producer_id(producer_id.into())
+                .with_producer_epoch(epoch);
             let response = connection
                 .send(&request, INIT_PRODUCER_ID_VERSION_MAX)
                 .await?;

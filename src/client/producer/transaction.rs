@@ -28,6 +28,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::Producer;
+use super::sender::init_producer_id_for;
 use crate::client::admin::{KEY_TYPE_TRANSACTION, coordinator, coordinator_of};
 use crate::client::error::codes;
 use crate::client::{ClientError, Connection};
@@ -105,7 +106,7 @@ impl Producer {
         {
             return Ok(());
         }
-        let (producer_id, epoch) = self.inner.identity;
+        let (producer_id, epoch) = self.inner.identity();
         let id = self.transactional_id()?.to_string();
         self.inner
             .cluster
@@ -154,7 +155,7 @@ impl Producer {
         }
         progress.offsets = true;
         drop(progress);
-        let (producer_id, epoch) = self.inner.identity;
+        let (producer_id, epoch) = self.inner.identity();
         let id = self.transactional_id()?.to_string();
         let cluster = &self.inner.cluster;
         cluster
@@ -223,7 +224,7 @@ impl Producer {
     /// transaction must be aborted) if one of its batches failed.
     pub async fn commit_transaction(&self) -> Result<(), ClientError> {
         self.flush().await;
-        if let Some(failure) = self.inner.take_failure() {
+        if let Some(failure) = self.inner.failure() {
             return Err(ClientError::Invalid(format!(
                 "a batch of the transaction failed ({failure}); abort the transaction"
             )));
@@ -233,10 +234,39 @@ impl Producer {
 
     /// Sends what is queued, then aborts the transaction: `read_committed`
     /// readers never see its records, and its offsets are not committed.
+    /// After a batch failed for good, the producer then moves to its next
+    /// epoch (KIP-360) and numbers every partition from 0 again: the failed
+    /// batch left a gap in its sequences that the broker would refuse.
     pub async fn abort_transaction(&self) -> Result<(), ClientError> {
         self.flush().await;
-        self.inner.take_failure();
-        self.end_transaction(false).await
+        let failed = self.inner.take_failure().is_some();
+        self.end_transaction(false).await?;
+        if failed {
+            self.next_epoch().await?;
+        }
+        Ok(())
+    }
+
+    async fn next_epoch(&self) -> Result<(), ClientError> {
+        let timeout_ms =
+            i32::try_from(self.inner.config.transaction_timeout.as_millis()).unwrap_or(i32::MAX);
+        let identity = init_producer_id_for(
+            &self.inner.cluster,
+            Some(self.transactional_id()?),
+            timeout_ms,
+            Some(self.inner.identity()),
+        )
+        .await?;
+        let mut state = self.inner.lock();
+        *self
+            .inner
+            .identity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = identity;
+        for queue in state.partitions.values_mut() {
+            queue.next_sequence = 0;
+        }
+        Ok(())
     }
 
     async fn end_transaction(&self, commit: bool) -> Result<(), ClientError> {
@@ -249,7 +279,7 @@ impl Producer {
             progress.open = false;
             return Ok(());
         }
-        let (producer_id, epoch) = self.inner.identity;
+        let (producer_id, epoch) = self.inner.identity();
         let id = self.transactional_id()?.to_string();
         self.inner
             .cluster

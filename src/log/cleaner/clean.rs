@@ -29,9 +29,9 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 
 use super::offset_map::OffsetMap;
-use super::swap;
 use super::throttle::Throttle;
 use crate::log::error::IoContext;
+use crate::log::segment_swap as swap;
 use crate::log::{
     AbortedTransaction, CleanView, CleanedSegment, LogError, PartitionLog, SegmentSnapshot,
 };
@@ -110,7 +110,7 @@ pub fn clean_partition(
         throttle.spend(segment.size);
         cleaned_to = segment.next_offset;
     }
-    let mut cleaned = Vec::new();
+    let mut cleaned: Vec<CleanedSegment> = Vec::new();
     let mut state = RewriteState::default();
     for segment in cleanable.iter().filter(|s| s.base_offset < cleaned_to) {
         let horizon_passed = segment.compacted
@@ -121,16 +121,26 @@ pub fn clean_partition(
             producer_last_batches: &view.producer_last_batches,
             horizon_passed,
         };
-        let rewritten = rewrite_segment(&view, segment, &rules, &mut state)?;
+        let rewritten = match rewrite_segment(&view, segment, &rules, &mut state) {
+            Ok(rewritten) => rewritten,
+            Err(error) => {
+                // The copies written so far go with the clean.
+                for done in &cleaned {
+                    let _ = swap::discard(&done.cleaned_path);
+                }
+                let _ = swap::discard(&swap::cleaned_path(&view.dir, segment.base_offset));
+                return Err(error);
+            }
+        };
         outcome.bytes_read += segment.size;
         throttle.spend(segment.size + rewritten.as_ref().map_or(0, |r| r.1));
-        if let Some((swap_path, written, removed)) = rewritten.map(|(p, w, r)| (p, w, r)) {
+        if let Some((cleaned_path, written, removed)) = rewritten {
             outcome.bytes_written += written;
             outcome.records_removed += removed;
             cleaned.push(CleanedSegment {
                 base_offset: segment.base_offset,
                 original_size: segment.size,
-                swap_path,
+                cleaned_path,
             });
         }
     }
@@ -214,6 +224,14 @@ fn for_each_batch(
             .read_exact_at(&mut header, position)
             .context(|| format!("reading {} at {position}", segment.path.display()))?;
         let size = BatchHeader::parse(&header)?.size_bytes();
+        if size < BATCH_HEADER_BYTES || size as u64 > segment.size - position {
+            return Err(LogError::InvalidBatch(crate::record::RecordError::Invalid(
+                format!(
+                    "{} at {position}: a batch of {size} bytes does not fit the segment",
+                    segment.path.display()
+                ),
+            )));
+        }
         buf.resize(size, 0);
         segment
             .file
@@ -264,8 +282,8 @@ struct RewriteState {
 }
 
 /// Writes the cleaned copy of `segment`; `None` when it would be the same
-/// (nothing removed). Returns the sealed `.swap` path, the bytes written and
-/// the records removed.
+/// (nothing removed). Returns the fsynced `.cleaned` path, the bytes
+/// written and the records removed.
 fn rewrite_segment(
     view: &CleanView,
     segment: &SegmentSnapshot,
@@ -323,12 +341,15 @@ fn rewrite_segment(
         changed = true;
         let kept = RecordBatch::parse(&rewritten)?.header().record_count;
         removed += u64::try_from(header.record_count - kept).unwrap_or(0);
-        if kept > 0 && header.is_transactional() {
-            state.kept_in_transaction.insert(header.producer_id, true);
-        }
         let producers_last = header.producer_id >= 0
             && rules.producer_last_batches.get(&header.producer_id) == Some(&header.base_offset);
         if kept > 0 || last_of_segment || producers_last {
+            // A transactional batch kept, even empty, reopens its
+            // transaction when the header walk rebuilds the partition: its
+            // marker must stay.
+            if header.is_transactional() {
+                state.kept_in_transaction.insert(header.producer_id, true);
+            }
             write(&rewritten, &mut out)?;
         }
         Ok(())
@@ -344,6 +365,5 @@ fn rewrite_segment(
     file.sync_all()
         .context(|| format!("fsync of {}", path.display()))?;
     drop(file);
-    let swap_path = swap::seal_cleaned(&view.dir, segment.base_offset)?;
-    Ok(Some((swap_path, written, removed)))
+    Ok(Some((path, written, removed)))
 }

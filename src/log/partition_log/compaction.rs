@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{PartitionLog, recovery_point};
-use crate::log::cleaner::swap;
 use crate::log::files::replace_durably;
 use crate::log::recovery::{ScanEnd, scan_segment};
 use crate::log::segment::Segment;
+use crate::log::segment_swap as swap;
 use crate::log::{AbortedTransaction, LogConfig, LogError};
 
 /// The cleaner's progress: offsets below it have been cleaned.
@@ -69,8 +69,8 @@ pub struct CleanedSegment {
     /// The original's size when it was read: the swap is refused if the
     /// segment changed meanwhile.
     pub original_size: u64,
-    /// The complete cleaned file (`<base>.log.swap`).
-    pub swap_path: PathBuf,
+    /// The complete, fsynced cleaned file (`<base>.log.cleaned`).
+    pub cleaned_path: PathBuf,
 }
 
 impl PartitionLog {
@@ -127,10 +127,11 @@ impl PartitionLog {
             let current = inner.segments.get(&segment.base_offset);
             let still_there = current.is_some_and(|s| s.size_bytes() == segment.original_size);
             let active = inner.segments.keys().next_back() == Some(&segment.base_offset);
-            if !still_there || active {
-                swap::discard(&segment.swap_path)?;
+            if !still_there || active || inner.closed {
+                swap::discard(&segment.cleaned_path)?;
                 continue;
             }
+            swap::seal_cleaned(&self.dir, segment.base_offset)?;
             swap::install(&self.dir, segment.base_offset)?;
             let replacement = reopen(&self.dir, segment.base_offset, &inner.config)?;
             inner.segments.insert(segment.base_offset, replacement);

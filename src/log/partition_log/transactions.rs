@@ -89,8 +89,10 @@ impl PartitionLog {
 
 /// The last stable offset under a lock already held.
 pub(super) fn last_stable(inner: &Inner) -> i64 {
-    inner
+    let first = inner
         .transactions
         .first_unstable_offset()
-        .map_or(inner.next_offset, |first| first.min(inner.next_offset))
+        .map_or(inner.next_offset, |first| first.min(inner.next_offset));
+    // An open transaction whose start retention took is read from the start.
+    first.max(inner.log_start_offset())
 }

@@ -5,18 +5,24 @@
 //!
 //! 1. `B.log.cleaned` is written and fsynced. Crash: on open the file is
 //!    deleted; `B.log` is untouched.
-//! 2. It is renamed to `B.log.swap`, and the directory fsynced: the cleaned
-//!    file is complete. From here on open finishes the swap (steps 3–5).
+//! 2. Under the partition's write lock, once `B` is known to be still
+//!    there as it was read (retention or DeleteRecords may have deleted it
+//!    meanwhile, and the cleaned copy must not bring it back), it is
+//!    renamed to `B.log.swap` and the directory fsynced: the cleaned file
+//!    is complete. From here on open finishes the swap (steps 3–5).
 //! 3. The marker `B.compacted` is created (offsets of `B` may have gaps
 //!    from now on; the original has none, so it satisfies it too).
 //! 4. `B.index` and `B.timeindex` are deleted: they describe the original.
 //!    The original without them is rebuilt by a scan, like any segment
-//!    whose indexes are missing.
+//!    whose indexes are missing. The directory is fsynced, so 3 and 4 are
+//!    durable before 5.
 //! 5. `B.log.swap` is renamed over `B.log` (atomically replacing it), and
 //!    the directory fsynced. The new indexes are built by scanning it.
 //!
 //! Every step is idempotent, so recovery repeats 3–5 whenever a `.swap`
-//! file is found, whatever step the crash came at.
+//! file is found beside its `B.log`, whatever step the crash came at. A
+//! `.swap` without a `B.log` (a segment deleted after step 2, before a
+//! crash) is discarded.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -38,7 +44,9 @@ fn swap_path(dir: &Path, base_offset: i64) -> PathBuf {
     dir.join(format!("{}{SWAP_SUFFIX}", file_name(base_offset, "log")))
 }
 
-/// Step 2: the fsynced `.cleaned` file becomes the `.swap` file.
+/// Step 2: the fsynced `.cleaned` file becomes the `.swap` file (the
+/// caller holds the partition's write lock and has checked that the
+/// segment is still there).
 pub(crate) fn seal_cleaned(dir: &Path, base_offset: i64) -> Result<PathBuf, LogError> {
     let from = cleaned_path(dir, base_offset);
     let to = swap_path(dir, base_offset);
@@ -54,6 +62,7 @@ pub(crate) fn install(dir: &Path, base_offset: i64) -> Result<(), LogError> {
     File::create(&marker).context(|| format!("creating {}", marker.display()))?;
     remove_if_exists(&dir.join(file_name(base_offset, "index")))?;
     remove_if_exists(&dir.join(file_name(base_offset, "timeindex")))?;
+    sync_dir(dir)?;
     let from = swap_path(dir, base_offset);
     let to = dir.join(file_name(base_offset, "log"));
     std::fs::rename(&from, &to).context(|| format!("renaming {}", from.display()))?;
@@ -85,12 +94,21 @@ pub(crate) fn recover(dir: &Path, partition: &str) -> Result<(), LogError> {
                 .strip_suffix(".log")
                 .and_then(|stem| stem.parse::<i64>().ok())
         {
-            tracing::info!(
-                partition,
-                file = name,
-                "finishing the swap of a cleaned segment"
-            );
-            install(dir, base)?;
+            if dir.join(file_name(base, "log")).exists() {
+                tracing::info!(
+                    partition,
+                    file = name,
+                    "finishing the swap of a cleaned segment"
+                );
+                install(dir, base)?;
+            } else {
+                tracing::info!(
+                    partition,
+                    file = name,
+                    "discarding the cleaned copy of a deleted segment"
+                );
+                remove_if_exists(&path)?;
+            }
             changed = true;
         }
     }
