@@ -15,16 +15,13 @@ pub(super) fn handle(
     request: &AddOffsetsToTxnRequest,
     version: i16,
 ) -> AddOffsetsToTxnResponse {
-    let producer = TxnProducer {
-        transactional_id: request.transactional_id.0.as_str(),
-        producer_id: request.producer_id.0,
-        epoch: request.producer_epoch,
-        fenced: if version >= PRODUCER_FENCED_SINCE_VERSION {
-            ErrorCode::ProducerFenced
-        } else {
-            ErrorCode::InvalidProducerEpoch
-        },
-    };
+    let producer = TxnProducer::of_request(
+        request.transactional_id.0.as_str(),
+        request.producer_id.0,
+        request.producer_epoch,
+        version,
+        PRODUCER_FENCED_SINCE_VERSION,
+    );
     let code = if producer.transactional_id.is_empty() {
         ErrorCode::InvalidRequest
     } else {

@@ -24,18 +24,14 @@ pub(super) fn handle(
     request: &AddPartitionsToTxnRequest,
     version: i16,
 ) -> AddPartitionsToTxnResponse {
-    let fenced = if version >= PRODUCER_FENCED_SINCE_VERSION {
-        ErrorCode::ProducerFenced
-    } else {
-        ErrorCode::InvalidProducerEpoch
-    };
     if version < BATCHED_SINCE_VERSION {
-        let producer = TxnProducer {
-            transactional_id: request.v3_and_below_transactional_id.0.as_str(),
-            producer_id: request.v3_and_below_producer_id.0,
-            epoch: request.v3_and_below_producer_epoch,
-            fenced,
-        };
+        let producer = TxnProducer::of_request(
+            request.v3_and_below_transactional_id.0.as_str(),
+            request.v3_and_below_producer_id.0,
+            request.v3_and_below_producer_epoch,
+            version,
+            PRODUCER_FENCED_SINCE_VERSION,
+        );
         let results = add(ctx, &producer, &request.v3_and_below_topics, false);
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
     }
@@ -43,12 +39,13 @@ pub(super) fn handle(
         .transactions
         .iter()
         .map(|transaction| {
-            let producer = TxnProducer {
-                transactional_id: transaction.transactional_id.0.as_str(),
-                producer_id: transaction.producer_id.0,
-                epoch: transaction.producer_epoch,
-                fenced,
-            };
+            let producer = TxnProducer::of_request(
+                transaction.transactional_id.0.as_str(),
+                transaction.producer_id.0,
+                transaction.producer_epoch,
+                version,
+                PRODUCER_FENCED_SINCE_VERSION,
+            );
             AddPartitionsToTxnResult::default()
                 .with_transactional_id(transaction.transactional_id.clone())
                 .with_topic_results(add(

@@ -26,16 +26,13 @@ pub(super) fn handle(
     version: i16,
 ) -> TxnOffsetCommitResponse {
     let group = request.group_id.0.as_str();
-    let producer = TxnProducer {
-        transactional_id: request.transactional_id.0.as_str(),
-        producer_id: request.producer_id.0,
-        epoch: request.producer_epoch,
-        fenced: if version >= PRODUCER_FENCED_SINCE_VERSION {
-            ErrorCode::ProducerFenced
-        } else {
-            ErrorCode::InvalidProducerEpoch
-        },
-    };
+    let producer = TxnProducer::of_request(
+        request.transactional_id.0.as_str(),
+        request.producer_id.0,
+        request.producer_epoch,
+        version,
+        PRODUCER_FENCED_SINCE_VERSION,
+    );
     let mut code = if producer.transactional_id.is_empty() {
         ErrorCode::InvalidRequest
     } else {

@@ -29,7 +29,7 @@
 //! map may be locked inside an entry's lock, never an entry inside the
 //! map's.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -64,7 +64,30 @@ pub struct TxnProducer<'a> {
     pub fenced: ErrorCode,
 }
 
-type Entry = Arc<Mutex<TxnMetadata>>;
+impl<'a> TxnProducer<'a> {
+    /// The producer of a request of `version`, whose API answers
+    /// PRODUCER_FENCED from `fenced_since` on (KIP-588).
+    pub fn of_request(
+        transactional_id: &'a str,
+        producer_id: i64,
+        epoch: i16,
+        version: i16,
+        fenced_since: i16,
+    ) -> Self {
+        Self {
+            transactional_id,
+            producer_id,
+            epoch,
+            fenced: if version >= fenced_since {
+                ErrorCode::ProducerFenced
+            } else {
+                ErrorCode::InvalidProducerEpoch
+            },
+        }
+    }
+}
+
+pub(super) type Entry = Arc<Mutex<TxnMetadata>>;
 
 #[derive(Default)]
 struct Ids {
@@ -77,8 +100,8 @@ struct Ids {
 pub struct TxnCoordinator {
     ids: Mutex<Ids>,
     store: TxnStore,
-    log: Arc<LogManager>,
-    appends: Arc<AppendSignals>,
+    pub(super) log: Arc<LogManager>,
+    pub(super) appends: Arc<AppendSignals>,
     config: TxnConfig,
 }
 
@@ -140,73 +163,8 @@ impl TxnCoordinator {
         )
     }
 
-    /// Finishes what a crash interrupted: transactions in a Prepare state
-    /// get their markers (and offsets) again; a transaction open in a
-    /// partition that no Ongoing transaction of the coordinator accounts for
-    /// (a hanging transaction) is aborted there.
-    pub fn recover(&self, groups: &GroupCoordinator) {
-        for entry in self.entries() {
-            let mut metadata = lock(&entry);
-            if metadata.state.is_preparing() {
-                tracing::info!(
-                    transactional_id = metadata.transactional_id,
-                    state = metadata.state.name(),
-                    "finishing a transaction interrupted by a restart"
-                );
-                self.complete(&mut metadata, groups);
-            }
-        }
-        self.abort_hanging();
-    }
-
-    fn entries(&self) -> Vec<Entry> {
+    pub(super) fn entries(&self) -> Vec<Entry> {
         self.ids().by_id.values().cloned().collect()
-    }
-
-    /// Aborts transactions left open in partitions that no transaction of
-    /// the coordinator in progress (Ongoing, or a decision whose markers are
-    /// still to be written) names.
-    fn abort_hanging(&self) {
-        let mut accounted: BTreeSet<(i64, String, i32)> = BTreeSet::new();
-        for entry in self.entries() {
-            let metadata = lock(&entry);
-            if !metadata.state.is_idle() {
-                for (topic, partition) in &metadata.partitions {
-                    accounted.insert((metadata.producer_id, topic.clone(), *partition));
-                }
-            }
-        }
-        for topic in self.log.topics() {
-            for (index, partition) in topic.partitions.iter().enumerate() {
-                let index = i32::try_from(index).expect("partition counts fit i32");
-                for open in partition.open_transactions() {
-                    let key = (open.producer_id, topic.name().to_string(), index);
-                    if accounted.contains(&key) {
-                        continue;
-                    }
-                    tracing::warn!(
-                        partition = partition.name(),
-                        producer_id = open.producer_id,
-                        first_offset = open.first_offset,
-                        "aborting a transaction no coordinator state accounts for"
-                    );
-                    let target = [(topic.name().to_string(), index)];
-                    if let Err(error) = markers::write(
-                        &self.log,
-                        &self.appends,
-                        &target,
-                        open.producer_id,
-                        open.producer_epoch,
-                        MarkerKind::Abort,
-                    ) {
-                        tracing::error!(
-                            partition = partition.name(),
-                            "could not abort a hanging transaction: {error}"
-                        );
-                    }
-                }
-            }
-        }
     }
 
     /// InitProducerId with a transactional id: aborts the transaction the
@@ -514,7 +472,11 @@ impl TxnCoordinator {
 
     /// Step 1: stores the decision, synced; on failure the state is as
     /// before.
-    fn decide(&self, metadata: &mut TxnMetadata, decision: TxnState) -> Result<(), TxnStoreError> {
+    pub(super) fn decide(
+        &self,
+        metadata: &mut TxnMetadata,
+        decision: TxnState,
+    ) -> Result<(), TxnStoreError> {
         debug_assert_eq!(metadata.state, TxnState::Ongoing);
         metadata.state = decision;
         metadata.last_update_ms = now_ms();
@@ -527,7 +489,7 @@ impl TxnCoordinator {
 
     /// Steps 2 to 4 for a transaction in a Prepare state. On a failure the
     /// state stays as it is, for [`TxnCoordinator::tick`] to try again.
-    fn complete(&self, metadata: &mut TxnMetadata, groups: &GroupCoordinator) {
+    pub(super) fn complete(&self, metadata: &mut TxnMetadata, groups: &GroupCoordinator) {
         let (kind, done) = match metadata.state {
             TxnState::PrepareCommit => (MarkerKind::Commit, TxnState::CompleteCommit),
             TxnState::PrepareAbort => (MarkerKind::Abort, TxnState::CompleteAbort),
@@ -572,46 +534,6 @@ impl TxnCoordinator {
             tracing::warn!(transactional_id = metadata.transactional_id, "{error}");
         }
         self.ids().by_producer.remove(&metadata.producer_id);
-    }
-
-    /// Aborts transactions past their timeout (bumping the producer's epoch
-    /// first, so the producer that let it expire is fenced), and finishes
-    /// decisions whose markers could not be written before.
-    pub fn tick(&self, groups: &GroupCoordinator) {
-        let now = now_ms();
-        for entry in self.entries() {
-            let mut metadata = lock(&entry);
-            if metadata.state.is_preparing() {
-                self.complete(&mut metadata, groups);
-                continue;
-            }
-            if !metadata.expired(now) {
-                continue;
-            }
-            let id = metadata.transactional_id.clone();
-            let bumped = match self.log.producer_ids().init_transactional(&id, None, now) {
-                Ok(bumped) if bumped.producer_id == metadata.producer_id => bumped.epoch,
-                Ok(_) => metadata.producer_epoch,
-                Err(error) => {
-                    tracing::error!(
-                        transactional_id = id,
-                        "fencing a timed-out producer: {error}"
-                    );
-                    continue;
-                }
-            };
-            tracing::info!(
-                transactional_id = id,
-                timeout_ms = metadata.timeout_ms,
-                "aborting a transaction past its timeout"
-            );
-            metadata.producer_epoch = bumped;
-            if let Err(error) = self.decide(&mut metadata, TxnState::PrepareAbort) {
-                tracing::error!(transactional_id = id, "{error}");
-                continue;
-            }
-            self.complete(&mut metadata, groups);
-        }
     }
 
     /// Runs `append` if `producer_id` at `epoch` may write a transactional
@@ -680,7 +602,7 @@ impl TxnCoordinator {
     }
 }
 
-fn lock(entry: &Entry) -> MutexGuard<'_, TxnMetadata> {
+pub(super) fn lock(entry: &Entry) -> MutexGuard<'_, TxnMetadata> {
     entry.lock().unwrap_or_else(|p| p.into_inner())
 }
 

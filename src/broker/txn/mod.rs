@@ -20,6 +20,7 @@ mod coordinator;
 mod markers;
 mod state;
 mod store;
+mod upkeep;
 
 pub use config::TxnConfig;
 pub use coordinator::{InitRefusal, TxnCoordinator, TxnProducer};
