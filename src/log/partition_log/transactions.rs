@@ -76,11 +76,6 @@ impl PartitionLog {
         self.shared().transactions.open_transactions()
     }
 
-    /// The open transaction of `producer_id` here, if any.
-    pub fn open_transaction_of(&self, producer_id: i64) -> Option<OpenTransaction> {
-        self.shared().transactions.open_transaction(producer_id)
-    }
-
     /// Aborted transactions that a read from `from` up to `to` may meet.
     pub fn aborted_transactions(&self, from: i64, to: i64) -> Vec<AbortedTransaction> {
         self.shared().transactions.aborted_between(from, to)
