@@ -76,8 +76,7 @@ pub(super) fn write(
                 .collect();
             syncs
                 .into_iter()
-                .map(|sync| sync.join().expect("a flush does not panic").map(drop))
-                .collect::<Result<(), LogError>>()
+                .try_for_each(|sync| sync.join().expect("a flush does not panic").map(drop))
         }),
     };
     match failure {
