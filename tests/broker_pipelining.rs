@@ -1,6 +1,7 @@
 //! Requests pipelined on one connection: the broker reads ahead up to
 //! `in_flight_requests_max`, handles requests strictly in the order sent
-//! (produces append in that order) and answers in that order; a client that
+//! (produces append in that order) and answers in that order, an acks=all
+//! answer only once its records are durable; a client that
 //! sends fetches and never reads the answers stops the reading at the limit
 //! and holds only the small in-memory part of the response being written.
 
@@ -46,6 +47,7 @@ async fn pipelined_requests_are_handled_and_answered_in_the_order_sent() {
     let mut stream = broker.connect().await;
     stream.write_all(&burst).await.unwrap();
 
+    let log = broker.log.partition("ordered", 0).unwrap();
     for i in 0..PRODUCES {
         if acks(i) != 0 {
             let response = read_response(&mut stream).await.expect("a response");
@@ -53,6 +55,14 @@ async fn pipelined_requests_are_handled_and_answered_in_the_order_sent() {
             let partition = &produced.responses[0].partition_responses[0];
             assert_eq!(partition.error_code, 0);
             assert_eq!(partition.base_offset, i64::from(i), "appended in order");
+            // An acks=all answer waits for its sync (answered while later
+            // requests are handled), never less.
+            if acks(i) == -1 {
+                assert!(
+                    log.durable_offset() > i64::from(i),
+                    "acks=all answered for offset {i} before it was durable"
+                );
+            }
         }
         if i % 10 == 9 {
             let response = read_response(&mut stream).await.expect("a response");
@@ -61,7 +71,6 @@ async fn pipelined_requests_are_handled_and_answered_in_the_order_sent() {
             assert_eq!(versions.error_code, 0);
         }
     }
-    let log = broker.log.partition("ordered", 0).unwrap();
     let values: Vec<String> = support::read_all(&log, 0)
         .into_iter()
         .map(|r| String::from_utf8(r.value.unwrap()).unwrap())

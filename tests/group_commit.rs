@@ -194,3 +194,25 @@ fn every_flushed_record_survives_an_unclean_reopen() {
     assert_eq!(keyed as i64, total_records());
     assert_every_producer_complete(&log, &all_acks);
 }
+
+#[test]
+fn partitions_flushed_together_each_reach_their_target_and_answer_in_order() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let logs: Vec<_> = dirs.iter().map(|dir| open(dir.path(), true)).collect();
+    for (i, log) in logs.iter().enumerate() {
+        let values: Vec<String> = (0..=i).map(|n| n.to_string()).collect();
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        log.append(&support::batch(&values, 1_000)).unwrap();
+    }
+    let targets: Vec<(&PartitionLog, i64)> =
+        logs.iter().map(|log| (log, log.log_end_offset())).collect();
+    let durable: Vec<i64> = strata::log::flush_together(&targets)
+        .into_iter()
+        .map(|result| result.expect("the sync succeeds"))
+        .collect();
+    assert_eq!(durable, vec![1, 2, 3], "one result per target, in order");
+    for log in &logs {
+        assert_eq!(log.durable_offset(), log.log_end_offset());
+    }
+    assert!(strata::log::flush_together(&[]).is_empty());
+}

@@ -1,14 +1,17 @@
 //! The broker under load: start `strata serve`, run each case with each
 //! client, and account time and CPU.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::{ChildGuard, Samples, Settings, baselines::pseudo_random};
+use super::cleaning::{self, CleanerOutcome};
+use super::latency::{self, LatencyOutcome};
+use super::server::{Broker, percentile_bound};
+use super::{Samples, Settings, baselines::pseudo_random};
 
 /// Record sizes (value bytes) every case runs with.
 pub const RECORD_SIZES: [usize; 2] = [100, 1024];
@@ -41,13 +44,29 @@ impl Client {
     }
 }
 
+/// How a producer writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Neither idempotent nor transactional.
+    Plain,
+    /// enable.idempotence (acks=all).
+    Idempotent,
+    /// A transactional producer committing every [`TRANSACTION_MS`].
+    Transactions,
+}
+
+/// How long each transaction of the transactional cases lasts.
+pub const TRANSACTION_MS: u64 = 100;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Work {
     Produce {
         acks: &'static str,
         producers: usize,
+        mode: Mode,
     },
-    Consume,
+    /// Reads a topic written by a producer of mode `written`.
+    Consume { written: Mode, read_committed: bool },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -64,16 +83,40 @@ impl Case {
             n => format!("{n} B"),
         };
         match self.work {
-            Work::Produce { acks, producers } => {
-                let acks = if acks == "-1" { "all" } else { acks };
+            Work::Produce {
+                acks,
+                producers,
+                mode,
+            } => {
+                let how = match mode {
+                    Mode::Plain if acks == "-1" => "acks=all".to_string(),
+                    Mode::Plain => format!("acks={acks}"),
+                    Mode::Idempotent => "idempotent".to_string(),
+                    Mode::Transactions => format!("txn/{TRANSACTION_MS} ms"),
+                };
                 let who = if producers == 1 {
                     String::new()
                 } else {
                     format!(", {producers} producers")
                 };
-                format!("produce {size} acks={acks}{who}")
+                format!("produce {size} {how}{who}")
             }
-            Work::Consume => format!("consume {size}"),
+            Work::Consume {
+                written,
+                read_committed,
+            } => {
+                let what = if written == Mode::Transactions {
+                    " txn topic"
+                } else {
+                    ""
+                };
+                let how = if read_committed {
+                    " read_committed"
+                } else {
+                    ""
+                };
+                format!("consume {size}{what}{how}")
+            }
         }
     }
 }
@@ -87,17 +130,26 @@ pub struct Outcome {
     /// Percent of one core, per run.
     pub broker_cpu: Samples,
     pub client_cpu: Samples,
+    /// The worst 99th percentile of a producer's broker round trips (any
+    /// request type) per run, in seconds (the driver's produce cases).
+    pub rtt_p99: Samples,
+    /// The broker's 99th percentile of produce latency per run (from the
+    /// request taken up to its answer ready), seconds, as the upper bound
+    /// of its histogram bucket.
+    pub broker_p99: Samples,
 }
 
-struct Measured {
+pub struct Measured {
     records: u64,
-    bytes: u64,
+    pub bytes: u64,
     /// The timed window (the client's own, where it times itself).
-    seconds: f64,
+    pub seconds: f64,
     /// The whole process's run, which its CPU time covers.
     wall_seconds: f64,
     broker_cpu_seconds: f64,
     client_cpu_seconds: f64,
+    rtt_p99_seconds: Option<f64>,
+    broker_p99_seconds: Option<f64>,
 }
 
 /// The cases in the order they run: producing first (each into a fresh
@@ -105,33 +157,57 @@ struct Measured {
 pub fn all_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for record_bytes in RECORD_SIZES {
-        let produce = |acks, producers, client| Case {
-            work: Work::Produce { acks, producers },
+        let produce = |acks, producers, mode, client| Case {
+            work: Work::Produce {
+                acks,
+                producers,
+                mode,
+            },
             record_bytes,
             client,
         };
-        cases.push(produce("1", 1, Client::Driver));
-        cases.push(produce("1", 1, Client::Kcat));
-        cases.push(produce("1", 1, Client::Strata));
-        cases.push(produce("-1", 1, Client::Driver));
-        cases.push(produce("-1", 1, Client::Strata));
-        cases.push(produce("-1", CONCURRENT_PRODUCERS, Client::Driver));
+        cases.push(produce("1", 1, Mode::Plain, Client::Driver));
+        cases.push(produce("1", 1, Mode::Plain, Client::Kcat));
+        cases.push(produce("1", 1, Mode::Plain, Client::Strata));
+        cases.push(produce("-1", 1, Mode::Plain, Client::Driver));
+        cases.push(produce("-1", 1, Mode::Plain, Client::Strata));
+        let many = CONCURRENT_PRODUCERS;
+        cases.push(produce("1", many, Mode::Plain, Client::Driver));
+        cases.push(produce("-1", many, Mode::Plain, Client::Driver));
+        cases.push(produce("-1", 1, Mode::Idempotent, Client::Driver));
+        cases.push(produce("-1", 1, Mode::Transactions, Client::Driver));
     }
     for record_bytes in RECORD_SIZES {
+        let consume = |written, read_committed, client| Case {
+            work: Work::Consume {
+                written,
+                read_committed,
+            },
+            record_bytes,
+            client,
+        };
         for client in [Client::Driver, Client::Kcat, Client::Strata] {
-            cases.push(Case {
-                work: Work::Consume,
-                record_bytes,
-                client,
-            });
+            cases.push(consume(Mode::Plain, false, client));
         }
+        cases.push(consume(Mode::Transactions, false, Client::Driver));
+        cases.push(consume(Mode::Transactions, true, Client::Driver));
     }
     cases
 }
 
-pub fn run_all(root: &Path, settings: &Settings) -> Result<Vec<Outcome>> {
+/// What the whole run measured.
+pub struct Results {
+    pub cases: Vec<Outcome>,
+    pub latency: LatencyOutcome,
+    pub cleaner: CleanerOutcome,
+}
+
+/// Every case, then the steady-load latency phase (see `latency`) and the
+/// cleaner's (see `cleaning`).
+pub fn run_all(root: &Path, settings: &Settings) -> Result<Results> {
     let driver = compile_driver(root)?;
-    let broker = Broker::start(&root.join("data"))?;
+    let data_dir = root.join("data");
+    let broker = Broker::start(&data_dir)?;
     let bench = Bench {
         root,
         driver: &driver,
@@ -139,19 +215,22 @@ pub fn run_all(root: &Path, settings: &Settings) -> Result<Vec<Outcome>> {
         settings,
     };
     let mut outcomes = Vec::new();
-    // (record size, topic): written once, read by every client.
-    let mut consume_topics: Vec<(usize, String)> = Vec::new();
-    for case in all_cases() {
+    // Written once, read by every client.
+    let mut consume_topics: Vec<ConsumeTopic> = Vec::new();
+    for case in all_cases()
+        .into_iter()
+        .filter(|case| settings.selects(&case.label()))
+    {
         let topic = match case.work {
-            Work::Consume => {
+            Work::Consume { written, .. } => {
                 let existing = consume_topics
                     .iter()
-                    .find(|(size, _)| *size == case.record_bytes);
+                    .find(|t| t.record_bytes == case.record_bytes && t.written == written);
                 Some(match existing {
-                    Some((_, topic)) => topic.clone(),
+                    Some(topic) => topic.clone(),
                     None => {
-                        let topic = bench.write_consume_topic(case.record_bytes)?;
-                        consume_topics.push((case.record_bytes, topic.clone()));
+                        let topic = bench.write_consume_topic(case.record_bytes, written)?;
+                        consume_topics.push(topic.clone());
                         topic
                     }
                 })
@@ -165,12 +244,20 @@ pub fn run_all(root: &Path, settings: &Settings) -> Result<Vec<Outcome>> {
             records_per_second: Samples::default(),
             broker_cpu: Samples::default(),
             client_cpu: Samples::default(),
+            rtt_p99: Samples::default(),
+            broker_p99: Samples::default(),
         };
         for run in 0..settings.runs {
             let measured = match &topic {
                 Some(topic) => bench.consume(case, topic)?,
                 None => bench.produce(case, &format!("{}-{run}", topic_name(&case)))?,
             };
+            if let Some(rtt) = measured.rtt_p99_seconds {
+                outcome.rtt_p99.push(rtt);
+            }
+            if let Some(p99) = measured.broker_p99_seconds {
+                outcome.broker_p99.push(p99);
+            }
             outcome
                 .bytes_per_second
                 .push(measured.bytes as f64 / measured.seconds);
@@ -186,34 +273,96 @@ pub fn run_all(root: &Path, settings: &Settings) -> Result<Vec<Outcome>> {
         }
         outcomes.push(outcome);
     }
+    let latency = if settings.selects("latency") {
+        latency::run(&bench, root)?
+    } else {
+        LatencyOutcome::default()
+    };
+    let cleaner = if settings.selects("cleaner") {
+        cleaning::run(&bench, &data_dir)?
+    } else {
+        CleanerOutcome::default()
+    };
     broker.stop()?;
-    Ok(outcomes)
+    Ok(Results {
+        cases: outcomes,
+        latency,
+        cleaner,
+    })
+}
+
+/// A topic the consume cases read.
+#[derive(Debug, Clone)]
+struct ConsumeTopic {
+    name: String,
+    record_bytes: usize,
+    written: Mode,
+    /// Data records (a transaction's markers take offsets too).
+    records: u64,
 }
 
 /// A fresh topic per produce run.
 fn topic_name(case: &Case) -> String {
-    let (acks, producers) = match case.work {
-        Work::Produce { acks, producers } => (acks, producers),
-        Work::Consume => ("none", 0),
+    let (acks, producers, mode) = match case.work {
+        Work::Produce {
+            acks,
+            producers,
+            mode,
+        } => (acks, producers, mode),
+        Work::Consume { .. } => ("none", 0, Mode::Plain),
     };
     format!(
-        "produce-{}b-acks{}-p{producers}-{}",
+        "produce-{}b-acks{}-p{producers}-{mode:?}-{}",
         case.record_bytes,
         if acks == "-1" { "all" } else { acks },
         case.client.name()
     )
+    .to_lowercase()
 }
 
-struct Bench<'a> {
+/// The running broker and what drives it.
+pub struct Bench<'a> {
     root: &'a Path,
-    driver: &'a Path,
+    pub driver: &'a Path,
     broker: &'a Broker,
-    settings: &'a Settings,
+    pub settings: &'a Settings,
+}
+
+/// The driver's extra arguments for a producer of `mode`.
+fn mode_args(mode: Mode) -> Vec<String> {
+    match mode {
+        Mode::Plain => Vec::new(),
+        Mode::Idempotent => vec!["idempotent".into()],
+        Mode::Transactions => vec![format!("txn_ms={TRANSACTION_MS}")],
+    }
 }
 
 impl Bench<'_> {
+    pub fn address(&self) -> &str {
+        &self.broker.address
+    }
+
+    /// The broker's produce latency histogram (see `Broker`).
+    pub fn produce_latency(&self) -> Result<Vec<(f64, u64)>> {
+        self.broker.produce_latency()
+    }
+
+    /// Runs a produce case, with the broker's produce latency over it.
     fn produce(&self, case: Case, topic: &str) -> Result<Measured> {
-        let Work::Produce { acks, producers } = case.work else {
+        let before = self.broker.produce_latency()?;
+        let mut measured = self.produce_only(case, topic)?;
+        let after = self.broker.produce_latency()?;
+        measured.broker_p99_seconds = percentile_bound(&before, &after, 0.99);
+        Ok(measured)
+    }
+
+    fn produce_only(&self, case: Case, topic: &str) -> Result<Measured> {
+        let Work::Produce {
+            acks,
+            producers,
+            mode,
+        } = case.work
+        else {
             bail!("not a produce case");
         };
         let records = self.settings.produce_bytes / case.record_bytes as u64;
@@ -233,13 +382,27 @@ impl Bench<'_> {
                 command.arg(per_producer.to_string());
                 command.arg(case.record_bytes.to_string());
                 command.args([acks, &producers.to_string()]);
+                command.args(mode_args(mode));
                 let measured = self.timed_driver(command)?;
                 // One untimed warm-up record per producer comes first.
-                self.expect_end_offset(topic, measured.records + producers as u64)?;
+                let records = measured.records + producers as u64;
+                if mode == Mode::Transactions {
+                    // Each transaction's marker takes an offset too.
+                    let end = self.end_offset(topic)?;
+                    ensure!(
+                        end > records,
+                        "{topic} holds {end} offsets for {records} records"
+                    );
+                } else {
+                    self.expect_end_offset(topic, records)?;
+                }
                 Ok(measured)
             }
             Client::Kcat => {
-                ensure!(producers == 1, "kcat runs one producer");
+                ensure!(
+                    producers == 1 && mode == Mode::Plain,
+                    "kcat runs one plain producer"
+                );
                 let file = lines.context("kcat's input file")?;
                 let mut command = Command::new("kcat");
                 command.args(["-P", "-q", "-b", address, "-t", topic, "-p", "0"]);
@@ -251,7 +414,10 @@ impl Bench<'_> {
                 Ok(measured)
             }
             Client::Strata => {
-                ensure!(producers == 1, "strata bench runs one producer");
+                ensure!(
+                    producers == 1 && mode == Mode::Plain,
+                    "this harness runs strata bench as one plain producer"
+                );
                 let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
                 command.args(["bench", "produce", "--bootstrap", address, "--topic", topic]);
                 command.args(["--records", &records.to_string()]);
@@ -265,13 +431,24 @@ impl Bench<'_> {
         }
     }
 
-    fn consume(&self, case: Case, topic: &str) -> Result<Measured> {
+    fn consume(&self, case: Case, topic: &ConsumeTopic) -> Result<Measured> {
         let address = self.broker.address.as_str();
-        let end = self.end_offset(topic)?;
+        let read_committed = matches!(
+            case.work,
+            Work::Consume {
+                read_committed: true,
+                ..
+            }
+        );
+        let end = topic.records;
+        let topic = topic.name.as_str();
         match case.client {
             Client::Driver => {
                 let mut command = Command::new(self.driver);
                 command.args(["consume", address, topic]);
+                if read_committed {
+                    command.arg("read_committed");
+                }
                 let measured = self.timed_driver(command)?;
                 ensure!(
                     measured.records == end,
@@ -306,36 +483,58 @@ impl Bench<'_> {
     }
 
     /// Fills a topic for the consume cases (untimed).
-    fn write_consume_topic(&self, record_bytes: usize) -> Result<String> {
-        let topic = format!("consume-{record_bytes}b");
-        eprintln!("writing {} for the consume cases…", topic);
+    fn write_consume_topic(&self, record_bytes: usize, written: Mode) -> Result<ConsumeTopic> {
+        let name = format!("consume-{record_bytes}b-{written:?}").to_lowercase();
+        eprintln!("writing {name} for the consume cases…");
         let records = self.settings.consume_bytes / record_bytes as u64;
+        let acks = if written == Mode::Plain { "1" } else { "-1" };
+        self.fill(&name, records, record_bytes, acks, &mode_args(written))?;
+        // Written back now, not during the first consume run.
+        sync_all();
+        Ok(ConsumeTopic {
+            name,
+            record_bytes,
+            written,
+            // With the driver's warm-up record.
+            records: records + 1,
+        })
+    }
+
+    /// Writes `records` records into `topic` with one driver producer
+    /// (untimed).
+    pub fn fill(
+        &self,
+        topic: &str,
+        records: u64,
+        record_bytes: usize,
+        acks: &str,
+        extra: &[String],
+    ) -> Result<()> {
         let status = Command::new(self.driver)
-            .args(["produce", &self.broker.address, &topic])
+            .args(["produce", &self.broker.address, topic])
             .arg(records.to_string())
             .arg(record_bytes.to_string())
-            .args(["1", "1"])
+            .args([acks, "1"])
+            .args(extra)
             .stdout(Stdio::null())
             .status()
             .context("running rdkafka_driver")?;
         ensure!(status.success(), "writing {topic} failed: {status}");
-        // Written back now, not during the first consume run.
-        sync_all();
-        Ok(topic)
+        Ok(())
     }
 
     /// Runs a driver command; its own timing (from the moment every
     /// producer is connected) replaces the wall clock.
-    fn timed_driver(&self, command: Command) -> Result<Measured> {
+    pub fn timed_driver(&self, command: Command) -> Result<Measured> {
         self.timed_by_client(command, parse_driver)
     }
 
-    /// Runs a client that times itself and prints (records, bytes,
-    /// seconds) in a form `parse` reads.
+    /// Runs a client that times itself and prints what it did in a form
+    /// `parse` reads.
     fn timed_by_client(
         &self,
         mut command: Command,
-        parse: fn(&str) -> Result<(u64, u64, f64)>,
+        parse: fn(&str) -> Result<Report>,
     ) -> Result<Measured> {
         let broker_before = self.broker.cpu_seconds()?;
         let client_before = children_cpu_seconds();
@@ -348,14 +547,16 @@ impl Bench<'_> {
         let client_cpu_seconds = children_cpu_seconds() - client_before;
         let broker_cpu_seconds = self.broker.cpu_seconds()? - broker_before;
         ensure!(output.status.success(), "{command:?}: {}", output.status);
-        let (records, bytes, seconds) = parse(&String::from_utf8_lossy(&output.stdout))?;
+        let report = parse(&String::from_utf8_lossy(&output.stdout))?;
         Ok(Measured {
-            records,
-            bytes,
-            seconds,
+            records: report.records,
+            bytes: report.bytes,
+            seconds: report.seconds,
             wall_seconds,
             broker_cpu_seconds,
             client_cpu_seconds,
+            rtt_p99_seconds: report.rtt_p99_seconds,
+            broker_p99_seconds: None,
         })
     }
 
@@ -379,6 +580,8 @@ impl Bench<'_> {
             wall_seconds: seconds,
             broker_cpu_seconds,
             client_cpu_seconds,
+            rtt_p99_seconds: None,
+            broker_p99_seconds: None,
         })
     }
 
@@ -434,23 +637,37 @@ impl Bench<'_> {
     }
 }
 
-/// The driver's one line: "records=N bytes=N seconds=F".
-fn parse_driver(text: &str) -> Result<(u64, u64, f64)> {
-    let field = |name: &str| -> Result<f64> {
+/// What a client that times itself printed.
+pub struct Report {
+    pub records: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub rtt_p99_seconds: Option<f64>,
+}
+
+/// The driver's one line: "records=N bytes=N seconds=F", and for produce
+/// "rtt_p99_us=N" (0 when no statistics window saw a request).
+pub fn parse_driver(text: &str) -> Result<Report> {
+    let optional = |name: &str| -> Option<f64> {
         text.split_whitespace()
             .find_map(|part| part.strip_prefix(name)?.strip_prefix('='))
             .and_then(|v| v.parse().ok())
-            .with_context(|| format!("no {name}= in the driver's output {text:?}"))
     };
-    Ok((
-        field("records")? as u64,
-        field("bytes")? as u64,
-        field("seconds")?,
-    ))
+    let field = |name: &str| -> Result<f64> {
+        optional(name).with_context(|| format!("no {name}= in the driver's output {text:?}"))
+    };
+    Ok(Report {
+        records: field("records")? as u64,
+        bytes: field("bytes")? as u64,
+        seconds: field("seconds")?,
+        rtt_p99_seconds: optional("rtt_p99_us")
+            .filter(|&us| us > 0.0)
+            .map(|us| us / 1e6),
+    })
 }
 
 /// `strata bench … --format json`: {"records", "bytes", "seconds", …}.
-fn parse_strata_bench(text: &str) -> Result<(u64, u64, f64)> {
+fn parse_strata_bench(text: &str) -> Result<Report> {
     let value: serde_json::Value = serde_json::from_str(text.trim())
         .with_context(|| format!("strata bench printed {text:?}"))?;
     let number = |name: &str| {
@@ -458,11 +675,12 @@ fn parse_strata_bench(text: &str) -> Result<(u64, u64, f64)> {
             .as_f64()
             .with_context(|| format!("no {name} in {text:?}"))
     };
-    Ok((
-        number("records")? as u64,
-        number("bytes")? as u64,
-        number("seconds")?,
-    ))
+    Ok(Report {
+        records: number("records")? as u64,
+        bytes: number("bytes")? as u64,
+        seconds: number("seconds")?,
+        rtt_p99_seconds: None,
+    })
 }
 
 /// librdkafka settings kcat's producer shares with the driver's.
@@ -508,90 +726,7 @@ fn children_cpu_seconds() -> f64 {
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
-fn sync_all() {
+pub fn sync_all() {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
-}
-
-/// A release-built `strata serve` on a free port.
-struct Broker {
-    process: Option<ChildGuard>,
-    pid: u32,
-    address: String,
-    /// Held open: the broker may print more, and a closed pipe would fail it.
-    _stdout: BufReader<std::process::ChildStdout>,
-}
-
-impl Broker {
-    fn start(data_dir: &Path) -> Result<Self> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(data_dir)
-            .args(["--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("starting strata serve")?;
-        let stdout = child.stdout.take().context("strata's stdout")?;
-        let guard = ChildGuard::new(child);
-        let mut stdout = BufReader::new(stdout);
-        let mut line = String::new();
-        stdout
-            .read_line(&mut line)
-            .context("reading strata's first line")?;
-        // "strata listening on 127.0.0.1:PORT"
-        let address = line
-            .trim()
-            .strip_prefix("strata listening on ")
-            .with_context(|| format!("strata serve printed {line:?}"))?
-            .to_string();
-        Ok(Self {
-            pid: guard.id(),
-            process: Some(guard),
-            address,
-            _stdout: stdout,
-        })
-    }
-
-    /// User + system CPU seconds the broker has used so far.
-    fn cpu_seconds(&self) -> Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .context("reading the broker's /proc stat")?;
-        // Fields after the command name, which ends with the last ')':
-        // state is field 3, utime 14, stime 15.
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| -> Result<f64> {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<f64>().ok())
-                .context("parsing the broker's /proc stat")
-        };
-        // SAFETY: sysconf only reads a constant.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        Ok((ticks(11)? + ticks(12)?) / hz)
-    }
-
-    /// SIGTERM, then wait for the clean shutdown.
-    fn stop(mut self) -> Result<()> {
-        let Some(guard) = self.process.take() else {
-            return Ok(());
-        };
-        let mut child = guard.take();
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = child.try_wait()? {
-                ensure!(status.success(), "strata serve exited with {status}");
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                bail!("strata serve did not stop within 30 s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
 }

@@ -8,9 +8,17 @@
 //! temporary data directory, and times each case several times:
 //!
 //! - produce of 100-byte and 1 KiB records with acks=1 and acks=all, one
-//!   producer; acks=all also with 8 concurrent producers (one connection
-//!   each), where the broker's group commit shares fdatasyncs;
-//! - consume of a whole partition from the beginning to the end.
+//!   producer; acks=1 and acks=all also with 8 concurrent producers (one
+//!   connection each), where the broker's group commit shares fdatasyncs,
+//!   with the 99th percentile of their produce round trips set against one
+//!   fdatasync; an idempotent producer beside a transactional one
+//!   committing every 100 ms;
+//! - consume of a whole partition from the beginning to the end, and of a
+//!   transactionally written one with read_uncommitted and read_committed;
+//! - the broker's produce latency at a steady load (see `latency`),
+//!   acks=1 and acks=all, set against one fdatasync;
+//! - the cleaner (see `cleaning`): its rate against the disk's, and a
+//!   producer's rate while it cleans against its rate without.
 //!
 //! Clients: `rdkafka_driver` (a small C program on librdkafka, compiled
 //! here, that produces from memory) for every case, and kcat for the cases
@@ -30,11 +38,16 @@
 //! Settings (environment): `STRATA_BENCH_RUNS` (3), `STRATA_BENCH_PRODUCE_MB`
 //! (payload MiB per produce run, 256), `STRATA_BENCH_CONSUME_MB` (1024),
 //! `STRATA_BENCH_DIR` (parent of the temporary directory; the system's
-//! temporary directory by default).
+//! temporary directory by default), `STRATA_BENCH_CASES` (`|`-separated
+//! parts of case labels to run, `cleaner` for the cleaner's phase; all by
+//! default).
 
 mod baselines;
 mod cases;
+mod cleaning;
+mod latency;
 mod report;
+mod server;
 
 use std::net::TcpListener;
 use std::process::Child;
@@ -48,6 +61,10 @@ pub struct Samples(Vec<f64>);
 impl Samples {
     pub fn push(&mut self, value: f64) {
         self.0.push(value);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     pub fn best(&self) -> f64 {
@@ -104,6 +121,15 @@ pub struct Settings {
     pub runs: usize,
     pub produce_bytes: u64,
     pub consume_bytes: u64,
+    /// Only the cases whose label holds one of these (`cleaner` for the
+    /// cleaner's phase); every case when empty.
+    pub only: Vec<String>,
+}
+
+impl Settings {
+    pub fn selects(&self, label: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|part| label.contains(part.as_str()))
+    }
 }
 
 fn env_number(name: &str, default: u64) -> Result<u64> {
@@ -128,6 +154,9 @@ fn main() -> Result<()> {
         runs: usize::try_from(env_number("STRATA_BENCH_RUNS", 3)?)?,
         produce_bytes: env_number("STRATA_BENCH_PRODUCE_MB", 256)? << 20,
         consume_bytes: env_number("STRATA_BENCH_CONSUME_MB", 1024)? << 20,
+        only: std::env::var("STRATA_BENCH_CASES")
+            .map(|cases| cases.split('|').map(str::to_string).collect())
+            .unwrap_or_default(),
     };
     let parent = std::env::var_os("STRATA_BENCH_DIR")
         .map_or_else(std::env::temp_dir, std::path::PathBuf::from);
@@ -140,10 +169,13 @@ fn main() -> Result<()> {
     let loopback = baselines::loopback_tcp(settings.runs)?;
     eprintln!("baseline: disk write with fdatasync…");
     let disk = baselines::disk_write(root.path(), settings.produce_bytes, settings.runs)?;
+    eprintln!("baseline: one fdatasync…");
+    let fsync = baselines::fsync_latency(root.path())?;
     let results = cases::run_all(root.path(), &settings)?;
     let baselines = report::Baselines {
         loopback,
         disk,
+        fsync,
         disk_dir: root.path().to_path_buf(),
         disk_bytes: settings.produce_bytes,
     };

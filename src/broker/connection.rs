@@ -1,7 +1,7 @@
 //! One client connection: requests read ahead, handled one at a time, in
 //! order, and answered in order.
 //!
-//! Two halves run concurrently in the connection's task:
+//! Three stages run concurrently in the connection's task:
 //!
 //! - The **reader** takes an in-flight slot (at most
 //!   `in_flight_requests_max` requests read and not yet answered), reads a
@@ -9,32 +9,38 @@
 //!   memory budget, and only then allocates the frame, reads it and queues
 //!   it. Out of slots or out of budget, it stops reading the socket, so the
 //!   client's sends back up (TCP backpressure); nothing fails.
-//! - The **answerer** takes queued requests in order, runs each one's
-//!   handler off the executor's threads (handlers block on disk I/O),
-//!   returns the frame's bytes to the budget, writes the response, and only
-//!   then frees the slot and takes the next request. A connection's
-//!   requests are therefore handled strictly in the order sent (a
-//!   producer's batches append in that order) and answered in that order.
+//! - The **handler** takes queued requests in order and runs each one's
+//!   handler off the executor's threads (handlers block on disk I/O), then
+//!   returns the frame's bytes to the budget. A request's effects are
+//!   therefore applied strictly in the order sent (a producer's batches
+//!   append in that order). Most responses are known when the handler
+//!   ends; a JoinGroup's waits for the rebalance, and the handler waits
+//!   with it. An acks=all produce's response waits for an fdatasync
+//!   already under way: the handler passes it on pending and takes the
+//!   next request, so a pipelining producer's next batch is appended while
+//!   the previous one is synced.
+//! - The **writer** takes the responses in order, waits for each pending
+//!   one, writes it, and only then frees its slot.
 //!
-//! So a pipelining client has request k+1 read and ready while request k is
-//! handled (say, waiting for an fdatasync), without any reordering.
+//! So a pipelining client has request k+1 read, and handled if k only
+//! waits for its sync, without any reordering of effects or answers.
 //!
 //! Memory per connection is bounded: at most `in_flight_requests_max`
 //! frames (each at most `request_bytes_max`, all connections together at
-//! most `request_memory_bytes_max`) plus the one response being written. A
-//! response is written before the next one is produced, and a fetch
-//! response's records are file ranges sent with sendfile, never copied into
-//! memory, so a client that stops reading holds one response's small
-//! in-memory parts; once writing (or reading a frame's body) makes no
-//! progress for `socket_stall_timeout` the connection closes and returns
-//! what it held.
+//! most `request_memory_bytes_max`) plus the responses of handled requests
+//! not yet written (at most one per slot). A response is written before
+//! the next one, and a fetch response's records are file ranges sent with
+//! sendfile, never copied into memory, so a client that stops reading
+//! holds small in-memory parts; once writing (or reading a frame's body)
+//! makes no progress for `socket_stall_timeout` the connection closes and
+//! returns what it held.
 //!
 //! The connection ends on EOF or an oversized frame (after answering the
 //! requests read before it), on a request the broker cannot decode or does
 //! not serve, after `connection_idle_timeout` with nothing in flight and
-//! nothing arriving, or at shutdown: the request in hand is answered, and
-//! requests read ahead but not begun are dropped unanswered (never handled,
-//! so a producer's retry of them cannot duplicate anything).
+//! nothing arriving, or at shutdown: the requests handled are answered,
+//! and requests read ahead but not begun are dropped unanswered (never
+//! handled, so a producer's retry of them cannot duplicate anything).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -48,6 +54,7 @@ use tokio::net::TcpStream;
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc, watch};
 
+use super::BrokerError;
 use super::api::{self, BrokerContext, Reply};
 use super::fetch_frame::Part;
 use super::frame::{read_frame_body, read_frame_size};
@@ -105,7 +112,7 @@ pub(crate) async fn serve(
     let (reader, writer) = stream.split();
     // Never full: the reader's in-flight slots bound what it queues.
     let (queue, queued) = mpsc::channel(ctx.config.in_flight_requests_max);
-    // The answerer's "a response went out", which restarts the idle clock.
+    // The writer's "a response went out", which restarts the idle clock.
     let answered = Notify::new();
     let reading = read_requests(
         reader,
@@ -116,11 +123,19 @@ pub(crate) async fn serve(
         shutdown.clone(),
         peer,
     );
-    let answering = answer_requests(writer, &ctx, queued, &answered, shutdown, peer);
+    let (outgoing, to_write) = mpsc::channel(ctx.config.in_flight_requests_max);
+    let handling = handle_requests(&ctx, queued, outgoing, shutdown, peer);
+    let writing = write_responses(writer, &ctx, to_write, &answered, peer);
     tokio::select! {
-        () = answering => {}
+        () = writing => {}
+        // A handler that stops closes the outgoing channel; the writer
+        // writes what is in it, then ends.
+        () = async {
+            handling.await;
+            std::future::pending::<()>().await;
+        } => {}
         // A reader that stops (EOF, a bad frame, idleness, shutdown) closes
-        // the queue; the answerer answers what is queued, then ends.
+        // the queue; the handler handles what is queued, then ends.
         () = async {
             reading.await;
             std::future::pending::<()>().await;
@@ -226,14 +241,37 @@ async fn read_requests(
     }
 }
 
-/// Handles queued requests one at a time and writes their responses, in
-/// order, until the queue closes, a request closes the connection, a write
-/// fails or stalls, or shutdown.
-async fn answer_requests(
-    mut stream: WriteHalf<'_>,
+/// A handled request on its way out.
+struct Outgoing {
+    response: Response,
+    api_key: i16,
+    bytes_in: u64,
+    started: std::time::Instant,
+    /// The frame's share of the request memory budget, kept while the
+    /// response waits (it may hold views into the frame, such as topic
+    /// names).
+    memory: Option<Held>,
+    /// The request's in-flight slot, freed once the response is written.
+    slot: Held,
+}
+
+enum Response {
+    /// The parts to write, or none (a produce with acks=0), and the moment
+    /// they were known.
+    Ready(Option<Vec<Part>>, std::time::Instant),
+    /// The response frame and the moment it was known, once the work it
+    /// waits for ends (a task of its own, so that moment is not the
+    /// writer's).
+    Pending(tokio::task::JoinHandle<(Result<Part, BrokerError>, std::time::Instant)>),
+}
+
+/// Handles queued requests one at a time, in order, passing each response
+/// to the writer, until the queue closes, a request closes the connection,
+/// the writer stops, or shutdown.
+async fn handle_requests(
     ctx: &Arc<BrokerContext>,
     mut queue: mpsc::Receiver<Request>,
-    answered: &Notify,
+    outgoing: mpsc::Sender<Outgoing>,
     mut shutdown: watch::Receiver<bool>,
     peer: Option<SocketAddr>,
 ) {
@@ -257,17 +295,62 @@ async fn answer_requests(
             frame.get(1).copied().unwrap_or(0xff),
         ]);
         let bytes_in = frame.len() as u64 + 4;
-        let response = answer(ctx, frame, &mut shutdown, peer).await;
-        // Handled: the frame (and every decoded view into it) is gone.
-        drop(memory);
-        let Some(response) = response else {
+        let Some(response) = handle_one(ctx, frame, &mut shutdown, peer).await else {
             return;
         };
+        // A response already known holds nothing of the frame.
+        let memory = matches!(response, Response::Pending(_)).then_some(memory);
+        let next = Outgoing {
+            response,
+            api_key,
+            bytes_in,
+            started,
+            memory,
+            slot,
+        };
+        if outgoing.send(next).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Writes the responses in order, waiting for each pending one, until the
+/// handler stops, or a write fails or stalls.
+async fn write_responses(
+    mut stream: WriteHalf<'_>,
+    ctx: &Arc<BrokerContext>,
+    mut to_write: mpsc::Receiver<Outgoing>,
+    answered: &Notify,
+    peer: Option<SocketAddr>,
+) {
+    while let Some(next) = to_write.recv().await {
+        let (response, ready) = match next.response {
+            Response::Ready(parts, ready) => (parts, ready),
+            Response::Pending(task) => match task.await {
+                Ok((Ok(part), ready)) => (Some(vec![part]), ready),
+                Ok((Err(error), _)) => {
+                    tracing::error!(?peer, "closing connection: {error}");
+                    return;
+                }
+                Err(failed) => {
+                    tracing::error!(
+                        ?peer,
+                        "closing connection: a response task failed: {failed}"
+                    );
+                    return;
+                }
+            },
+        };
+        drop(next.memory);
         let bytes_out = response
             .as_ref()
             .map_or(0, |parts| parts.iter().map(Part::len).sum());
-        ctx.metrics
-            .observe(api_key, started.elapsed(), bytes_in, bytes_out);
+        ctx.metrics.observe(
+            next.api_key,
+            ready.saturating_duration_since(next.started),
+            next.bytes_in,
+            bytes_out,
+        );
         if let Some(parts) = response {
             let in_memory = parts
                 .iter()
@@ -283,20 +366,20 @@ async fn answer_requests(
                 return;
             }
         }
-        drop(slot);
+        drop(next.slot);
         answered.notify_one();
     }
 }
 
 /// Runs the request's handler off the executor's threads (handlers block on
 /// disk I/O), waiting between passes when a fetch asks to wait for data.
-/// `None` closes the connection; `Some(None)` means no response is due.
-async fn answer(
+/// `None` closes the connection.
+async fn handle_one(
     ctx: &Arc<BrokerContext>,
     frame: Bytes,
     shutdown: &mut watch::Receiver<bool>,
     peer: Option<SocketAddr>,
-) -> Option<Option<Vec<Part>>> {
+) -> Option<Response> {
     let mut deadline: Option<tokio::time::Instant> = None;
     loop {
         let final_pass = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
@@ -307,12 +390,17 @@ async fn answer(
         })
         .await;
         match handled {
-            Ok(Ok(Reply::Respond(parts))) => return Some(Some(parts)),
-            Ok(Ok(Reply::Silent)) => return Some(None),
+            Ok(Ok(Reply::Respond(parts))) => return Some(Response::Ready(Some(parts), now())),
+            Ok(Ok(Reply::Silent)) => return Some(Response::Ready(None, now())),
+            Ok(Ok(Reply::Pipelined(response))) => {
+                return Some(Response::Pending(tokio::spawn(async move {
+                    (response.await, now())
+                })));
+            }
             Ok(Ok(Reply::Later(response))) => {
                 return tokio::select! {
                     framed = response => match framed {
-                        Ok(part) => Some(Some(vec![part])),
+                        Ok(part) => Some(Response::Ready(Some(vec![part]), now())),
                         Err(error) => {
                             tracing::debug!(?peer, "closing connection: {error}");
                             None
@@ -366,6 +454,10 @@ async fn write_parts(
         }
     }
     Ok(())
+}
+
+fn now() -> std::time::Instant {
+    std::time::Instant::now()
 }
 
 fn stalled(stall: Duration) -> std::io::Error {

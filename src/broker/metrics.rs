@@ -1,4 +1,7 @@
-//! Prometheus metrics: request counts and time per API, bytes in and out,
+//! Prometheus metrics: request counts, time and a latency histogram per API
+//! (from the moment a request is taken up to its response being ready:
+//! handling, and an acks=all answer's wait for its fdatasync), bytes in and
+//! out,
 //! the state of the broker's limits (requests in flight, request and
 //! response bytes held in memory, waits for the request memory budget),
 //! fetch long-polls (waiting now, woken by appends), each partition's
@@ -16,6 +19,7 @@ use tokio::net::TcpListener;
 
 use super::config::ACCEPT_RETRY_DELAY;
 use super::group::GroupCoordinator;
+use super::latency::LatencyHistogram;
 use crate::log::LogManager;
 
 /// API keys counted individually (Kafka's keys are small integers).
@@ -26,6 +30,7 @@ const HTTP_HEAD_BYTES_MAX: usize = 8192;
 pub struct Metrics {
     requests: [AtomicU64; API_KEYS_MAX],
     request_micros: [AtomicU64; API_KEYS_MAX],
+    request_latency: [LatencyHistogram; API_KEYS_MAX],
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
     /// Gauge: requests read and not yet answered, all connections.
@@ -50,6 +55,7 @@ impl Default for Metrics {
         Self {
             requests: std::array::from_fn(|_| AtomicU64::new(0)),
             request_micros: std::array::from_fn(|_| AtomicU64::new(0)),
+            request_latency: std::array::from_fn(|_| LatencyHistogram::default()),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             requests_in_flight: AtomicU64::new(0),
@@ -71,6 +77,7 @@ impl Metrics {
             self.requests[i].fetch_add(1, Ordering::Relaxed);
             let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
             self.request_micros[i].fetch_add(micros, Ordering::Relaxed);
+            self.request_latency[i].observe(micros);
         }
         self.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
         self.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
@@ -79,22 +86,36 @@ impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self, log: &LogManager, groups: &GroupCoordinator) -> String {
         let mut out = String::new();
+        // Each family's lines together, as the text format requires.
+        let served: Vec<(usize, String)> = (0..API_KEYS_MAX)
+            .filter(|&i| self.requests[i].load(Ordering::Relaxed) > 0)
+            .map(|i| {
+                let api = i16::try_from(i)
+                    .ok()
+                    .and_then(|k| ApiKey::try_from(k).ok())
+                    .map_or_else(|| format!("{i}"), |k| format!("{k:?}"));
+                (i, api)
+            })
+            .collect();
         let _ = writeln!(out, "# TYPE strata_requests_total counter");
-        let _ = writeln!(out, "# TYPE strata_request_seconds_total counter");
-        for (i, count) in self.requests.iter().enumerate() {
-            let count = count.load(Ordering::Relaxed);
-            if count == 0 {
-                continue;
-            }
-            let api = i16::try_from(i)
-                .ok()
-                .and_then(|k| ApiKey::try_from(k).ok())
-                .map_or_else(|| format!("{i}"), |k| format!("{k:?}"));
-            let seconds = self.request_micros[i].load(Ordering::Relaxed) as f64 / 1e6;
+        for (i, api) in &served {
+            let count = self.requests[*i].load(Ordering::Relaxed);
             let _ = writeln!(out, "strata_requests_total{{api=\"{api}\"}} {count}");
+        }
+        let _ = writeln!(out, "# TYPE strata_request_seconds_total counter");
+        for (i, api) in &served {
+            let seconds = self.request_micros[*i].load(Ordering::Relaxed) as f64 / 1e6;
             let _ = writeln!(
                 out,
                 "strata_request_seconds_total{{api=\"{api}\"}} {seconds}"
+            );
+        }
+        let _ = writeln!(out, "# TYPE strata_request_latency_seconds histogram");
+        for (i, api) in &served {
+            self.request_latency[*i].render(
+                &mut out,
+                "strata_request_latency_seconds",
+                &format!("api=\"{api}\""),
             );
         }
         let _ = writeln!(out, "# TYPE strata_bytes_in_total counter");
@@ -136,27 +157,34 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE {name} {kind}");
             let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
         }
-        let _ = writeln!(out, "# TYPE strata_log_end_offset gauge");
-        let _ = writeln!(out, "# TYPE strata_log_start_offset gauge");
-        let _ = writeln!(out, "# TYPE strata_log_size_bytes gauge");
-        for topic in log.topics() {
-            for (p, partition) in topic.partitions.iter().enumerate() {
-                let labels = format!("topic=\"{}\",partition=\"{p}\"", topic.name());
-                let _ = writeln!(
-                    out,
-                    "strata_log_end_offset{{{labels}}} {}",
-                    partition.log_end_offset()
-                );
-                let _ = writeln!(
-                    out,
-                    "strata_log_start_offset{{{labels}}} {}",
-                    partition.log_start_offset()
-                );
-                let _ = writeln!(
-                    out,
-                    "strata_log_size_bytes{{{labels}}} {}",
-                    partition.size_bytes()
-                );
+        let partitions: Vec<(String, std::sync::Arc<crate::log::PartitionLog>)> = log
+            .topics()
+            .iter()
+            .flat_map(|topic| {
+                topic
+                    .partitions
+                    .iter()
+                    .enumerate()
+                    .map(move |(p, partition)| {
+                        let labels = format!("topic=\"{}\",partition=\"{p}\"", topic.name());
+                        (labels, std::sync::Arc::clone(partition))
+                    })
+            })
+            .collect();
+        type Gauge = fn(&crate::log::PartitionLog) -> u64;
+        let gauges: [(&str, Gauge); 3] = [
+            ("strata_log_end_offset", |p| {
+                p.log_end_offset().max(0) as u64
+            }),
+            ("strata_log_start_offset", |p| {
+                p.log_start_offset().max(0) as u64
+            }),
+            ("strata_log_size_bytes", |p| p.size_bytes()),
+        ];
+        for (name, value) in gauges {
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            for (labels, partition) in &partitions {
+                let _ = writeln!(out, "{name}{{{labels}}} {}", value(partition));
             }
         }
         render_group_lag(&mut out, log, groups);
@@ -174,8 +202,7 @@ fn render_group_lag(out: &mut String, log: &LogManager, groups: &GroupCoordinato
             return;
         }
     };
-    let _ = writeln!(out, "# TYPE strata_group_committed_offset gauge");
-    let _ = writeln!(out, "# TYPE strata_group_lag gauge");
+    let mut rows = Vec::new();
     for (group, entry) in committed {
         let Some(partition) = log
             .topic(&entry.topic)
@@ -191,7 +218,14 @@ fn render_group_lag(out: &mut String, log: &LogManager, groups: &GroupCoordinato
         );
         let offset = entry.committed.offset;
         let lag = (partition.log_end_offset() - offset.max(0)).max(0);
+        rows.push((labels, offset, lag));
+    }
+    let _ = writeln!(out, "# TYPE strata_group_committed_offset gauge");
+    for (labels, offset, _) in &rows {
         let _ = writeln!(out, "strata_group_committed_offset{{{labels}}} {offset}");
+    }
+    let _ = writeln!(out, "# TYPE strata_group_lag gauge");
+    for (labels, _, lag) in &rows {
         let _ = writeln!(out, "strata_group_lag{{{labels}}} {lag}");
     }
 }

@@ -29,6 +29,7 @@ mod fetch_frame;
 mod frame;
 pub mod group;
 mod huge_alloc;
+mod latency;
 mod metrics;
 mod server;
 pub mod txn;

@@ -39,7 +39,7 @@ pub use log_manager::{LogManager, Topic, TopicMetadata, peek_topic_metadata, val
 pub use offset_index::OffsetIndex;
 pub use partition_log::{
     ActiveProducer, AppendInfo, CleanView, CleanedSegment, Isolation, LogRead, PartitionLog,
-    RetentionOutcome, SegmentSnapshot,
+    RetentionOutcome, SegmentSnapshot, flush_together,
 };
 pub use peek::{
     peek_batches, peek_log_end_offset, peek_log_start_offset, peek_segment_max_timestamp,

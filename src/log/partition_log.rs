@@ -46,6 +46,7 @@ mod retention;
 mod transactions;
 
 pub use compaction::{CleanView, CleanedSegment, SegmentSnapshot};
+pub use flush::flush_together;
 pub use producers::ActiveProducer;
 pub use read::{Isolation, LogRead};
 pub use retention::RetentionOutcome;

@@ -44,6 +44,7 @@ pub(crate) use fetch::DataWait;
 use super::BrokerError;
 use super::fetch_frame::{Part, fetch_response};
 use super::group::{JoinOutcome, Pending, SyncOutcome};
+use produce::Produced;
 
 /// Handles one request frame; returns the response frame (size prefix
 /// included), `None` when the request takes no response (Produce with
@@ -97,9 +98,16 @@ pub(crate) fn handle(
         }
         ApiKey::Produce => {
             let request = decode(&mut frame, version)?;
-            produce::handle(ctx, &request)
-                .map(|body| respond(key, version, correlation_id, &body))
-                .transpose()?
+            match produce::handle(ctx, &request) {
+                Produced::Silent => None,
+                Produced::Now(body) => Some(respond(key, version, correlation_id, &body)?),
+                Produced::OnceDurable(durability) => {
+                    return Ok(Reply::Pipelined(Box::pin(async move {
+                        let body = durability.response().await;
+                        respond(key, version, correlation_id, &body)
+                    })));
+                }
+            }
         }
         ApiKey::Fetch => {
             // Written by hand so the batches can be sent with sendfile.
@@ -329,9 +337,18 @@ pub(crate) enum Reply {
     WaitForData(DataWait),
     /// The answer depends on other clients (a JoinGroup waits for the
     /// rebalance, a SyncGroup for the leader's assignment): the response
-    /// frame once it is known.
-    Later(Pin<Box<dyn Future<Output = Result<Part, BrokerError>> + Send>>),
+    /// frame once it is known. The connection waits for it before it takes
+    /// its next request.
+    Later(ResponseFuture),
+    /// The request is done but its answer waits for work already under way
+    /// (acks=all's fdatasync): the response frame once it is. The
+    /// connection takes its next requests meanwhile and still answers in
+    /// order.
+    Pipelined(ResponseFuture),
 }
+
+/// A response frame that is not known yet.
+pub(crate) type ResponseFuture = Pin<Box<dyn Future<Output = Result<Part, BrokerError>> + Send>>;
 
 /// Frames a group coordinator answer now, or once its channel completes.
 /// A channel dropped unanswered (the broker is stopping) answers with

@@ -1,7 +1,10 @@
 //! Produce: validate and append each partition's batches, then answer by
 //! `acks`: 0 gets no response, 1 answers after the append, -1 (all) after
 //! the appended offsets are fdatasynced (group commit, shared with every
-//! concurrent producer of the partition).
+//! concurrent producer of the partition; the partitions of one request
+//! synced together). An acks=all response waits off the connection's
+//! request path, so a producer's next request is appended while the sync
+//! of the previous one runs.
 //!
 //! Batches of idempotent producers (producer id ≥ 0) are checked by the
 //! partition's producer state as they are appended (see
@@ -24,7 +27,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use super::BrokerContext;
 use super::fetch::find_topic;
 use crate::broker::ErrorCode;
-use crate::log::PartitionLog;
+use crate::log::{LogError, PartitionLog, flush_together};
 use crate::record::BatchHeader;
 
 /// acks=-1: wait until the records are on disk.
@@ -34,8 +37,78 @@ const ACKS_NONE: i16 = 0;
 /// acks=1: answer once appended.
 const ACKS_LEADER: i16 = 1;
 
-/// Returns `None` when the producer asked for no response (acks=0).
-pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<ProduceResponse> {
+/// What a produce request comes to.
+pub(super) enum Produced {
+    /// acks=0: the producer expects no response.
+    Silent,
+    /// The response, due now (acks=1).
+    Now(ProduceResponse),
+    /// acks=all: the response, due once its partitions are durable.
+    OnceDurable(Durability),
+}
+
+/// An acks=all response waiting for its partitions' fdatasync. The syncs
+/// run on a blocking thread started as soon as the batches are appended, so
+/// the connection can take its next request meanwhile (its responses still
+/// go out in order). A partition whose sync failed answers with the error.
+pub(super) struct Durability {
+    response: ProduceResponse,
+    /// (topic response, partition response) of each synced partition.
+    places: Vec<(usize, usize)>,
+    synced: tokio::task::JoinHandle<Vec<Result<i64, LogError>>>,
+}
+
+impl Durability {
+    /// The response, once every partition's sync has ended. A sync thread
+    /// that failed outright leaves its partitions unconfirmed: they answer
+    /// KAFKA_STORAGE_ERROR (retriable; a retry of an idempotent batch is
+    /// recognised).
+    pub(super) async fn response(self) -> ProduceResponse {
+        let Durability {
+            mut response,
+            places,
+            synced,
+        } = self;
+        let results = synced.await.unwrap_or_else(|failed| {
+            tracing::error!("an fdatasync thread failed: {failed}");
+            places
+                .iter()
+                .map(|_| {
+                    Err(LogError::io(
+                        "syncing",
+                        std::io::Error::other("the sync failed"),
+                    ))
+                })
+                .collect()
+        });
+        mark_failed_syncs(&mut response.responses, &places, results);
+        response
+    }
+}
+
+/// Turns the answer of each partition whose sync failed into the error.
+fn mark_failed_syncs(
+    responses: &mut [TopicProduceResponse],
+    places: &[(usize, usize)],
+    results: Vec<Result<i64, LogError>>,
+) {
+    debug_assert_eq!(
+        places.len(),
+        results.len(),
+        "one result per synced partition"
+    );
+    for (&(t, p), result) in places.iter().zip(results) {
+        if let Err(error) = result {
+            let partition = &mut responses[t].partition_responses[p];
+            partition.error_code = ErrorCode::from(&error).code();
+            partition.error_message = Some(error.to_string().into());
+        }
+    }
+}
+
+/// Appends the request's batches, partition by partition, and says when
+/// its response is due (see [`Produced`]).
+pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Produced {
     let mut responses = Vec::with_capacity(request.topic_data.len());
     // (topic response, partition response, log, offset to make durable)
     let mut to_sync: Vec<(usize, usize, Arc<PartitionLog>, i64)> = Vec::new();
@@ -129,14 +202,33 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Option<Pr
                 .with_partition_responses(partitions),
         );
     }
-    for (t, p, log, target) in to_sync {
-        if let Err(error) = log.flush_to(target) {
-            let partition = &mut responses[t].partition_responses[p];
-            partition.error_code = ErrorCode::from(&error).code();
-            partition.error_message = Some(error.to_string().into());
+    if request.acks == ACKS_NONE {
+        return Produced::Silent;
+    }
+    let mut response = ProduceResponse::default().with_responses(responses);
+    if to_sync.is_empty() {
+        return Produced::Now(response);
+    }
+    let places = to_sync.iter().map(|(t, p, _, _)| (*t, *p)).collect();
+    let sync = move || {
+        let targets: Vec<_> = to_sync
+            .iter()
+            .map(|(_, _, log, end)| (&**log, *end))
+            .collect();
+        flush_together(&targets)
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => Produced::OnceDurable(Durability {
+            response,
+            places,
+            synced: runtime.spawn_blocking(sync),
+        }),
+        // Called outside the broker's runtime: sync here.
+        Err(_) => {
+            mark_failed_syncs(&mut response.responses, &places, sync());
+            Produced::Now(response)
         }
     }
-    (request.acks != ACKS_NONE).then(|| ProduceResponse::default().with_responses(responses))
 }
 
 /// The producer (id, epoch) of the transactional batches among `records`,

@@ -3,14 +3,14 @@
 //! coordinator records the transaction complete.
 //!
 //! The markers are appended one partition after another (each append is a
-//! write to the page cache) and then synced together, one thread per
-//! partition, so a transaction over many partitions waits for about one
+//! write to the page cache) and then synced together
+//! ([`flush_together`]), so a transaction over many partitions waits for about one
 //! fdatasync, not one per partition.
 
 use std::sync::Arc;
 
 use crate::broker::AppendSignals;
-use crate::log::{LogError, LogManager, PartitionLog};
+use crate::log::{LogError, LogManager, PartitionLog, flush_together};
 use crate::record::{ControlRecord, MarkerKind};
 
 /// Writes `kind` markers of `producer_id` at `epoch` into `partitions` and
@@ -66,19 +66,13 @@ pub(super) fn write(
             }
         }
     }
-    let synced = match to_sync.as_slice() {
-        [] => Ok(()),
-        [(partition, end)] => partition.flush_to(*end).map(drop),
-        _ => std::thread::scope(|scope| {
-            let syncs: Vec<_> = to_sync
-                .iter()
-                .map(|(partition, end)| scope.spawn(move || partition.flush_to(*end)))
-                .collect();
-            syncs
-                .into_iter()
-                .try_for_each(|sync| sync.join().expect("a flush does not panic").map(drop))
-        }),
-    };
+    let targets: Vec<(&PartitionLog, i64)> = to_sync
+        .iter()
+        .map(|(partition, end)| (&**partition, *end))
+        .collect();
+    let synced = flush_together(&targets)
+        .into_iter()
+        .try_for_each(|synced| synced.map(drop));
     match failure {
         Some(error) => Err(error),
         None => synced,

@@ -64,7 +64,7 @@ impl Default for CleanerConfig {
     fn default() -> Self {
         Self {
             map_bytes_max: 128 << 20,
-            io_bytes_per_second: 256 << 20,
+            io_bytes_per_second: 1 << 30,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The cleaner's I/O budget: after each batch of reads and writes it sleeps
 //! as long as it takes to stay under the configured bytes per second, so a
-//! clean never takes the disk from producers and consumers.
+//! clean takes no more of the disk than the operator allows producers and
+//! consumers to lose to it.
 
 use std::time::{Duration, Instant};
 

@@ -114,20 +114,32 @@ impl PartitionLog {
     /// Replaces segments with their cleaned files and records that offsets
     /// below `cleaned_to` are clean. Each segment must still be there at the
     /// size it was read (retention or DeleteRecords may have removed it
-    /// meanwhile: its cleaned file is then discarded). Holds the write lock
-    /// for the renames and the index rebuilds of the new files.
+    /// meanwhile: its cleaned file is then discarded). The write lock is
+    /// taken for one segment at a time (its renames, directory syncs and
+    /// index rebuild), so appends and fetches wait for at most one
+    /// segment's swap, never for a whole clean's.
     pub fn swap_cleaned(
         &self,
         cleaned: Vec<CleanedSegment>,
         cleaned_to: i64,
     ) -> Result<usize, LogError> {
-        let mut inner = self.exclusive();
         let mut swapped = 0;
-        for segment in cleaned {
+        let mut cleaned = cleaned.into_iter();
+        while let Some(segment) = cleaned.next() {
+            let mut inner = self.exclusive();
+            if inner.closed {
+                // Closed meanwhile: nothing more is swapped, and the
+                // cleaner offset stays where it was.
+                swap::discard(&segment.cleaned_path)?;
+                for rest in cleaned {
+                    swap::discard(&rest.cleaned_path)?;
+                }
+                return Ok(swapped);
+            }
             let current = inner.segments.get(&segment.base_offset);
             let still_there = current.is_some_and(|s| s.size_bytes() == segment.original_size);
             let active = inner.segments.keys().next_back() == Some(&segment.base_offset);
-            if !still_there || active || inner.closed {
+            if !still_there || active {
                 swap::discard(&segment.cleaned_path)?;
                 continue;
             }
@@ -138,7 +150,8 @@ impl PartitionLog {
             swapped += 1;
         }
         crate::log::files::sync_dir(&self.dir)?;
-        if cleaned_to > inner.cleaner_offset {
+        let mut inner = self.exclusive();
+        if cleaned_to > inner.cleaner_offset && !inner.closed {
             replace_durably(
                 &self.dir.join(CLEANER_OFFSET_FILE),
                 &self.dir.join(CLEANER_OFFSET_TMP_FILE),
