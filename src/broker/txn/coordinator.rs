@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::config::TxnConfig;
 use super::markers;
+use super::producer::TxnProducer;
 use super::state::{PendingOffset, TxnMetadata, TxnState};
 use super::store::{TxnStore, TxnStoreError};
 use crate::broker::group::GroupCoordinator;
@@ -51,40 +52,6 @@ pub enum InitRefusal {
     Log(LogError),
     /// The previous producer's transaction is still being ended: retry.
     Busy,
-}
-
-/// A producer as a request names it.
-#[derive(Debug, Clone, Copy)]
-pub struct TxnProducer<'a> {
-    pub transactional_id: &'a str,
-    pub producer_id: i64,
-    pub epoch: i16,
-    /// The error for an older epoch: PRODUCER_FENCED from the request
-    /// version that knows it, INVALID_PRODUCER_EPOCH before.
-    pub fenced: ErrorCode,
-}
-
-impl<'a> TxnProducer<'a> {
-    /// The producer of a request of `version`, whose API answers
-    /// PRODUCER_FENCED from `fenced_since` on (KIP-588).
-    pub fn of_request(
-        transactional_id: &'a str,
-        producer_id: i64,
-        epoch: i16,
-        version: i16,
-        fenced_since: i16,
-    ) -> Self {
-        Self {
-            transactional_id,
-            producer_id,
-            epoch,
-            fenced: if version >= fenced_since {
-                ErrorCode::ProducerFenced
-            } else {
-                ErrorCode::InvalidProducerEpoch
-            },
-        }
-    }
 }
 
 pub(super) type Entry = Arc<Mutex<TxnMetadata>>;

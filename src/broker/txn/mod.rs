@@ -18,11 +18,13 @@
 mod config;
 mod coordinator;
 mod markers;
+mod producer;
 mod state;
 mod store;
 mod upkeep;
 
 pub use config::TxnConfig;
-pub use coordinator::{InitRefusal, TxnCoordinator, TxnProducer};
+pub use coordinator::{InitRefusal, TxnCoordinator};
+pub use producer::TxnProducer;
 pub use state::{PendingOffset, TxnMetadata, TxnState};
 pub use store::TxnStoreError;
