@@ -1,7 +1,8 @@
 //! Requests pipelined on one connection: the broker reads ahead up to
 //! `in_flight_requests_max`, handles requests strictly in the order sent
 //! (produces append in that order) and answers in that order, an acks=all
-//! answer only once its records are durable; a client that
+//! answer only once its records are durable (and still written when a
+//! later request closes the connection); a client that
 //! sends fetches and never reads the answers stops the reading at the limit
 //! and holds only the small in-memory part of the response being written.
 
@@ -136,5 +137,55 @@ async fn a_client_that_sends_fetches_and_never_reads_holds_bounded_memory() {
         .await;
     assert_eq!(broker.metric("strata_request_bytes_buffered").await, 0);
     assert_eq!(broker.metric("strata_response_bytes_buffered").await, 0);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn acks_all_answers_pending_their_sync_are_written_before_a_bad_request_closes() {
+    let broker = InProcessBroker::start(BrokerConfig::default()).await;
+    broker
+        .log
+        .create_topic("closing", 1, Default::default())
+        .unwrap();
+    const PRODUCES: i32 = 4;
+    let mut burst = Vec::new();
+    for i in 0..PRODUCES {
+        let records = one_record(format!("{i}").as_bytes(), 1);
+        burst.extend(frame(
+            ApiKey::Produce,
+            9,
+            i,
+            &produce_request(-1, "closing", 0, records),
+        ));
+    }
+    // An API key no broker serves: the connection closes after it.
+    let mut unserved = Vec::new();
+    unserved.extend_from_slice(&i16::MAX.to_be_bytes());
+    unserved.extend_from_slice(&0i16.to_be_bytes());
+    unserved.extend_from_slice(&99i32.to_be_bytes());
+    unserved.extend_from_slice(&(-1i16).to_be_bytes());
+    burst.extend_from_slice(&(unserved.len() as i32).to_be_bytes());
+    burst.extend(unserved);
+    let mut stream = broker.connect().await;
+    stream.write_all(&burst).await.unwrap();
+
+    let log = broker.log.partition("closing", 0).unwrap();
+    for i in 0..PRODUCES {
+        let response = read_response(&mut stream)
+            .await
+            .unwrap_or_else(|| panic!("produce {i} unanswered before the close"));
+        let produced: ProduceResponse = decode_response(response, ApiKey::Produce, 9, i);
+        let partition = &produced.responses[0].partition_responses[0];
+        assert_eq!(partition.error_code, 0);
+        assert_eq!(partition.base_offset, i64::from(i));
+        assert!(
+            log.durable_offset() > i64::from(i),
+            "answered before durable"
+        );
+    }
+    assert!(
+        read_response(&mut stream).await.is_none(),
+        "the unserved request is not answered; the connection closes"
+    );
     broker.stop().await;
 }
