@@ -121,6 +121,20 @@ pub struct Header<'a> {
     pub value: Option<&'a [u8]>,
 }
 
+impl<'a> Header<'a> {
+    /// Headers borrowed from (name, value) pairs, in order, as a producer
+    /// or a processor's emit options hold them.
+    pub fn from_pairs<V: AsRef<[u8]>>(pairs: &'a [(String, Option<V>)]) -> Vec<Header<'a>> {
+        pairs
+            .iter()
+            .map(|(name, value)| Header {
+                key: name.as_bytes(),
+                value: value.as_ref().map(AsRef::as_ref),
+            })
+            .collect()
+    }
+}
+
 /// Iterator over [`Records`].
 pub struct RecordIter<'a> {
     rest: &'a [u8],

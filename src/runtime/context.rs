@@ -379,14 +379,7 @@ where
         (None, Some(key)) => partition_for_key(key, output.partitions),
         (None, None) => position.partition.rem_euclid(output.partitions),
     };
-    let headers: Vec<Header<'_>> = options
-        .headers
-        .iter()
-        .map(|(k, v)| Header {
-            key: k.as_bytes(),
-            value: v.as_deref(),
-        })
-        .collect();
+    let headers = Header::from_pairs(&options.headers);
     let record = NewRecord {
         key,
         value: Some(value),

@@ -150,14 +150,7 @@ impl Producer {
             return Err(ClientError::UnknownTopic(record.topic.to_string()));
         }
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
-        let headers: Vec<Header<'_>> = record
-            .headers
-            .iter()
-            .map(|(k, v)| Header {
-                key: k.as_bytes(),
-                value: v.as_deref(),
-            })
-            .collect();
+        let headers = Header::from_pairs(&record.headers);
         let new = NewRecord {
             key: record.key.as_deref(),
             value: record.value.as_deref(),
