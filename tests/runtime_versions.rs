@@ -732,6 +732,7 @@ fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
         commit: CommitArgs {
             commit_records: Some(50),
             commit_ms: None,
+            changelogs: false,
         },
         checkpoints: no_checkpoints(),
     };

@@ -65,6 +65,9 @@ pub struct BrokerConfig {
     pub shutdown_grace: std::time::Duration,
     /// How often segments past retention are deleted.
     pub retention_check_interval: std::time::Duration,
+    /// An idempotent producer idle this long is forgotten (Kafka's
+    /// `producer.id.expiration.ms`), at the next retention pass.
+    pub producer_id_expiration: std::time::Duration,
     /// How often the `flush.ms` policy is applied.
     pub flush_check_interval: std::time::Duration,
     /// Per-topic log defaults.
@@ -97,6 +100,9 @@ impl Default for BrokerConfig {
             socket_stall_timeout: std::time::Duration::from_secs(60),
             shutdown_grace: std::time::Duration::from_secs(10),
             retention_check_interval: std::time::Duration::from_secs(300),
+            producer_id_expiration: std::time::Duration::from_millis(
+                crate::log::PRODUCER_EXPIRATION_MS as u64,
+            ),
             flush_check_interval: std::time::Duration::from_secs(1),
             log: LogConfig::default(),
             groups: crate::broker::group::GroupConfig::default(),
@@ -123,6 +129,7 @@ impl Default for BrokerConfig {
 /// socket_stall_timeout_ms = 60000
 /// shutdown_grace_ms = 10000
 /// retention_check_interval_ms = 300000
+/// producer_id_expiration_ms = 86400000  # idle idempotent producers forgotten
 ///
 /// [topic_defaults]
 /// "retention.ms" = 604800000
@@ -145,6 +152,7 @@ pub struct ConfigFile {
     pub socket_stall_timeout_ms: Option<u64>,
     pub shutdown_grace_ms: Option<u64>,
     pub retention_check_interval_ms: Option<u64>,
+    pub producer_id_expiration_ms: Option<u64>,
     /// How long a new group's first rebalance waits for more members
     /// (Kafka's `group.initial.rebalance.delay.ms`; default 3000).
     pub group_initial_rebalance_delay_ms: Option<u64>,
@@ -211,6 +219,7 @@ impl BrokerConfig {
             ("connection_idle_timeout_ms", self.connection_idle_timeout),
             ("socket_stall_timeout_ms", self.socket_stall_timeout),
             ("retention_check_interval_ms", self.retention_check_interval),
+            ("producer_id_expiration_ms", self.producer_id_expiration),
             ("flush_check_interval", self.flush_check_interval),
         ] {
             if duration.is_zero() {
@@ -319,6 +328,9 @@ impl ConfigFile {
         }
         if let Some(ms) = self.retention_check_interval_ms {
             config.retention_check_interval = millis(ms);
+        }
+        if let Some(ms) = self.producer_id_expiration_ms {
+            config.producer_id_expiration = millis(ms);
         }
         for (key, value) in &self.topic_defaults {
             let text = match value {

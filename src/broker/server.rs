@@ -46,6 +46,9 @@ impl Broker {
                  strata::broker::HugeReservingAllocator;` to the binary"
             );
         }
+        log.set_producer_expiration_ms(
+            i64::try_from(config.producer_id_expiration.as_millis()).unwrap_or(i64::MAX),
+        );
         // Everything the handlers need is opened before the port is, so a
         // client that can connect is served.
         let groups_dir = log.data_dir().join(GROUPS_DIR);

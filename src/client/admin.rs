@@ -32,6 +32,8 @@ const LIST_GROUPS_VERSION_MAX: i16 = 4;
 const DESCRIBE_GROUPS_VERSION_MAX: i16 = 5;
 const DELETE_GROUPS_VERSION_MAX: i16 = 2;
 const OFFSET_FETCH_VERSION_MAX: i16 = 7;
+/// OffsetFetch has `require_stable` from this version on (KIP-447).
+const REQUIRE_STABLE_FROM: i16 = 7;
 const OFFSET_COMMIT_VERSION_MAX: i16 = 8;
 /// Request timeout given to the broker for admin operations.
 const ADMIN_TIMEOUT_MS: i32 = 30_000;
@@ -405,6 +407,18 @@ impl Admin {
         committed_offsets(&self.cluster, group, None).await
     }
 
+    /// The group's committed offsets on `partitions` with their metadata;
+    /// with `require_stable`, none a transaction still holds pending (see
+    /// [`committed_with_metadata`]).
+    pub async fn committed_with_metadata(
+        &self,
+        group: &str,
+        partitions: &[(String, i32)],
+        require_stable: bool,
+    ) -> Result<BTreeMap<(String, i32), Committed>, ClientError> {
+        committed_with_metadata(&self.cluster, group, partitions, require_stable).await
+    }
+
     pub async fn reset_group_offsets(
         &self,
         group: &str,
@@ -475,9 +489,52 @@ async fn committed_offsets_once(
     group: &str,
     partitions: Option<&[(String, i32)]>,
 ) -> Result<BTreeMap<(String, i32), i64>, ClientError> {
+    let found = offset_fetch(cluster, group, partitions, false).await?;
+    Ok(found
+        .into_iter()
+        .map(|(at, committed)| (at, committed.offset))
+        .collect())
+}
+
+/// A group's committed offset on one partition, with the metadata it was
+/// committed with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// -1 when nothing is committed.
+    pub offset: i64,
+    pub metadata: String,
+}
+
+/// The group's committed offsets on `partitions`, with their metadata.
+/// `require_stable` (OffsetFetch v7 on): offsets a transaction holds
+/// pending make the coordinator answer UNSTABLE_OFFSET_COMMIT, retried
+/// until the transaction ends.
+pub(crate) async fn committed_with_metadata(
+    cluster: &Cluster,
+    group: &str,
+    partitions: &[(String, i32)],
+    require_stable: bool,
+) -> Result<BTreeMap<(String, i32), Committed>, ClientError> {
+    cluster
+        .retry(&[], || {
+            offset_fetch(cluster, group, Some(partitions), require_stable)
+        })
+        .await
+}
+
+async fn offset_fetch(
+    cluster: &Cluster,
+    group: &str,
+    partitions: Option<&[(String, i32)]>,
+    require_stable: bool,
+) -> Result<BTreeMap<(String, i32), Committed>, ClientError> {
     use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
     let connection = coordinator(cluster, group).await?;
+    let version = connection.version::<OffsetFetchRequest>(OFFSET_FETCH_VERSION_MAX)?;
     let mut request = OffsetFetchRequest::default().with_group_id(GroupId(s(group)));
+    if version >= REQUIRE_STABLE_FROM {
+        request.require_stable = require_stable;
+    }
     request.topics = partitions.map(|partitions| {
         let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
         for (topic, partition) in partitions {
@@ -492,7 +549,7 @@ async fn committed_offsets_once(
             })
             .collect()
     });
-    let response = connection.send(&request, OFFSET_FETCH_VERSION_MAX).await?;
+    let response = connection.send_versioned(&request, version).await?;
     check(response.error_code, None, group)?;
     let mut found = BTreeMap::new();
     for topic in &response.topics {
@@ -500,7 +557,14 @@ async fn committed_offsets_once(
             check(p.error_code, None, topic.name.0.as_str())?;
             found.insert(
                 (topic.name.0.as_str().to_string(), p.partition_index),
-                p.committed_offset,
+                Committed {
+                    offset: p.committed_offset,
+                    metadata: p
+                        .metadata
+                        .as_ref()
+                        .map(|m| m.as_str().to_string())
+                        .unwrap_or_default(),
+                },
             );
         }
     }

@@ -2,7 +2,8 @@
 //! producer id, epoch and sequences (the runtime's outbox): one batch per
 //! Produce request, acks=all, retried on retriable errors. A resend the
 //! broker already holds (DUPLICATE_SEQUENCE_NUMBER, or a success pointing at
-//! the original) counts as appended.
+//! the original) counts as appended. A transactional batch goes with its
+//! transactional id, inside a transaction the partition was added to.
 
 use bytes::Bytes;
 use kafka_protocol::messages::ProduceRequest;
@@ -15,9 +16,11 @@ use super::{ClientError, Cluster};
 /// How long the broker may take to make an append durable.
 const APPEND_TIMEOUT_MS: i32 = 30_000;
 
-/// Appends one stamped batch to `topic`/`partition` with acks=all.
+/// Appends one stamped batch to `topic`/`partition` with acks=all (a
+/// transactional batch with the `transactional_id` it belongs to).
 pub async fn append_batch(
     cluster: &Cluster,
+    transactional_id: Option<&str>,
     topic: &str,
     partition: i32,
     batch: Bytes,
@@ -34,7 +37,8 @@ pub async fn append_batch(
                         records: batch,
                     }],
                 )];
-                let request = produce_frame::as_request(-1, APPEND_TIMEOUT_MS, &topics);
+                let request =
+                    produce_frame::as_request(transactional_id, -1, APPEND_TIMEOUT_MS, &topics);
                 let response = connection
                     .send::<ProduceRequest>(&request, PRODUCE_VERSION_MAX)
                     .await?;

@@ -170,6 +170,7 @@ pub mod codes {
     pub const INVALID_TXN_STATE: i16 = 48;
     pub const CONCURRENT_TRANSACTIONS: i16 = 51;
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+    pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
     pub const PRODUCER_FENCED: i16 = 90;
     pub const FENCED_LEADER_EPOCH: i16 = 74;
     pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
@@ -193,6 +194,7 @@ pub mod codes {
                 | UNKNOWN_LEADER_EPOCH
                 | UNKNOWN_TOPIC_ID
                 | CONCURRENT_TRANSACTIONS
+                | UNSTABLE_OFFSET_COMMIT
         )
     }
 }

@@ -12,6 +12,7 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
+use super::aborted::AbortedFilter;
 use super::error::codes;
 use super::{ClientError, Cluster, Connection};
 use crate::record::RecordBatch;
@@ -96,33 +97,10 @@ impl Fetched {
     pub fn visible_batches(
         &self,
     ) -> impl Iterator<Item = Result<RecordBatch<'_>, ClientError>> + '_ {
-        let mut aborted = self.aborted.clone();
-        aborted.sort_by_key(|&(_, first)| first);
-        let mut aborted = aborted.into_iter().peekable();
-        let mut skipping: std::collections::HashSet<i64> = std::collections::HashSet::new();
-        self.batches().filter(move |batch| {
-            let Ok(batch) = batch else {
-                return true;
-            };
-            let header = batch.header();
-            // Every batch, markers included, starts the aborted
-            // transactions that begin at or before it.
-            while let Some(&(producer_id, first)) = aborted.peek() {
-                if first > header.last_offset() {
-                    break;
-                }
-                skipping.insert(producer_id);
-                aborted.next();
-            }
-            if header.is_control() {
-                let ends_abort = crate::record::ControlRecord::of(batch)
-                    .is_ok_and(|m| m.kind == crate::record::MarkerKind::Abort);
-                if ends_abort {
-                    skipping.remove(&header.producer_id);
-                }
-                return false;
-            }
-            !(header.is_transactional() && skipping.contains(&header.producer_id))
+        let mut filter = AbortedFilter::new(self.aborted.clone());
+        self.batches().filter(move |batch| match batch {
+            Ok(batch) => filter.visible(batch),
+            Err(_) => true,
         })
     }
 

@@ -4,6 +4,7 @@
 //! [`Producer`], the pull-loop [`Fetcher`], a group-aware [`Consumer`],
 //! and [`Admin`].
 
+mod aborted;
 mod admin;
 mod append;
 mod cluster;
@@ -14,9 +15,12 @@ mod fetcher;
 pub mod partitioner;
 mod produce_frame;
 mod producer;
+mod producer_id;
+pub mod transactional;
 
+pub use aborted::AbortedFilter;
 pub use admin::{
-    Admin, GroupDescription, GroupListing, GroupMemberDescription, GroupPartitionLag,
+    Admin, Committed, GroupDescription, GroupListing, GroupMemberDescription, GroupPartitionLag,
     PartitionOffsets, TopicDescription,
 };
 pub use append::append_batch;
@@ -34,5 +38,6 @@ pub use error::ClientError;
 pub use fetcher::{EARLIEST, FetchOptions, Fetched, Fetcher, LATEST};
 pub use producer::{
     Acks, DeliveryFuture, Producer, ProducerConfig, ProducerRecord, RecordMetadata,
-    init_producer_id,
 };
+pub use producer_id::init_producer_id;
+pub use transactional::Transactional;

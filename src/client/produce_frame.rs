@@ -7,7 +7,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
 /// Versions this module frames.
@@ -30,6 +30,7 @@ pub(crate) fn frame(
     version: i16,
     correlation_id: i32,
     client_id: &str,
+    transactional_id: Option<&str>,
     acks: i16,
     timeout_ms: i32,
     topics: &[(String, Vec<PartitionRecords>)],
@@ -49,11 +50,12 @@ pub(crate) fn frame(
     if flexible {
         head.put_u8(0); // header tagged fields
     }
-    // transactional_id: null.
-    if flexible {
-        put_uvarint(&mut head, 0);
-    } else {
-        head.put_i16(-1);
+    // transactional_id: a nullable string (Kafka refuses transactional
+    // batches in a request without it).
+    match transactional_id {
+        Some(id) => put_string(&mut head, id, flexible),
+        None if flexible => put_uvarint(&mut head, 0),
+        None => head.put_i16(-1),
     }
     head.put_i16(acks);
     head.put_i32(timeout_ms);
@@ -94,11 +96,15 @@ pub(crate) fn frame(
 /// The same request as the protocol crate's message, for versions this
 /// module does not frame.
 pub(crate) fn as_request(
+    transactional_id: Option<&str>,
     acks: i16,
     timeout_ms: i32,
     topics: &[(String, Vec<PartitionRecords>)],
 ) -> ProduceRequest {
     ProduceRequest::default()
+        .with_transactional_id(
+            transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.to_string()))),
+        )
         .with_acks(acks)
         .with_timeout_ms(timeout_ms)
         .with_topic_data(
@@ -179,12 +185,12 @@ mod tests {
                 }],
             ),
         ];
-        for version in VERSIONS {
-            let ours: Vec<u8> = frame(version, 77, "strata", -1, 30_000, &topics)
+        for (version, transactional_id) in VERSIONS.flat_map(|v| [(v, None), (v, Some("txn-7"))]) {
+            let ours: Vec<u8> = frame(version, 77, "strata", transactional_id, -1, 30_000, &topics)
                 .iter()
                 .flat_map(|p| p.iter().copied())
                 .collect();
-            let request = as_request(-1, 30_000, &topics);
+            let request = as_request(transactional_id, -1, 30_000, &topics);
             let header = RequestHeader::default()
                 .with_request_api_key(API_KEY)
                 .with_request_api_version(version)
@@ -198,7 +204,11 @@ mod tests {
             request.encode(&mut theirs, version).unwrap();
             let size = (theirs.len() - 4) as i32;
             theirs[..4].copy_from_slice(&size.to_be_bytes());
-            assert_eq!(ours, theirs.to_vec(), "Produce v{version}");
+            assert_eq!(
+                ours,
+                theirs.to_vec(),
+                "Produce v{version}, transactional id {transactional_id:?}"
+            );
         }
     }
 }

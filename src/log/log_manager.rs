@@ -81,6 +81,9 @@ pub struct LogManager {
     defaults: LogConfig,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
     producer_ids: ProducerIds,
+    /// How long an idle idempotent producer is remembered (Kafka's
+    /// `producer.id.expiration.ms`).
+    producer_expiration_ms: std::sync::atomic::AtomicI64,
     _lock: Flock<File>,
 }
 
@@ -113,6 +116,9 @@ impl LogManager {
             defaults,
             topics: RwLock::new(HashMap::new()),
             producer_ids: ProducerIds::open(data_dir)?,
+            producer_expiration_ms: std::sync::atomic::AtomicI64::new(
+                super::PRODUCER_EXPIRATION_MS,
+            ),
             _lock: lock,
         };
         manager.remove_deleted_leftovers()?;
@@ -467,6 +473,14 @@ impl LogManager {
             })
     }
 
+    /// Forgets idle producers after `ms` instead of
+    /// [`PRODUCER_EXPIRATION_MS`](super::PRODUCER_EXPIRATION_MS), from the
+    /// next retention pass on.
+    pub fn set_producer_expiration_ms(&self, ms: i64) {
+        self.producer_expiration_ms
+            .store(ms.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Runs retention on every partition; returns what each deleted.
     /// Also forgets idle idempotent producers. Failures are logged per
     /// partition.
@@ -475,7 +489,10 @@ impl LogManager {
         let mut outcomes = Vec::new();
         for topic in self.topics() {
             for partition in &topic.partitions {
-                let expired = partition.expire_producers(now);
+                let expiration_ms = self
+                    .producer_expiration_ms
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                let expired = partition.expire_producers(now, expiration_ms);
                 if expired > 0 {
                     tracing::debug!(
                         partition = partition.name(),

@@ -312,11 +312,12 @@ impl ProducerStateTable {
         );
     }
 
-    /// Forgets producers idle for [`PRODUCER_EXPIRATION_MS`]; returns how many.
-    pub fn expire(&mut self, now_ms: i64) -> usize {
+    /// Forgets producers idle for `expiration_ms` (by default
+    /// [`PRODUCER_EXPIRATION_MS`]); returns how many.
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
         let before = self.producers.len();
         self.producers
-            .retain(|_, e| now_ms.saturating_sub(e.last_append_ms) < PRODUCER_EXPIRATION_MS);
+            .retain(|_, e| now_ms.saturating_sub(e.last_append_ms) < expiration_ms);
         before - self.producers.len()
     }
 
@@ -605,7 +606,10 @@ mod tests {
         let mut table = ProducerStateTable::new();
         table.apply(&[batch(1, 0, 0, 1, 0)], 0);
         table.apply(&[batch(2, 0, 0, 1, 1)], PRODUCER_EXPIRATION_MS);
-        assert_eq!(table.expire(PRODUCER_EXPIRATION_MS), 1);
+        assert_eq!(
+            table.expire(PRODUCER_EXPIRATION_MS, PRODUCER_EXPIRATION_MS),
+            1
+        );
         assert_eq!(table.epoch(1), None);
         assert_eq!(table.epoch(2), Some(0));
         assert_eq!(table.max_producer_id(), 2);

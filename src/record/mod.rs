@@ -26,7 +26,8 @@ pub use control::{ControlRecord, MarkerKind};
 pub use error::RecordError;
 pub use header::{
     BATCH_HEADER_BYTES, BatchHeader, LOG_OVERHEAD_BYTES, MAGIC_V2, NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID, NO_SEQUENCE, TimestampType, set_base_offset, set_partition_leader_epoch,
+    NO_PRODUCER_ID, NO_SEQUENCE, TimestampType, restamp_producer, set_base_offset,
+    set_partition_leader_epoch,
 };
 pub use records::{Header, Record, RecordIter, Records};
 pub use retain::retain_records;

@@ -110,6 +110,24 @@ pub enum RuntimeError {
         partition: i32,
         reason: String,
     },
+    /// Another instance took the task over: its transactional id has a
+    /// newer epoch, so nothing more this instance writes for it can commit.
+    #[error(
+        "task {task} was fenced: another instance of the app took it over (its transactional id {transactional_id:?} has a newer producer); this instance gives the task up, and its uncommitted work is redone by the new owner"
+    )]
+    Fenced {
+        task: String,
+        transactional_id: String,
+    },
+    /// A task's state could not be restored from its changelogs.
+    #[error("task {task}: restoring {store} from {topic}/{partition}: {reason}")]
+    Restore {
+        task: String,
+        store: String,
+        topic: String,
+        partition: i32,
+        reason: String,
+    },
     #[error("{context}: {error}")]
     Io {
         context: String,

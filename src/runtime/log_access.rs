@@ -5,6 +5,12 @@
 //! ask for end offsets, create derived topics, get a producer id, and
 //! append stamped batches, where a resend the log already holds counts as
 //! appended.
+//!
+//! Remote fetches are `read_committed`: the runtime's own derived topics
+//! are written in transactions there (see `task::transaction`), and a
+//! reader must never see an aborted or open one. The fetch lists the
+//! aborted transactions its batches may hold; the task skips their
+//! batches (see [`crate::client::AbortedFilter`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +29,10 @@ use super::error::RuntimeError;
 pub(crate) struct Fetched {
     pub records: Bytes,
     pub log_start_offset: i64,
+    /// (producer id, first offset) of the aborted transactions the batches
+    /// may hold (remote; the embedded log's readers see every batch, and
+    /// the runtime writes it without transactions).
+    pub aborted: Vec<(i64, i64)>,
 }
 
 #[derive(Clone)]
@@ -39,7 +49,7 @@ pub(crate) enum LogAccess {
 pub(crate) struct Remote {
     pub cluster: Arc<Cluster>,
     fetcher: Fetcher,
-    admin: Admin,
+    pub admin: Admin,
 }
 
 impl Remote {
@@ -47,7 +57,7 @@ impl Remote {
         let options = FetchOptions {
             min_bytes: 1,
             max_wait: Duration::from_millis(200),
-            read_committed: false,
+            read_committed: true,
         };
         Self {
             fetcher: Fetcher::new(Arc::clone(&cluster), options),
@@ -86,20 +96,33 @@ impl LogAccess {
     /// Creates `topic` with `partitions` unless it exists; returns its
     /// partition count either way.
     pub async fn ensure_topic(&self, topic: &str, partitions: i32) -> Result<i32, RuntimeError> {
+        self.ensure_topic_with(topic, partitions, &[]).await
+    }
+
+    /// [`ensure_topic`](Self::ensure_topic), created with topic `configs`
+    /// (Kafka's names) when it does not exist yet.
+    pub async fn ensure_topic_with(
+        &self,
+        topic: &str,
+        partitions: i32,
+        configs: &[(String, String)],
+    ) -> Result<i32, RuntimeError> {
         if let Some(count) = self.partition_count(topic).await? {
             return Ok(count);
         }
         match self {
-            Self::Embedded(log, _) => match log.create_topic(topic, partitions, Default::default())
-            {
-                Ok(created) => Ok(created.partitions.len() as i32),
-                Err(LogError::TopicExists(_)) => {
-                    Ok(self.partition_count(topic).await?.unwrap_or(partitions))
+            Self::Embedded(log, _) => {
+                let configs = configs.iter().cloned().collect();
+                match log.create_topic(topic, partitions, configs) {
+                    Ok(created) => Ok(created.partitions.len() as i32),
+                    Err(LogError::TopicExists(_)) => {
+                        Ok(self.partition_count(topic).await?.unwrap_or(partitions))
+                    }
+                    Err(error) => Err(error.into()),
                 }
-                Err(error) => Err(error.into()),
-            },
+            }
             Self::Remote(remote) => {
-                if let Err(error) = remote.admin.create_topic(topic, partitions, &[]).await {
+                if let Err(error) = remote.admin.create_topic(topic, partitions, configs).await {
                     // Another task may have created it meanwhile.
                     let code = match &error {
                         ClientError::Kafka { code, .. } => *code,
@@ -139,6 +162,7 @@ impl LogAccess {
                 Ok(Fetched {
                     records: Bytes::from(read.read_to_vec()?),
                     log_start_offset: read.log_start_offset,
+                    aborted: Vec::new(),
                 })
             }
             Self::Remote(remote) => {
@@ -147,6 +171,7 @@ impl LogAccess {
                 Ok(Fetched {
                     records: fetched.records,
                     log_start_offset: fetched.log_start_offset,
+                    aborted: fetched.aborted,
                 })
             }
         }
@@ -230,6 +255,7 @@ impl LogAccess {
             Self::Remote(remote) => {
                 client::append_batch(
                     &remote.cluster,
+                    None,
                     topic,
                     partition,
                     Bytes::copy_from_slice(batch),

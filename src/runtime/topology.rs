@@ -89,6 +89,10 @@ pub struct TaskConfig {
     /// partitions before their outbox entries are dropped.
     pub sync: bool,
     pub checkpoints: CheckpointPolicy,
+    /// Embedded: also write every store's changes to its changelog topic
+    /// (`<app>-<store>-changelog`) with each commit. Remote apps always do:
+    /// their state travels through the changelogs.
+    pub changelogs: bool,
 }
 
 impl Default for TaskConfig {
@@ -98,6 +102,7 @@ impl Default for TaskConfig {
             fetch_bytes: 4 << 20,
             sync: true,
             checkpoints: CheckpointPolicy::default(),
+            changelogs: false,
         }
     }
 }
@@ -249,8 +254,26 @@ impl App {
         self
     }
 
+    /// Embedded: whether stores also write changelog topics (see
+    /// [`TaskConfig::changelogs`]).
+    pub fn changelogs(mut self, on: bool) -> Self {
+        self.config.changelogs = on;
+        self
+    }
+
     pub fn config(&self) -> TaskConfig {
         self.config
+    }
+
+    /// The app's name with its version's suffix: what its transactional
+    /// ids, offset groups and changelog topics are named after.
+    pub(crate) fn versioned_name(&self) -> String {
+        format!("{}{}", self.name, self.topic_suffix)
+    }
+
+    /// The changelog topic of `store`: `<app>-<store>-changelog`.
+    pub(crate) fn changelog_topic(&self, store: &str) -> String {
+        format!("{}-{store}-changelog", self.versioned_name())
     }
 
     /// Whether a processor of the app writes `topic`.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use strata::log::{LogConfig, LogManager, PartitionLog, Topic};
 
-use super::records::{Stored, batch, decode};
+use super::records::{Stored, batch, decode, decode_committed};
 
 /// The timestamp [`append_values`] gives its records.
 const APPENDED_AT_MS: i64 = 1_000;
@@ -67,6 +67,17 @@ pub fn read_all(log: &PartitionLog, offset: i64) -> Vec<Stored> {
         .read_to_vec()
         .expect("slices read");
     decode(&bytes)
+}
+
+/// What a `read_committed` reader sees from `offset` to the log end (see
+/// [`decode_committed`]).
+pub fn read_committed(log: &PartitionLog, offset: i64) -> Vec<Stored> {
+    let bytes = log
+        .read(offset, u64::MAX)
+        .expect("read succeeds")
+        .read_to_vec()
+        .expect("slices read");
+    decode_committed(&bytes)
 }
 
 /// Appends `bytes` (one or more batches) and returns their records as the

@@ -24,12 +24,12 @@ pub mod wire;
 
 pub use broker::InProcessBroker;
 pub use log::{
-    append_and_decode, append_values, read_all, segment_bases, segment_logs, small_config,
-    with_topic,
+    append_and_decode, append_values, read_all, read_committed, segment_bases, segment_logs,
+    small_config, with_topic,
 };
 pub use records::{
-    CODECS, Stored, TIMESTAMP_MS, as_stored, batch, batch_with, decode, one_record, producer_batch,
-    values,
+    CODECS, Stored, TIMESTAMP_MS, as_stored, batch, batch_with, decode, decode_committed,
+    one_record, producer_batch, values,
 };
 pub use rng::Rng;
 pub use server_process::ServerProcess;

@@ -101,6 +101,35 @@ pub fn decode(mut bytes: &[u8]) -> Vec<Stored> {
     out
 }
 
+/// The records a `read_committed` reader sees in `bytes` (whole batches in
+/// log order): no markers, and a transaction's records only once its
+/// COMMIT marker is there (then in log order per producer); an aborted or
+/// still open transaction's never.
+pub fn decode_committed(mut bytes: &[u8]) -> Vec<Stored> {
+    let mut out = Vec::new();
+    let mut open: std::collections::HashMap<i64, Vec<Stored>> = Default::default();
+    while !bytes.is_empty() {
+        let batch = RecordBatch::parse_and_verify(bytes).expect("valid batch");
+        bytes = &bytes[batch.size_bytes()..];
+        let header = *batch.header();
+        if header.is_control() {
+            let marker = strata::record::ControlRecord::of(&batch).expect("a marker");
+            let records = open.remove(&header.producer_id).unwrap_or_default();
+            if marker.kind == strata::record::MarkerKind::Commit {
+                out.extend(records);
+            }
+            continue;
+        }
+        let target = if header.is_transactional() {
+            open.entry(header.producer_id).or_default()
+        } else {
+            &mut out
+        };
+        target.extend(decode(batch.as_bytes()));
+    }
+    out
+}
+
 /// The values of `records`, as text.
 pub fn values(records: &[Stored]) -> Vec<String> {
     records

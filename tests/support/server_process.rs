@@ -4,6 +4,9 @@
 pub struct ServerProcess {
     pub child: std::process::Child,
     pub addr: String,
+    /// The `strata serve` arguments it was started with, given again at
+    /// every restart.
+    args: Vec<std::ffi::OsString>,
 }
 
 impl ServerProcess {
@@ -62,17 +65,23 @@ impl ServerProcess {
                 panic!("strata serve never said where it listens (exit: {status:?})");
             }
         };
-        Self { child, addr }
+        Self {
+            child,
+            addr,
+            args: args.iter().map(|a| a.to_os_string()).collect(),
+        }
     }
 
     /// SIGKILLs the broker and starts it again on the same address and data
-    /// directory (plain `strata serve`), waiting until it listens.
+    /// directory, with the arguments it was first started with, waiting
+    /// until it listens.
     pub fn kill_and_restart(&mut self, binary: &str, data_dir: &std::path::Path) {
         let _ = self.child.kill();
         let _ = self.child.wait();
         self.child = std::process::Command::new(binary)
             .args(["serve", "--listen", &self.addr, "--data-dir"])
             .arg(data_dir)
+            .args(&self.args)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

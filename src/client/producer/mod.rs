@@ -37,12 +37,13 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
+use crate::client::producer_id::init_producer_id_for;
 use accumulator::{
     BUILDER_RESERVE_BYTES_MAX, Inner, OpenBatch, Queues, RECORD_OVERHEAD_BYTES, State,
     close_open_batch, random_partition,
 };
 use delivery::CompletionHandle;
-use sender::{init_producer_id_for, run_sender};
+use sender::run_sender;
 use transaction::TxnProgress;
 
 use super::error::codes;
@@ -54,7 +55,6 @@ use crate::time::now_ms;
 pub use config::{Acks, ProducerConfig, ProducerRecord, RecordMetadata};
 pub use delivery::DeliveryFuture;
 pub(crate) use sender::PRODUCE_VERSION_MAX;
-pub use sender::init_producer_id;
 
 /// A batching, idempotent producer (see the module doc); cheap to share
 /// behind an `Arc`, its sender runs as a task of its own.

@@ -8,66 +8,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, TransactionalId};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::ProduceRequest;
 
 use super::accumulator::{ClosedBatch, Inner, close_open_batch};
 use super::config::Acks;
+use crate::client::ClientError;
 use crate::client::error::codes;
 use crate::client::produce_frame::{self, PartitionRecords};
-use crate::client::{ClientError, Cluster};
 
 /// Newest Produce version this client sends (topics by name).
 pub(crate) const PRODUCE_VERSION_MAX: i16 = 9;
-const INIT_PRODUCER_ID_VERSION_MAX: i16 = 4;
-
-/// A fresh idempotent producer id and epoch from the cluster.
-pub async fn init_producer_id(cluster: &Cluster) -> Result<(i64, i16), ClientError> {
-    init_producer_id_for(cluster, None, 60_000, None).await
-}
-
-/// The producer id and epoch of `transactional_id` (which fences any older
-/// producer of it), from its transaction coordinator; or a fresh idempotent
-/// one without a transactional id. With `current` (KIP-360), the same
-/// producer asks for its next epoch.
-pub(super) async fn init_producer_id_for(
-    cluster: &Cluster,
-    transactional_id: Option<&str>,
-    transaction_timeout_ms: i32,
-    current: Option<(i64, i16)>,
-) -> Result<(i64, i16), ClientError> {
-    let (producer_id, epoch) = current.unwrap_or((-1, -1));
-    cluster
-        .retry(&[], || async {
-            let connection = match transactional_id {
-                Some(id) => {
-                    crate::client::admin::coordinator_of(
-                        cluster,
-                        crate::client::admin::KEY_TYPE_TRANSACTION,
-                        id,
-                    )
-                    .await?
-                }
-                None => cluster.any_connection().await?,
-            };
-            let request = InitProducerIdRequest::default()
-                .with_transactional_id(
-                    transactional_id
-                        .map(|id| TransactionalId(StrBytes::from_string(id.to_string()))),
-                )
-                .with_transaction_timeout_ms(transaction_timeout_ms)
-                .with_producer_id(producer_id.into())
-                .with_producer_epoch(epoch);
-            let response = connection
-                .send(&request, INIT_PRODUCER_ID_VERSION_MAX)
-                .await?;
-            if response.error_code != codes::NONE {
-                return Err(ClientError::kafka(response.error_code, None, None));
-            }
-            Ok((response.producer_id.0, response.producer_epoch))
-        })
-        .await
-}
 
 /// One partition's batch in a request.
 struct Sending {
@@ -304,6 +254,7 @@ async fn submit_request(
                     version,
                     correlation_id,
                     client_id,
+                    inner.config.transactional_id.as_deref(),
                     acks,
                     timeout_ms,
                     &topics,
@@ -311,7 +262,12 @@ async fn submit_request(
             })
             .await
     } else {
-        let request = produce_frame::as_request(acks, timeout_ms, &topics);
+        let request = produce_frame::as_request(
+            inner.config.transactional_id.as_deref(),
+            acks,
+            timeout_ms,
+            &topics,
+        );
         if answered {
             connection.submit(&request, version).await.map(Some)
         } else {

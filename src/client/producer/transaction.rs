@@ -17,27 +17,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::txn_offset_commit_request::{
-    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
-};
-use kafka_protocol::messages::{
-    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, GroupId, ProducerId,
-    TopicName, TransactionalId, TxnOffsetCommitRequest,
-};
-use kafka_protocol::protocol::StrBytes;
-
 use super::Producer;
-use super::sender::init_producer_id_for;
-use crate::client::admin::{KEY_TYPE_TRANSACTION, coordinator, coordinator_of};
-use crate::client::error::codes;
-use crate::client::{ClientError, Connection};
-
-/// Newest versions sent (the single-transaction forms).
-const ADD_PARTITIONS_VERSION_MAX: i16 = 3;
-const ADD_OFFSETS_VERSION_MAX: i16 = 3;
-const TXN_OFFSET_COMMIT_VERSION_MAX: i16 = 3;
-const END_TXN_VERSION_MAX: i16 = 3;
+use crate::client::ClientError;
+use crate::client::transactional::Transactional;
 
 /// The transaction in progress, if any.
 #[derive(Debug, Default)]
@@ -49,10 +31,6 @@ pub(super) struct TxnProgress {
     pub(super) offsets: bool,
 }
 
-fn s(text: &str) -> StrBytes {
-    StrBytes::from_string(text.to_string())
-}
-
 impl Producer {
     fn transactional_id(&self) -> Result<&str, ClientError> {
         self.inner
@@ -62,13 +40,11 @@ impl Producer {
             .ok_or_else(|| ClientError::Invalid("the producer has no transactional_id".into()))
     }
 
-    async fn txn_coordinator(&self) -> Result<Arc<Connection>, ClientError> {
-        coordinator_of(
+    fn requests(&self) -> Result<Transactional<'_>, ClientError> {
+        Ok(Transactional::new(
             &self.inner.cluster,
-            KEY_TYPE_TRANSACTION,
             self.transactional_id()?,
-        )
-        .await
+        ))
     }
 
     /// Starts a transaction: records sent from now until it ends belong to
@@ -106,36 +82,8 @@ impl Producer {
         {
             return Ok(());
         }
-        let (producer_id, epoch) = self.inner.identity();
-        let id = self.transactional_id()?.to_string();
-        self.inner
-            .cluster
-            .retry(&[], || async {
-                let connection = self.txn_coordinator().await?;
-                let request = AddPartitionsToTxnRequest::default()
-                    .with_v3_and_below_transactional_id(TransactionalId(s(&id)))
-                    .with_v3_and_below_producer_id(ProducerId(producer_id))
-                    .with_v3_and_below_producer_epoch(epoch)
-                    .with_v3_and_below_topics(vec![
-                        AddPartitionsToTxnTopic::default()
-                            .with_name(TopicName(s(topic)))
-                            .with_partitions(vec![partition]),
-                    ]);
-                let response = connection
-                    .send(&request, ADD_PARTITIONS_VERSION_MAX)
-                    .await?;
-                let code = response
-                    .results_by_topic_v3_and_below
-                    .iter()
-                    .flat_map(|t| &t.results_by_partition)
-                    .map(|p| p.partition_error_code)
-                    .find(|&c| c != codes::NONE)
-                    .unwrap_or(codes::NONE);
-                if code != codes::NONE {
-                    return Err(ClientError::kafka(code, Some(topic), Some(partition)));
-                }
-                Ok(())
-            })
+        self.requests()?
+            .add_partitions(self.inner.identity(), &[(topic.to_string(), partition)])
             .await?;
         progress.partitions.insert((Arc::clone(topic), partition));
         Ok(())
@@ -155,67 +103,8 @@ impl Producer {
         }
         progress.offsets = true;
         drop(progress);
-        let (producer_id, epoch) = self.inner.identity();
-        let id = self.transactional_id()?.to_string();
-        let cluster = &self.inner.cluster;
-        cluster
-            .retry(&[], || async {
-                let connection = self.txn_coordinator().await?;
-                let request = AddOffsetsToTxnRequest::default()
-                    .with_transactional_id(TransactionalId(s(&id)))
-                    .with_producer_id(ProducerId(producer_id))
-                    .with_producer_epoch(epoch)
-                    .with_group_id(GroupId(s(group)));
-                let response = connection.send(&request, ADD_OFFSETS_VERSION_MAX).await?;
-                match response.error_code {
-                    codes::NONE => Ok(()),
-                    code => Err(ClientError::kafka(code, None, None)),
-                }
-            })
-            .await?;
-        let mut by_topic: std::collections::BTreeMap<&str, Vec<TxnOffsetCommitRequestPartition>> =
-            std::collections::BTreeMap::new();
-        for (topic, partition, offset) in offsets {
-            by_topic.entry(topic).or_default().push(
-                TxnOffsetCommitRequestPartition::default()
-                    .with_partition_index(*partition)
-                    .with_committed_offset(*offset)
-                    .with_committed_leader_epoch(-1),
-            );
-        }
-        let topics: Vec<TxnOffsetCommitRequestTopic> = by_topic
-            .into_iter()
-            .map(|(topic, partitions)| {
-                TxnOffsetCommitRequestTopic::default()
-                    .with_name(TopicName(s(topic)))
-                    .with_partitions(partitions)
-            })
-            .collect();
-        cluster
-            .retry(&[], || async {
-                let connection = coordinator(cluster, group).await?;
-                let request = TxnOffsetCommitRequest::default()
-                    .with_transactional_id(TransactionalId(s(&id)))
-                    .with_group_id(GroupId(s(group)))
-                    .with_producer_id(ProducerId(producer_id))
-                    .with_producer_epoch(epoch)
-                    .with_generation_id(-1)
-                    .with_topics(topics.clone());
-                let response = connection
-                    .send(&request, TXN_OFFSET_COMMIT_VERSION_MAX)
-                    .await?;
-                let code = response
-                    .topics
-                    .iter()
-                    .flat_map(|t| &t.partitions)
-                    .map(|p| p.error_code)
-                    .find(|&c| c != codes::NONE)
-                    .unwrap_or(codes::NONE);
-                match code {
-                    codes::NONE => Ok(()),
-                    code => Err(ClientError::kafka(code, None, None)),
-                }
-            })
+        self.requests()?
+            .commit_offsets(self.inner.identity(), group, offsets, "")
             .await
     }
 
@@ -250,13 +139,10 @@ impl Producer {
     async fn next_epoch(&self) -> Result<(), ClientError> {
         let timeout_ms =
             i32::try_from(self.inner.config.transaction_timeout.as_millis()).unwrap_or(i32::MAX);
-        let identity = init_producer_id_for(
-            &self.inner.cluster,
-            Some(self.transactional_id()?),
-            timeout_ms,
-            Some(self.inner.identity()),
-        )
-        .await?;
+        let identity = self
+            .requests()?
+            .init(timeout_ms, Some(self.inner.identity()))
+            .await?;
         let mut state = self.inner.lock();
         *self
             .inner
@@ -279,24 +165,7 @@ impl Producer {
             progress.open = false;
             return Ok(());
         }
-        let (producer_id, epoch) = self.inner.identity();
-        let id = self.transactional_id()?.to_string();
-        self.inner
-            .cluster
-            .retry(&[], || async {
-                let connection = self.txn_coordinator().await?;
-                let request = EndTxnRequest::default()
-                    .with_transactional_id(TransactionalId(s(&id)))
-                    .with_producer_id(ProducerId(producer_id))
-                    .with_producer_epoch(epoch)
-                    .with_committed(commit);
-                let response = connection.send(&request, END_TXN_VERSION_MAX).await?;
-                match response.error_code {
-                    codes::NONE => Ok(()),
-                    code => Err(ClientError::kafka(code, None, None)),
-                }
-            })
-            .await?;
+        self.requests()?.end(self.inner.identity(), commit).await?;
         progress.open = false;
         progress.partitions.clear();
         Ok(())

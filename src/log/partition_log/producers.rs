@@ -65,11 +65,12 @@ impl PartitionLog {
         self.shared().producers.len()
     }
 
-    /// Forgets producers idle for
-    /// [`PRODUCER_EXPIRATION_MS`](crate::log::PRODUCER_EXPIRATION_MS) as of
-    /// `now_ms`; returns how many.
-    pub fn expire_producers(&self, now_ms: i64) -> usize {
-        self.exclusive().producers.expire(now_ms)
+    /// Forgets producers idle for `expiration_ms` (Kafka's
+    /// `producer.id.expiration.ms`; by default
+    /// [`PRODUCER_EXPIRATION_MS`](crate::log::PRODUCER_EXPIRATION_MS)) as
+    /// of `now_ms`; returns how many.
+    pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.exclusive().producers.expire(now_ms, expiration_ms)
     }
 
     /// Every producer this partition remembers, by id: its epoch, its last

@@ -144,6 +144,11 @@ pub struct CommitArgs {
     /// Commit a task's run at least this often, in milliseconds.
     #[arg(long, value_name = "MS")]
     pub commit_ms: Option<u64>,
+    /// Embedded: also write every store's changes to its changelog topic
+    /// (`<app>-<store>-changelog`, compacted) with each commit; remote apps
+    /// always do.
+    #[arg(long)]
+    pub changelogs: bool,
 }
 
 impl CommitArgs {
@@ -154,6 +159,7 @@ impl CommitArgs {
         if let Some(ms) = self.commit_ms {
             config.commit.interval = Duration::from_millis(ms);
         }
+        config.changelogs |= self.changelogs;
     }
 }
 

@@ -69,6 +69,7 @@ pub fn run_cli(app: App) -> ExitCode {
 /// error and returns status 1 on failure (2 for an error of `diff`, whose
 /// 1 means the versions differ).
 pub fn run_parsed(app: &App, location: &LocationArgs, command: &Command) -> ExitCode {
+    init_logging();
     match execute(app, location, command) {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::Differs) => ExitCode::from(1),
@@ -81,6 +82,19 @@ pub fn run_parsed(app: &App, location: &LocationArgs, command: &Command) -> Exit
             }
         }
     }
+}
+
+/// Logs to stderr: warnings, and the runtime's own notices (a task fenced,
+/// a state restored, a rebuilt state swapped in); `STRATA_LOG` (a tracing
+/// filter, e.g. `debug`) says otherwise. An app that installed a
+/// subscriber of its own keeps it.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
+        .unwrap_or_else(|_| "warn,strata::runtime=info".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Runs a subcommand, returning its error.

@@ -323,12 +323,17 @@ async fn read_partition(
             let mut next = access.start_offset(topic, partition).await?;
             while next < end {
                 let fetched = access.fetch(topic, partition, next, 4 << 20).await?;
+                // Remote, derived topics are written in transactions: an
+                // aborted one's records are no part of the version's output.
+                let mut visible = crate::client::AbortedFilter::new(fetched.aborted);
                 let mut rest: &[u8] = &fetched.records;
                 let before = next;
                 while let Ok(batch) = RecordBatch::parse_and_verify(rest) {
                     rest = &rest[batch.size_bytes()..];
                     if batch.header().next_offset() > next {
-                        take(&batch)?;
+                        if visible.visible(&batch) {
+                            take(&batch)?;
+                        }
                         next = batch.header().next_offset();
                     }
                 }

@@ -94,6 +94,34 @@ pub(crate) async fn resolve(
     Ok(partitions)
 }
 
+/// Creates the changelog topic of every store when the app writes
+/// changelogs (remote, or asked for): compacted, one partition per task;
+/// an existing one must have as many partitions as its processor's inputs.
+pub(crate) async fn ensure_changelogs(
+    app: &App,
+    log: &LogAccess,
+    partitions: &BTreeMap<String, i32>,
+) -> Result<(), RuntimeError> {
+    if !matches!(log, LogAccess::Remote(_)) && !app.config.changelogs {
+        return Ok(());
+    }
+    let compacted = [("cleanup.policy".to_string(), "compact".to_string())];
+    for spec in &app.processors {
+        let tasks = partitions[&spec.inputs[0]];
+        for store in &spec.stores {
+            let topic = app.changelog_topic(&store.name);
+            let count = log.ensure_topic_with(&topic, tasks, &compacted).await?;
+            if count != tasks {
+                return Err(RuntimeError::Config(format!(
+                    "changelog topic {topic:?} has {count} partitions, but processor {:?} runs {tasks} tasks (the partitions of {:?}); a changelog holds one partition per task: delete it, or give the inputs {count} partitions",
+                    spec.name, spec.inputs
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Opens the log (embedded) or connects (remote).
 pub(crate) async fn open(
     location: &Location,

@@ -25,10 +25,11 @@ use crate::runtime::layout::{self, lock_running};
 use crate::runtime::location::Location;
 use crate::runtime::log_access::LogAccess;
 use crate::runtime::progress::ProgressReport;
+use crate::runtime::task::transaction::TxnNames;
 use crate::runtime::task::{self, Checkpoints, StartAt, Targets, TaskProgress, TaskSetup};
 use crate::runtime::topology::App;
 
-use super::open::{open, outputs, resolve, serve};
+use super::open::{ensure_changelogs, open, outputs, resolve, serve};
 
 /// How `run` runs an app.
 #[derive(Debug, Clone, Default)]
@@ -128,6 +129,9 @@ async fn run_tasks(
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(usize, u64), RuntimeError> {
     let partitions = resolve(app, log).await?;
+    ensure_changelogs(app, log, &partitions).await?;
+    let remote = matches!(log, LogAccess::Remote(_));
+    let changelogs = remote || app.config.changelogs;
     let stop_flag = Arc::new(AtomicBool::new(false));
     let progress = Arc::new(TaskProgress::default());
     let handle = tokio::runtime::Handle::current();
@@ -165,6 +169,10 @@ async fn run_tasks(
                     partition,
                 )),
                 outputs: outputs.clone(),
+                changelogs: (spec.stores.iter())
+                    .map(|s| changelogs.then(|| app.changelog_topic(&s.name)))
+                    .collect(),
+                txn: remote.then(|| TxnNames::of(&app.versioned_name(), &spec.name, partition)),
                 config: app.config,
                 log: log.clone(),
                 stop: Arc::clone(&stop_flag),
@@ -236,6 +244,11 @@ async fn run_tasks(
                         set_targets(app, log, &mut tasks, &partitions).await?;
                     }
                     Ok(()) => {}
+                    // Another instance owns the task now: this one gives it
+                    // up and goes on with the others.
+                    Err(error @ RuntimeError::Fenced { .. }) => {
+                        tracing::warn!(task = %name, "{error}");
+                    }
                     Err(error) => {
                         tracing::error!(task = %name, "{error}");
                         failure.get_or_insert(error);

@@ -1,7 +1,9 @@
 //! The commit: the run's store writes, its outbox batches, the derived
 //! partitions' next sequences and the next input offsets in ONE RocksDB
 //! write batch, begun on the writer thread ([`TaskState::begin_commit`])
-//! and settled later ([`TaskState::settle`]).
+//! and settled later ([`TaskState::settle`]). A store with a changelog has
+//! its writes emitted to it in the same commit (its outbox batches), so the
+//! changelog never holds more or less than the committed state.
 //!
 //! Invariants (asserted): at most one commit is in flight; input offsets
 //! never move back; once settled, the offsets in the database are the
@@ -17,7 +19,7 @@ use rocksdb::WriteBatch;
 
 use super::inline_bytes::InlineBytes;
 use super::meta::{
-    INPUT_OFFSET_PREFIX, NEXT_OUTBOX, RATE, START_OFFSET_PREFIX, sequence_key, topic_key,
+    COMMIT, INPUT_OFFSET_PREFIX, NEXT_OUTBOX, RATE, START_OFFSET_PREFIX, sequence_key, topic_key,
 };
 use super::store_map::StoreMap;
 use super::writer::{CommitJob, Writer};
@@ -68,8 +70,33 @@ impl TaskState {
                 });
             }
         }
+        // The run's writes, taken from the tables: from here on a failure
+        // poisons the state (the tables no longer hold them as written).
+        // Sorted and put in the write batch by the commit's own thread.
+        let mut writes = Vec::new();
+        for (index, map) in self.maps.iter_mut().enumerate() {
+            if map.dirty.is_empty() {
+                continue;
+            }
+            let mut entries = Vec::new();
+            if map.dirty.len() * 16 < map.slots.capacity() {
+                // A few keys of a large table: looked up one by one.
+                map.slots
+                    .take_dirty_keys(map.dirty.iter().map(InlineBytes::as_slice), &mut entries);
+            } else {
+                map.slots.take_dirty(&mut entries);
+            }
+            writes.push((index, entries));
+        }
+        if let Err(error) = self.emit_changelogs(&writes) {
+            self.poison("a commit's changelog records could not be built");
+            return Err(error);
+        }
         for open in std::mem::take(&mut self.run.open) {
-            self.seal(open)?;
+            if let Err(error) = self.seal(open) {
+                self.poison("a commit's outbox batch could not be sealed");
+                return Err(error);
+            }
         }
         let mut batch = WriteBatch::default();
         let outbox = self.cf(OUTBOX)?;
@@ -96,6 +123,8 @@ impl TaskState {
                 next.to_be_bytes(),
             );
         }
+        let commit_number = self.commit_number + 1;
+        batch.put_cf(meta, COMMIT, commit_number.to_be_bytes());
         if let Some(rate) = self.run.rate {
             batch.put_cf(meta, RATE, rate.to_bits().to_be_bytes());
         }
@@ -105,24 +134,6 @@ impl TaskState {
                 topic_key(START_OFFSET_PREFIX, topic),
                 start.to_be_bytes(),
             );
-        }
-        // The run's writes, taken from the tables (nothing fails from
-        // here on but starting the thread, which poisons the state); sorted
-        // and put in the write batch by the commit's own thread.
-        let mut writes = Vec::new();
-        for (index, map) in self.maps.iter_mut().enumerate() {
-            if map.dirty.is_empty() {
-                continue;
-            }
-            let mut entries = Vec::new();
-            if map.dirty.len() * 16 < map.slots.capacity() {
-                // A few keys of a large table: looked up one by one.
-                map.slots
-                    .take_dirty_keys(map.dirty.iter().map(InlineBytes::as_slice), &mut entries);
-            } else {
-                map.slots.take_dirty(&mut entries);
-            }
-            writes.push((self.stores[index].clone(), entries));
         }
         if self.writer.is_none() {
             let (db, stores) = (Arc::clone(&self.db), self.stores.join(", "));
@@ -135,6 +146,10 @@ impl TaskState {
             }
         }
         let writer = self.writer.as_ref().expect("started above");
+        let writes = writes
+            .into_iter()
+            .map(|(index, entries)| (self.stores[index].clone(), entries))
+            .collect();
         if writer.jobs.send(CommitJob { batch, writes }).is_err() {
             self.poison("the commit writer stopped");
             return Err(StateError::WriterStopped {
@@ -148,6 +163,7 @@ impl TaskState {
         self.run.rate = None;
         self.run.starts.clear();
         self.next_outbox = next_outbox;
+        self.commit_number = commit_number;
         for (topic, next) in next_input_offsets {
             self.offsets.insert(topic.to_string(), *next);
         }

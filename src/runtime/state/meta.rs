@@ -8,9 +8,20 @@
 //! | `sequence/<topic>\0<partition i32>` | i64: the partition's next sequence |
 //! | `next_outbox` | u64: the next outbox sequence (kept once all are shipped) |
 //! | `rate` | f64 bits: records/s while busy, smoothed (for `status`) |
+//! | `lineage` | u64: this state's lineage, drawn when it was created or restored |
+//! | `commit` | u64: commits written in this lineage (1 after the first) |
 //!
-//! The producer identity is written synced on its own, once; everything
-//! else moves only with a commit.
+//! The producer identity and the lineage are written synced on their own,
+//! once; everything else moves only with a commit.
+//!
+//! Lineage and commit number name a committed state among every copy of a
+//! task's state, on any machine: remote, each commit's transaction commits
+//! the input offsets with them (`strata/1 <lineage> <commit>` as the
+//! offsets' metadata), so a task that starts knows whether its local state
+//! is the one the cluster committed last, one commit behind it (its last
+//! transaction did not commit: ship the outbox again), or neither (restore
+//! from the changelogs). A restored state draws a new lineage: a stale copy
+//! elsewhere that reached the same commit number is never taken for it.
 
 use std::collections::BTreeMap;
 
@@ -24,6 +35,8 @@ const PRODUCER: &[u8] = b"producer";
 pub(super) const NEXT_OUTBOX: &[u8] = b"next_outbox";
 pub(super) const RATE: &[u8] = b"rate";
 const SEQUENCE_PREFIX: &[u8] = b"sequence/";
+const LINEAGE: &[u8] = b"lineage";
+pub(super) const COMMIT: &[u8] = b"commit";
 
 impl TaskState {
     /// The next offset to read from `topic`; `None` before the first commit.
@@ -116,6 +129,79 @@ impl TaskState {
         Ok(Some((id, i16::from_be_bytes([raw[8], raw[9]]))))
     }
 
+    /// This state's lineage (see the module docs), once drawn.
+    pub fn lineage(&self) -> Option<u64> {
+        self.lineage
+    }
+
+    /// Draws the state's lineage if it has none yet (synced).
+    pub fn ensure_lineage(&mut self) -> Result<u64, StateError> {
+        if let Some(lineage) = self.lineage {
+            return Ok(lineage);
+        }
+        let lineage = new_lineage();
+        let mut options = rocksdb::WriteOptions::default();
+        options.set_sync(true);
+        self.db
+            .put_cf_opt(self.cf(META)?, LINEAGE, lineage.to_be_bytes(), &options)?;
+        self.lineage = Some(lineage);
+        Ok(lineage)
+    }
+
+    /// Commits written in this lineage: the number of the last commit
+    /// begun (0 before the first).
+    pub fn commit_number(&self) -> u64 {
+        self.commit_number
+    }
+
+    pub(super) fn read_lineage(&self) -> Result<(Option<u64>, u64), StateError> {
+        let meta = self.cf(META)?;
+        let lineage = match self.db.get_cf(meta, LINEAGE)? {
+            None => None,
+            Some(raw) => Some(decode_u64(&raw)?),
+        };
+        let commit = match self.db.get_cf(meta, COMMIT)? {
+            None => 0,
+            Some(raw) => decode_u64(&raw)?,
+        };
+        Ok((lineage, commit))
+    }
+
+    /// Writes what a restore ends with, synced, in one batch: the input
+    /// offsets and commit number of the state restored, a new lineage and
+    /// the producer identity. Until this lands the state has no lineage,
+    /// so a restore cut short is started again.
+    pub fn finish_restore(
+        &mut self,
+        next_input_offsets: &[(&str, i64)],
+        commit: u64,
+        producer: (i64, i16),
+    ) -> Result<u64, StateError> {
+        let meta = self.cf(META)?;
+        let lineage = new_lineage();
+        let mut batch = WriteBatch::default();
+        for (topic, next) in next_input_offsets {
+            batch.put_cf(
+                meta,
+                topic_key(INPUT_OFFSET_PREFIX, topic),
+                next.to_be_bytes(),
+            );
+        }
+        batch.put_cf(meta, COMMIT, commit.to_be_bytes());
+        batch.put_cf(meta, LINEAGE, lineage.to_be_bytes());
+        let mut identity = producer.0.to_be_bytes().to_vec();
+        identity.extend_from_slice(&producer.1.to_be_bytes());
+        batch.put_cf(meta, PRODUCER, identity);
+        let mut options = rocksdb::WriteOptions::default();
+        options.set_sync(true);
+        self.db.write_opt(batch, &options)?;
+        self.offsets = self.read_input_offsets()?;
+        self.commit_number = commit;
+        self.lineage = Some(lineage);
+        self.producer = Some(producer);
+        Ok(lineage)
+    }
+
     /// The next producer sequence of a derived partition (0 before any).
     pub fn next_sequence(&self, topic: &str, partition: i32) -> Result<i32, StateError> {
         let meta = self.cf(META)?;
@@ -146,6 +232,7 @@ impl TaskState {
         self.db.write_opt(batch, &options)?;
         self.producer = self.read_producer()?;
         self.offsets = self.read_input_offsets()?;
+        (self.lineage, self.commit_number) = self.read_lineage()?;
         self.next_outbox = from.next_outbox;
         Ok(())
     }
@@ -175,4 +262,9 @@ pub(super) fn decode_i64(raw: &[u8]) -> Result<i64, StateError> {
 
 pub(super) fn decode_u64(raw: &[u8]) -> Result<u64, StateError> {
     Ok(decode_i64(raw)? as u64)
+}
+
+/// A lineage drawn at random: two states never share one by chance.
+fn new_lineage() -> u64 {
+    uuid::Uuid::new_v4().as_u64_pair().0
 }

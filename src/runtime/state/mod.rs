@@ -18,12 +18,15 @@
 //! - [`outbox`]: emitted records into sealed batches; [`outbox_codec`]: an
 //!   outbox value's bytes.
 //! - [`commit`]: begin and settle; [`writer`]: the thread the write runs on.
+//! - [`changelog`]: store writes emitted to changelog topics with each
+//!   commit, and a store restored from one.
 //! - [`meta`]: offsets, producer identity, sequences, rate.
 //! - [`checkpoints`]: hard-linked copies of the committed state.
 //!
 //! Thread-safety: a `TaskState` belongs to one task; RocksDB calls block, so
 //! the task runs them on a blocking thread, never an async executor's.
 
+mod changelog;
 mod checkpoints;
 mod commit;
 mod error;
@@ -47,6 +50,7 @@ use std::sync::Arc;
 
 use rocksdb::{ColumnFamilyDescriptor, DB, Options, WriteBatch};
 
+pub use changelog::Restoring;
 pub use error::StateError;
 pub use outbox::{
     OUTBOX_BATCH_BYTES_MAX, OUTBOX_BATCH_RECORDS_MAX, OUTBOX_BATCHES_PER_PARTITION_MAX,
@@ -85,6 +89,12 @@ pub struct TaskState {
     /// The input offsets of the last commit begun (durable once it is
     /// settled).
     offsets: BTreeMap<String, i64>,
+    /// See [`meta`]: this state's lineage and its last commit's number.
+    lineage: Option<u64>,
+    commit_number: u64,
+    /// Per store (in the order of `stores`), the changelog partition its
+    /// writes are emitted to with every commit, if it has one.
+    changelogs: Vec<Option<(String, i32)>>,
     /// A commit whose write runs on its own thread (see
     /// [`TaskState::begin_commit`]).
     in_flight: Option<InFlight>,
@@ -173,6 +183,9 @@ impl TaskState {
             producer: None,
             next_outbox: 0,
             offsets: BTreeMap::new(),
+            lineage: None,
+            commit_number: 0,
+            changelogs: Vec::new(),
             in_flight: None,
             writer: None,
             writable: false,
@@ -182,6 +195,7 @@ impl TaskState {
         };
         state.producer = state.read_producer()?;
         state.offsets = state.read_input_offsets()?;
+        (state.lineage, state.commit_number) = state.read_lineage()?;
         state.next_outbox = match state.db.get_cf(state.cf(META)?, NEXT_OUTBOX)? {
             None => 0,
             Some(raw) => decode_u64(&raw)?,
@@ -191,6 +205,14 @@ impl TaskState {
 
     pub fn stores(&self) -> &[String] {
         &self.stores
+    }
+
+    /// Emits every store write to the store's changelog partition with the
+    /// commit it belongs to (`changelogs` in the order of the stores; None
+    /// for a store without one).
+    pub fn set_changelogs(&mut self, changelogs: Vec<Option<(String, i32)>>) {
+        debug_assert_eq!(changelogs.len(), self.stores.len());
+        self.changelogs = changelogs;
     }
 
     /// Forgets the run in progress: nothing of it is written (a commit in

@@ -287,3 +287,94 @@ fn read_only_opening_sees_the_stores_while_the_writer_holds_the_database() {
     assert_eq!(reader.outbox().unwrap().len(), 1);
     assert_eq!(reader.input_offset("in"), Some(1));
 }
+
+/// The (key, value) records of the outbox batches bound for `topic`.
+fn outbox_records(state: &TaskState, topic: &str) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut records = Vec::new();
+    for (_, batch) in state.outbox().unwrap() {
+        if batch.topic != topic {
+            continue;
+        }
+        let parsed = RecordBatch::parse_and_verify(&batch.batch).unwrap();
+        for record in parsed.records(1 << 20).unwrap().iter() {
+            let record = record.unwrap();
+            records.push((
+                record.key.unwrap().to_vec(),
+                record.value.map(<[u8]>::to_vec),
+            ));
+        }
+    }
+    records.sort();
+    records
+}
+
+#[test]
+fn a_commit_emits_each_written_key_once_to_its_stores_changelog() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut state = open(dir.path());
+    state.set_changelogs(vec![Some(("app-counts-changelog".into(), 2)), None]);
+    state.put("counts", b"a", b"1").unwrap();
+    state.put("counts", b"a", b"2").unwrap();
+    state.put("counts", b"b", b"1").unwrap();
+    state.put("users", b"u", b"x").unwrap();
+    state.commit(&[("in", 3)]).unwrap();
+    assert_eq!(
+        outbox_records(&state, "app-counts-changelog"),
+        vec![
+            (b"a".to_vec(), Some(b"2".to_vec())),
+            (b"b".to_vec(), Some(b"1".to_vec()))
+        ],
+        "the last value of each key, nothing of the store without a changelog"
+    );
+    assert!(
+        state
+            .outbox()
+            .unwrap()
+            .iter()
+            .all(|(_, b)| b.partition == 2)
+    );
+    let (last, _) = *state.outbox().unwrap().last().unwrap();
+    state.remove_shipped(last).unwrap();
+    state.delete("counts", b"a").unwrap();
+    state.commit(&[("in", 4)]).unwrap();
+    assert_eq!(
+        outbox_records(&state, "app-counts-changelog"),
+        vec![(b"a".to_vec(), None)],
+        "a delete is a tombstone"
+    );
+    assert_eq!(state.commit_number(), 2, "one number per commit");
+}
+
+#[test]
+fn a_restored_state_holds_the_changelog_records_in_log_order_and_the_given_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let lineage = {
+        let mut state = TaskState::open(dir.path(), &["counts"], false).unwrap();
+        assert_eq!(state.lineage(), None, "no lineage before the restore ends");
+        let mut restoring = state.restoring("counts").unwrap();
+        restoring.put(b"a", Some(b"1")).unwrap();
+        restoring.put(b"b", Some(b"1")).unwrap();
+        restoring.put(b"a", Some(b"2")).unwrap();
+        restoring.put(b"b", None).unwrap();
+        restoring.flush().unwrap();
+        let lineage = state.finish_restore(&[("in", 40)], 17, (9, 3)).unwrap();
+        assert_eq!(state.lineage(), Some(lineage));
+        lineage
+    };
+    let mut state = TaskState::open(dir.path(), &["counts"], false).unwrap();
+    assert_eq!(state.get("counts", b"a").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(state.get("counts", b"b").unwrap(), None);
+    assert_eq!(state.input_offset("in"), Some(40));
+    assert_eq!(state.commit_number(), 17);
+    assert_eq!(state.lineage(), Some(lineage));
+    assert_eq!(state.producer(), Some((9, 3)));
+}
+
+#[test]
+fn a_lineage_is_drawn_once_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path()).ensure_lineage().unwrap();
+    let mut state = open(dir.path());
+    assert_eq!(state.lineage(), Some(first));
+    assert_eq!(state.ensure_lineage().unwrap(), first);
+}

@@ -10,7 +10,13 @@
 use std::time::{Duration, Instant};
 
 use crate::runtime::error::RuntimeError;
+use crate::runtime::log_access::LogAccess;
 
+use super::transaction::CommitMark;
+
+/// How often a remote task ships one commit, each time in a new
+/// transaction, before it stops with the error.
+const SHIP_ATTEMPTS_MAX: u32 = 3;
 use super::{Pending, Task};
 
 impl Task {
@@ -62,9 +68,13 @@ impl Task {
 
     /// Appends every outbox batch, in order, then drops them (not in a
     /// rebuild: a rebuilt state takes the live task's outbox at the swap).
+    /// Remote, the batches and the input offsets go in one transaction.
     pub(super) async fn ship(&mut self) -> Result<(), RuntimeError> {
         if !self.setup.emits {
             return Ok(());
+        }
+        if self.txn.is_some() {
+            return self.ship_in_transaction().await;
         }
         let outbox = self.state.outbox()?;
         let Some((last, _)) = outbox.last() else {
@@ -94,6 +104,62 @@ impl Task {
             self.setup.log.flush(&touched)?;
         }
         self.state.remove_shipped(last)?;
+        Ok(())
+    }
+
+    /// Ships the settled commit in one transaction: its outbox batches and
+    /// its input offsets, marked with the state's lineage and commit
+    /// number (see `transaction`); then drops the outbox.
+    async fn ship_in_transaction(&mut self) -> Result<(), RuntimeError> {
+        let (Some(txn), LogAccess::Remote(remote)) = (&mut self.txn, &self.setup.log) else {
+            unreachable!("a task ships in transactions only remote");
+        };
+        let lineage = self
+            .state
+            .lineage()
+            .expect("a remote task's state has its lineage from the start");
+        let mark = CommitMark {
+            lineage,
+            commit: self.state.commit_number(),
+        };
+        let outbox = self.state.outbox()?;
+        if outbox.is_empty() && txn.shipped == Some(mark) {
+            return Ok(());
+        }
+        let partition = self.setup.partition;
+        let offsets: Vec<(String, i32, i64)> = self
+            .inputs
+            .iter()
+            .filter_map(|i| {
+                let next = self.state.input_offset(&i.topic)?;
+                Some((i.log_topic.clone(), partition, next))
+            })
+            .collect();
+        if outbox.is_empty() && offsets.is_empty() {
+            return Ok(());
+        }
+        let mut attempt = 1;
+        loop {
+            match txn.ship(&remote.cluster, &outbox, &offsets, mark).await {
+                Ok(()) => break,
+                Err(error @ RuntimeError::Fenced { .. }) => return Err(error),
+                // Nothing of the failed transaction becomes visible: abort
+                // it, take the next epoch and ship the commit again.
+                Err(error) if attempt < SHIP_ATTEMPTS_MAX => {
+                    tracing::warn!(
+                        task = %self.setup.name(),
+                        "shipping commit {} failed ({error}); aborting its transaction and shipping it again",
+                        mark.commit
+                    );
+                    attempt += 1;
+                    txn.restart(&remote.cluster).await?;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        if let Some((last, _)) = outbox.last() {
+            self.state.remove_shipped(*last)?;
+        }
         Ok(())
     }
 

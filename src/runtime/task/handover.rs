@@ -150,6 +150,16 @@ impl Task {
                 return Ok(false);
             }
         }
+        if self.setup.changelogs.iter().any(Option::is_some) {
+            // The changelogs hold the live state's writes: a state swapped
+            // in would not be the one they restore.
+            files.report(
+                "refused: the task writes its stores to changelogs, which a rebuilt state would not match; restore a task by deleting its state directory (it is restored from the changelogs), or run without changelogs",
+            )?;
+            files.clear()?;
+            self.handover_check_at = Instant::now() + HOLD_MAX;
+            return Ok(false);
+        }
         self.pending.moved = true;
         self.commit().await?;
         self.settle().await?;

@@ -21,14 +21,19 @@
 //! - `checkpoint_request`: checkpoints on policy or when asked.
 //! - `handover` and `swap`: a rebuilt state taking over.
 //! - `start`: where a task without state starts reading.
+//! - `transaction` and `resume`: remote, each commit shipped in one Kafka
+//!   transaction, and a start checked against the cluster's last commit
+//!   (restoring the state from its changelogs when it is not that one).
 
 mod checkpoint_request;
 mod commit;
 pub(crate) mod handover;
 mod prefetch;
 mod process;
+mod resume;
 mod start;
 pub(crate) mod swap;
+pub(crate) mod transaction;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -49,8 +54,10 @@ use super::topology::{ProcessorSpec, TaskConfig};
 
 use handover::{Handover, SWAPPED};
 use prefetch::Prefetch;
+use resume::Resumed;
 pub use start::StartAt;
 use start::first_offset;
+use transaction::{TaskTxn, TxnNames};
 
 /// Largest decompressed records section of one input batch.
 const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
@@ -118,6 +125,12 @@ pub(crate) struct TaskSetup {
     /// there for one ready to take over (see `handover`). None in a rebuild.
     pub rebuild: Option<PathBuf>,
     pub outputs: Vec<TopicOutput>,
+    /// Per store (in the order of `spec.stores`), its changelog topic in
+    /// the log, if it has one (partition: the task's).
+    pub changelogs: Vec<Option<String>>,
+    /// Remote: the names the task's transactions go under; None embedded
+    /// (and in a rebuild, which ships nothing).
+    pub txn: Option<TxnNames>,
     pub config: TaskConfig,
     pub log: LogAccess,
     pub stop: Arc<AtomicBool>,
@@ -195,6 +208,8 @@ struct Task {
     /// Subscriptions to appends to the inputs, taken once the task found
     /// nothing to read (see [`Task::wait_for_input`]).
     idle_watch: Option<AppendWatch>,
+    /// Remote: the task's transactional producer.
+    txn: Option<TaskTxn>,
 }
 
 /// Why the loop returned.
@@ -222,9 +237,39 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
     let stores: Vec<String> = setup.spec.stores.iter().map(|s| s.name.clone()).collect();
     let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
     let mut state = TaskState::open(&setup.dir, &stores, setup.config.sync)?;
-    if setup.emits && !setup.outputs.is_empty() && state.producer().is_none() {
+    let mut txn = None;
+    if let (Some(names), LogAccess::Remote(remote)) = (&setup.txn, &setup.log) {
+        let started = TaskTxn::start(&remote.cluster, names.clone(), name.clone()).await?;
+        let (resumed, found) = resume::resume(&setup, state, &started, remote).await?;
+        state = resumed;
+        state.ensure_lineage()?;
+        let identity = started.identity();
+        if state.producer() != Some(identity) {
+            state.set_producer(identity.0, identity.1)?;
+        }
+        txn = Some(started);
+        if let (Some(txn), Resumed::Shipped(mark)) = (&mut txn, found) {
+            txn.shipped = Some(mark);
+        }
+    } else if setup.emits
+        && (!setup.outputs.is_empty() || setup.changelogs.iter().any(Option::is_some))
+        && state.producer().is_none()
+    {
         let (id, epoch) = setup.log.new_producer().await?;
         state.set_producer(id, epoch)?;
+    }
+    if setup.emits {
+        let changelogs = setup
+            .changelogs
+            .iter()
+            .map(|c| c.as_ref().map(|topic| (topic.clone(), setup.partition)))
+            .collect();
+        state.set_changelogs(changelogs);
+        if setup.changelogs.iter().any(Option::is_some) {
+            // A state whose writes go to changelogs has a lineage (see
+            // `state::meta`); a rebuild refuses to replace it.
+            state.ensure_lineage()?;
+        }
     }
     let mut inputs = Vec::new();
     for (at, topic) in setup.spec.inputs.iter().enumerate() {
@@ -261,6 +306,7 @@ pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
         rate,
         fetching_since: None,
         idle_watch: None,
+        txn,
     };
     task.ship().await?;
     tracing::debug!(task = %name, "started");

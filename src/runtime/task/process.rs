@@ -41,6 +41,10 @@ impl Task {
         }
         let mut rest: &[u8] = &fetched.records;
         let mut any = false;
+        // Remote (read_committed): batches of aborted transactions are
+        // passed over like markers.
+        let mut aborted = (!fetched.aborted.is_empty())
+            .then(|| crate::client::AbortedFilter::new(fetched.aborted.clone()));
         while !rest.is_empty() {
             // A fetch may end inside a batch; the next fetch starts there.
             let batch = match RecordBatch::parse_and_verify(rest) {
@@ -57,6 +61,14 @@ impl Task {
             };
             rest = &rest[batch.size_bytes()..];
             any = true;
+            let header = batch.header();
+            if let Some(filter) = &mut aborted
+                && !filter.visible(&batch)
+                && !header.is_control()
+            {
+                self.pass_over(at, header);
+                continue;
+            }
             self.process_batch(at, &batch).await?;
             if self.pending.due(&self.setup.config) {
                 self.commit().await?;
@@ -196,6 +208,23 @@ impl Task {
         let past_batch = header.next_offset().min(limit);
         self.inputs[at].next = self.inputs[at].next.max(past_batch);
         Ok(())
+    }
+
+    /// Moves input `at` past a batch the processor does not see (an aborted
+    /// transaction's), as far as the target allows.
+    fn pass_over(&mut self, at: usize, header: &crate::record::BatchHeader) {
+        let limit = self
+            .setup
+            .targets
+            .borrow()
+            .as_ref()
+            .and_then(|t| t.get(&*self.inputs[at].topic).copied())
+            .unwrap_or(i64::MAX);
+        let next = self.inputs[at].next;
+        if header.next_offset() > next && next < limit {
+            self.inputs[at].next = header.next_offset().min(limit);
+            self.pending.moved = true;
+        }
     }
 
     /// Runs the processor's `init` or `close`.

@@ -143,6 +143,8 @@ pub(super) async fn run_to(
         emits: false,
         rebuild: None,
         outputs: job.outputs.clone(),
+        changelogs: vec![None; job.spec.stores.len()],
+        txn: None,
         config: shared.config,
         log: shared.log.clone(),
         stop: Arc::clone(&shared.stop),

@@ -243,6 +243,12 @@ pub async fn rebuild(
                     Some(state) => state,
                     None => TaskState::open(&job.live, &stores, true)?,
                 };
+                if live_state.lineage().is_some() {
+                    return Err(RuntimeError::Rebuild {
+                        task: format!("{}/{}", job.spec.name, job.partition),
+                        reason: "the live task writes its stores to changelogs, which a rebuilt state would not match; delete the task's state directory instead (it is restored from the changelogs)".into(),
+                    });
+                }
                 let target = live_state.input_offsets();
                 if target != job.first_target {
                     run_to(&shared, job, target).await?;
