@@ -459,3 +459,47 @@ async fn an_async_processor_applies_its_lookups_in_input_order_with_bounded_conc
     );
     assert_eq!(records(&data, "looked-up", 0).len(), 25);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_app_asked_for_changelogs_writes_each_commit_of_its_stores_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    append(&data, "lines", 2, 0, &["a one", "b two", "a three"]);
+    append(&data, "lines", 2, 1, &["c four"]);
+    let app = pipeline().changelogs(true);
+    let location = Location::embedded(&data, app.name());
+    strata::runtime::ops::run(&app, &location, until_end())
+        .await
+        .unwrap();
+    // The changelog's latest value per key is the committed state, and
+    // every commit (one per line here) is in it, in order.
+    let mut latest = BTreeMap::new();
+    let mut counts: Vec<(String, String)> = Vec::new();
+    for partition in 0..2 {
+        for (key, value) in records(&data, "pipeline-tally-changelog", partition) {
+            counts.push((key.clone(), value.clone()));
+            latest.insert(key, value);
+        }
+    }
+    let decoded: Vec<String> = latest
+        .iter()
+        .map(|(key, value)| {
+            let count: u64 = Codec::Postcard.decode(value.as_bytes()).unwrap();
+            format!("tally\t{key}\t{count}")
+        })
+        .collect();
+    let dump = strata::runtime::ops::dump_state(&app, &location, None).unwrap();
+    assert_eq!(decoded, dump);
+    assert_eq!(
+        counts.len(),
+        4,
+        "one record per commit of a key: {counts:?}"
+    );
+    let log = LogManager::open(&data, LogConfig::default()).unwrap();
+    let changelog = log.topic("pipeline-tally-changelog").unwrap();
+    assert_eq!(changelog.partitions.len(), 2, "one partition per task");
+    let cleanup = changelog.partitions[0].config().cleanup;
+    assert!(cleanup.compact && !cleanup.delete, "compacted: {cleanup:?}");
+    drop(changelog);
+    log.close().unwrap();
+}

@@ -16,6 +16,7 @@ mod error;
 mod framing;
 mod header;
 mod records;
+mod restamp;
 mod retain;
 mod varint;
 
@@ -26,10 +27,10 @@ pub use control::{ControlRecord, MarkerKind};
 pub use error::RecordError;
 pub use header::{
     BATCH_HEADER_BYTES, BatchHeader, LOG_OVERHEAD_BYTES, MAGIC_V2, NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID, NO_SEQUENCE, TimestampType, restamp_producer, set_base_offset,
-    set_partition_leader_epoch,
+    NO_PRODUCER_ID, NO_SEQUENCE, TimestampType, set_base_offset, set_partition_leader_epoch,
 };
 pub use records::{Header, Record, RecordIter, Records};
+pub use restamp::restamp_producer;
 pub use retain::retain_records;
 
 /// Result alias for this module.
