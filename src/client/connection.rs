@@ -175,6 +175,16 @@ impl Connection {
         self.submit(request, version).await?.response().await
     }
 
+    /// Sends `request` in `version` and returns the body of its answer,
+    /// undecoded (for an answer some brokers lay out off the schema).
+    pub(crate) async fn send_for_body<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+    ) -> Result<Bytes, ClientError> {
+        self.submit(request, version).await?.body().await
+    }
+
     /// Writes `request` now and returns its response to wait for later.
     /// Requests submitted one after another by one task reach the broker,
     /// and are answered, in that order.
@@ -397,6 +407,25 @@ impl<R: Request> PendingResponse<R> {
             )));
         }
         Ok(response)
+    }
+}
+
+/// Decodes an answer whose error form some brokers write off the schema
+/// (librdkafka's mock writes null for strings that may not be null beside
+/// an error code): the answer, or, when it does not decode but holds a
+/// non-zero error code at byte `error_at`, that code.
+pub(crate) fn decode_or_error_code<T: Decodable>(
+    mut body: Bytes,
+    version: i16,
+    error_at: usize,
+) -> Result<Result<T, i16>, ClientError> {
+    let raw = body.clone();
+    match T::decode(&mut body, version) {
+        Ok(decoded) => Ok(Ok(decoded)),
+        Err(error) => match raw.get(error_at..error_at + 2) {
+            Some(code) if code != [0, 0] => Ok(Err(i16::from_be_bytes([code[0], code[1]]))),
+            _ => Err(ClientError::Protocol(format!("response body: {error}"))),
+        },
     }
 }
 
