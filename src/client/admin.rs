@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
@@ -11,15 +12,16 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest,
-    OffsetFetchRequest, TopicName,
+    DescribeGroupsRequest, FindCoordinatorRequest, FindCoordinatorResponse, GroupId,
+    ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
 };
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Decodable, StrBytes};
 
 use super::error::codes;
 
 /// Newest DescribeLogDirs version this client sends.
 const DESCRIBE_LOG_DIRS_VERSION_MAX: i16 = 4;
+use super::connection::decode_or_error_code;
 use super::fetcher::{EARLIEST, LATEST, list_offset, list_offsets};
 use super::{ClientError, Cluster, Connection};
 
@@ -441,7 +443,10 @@ pub(crate) async fn coordinator(
     coordinator_of(cluster, KEY_TYPE_GROUP, group).await
 }
 
-/// FindCoordinator for a key of `key_type` (a group or a transactional id).
+/// FindCoordinator for a key of `key_type` (a group or a transactional id),
+/// asked again while the coordinator is moving or loading
+/// (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+/// COORDINATOR_LOAD_IN_PROGRESS) or the connection drops.
 pub(crate) async fn coordinator_of(
     cluster: &Cluster,
     key_type: i8,
@@ -458,17 +463,41 @@ pub(crate) async fn coordinator_of(
                 FindCoordinatorRequest::default().with_key(s(key))
             }
             .with_key_type(key_type);
-            let response = connection.send_versioned(&request, version).await?;
-            let (code, node) = match response.coordinators.first() {
-                Some(c) if version >= 4 => (c.error_code, c.node_id.0),
-                _ => (response.error_code, response.node_id.0),
-            };
+            let body = connection.send_for_body(&request, version).await?;
+            let (code, host, port) = coordinator_answer(body, version)?;
             if code != codes::NONE {
                 return Err(ClientError::kafka(code, None, None));
             }
-            cluster.connection(node).await
+            // Reached where the answer says: a coordinator may be a broker
+            // this client's metadata does not list yet.
+            cluster.connection_to(&format!("{host}:{port}")).await
         })
         .await
+}
+
+/// (error code, host, port) of a FindCoordinator answer. librdkafka's mock
+/// writes a null host beside an error, off the schema: such an answer is
+/// read for its error code alone (first, after v1's throttle time).
+fn coordinator_answer(body: Bytes, version: i16) -> Result<(i16, String, i32), ClientError> {
+    let error_at = if version >= 1 { 4 } else { 0 };
+    let decoded = if version >= 4 {
+        let mut body = body;
+        Ok(FindCoordinatorResponse::decode(&mut body, version)
+            .map_err(|e| ClientError::Protocol(format!("response body: {e}")))?)
+    } else {
+        decode_or_error_code::<FindCoordinatorResponse>(body, version, error_at)?
+    };
+    Ok(match decoded {
+        Ok(response) => match response.coordinators.first() {
+            Some(c) if version >= 4 => (c.error_code, c.host.to_string(), c.port),
+            _ => (
+                response.error_code,
+                response.host.to_string(),
+                response.port,
+            ),
+        },
+        Err(code) => (code, String::new(), -1),
+    })
 }
 
 /// The group's committed offsets: for `partitions`, or all when `None`.
@@ -631,4 +660,48 @@ async fn commit_offsets_once(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::protocol::Encodable;
+
+    #[test]
+    fn a_find_coordinator_answer_gives_the_coordinator_address() {
+        let response = FindCoordinatorResponse::default()
+            .with_node_id(kafka_protocol::messages::BrokerId(2))
+            .with_host(s("127.0.0.1"))
+            .with_port(9093);
+        let mut body = bytes::BytesMut::new();
+        response.encode(&mut body, 3).unwrap();
+        assert_eq!(
+            coordinator_answer(body.freeze(), 3).unwrap(),
+            (codes::NONE, "127.0.0.1".to_string(), 9093)
+        );
+    }
+
+    #[test]
+    fn an_error_answer_with_a_null_host_is_read_for_its_code() {
+        // v3 as librdkafka's mock writes it: throttle, error, message,
+        // node -1, a null host, port -1, no tags.
+        let mut body = Vec::new();
+        body.extend_from_slice(&0i32.to_be_bytes());
+        body.extend_from_slice(&codes::NOT_COORDINATOR.to_be_bytes());
+        body.extend_from_slice(&[4, b'm', b'o', b'v']);
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        body.push(0);
+        body.extend_from_slice(&(-1i32).to_be_bytes());
+        let (code, _, _) = coordinator_answer(Bytes::from(body), 3).unwrap();
+        assert_eq!(code, codes::NOT_COORDINATOR);
+    }
+
+    #[test]
+    fn an_undecodable_answer_without_an_error_code_is_a_protocol_error() {
+        let body = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 0xff]);
+        assert!(matches!(
+            coordinator_answer(body, 3),
+            Err(ClientError::Protocol(_))
+        ));
+    }
 }

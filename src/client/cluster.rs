@@ -5,6 +5,10 @@
 //! is not (or no longer) the leader, that a topic is unknown, or a
 //! connection fails, [`Cluster::retry`] refreshes the metadata and tries
 //! again after a backoff, up to the configured number of attempts.
+//!
+//! A leader the metadata names but does not list among its brokers (one
+//! that is down, or not yet known to the broker answering) counts as no
+//! leader: LEADER_NOT_AVAILABLE, retried like the others.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,6 +20,7 @@ use kafka_protocol::messages::{MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::Mutex;
 
+use super::error::codes;
 use super::{ClientError, Connection};
 
 /// Newest Metadata version this client reads (topic ids, names in requests).
@@ -86,6 +91,9 @@ pub struct TopicInfo {
 struct Metadata {
     brokers: HashMap<i32, String>,
     topics: HashMap<String, TopicInfo>,
+    /// Topics the last answer reported an error for other than
+    /// UNKNOWN_TOPIC_OR_PARTITION (a leader election, say), with it.
+    topic_errors: HashMap<String, i16>,
 }
 
 pub struct Cluster {
@@ -176,16 +184,25 @@ impl Cluster {
             None => {
                 self.refresh(&[]).await?;
                 let addr = self.read_metadata().brokers.get(&node).cloned();
-                let addr = addr.ok_or_else(|| {
-                    ClientError::Protocol(format!("broker {node} is not in the metadata"))
-                })?;
+                let addr = addr.ok_or(ClientError::UnknownBroker(node))?;
                 self.connection_to(&addr).await
             }
         }
     }
 
-    /// Refreshes brokers and the given topics (all topics when empty).
+    /// Refreshes brokers and the given topics (all topics when empty). A
+    /// connection that fails meanwhile is replaced and asked once more.
     pub async fn refresh(&self, topics: &[String]) -> Result<(), ClientError> {
+        match self.refresh_once(topics).await {
+            Err(error) if error.is_connection_failure() => {
+                tracing::debug!("metadata refresh failed, asking again: {error}");
+                self.refresh_once(topics).await
+            }
+            answered => answered,
+        }
+    }
+
+    async fn refresh_once(&self, topics: &[String]) -> Result<(), ClientError> {
         let connection = self.any_connection().await?;
         let version = connection.version::<MetadataRequest>(METADATA_VERSION_MAX)?;
         let mut request = MetadataRequest::default();
@@ -215,21 +232,28 @@ impl Cluster {
             .collect();
         if topics.is_empty() {
             metadata.topics.clear();
+            metadata.topic_errors.clear();
         }
         for topic in &response.topics {
             let Some(name) = topic.name.as_ref().map(|n| n.0.as_str().to_string()) else {
                 continue;
             };
-            if topic.error_code != 0 {
+            if topic.error_code != codes::NONE {
                 metadata.topics.remove(&name);
+                if topic.error_code == codes::UNKNOWN_TOPIC_OR_PARTITION {
+                    metadata.topic_errors.remove(&name);
+                } else {
+                    metadata.topic_errors.insert(name, topic.error_code);
+                }
                 continue;
             }
+            metadata.topic_errors.remove(&name);
             let mut partitions: Vec<PartitionInfo> = topic
                 .partitions
                 .iter()
                 .map(|p| PartitionInfo {
                     partition: p.partition_index,
-                    leader: if p.error_code == 0 { p.leader_id.0 } else { -1 },
+                    leader: usable_leader(p.error_code, p.leader_id.0, &metadata.brokers),
                     leader_epoch: p.leader_epoch,
                 })
                 .collect();
@@ -252,11 +276,14 @@ impl Cluster {
             return Ok(topic.clone());
         }
         self.refresh(&[name.to_string()]).await?;
-        self.read_metadata()
-            .topics
-            .get(name)
-            .cloned()
-            .ok_or_else(|| ClientError::UnknownTopic(name.to_string()))
+        let metadata = self.read_metadata();
+        if let Some(topic) = metadata.topics.get(name) {
+            return Ok(topic.clone());
+        }
+        Err(match metadata.topic_errors.get(name) {
+            Some(&code) => ClientError::kafka(code, Some(name), None),
+            None => ClientError::UnknownTopic(name.to_string()),
+        })
     }
 
     /// How many partitions `topic` has (fetching its metadata if unknown),
@@ -270,6 +297,11 @@ impl Cluster {
 
     /// Forgets what is known of `topic` so the next use asks again.
     pub async fn invalidate(&self, topic: &str) {
+        self.forget(topic);
+    }
+
+    /// [`Cluster::invalidate`] for callers that cannot await.
+    pub(crate) fn forget(&self, topic: &str) {
         self.write_metadata().topics.remove(topic);
     }
 
@@ -304,7 +336,7 @@ impl Cluster {
         };
         let leader = leader.ok_or_else(|| {
             ClientError::kafka(
-                super::error::codes::UNKNOWN_TOPIC_OR_PARTITION,
+                codes::UNKNOWN_TOPIC_OR_PARTITION,
                 Some(topic),
                 Some(partition),
             )
@@ -312,7 +344,7 @@ impl Cluster {
         if leader < 0 {
             self.invalidate(topic).await;
             return Err(ClientError::kafka(
-                super::error::codes::LEADER_NOT_AVAILABLE,
+                codes::LEADER_NOT_AVAILABLE,
                 Some(topic),
                 Some(partition),
             ));
@@ -348,6 +380,19 @@ impl Cluster {
     }
 }
 
+/// The leader a partition's metadata names, or -1 when there is none to
+/// send to: none elected, or one not among the brokers listed (down, or not
+/// yet known to the broker that answered). REPLICA_NOT_AVAILABLE says only
+/// that a follower is offline; the leader serves.
+fn usable_leader(error_code: i16, leader: i32, brokers: &HashMap<i32, String>) -> i32 {
+    let serving = matches!(error_code, codes::NONE | codes::REPLICA_NOT_AVAILABLE);
+    if serving && brokers.contains_key(&leader) {
+        leader
+    } else {
+        -1
+    }
+}
+
 impl Cluster {
     /// Names of the topics in the last full refresh (or fetched since).
     pub async fn known_topics(&self) -> Vec<String> {
@@ -359,5 +404,30 @@ impl Cluster {
         let mut nodes: Vec<i32> = self.read_metadata().brokers.keys().copied().collect();
         nodes.sort_unstable();
         nodes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn brokers(ids: &[i32]) -> HashMap<i32, String> {
+        ids.iter()
+            .map(|id| (*id, format!("127.0.0.1:{}", 9092 + id)))
+            .collect()
+    }
+
+    #[test]
+    fn a_leader_missing_from_the_brokers_listed_is_no_leader() {
+        assert_eq!(usable_leader(codes::NONE, 2, &brokers(&[1, 2, 3])), 2);
+        assert_eq!(usable_leader(codes::NONE, 2, &brokers(&[1, 3])), -1);
+        assert_eq!(usable_leader(codes::NONE, -1, &brokers(&[1, 3])), -1);
+    }
+
+    #[test]
+    fn an_offline_follower_leaves_the_leader_usable() {
+        let listed = brokers(&[1, 2]);
+        assert_eq!(usable_leader(codes::REPLICA_NOT_AVAILABLE, 1, &listed), 1);
+        assert_eq!(usable_leader(codes::LEADER_NOT_AVAILABLE, 1, &listed), -1);
     }
 }

@@ -4,7 +4,9 @@
 //!
 //! On connect the client asks ApiVersions and from then on sends each API
 //! in the newest version both sides speak, capped by what this client
-//! implements ([`Connection::version`]). A request with no response
+//! implements ([`Connection::version`]). A broker that does not know the
+//! ApiVersions version asked answers UNSUPPORTED_VERSION in the v0 layout
+//! (KIP-511) and is asked again in a version it offers. A request with no response
 //! (Produce with acks=0) is written and not waited for.
 
 use std::collections::{HashMap, VecDeque};
@@ -31,6 +33,11 @@ const RESPONSE_BYTES_MAX: usize = 1 << 30;
 const API_VERSIONS_FIRST: i16 = 3;
 /// Kafka's UNSUPPORTED_VERSION.
 const UNSUPPORTED_VERSION: i16 = 35;
+/// ApiVersions requests sent before giving up: the first, the version the
+/// broker offered, and v0.
+const API_VERSIONS_ATTEMPTS: usize = 3;
+/// Bytes of one api key's entry in the v0 layout (key, min, max).
+const API_VERSION_ENTRY_BYTES: usize = 6;
 
 type Waiter = oneshot::Sender<Result<Bytes, ClientError>>;
 
@@ -97,32 +104,31 @@ impl Connection {
         Ok(connection)
     }
 
+    /// Asks ApiVersions, newest version first. A broker that does not know
+    /// the version asked answers UNSUPPORTED_VERSION (KIP-511), in the v0
+    /// layout, with the versions of ApiVersions it does know; the request
+    /// is sent again in the newest of those.
     async fn negotiate(&self) -> Result<HashMap<i16, (i16, i16)>, ClientError> {
-        let request = ApiVersionsRequest::default()
-            .with_client_software_name(StrBytes::from_static_str("strata"))
-            .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let mut response: ApiVersionsResponse =
-            self.send_versioned(&request, API_VERSIONS_FIRST).await?;
-        if response.error_code == UNSUPPORTED_VERSION {
-            // Answered in v0: retry with the newest version the broker lists.
-            let max = response
-                .api_keys
-                .iter()
-                .find(|k| k.api_key == ApiKey::ApiVersions as i16)
-                .map_or(0, |k| k.max_version)
-                .min(API_VERSIONS_FIRST);
-            response = self
-                .send_versioned(&ApiVersionsRequest::default(), max)
-                .await?;
+        let mut version = API_VERSIONS_FIRST;
+        for _ in 0..API_VERSIONS_ATTEMPTS {
+            let mut request = ApiVersionsRequest::default();
+            if version >= 3 {
+                request = request
+                    .with_client_software_name(StrBytes::from_static_str("strata"))
+                    .with_client_software_version(StrBytes::from_static_str(env!(
+                        "CARGO_PKG_VERSION"
+                    )));
+            }
+            let body = self.submit(&request, version).await?.body().await?;
+            match read_api_versions(body, version)? {
+                VersionsAnswer::Versions(versions) => return Ok(versions),
+                VersionsAnswer::RetryAt(offered) => version = offered,
+            }
         }
-        if response.error_code != 0 {
-            return Err(ClientError::kafka(response.error_code, None, None));
-        }
-        Ok(response
-            .api_keys
-            .iter()
-            .map(|k| (k.api_key, (k.min_version, k.max_version)))
-            .collect())
+        Err(ClientError::Protocol(format!(
+            "{}: ApiVersions still unsupported after {API_VERSIONS_ATTEMPTS} versions",
+            self.addr
+        )))
     }
 
     pub fn addr(&self) -> &str {
@@ -167,6 +173,16 @@ impl Connection {
         version: i16,
     ) -> Result<R::Response, ClientError> {
         self.submit(request, version).await?.response().await
+    }
+
+    /// Sends `request` in `version` and returns the body of its answer,
+    /// undecoded (for an answer some brokers lay out off the schema).
+    pub(crate) async fn send_for_body<R: Request>(
+        &self,
+        request: &R,
+        version: i16,
+    ) -> Result<Bytes, ClientError> {
+        self.submit(request, version).await?.body().await
     }
 
     /// Writes `request` now and returns its response to wait for later.
@@ -342,6 +358,26 @@ pub struct PendingResponse<R: Request> {
 impl<R: Request> PendingResponse<R> {
     /// Waits for the response (up to the connection's timeout) and decodes it.
     pub async fn response(self) -> Result<R::Response, ClientError> {
+        let version = self.version;
+        let mut body = self.body().await?;
+        let decoded = R::Response::decode(&mut body, version)
+            .map_err(|e| ClientError::Protocol(format!("response body: {e}")))?;
+        if body.has_remaining() {
+            // Ignored, as Kafka's Java client and librdkafka ignore them
+            // (librdkafka's mock ends some flexible answers with a second
+            // empty tag section).
+            tracing::debug!(
+                "{} bytes after the answer to request key {}",
+                body.remaining(),
+                R::KEY
+            );
+        }
+        Ok(decoded)
+    }
+
+    /// Waits for the response and returns its body, undecoded, once its
+    /// header shows it answers this request.
+    async fn body(self) -> Result<Bytes, ClientError> {
         let disconnected = |reason: &str| ClientError::Disconnected {
             addr: self.addr.clone(),
             reason: reason.to_string(),
@@ -370,16 +406,100 @@ impl<R: Request> PendingResponse<R> {
                 header.correlation_id, self.correlation_id
             )));
         }
-        let decoded = R::Response::decode(&mut response, self.version)
-            .map_err(|e| ClientError::Protocol(format!("response body: {e}")))?;
-        if response.has_remaining() {
-            return Err(ClientError::Protocol(format!(
-                "{} bytes left after the response",
-                response.remaining()
-            )));
-        }
-        Ok(decoded)
+        Ok(response)
     }
+}
+
+/// Decodes an answer whose error form some brokers write off the schema
+/// (librdkafka's mock writes null for strings that may not be null beside
+/// an error code): the answer, or, when it does not decode but holds a
+/// non-zero error code at byte `error_at`, that code.
+pub(crate) fn decode_or_error_code<T: Decodable>(
+    mut body: Bytes,
+    version: i16,
+    error_at: usize,
+) -> Result<Result<T, i16>, ClientError> {
+    let raw = body.clone();
+    match T::decode(&mut body, version) {
+        Ok(decoded) => Ok(Ok(decoded)),
+        Err(error) => match raw.get(error_at..error_at + 2) {
+            Some(code) if code != [0, 0] => Ok(Err(i16::from_be_bytes([code[0], code[1]]))),
+            _ => Err(ClientError::Protocol(format!("response body: {error}"))),
+        },
+    }
+}
+
+/// What an ApiVersions answer says.
+#[derive(Debug, PartialEq, Eq)]
+enum VersionsAnswer {
+    /// API key → (min, max) version the broker speaks.
+    Versions(HashMap<i16, (i16, i16)>),
+    /// The version asked is unknown to the broker: ask again in this one.
+    RetryAt(i16),
+}
+
+/// Reads the answer to an ApiVersions request sent in `version`.
+///
+/// An UNSUPPORTED_VERSION answer is laid out as v0 whatever was asked
+/// (KIP-511: the broker cannot know the layout of a version it does not
+/// know), listing at least the ApiVersions range it speaks:
+///
+/// ```text
+/// error_code i16 | count i32 | count × (api_key i16, min i16, max i16) | …
+/// ```
+///
+/// The newest listed version below the one refused is asked next. An
+/// answer not in that layout (librdkafka's mock writes the count of a
+/// flexible request as one byte) or listing no usable version is asked
+/// again in v0, which every broker answers.
+fn read_api_versions(mut body: Bytes, version: i16) -> Result<VersionsAnswer, ClientError> {
+    if body.len() < 2 {
+        return Err(ClientError::Protocol(format!(
+            "an ApiVersions answer of {} bytes",
+            body.len()
+        )));
+    }
+    let code = i16::from_be_bytes([body[0], body[1]]);
+    if code == UNSUPPORTED_VERSION {
+        if version == 0 {
+            return Err(ClientError::kafka(code, None, None));
+        }
+        let offered = read_v0_ranges(&body)
+            .and_then(|ranges| ranges.get(&(ApiKey::ApiVersions as i16)).copied())
+            .map(|(_, max)| max)
+            .filter(|max| (0..version).contains(max));
+        return Ok(VersionsAnswer::RetryAt(offered.unwrap_or(0)));
+    }
+    // Bytes after the answer are ignored, as for any response.
+    let response = ApiVersionsResponse::decode(&mut body, version)
+        .map_err(|e| ClientError::Protocol(format!("ApiVersions answer: {e}")))?;
+    if response.error_code != 0 {
+        return Err(ClientError::kafka(response.error_code, None, None));
+    }
+    Ok(VersionsAnswer::Versions(
+        response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect(),
+    ))
+}
+
+/// The api key ranges of an ApiVersions answer in the v0 layout (anything
+/// after them, as v1's throttle time, is ignored); `None` when the body is
+/// not in that layout.
+fn read_v0_ranges(body: &[u8]) -> Option<HashMap<i16, (i16, i16)>> {
+    let count = body.get(2..6)?;
+    let count = usize::try_from(i32::from_be_bytes(count.try_into().ok()?)).ok()?;
+    let end = count.checked_mul(API_VERSION_ENTRY_BYTES)?.checked_add(6)?;
+    let entries = body.get(6..end)?;
+    let i16_at = |entry: &[u8], at: usize| i16::from_be_bytes([entry[at], entry[at + 1]]);
+    Some(
+        entries
+            .chunks_exact(API_VERSION_ENTRY_BYTES)
+            .map(|entry| (i16_at(entry, 0), (i16_at(entry, 2), i16_at(entry, 4))))
+            .collect(),
+    )
 }
 
 /// Reads response frames and hands each to the oldest waiting request.
@@ -427,5 +547,158 @@ async fn read_responses(
             addr: addr.clone(),
             reason: failure.clone(),
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ApiVersions body in the v0 layout.
+    fn v0_body(code: i16, ranges: &[(i16, i16, i16)]) -> Bytes {
+        let mut body = Vec::new();
+        body.extend_from_slice(&code.to_be_bytes());
+        body.extend_from_slice(&(ranges.len() as i32).to_be_bytes());
+        for (key, min, max) in ranges {
+            for field in [key, min, max] {
+                body.extend_from_slice(&field.to_be_bytes());
+            }
+        }
+        Bytes::from(body)
+    }
+
+    /// A successful answer in `version`, listing `ranges`.
+    fn answer(version: i16, ranges: &[(i16, i16, i16)]) -> Bytes {
+        use kafka_protocol::messages::api_versions_response::ApiVersion;
+        let response = ApiVersionsResponse::default().with_api_keys(
+            ranges
+                .iter()
+                .map(|(key, min, max)| {
+                    ApiVersion::default()
+                        .with_api_key(*key)
+                        .with_min_version(*min)
+                        .with_max_version(*max)
+                })
+                .collect(),
+        );
+        let mut body = BytesMut::new();
+        response.encode(&mut body, version).unwrap();
+        body.freeze()
+    }
+
+    const API_VERSIONS: i16 = ApiKey::ApiVersions as i16;
+    const METADATA: i16 = ApiKey::Metadata as i16;
+
+    #[test]
+    fn an_unsupported_version_answer_in_the_v0_layout_names_the_version_to_ask() {
+        let body = v0_body(UNSUPPORTED_VERSION, &[(API_VERSIONS, 0, 2)]);
+        assert_eq!(
+            read_api_versions(body, 3).unwrap(),
+            VersionsAnswer::RetryAt(2)
+        );
+    }
+
+    #[test]
+    fn an_unsupported_version_answer_out_of_the_v0_layout_falls_back_to_v0() {
+        // librdkafka's mock: a one-byte count, then the one entry and a
+        // throttle time.
+        let body = Bytes::from_static(&[0, 35, 1, 0, 18, 0, 0, 0, 2, 0, 0, 0, 0]);
+        assert_eq!(
+            read_api_versions(body, 3).unwrap(),
+            VersionsAnswer::RetryAt(0)
+        );
+    }
+
+    #[test]
+    fn an_offered_version_not_below_the_refused_one_falls_back_to_v0() {
+        let body = v0_body(UNSUPPORTED_VERSION, &[(API_VERSIONS, 0, 3)]);
+        assert_eq!(
+            read_api_versions(body, 3).unwrap(),
+            VersionsAnswer::RetryAt(0)
+        );
+        let listing_none = v0_body(UNSUPPORTED_VERSION, &[(METADATA, 0, 12)]);
+        assert_eq!(
+            read_api_versions(listing_none, 3).unwrap(),
+            VersionsAnswer::RetryAt(0)
+        );
+    }
+
+    #[test]
+    fn unsupported_v0_is_an_error() {
+        let body = v0_body(UNSUPPORTED_VERSION, &[]);
+        let error = read_api_versions(body, 0).unwrap_err();
+        assert_eq!(error.code(), Some(UNSUPPORTED_VERSION));
+    }
+
+    #[test]
+    fn a_v0_layout_with_a_count_past_the_body_is_not_read() {
+        let mut body = v0_body(UNSUPPORTED_VERSION, &[(API_VERSIONS, 0, 2)]).to_vec();
+        body[2..6].copy_from_slice(&i32::MAX.to_be_bytes());
+        assert_eq!(read_v0_ranges(&body), None);
+        body[2..6].copy_from_slice(&(-1i32).to_be_bytes());
+        assert_eq!(read_v0_ranges(&body), None);
+    }
+
+    #[test]
+    fn a_supported_answer_lists_the_ranges() {
+        let body = answer(3, &[(API_VERSIONS, 0, 3), (METADATA, 1, 12)]);
+        let VersionsAnswer::Versions(versions) = read_api_versions(body, 3).unwrap() else {
+            panic!("a retry asked for a supported version");
+        };
+        assert_eq!(versions[&METADATA], (1, 12));
+    }
+
+    /// Reads one request frame: (api version, correlation id).
+    async fn read_request(stream: &mut TcpStream) -> (i16, i32) {
+        let mut size = [0u8; 4];
+        stream.read_exact(&mut size).await.unwrap();
+        let mut frame = vec![0u8; i32::from_be_bytes(size) as usize];
+        stream.read_exact(&mut frame).await.unwrap();
+        assert_eq!(i16::from_be_bytes([frame[0], frame[1]]), API_VERSIONS);
+        let version = i16::from_be_bytes([frame[2], frame[3]]);
+        let correlation = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+        (version, correlation)
+    }
+
+    /// Writes a response: size, correlation id (ApiVersions answers have a
+    /// v0 header whatever the version), body.
+    async fn write_response(stream: &mut TcpStream, correlation: i32, body: &[u8]) {
+        let mut frame = Vec::new();
+        frame.extend_from_slice(&((body.len() + 4) as i32).to_be_bytes());
+        frame.extend_from_slice(&correlation.to_be_bytes());
+        frame.extend_from_slice(body);
+        stream.write_all(&frame).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn connect_asks_again_in_the_version_an_older_broker_offers() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let broker = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut asked = Vec::new();
+            loop {
+                let (version, correlation) = read_request(&mut stream).await;
+                asked.push(version);
+                if version > 2 {
+                    // A broker whose newest ApiVersions is v2, as Kafka
+                    // answers a version it does not know.
+                    let body = v0_body(UNSUPPORTED_VERSION, &[(API_VERSIONS, 0, 2)]);
+                    write_response(&mut stream, correlation, &body).await;
+                    continue;
+                }
+                let body = answer(version, &[(API_VERSIONS, 0, 2), (METADATA, 0, 9)]);
+                write_response(&mut stream, correlation, &body).await;
+                return asked;
+            }
+        });
+        let connection = Connection::connect(&addr, "test", Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert_eq!(broker.await.unwrap(), vec![API_VERSIONS_FIRST, 2]);
+        let metadata = connection
+            .version::<kafka_protocol::messages::MetadataRequest>(12)
+            .unwrap();
+        assert_eq!(metadata, 9);
     }
 }

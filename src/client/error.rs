@@ -33,6 +33,10 @@ pub enum ClientError {
     UnsupportedApi { addr: String, api: String },
     #[error("unknown topic {0}")]
     UnknownTopic(String),
+    /// A broker the metadata named (as a leader or coordinator) but did not
+    /// list: down, or not yet known to the broker that answered.
+    #[error("broker {0} is not among the brokers the metadata lists")]
+    UnknownBroker(i32),
     #[error("protocol error: {0}")]
     Protocol(String),
     #[error("invalid argument: {0}")]
@@ -100,6 +104,7 @@ impl ClientError {
                 api: api.clone(),
             },
             Self::UnknownTopic(topic) => Self::UnknownTopic(topic.clone()),
+            Self::UnknownBroker(node) => Self::UnknownBroker(*node),
             Self::Protocol(text) => Self::Protocol(text.clone()),
             Self::Invalid(text) => Self::Invalid(text.clone()),
             Self::Closed => Self::Closed,
@@ -131,9 +136,18 @@ impl ClientError {
     pub fn is_retriable(&self) -> bool {
         match self {
             Self::Kafka { code, .. } => codes::is_retriable(*code),
-            Self::Disconnected { .. } | Self::Timeout { .. } | Self::Unreachable { .. } => true,
-            _ => false,
+            Self::UnknownBroker(_) => true,
+            _ => self.is_connection_failure(),
         }
+    }
+
+    /// Whether the connection, not the broker's answer, failed: the
+    /// request may be sent again on a new connection.
+    pub fn is_connection_failure(&self) -> bool {
+        matches!(
+            self,
+            Self::Disconnected { .. } | Self::Timeout { .. } | Self::Unreachable { .. }
+        )
     }
 }
 
@@ -155,6 +169,7 @@ pub mod codes {
     pub const LEADER_NOT_AVAILABLE: i16 = 5;
     pub const NOT_LEADER_OR_FOLLOWER: i16 = 6;
     pub const REQUEST_TIMED_OUT: i16 = 7;
+    pub const REPLICA_NOT_AVAILABLE: i16 = 9;
     pub const COORDINATOR_LOAD_IN_PROGRESS: i16 = 14;
     pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
     pub const NOT_COORDINATOR: i16 = 16;

@@ -6,6 +6,7 @@
 //! - `server_process`: `strata serve` as a real process;
 //! - `example`: example binaries built in the test's own profile;
 //! - `member`: a consumer-group member polling in a task;
+//! - `mock_cluster`: librdkafka's mock Kafka cluster of several brokers;
 //! - `wait`: waiting for a condition, with a limit;
 //! - `rng`: reproducible pseudo-random data.
 
@@ -16,6 +17,7 @@ pub mod broker;
 pub mod example;
 pub mod log;
 pub mod member;
+pub mod mock_cluster;
 pub mod records;
 pub mod rng;
 pub mod server_process;
@@ -27,6 +29,7 @@ pub use log::{
     append_and_decode, append_values, read_all, read_committed, segment_bases, segment_logs,
     small_config, with_topic,
 };
+pub use mock_cluster::MockCluster;
 pub use records::{
     CODECS, Stored, TIMESTAMP_MS, as_stored, batch, batch_with, decode, decode_committed,
     one_record, producer_batch, values,

@@ -18,12 +18,13 @@ use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     GroupId, HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, LeaveGroupRequest,
-    SyncGroupRequest,
+    SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use super::assignor::{self, Assignor, TopicPartition};
 use crate::client::admin::coordinator;
+use crate::client::connection::decode_or_error_code;
 use crate::client::error::codes;
 use crate::client::{ClientError, Cluster, Connection};
 
@@ -187,7 +188,11 @@ impl Membership {
             .with_protocol_type(Some(s(PROTOCOL_TYPE)))
             .with_protocol_name(Some(s(&protocol)))
             .with_assignments(assignments);
-        let synced = connection.send(&sync, SYNC_GROUP_VERSION_MAX).await?;
+        let version = connection.version::<SyncGroupRequest>(SYNC_GROUP_VERSION_MAX)?;
+        let body = connection.send_for_body(&sync, version).await?;
+        let synced =
+            decode_or_error_code::<SyncGroupResponse>(body, version, error_at(version, 1))?
+                .map_err(|code| ClientError::kafka(code, None, None))?;
         if synced.error_code != codes::NONE {
             return Err(ClientError::kafka(synced.error_code, None, None));
         }
@@ -225,7 +230,10 @@ impl Membership {
             .with_member_id(s(&self.member_id))
             .with_protocol_type(s(PROTOCOL_TYPE))
             .with_protocols(protocols);
-        connection.send(&request, JOIN_GROUP_VERSION_MAX).await
+        let version = connection.version::<JoinGroupRequest>(JOIN_GROUP_VERSION_MAX)?;
+        let body = connection.send_for_body(&request, version).await?;
+        decode_or_error_code::<JoinGroupResponse>(body, version, error_at(version, 2))?
+            .map_err(|code| ClientError::kafka(code, None, None))
     }
 
     /// The leader's part: assign every member's subscribed partitions with
@@ -301,6 +309,9 @@ impl Membership {
                             "heartbeat answered with {}; rejoining",
                             crate::client::error::code_name(response.error_code)
                         );
+                        if moved(response.error_code) {
+                            reconnect.store(true, Ordering::Relaxed);
+                        }
                         rejoin.store(true, Ordering::Relaxed);
                         return;
                     }
@@ -317,7 +328,7 @@ impl Membership {
     }
 
     /// Leaves the group (its partitions are reassigned at once rather than
-    /// after the session times out).
+    /// after the session times out), finding a coordinator that moved.
     pub async fn leave(&mut self) -> Result<(), ClientError> {
         if let Some(task) = self.heartbeat.take() {
             task.abort();
@@ -325,6 +336,21 @@ impl Membership {
         if self.member_id.is_empty() {
             return Ok(());
         }
+        let mut attempts = 0;
+        loop {
+            match self.leave_once().await {
+                Err(error) if error.is_retriable() && attempts < self.cluster.config().retries => {
+                    tracing::debug!(group = %self.config.group, "leaving failed: {error}");
+                    attempts += 1;
+                    self.connection = None;
+                    tokio::time::sleep(self.cluster.config().retry_backoff).await;
+                }
+                left => return left,
+            }
+        }
+    }
+
+    async fn leave_once(&mut self) -> Result<(), ClientError> {
         let connection = self.coordinator().await?;
         let version = connection.version::<LeaveGroupRequest>(LEAVE_GROUP_VERSION_MAX)?;
         let mut request =
@@ -335,14 +361,34 @@ impl Membership {
             request.member_id = s(&self.member_id);
         }
         let response = connection.send_versioned(&request, version).await?;
-        self.member_id.clear();
-        self.generation = -1;
-        self.rejoin.store(true, Ordering::Relaxed);
         match response.error_code {
-            codes::NONE | codes::UNKNOWN_MEMBER_ID => Ok(()),
+            codes::NONE | codes::UNKNOWN_MEMBER_ID => {
+                self.member_id.clear();
+                self.generation = -1;
+                self.rejoin.store(true, Ordering::Relaxed);
+                Ok(())
+            }
             code => Err(ClientError::kafka(code, None, None)),
         }
     }
+}
+
+/// Where an answer's error code sits: first, after the throttle time from
+/// version `throttled` on. (Read directly when an error answer does not
+/// decode: see [`decode_or_error_code`].)
+fn error_at(version: i16, throttled: i16) -> usize {
+    if version >= throttled { 4 } else { 0 }
+}
+
+/// Whether `code` says the coordinator is elsewhere (or not ready): the
+/// member finds it again rather than asking the same broker.
+fn moved(code: i16) -> bool {
+    matches!(
+        code,
+        codes::NOT_COORDINATOR
+            | codes::COORDINATOR_NOT_AVAILABLE
+            | codes::COORDINATOR_LOAD_IN_PROGRESS
+    )
 }
 
 fn s(text: &str) -> StrBytes {

@@ -57,6 +57,15 @@ pub(super) struct PartitionQueue {
     pub(super) next_batch_id: u64,
     /// After a failed attempt: not before this instant.
     pub(super) retry_at: Option<Instant>,
+    /// A retried batch is in flight: nothing else of the partition is sent
+    /// until it is answered.
+    pub(super) resending: bool,
+    /// The broker the batches in flight went to.
+    pub(super) leader_in_flight: Option<i32>,
+    /// A batch was held back because the leader changed under batches in
+    /// flight: nothing else of the partition is sent until they are
+    /// answered.
+    pub(super) held: bool,
 }
 
 /// Partition queues by topic, then partition: a send looks its queue up by

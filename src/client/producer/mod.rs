@@ -15,7 +15,13 @@
 //! retried here while the earlier batch is still being retried), so
 //! retries neither reorder nor duplicate. Without idempotence, as in
 //! Kafka, a retry may land behind a later batch that succeeded: set
-//! `max_in_flight` to 1 to rule that out. `max_in_flight` also bounds the
+//! `max_in_flight` to 1 to rule that out. A partition's batches in flight
+//! all go to one leader, and a retried batch is sent alone (nothing else of
+//! its partition in flight, nothing after it until it is answered), so when
+//! a leader moves the order holds even at a broker that checks no sequence
+//! numbers, unless the partition returns to a leader while batches of its
+//! earlier term are still in flight there (Kafka's sequence check refuses
+//! a later batch that then arrives first). `max_in_flight` also bounds the
 //! requests outstanding per broker.
 //!
 //! Memory: records queued or in flight may hold up to `buffer_bytes`
@@ -134,16 +140,15 @@ impl Producer {
             self.join_transaction(&record.topic, partition).await?;
             record.partition = Some(partition);
         }
-        let cluster = &self.inner.cluster;
-        let mut partitions = cluster.partition_count(&record.topic).await?;
+        let mut partitions = self.partition_count(&record.topic).await?;
         if record
             .partition
             .is_some_and(|p| p >= 0 && p as usize >= partitions)
         {
             // Partitions may have been added (or the topic re-created)
             // since the metadata was read: ask again before refusing.
-            cluster.invalidate(&record.topic).await;
-            partitions = cluster.partition_count(&record.topic).await?;
+            self.inner.cluster.invalidate(&record.topic).await;
+            partitions = self.partition_count(&record.topic).await?;
         }
         let count = i32::try_from(partitions).unwrap_or(i32::MAX);
         if count == 0 {
@@ -248,7 +253,7 @@ impl Producer {
     /// The partition `record` goes to, chosen now (for a transactional
     /// producer, which adds it to the transaction before queueing).
     async fn partition_of(&self, record: &ProducerRecord) -> Result<i32, ClientError> {
-        let count = self.inner.cluster.partition_count(&record.topic).await?;
+        let count = self.partition_count(&record.topic).await?;
         let count = i32::try_from(count).unwrap_or(i32::MAX);
         if count == 0 {
             return Err(ClientError::UnknownTopic(record.topic.to_string()));
@@ -264,6 +269,13 @@ impl Producer {
                     .or_insert_with(|| random_partition(count))
             }
         })
+    }
+
+    /// How many partitions `topic` has, asked again through what passes (a
+    /// leader election reported for the topic, a dropped connection).
+    async fn partition_count(&self, topic: &str) -> Result<usize, ClientError> {
+        let cluster = &self.inner.cluster;
+        cluster.retry(&[], || cluster.partition_count(topic)).await
     }
 
     /// Whether `record_bytes` more fit in `buffer_bytes` now.

@@ -53,7 +53,10 @@ pub(super) async fn run_sender(inner: Arc<Inner>) {
                 .leader_node(&sending.topic, sending.partition)
                 .await
             {
-                Ok(node) => by_leader.entry(node).or_default().push(sending),
+                Ok(node) if bind_to_leader(&inner, &sending, node) => {
+                    by_leader.entry(node).or_default().push(sending);
+                }
+                Ok(_) => hold_back(&inner, sending),
                 Err(error) => requeue_or_fail(&inner, sending, error),
             }
         }
@@ -109,7 +112,28 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
             continue;
         }
         queue.retry_at = None;
-        while queue.in_flight.len() < inner.config.max_in_flight.max(1)
+        // A retried batch goes alone: once nothing else of the partition is
+        // in flight, and nothing follows it until it is answered. A batch
+        // beside it could fail while it succeeds (or the other way round)
+        // and land, retried, out of order. An idempotent producer's broker
+        // refuses such a batch as out of order; this keeps the order
+        // without relying on that, and without idempotence.
+        if queue.in_flight.is_empty() {
+            queue.resending = false;
+            queue.held = false;
+            queue.leader_in_flight = None;
+        }
+        let retrying = queue.closed.front().is_some_and(|b| b.attempts > 0);
+        if (retrying || queue.resending || queue.held) && !queue.in_flight.is_empty() {
+            continue;
+        }
+        queue.resending = retrying;
+        let most = if retrying {
+            1
+        } else {
+            inner.config.max_in_flight.max(1)
+        };
+        while queue.in_flight.len() < most
             && let Some(batch) = queue.closed.pop_front()
         {
             queue.in_flight.insert(batch.id);
@@ -123,6 +147,49 @@ fn take_ready(inner: &Inner) -> (Vec<Sending>, Option<Instant>, bool) {
     (ready, next_due, closing)
 }
 
+/// Whether `sending` may go to `node` now. A partition's batches in flight
+/// all go to one broker: when its leader changed under batches still in
+/// flight to the old one, a later batch must not reach the new leader
+/// before an earlier one fails at the old (and is retried behind it).
+fn bind_to_leader(inner: &Inner, sending: &Sending, node: i32) -> bool {
+    let mut state = inner.lock();
+    let Some(queue) = state.partitions.get_mut(&sending.topic, sending.partition) else {
+        return true;
+    };
+    // `sending` itself is counted in flight.
+    let others_in_flight = queue.in_flight.len() > 1;
+    let moved = queue.leader_in_flight.is_some_and(|n| n != node);
+    // An earlier batch failed since this one was taken: it goes first.
+    let earlier_waiting = queue
+        .closed
+        .front()
+        .is_some_and(|b| b.id < sending.batch.id);
+    if queue.held || earlier_waiting || (others_in_flight && moved) {
+        return false;
+    }
+    queue.leader_in_flight = Some(node);
+    true
+}
+
+/// Puts a batch that was not sent back in its place (no attempt counted)
+/// and holds its partition until the batches in flight are answered.
+fn hold_back(inner: &Inner, sending: Sending) {
+    let mut state = inner.lock();
+    let queue = state
+        .partitions
+        .get_or_insert(&sending.topic, sending.partition);
+    queue.in_flight.remove(&sending.batch.id);
+    queue.held = true;
+    let at = queue
+        .closed
+        .iter()
+        .position(|b| b.id > sending.batch.id)
+        .unwrap_or(queue.closed.len());
+    queue.closed.insert(at, sending.batch);
+    drop(state);
+    inner.wake.notify_one();
+}
+
 /// Puts a batch back at the front of its partition (same bytes, same
 /// sequence) for a retry, or fails it for good.
 fn requeue_or_fail(inner: &Inner, sending: Sending, error: ClientError) {
@@ -134,6 +201,10 @@ fn requeue_or_fail(inner: &Inner, sending: Sending, error: ClientError) {
 /// made by the caller.
 fn requeue_or_fail_as(inner: &Inner, mut sending: Sending, error: ClientError, retriable: bool) {
     let retries = inner.cluster.config().retries;
+    if error.is_retriable() {
+        // The leader may have moved or gone: ask for it again.
+        inner.cluster.forget(&sending.topic);
+    }
     if retriable && sending.batch.attempts < retries {
         tracing::debug!(topic = %sending.topic, partition = sending.partition, "will retry: {error}");
         sending.batch.attempts += 1;
@@ -153,6 +224,11 @@ fn requeue_or_fail_as(inner: &Inner, mut sending: Sending, error: ClientError, r
             .position(|b| b.id > sending.batch.id)
             .unwrap_or(queue.closed.len());
         queue.closed.insert(at, sending.batch);
+        drop(state);
+        // The sender learns of the retry's due time on its next pass: a
+        // requeue from inside its own pass would otherwise leave it asleep
+        // until something else wakes it (a flush could wait forever).
+        inner.wake.notify_one();
         return;
     }
     settle(inner, sending, Err(error));
@@ -293,14 +369,14 @@ async fn submit_request(
     tokio::spawn(async move {
         let response = pending.response().await;
         drop(permit);
-        handle_response(&inner, batches, response).await;
+        handle_response(&inner, batches, response);
         inner.wake.notify_one();
     });
 }
 
 /// Completes, retries or fails each batch of a Produce request by its
 /// partition's answer.
-async fn handle_response(
+fn handle_response(
     inner: &Inner,
     batches: Vec<Sending>,
     response: Result<kafka_protocol::messages::ProduceResponse, ClientError>,
@@ -346,9 +422,6 @@ async fn handle_response(
             code => {
                 let error = ClientError::kafka(code, Some(&sending.topic), Some(sending.partition))
                     .with_message(answer.error_message.as_ref().map(|m| m.as_str()));
-                if error.is_retriable() {
-                    inner.cluster.invalidate(&sending.topic).await;
-                }
                 requeue_or_fail(inner, sending, error);
             }
         }
