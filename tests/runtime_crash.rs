@@ -429,14 +429,18 @@ fn remote_app_and_broker_killed_at_random_moments_end_as_a_crash_free_run() {
     }
     assert_kills_mid_processing(interrupted, seed);
     wordcount_cmd(&location, &["run", "--until-end"]);
-    let outcome = Outcome {
-        state: wordcount_cmd(&location, &["dump-state"]),
-        topics: {
-            drop(broker);
-            read_topics(&data)
-        },
-    };
-    assert_same(&outcome, seed);
+    assert_same(&remote_outcome(&location, broker, &data), seed);
+}
+
+/// A remote run's outcome: its state, and its derived topics as the
+/// broker's log holds them once the broker is stopped.
+fn remote_outcome(location: &[&str], broker: ServerProcess, data: &Path) -> Outcome {
+    let state = wordcount_cmd(location, &["dump-state"]);
+    drop(broker);
+    Outcome {
+        state,
+        topics: read_topics(data),
+    }
 }
 
 /// `strata serve` with a producer-state expiry of half a second (see the
@@ -460,12 +464,8 @@ fn remote_state_deleted_while_the_app_is_down_is_restored_from_the_changelogs() 
     let (data, state) = (dir.path().join("broker"), dir.path().join("app"));
     append_embedded(&data, &[]);
     let broker = expiring_broker(dir.path());
-    let location = [
-        "--bootstrap",
-        &broker.addr,
-        "--state-dir",
-        state.to_str().unwrap(),
-    ];
+    let addr = broker.addr.clone();
+    let location = ["--bootstrap", &addr, "--state-dir", state.to_str().unwrap()];
     let (first, rest) = input().split_at(KILLS / 2);
     for chunk in first {
         append_remote(&broker.addr, chunk);
@@ -477,14 +477,7 @@ fn remote_state_deleted_while_the_app_is_down_is_restored_from_the_changelogs() 
         append_remote(&broker.addr, chunk);
     }
     wordcount_cmd(&location, &["run", "--until-end"]);
-    let outcome = Outcome {
-        state: wordcount_cmd(&location, &["dump-state"]),
-        topics: {
-            drop(broker);
-            read_topics(&data)
-        },
-    };
-    assert_same(&outcome, 0);
+    assert_same(&remote_outcome(&location, broker, &data), 0);
 }
 
 #[test]
@@ -496,8 +489,9 @@ fn a_second_instance_fences_the_first_and_takes_its_tasks_over() {
     let broker = expiring_broker(dir.path());
     let at = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
     let (state_a, state_b) = (at("a"), at("b"));
-    let first = ["--bootstrap", &broker.addr, "--state-dir", &state_a];
-    let second = ["--bootstrap", &broker.addr, "--state-dir", &state_b];
+    let addr = broker.addr.clone();
+    let first = ["--bootstrap", &addr, "--state-dir", &state_a];
+    let second = ["--bootstrap", &addr, "--state-dir", &state_b];
     let (head, tail) = input().split_at(KILLS / 2);
     for chunk in head {
         append_remote(&broker.addr, chunk);
@@ -540,14 +534,7 @@ fn a_second_instance_fences_the_first_and_takes_its_tasks_over() {
     );
     kill(&mut a);
     wordcount_cmd(&second, &["run", "--until-end"]);
-    let outcome = Outcome {
-        state: wordcount_cmd(&second, &["dump-state"]),
-        topics: {
-            drop(broker);
-            read_topics(&data)
-        },
-    };
-    assert_same(&outcome, 0);
+    assert_same(&remote_outcome(&second, broker, &data), 0);
 }
 
 /// Adds a count no input ever made (`zzz-tampered` → 999) to the committed

@@ -89,13 +89,7 @@ impl Task {
         let input_next = self.inputs[at].next;
         // A target is a hard stop: nothing at or past it is processed (a
         // rebuild must reach the live task's offsets exactly).
-        let limit = self
-            .setup
-            .targets
-            .borrow()
-            .as_ref()
-            .and_then(|t| t.get(&*self.inputs[at].topic).copied())
-            .unwrap_or(i64::MAX);
+        let limit = self.target_of(at);
         if header.next_offset() <= input_next || input_next >= limit {
             return Ok(());
         }
@@ -210,16 +204,20 @@ impl Task {
         Ok(())
     }
 
-    /// Moves input `at` past a batch the processor does not see (an aborted
-    /// transaction's), as far as the target allows.
-    fn pass_over(&mut self, at: usize, header: &crate::record::BatchHeader) {
-        let limit = self
-            .setup
+    /// Where input `at` must stop: its target offset, if it has one.
+    fn target_of(&self, at: usize) -> i64 {
+        self.setup
             .targets
             .borrow()
             .as_ref()
             .and_then(|t| t.get(&*self.inputs[at].topic).copied())
-            .unwrap_or(i64::MAX);
+            .unwrap_or(i64::MAX)
+    }
+
+    /// Moves input `at` past a batch the processor does not see (an aborted
+    /// transaction's), as far as the target allows.
+    fn pass_over(&mut self, at: usize, header: &crate::record::BatchHeader) {
+        let limit = self.target_of(at);
         let next = self.inputs[at].next;
         if header.next_offset() > next && next < limit {
             self.inputs[at].next = header.next_offset().min(limit);
