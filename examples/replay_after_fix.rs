@@ -28,8 +28,8 @@ use strata::client::partitioner::partition_for_key;
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord};
 use strata::runtime::{
-    App, CheckpointArgs, Cli, Command, CommitArgs, Context, LocationArgs, Outcome, Output,
-    ProcessError, Processor, Record, Store,
+    App, CheckpointArgs, Cli, Command, CommitArgs, Context, GroupArgs, LocationArgs, Outcome,
+    Output, ProcessError, Processor, Record, Store,
 };
 
 /// `run --serve` answers the Kafka protocol: a request claiming an absurd
@@ -145,6 +145,7 @@ fn demo() -> anyhow::Result<()> {
             serve: None,
             commit: CommitArgs::default(),
             checkpoints: no_checkpoints.clone(),
+            group: GroupArgs::default(),
         },
     )?;
     println!(
@@ -159,6 +160,7 @@ fn demo() -> anyhow::Result<()> {
             until_end: true,
             commit: CommitArgs::default(),
             checkpoints: no_checkpoints,
+            group: GroupArgs::default(),
         },
     )?;
     println!("\n3. what the fix changes:   diff live v2");

@@ -161,8 +161,13 @@ fn append_remote(addr: &str, chunk: &Chunk) {
 }
 
 /// Runs a wordcount subcommand to completion; returns its stdout.
+/// The session timeout remote instances ask their group for: a killed
+/// instance's tasks move this long after it died.
+const SESSION_TIMEOUT_MS: &str = "1500";
+
 fn wordcount_cmd(location: &[&str], args: &[&str]) -> String {
     let output = Command::new(wordcount())
+        .env("STRATA_SESSION_TIMEOUT_MS", SESSION_TIMEOUT_MS)
         .args(location)
         .args(args)
         .stderr(Stdio::piped())
@@ -178,6 +183,7 @@ fn wordcount_cmd(location: &[&str], args: &[&str]) -> String {
 
 fn spawn_run(location: &[&str]) -> Child {
     Command::new(wordcount())
+        .env("STRATA_SESSION_TIMEOUT_MS", SESSION_TIMEOUT_MS)
         .args(location)
         .arg("run")
         .args(COMMIT_ARGS)
@@ -227,14 +233,23 @@ impl KillClock {
 
 /// Whether the app had work left when it was killed: lag on some input,
 /// or committed records not yet shipped.
-fn work_left(location: &[&str]) -> bool {
+/// `status`'s task rows: not the header, warnings or "(no task has run
+/// yet …)".
+fn status_rows(location: &[&str]) -> Vec<String> {
     let status = wordcount_cmd(location, &["status"]);
-    // Task rows only: not the header, warnings or "(no task has run yet …)".
-    let rows = status
-        .lines()
-        .skip(1)
-        .filter(|l| !l.starts_with("WARNING") && !l.starts_with('('));
-    rows.into_iter().any(|row| {
+    (status.lines().skip(1))
+        .filter(|l| !l.starts_with("WARNING") && !l.starts_with('('))
+        .map(str::to_string)
+        .collect()
+}
+
+/// How many tasks have state under `location`.
+fn task_rows(location: &[&str]) -> usize {
+    status_rows(location).len()
+}
+
+fn work_left(location: &[&str]) -> bool {
+    status_rows(location).iter().any(|row| {
         let columns: Vec<&str> = row.split_whitespace().collect();
         columns.len() >= 6 && (columns[4] != "0" || columns[5] != "0")
     })
@@ -449,7 +464,8 @@ fn expiring_broker(dir: &Path) -> ServerProcess {
     let config = dir.join("strata.toml");
     std::fs::write(
         &config,
-        "producer_id_expiration_ms = 500\nretention_check_interval_ms = 100\n",
+        "producer_id_expiration_ms = 500\nretention_check_interval_ms = 100\n\
+         group_initial_rebalance_delay_ms = 0\ngroup_min_session_timeout_ms = 500\n",
     )
     .unwrap();
     let args = [std::ffi::OsStr::new("--config"), config.as_os_str()];
@@ -481,7 +497,7 @@ fn remote_state_deleted_while_the_app_is_down_is_restored_from_the_changelogs() 
 }
 
 #[test]
-fn a_second_instance_fences_the_first_and_takes_its_tasks_over() {
+fn a_paused_instance_is_fenced_once_its_tasks_moved_and_its_writes_never_show() {
     reference();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("broker");
@@ -494,26 +510,54 @@ fn a_second_instance_fences_the_first_and_takes_its_tasks_over() {
     let second = ["--bootstrap", &addr, "--state-dir", &state_b];
     let (head, tail) = input().split_at(KILLS / 2);
     for chunk in head {
-        append_remote(&broker.addr, chunk);
+        append_remote(&addr, chunk);
     }
-    let mut a = Command::new(wordcount())
-        .args(first)
+    let (mut a, log) = spawn_logged(&first);
+    support::wait_until("instance a commits", Duration::from_secs(60), || {
+        !wordcount_cmd(&first, &["status"]).contains("(no task has run yet")
+    });
+    // a stops answering; once its session is over, b (started meanwhile)
+    // is given every task and restores their state from the changelogs.
+    signal(&a, "-STOP");
+    let (mut b, b_log) = spawn_logged(&second);
+    for chunk in tail {
+        append_remote(&addr, chunk);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while task_rows(&second) != 2 * PARTITIONS as usize || work_left(&second) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "b did not catch up alone:\n{}\n{}",
+            wordcount_cmd(&second, &["status"]),
+            b_log.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // a wakes as a zombie: whatever it still writes for its old tasks is
+    // refused, and it gives them up, saying so.
+    signal(&a, "-CONT");
+    support::wait_until("a is fenced", Duration::from_secs(60), || {
+        log.lock().unwrap().contains("was fenced")
+    });
+    kill(&mut a);
+    kill(&mut b);
+    wordcount_cmd(&second, &["run", "--until-end"]);
+    assert_same(&remote_outcome(&second, broker, &data), 0);
+}
+
+/// `run` in the background with its log (stderr) collected.
+fn spawn_logged(location: &[&str]) -> (Child, std::sync::Arc<std::sync::Mutex<String>>) {
+    let mut child = Command::new(wordcount())
+        .env("STRATA_SESSION_TIMEOUT_MS", SESSION_TIMEOUT_MS)
+        .args(location)
         .arg("run")
         .args(COMMIT_ARGS)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("wordcount starts");
-    // Instance a has processed some of the input, then b starts every task:
-    // a's tasks are fenced and b restores their state from the changelogs.
-    support::wait_until("instance a commits", Duration::from_secs(60), || {
-        !wordcount_cmd(&first, &["status"]).contains("(no task has run yet")
-    });
-    wordcount_cmd(&second, &["run", "--until-end"]);
-    // More input while only a runs: its tasks reading it find they can no
-    // longer commit and give their tasks up, saying so.
     let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let stderr = a.stderr.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
     let lines = std::sync::Arc::clone(&log);
     std::thread::spawn(move || {
         use std::io::BufRead;
@@ -524,17 +568,15 @@ fn a_second_instance_fences_the_first_and_takes_its_tasks_over() {
             lines.lock().unwrap().push_str(&(line + "\n"));
         }
     });
-    for chunk in tail {
-        append_remote(&broker.addr, chunk);
-    }
-    support::wait_until(
-        "instance a gives a task up",
-        Duration::from_secs(60),
-        || log.lock().unwrap().contains("was fenced"),
-    );
-    kill(&mut a);
-    wordcount_cmd(&second, &["run", "--until-end"]);
-    assert_same(&remote_outcome(&second, broker, &data), 0);
+    (child, log)
+}
+
+fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {signal}");
 }
 
 /// Adds a count no input ever made (`zzz-tampered` → 999) to the committed

@@ -25,8 +25,8 @@ use strata::client::partitioner::partition_for_key;
 use strata::log::{LogConfig, LogManager, now_ms};
 use strata::record::Compression;
 use strata::runtime::{
-    App, CheckpointArgs, Command, CommitArgs, Context, Location, LocationArgs, Outcome, Output,
-    ProcessError, Processor, RebuildOptions, Record, RunOptions, Store, Versions,
+    App, CheckpointArgs, Command, CommitArgs, Context, GroupArgs, Location, LocationArgs, Outcome,
+    Output, ProcessError, Processor, RebuildOptions, Record, RunOptions, Store, Versions,
 };
 
 const EVENTS: &str = "events";
@@ -150,6 +150,7 @@ fn run_until_end() -> Command {
         serve: None,
         commit: CommitArgs::default(),
         checkpoints: no_checkpoints(),
+        group: GroupArgs::default(),
     }
 }
 
@@ -160,6 +161,7 @@ fn replay(version: &str) -> Command {
         until_end: true,
         commit: CommitArgs::default(),
         checkpoints: no_checkpoints(),
+        group: GroupArgs::default(),
     }
 }
 
@@ -480,6 +482,7 @@ fn automatic_checkpoints_keep_the_newest() {
             checkpoint_secs: None,
             checkpoints_kept: Some(2),
         },
+        group: GroupArgs::default(),
     };
     execute(&fixed, data, command).unwrap();
     let names: Vec<String> = checkpoint_dirs(data)
@@ -735,6 +738,7 @@ fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
             changelogs: false,
         },
         checkpoints: no_checkpoints(),
+        group: GroupArgs::default(),
     };
     for (app, topic, config) in [
         (slow("short-app", "short"), "short", &short[..]),

@@ -12,6 +12,7 @@ mod connection;
 mod consumer;
 pub mod error;
 mod fetcher;
+pub(crate) mod membership;
 pub mod partitioner;
 mod produce_frame;
 mod producer;
@@ -29,6 +30,10 @@ pub use connection::{Connection, PendingResponse};
 pub use consumer::{
     Assignor, Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, PartitionLag, Rebalance,
     RebalanceListener, Seek, TopicPartition,
+};
+pub(crate) use consumer::{
+    CONSUMER, decode_assignment_with, decode_subscription_with, encode_assignment_with,
+    encode_subscription_with, partition_counts,
 };
 #[doc(hidden)]
 pub use consumer::{

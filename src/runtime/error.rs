@@ -119,6 +119,10 @@ pub enum RuntimeError {
         task: String,
         transactional_id: String,
     },
+    /// The app's group cannot share its tasks (its leader says why, or a
+    /// member cannot run what it was given).
+    #[error("group {group}: {reason}")]
+    Group { group: String, reason: String },
     /// A task's state could not be restored from its changelogs.
     #[error("task {task}: restoring {store} from {topic}/{partition}: {reason}")]
     Restore {

@@ -7,6 +7,8 @@
 //!     versions.json                   the live version and the replayed ones
 //!     .running                        locked while a process runs the version
 //!     serving                         the address a running app serves on
+//!     group-member                    remote, a static member's view as it
+//!                                     last joined the app's group
 //!     <processor>/<partition>/        a task's RocksDB
 //!     <processor>/<partition>.old     the replaced state during a swap
 //!     checkpoints/REQUEST             a token: `checkpoint` asks running tasks
@@ -61,6 +63,8 @@ impl LayoutError {
 const RUNNING: &str = ".running";
 /// The file naming the address a running app serves the Kafka protocol on.
 const SERVING: &str = "serving";
+/// The view a static member last joined its group with.
+const GROUP_MEMBER: &str = "group-member";
 /// The versions manifest, in the base state directory.
 const MANIFEST: &str = "versions.json";
 const VERSIONS: &str = "versions";
@@ -92,6 +96,11 @@ pub(crate) fn version_dir(root: &Path, name: &str) -> PathBuf {
 /// The file naming the address the running app serves on.
 pub(crate) fn serving_file(state_dir: &Path) -> PathBuf {
     state_dir.join(SERVING)
+}
+
+/// Where a static member keeps the view it last joined its group with.
+pub(crate) fn group_member_file(state_dir: &Path) -> PathBuf {
+    state_dir.join(GROUP_MEMBER)
 }
 
 /// The lock file of the process running a version.

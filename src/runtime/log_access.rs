@@ -46,21 +46,36 @@ pub(crate) enum LogAccess {
     Remote(Arc<Remote>),
 }
 
+/// The cluster, through the client.
+///
+/// A broker answers the requests of one connection one at a time, in
+/// order (as Kafka's do), and holds an idle fetch up to its `max_wait`:
+/// a transaction's requests queued behind a task's waiting fetch would
+/// wait with it. So each task fetches on connections of its own
+/// ([`LogAccess::with_own_fetches`]), and commits, transactions and admin
+/// calls go through the shared `cluster`.
 pub(crate) struct Remote {
     pub cluster: Arc<Cluster>,
     fetcher: Fetcher,
     pub admin: Admin,
 }
 
+/// How long a remote fetch waits on the broker for records to arrive.
+const FETCH_WAIT_MAX: Duration = Duration::from_millis(200);
+
 impl Remote {
     pub fn new(cluster: Arc<Cluster>) -> Self {
+        Self::fetching_through(Arc::clone(&cluster), cluster)
+    }
+
+    fn fetching_through(cluster: Arc<Cluster>, fetches: Arc<Cluster>) -> Self {
         let options = FetchOptions {
             min_bytes: 1,
-            max_wait: Duration::from_millis(200),
+            max_wait: FETCH_WAIT_MAX,
             read_committed: true,
         };
         Self {
-            fetcher: Fetcher::new(Arc::clone(&cluster), options),
+            fetcher: Fetcher::new(fetches, options),
             admin: Admin::new(Arc::clone(&cluster)),
             cluster,
         }
@@ -74,6 +89,21 @@ impl LogAccess {
         let cluster = Cluster::connect(client::ClientConfig::new(bootstrap)).await?;
         let access = Self::Remote(Arc::new(Remote::new(Arc::clone(&cluster))));
         Ok((access, cluster))
+    }
+
+    /// The same access with fetches on connections of their own (remote;
+    /// see [`Remote`]), for one task.
+    pub(crate) async fn with_own_fetches(&self) -> Result<Self, RuntimeError> {
+        match self {
+            Self::Embedded(..) => Ok(self.clone()),
+            Self::Remote(remote) => {
+                let fetches = Cluster::connect(remote.cluster.config().clone()).await?;
+                let shared = Arc::clone(&remote.cluster);
+                Ok(Self::Remote(Arc::new(Remote::fetching_through(
+                    shared, fetches,
+                ))))
+            }
+        }
     }
 
     /// Partitions of `topic`, or `None` if it does not exist.

@@ -67,6 +67,7 @@ pub mod cli;
 pub mod context;
 mod erased;
 mod error;
+mod group;
 pub mod handles;
 mod layout;
 mod location;
@@ -84,10 +85,12 @@ pub mod versions;
 
 pub use async_processor::{AsyncProcessor, CONCURRENCY_DEFAULT};
 pub use cli::{
-    CheckpointArgs, Cli, Command, CommitArgs, LocationArgs, NoArgs, Outcome, run_cli, run_parsed,
+    CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, LocationArgs, NoArgs, Outcome, run_cli,
+    run_parsed,
 };
 pub use context::{Context, EmitOptions, Entries};
 pub use error::RuntimeError;
+pub use group::GroupOptions;
 pub use handles::{Output, Store};
 pub use location::Location;
 pub use ops::{

@@ -115,43 +115,71 @@ impl Assignor {
 /// A member's subscription, as sent in JoinGroup.
 #[doc(hidden)]
 pub fn encode_subscription(topics: &[String]) -> Result<Bytes, ClientError> {
-    let subscription = ConsumerProtocolSubscription::default().with_topics(
-        topics
-            .iter()
-            .map(|t| StrBytes::from_string(t.clone()))
-            .collect(),
-    );
+    encode_subscription_with(topics, None)
+}
+
+/// A subscription carrying `user_data` for the group's own assignor.
+pub(crate) fn encode_subscription_with(
+    topics: &[String],
+    user_data: Option<Bytes>,
+) -> Result<Bytes, ClientError> {
+    let subscription = ConsumerProtocolSubscription::default()
+        .with_topics(
+            topics
+                .iter()
+                .map(|t| StrBytes::from_string(t.clone()))
+                .collect(),
+        )
+        .with_user_data(user_data);
     encode_versioned(&subscription)
 }
 
 /// The topics of a member's subscription, as received by the leader.
 #[doc(hidden)]
 pub fn decode_subscription(bytes: &[u8]) -> Result<Vec<String>, ClientError> {
+    Ok(decode_subscription_with(bytes)?.0)
+}
+
+/// A subscription's topics and user data.
+pub(crate) fn decode_subscription_with(
+    bytes: &[u8],
+) -> Result<(Vec<String>, Option<Bytes>), ClientError> {
     let subscription: ConsumerProtocolSubscription = decode_versioned(bytes, "subscription")?;
-    Ok(subscription
+    let topics = subscription
         .topics
         .iter()
         .map(|t| t.as_str().to_string())
-        .collect())
+        .collect();
+    Ok((topics, subscription.user_data))
 }
 
 /// A member's assignment, as the leader sends it in SyncGroup.
 #[doc(hidden)]
 pub fn encode_assignment(partitions: &[TopicPartition]) -> Result<Bytes, ClientError> {
+    encode_assignment_with(partitions, None)
+}
+
+/// An assignment carrying `user_data` from the group's own assignor.
+pub(crate) fn encode_assignment_with(
+    partitions: &[TopicPartition],
+    user_data: Option<Bytes>,
+) -> Result<Bytes, ClientError> {
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for (topic, partition) in partitions {
         by_topic.entry(topic).or_default().push(*partition);
     }
-    let assignment = ConsumerProtocolAssignment::default().with_assigned_partitions(
-        by_topic
-            .into_iter()
-            .map(|(topic, partitions)| {
-                AssignedTopic::default()
-                    .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
-                    .with_partitions(partitions)
-            })
-            .collect(),
-    );
+    let assignment = ConsumerProtocolAssignment::default()
+        .with_assigned_partitions(
+            by_topic
+                .into_iter()
+                .map(|(topic, partitions)| {
+                    AssignedTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(topic.to_string())))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        )
+        .with_user_data(user_data);
     encode_versioned(&assignment)
 }
 
@@ -159,8 +187,15 @@ pub fn encode_assignment(partitions: &[TopicPartition]) -> Result<Bytes, ClientE
 /// nothing assigned).
 #[doc(hidden)]
 pub fn decode_assignment(bytes: &[u8]) -> Result<Vec<TopicPartition>, ClientError> {
+    Ok(decode_assignment_with(bytes)?.0)
+}
+
+/// An assignment's partitions and user data.
+pub(crate) fn decode_assignment_with(
+    bytes: &[u8],
+) -> Result<(Vec<TopicPartition>, Option<Bytes>), ClientError> {
     if bytes.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     let assignment: ConsumerProtocolAssignment = decode_versioned(bytes, "assignment")?;
     let mut partitions: Vec<TopicPartition> = assignment
@@ -173,7 +208,7 @@ pub fn decode_assignment(bytes: &[u8]) -> Result<Vec<TopicPartition>, ClientErro
         })
         .collect();
     partitions.sort();
-    Ok(partitions)
+    Ok((partitions, assignment.user_data))
 }
 
 fn encode_versioned<T: Encodable>(message: &T) -> Result<Bytes, ClientError> {
@@ -271,5 +306,16 @@ mod tests {
         assert_eq!(decode_assignment(&bytes).unwrap(), partitions);
         assert!(decode_assignment(&[]).unwrap().is_empty());
         assert!(decode_subscription(&[0]).is_err());
+        let data = Bytes::from_static(b"tasks");
+        let bytes = encode_subscription_with(&topics, Some(data.clone())).unwrap();
+        assert_eq!(
+            decode_subscription_with(&bytes).unwrap(),
+            (topics, Some(data.clone()))
+        );
+        let bytes = encode_assignment_with(&partitions, Some(data.clone())).unwrap();
+        assert_eq!(
+            decode_assignment_with(&bytes).unwrap(),
+            (partitions, Some(data))
+        );
     }
 }

@@ -15,7 +15,7 @@
 //!   a rebalance and on close.
 
 mod assignor;
-mod group;
+mod protocol;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,7 +28,14 @@ pub use assignor::{Assignor, TopicPartition};
 pub use assignor::{
     decode_assignment, decode_subscription, encode_assignment, encode_subscription,
 };
-use group::{Membership, MembershipConfig};
+pub(crate) use assignor::{
+    decode_assignment_with, decode_subscription_with, encode_assignment_with,
+    encode_subscription_with,
+};
+use protocol::ConsumerProtocol;
+pub(crate) use protocol::{CONSUMER, partition_counts};
+
+use crate::client::membership::{Membership, MembershipConfig};
 
 use super::admin::{commit_offsets, committed_offsets};
 use super::fetcher::{list_offset, list_offsets};
@@ -195,10 +202,10 @@ impl Consumer {
             Arc::clone(&self.cluster),
             MembershipConfig {
                 group,
+                instance_id: None,
                 session_timeout: self.config.session_timeout,
                 rebalance_timeout: self.config.rebalance_timeout,
                 heartbeat_interval: self.config.heartbeat_interval,
-                assignors: self.config.assignors.clone(),
             },
         ));
         Ok(())
@@ -472,7 +479,11 @@ impl Consumer {
             .membership
             .as_mut()
             .expect("subscribed consumers have one");
-        let assignment = membership.join(&topics).await?;
+        let joined = ConsumerProtocol {
+            topics: &topics,
+            assignors: &self.config.assignors,
+        };
+        let assignment = protocol::assigned(&membership.join(&joined).await?)?;
         self.positions = assignment.iter().map(|tp| (tp.clone(), None)).collect();
         self.notify(&Rebalance::Assigned(assignment));
         Ok(())

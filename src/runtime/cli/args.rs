@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::runtime::error::RuntimeError;
+use crate::runtime::group::GroupOptions;
 use crate::runtime::location::Location;
 use crate::runtime::topology::TaskConfig;
 
@@ -58,6 +59,8 @@ pub enum Command {
         commit: CommitArgs,
         #[command(flatten)]
         checkpoints: CheckpointArgs,
+        #[command(flatten)]
+        group: GroupArgs,
     },
     /// Run the processors (a new build) into a version of their own: state
     /// apart, derived topics named `<topic>.VERSION`; the live version is
@@ -78,6 +81,8 @@ pub enum Command {
         commit: CommitArgs,
         #[command(flatten)]
         checkpoints: CheckpointArgs,
+        #[command(flatten)]
+        group: GroupArgs,
     },
     /// Per task: input offset, end offset, lag, outbox size.
     Status {
@@ -160,6 +165,45 @@ impl CommitArgs {
             config.commit.interval = Duration::from_millis(ms);
         }
         config.changelogs |= self.changelogs;
+    }
+}
+
+/// Remote: how an instance takes part in the app's group (every instance
+/// of an app against one cluster shares its tasks with the others).
+#[derive(Debug, Clone, Args)]
+pub struct GroupArgs {
+    /// Static membership: an instance restarted under the same id within
+    /// the session timeout gets its tasks back without a rebalance (and one
+    /// stopped keeps them until then). Unique per instance.
+    #[arg(long, value_name = "ID")]
+    pub instance_id: Option<String>,
+    /// How long the group waits for a silent instance before its tasks move
+    /// to the others, in milliseconds.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = 10_000,
+        env = "STRATA_SESSION_TIMEOUT_MS"
+    )]
+    pub session_timeout_ms: u64,
+}
+
+impl Default for GroupArgs {
+    fn default() -> Self {
+        let options = GroupOptions::default();
+        Self {
+            instance_id: options.instance_id,
+            session_timeout_ms: options.session_timeout.as_millis() as u64,
+        }
+    }
+}
+
+impl GroupArgs {
+    pub(super) fn options(&self) -> GroupOptions {
+        GroupOptions {
+            instance_id: self.instance_id.clone(),
+            session_timeout: Duration::from_millis(self.session_timeout_ms),
+        }
     }
 }
 

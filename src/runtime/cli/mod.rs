@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-pub use args::{CheckpointArgs, Cli, Command, CommitArgs, LocationArgs, NoArgs};
+pub use args::{CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, LocationArgs, NoArgs};
 
 use super::error::RuntimeError;
 use super::location::Location;
@@ -123,6 +123,7 @@ async fn dispatch(
             serve,
             commit,
             checkpoints,
+            group,
         } => {
             let live = version(&None)?;
             let (mut app, location) = app.as_version(location, &live);
@@ -132,6 +133,7 @@ async fn dispatch(
                 until_end: *until_end,
                 serve: *serve,
                 progress_every: Some(PROGRESS_EVERY),
+                group: group.options(),
                 ..RunOptions::default()
             };
             if live.name != BASE {
@@ -150,6 +152,7 @@ async fn dispatch(
             until_end,
             commit,
             checkpoints,
+            group,
         } => {
             let mut replay = ops::Replay::prepare(app, location, version, from)?;
             commit.apply(&mut replay.app.config);
@@ -162,6 +165,7 @@ async fn dispatch(
             let options = RunOptions {
                 until_end: *until_end,
                 progress_every: Some(PROGRESS_EVERY),
+                group: group.options(),
                 ..RunOptions::default()
             };
             let summary = replay.run(options).await?;

@@ -1,9 +1,10 @@
 //! `run`: open the log (embedded) or connect (remote), resolve the
-//! topology (derived topics created, partition counts known), start one
-//! task per processor and input partition, and stop them on the stop
-//! signal (by default Ctrl-C or SIGTERM) or, with `until_end`, once
-//! everything the inputs held at start has flowed through the whole
-//! pipeline.
+//! topology (derived topics created, partition counts known), start the
+//! tasks (one per processor and input partition: embedded all of them,
+//! remote those the app's group assigns this instance, following each new
+//! assignment), and stop them on the stop signal (by default Ctrl-C or
+//! SIGTERM) or, with `until_end`, once everything the inputs held at start
+//! has flowed through the whole pipeline.
 //!
 //! `until_end` in a pipeline: a task whose inputs are all external (written
 //! by no processor of the app) stops at the end offsets those inputs had at
@@ -11,7 +12,7 @@
 //! task writing that topic has stopped (and so shipped everything); the
 //! derived topic's end offsets at that moment are its target.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,9 +22,10 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::runtime::error::RuntimeError;
+use crate::runtime::group::{Assigned, Event, GroupOptions, GroupProcessor, Member, TaskId};
 use crate::runtime::layout::{self, lock_running};
 use crate::runtime::location::Location;
-use crate::runtime::log_access::LogAccess;
+use crate::runtime::log_access::{LogAccess, Remote};
 use crate::runtime::progress::ProgressReport;
 use crate::runtime::task::transaction::TxnNames;
 use crate::runtime::task::{self, Checkpoints, StartAt, Targets, TaskProgress, TaskSetup};
@@ -43,12 +45,15 @@ pub struct RunOptions {
     pub progress_every: Option<Duration>,
     /// Where tasks without state start in the external inputs.
     pub start: StartAt,
+    /// Remote: how this instance takes part in the app's group.
+    pub group: GroupOptions,
 }
 
 /// What a run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSummary {
-    /// Tasks run: one per processor and input partition.
+    /// Tasks started: one per processor and input partition (remote, those
+    /// the group assigned this instance, counted again when one came back).
     pub tasks: usize,
     pub records: u64,
     pub elapsed: Duration,
@@ -59,7 +64,20 @@ struct TaskHandle {
     processor: usize,
     partition: i32,
     targets: watch::Sender<Option<Targets>>,
-    done: bool,
+    /// Tells this task (alone) to commit and stop.
+    stop: Arc<AtomicBool>,
+    phase: Phase,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// Told to stop because the group gave the task to another instance.
+    GivingUp,
+    /// Reached its targets (`until_end`) or stopped.
+    Done,
+    /// Not running here: given up, fenced, or never started.
+    Away,
 }
 
 /// Runs the app until Ctrl-C or SIGTERM (or, with `until_end`, until the
@@ -121,6 +139,134 @@ pub async fn run_until(
     })
 }
 
+/// What every task of the run shares, and how one is set up.
+struct Runner<'a> {
+    app: &'a App,
+    log: &'a LogAccess,
+    location: &'a Location,
+    options: &'a RunOptions,
+    partitions: BTreeMap<String, i32>,
+    changelogs: bool,
+    progress: Arc<TaskProgress>,
+    handle: tokio::runtime::Handle,
+    tasks: BTreeMap<TaskId, TaskHandle>,
+    running: JoinSet<(TaskId, Result<(), RuntimeError>)>,
+    /// Tasks started so far (a task started twice counts twice).
+    started: usize,
+}
+
+impl Runner<'_> {
+    /// Every task of the app.
+    fn all_tasks(&self) -> Vec<TaskId> {
+        let app = self.app;
+        (app.processors.iter())
+            .flat_map(|spec| {
+                let count = self.partitions[&spec.inputs[0]];
+                (0..count).map(|n| TaskId::new(&spec.name, n))
+            })
+            .collect()
+    }
+
+    /// Starts `id` on a blocking thread.
+    fn start(&mut self, id: &TaskId) {
+        let app = self.app;
+        let (index, spec) = (app.processors.iter().enumerate())
+            .find(|(_, s)| s.name == id.processor)
+            .expect("tasks are the app's");
+        let partition = id.partition;
+        let state_dir = self.location.state_dir();
+        let remote = matches!(self.log, LogAccess::Remote(_));
+        let (targets, targets_rx) = watch::channel(None);
+        let stop = Arc::new(AtomicBool::new(false));
+        let start = (spec.inputs.iter())
+            .map(|t| {
+                if app.is_derived(t) {
+                    StartAt::Earliest
+                } else {
+                    self.options.start
+                }
+            })
+            .collect();
+        let setup = TaskSetup {
+            spec: spec.clone(),
+            partition,
+            dir: layout::task_dir(state_dir, &spec.name, partition),
+            checkpoints: Some(Checkpoints {
+                dir: layout::checkpoint_dir(state_dir, &spec.name, partition),
+                request: layout::checkpoint_request(state_dir),
+            }),
+            log_topics: spec.inputs.iter().map(|t| app.log_topic(t)).collect(),
+            start,
+            emits: true,
+            rebuild: Some(layout::rebuild_dir(state_dir, &spec.name, partition)),
+            outputs: outputs(app, spec, &self.partitions),
+            changelogs: (spec.stores.iter())
+                .map(|s| self.changelogs.then(|| app.changelog_topic(&s.name)))
+                .collect(),
+            txn: remote.then(|| TxnNames::of(&app.versioned_name(), &spec.name, partition)),
+            config: app.config,
+            log: self.log.clone(),
+            stop: Arc::clone(&stop),
+            targets: targets_rx,
+            progress: Arc::clone(&self.progress),
+        };
+        let handle = self.handle.clone();
+        let task = id.clone();
+        self.running
+            .spawn_blocking(move || (task, handle.block_on(task::run(setup))));
+        self.started += 1;
+        self.tasks.insert(
+            id.clone(),
+            TaskHandle {
+                processor: index,
+                partition,
+                targets,
+                stop,
+                phase: Phase::Running,
+            },
+        );
+    }
+
+    /// The tasks running here (those stopping included).
+    fn owned(&self) -> BTreeSet<TaskId> {
+        (self.tasks.iter())
+            .filter(|(_, t)| matches!(t.phase, Phase::Running | Phase::GivingUp))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    fn stop_all(&self) {
+        for task in self.tasks.values() {
+            task.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Follows a new assignment: tasks given elsewhere are told to stop,
+    /// tasks given here start (again, if they ran here before).
+    fn follow(&mut self, assigned: &Assigned) {
+        for (id, task) in &mut self.tasks {
+            if task.phase == Phase::Running && !assigned.active.contains(id) {
+                tracing::info!(task = %id, "giving the task up: the group moved it");
+                task.stop.store(true, Ordering::Relaxed);
+                task.phase = Phase::GivingUp;
+            }
+        }
+        for id in &assigned.active {
+            let phase = self.tasks.get(id).map(|t| t.phase);
+            if matches!(phase, None | Some(Phase::Away)) {
+                self.start(id);
+            }
+        }
+    }
+
+    /// Whether every task assigned here has reached its targets.
+    fn all_done(&self, assigned: &BTreeSet<TaskId>) -> bool {
+        assigned
+            .iter()
+            .all(|id| self.tasks.get(id).is_some_and(|t| t.phase == Phase::Done))
+    }
+}
+
 async fn run_tasks(
     app: &App,
     log: &LogAccess,
@@ -131,70 +277,37 @@ async fn run_tasks(
     let partitions = resolve(app, log).await?;
     ensure_changelogs(app, log, &partitions).await?;
     let remote = matches!(log, LogAccess::Remote(_));
-    let changelogs = remote || app.config.changelogs;
-    let stop_flag = Arc::new(AtomicBool::new(false));
-    let progress = Arc::new(TaskProgress::default());
-    let handle = tokio::runtime::Handle::current();
-    let mut tasks = Vec::new();
-    let mut running = JoinSet::new();
-    for (index, spec) in app.processors.iter().enumerate() {
-        let outputs = outputs(app, spec, &partitions);
-        for partition in 0..partitions[&spec.inputs[0]] {
-            let (targets, targets_rx) = watch::channel(None);
-            let start = spec
-                .inputs
-                .iter()
-                .map(|t| {
-                    if app.is_derived(t) {
-                        StartAt::Earliest
-                    } else {
-                        options.start
-                    }
-                })
-                .collect();
-            let setup = TaskSetup {
-                spec: spec.clone(),
-                partition,
-                dir: layout::task_dir(location.state_dir(), &spec.name, partition),
-                checkpoints: Some(Checkpoints {
-                    dir: layout::checkpoint_dir(location.state_dir(), &spec.name, partition),
-                    request: layout::checkpoint_request(location.state_dir()),
-                }),
-                log_topics: spec.inputs.iter().map(|t| app.log_topic(t)).collect(),
-                start,
-                emits: true,
-                rebuild: Some(layout::rebuild_dir(
-                    location.state_dir(),
-                    &spec.name,
-                    partition,
-                )),
-                outputs: outputs.clone(),
-                changelogs: (spec.stores.iter())
-                    .map(|s| changelogs.then(|| app.changelog_topic(&s.name)))
-                    .collect(),
-                txn: remote.then(|| TxnNames::of(&app.versioned_name(), &spec.name, partition)),
-                config: app.config,
-                log: log.clone(),
-                stop: Arc::clone(&stop_flag),
-                targets: targets_rx,
-                progress: Arc::clone(&progress),
-            };
-            let id = tasks.len();
-            let handle = handle.clone();
-            running.spawn_blocking(move || {
-                let name = setup.name();
-                (id, name, handle.block_on(task::run(setup)))
-            });
-            tasks.push(TaskHandle {
-                processor: index,
-                partition,
-                targets,
-                done: false,
-            });
+    let mut runner = Runner {
+        app,
+        log,
+        location,
+        options,
+        partitions,
+        changelogs: remote || app.config.changelogs,
+        progress: Arc::new(TaskProgress::default()),
+        handle: tokio::runtime::Handle::current(),
+        tasks: BTreeMap::new(),
+        running: JoinSet::new(),
+        started: 0,
+    };
+    // Embedded, this process runs every task (the run lock makes it the
+    // only one); remote, the app's group shares them out.
+    let mut member = match log {
+        LogAccess::Remote(remote) => Some(join_group(app, remote, location, options, &runner)),
+        LogAccess::Embedded(..) => None,
+    };
+    // The tasks assigned here: all of them embedded, none until the group
+    // has answered remote.
+    let mut assigned: Option<BTreeSet<TaskId>> = None;
+    if member.is_none() {
+        let all = runner.all_tasks();
+        for id in &all {
+            runner.start(id);
         }
+        assigned = Some(all.into_iter().collect());
     }
     if options.until_end {
-        set_targets(app, log, &mut tasks, &partitions).await?;
+        set_targets(&mut runner).await?;
     }
     tokio::pin!(stop);
     let mut stopping = false;
@@ -209,11 +322,41 @@ async fn run_tasks(
     ticker.tick().await;
     let mut last = (Instant::now(), 0u64);
     let mut maintenance = tokio::time::interval(Duration::from_secs(1));
-    while !running.is_empty() {
+    loop {
+        let finished =
+            options.until_end && !stopping && assigned.as_ref().is_some_and(|a| runner.all_done(a));
+        if finished {
+            stopping = true;
+            runner.stop_all();
+        }
+        if stopping && runner.running.is_empty() {
+            break;
+        }
+        let progress = &runner.progress;
         tokio::select! {
             () = &mut stop, if !stopping => {
                 stopping = true;
-                stop_flag.store(true, Ordering::Relaxed);
+                runner.stop_all();
+            }
+            event = async { member.as_mut().expect("guarded").next().await },
+                if member.is_some() && !stopping =>
+            {
+                match event {
+                    Event::Assigned(now) => {
+                        runner.follow(&now);
+                        member.as_ref().expect("guarded").set_owned(runner.owned());
+                        assigned = Some(now.active);
+                        if options.until_end {
+                            set_targets(&mut runner).await?;
+                        }
+                    }
+                    Event::Failed(error) => {
+                        tracing::error!("{error}");
+                        failure.get_or_insert(error);
+                        stopping = true;
+                        runner.stop_all();
+                    }
+                }
             }
             _ = ticker.tick(), if options.progress_every.is_some() => {
                 let records = progress.records.load(Ordering::Relaxed);
@@ -232,57 +375,110 @@ async fn run_tasks(
                     manager.enforce_retention();
                 }
             }
-            joined = running.join_next() => {
-                let Some(joined) = joined else { break };
-                let (id, name, result) = joined.map_err(|e| RuntimeError::TaskPanicked {
+            Some(joined) = runner.running.join_next() => {
+                let (id, result) = joined.map_err(|e| RuntimeError::TaskPanicked {
                     task: app.name().to_string(),
                     reason: e.to_string(),
                 })?;
-                tasks[id].done = true;
+                let task = runner.tasks.get_mut(&id).expect("started tasks are tracked");
+                let gave_up = task.phase == Phase::GivingUp;
+                task.phase = match (&result, gave_up) {
+                    (Ok(()), false) => Phase::Done,
+                    _ => Phase::Away,
+                };
+                let mut rejoin = gave_up;
                 match result {
                     Ok(()) if options.until_end && failure.is_none() => {
-                        set_targets(app, log, &mut tasks, &partitions).await?;
+                        set_targets(&mut runner).await?;
                     }
                     Ok(()) => {}
                     // Another instance owns the task now: this one gives it
                     // up and goes on with the others.
                     Err(error @ RuntimeError::Fenced { .. }) => {
-                        tracing::warn!(task = %name, "{error}");
+                        tracing::warn!(task = %id, "{error}");
+                        rejoin = true;
                     }
                     Err(error) => {
-                        tracing::error!(task = %name, "{error}");
+                        tracing::error!(task = %id, "{error}");
                         failure.get_or_insert(error);
-                        stop_flag.store(true, Ordering::Relaxed);
+                        stopping = true;
+                        runner.stop_all();
+                    }
+                }
+                if let Some(member) = &member {
+                    member.set_owned(runner.owned());
+                    let giving_up = runner.tasks.values().any(|t| t.phase == Phase::GivingUp);
+                    // Cooperative: once every task the group moved away is
+                    // committed and closed, a new round gives them out.
+                    if rejoin && !giving_up && !stopping {
+                        member.rejoin();
                     }
                 }
             }
         }
     }
-    let records = progress.records.load(Ordering::Relaxed);
+    if let Some(member) = member {
+        member.set_owned(BTreeSet::new());
+        if let Err(error) = member.leave().await {
+            tracing::warn!("leaving the app's group: {error}");
+        }
+    }
+    let records = runner.progress.records.load(Ordering::Relaxed);
     if options.until_end && options.progress_every.is_some() {
+        let progress = &runner.progress;
         let done = progress.done.load(Ordering::Relaxed);
         report.finish(done, progress.total.load(Ordering::Relaxed));
     }
     match failure {
         Some(error) => Err(error),
-        None => Ok((tasks.len(), records)),
+        None => Ok((runner.started, records)),
     }
+}
+
+/// Joins the app's group (named after the app and its version).
+fn join_group(
+    app: &App,
+    remote: &Remote,
+    location: &Location,
+    options: &RunOptions,
+    runner: &Runner<'_>,
+) -> Member {
+    let processors = (app.processors.iter())
+        .map(|spec| GroupProcessor {
+            name: spec.name.clone(),
+            inputs: spec.inputs.iter().map(|t| app.log_topic(t)).collect(),
+        })
+        .collect();
+    let state_dir = location.state_dir();
+    let stored = (runner.all_tasks().into_iter())
+        .filter(|id| {
+            layout::has_database(&layout::task_dir(state_dir, &id.processor, id.partition))
+        })
+        .collect();
+    let saved = (options.group.instance_id.is_some()).then(|| layout::group_member_file(state_dir));
+    Member::start(
+        Arc::clone(&remote.cluster),
+        app.versioned_name(),
+        processors,
+        stored,
+        &options.group,
+        saved,
+    )
 }
 
 /// Gives every task whose inputs' ends are now known its targets: the
 /// current end offsets of external inputs (once, at start) and of
-/// derived topics all of whose writing tasks have stopped.
-async fn set_targets(
-    app: &App,
-    log: &LogAccess,
-    tasks: &mut [TaskHandle],
-    partitions: &BTreeMap<String, i32>,
-) -> Result<(), RuntimeError> {
+/// derived topics none of whose writing tasks still runs here. (With
+/// several instances, a writer running elsewhere is not waited for: run
+/// `--until-end` on one instance alone to drain a whole pipeline.)
+async fn set_targets(runner: &mut Runner<'_>) -> Result<(), RuntimeError> {
+    let app = runner.app;
     let external = app.external_inputs();
+    let tasks = &runner.tasks;
     let settled = |topic: &String| {
         external.contains(topic)
-            || tasks.iter().all(|t| {
-                t.done
+            || tasks.values().all(|t| {
+                !matches!(t.phase, Phase::Running | Phase::GivingUp)
                     || !app.processors[t.processor]
                         .outputs
                         .iter()
@@ -290,20 +486,20 @@ async fn set_targets(
             })
     };
     let mut ready = Vec::new();
-    for (id, task) in tasks.iter().enumerate() {
+    for (id, task) in tasks {
         let inputs = &app.processors[task.processor].inputs;
-        if task.done || task.targets.borrow().is_some() || !inputs.iter().all(settled) {
-            continue;
+        let waiting = task.phase == Phase::Running && task.targets.borrow().is_none();
+        if waiting && inputs.iter().all(settled) {
+            ready.push(id.clone());
         }
-        ready.push(id);
     }
     for id in ready {
-        let task = &tasks[id];
+        let task = &runner.tasks[&id];
         let mut targets = Targets::new();
         for topic in &app.processors[task.processor].inputs {
-            debug_assert!(partitions.contains_key(topic));
+            debug_assert!(runner.partitions.contains_key(topic));
             let log_topic = app.log_topic(topic);
-            let end = log.end_offset(&log_topic, task.partition).await?;
+            let end = runner.log.end_offset(&log_topic, task.partition).await?;
             targets.insert(topic.clone(), end);
         }
         let _ = task.targets.send(Some(targets));

@@ -225,8 +225,9 @@ const HANDOVER_CHECK_EVERY: Duration = Duration::from_millis(100);
 
 /// Runs the task until it is told to stop, it reaches its targets, or it
 /// fails. A clean end commits and ships everything first.
-pub(crate) async fn run(setup: TaskSetup) -> Result<(), RuntimeError> {
+pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
     let name = setup.name();
+    setup.log = setup.log.with_own_fetches().await?;
     std::fs::create_dir_all(&setup.dir).map_err(|error| RuntimeError::Io {
         context: format!("creating {}", setup.dir.display()),
         error,

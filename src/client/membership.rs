@@ -1,12 +1,18 @@
-//! A consumer's membership in a group: the classic protocol of JoinGroup,
-//! SyncGroup, Heartbeat and LeaveGroup against the group's coordinator.
+//! A member of a group: the classic protocol of JoinGroup, SyncGroup,
+//! Heartbeat and LeaveGroup against the group's coordinator, for any
+//! [`GroupProtocol`] (the consumer's, or an app's tasks).
 //!
 //! Membership keeps a connection of its own to the coordinator, so a
 //! JoinGroup the coordinator holds until the whole group has rejoined does
-//! not hold up the consumer's fetches behind it. Heartbeats run in a
+//! not hold up the member's other requests behind it. Heartbeats run in a
 //! background task between rebalances; when the coordinator answers one
 //! with a rebalance (or no longer knows the member), the task stops and
-//! marks the membership for rejoining, which the consumer's next poll does.
+//! marks the membership for rejoining, which the member's owner does.
+//!
+//! A static member (`instance_id`, KIP-345) keeps its place across
+//! restarts within the session timeout: it joins under the same instance
+//! id, the coordinator hands it its assignment back without a rebalance,
+//! and it does not leave the group when it stops.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,7 +28,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::assignor::{self, Assignor, TopicPartition};
+use bytes::Bytes;
+
 use crate::client::admin::coordinator;
 use crate::client::connection::decode_or_error_code;
 use crate::client::error::codes;
@@ -32,20 +39,46 @@ const JOIN_GROUP_VERSION_MAX: i16 = 9;
 const SYNC_GROUP_VERSION_MAX: i16 = 5;
 const HEARTBEAT_VERSION_MAX: i16 = 4;
 const LEAVE_GROUP_VERSION_MAX: i16 = 5;
-/// The protocol type of consumer groups.
-const PROTOCOL_TYPE: &str = "consumer";
 /// Join attempts before a rebalance is given up (each may wait for the
 /// whole group; errors that need no wait retry at once).
 const JOIN_ATTEMPTS: u32 = 20;
 
-/// Timing and assignors of a membership.
+/// The group and the timing of a membership.
 #[derive(Debug, Clone)]
 pub(crate) struct MembershipConfig {
     pub group: String,
+    /// Static membership: the same id across restarts of one instance.
+    pub instance_id: Option<String>,
     pub session_timeout: Duration,
     pub rebalance_timeout: Duration,
     pub heartbeat_interval: Duration,
-    pub assignors: Vec<Assignor>,
+}
+
+/// A member as the coordinator lists it to the leader.
+#[derive(Debug, Clone)]
+pub(crate) struct JoinedMember {
+    pub member_id: String,
+    /// Its metadata for the protocol the group chose.
+    pub metadata: Bytes,
+}
+
+/// What a group's members agree on: the protocol type, the protocols each
+/// member offers with its metadata, and the leader's assignment.
+pub(crate) trait GroupProtocol: Sync {
+    /// The group's protocol type (`consumer` for consumer groups).
+    fn protocol_type(&self) -> &str;
+
+    /// (protocol name, this member's metadata), preferred first.
+    fn protocols(&self) -> Result<Vec<(String, Bytes)>, ClientError>;
+
+    /// The leader's part: every member's assignment under `protocol`.
+    /// Members left out get an empty one.
+    fn assign(
+        &self,
+        cluster: &Arc<Cluster>,
+        protocol: &str,
+        members: &[JoinedMember],
+    ) -> impl Future<Output = Result<BTreeMap<String, Bytes>, ClientError>> + Send;
 }
 
 pub(crate) struct Membership {
@@ -60,6 +93,10 @@ pub(crate) struct Membership {
     connection: Option<Arc<Connection>>,
     /// Set when the coordinator stopped answering: connect afresh.
     reconnect: Arc<AtomicBool>,
+    /// Set when the coordinator no longer knew the member (its session
+    /// expired): whatever it was assigned is lost, not merely to be
+    /// revoked (KIP-429's "lost" partitions).
+    lost: Arc<AtomicBool>,
 }
 
 impl Drop for Membership {
@@ -81,7 +118,14 @@ impl Membership {
             heartbeat: None,
             connection: None,
             reconnect: Arc::new(AtomicBool::new(false)),
+            lost: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Whether the member lost its membership since last asked: the group
+    /// has moved its assignment on without it.
+    pub fn take_lost(&self) -> bool {
+        self.lost.swap(false, Ordering::Relaxed)
     }
 
     /// Whether the member must (re)join before it may consume.
@@ -99,9 +143,10 @@ impl Membership {
         (self.generation, &self.member_id)
     }
 
-    /// Joins (or rejoins) the group subscribed to `topics`, and returns this
-    /// member's assignment once the group is stable.
-    pub async fn join(&mut self, topics: &[String]) -> Result<Vec<TopicPartition>, ClientError> {
+    /// Joins (or rejoins) the group with `protocol`, and returns this
+    /// member's assignment (as the protocol encodes it) once the group is
+    /// stable.
+    pub async fn join<P: GroupProtocol>(&mut self, protocol: &P) -> Result<Bytes, ClientError> {
         if let Some(task) = self.heartbeat.take() {
             task.abort();
         }
@@ -110,7 +155,7 @@ impl Membership {
             if attempt > 0 {
                 tokio::time::sleep(self.cluster.config().retry_backoff).await;
             }
-            match self.join_once(topics).await {
+            match self.join_once(protocol).await {
                 Ok(joined) => {
                     self.rejoin.store(false, Ordering::Relaxed);
                     self.start_heartbeat();
@@ -154,10 +199,10 @@ impl Membership {
         Ok(connection)
     }
 
-    async fn join_once(&mut self, topics: &[String]) -> Result<Vec<TopicPartition>, ClientError> {
+    async fn join_once<P: GroupProtocol>(&mut self, protocol: &P) -> Result<Bytes, ClientError> {
         let connection = self.coordinator().await?;
         let response = loop {
-            let response = self.send_join(&connection, topics).await?;
+            let response = self.send_join(&connection, protocol).await?;
             if response.error_code == codes::MEMBER_ID_REQUIRED {
                 // JoinGroup v4+: the coordinator names the member, which
                 // joins again under that id.
@@ -171,13 +216,13 @@ impl Membership {
         }
         self.member_id = response.member_id.as_str().to_string();
         self.generation = response.generation_id;
-        let protocol = response
+        let chosen = response
             .protocol_name
             .as_ref()
             .map(|p| p.as_str().to_string())
             .unwrap_or_default();
         let assignments = if response.leader.as_str() == self.member_id {
-            self.lead(&response, &protocol).await?
+            self.lead(&response, protocol, &chosen).await?
         } else {
             Vec::new()
         };
@@ -185,8 +230,9 @@ impl Membership {
             .with_group_id(GroupId(s(&self.config.group)))
             .with_generation_id(self.generation)
             .with_member_id(s(&self.member_id))
-            .with_protocol_type(Some(s(PROTOCOL_TYPE)))
-            .with_protocol_name(Some(s(&protocol)))
+            .with_group_instance_id(self.config.instance_id.as_deref().map(s))
+            .with_protocol_type(Some(s(protocol.protocol_type())))
+            .with_protocol_name(Some(s(&chosen)))
             .with_assignments(assignments);
         let version = connection.version::<SyncGroupRequest>(SYNC_GROUP_VERSION_MAX)?;
         let body = connection.send_for_body(&sync, version).await?;
@@ -196,31 +242,27 @@ impl Membership {
         if synced.error_code != codes::NONE {
             return Err(ClientError::kafka(synced.error_code, None, None));
         }
-        let assignment = assignor::decode_assignment(&synced.assignment)?;
         tracing::debug!(
             group = %self.config.group,
             generation = self.generation,
             member = %self.member_id,
-            ?assignment,
             "joined the group"
         );
-        Ok(assignment)
+        Ok(synced.assignment)
     }
 
-    async fn send_join(
+    async fn send_join<P: GroupProtocol>(
         &self,
         connection: &Connection,
-        topics: &[String],
+        protocol: &P,
     ) -> Result<JoinGroupResponse, ClientError> {
-        let metadata = assignor::encode_subscription(topics)?;
-        let protocols = self
-            .config
-            .assignors
-            .iter()
-            .map(|a| {
+        let protocols = protocol
+            .protocols()?
+            .into_iter()
+            .map(|(name, metadata)| {
                 JoinGroupRequestProtocol::default()
-                    .with_name(StrBytes::from_static_str(a.name()))
-                    .with_metadata(metadata.clone())
+                    .with_name(StrBytes::from_string(name))
+                    .with_metadata(metadata)
             })
             .collect();
         let request = JoinGroupRequest::default()
@@ -228,52 +270,44 @@ impl Membership {
             .with_session_timeout_ms(millis(self.config.session_timeout))
             .with_rebalance_timeout_ms(millis(self.config.rebalance_timeout))
             .with_member_id(s(&self.member_id))
-            .with_protocol_type(s(PROTOCOL_TYPE))
+            .with_group_instance_id(self.config.instance_id.as_deref().map(s))
+            .with_protocol_type(s(protocol.protocol_type()))
             .with_protocols(protocols);
         let version = connection.version::<JoinGroupRequest>(JOIN_GROUP_VERSION_MAX)?;
+        if self.config.instance_id.is_some() && version < 5 {
+            return Err(ClientError::Invalid(
+                "static membership (an instance id) needs a broker with JoinGroup v5 (Kafka 2.3 or newer)".into(),
+            ));
+        }
         let body = connection.send_for_body(&request, version).await?;
         decode_or_error_code::<JoinGroupResponse>(body, version, error_at(version, 2))?
             .map_err(|code| ClientError::kafka(code, None, None))
     }
 
-    /// The leader's part: assign every member's subscribed partitions with
-    /// the protocol the group chose.
-    async fn lead(
+    /// The leader's part: every member's assignment from the protocol.
+    async fn lead<P: GroupProtocol>(
         &self,
         response: &JoinGroupResponse,
-        protocol: &str,
+        protocol: &P,
+        chosen: &str,
     ) -> Result<Vec<SyncGroupRequestAssignment>, ClientError> {
-        let assignor = Assignor::from_name(protocol).ok_or_else(|| {
-            ClientError::Protocol(format!("the group chose an unknown assignor {protocol:?}"))
-        })?;
-        let mut members = BTreeMap::new();
-        for member in &response.members {
-            let topics = assignor::decode_subscription(&member.metadata)?;
-            members.insert(member.member_id.as_str().to_string(), topics);
-        }
-        let mut wanted: Vec<String> = members.values().flatten().cloned().collect();
-        wanted.sort();
-        wanted.dedup();
-        self.cluster.refresh(&wanted).await?;
-        let mut counts = BTreeMap::new();
-        for topic in &wanted {
-            match self.cluster.topic(topic).await {
-                Ok(info) => {
-                    counts.insert(topic.clone(), info.partitions.len() as i32);
-                }
-                // A subscribed topic that does not exist (yet) gets nothing.
-                Err(error) => tracing::debug!("not assigning {topic}: {error}"),
-            }
-        }
-        let assigned = assignor.assign(&members, &counts);
-        assigned
-            .into_iter()
-            .map(|(member, partitions)| {
-                Ok(SyncGroupRequestAssignment::default()
-                    .with_member_id(StrBytes::from_string(member))
-                    .with_assignment(assignor::encode_assignment(&partitions)?))
+        let members: Vec<JoinedMember> = response
+            .members
+            .iter()
+            .map(|m| JoinedMember {
+                member_id: m.member_id.as_str().to_string(),
+                metadata: m.metadata.clone(),
             })
-            .collect()
+            .collect();
+        let assigned = protocol.assign(&self.cluster, chosen, &members).await?;
+        Ok(assigned
+            .into_iter()
+            .map(|(member, assignment)| {
+                SyncGroupRequestAssignment::default()
+                    .with_member_id(StrBytes::from_string(member))
+                    .with_assignment(assignment)
+            })
+            .collect())
     }
 
     fn start_heartbeat(&mut self) {
@@ -284,13 +318,15 @@ impl Membership {
         let request = HeartbeatRequest::default()
             .with_group_id(GroupId(s(&self.config.group)))
             .with_generation_id(self.generation)
-            .with_member_id(s(&self.member_id));
+            .with_member_id(s(&self.member_id))
+            .with_group_instance_id(self.config.instance_id.as_deref().map(s));
         let interval = self.config.heartbeat_interval;
         // The connection waits as long as a JoinGroup may take; a heartbeat
         // unanswered for a session is a coordinator gone.
         let session = self.config.session_timeout;
         let group = self.config.group.clone();
         let reconnect = Arc::clone(&self.reconnect);
+        let lost = Arc::clone(&self.lost);
         self.heartbeat = Some(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(interval).await;
@@ -312,6 +348,12 @@ impl Membership {
                         if moved(response.error_code) {
                             reconnect.store(true, Ordering::Relaxed);
                         }
+                        if matches!(
+                            response.error_code,
+                            codes::UNKNOWN_MEMBER_ID | codes::ILLEGAL_GENERATION
+                        ) {
+                            lost.store(true, Ordering::Relaxed);
+                        }
                         rejoin.store(true, Ordering::Relaxed);
                         return;
                     }
@@ -328,12 +370,14 @@ impl Membership {
     }
 
     /// Leaves the group (its partitions are reassigned at once rather than
-    /// after the session times out), finding a coordinator that moved.
+    /// after the session times out), finding a coordinator that moved. A
+    /// static member only stops heartbeating: it keeps its place for a
+    /// restart within the session timeout.
     pub async fn leave(&mut self) -> Result<(), ClientError> {
         if let Some(task) = self.heartbeat.take() {
             task.abort();
         }
-        if self.member_id.is_empty() {
+        if self.member_id.is_empty() || self.config.instance_id.is_some() {
             return Ok(());
         }
         let mut attempts = 0;

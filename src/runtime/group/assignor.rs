@@ -1,0 +1,250 @@
+//! The leader's assignment of an app's tasks to its instances: balanced,
+//! sticky and cooperative (KIP-429's two steps, for tasks).
+//!
+//! - Balanced: with n tasks and m members, every member gets ⌊n/m⌋ or
+//!   ⌈n/m⌉ tasks once the group has settled.
+//! - Sticky: a member keeps the tasks it runs, up to its share; a task
+//!   nobody runs goes first to a member holding its state on disk, else to
+//!   the member with the most room (then the fewest tasks of the same
+//!   processor, so a processor's tasks spread).
+//! - Cooperative: a task that moves is never given to its new owner in the
+//!   round that takes it from the old one. The old owner's assignment
+//!   lacks it; the owner stops the task (committing it), then joins again,
+//!   and the next round gives it out as a task nobody runs. Tasks that do
+//!   not move keep running through both rounds.
+//!
+//! Safety does not rest on this: two instances running one task at once
+//! are ruled out by the task's transactional id (the newer fences the
+//! older). The two steps only keep a move from costing a fenced commit.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::TaskId;
+use super::codec::MemberInfo;
+
+/// Every member's tasks (members with none included).
+pub(crate) fn assign(
+    tasks: &BTreeSet<TaskId>,
+    members: &BTreeMap<String, MemberInfo>,
+) -> BTreeMap<String, BTreeSet<TaskId>> {
+    let mut assigned: BTreeMap<String, BTreeSet<TaskId>> = members
+        .keys()
+        .map(|m| (m.clone(), BTreeSet::new()))
+        .collect();
+    if members.is_empty() {
+        return assigned;
+    }
+    // Who runs what now. A task two members claim (one of them lost its
+    // session unknowingly) stays with neither: both give it up, and the
+    // next round gives it out.
+    let mut owners: BTreeMap<&TaskId, Vec<&str>> = BTreeMap::new();
+    for (member, info) in members {
+        for task in info.owned.iter().filter(|t| tasks.contains(*t)) {
+            owners.entry(task).or_default().push(member);
+        }
+    }
+    let mut claims: BTreeMap<&str, Vec<&TaskId>> = BTreeMap::new();
+    for (&task, claimers) in &owners {
+        if let [member] = claimers[..] {
+            claims.entry(member).or_default().push(task);
+        }
+    }
+    // Shares: the members running the most get the larger ones, so the
+    // fewest tasks move.
+    let (base, extra) = (tasks.len() / members.len(), tasks.len() % members.len());
+    let mut order: Vec<&String> = members.keys().collect();
+    order.sort_by_key(|m| std::cmp::Reverse(claims.get(m.as_str()).map_or(0, Vec::len)));
+    let share: BTreeMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(rank, m)| (m.as_str(), base + usize::from(rank < extra)))
+        .collect();
+    for (member, owned) in &claims {
+        let keep = share[member];
+        let target = assigned.get_mut(*member).expect("every member is listed");
+        target.extend(owned.iter().take(keep).map(|t| (*t).clone()));
+    }
+    // Tasks nobody runs. (Tasks an owner gives up wait for the next round.)
+    for task in tasks.iter().filter(|t| !owners.contains_key(t)) {
+        let room = |m: &str| share[m].saturating_sub(assigned[m].len());
+        let same = |m: &str| {
+            assigned[m]
+                .iter()
+                .filter(|t| t.processor == task.processor)
+                .count()
+        };
+        let holder = members
+            .iter()
+            .filter(|(m, info)| info.stored.contains(task) && room(m) > 0)
+            .map(|(m, _)| m.as_str())
+            .next();
+        let chosen = holder.or_else(|| {
+            members
+                .keys()
+                .map(String::as_str)
+                .filter(|m| room(m) > 0)
+                .max_by_key(|m| (room(m), std::cmp::Reverse(same(m))))
+        });
+        if let Some(member) = chosen {
+            let member = member.to_string();
+            assigned
+                .get_mut(&member)
+                .expect("every member is listed")
+                .insert(task.clone());
+        }
+    }
+    assigned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn all_tasks(processors: &[&str], partitions: i32) -> BTreeSet<TaskId> {
+        processors
+            .iter()
+            .flat_map(|p| (0..partitions).map(move |n| TaskId::new(p, n)))
+            .collect()
+    }
+
+    fn member(owned: &BTreeSet<TaskId>) -> MemberInfo {
+        MemberInfo {
+            owned: owned.clone(),
+            stored: BTreeSet::new(),
+        }
+    }
+
+    /// Rounds of a group whose members run exactly what they were given,
+    /// until the assignment stops changing; returns it and the rounds.
+    fn settle(
+        tasks: &BTreeSet<TaskId>,
+        mut members: BTreeMap<String, MemberInfo>,
+    ) -> (BTreeMap<String, BTreeSet<TaskId>>, usize) {
+        for round in 1..10 {
+            let assigned = assign(tasks, &members);
+            check_no_task_moves_in_one_round(&members, &assigned);
+            let same = assigned.iter().all(|(m, a)| members[m].owned == *a);
+            if same {
+                return (assigned, round);
+            }
+            for (m, a) in &assigned {
+                members.get_mut(m).unwrap().owned = a.clone();
+            }
+        }
+        panic!("no settled assignment after 10 rounds");
+    }
+
+    fn check_no_task_moves_in_one_round(
+        members: &BTreeMap<String, MemberInfo>,
+        assigned: &BTreeMap<String, BTreeSet<TaskId>>,
+    ) {
+        let mut seen = BTreeSet::new();
+        for (m, tasks) in assigned {
+            for task in tasks {
+                assert!(seen.insert(task.clone()), "{task:?} given twice");
+                for (other, info) in members {
+                    assert!(
+                        other == m || !info.owned.contains(task),
+                        "{task:?} given to {m} while {other} runs it"
+                    );
+                }
+            }
+        }
+    }
+
+    fn check_balanced(tasks: &BTreeSet<TaskId>, assigned: &BTreeMap<String, BTreeSet<TaskId>>) {
+        let all: BTreeSet<TaskId> = assigned.values().flatten().cloned().collect();
+        assert_eq!(&all, tasks, "every task is run");
+        let sizes: Vec<usize> = assigned.values().map(BTreeSet::len).collect();
+        let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+        assert!(max - min <= 1, "unbalanced: {sizes:?}");
+    }
+
+    #[test]
+    fn a_first_assignment_spreads_each_processor() {
+        let tasks = all_tasks(&["split", "count"], 6);
+        let members = ["a", "b", "c"]
+            .iter()
+            .map(|m| (m.to_string(), MemberInfo::default()))
+            .collect();
+        let (assigned, rounds) = settle(&tasks, members);
+        assert_eq!(rounds, 2, "the second round confirms the first");
+        check_balanced(&tasks, &assigned);
+        for tasks in assigned.values() {
+            let splits = tasks.iter().filter(|t| t.processor == "split").count();
+            assert_eq!(splits, 2, "{tasks:?}");
+        }
+    }
+
+    #[test]
+    fn a_new_member_takes_tasks_only_once_their_owner_gave_them_up() {
+        let tasks = all_tasks(&["count"], 4);
+        let members: BTreeMap<String, MemberInfo> = [
+            ("a".to_string(), member(&tasks)),
+            ("b".to_string(), MemberInfo::default()),
+        ]
+        .into();
+        let first = assign(&tasks, &members);
+        assert_eq!(first["a"].len(), 2, "a keeps its share");
+        assert!(first["b"].is_empty(), "the moving tasks wait a round");
+        let (assigned, _) = settle(&tasks, members);
+        check_balanced(&tasks, &assigned);
+    }
+
+    #[test]
+    fn a_task_goes_to_the_member_holding_its_state() {
+        let tasks = all_tasks(&["count"], 2);
+        let mut b = MemberInfo::default();
+        b.stored.insert(TaskId::new("count", 0));
+        let members = [
+            ("a".to_string(), MemberInfo::default()),
+            ("b".to_string(), b),
+        ]
+        .into();
+        let assigned = assign(&tasks, &members);
+        assert!(assigned["b"].contains(&TaskId::new("count", 0)));
+    }
+
+    proptest! {
+        /// From any start (members running any tasks, some claimed twice,
+        /// some unknown), the group settles within three rounds on a
+        /// balanced assignment of every task, never handing a task to a
+        /// member while another runs it.
+        #[test]
+        fn any_group_settles_balanced_without_overlap(
+            partitions in 1i32..9,
+            members in 1usize..5,
+            owned in proptest::collection::vec(proptest::collection::vec((0usize..2, 0i32..10), 0..8), 4),
+        ) {
+            let tasks = all_tasks(&["split", "count"], partitions);
+            let names = ["split", "count"];
+            let members: BTreeMap<String, MemberInfo> = (0..members)
+                .map(|m| {
+                    let owned = owned[m].iter().map(|(p, n)| TaskId::new(names[*p], *n)).collect();
+                    (format!("m{m}"), member(&owned))
+                })
+                .collect();
+            let (assigned, rounds) = settle(&tasks, members);
+            check_balanced(&tasks, &assigned);
+            prop_assert!(rounds <= 3, "{rounds} rounds");
+        }
+
+        /// A member that leaves costs the others none of their tasks.
+        #[test]
+        fn a_member_leaving_moves_only_its_tasks(partitions in 1i32..9, members in 2usize..5) {
+            let tasks = all_tasks(&["split", "count"], partitions);
+            let start = (0..members).map(|m| (format!("m{m}"), MemberInfo::default())).collect();
+            let (settled, _) = settle(&tasks, start);
+            let mut rest: BTreeMap<String, MemberInfo> =
+                settled.iter().map(|(m, a)| (m.clone(), member(a))).collect();
+            rest.remove("m0");
+            let (after, _) = settle(&tasks, rest.clone());
+            check_balanced(&tasks, &after);
+            for (m, info) in &rest {
+                let kept = info.owned.intersection(&after[m]).count();
+                prop_assert!(kept == info.owned.len().min(after[m].len()), "{m} lost tasks it could keep");
+            }
+        }
+    }
+}

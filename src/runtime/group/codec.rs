@@ -1,0 +1,217 @@
+//! What an app's instances tell each other through the group, inside the
+//! `consumer` protocol's subscription and assignment (so Kafka's tools and
+//! `strata groups describe` read the topics and partitions as for any
+//! consumer group), in their user data. Integers big-endian; a string is
+//! an i16 length and UTF-8 bytes; a task list is an i32 count and, per
+//! task, its processor's name (string) and its partition (i32).
+//!
+//! Subscription user data (version 0):
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 2 | version (0) |
+//! | list | owned: the tasks the instance runs now (stopping ones too) |
+//! | list | stored: tasks whose state the instance holds on disk |
+//!
+//! Assignment user data (version 0):
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 2 | version (0) |
+//! | string | error: empty, or why the leader could not assign (every member stops with it) |
+//! | list | active: the tasks the instance runs |
+//! | list | standby: reserved for warm copies (empty) |
+//!
+//! Decoding checks every length against the bytes left before it
+//! allocates, and refuses a newer version with a message saying so.
+
+use std::collections::BTreeSet;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use super::TaskId;
+
+const VERSION: i16 = 0;
+/// Longest processor name carried (a name longer than this is refused
+/// when the app is declared long before it gets here).
+const NAME_BYTES_MAX: usize = i16::MAX as usize;
+
+/// A member's view, sent when it joins.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct MemberInfo {
+    pub owned: BTreeSet<TaskId>,
+    pub stored: BTreeSet<TaskId>,
+}
+
+/// The leader's answer to one member.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct TaskAssignment {
+    /// Non-empty when the group cannot run (inputs not co-partitioned).
+    pub error: String,
+    pub active: BTreeSet<TaskId>,
+}
+
+impl MemberInfo {
+    pub fn encode(&self) -> Bytes {
+        let mut buf = BytesMut::new();
+        buf.put_i16(VERSION);
+        put_tasks(&mut buf, &self.owned);
+        put_tasks(&mut buf, &self.stored);
+        buf.freeze()
+    }
+
+    pub fn decode(mut bytes: &[u8]) -> Result<Self, String> {
+        version(&mut bytes, "subscription")?;
+        Ok(Self {
+            owned: tasks(&mut bytes)?,
+            stored: tasks(&mut bytes)?,
+        })
+    }
+}
+
+impl TaskAssignment {
+    pub fn encode(&self) -> Bytes {
+        let mut buf = BytesMut::new();
+        buf.put_i16(VERSION);
+        put_string(&mut buf, &self.error);
+        put_tasks(&mut buf, &self.active);
+        put_tasks(&mut buf, &BTreeSet::new());
+        buf.freeze()
+    }
+
+    pub fn decode(mut bytes: &[u8]) -> Result<Self, String> {
+        version(&mut bytes, "assignment")?;
+        let error = string(&mut bytes)?;
+        let active = tasks(&mut bytes)?;
+        let _standby = tasks(&mut bytes)?;
+        Ok(Self { error, active })
+    }
+}
+
+fn version(bytes: &mut &[u8], what: &str) -> Result<(), String> {
+    if bytes.remaining() < 2 {
+        return Err(format!("an app {what} of {} bytes", bytes.len()));
+    }
+    match bytes.get_i16() {
+        VERSION => Ok(()),
+        v => Err(format!(
+            "an app {what} of version {v}, newer than this instance's {VERSION}: upgrade it"
+        )),
+    }
+}
+
+fn put_string(buf: &mut BytesMut, text: &str) {
+    let bytes = &text.as_bytes()[..text.len().min(NAME_BYTES_MAX)];
+    buf.put_i16(bytes.len() as i16);
+    buf.put_slice(bytes);
+}
+
+fn put_tasks(buf: &mut BytesMut, tasks: &BTreeSet<TaskId>) {
+    buf.put_i32(tasks.len() as i32);
+    for task in tasks {
+        put_string(buf, &task.processor);
+        buf.put_i32(task.partition);
+    }
+}
+
+fn string(bytes: &mut &[u8]) -> Result<String, String> {
+    if bytes.remaining() < 2 {
+        return Err("a string cut short".into());
+    }
+    let len = bytes.get_i16();
+    let len = usize::try_from(len).map_err(|_| format!("a string of length {len}"))?;
+    if bytes.remaining() < len {
+        return Err(format!(
+            "a string of {len} bytes with {} left",
+            bytes.remaining()
+        ));
+    }
+    let text = std::str::from_utf8(&bytes[..len])
+        .map_err(|_| "a string that is not UTF-8".to_string())?
+        .to_string();
+    bytes.advance(len);
+    Ok(text)
+}
+
+fn tasks(bytes: &mut &[u8]) -> Result<BTreeSet<TaskId>, String> {
+    if bytes.remaining() < 4 {
+        return Err("a task list cut short".into());
+    }
+    let count = bytes.get_i32();
+    // Each task takes at least 6 bytes: checked before anything is read.
+    let count = usize::try_from(count)
+        .ok()
+        .filter(|&n| n <= bytes.remaining() / 6)
+        .ok_or_else(|| {
+            format!(
+                "a task list of {count} with {} bytes left",
+                bytes.remaining()
+            )
+        })?;
+    let mut tasks = BTreeSet::new();
+    for _ in 0..count {
+        let processor = string(bytes)?;
+        if bytes.remaining() < 4 {
+            return Err("a task cut short".into());
+        }
+        let partition = bytes.get_i32();
+        tasks.insert(TaskId {
+            processor,
+            partition,
+        });
+    }
+    Ok(tasks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(list: &[(&str, i32)]) -> BTreeSet<TaskId> {
+        list.iter().map(|(p, n)| TaskId::new(p, *n)).collect()
+    }
+
+    #[test]
+    fn member_info_and_assignments_round_trip() {
+        let info = MemberInfo {
+            owned: ids(&[("split", 0), ("count", 3)]),
+            stored: ids(&[("count", 1)]),
+        };
+        assert_eq!(MemberInfo::decode(&info.encode()).unwrap(), info);
+        let assignment = TaskAssignment {
+            error: "no".into(),
+            active: ids(&[("split", 2)]),
+        };
+        assert_eq!(
+            TaskAssignment::decode(&assignment.encode()).unwrap(),
+            assignment
+        );
+    }
+
+    #[test]
+    fn every_truncation_and_a_newer_version_are_refused() {
+        let info = MemberInfo {
+            owned: ids(&[("split", 0)]),
+            stored: ids(&[("count", 1)]),
+        };
+        let bytes = info.encode();
+        for cut in 0..bytes.len() {
+            assert!(MemberInfo::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut newer = bytes.to_vec();
+        newer[1] = 1;
+        assert!(MemberInfo::decode(&newer).unwrap_err().contains("upgrade"));
+    }
+
+    #[test]
+    fn a_count_larger_than_the_bytes_is_refused_before_allocating() {
+        let mut buf = BytesMut::new();
+        buf.put_i16(0);
+        buf.put_i32(i32::MAX);
+        assert!(MemberInfo::decode(&buf).is_err());
+        let mut buf = BytesMut::new();
+        buf.put_i16(0);
+        buf.put_i32(-1);
+        assert!(MemberInfo::decode(&buf).is_err());
+    }
+}

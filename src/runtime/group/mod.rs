@@ -1,0 +1,447 @@
+//! Instances of one app sharing its tasks: remote, every instance (same
+//! app, same cluster) joins the group named after the app and runs the
+//! share of tasks the group's leader assigns it (`assignor`: balanced,
+//! sticky, cooperative). A task is one processor on one partition index
+//! of its co-partitioned inputs.
+//!
+//! The group speaks the `consumer` protocol, its subscription listing the
+//! app's input topics and its assignment the partitions of the member's
+//! tasks, so any Kafka tool describes it; what strata needs beyond that
+//! travels in the user data (`codec`).
+//!
+//! [`Member`] runs the membership on a task of its own: it joins, hands
+//! each assignment to the runner, and joins again when the coordinator
+//! asks (a heartbeat answered with a rebalance) or the runner does (after
+//! giving tasks up). The runner tells it which tasks it runs: those go
+//! into the next join as owned, so the leader keeps them where they are.
+//!
+//! Fencing, not membership, keeps two instances from running one task at
+//! once: each task's transactional id fences every older producer of it
+//! when the task starts (see `task::transaction`). A member that lost its
+//! session (paused, cut off) may still believe in its tasks; their next
+//! commit is refused and the runner gives them up.
+
+mod assignor;
+mod codec;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{Notify, watch};
+
+use crate::client::membership::{GroupProtocol, JoinedMember, Membership, MembershipConfig};
+use crate::client::{self, ClientError, Cluster};
+use crate::runtime::error::RuntimeError;
+
+pub(crate) use codec::{MemberInfo, TaskAssignment};
+
+/// The only protocol an app's members offer.
+const PROTOCOL: &str = "strata-tasks";
+/// How often the member looks whether it must join again.
+const REJOIN_CHECK: Duration = Duration::from_millis(50);
+
+/// One processor on one partition index of its inputs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct TaskId {
+    pub processor: String,
+    pub partition: i32,
+}
+
+impl TaskId {
+    pub fn new(processor: &str, partition: i32) -> Self {
+        Self {
+            processor: processor.to_string(),
+            partition,
+        }
+    }
+}
+
+impl std::fmt::Display for TaskId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.processor, self.partition)
+    }
+}
+
+/// How an instance takes part in its app's group.
+#[derive(Debug, Clone)]
+pub struct GroupOptions {
+    /// Static membership: an instance restarted under the same id within
+    /// the session timeout gets its tasks back without a rebalance.
+    pub instance_id: Option<String>,
+    /// How long the group waits for a silent instance before its tasks
+    /// move (also the rebalance timeout).
+    pub session_timeout: Duration,
+}
+
+impl Default for GroupOptions {
+    fn default() -> Self {
+        Self {
+            instance_id: None,
+            session_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A processor of the app as the group sees it: its name and its inputs'
+/// names in the log (co-partitioned: partition i of each makes task i).
+#[derive(Debug, Clone)]
+pub(crate) struct GroupProcessor {
+    pub name: String,
+    pub inputs: Vec<String>,
+}
+
+/// The app's side of the group protocol.
+struct TaskProtocol {
+    group: String,
+    processors: Vec<GroupProcessor>,
+    info: MemberInfo,
+}
+
+impl GroupProtocol for TaskProtocol {
+    fn protocol_type(&self) -> &str {
+        client::CONSUMER
+    }
+
+    fn protocols(&self) -> Result<Vec<(String, Bytes)>, ClientError> {
+        let topics = self.topics();
+        let metadata = client::encode_subscription_with(&topics, Some(self.info.encode()))?;
+        Ok(vec![(PROTOCOL.to_string(), metadata)])
+    }
+
+    async fn assign(
+        &self,
+        cluster: &Arc<Cluster>,
+        _protocol: &str,
+        members: &[JoinedMember],
+    ) -> Result<BTreeMap<String, Bytes>, ClientError> {
+        let topics = self.topics();
+        let counts = client::partition_counts(cluster, topics.iter()).await?;
+        let mut infos = BTreeMap::new();
+        for member in members {
+            let (_, data) = client::decode_subscription_with(&member.metadata)?;
+            // A member whose view does not decode runs nothing it had.
+            let info = data
+                .map(|d| MemberInfo::decode(&d))
+                .transpose()
+                .unwrap_or_else(|error| {
+                    tracing::warn!(member = %member.member_id, "its subscription: {error}");
+                    None
+                })
+                .unwrap_or_default();
+            infos.insert(member.member_id.clone(), info);
+        }
+        let (tasks, error) = match self.tasks(&counts) {
+            Ok(tasks) => (tasks, String::new()),
+            Err(error) => (BTreeSet::new(), error),
+        };
+        let assigned = assignor::assign(&tasks, &infos);
+        tracing::debug!(group = %self.group, ?assigned, "assigned the app's tasks");
+        assigned
+            .into_iter()
+            .map(|(member, active)| {
+                let partitions = self.partitions(&active);
+                let data = TaskAssignment {
+                    error: error.clone(),
+                    active,
+                };
+                let bytes = client::encode_assignment_with(&partitions, Some(data.encode()))?;
+                Ok((member, bytes))
+            })
+            .collect()
+    }
+}
+
+impl TaskProtocol {
+    fn topics(&self) -> Vec<String> {
+        let mut topics: Vec<String> = self
+            .processors
+            .iter()
+            .flat_map(|p| p.inputs.iter().cloned())
+            .collect();
+        topics.sort();
+        topics.dedup();
+        topics
+    }
+
+    /// Every task of the app, once each processor's inputs are known and
+    /// co-partitioned; else why not.
+    fn tasks(&self, counts: &BTreeMap<String, i32>) -> Result<BTreeSet<TaskId>, String> {
+        let mut tasks = BTreeSet::new();
+        for processor in &self.processors {
+            let mut found = Vec::new();
+            for topic in &processor.inputs {
+                let count = counts
+                    .get(topic)
+                    .ok_or_else(|| format!("input topic {topic:?} does not exist"))?;
+                found.push((topic.as_str(), *count));
+            }
+            if found.iter().any(|(_, c)| *c != found[0].1) {
+                return Err(format!(
+                    "the inputs of processor {:?} are not co-partitioned: {}; partition i of each goes to one task, so give them the same partition count",
+                    processor.name,
+                    found
+                        .iter()
+                        .map(|(t, c)| format!("{t} has {c}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            let count = found.first().map_or(0, |(_, c)| *c);
+            tasks.extend((0..count).map(|n| TaskId::new(&processor.name, n)));
+        }
+        Ok(tasks)
+    }
+
+    /// The input partitions of `tasks`, as the `consumer` assignment shows
+    /// them.
+    fn partitions(&self, tasks: &BTreeSet<TaskId>) -> Vec<(String, i32)> {
+        let mut partitions: Vec<(String, i32)> = tasks
+            .iter()
+            .flat_map(|task| {
+                let inputs = self
+                    .processors
+                    .iter()
+                    .find(|p| p.name == task.processor)
+                    .map(|p| p.inputs.clone())
+                    .unwrap_or_default();
+                inputs.into_iter().map(move |t| (t, task.partition))
+            })
+            .collect();
+        partitions.sort();
+        partitions.dedup();
+        partitions
+    }
+}
+
+/// An assignment as the runner receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Assigned {
+    pub generation: i32,
+    pub active: BTreeSet<TaskId>,
+}
+
+/// What the runner and the member share.
+struct Shared {
+    /// The tasks the runner runs now (stopping ones included).
+    owned: Mutex<BTreeSet<TaskId>>,
+    rejoin: Notify,
+}
+
+/// The instance's membership, run on a task of its own; see the module
+/// doc.
+pub(crate) struct Member {
+    shared: Arc<Shared>,
+    assigned: watch::Receiver<Option<Assigned>>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<(), RuntimeError>>,
+}
+
+impl Member {
+    /// Starts joining `group`. `stored` lists the tasks whose state this
+    /// instance holds on disk (the leader prefers giving them here).
+    pub fn start(
+        cluster: Arc<Cluster>,
+        group: String,
+        processors: Vec<GroupProcessor>,
+        stored: BTreeSet<TaskId>,
+        options: &GroupOptions,
+        saved: Option<PathBuf>,
+    ) -> Self {
+        let session = options.session_timeout;
+        let config = MembershipConfig {
+            group: group.clone(),
+            instance_id: options.instance_id.clone(),
+            session_timeout: session,
+            rebalance_timeout: session,
+            heartbeat_interval: (session / 3).max(Duration::from_millis(100)),
+        };
+        let shared = Arc::new(Shared {
+            owned: Mutex::new(BTreeSet::new()),
+            rejoin: Notify::new(),
+        });
+        let (assigned_tx, assigned) = watch::channel(None);
+        let (stop, stop_rx) = watch::channel(false);
+        let membership = Membership::new(cluster, config);
+        let protocol = TaskProtocol {
+            group,
+            processors,
+            info: MemberInfo {
+                owned: BTreeSet::new(),
+                stored,
+            },
+        };
+        let task = tokio::spawn(member_loop(
+            membership,
+            protocol,
+            Arc::clone(&shared),
+            assigned_tx,
+            stop_rx,
+            saved,
+        ));
+        Self {
+            shared,
+            assigned,
+            stop,
+            task,
+        }
+    }
+
+    /// Tells the member which tasks run here now.
+    pub fn set_owned(&self, owned: BTreeSet<TaskId>) {
+        *self.shared.owned.lock().expect("never poisoned") = owned;
+    }
+
+    /// Asks for a rebalance (after tasks were given up).
+    pub fn rejoin(&self) {
+        self.shared.rejoin.notify_one();
+    }
+
+    /// Leaves the group (a static member keeps its place).
+    pub async fn leave(self) -> Result<(), RuntimeError> {
+        let _ = self.stop.send(true);
+        match self.task.await {
+            Ok(result) => result,
+            Err(error) => Err(RuntimeError::TaskPanicked {
+                task: "group membership".into(),
+                reason: error.to_string(),
+            }),
+        }
+    }
+
+    /// The next assignment, or the error the membership ended with.
+    pub async fn next(&mut self) -> Event {
+        loop {
+            if self.task.is_finished() {
+                return Event::Failed(match (&mut self.task).await {
+                    Ok(Err(error)) => error,
+                    Ok(Ok(())) => RuntimeError::Group {
+                        group: String::new(),
+                        reason: "the membership ended".into(),
+                    },
+                    Err(error) => RuntimeError::TaskPanicked {
+                        task: "group membership".into(),
+                        reason: error.to_string(),
+                    },
+                });
+            }
+            tokio::select! {
+                changed = self.assigned.changed() => {
+                    if changed.is_err() {
+                        // The member's task ended: its result is next.
+                        tokio::time::sleep(REJOIN_CHECK).await;
+                        continue;
+                    }
+                    if let Some(assigned) = self.assigned.borrow_and_update().clone() {
+                        return Event::Assigned(assigned);
+                    }
+                }
+                () = tokio::time::sleep(REJOIN_CHECK) => {}
+            }
+        }
+    }
+}
+
+/// What [`Member::next`] reports.
+pub(crate) enum Event {
+    Assigned(Assigned),
+    /// The membership failed for good (the leader could not assign, or the
+    /// coordinator could not be reached through every retry).
+    Failed(RuntimeError),
+}
+
+async fn member_loop(
+    mut membership: Membership,
+    mut protocol: TaskProtocol,
+    shared: Arc<Shared>,
+    assigned: watch::Sender<Option<Assigned>>,
+    mut stop: watch::Receiver<bool>,
+    saved: Option<PathBuf>,
+) -> Result<(), RuntimeError> {
+    let group = protocol.group.clone();
+    // A static member restarted presents itself as it last joined, so the
+    // coordinator knows it unchanged and hands its tasks back.
+    if let Some(view) = saved.as_deref().and_then(read_saved) {
+        protocol.info = view;
+    }
+    let mut generation = 0;
+    let mut must_join = true;
+    loop {
+        if *stop.borrow() {
+            membership.leave().await?;
+            return Ok(());
+        }
+        if must_join || membership.needs_rejoin() {
+            must_join = false;
+            if generation > 0 {
+                protocol.info.owned = shared.owned.lock().expect("never poisoned").clone();
+            }
+            if membership.take_lost() {
+                // The group went on without this member (paused, cut off):
+                // its tasks are someone else's now, or soon. It claims
+                // none, and whatever of them it still runs is fenced.
+                tracing::warn!(%group, "this instance lost its place in the group (its session expired); rejoining without its tasks");
+                protocol.info.owned.clear();
+            }
+            let bytes = tokio::select! {
+                joined = membership.join(&protocol) => joined?,
+                _ = stop.changed() => continue,
+            };
+            if let Some(path) = &saved {
+                let _ = std::fs::write(path, protocol.info.encode());
+            }
+            let (_, data) = client::decode_assignment_with(&bytes)?;
+            let assignment = match data {
+                Some(data) => {
+                    TaskAssignment::decode(&data).map_err(|reason| RuntimeError::Group {
+                        group: group.clone(),
+                        reason: format!("the leader's assignment: {reason}"),
+                    })?
+                }
+                None => TaskAssignment::default(),
+            };
+            if !assignment.error.is_empty() {
+                return Err(RuntimeError::Group {
+                    group,
+                    reason: assignment.error,
+                });
+            }
+            let unknown: Vec<String> = (assignment.active.iter())
+                .filter(|t| !protocol.processors.iter().any(|p| p.name == t.processor))
+                .map(TaskId::to_string)
+                .collect();
+            if !unknown.is_empty() {
+                return Err(RuntimeError::Group {
+                    group,
+                    reason: format!(
+                        "assigned tasks {unknown:?} of processors this instance does not have; every instance of an app must run the same processors"
+                    ),
+                });
+            }
+            generation += 1;
+            tracing::info!(
+                %group,
+                tasks = %assignment.active.iter().map(TaskId::to_string).collect::<Vec<_>>().join(" "),
+                "assigned {} tasks",
+                assignment.active.len()
+            );
+            let _ = assigned.send(Some(Assigned {
+                generation,
+                active: assignment.active,
+            }));
+        }
+        tokio::select! {
+            () = tokio::time::sleep(REJOIN_CHECK) => {}
+            () = shared.rejoin.notified() => must_join = true,
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+/// The view a static member saved when it last joined, if readable.
+fn read_saved(path: &std::path::Path) -> Option<MemberInfo> {
+    let bytes = std::fs::read(path).ok()?;
+    MemberInfo::decode(&bytes).ok()
+}
