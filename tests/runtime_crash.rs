@@ -27,7 +27,7 @@ use strata::record::Compression;
 use support::{Rng, ServerProcess};
 
 const LINES: usize = 40_000;
-const PARTITIONS: i32 = 3;
+const PARTITIONS: i32 = 6;
 const KILLS: usize = 14;
 /// Small runs, so that kills land between fetch and commit, between commit
 /// and ship, and in the middle of shipping, not only between runs.
@@ -533,16 +533,104 @@ fn a_paused_instance_is_fenced_once_its_tasks_moved_and_its_writes_never_show() 
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    // a wakes as a zombie: whatever it still writes for its old tasks is
-    // refused, and it gives them up, saying so.
+    // a wakes as a zombie: it finds it lost its place in the group and
+    // gives its tasks up, saying so; whatever it still writes for them is
+    // refused (fenced).
     signal(&a, "-CONT");
-    support::wait_until("a is fenced", Duration::from_secs(60), || {
-        log.lock().unwrap().contains("was fenced")
+    support::wait_until("a gives its tasks up", Duration::from_secs(60), || {
+        let log = log.lock().unwrap();
+        log.contains("lost its place in the group") || log.contains("was fenced")
     });
     kill(&mut a);
     kill(&mut b);
     wordcount_cmd(&second, &["run", "--until-end"]);
     assert_same(&remote_outcome(&second, broker, &data), 0);
+}
+
+/// How many instances run while chunk `k` of the input arrives: one, then
+/// three, then two, then one again.
+fn instances_wanted(k: usize) -> usize {
+    match k * 4 / KILLS {
+        0 => 1,
+        1 => 3,
+        2 => 2,
+        _ => 1,
+    }
+}
+
+#[test]
+fn instances_scaled_up_and_down_and_killed_share_the_tasks_and_end_as_a_crash_free_run() {
+    let seed = seed();
+    let mut rng = Rng(seed ^ 0x5ca1e);
+    reference();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("broker");
+    append_embedded(&data, &[]);
+    let strata = env!("CARGO_BIN_EXE_strata");
+    let mut broker = expiring_broker(dir.path());
+    let addr = broker.addr.clone();
+    let states: Vec<String> = (0..3)
+        .map(|i| {
+            dir.path()
+                .join(format!("i{i}"))
+                .to_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let locations: Vec<[&str; 4]> = (states.iter())
+        .map(|state| ["--bootstrap", addr.as_str(), "--state-dir", state.as_str()])
+        .collect();
+    let mut running: Vec<Option<Child>> = (0..3).map(|_| None).collect();
+    let (mut kills, mut broker_kills) = (0, 0);
+    for (k, chunk) in input().iter().enumerate() {
+        append_remote(&addr, chunk);
+        // Scale: start the missing instances, stop the extra ones as an
+        // operator would (SIGTERM: they commit, leave, and their tasks move).
+        let wanted = instances_wanted(k);
+        for (i, slot) in running.iter_mut().enumerate() {
+            match (i < wanted, slot.is_some()) {
+                (true, false) => *slot = Some(spawn_run(&locations[i])),
+                (false, true) => stop(slot.take().unwrap()),
+                _ => {}
+            }
+        }
+        std::thread::sleep(Duration::from_millis(300 + rng.below(1200)));
+        match rng.below(4) {
+            // A running instance killed, and started again.
+            0 | 1 => {
+                let i = rng.below(wanted as u64) as usize;
+                kill(running[i].as_mut().unwrap());
+                kills += 1;
+                std::thread::sleep(Duration::from_millis(rng.below(800)));
+                running[i] = Some(spawn_run(&locations[i]));
+            }
+            // The broker under them.
+            2 => {
+                broker.kill_and_restart(strata, &data);
+                broker_kills += 1;
+            }
+            _ => {}
+        }
+    }
+    eprintln!("{kills} instance kills, {broker_kills} broker kills");
+    for child in running.iter_mut().filter_map(Option::take) {
+        stop(child);
+    }
+    // One instance alone drains the pipeline: it is given every task, and
+    // restores from the changelogs the ones whose state it does not hold.
+    wordcount_cmd(&locations[0], &["run", "--until-end"]);
+    assert_same(&remote_outcome(&locations[0], broker, &data), seed);
+}
+
+/// Stops an instance as an operator does (SIGTERM) and waits for it.
+fn stop(mut child: Child) {
+    signal(&child, "-TERM");
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "an instance stopped with SIGTERM: {status}"
+    );
 }
 
 /// `run` in the background with its log (stderr) collected.

@@ -26,6 +26,7 @@ mod codec;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -228,6 +229,8 @@ struct Shared {
     /// The tasks the runner runs now (stopping ones included).
     owned: Mutex<BTreeSet<TaskId>>,
     rejoin: Notify,
+    /// Set when the membership was lost: the runner gives every task up.
+    lost: AtomicBool,
 }
 
 /// The instance's membership, run on a task of its own; see the module
@@ -261,6 +264,7 @@ impl Member {
         let shared = Arc::new(Shared {
             owned: Mutex::new(BTreeSet::new()),
             rejoin: Notify::new(),
+            lost: AtomicBool::new(false),
         });
         let (assigned_tx, assigned) = watch::channel(None);
         let (stop, stop_rx) = watch::channel(false);
@@ -314,6 +318,9 @@ impl Member {
     /// The next assignment, or the error the membership ended with.
     pub async fn next(&mut self) -> Event {
         loop {
+            if self.shared.lost.swap(false, Ordering::Relaxed) {
+                return Event::Lost;
+            }
             if self.task.is_finished() {
                 return Event::Failed(match (&mut self.task).await {
                     Ok(Err(error)) => error,
@@ -347,6 +354,9 @@ impl Member {
 /// What [`Member::next`] reports.
 pub(crate) enum Event {
     Assigned(Assigned),
+    /// The group went on without this instance (its session expired while
+    /// it was paused or cut off): every task it runs is someone else's.
+    Lost,
     /// The membership failed for good (the leader could not assign, or the
     /// coordinator could not be reached through every retry).
     Failed(RuntimeError),
@@ -382,8 +392,9 @@ async fn member_loop(
                 // The group went on without this member (paused, cut off):
                 // its tasks are someone else's now, or soon. It claims
                 // none, and whatever of them it still runs is fenced.
-                tracing::warn!(%group, "this instance lost its place in the group (its session expired); rejoining without its tasks");
+                tracing::warn!(%group, "this instance lost its place in the group (its session expired): it gives its tasks up and rejoins without them");
                 protocol.info.owned.clear();
+                shared.lost.store(true, Ordering::Relaxed);
             }
             let bytes = tokio::select! {
                 joined = membership.join(&protocol) => joined?,

@@ -259,6 +259,17 @@ impl Runner<'_> {
         }
     }
 
+    /// Tells every running task to stop: the group took them away.
+    fn give_all_up(&mut self) {
+        for (id, task) in &mut self.tasks {
+            if task.phase == Phase::Running {
+                tracing::info!(task = %id, "giving the task up: this instance lost its place in the group");
+                task.stop.store(true, Ordering::Relaxed);
+                task.phase = Phase::GivingUp;
+            }
+        }
+    }
+
     /// Whether every task assigned here has reached its targets.
     fn all_done(&self, assigned: &BTreeSet<TaskId>) -> bool {
         assigned
@@ -350,6 +361,7 @@ async fn run_tasks(
                             set_targets(&mut runner).await?;
                         }
                     }
+                    Event::Lost => runner.give_all_up(),
                     Event::Failed(error) => {
                         tracing::error!("{error}");
                         failure.get_or_insert(error);
