@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::{BrokerArgs, Format, StartAt, print_json, print_table};
 use crate::client::{Admin, EARLIEST, LATEST};
+use crate::runtime::tasks_of_assignment;
 
 #[derive(Debug, Subcommand)]
 pub enum GroupsCommand {
@@ -77,7 +78,9 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
                     "state": description.state,
                     "protocol": description.protocol,
                     "members": description.members.iter().map(|m| json!({
-                        "member_id": m.member_id, "client_id": m.client_id, "host": m.client_host,
+                        "member_id": m.member_id, "instance_id": m.instance_id,
+                        "client_id": m.client_id, "host": m.client_host,
+                        "tasks": tasks_of_assignment(&m.assignment),
                     })).collect::<Vec<_>>(),
                     "partitions": lags.iter().map(|l| json!({
                         "topic": l.topic, "partition": l.partition,
@@ -98,9 +101,19 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
                     );
                     for member in &description.members {
                         println!(
-                            "  member {} ({} from {})",
-                            member.member_id, member.client_id, member.client_host
+                            "  member {}{} ({} from {})",
+                            member.member_id,
+                            member
+                                .instance_id
+                                .as_ref()
+                                .map_or(String::new(), |i| format!(" instance {i}")),
+                            member.client_id,
+                            member.client_host
                         );
+                        // An app's group: the tasks each instance runs.
+                        if let Some(tasks) = tasks_of_assignment(&member.assignment) {
+                            println!("    tasks {}", tasks.join(" "));
+                        }
                     }
                     print_table(
                         &["TOPIC", "PARTITION", "COMMITTED", "END", "LAG"],

@@ -74,8 +74,12 @@ pub struct GroupListing {
 #[derive(Debug, Clone)]
 pub struct GroupMemberDescription {
     pub member_id: String,
+    /// A static member's instance id.
+    pub instance_id: Option<String>,
     pub client_id: String,
     pub client_host: String,
+    /// The member's assignment, as its group protocol encodes it.
+    pub assignment: bytes::Bytes,
 }
 
 #[derive(Debug, Clone)]
@@ -352,8 +356,10 @@ impl Admin {
                 .iter()
                 .map(|m| GroupMemberDescription {
                     member_id: m.member_id.as_str().to_string(),
+                    instance_id: m.group_instance_id.as_ref().map(|i| i.as_str().to_string()),
                     client_id: m.client_id.as_str().to_string(),
                     client_host: m.client_host.as_str().to_string(),
+                    assignment: m.member_assignment.clone(),
                 })
                 .collect(),
         })

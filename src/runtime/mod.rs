@@ -90,7 +90,7 @@ pub use cli::{
 };
 pub use context::{Context, EmitOptions, Entries};
 pub use error::RuntimeError;
-pub use group::GroupOptions;
+pub use group::{GroupOptions, tasks_of_assignment};
 pub use handles::{Output, Store};
 pub use location::Location;
 pub use ops::{

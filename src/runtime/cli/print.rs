@@ -45,14 +45,14 @@ pub(super) async fn status(app: &App, location: &Location) -> Result<(), Runtime
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
     let header = format!(
-        "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}",
-        "TASK", "INPUT", "OFFSET", "END", "LAG", "OUTBOX", "RATE/S", "ETA", "EXPIRES"
+        "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}  {}",
+        "TASK", "INPUT", "OFFSET", "END", "LAG", "OUTBOX", "RATE/S", "ETA", "EXPIRES", "OWNER"
     );
     writeln!(out, "{header}").map_err(stdout_error)?;
     for row in &rows {
         writeln!(
             out,
-            "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}",
+            "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}  {}",
             row.task,
             format!("{}/{}", row.topic, row.partition),
             show(row.offset),
@@ -70,6 +70,7 @@ pub(super) async fn status(app: &App, location: &Location) -> Result<(), Runtime
                 Some(ms) => duration(ms as f64 / 1000.0),
                 None => "-".to_string(),
             },
+            row.owner.as_deref().unwrap_or("-"),
         )
         .map_err(stdout_error)?;
     }

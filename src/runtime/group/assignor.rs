@@ -59,7 +59,10 @@ pub(crate) fn assign(
         .enumerate()
         .map(|(rank, m)| (m.as_str(), base + usize::from(rank < extra)))
         .collect();
-    for (member, owned) in &claims {
+    for (member, owned) in &mut claims {
+        // Kept by partition first, so what a member keeps of its tasks
+        // mixes processors rather than keeping one processor whole.
+        owned.sort_by_key(|t| (t.partition, &t.processor));
         let keep = share[member];
         let target = assigned.get_mut(*member).expect("every member is listed");
         target.extend(owned.iter().take(keep).map(|t| (*t).clone()));

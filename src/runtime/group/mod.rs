@@ -451,6 +451,52 @@ async fn member_loop(
     }
 }
 
+/// The tasks of one member of an app's group, from its assignment as
+/// DescribeGroups shows it; None when it is not an app's assignment.
+pub fn tasks_of_assignment(assignment: &[u8]) -> Option<Vec<String>> {
+    let (_, data) = client::decode_assignment_with(assignment).ok()?;
+    let assignment = TaskAssignment::decode(&data?).ok()?;
+    Some(assignment.active.iter().map(TaskId::to_string).collect())
+}
+
+/// Who runs each task of the app's group now: the member's instance id
+/// (static members) or its host and client id.
+pub(crate) async fn owners(
+    admin: &client::Admin,
+    group: &str,
+) -> Result<BTreeMap<String, String>, RuntimeError> {
+    let described = admin.describe_group(group).await?;
+    let mut owners = BTreeMap::new();
+    for member in &described.members {
+        let label = match &member.instance_id {
+            Some(instance) => instance.clone(),
+            None => format!(
+                "{}{}",
+                member.client_host.trim_start_matches('/'),
+                short(&member.member_id)
+            ),
+        };
+        for task in tasks_of_assignment(&member.assignment).unwrap_or_default() {
+            owners.insert(task, label.clone());
+        }
+    }
+    Ok(owners)
+}
+
+/// A member id's distinguishing tail (`…-1a2b`), so two members on one
+/// host tell apart.
+fn short(member_id: &str) -> String {
+    let tail: String = member_id
+        .chars()
+        .rev()
+        .take(4)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("~{tail}")
+}
+
 /// The view a static member saved when it last joined, if readable.
 fn read_saved(path: &std::path::Path) -> Option<MemberInfo> {
     let bytes = std::fs::read(path).ok()?;

@@ -1,4 +1,6 @@
-//! `status`: per task and input, where the task is (its committed offset),
+//! `status`: per task and input, where the task is (its committed offset;
+//! remote, as the cluster holds it, for every task and with the instance
+//! running it),
 //! where the input ends, what its outbox holds, how fast it goes, and the
 //! catch-up check (will it reach its unread records before retention
 //! deletes them?).
@@ -7,10 +9,12 @@ use std::collections::BTreeMap;
 
 use crate::client::Admin;
 use crate::runtime::error::RuntimeError;
+use crate::runtime::group;
 use crate::runtime::layout::{self, task_dirs};
 use crate::runtime::location::Location;
 use crate::runtime::log_access::LogAccess;
 use crate::runtime::progress::duration;
+use crate::runtime::task::transaction::TxnNames;
 use crate::runtime::topology::App;
 
 use super::dump_state::open_committed;
@@ -26,10 +30,48 @@ pub async fn status(app: &App, location: &Location) -> Result<Vec<StatusRow>, Ru
     };
     let mut retention: BTreeMap<String, i64> = BTreeMap::new();
     let mut rows = Vec::new();
+    // Remote, every task of the app, wherever it runs: its offsets as the
+    // cluster committed them, its owner as the app's group assigned it.
+    let owners = match &remote {
+        Some((_, admin)) => group::owners(admin, &app.versioned_name())
+            .await
+            .unwrap_or_default(),
+        None => BTreeMap::new(),
+    };
     for spec in &app.processors {
-        for (partition, dir) in task_dirs(&layout::processor_dir(location.state_dir(), &spec.name))?
-        {
-            let state = open_committed(&dir)?;
+        let local = task_dirs(&layout::processor_dir(location.state_dir(), &spec.name))?;
+        let tasks: Vec<(i32, Option<std::path::PathBuf>)> = match &remote {
+            Some((access, _)) => {
+                let first = app.log_topic(&spec.inputs[0]);
+                let count = access.partition_count(&first).await?.unwrap_or(0);
+                (0..count)
+                    .map(|p| {
+                        (
+                            p,
+                            local.iter().find(|(n, _)| *n == p).map(|(_, d)| d.clone()),
+                        )
+                    })
+                    .collect()
+            }
+            None => local.into_iter().map(|(p, d)| (p, Some(d))).collect(),
+        };
+        let committed = match &remote {
+            Some((_, admin)) => {
+                let partitions: Vec<(String, i32)> = (spec.inputs.iter())
+                    .flat_map(|t| tasks.iter().map(move |(p, _)| (app.log_topic(t), *p)))
+                    .collect();
+                let group = TxnNames::of(&app.versioned_name(), &spec.name, 0).group;
+                admin
+                    .committed_with_metadata(&group, &partitions, false)
+                    .await?
+            }
+            None => BTreeMap::new(),
+        };
+        for (partition, dir) in tasks {
+            let state = match &dir {
+                Some(dir) => open_committed(dir)?,
+                None => None,
+            };
             let outbox_records = match &state {
                 Some(state) => state.outbox()?.iter().map(|(_, b)| b.record_count()).sum(),
                 None => 0,
@@ -40,9 +82,12 @@ pub async fn status(app: &App, location: &Location) -> Result<Vec<StatusRow>, Ru
             };
             for topic in &spec.inputs {
                 let log_topic = app.log_topic(topic);
+                let cluster = (committed.get(&(log_topic.clone(), partition)))
+                    .map(|c| c.offset)
+                    .filter(|o| *o >= 0);
                 let offset = match &state {
-                    Some(state) => state.input_offset(topic),
-                    None => None,
+                    Some(state) => cluster.or(state.input_offset(topic)),
+                    None => cluster,
                 };
                 let next = offset.unwrap_or(0);
                 let (start, end, oldest_unread) = match (location, &remote) {
@@ -84,8 +129,10 @@ pub async fn status(app: &App, location: &Location) -> Result<Vec<StatusRow>, Ru
                     }
                     _ => None,
                 };
+                let task = format!("{}/{partition}", spec.name);
                 rows.push(StatusRow {
-                    task: format!("{}/{partition}", spec.name),
+                    owner: owners.get(&task).cloned(),
+                    task,
                     topic: log_topic,
                     partition,
                     offset,
@@ -136,6 +183,9 @@ async fn topic_retention_ms(location: &Location, admin: Option<&Admin>, topic: &
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusRow {
     pub task: String,
+    /// Remote: the instance the app's group assigned the task to (None:
+    /// no instance runs it now).
+    pub owner: Option<String>,
     pub topic: String,
     pub partition: i32,
     /// The next offset to process (None before the first commit).
