@@ -633,13 +633,71 @@ fn stop(mut child: Child) {
     );
 }
 
+#[test]
+fn a_standby_copy_takes_a_killed_instances_tasks_over_without_a_full_restore() {
+    reference();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("broker");
+    append_embedded(&data, &[]);
+    let broker = expiring_broker(dir.path());
+    let at = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (state_a, state_b) = (at("a"), at("b"));
+    let addr = broker.addr.clone();
+    let first = ["--bootstrap", &addr, "--state-dir", &state_a];
+    let second = ["--bootstrap", &addr, "--state-dir", &state_b];
+    let (head, tail) = input().split_at(KILLS / 2);
+    for chunk in head {
+        append_remote(&addr, chunk);
+    }
+    let standbys = ["--standbys", "1"];
+    let (mut a, a_log) = spawn_logged_with(&first, &standbys);
+    let (mut b, b_log) = spawn_logged_with(&second, &standbys);
+    // Both run tasks, and each keeps copies of the other's counts.
+    support::wait_until("both keep standby copies", Duration::from_secs(120), || {
+        let kept =
+            |log: &std::sync::Mutex<String>| log.lock().unwrap().contains("keeping a standby copy");
+        kept(&a_log) && kept(&b_log) && !work_left(&first)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    kill(&mut a);
+    let seen = b_log.lock().unwrap().len();
+    for chunk in tail {
+        append_remote(&addr, chunk);
+    }
+    support::wait_until("b takes a's tasks over", Duration::from_secs(120), || {
+        !work_left(&second) && b_log.lock().unwrap()[seen..].contains("restored counts")
+    });
+    // Every count task b took over went on from its copy's position.
+    let after = b_log.lock().unwrap()[seen..].to_string();
+    for line in after.lines().filter(|l| l.contains("restored counts")) {
+        let from: i64 = line
+            .split("offsets ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("a restore line without offsets: {line}"));
+        assert!(from > 0, "a full restore despite the standby copy: {line}");
+    }
+    kill(&mut b);
+    wordcount_cmd(&second, &["run", "--until-end"]);
+    assert_same(&remote_outcome(&second, broker, &data), 0);
+}
+
 /// `run` in the background with its log (stderr) collected.
 fn spawn_logged(location: &[&str]) -> (Child, std::sync::Arc<std::sync::Mutex<String>>) {
+    spawn_logged_with(location, &[])
+}
+
+fn spawn_logged_with(
+    location: &[&str],
+    args: &[&str],
+) -> (Child, std::sync::Arc<std::sync::Mutex<String>>) {
     let mut child = Command::new(wordcount())
         .env("STRATA_SESSION_TIMEOUT_MS", SESSION_TIMEOUT_MS)
         .args(location)
         .arg("run")
         .args(COMMIT_ARGS)
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

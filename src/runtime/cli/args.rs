@@ -186,6 +186,11 @@ pub struct GroupArgs {
         env = "STRATA_SESSION_TIMEOUT_MS"
     )]
     pub session_timeout_ms: u64,
+    /// Warm copies of each stateful task to keep on other instances, read
+    /// from its changelogs as they grow, so a task that moves there does
+    /// not wait for a whole restore (the group's leader's setting counts).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub standbys: usize,
 }
 
 impl Default for GroupArgs {
@@ -194,6 +199,7 @@ impl Default for GroupArgs {
         Self {
             instance_id: options.instance_id,
             session_timeout_ms: options.session_timeout.as_millis() as u64,
+            standbys: options.standbys,
         }
     }
 }
@@ -203,6 +209,7 @@ impl GroupArgs {
         GroupOptions {
             instance_id: self.instance_id.clone(),
             session_timeout: Duration::from_millis(self.session_timeout_ms),
+            standbys: self.standbys,
         }
     }
 }

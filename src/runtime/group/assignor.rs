@@ -99,6 +99,40 @@ pub(crate) fn assign(
     assigned
 }
 
+/// Standby copies: each of `stateful` (tasks with state) on up to `copies`
+/// members that do not run it (nor claim it), preferring members that hold
+/// its state already, then those with the fewest copies.
+pub(crate) fn assign_standbys(
+    stateful: &BTreeSet<TaskId>,
+    copies: usize,
+    active: &BTreeMap<String, BTreeSet<TaskId>>,
+    members: &BTreeMap<String, MemberInfo>,
+) -> BTreeMap<String, BTreeSet<TaskId>> {
+    let mut standby: BTreeMap<String, BTreeSet<TaskId>> = members
+        .keys()
+        .map(|m| (m.clone(), BTreeSet::new()))
+        .collect();
+    if copies == 0 {
+        return standby;
+    }
+    for task in stateful {
+        let mut candidates: Vec<&String> = members
+            .iter()
+            .filter(|(m, info)| !active[*m].contains(task) && !info.owned.contains(task))
+            .map(|(m, _)| m)
+            .collect();
+        candidates.sort_by_key(|m| (!members[*m].stored.contains(task), standby[*m].len()));
+        for member in candidates.into_iter().take(copies) {
+            let member = member.clone();
+            standby
+                .get_mut(&member)
+                .expect("every member is listed")
+                .insert(task.clone());
+        }
+    }
+    standby
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +241,43 @@ mod tests {
         .into();
         let assigned = assign(&tasks, &members);
         assert!(assigned["b"].contains(&TaskId::new("count", 0)));
+    }
+
+    #[test]
+    fn standbys_go_where_the_task_does_not_run_and_prefer_its_state() {
+        let tasks = all_tasks(&["count"], 3);
+        let mut c = MemberInfo::default();
+        c.stored.insert(TaskId::new("count", 0));
+        let members: BTreeMap<String, MemberInfo> = [
+            ("a".to_string(), MemberInfo::default()),
+            ("b".to_string(), MemberInfo::default()),
+            ("c".to_string(), c),
+        ]
+        .into();
+        let (active, _) = settle(&tasks, members.clone());
+        let standby = assign_standbys(&tasks, 1, &active, &members);
+        for task in &tasks {
+            let holders: Vec<&String> = (standby.iter())
+                .filter(|(_, s)| s.contains(task))
+                .map(|(m, _)| m)
+                .collect();
+            assert_eq!(holders.len(), 1, "{task:?}: {holders:?}");
+            assert!(
+                !active[holders[0]].contains(task),
+                "{task:?} runs where its copy is"
+            );
+        }
+        let owner_of_0 = active
+            .iter()
+            .find(|(_, a)| a.contains(&TaskId::new("count", 0)));
+        if owner_of_0.map(|(m, _)| m.as_str()) != Some("c") {
+            assert!(standby["c"].contains(&TaskId::new("count", 0)));
+        }
+        assert!(
+            assign_standbys(&tasks, 0, &active, &members)
+                .values()
+                .all(BTreeSet::is_empty)
+        );
     }
 
     proptest! {

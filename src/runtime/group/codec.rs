@@ -20,7 +20,7 @@
 //! | 2 | version (0) |
 //! | string | error: empty, or why the leader could not assign (every member stops with it) |
 //! | list | active: the tasks the instance runs |
-//! | list | standby: reserved for warm copies (empty) |
+//! | list | standby: the tasks the instance keeps warm copies of |
 //!
 //! Decoding checks every length against the bytes left before it
 //! allocates, and refuses a newer version with a message saying so.
@@ -49,6 +49,7 @@ pub(crate) struct TaskAssignment {
     /// Non-empty when the group cannot run (inputs not co-partitioned).
     pub error: String,
     pub active: BTreeSet<TaskId>,
+    pub standby: BTreeSet<TaskId>,
 }
 
 impl MemberInfo {
@@ -75,7 +76,7 @@ impl TaskAssignment {
         buf.put_i16(VERSION);
         put_string(&mut buf, &self.error);
         put_tasks(&mut buf, &self.active);
-        put_tasks(&mut buf, &BTreeSet::new());
+        put_tasks(&mut buf, &self.standby);
         buf.freeze()
     }
 
@@ -83,8 +84,12 @@ impl TaskAssignment {
         version(&mut bytes, "assignment")?;
         let error = string(&mut bytes)?;
         let active = tasks(&mut bytes)?;
-        let _standby = tasks(&mut bytes)?;
-        Ok(Self { error, active })
+        let standby = tasks(&mut bytes)?;
+        Ok(Self {
+            error,
+            active,
+            standby,
+        })
     }
 }
 
@@ -181,6 +186,7 @@ mod tests {
         let assignment = TaskAssignment {
             error: "no".into(),
             active: ids(&[("split", 2)]),
+            standby: ids(&[("count", 0)]),
         };
         assert_eq!(
             TaskAssignment::decode(&assignment.encode()).unwrap(),

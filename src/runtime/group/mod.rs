@@ -75,6 +75,9 @@ pub struct GroupOptions {
     /// How long the group waits for a silent instance before its tasks
     /// move (also the rebalance timeout).
     pub session_timeout: Duration,
+    /// Warm copies of each stateful task kept on other instances (as the
+    /// group's leader has it set).
+    pub standbys: usize,
 }
 
 impl Default for GroupOptions {
@@ -82,6 +85,7 @@ impl Default for GroupOptions {
         Self {
             instance_id: None,
             session_timeout: Duration::from_secs(10),
+            standbys: 0,
         }
     }
 }
@@ -92,6 +96,8 @@ impl Default for GroupOptions {
 pub(crate) struct GroupProcessor {
     pub name: String,
     pub inputs: Vec<String>,
+    /// Whether its tasks keep state (and so may have standby copies).
+    pub stateful: bool,
 }
 
 /// The app's side of the group protocol.
@@ -99,6 +105,7 @@ struct TaskProtocol {
     group: String,
     processors: Vec<GroupProcessor>,
     info: MemberInfo,
+    standbys: usize,
 }
 
 impl GroupProtocol for TaskProtocol {
@@ -139,13 +146,23 @@ impl GroupProtocol for TaskProtocol {
             Err(error) => (BTreeSet::new(), error),
         };
         let assigned = assignor::assign(&tasks, &infos);
-        tracing::debug!(group = %self.group, ?assigned, "assigned the app's tasks");
+        let stateful: BTreeSet<TaskId> = (tasks.iter())
+            .filter(|t| {
+                self.processors
+                    .iter()
+                    .any(|p| p.name == t.processor && p.stateful)
+            })
+            .cloned()
+            .collect();
+        let mut standby = assignor::assign_standbys(&stateful, self.standbys, &assigned, &infos);
+        tracing::debug!(group = %self.group, ?assigned, ?standby, "assigned the app's tasks");
         assigned
             .into_iter()
             .map(|(member, active)| {
                 let partitions = self.partitions(&active);
                 let data = TaskAssignment {
                     error: error.clone(),
+                    standby: standby.remove(&member).unwrap_or_default(),
                     active,
                 };
                 let bytes = client::encode_assignment_with(&partitions, Some(data.encode()))?;
@@ -222,6 +239,7 @@ impl TaskProtocol {
 pub(crate) struct Assigned {
     pub generation: i32,
     pub active: BTreeSet<TaskId>,
+    pub standby: BTreeSet<TaskId>,
 }
 
 /// What the runner and the member share.
@@ -276,6 +294,7 @@ impl Member {
                 owned: BTreeSet::new(),
                 stored,
             },
+            standbys: options.standbys,
         };
         let task = tokio::spawn(member_loop(
             membership,
@@ -420,6 +439,7 @@ async fn member_loop(
                 });
             }
             let unknown: Vec<String> = (assignment.active.iter())
+                .chain(&assignment.standby)
                 .filter(|t| !protocol.processors.iter().any(|p| p.name == t.processor))
                 .map(TaskId::to_string)
                 .collect();
@@ -432,15 +452,24 @@ async fn member_loop(
                 });
             }
             generation += 1;
+            let list = |tasks: &BTreeSet<TaskId>| {
+                tasks
+                    .iter()
+                    .map(TaskId::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
             tracing::info!(
                 %group,
-                tasks = %assignment.active.iter().map(TaskId::to_string).collect::<Vec<_>>().join(" "),
+                tasks = %list(&assignment.active),
+                standby = %list(&assignment.standby),
                 "assigned {} tasks",
                 assignment.active.len()
             );
             let _ = assigned.send(Some(Assigned {
                 generation,
                 active: assignment.active,
+                standby: assignment.standby,
             }));
         }
         tokio::select! {

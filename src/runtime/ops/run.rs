@@ -27,6 +27,7 @@ use crate::runtime::layout::{self, lock_running};
 use crate::runtime::location::Location;
 use crate::runtime::log_access::{LogAccess, Remote};
 use crate::runtime::progress::ProgressReport;
+use crate::runtime::task::standby::{self, StandbySetup};
 use crate::runtime::task::transaction::TxnNames;
 use crate::runtime::task::{self, Checkpoints, StartAt, Targets, TaskProgress, TaskSetup};
 use crate::runtime::topology::App;
@@ -153,6 +154,14 @@ struct Runner<'a> {
     running: JoinSet<(TaskId, Result<(), RuntimeError>)>,
     /// Tasks started so far (a task started twice counts twice).
     started: usize,
+    /// Standby copies kept here, each with its stop flag.
+    standbys: BTreeMap<TaskId, Arc<AtomicBool>>,
+    standby_running: JoinSet<(TaskId, Result<(), RuntimeError>)>,
+    /// Tasks assigned here whose standby copy is still letting go of their
+    /// state directory: they start once it has.
+    waiting: BTreeSet<TaskId>,
+    /// The group's latest assignment (remote).
+    current: Option<Assigned>,
 }
 
 impl Runner<'_> {
@@ -239,11 +248,25 @@ impl Runner<'_> {
         for task in self.tasks.values() {
             task.stop.store(true, Ordering::Relaxed);
         }
+        for stop in self.standbys.values() {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether anything still runs here.
+    fn busy(&self) -> bool {
+        !self.running.is_empty() || !self.standby_running.is_empty()
+    }
+
+    /// Whether `id` runs here as a task (stopping included).
+    fn runs(&self, id: &TaskId) -> bool {
+        (self.tasks.get(id)).is_some_and(|t| matches!(t.phase, Phase::Running | Phase::GivingUp))
     }
 
     /// Follows a new assignment: tasks given elsewhere are told to stop,
-    /// tasks given here start (again, if they ran here before).
-    fn follow(&mut self, assigned: &Assigned) {
+    /// tasks given here start (again, if they ran here before; once their
+    /// standby copy let go, if they had one), and standby copies follow.
+    fn follow(&mut self, assigned: Assigned) {
         for (id, task) in &mut self.tasks {
             if task.phase == Phase::Running && !assigned.active.contains(id) {
                 tracing::info!(task = %id, "giving the task up: the group moved it");
@@ -251,11 +274,71 @@ impl Runner<'_> {
                 task.phase = Phase::GivingUp;
             }
         }
+        for (id, stop) in &self.standbys {
+            if !assigned.standby.contains(id) || assigned.active.contains(id) {
+                stop.store(true, Ordering::Relaxed);
+            }
+        }
+        self.waiting.retain(|id| assigned.active.contains(id));
         for id in &assigned.active {
             let phase = self.tasks.get(id).map(|t| t.phase);
             if matches!(phase, None | Some(Phase::Away)) {
-                self.start(id);
+                if self.standbys.contains_key(id) {
+                    self.waiting.insert(id.clone());
+                } else {
+                    self.start(id);
+                }
             }
+        }
+        self.current = Some(assigned);
+        self.start_standbys();
+    }
+
+    /// Starts the standby copies assigned here that can start now: not
+    /// kept yet, and their directory not in use by the task itself.
+    fn start_standbys(&mut self) {
+        let Some(assigned) = &self.current else {
+            return;
+        };
+        let ready: Vec<TaskId> = (assigned.standby.iter())
+            .filter(|id| !assigned.active.contains(id) && !self.standbys.contains_key(id))
+            .filter(|id| !self.runs(id))
+            .cloned()
+            .collect();
+        for id in ready {
+            self.start_standby(&id);
+        }
+    }
+
+    fn start_standby(&mut self, id: &TaskId) {
+        let app = self.app;
+        let spec = (app.processors.iter())
+            .find(|s| s.name == id.processor)
+            .expect("tasks are the app's");
+        let stop = Arc::new(AtomicBool::new(false));
+        let setup = StandbySetup {
+            spec: spec.clone(),
+            partition: id.partition,
+            dir: layout::task_dir(self.location.state_dir(), &spec.name, id.partition),
+            changelogs: (spec.stores.iter())
+                .map(|s| Some(app.changelog_topic(&s.name)))
+                .collect(),
+            fetch_bytes: app.config.fetch_bytes,
+            log: self.log.clone(),
+            stop: Arc::clone(&stop),
+        };
+        let handle = self.handle.clone();
+        let task = id.clone();
+        self.standby_running
+            .spawn_blocking(move || (task, handle.block_on(standby::run(setup))));
+        self.standbys.insert(id.clone(), stop);
+    }
+
+    /// A standby copy stopped: the task it kept may start here now.
+    fn standby_stopped(&mut self, id: &TaskId) {
+        self.standbys.remove(id);
+        if self.waiting.remove(id) {
+            self.start(id);
         }
     }
 
@@ -300,6 +383,10 @@ async fn run_tasks(
         tasks: BTreeMap::new(),
         running: JoinSet::new(),
         started: 0,
+        standbys: BTreeMap::new(),
+        standby_running: JoinSet::new(),
+        waiting: BTreeSet::new(),
+        current: None,
     };
     // Embedded, this process runs every task (the run lock makes it the
     // only one); remote, the app's group shares them out.
@@ -340,7 +427,7 @@ async fn run_tasks(
             stopping = true;
             runner.stop_all();
         }
-        if stopping && runner.running.is_empty() {
+        if stopping && !runner.busy() {
             break;
         }
         let progress = &runner.progress;
@@ -354,9 +441,9 @@ async fn run_tasks(
             {
                 match event {
                     Event::Assigned(now) => {
-                        runner.follow(&now);
+                        assigned = Some(now.active.clone());
+                        runner.follow(now);
                         member.as_ref().expect("guarded").set_owned(runner.owned());
-                        assigned = Some(now.active);
                         if options.until_end {
                             set_targets(&mut runner).await?;
                         }
@@ -385,6 +472,21 @@ async fn run_tasks(
                 if let LogAccess::Embedded(manager, _) = log {
                     manager.flush_due();
                     manager.enforce_retention();
+                }
+            }
+            Some(joined) = runner.standby_running.join_next() => {
+                let (id, result) = joined.map_err(|e| RuntimeError::TaskPanicked {
+                    task: app.name().to_string(),
+                    reason: e.to_string(),
+                })?;
+                // A copy that failed costs a longer restore, not the run.
+                if let Err(error) = result {
+                    tracing::warn!(task = %id, "the standby copy stopped: {error}");
+                }
+                if !stopping {
+                    runner.standby_stopped(&id);
+                } else {
+                    runner.standbys.remove(&id);
                 }
             }
             Some(joined) = runner.running.join_next() => {
@@ -416,6 +518,9 @@ async fn run_tasks(
                         stopping = true;
                         runner.stop_all();
                     }
+                }
+                if !stopping {
+                    runner.start_standbys();
                 }
                 if let Some(member) = &member {
                     member.set_owned(runner.owned());
@@ -459,6 +564,7 @@ fn join_group(
         .map(|spec| GroupProcessor {
             name: spec.name.clone(),
             inputs: spec.inputs.iter().map(|t| app.log_topic(t)).collect(),
+            stateful: !spec.stores.is_empty(),
         })
         .collect();
     let state_dir = location.state_dir();

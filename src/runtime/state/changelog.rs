@@ -8,15 +8,19 @@
 //! is the committed value: compaction may drop older ones without losing
 //! anything a restore needs. A restore puts the records back in log order
 //! (a later record of a key replaces an earlier one, a tombstone deletes),
-//! unsynced and in bounded batches; the restore ends with
-//! [`finish_restore`](super::TaskState::finish_restore), one synced write.
+//! unsynced and in bounded batches, each with the changelog offset it
+//! reaches (`restored/<store>` in `meta`), so a restore cut short, or a
+//! standby copy kept warm on another instance, goes on from there; the
+//! restore ends with [`finish_restore`](super::TaskState::finish_restore),
+//! one synced write, which drops those positions.
 
 use rocksdb::WriteBatch;
 
 use crate::record::NewRecord;
 
+use super::meta::{RESTORED_PREFIX, topic_key};
 use super::slot_table::DirtyEntries;
-use super::{StateError, TaskState};
+use super::{META, StateError, TaskState};
 
 /// Bytes of restored entries put in one (unsynced) write batch.
 const RESTORE_BATCH_BYTES_MAX: usize = 4 << 20;
@@ -56,6 +60,7 @@ impl TaskState {
             state: self,
             store: store.to_string(),
             batch: WriteBatch::default(),
+            position: None,
         })
     }
 }
@@ -67,6 +72,8 @@ pub struct Restoring<'s> {
     state: &'s TaskState,
     store: String,
     batch: WriteBatch,
+    /// The changelog offset reached since the last flush, written with it.
+    position: Option<i64>,
 }
 
 impl Restoring<'_> {
@@ -83,8 +90,19 @@ impl Restoring<'_> {
         Ok(())
     }
 
-    /// Writes what is batched.
+    /// Notes that the changelog has been read up to `next` (exclusive):
+    /// written with the entries read before it.
+    pub fn reached(&mut self, next: i64) {
+        self.position = Some(next);
+    }
+
+    /// Writes what is batched, with the position reached.
     pub fn flush(&mut self) -> Result<(), StateError> {
+        if let Some(next) = self.position.take() {
+            let key = topic_key(RESTORED_PREFIX, &self.store);
+            self.batch
+                .put_cf(self.state.cf(META)?, key, next.to_be_bytes());
+        }
         if self.batch.is_empty() {
             return Ok(());
         }

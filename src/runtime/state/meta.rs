@@ -10,6 +10,7 @@
 //! | `rate` | f64 bits: records/s while busy, smoothed (for `status`) |
 //! | `lineage` | u64: this state's lineage, drawn when it was created or restored |
 //! | `commit` | u64: commits written in this lineage (1 after the first) |
+//! | `restored/<store>` | i64: the next changelog offset a restore (or a standby copy) reads; only while the state has no lineage |
 //!
 //! The producer identity and the lineage are written synced on their own,
 //! once; everything else moves only with a commit.
@@ -37,6 +38,7 @@ pub(super) const RATE: &[u8] = b"rate";
 const SEQUENCE_PREFIX: &[u8] = b"sequence/";
 const LINEAGE: &[u8] = b"lineage";
 pub(super) const COMMIT: &[u8] = b"commit";
+pub(super) const RESTORED_PREFIX: &[u8] = b"restored/";
 
 impl TaskState {
     /// The next offset to read from `topic`; `None` before the first commit.
@@ -189,6 +191,11 @@ impl TaskState {
         }
         batch.put_cf(meta, COMMIT, commit.to_be_bytes());
         batch.put_cf(meta, LINEAGE, lineage.to_be_bytes());
+        // The restore is over: from now on the task's own commits move the
+        // state, and a changelog position would lie about it.
+        for store in &self.stores {
+            batch.delete_cf(meta, topic_key(RESTORED_PREFIX, store));
+        }
         let mut identity = producer.0.to_be_bytes().to_vec();
         identity.extend_from_slice(&producer.1.to_be_bytes());
         batch.put_cf(meta, PRODUCER, identity);
@@ -200,6 +207,16 @@ impl TaskState {
         self.lineage = Some(lineage);
         self.producer = Some(producer);
         Ok(lineage)
+    }
+
+    /// Where a restore (or a standby copy) of `store` reads its changelog
+    /// next, if one has begun.
+    pub fn restored_position(&self, store: &str) -> Result<Option<i64>, StateError> {
+        let meta = self.cf(META)?;
+        match self.db.get_cf(meta, topic_key(RESTORED_PREFIX, store))? {
+            None => Ok(None),
+            Some(raw) => Ok(Some(decode_i64(&raw)?)),
+        }
     }
 
     /// The next producer sequence of a derived partition (0 before any).

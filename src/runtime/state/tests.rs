@@ -371,6 +371,31 @@ fn a_restored_state_holds_the_changelog_records_in_log_order_and_the_given_offse
 }
 
 #[test]
+fn a_restore_position_lands_with_its_entries_and_goes_when_the_restore_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let state = TaskState::open(dir.path(), &["counts"], false).unwrap();
+        assert_eq!(state.restored_position("counts").unwrap(), None);
+        let mut restoring = state.restoring("counts").unwrap();
+        restoring.put(b"a", Some(b"1")).unwrap();
+        restoring.reached(8);
+        restoring.flush().unwrap();
+        restoring.put(b"b", Some(b"1")).unwrap();
+        // Not flushed: neither the entry nor the position lands.
+    }
+    let mut state = TaskState::open(dir.path(), &["counts"], false).unwrap();
+    assert_eq!(state.restored_position("counts").unwrap(), Some(8));
+    assert_eq!(state.get("counts", b"a").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(state.get("counts", b"b").unwrap(), None);
+    state.finish_restore(&[("in", 3)], 2, (9, 3)).unwrap();
+    assert_eq!(
+        state.restored_position("counts").unwrap(),
+        None,
+        "a live state's changelog position would lie"
+    );
+}
+
+#[test]
 fn a_lineage_is_drawn_once_and_kept() {
     let dir = tempfile::tempdir().unwrap();
     let first = open(dir.path()).ensure_lineage().unwrap();

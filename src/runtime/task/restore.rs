@@ -1,0 +1,197 @@
+//! Reading a store's changelog partition into the store: the restore of a
+//! task taken over (to the changelog's end, once), and the standby copy
+//! kept warm on an instance that may take the task over (on and on).
+//!
+//! Both read `read_committed` (only committed transactions' records: the
+//! committed state), put each record back in log order (a later record of
+//! a key replaces an earlier one, a tombstone deletes), and write, with
+//! every batch of entries, the offset they reach (`restored/<store>` in
+//! the state's meta). A copy that knows its position goes on from it:
+//! compaction only drops records a later one of the same key replaces,
+//! and that one is past the position, so what the copy reads from there on
+//! brings it to the changelog's state. A position the changelog no longer
+//! holds (below its start) is not resumable; the copy starts over.
+
+use std::time::{Duration, Instant};
+
+use crate::client::AbortedFilter;
+use crate::record::RecordBatch;
+use crate::runtime::error::RuntimeError;
+use crate::runtime::log_access::LogAccess;
+use crate::runtime::state::TaskState;
+
+use super::{DECOMPRESSED_BYTES_MAX, TaskSetup};
+
+/// How often a long restore says how far it is.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// One task's way to its changelogs.
+pub(crate) struct ChangelogReader<'a> {
+    pub log: &'a LogAccess,
+    pub task: String,
+    pub partition: i32,
+    pub fetch_bytes: u32,
+    /// Per store (in the order of the spec's stores), its changelog topic.
+    pub changelogs: &'a [Option<String>],
+}
+
+impl<'a> ChangelogReader<'a> {
+    pub fn of(setup: &'a TaskSetup) -> Self {
+        Self {
+            log: &setup.log,
+            task: setup.name(),
+            partition: setup.partition,
+            fetch_bytes: setup.config.fetch_bytes,
+            changelogs: &setup.changelogs,
+        }
+    }
+
+    /// Whether `state` can go on reading its changelogs from where it
+    /// stopped: no lineage (not a state the task ran on), and a position
+    /// still held by every changelog.
+    pub async fn resumable(
+        &self,
+        state: &TaskState,
+        stores: &[String],
+    ) -> Result<bool, RuntimeError> {
+        if state.lineage().is_some() {
+            return Ok(false);
+        }
+        for (store, changelog) in stores.iter().zip(self.changelogs) {
+            let Some(changelog) = changelog else {
+                continue;
+            };
+            let Some(position) = state.restored_position(store)? else {
+                return Ok(false);
+            };
+            if position < self.log.start_offset(changelog, self.partition).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Reads `store`'s changelog from the state's position (or the start)
+    /// to its end, saying how far it is now and then.
+    pub async fn restore(
+        &self,
+        state: &mut TaskState,
+        store: &str,
+        changelog: &str,
+    ) -> Result<(), RuntimeError> {
+        let started = Instant::now();
+        let start = self.log.start_offset(changelog, self.partition).await?;
+        let from = state.restored_position(store)?.unwrap_or(start).max(start);
+        let end = self.log.end_offset(changelog, self.partition).await?;
+        let (mut next, mut records) = (from, 0u64);
+        let mut said = Instant::now();
+        while next < end {
+            let (reached, read) = self.read_once(state, store, changelog, next).await?;
+            if reached == next {
+                return Err(self.failed(
+                    store,
+                    changelog,
+                    format!("no progress at offset {next} (the partition ends at {end})"),
+                ));
+            }
+            (next, records) = (reached, records + read);
+            if said.elapsed() >= PROGRESS_EVERY {
+                said = Instant::now();
+                let done = (next - from) as f64 / (end - from).max(1) as f64;
+                tracing::info!(
+                    task = %self.task,
+                    "restoring {store} from {changelog}/{}: {:.0}% ({records} records, offset {next} of {end})",
+                    self.partition,
+                    done * 100.0
+                );
+            }
+        }
+        tracing::info!(
+            task = %self.task,
+            "restored {store} from {changelog}/{}: {records} records, offsets {from} to {end}, in {:.1} s",
+            self.partition,
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// One fetch of `changelog` from `next`, put into the store with the
+    /// position it reaches: returns that position and the records read.
+    pub async fn read_once(
+        &self,
+        state: &mut TaskState,
+        store: &str,
+        changelog: &str,
+        next: i64,
+    ) -> Result<(i64, u64), RuntimeError> {
+        let fetched = (self.log)
+            .fetch(changelog, self.partition, next, self.fetch_bytes)
+            .await?;
+        let failed = |reason: String| self.failed(store, changelog, reason);
+        let mut filter = AbortedFilter::new(fetched.aborted);
+        let mut rest: &[u8] = &fetched.records;
+        let (before, mut next, mut records) = (next, next, 0u64);
+        let mut restoring = state.restoring(store)?;
+        while !rest.is_empty() {
+            let batch = match RecordBatch::parse_and_verify(rest) {
+                Ok(batch) => batch,
+                // A fetch may end inside a batch; the next starts there.
+                Err(_) if next > before => break,
+                Err(error) => return Err(failed(format!("offset {next}: {error}"))),
+            };
+            rest = &rest[batch.size_bytes()..];
+            let header = *batch.header();
+            if filter.visible(&batch) {
+                let batch_records = batch
+                    .records(DECOMPRESSED_BYTES_MAX)
+                    .map_err(|e| failed(format!("offset {}: {e}", header.base_offset)))?;
+                for record in batch_records.iter() {
+                    let record = record
+                        .map_err(|e| failed(format!("offset {}: {e}", header.base_offset)))?;
+                    if record.offset < next {
+                        continue;
+                    }
+                    let Some(key) = record.key else {
+                        return Err(failed(format!(
+                            "offset {}: a record without a key",
+                            record.offset
+                        )));
+                    };
+                    restoring.put(key, record.value)?;
+                    records += 1;
+                }
+            }
+            next = next.max(header.next_offset());
+        }
+        if next > before {
+            restoring.reached(next);
+        }
+        restoring.flush()?;
+        Ok((next, records))
+    }
+
+    fn failed(&self, store: &str, changelog: &str, reason: String) -> RuntimeError {
+        RuntimeError::Restore {
+            task: self.task.clone(),
+            store: store.to_string(),
+            topic: changelog.to_string(),
+            partition: self.partition,
+            reason,
+        }
+    }
+}
+
+/// Removes a task's state directory (a stale copy about to be restored).
+pub(crate) fn remove_state(dir: &std::path::Path) -> Result<(), RuntimeError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => {
+            return Err(RuntimeError::Io {
+                context: format!("removing the stale state {}", dir.display()),
+                error,
+            });
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(RuntimeError::io(format!("creating {}", dir.display())))
+}

@@ -1,0 +1,82 @@
+//! A standby: a warm copy of another instance's task, kept by reading the
+//! task's changelogs as they grow (see `restore`), so that when the task
+//! comes here its restore reads only what the copy has not yet.
+//!
+//! The copy never runs the processor and has no lineage: when the task is
+//! assigned here, its start finds a state without one that knows where it
+//! stopped reading, reads the rest and takes the cluster's offsets (see
+//! `resume`). A directory that held a live state of the task (it ran here
+//! before) is cleared first: its entries are ahead of, or beside, the
+//! changelog positions a copy needs.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::runtime::error::RuntimeError;
+use crate::runtime::log_access::LogAccess;
+use crate::runtime::state::TaskState;
+use crate::runtime::topology::ProcessorSpec;
+
+use super::restore::{ChangelogReader, remove_state};
+
+pub(crate) struct StandbySetup {
+    pub spec: ProcessorSpec,
+    pub partition: i32,
+    pub dir: PathBuf,
+    /// Per store, its changelog topic.
+    pub changelogs: Vec<Option<String>>,
+    pub fetch_bytes: u32,
+    pub log: LogAccess,
+    pub stop: Arc<AtomicBool>,
+}
+
+impl StandbySetup {
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.spec.name, self.partition)
+    }
+}
+
+/// Keeps the copy until told to stop.
+pub(crate) async fn run(setup: StandbySetup) -> Result<(), RuntimeError> {
+    let log = setup.log.with_own_fetches().await?;
+    let stores: Vec<String> = setup.spec.stores.iter().map(|s| s.name.clone()).collect();
+    let names: Vec<&str> = stores.iter().map(String::as_str).collect();
+    std::fs::create_dir_all(&setup.dir).map_err(RuntimeError::io(format!(
+        "creating {}",
+        setup.dir.display()
+    )))?;
+    let reader = ChangelogReader {
+        log: &log,
+        task: setup.name(),
+        partition: setup.partition,
+        fetch_bytes: setup.fetch_bytes,
+        changelogs: &setup.changelogs,
+    };
+    let mut state = TaskState::open(&setup.dir, &names, false)?;
+    if state.lineage().is_some() || !reader.resumable(&state, &stores).await? {
+        drop(state);
+        remove_state(&setup.dir)?;
+        state = TaskState::open(&setup.dir, &names, false)?;
+    }
+    tracing::info!(task = %setup.name(), "keeping a standby copy");
+    while !setup.stop.load(Ordering::Relaxed) {
+        for (store, changelog) in stores.iter().zip(&setup.changelogs) {
+            let Some(changelog) = changelog else {
+                continue;
+            };
+            let start = log.start_offset(changelog, setup.partition).await?;
+            let next = state.restored_position(store)?.unwrap_or(start);
+            if next < start {
+                // Compacted or deleted past the copy: it starts over.
+                drop(state);
+                remove_state(&setup.dir)?;
+                state = TaskState::open(&setup.dir, &names, false)?;
+                break;
+            }
+            // Remote, the fetch waits on the broker when nothing is new.
+            reader.read_once(&mut state, store, changelog, next).await?;
+        }
+    }
+    Ok(())
+}
