@@ -627,8 +627,11 @@ fn instances_scaled_up_and_down_and_killed_share_the_tasks_and_end_as_a_crash_fr
 fn stop(mut child: Child) {
     signal(&child, "-TERM");
     let status = child.wait().unwrap();
+    // One stopped before it watches for SIGTERM (just started) dies of it,
+    // which loses nothing either.
+    use std::os::unix::process::ExitStatusExt;
     assert!(
-        status.success(),
+        status.success() || status.signal() == Some(15),
         "an instance stopped with SIGTERM: {status}"
     );
 }
