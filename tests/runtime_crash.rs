@@ -686,6 +686,60 @@ fn a_standby_copy_takes_a_killed_instances_tasks_over_without_a_full_restore() {
     assert_same(&remote_outcome(&second, broker, &data), 0);
 }
 
+#[test]
+fn a_static_instance_restarted_within_its_session_gets_its_tasks_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("broker");
+    append_embedded(&data, &input()[..2]);
+    let broker = expiring_broker(dir.path());
+    let at = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (state_a, state_b) = (at("a"), at("b"));
+    let addr = broker.addr.clone();
+    let first = ["--bootstrap", &addr, "--state-dir", &state_a];
+    let second = ["--bootstrap", &addr, "--state-dir", &state_b];
+    // A session long enough to restart in.
+    let static_a = ["--instance-id", "host-a", "--session-timeout-ms", "8000"];
+    let static_b = ["--instance-id", "host-b", "--session-timeout-ms", "8000"];
+    let (a, _) = spawn_logged_with(&first, &static_a);
+    let (mut b, _) = spawn_logged_with(&second, &static_b);
+    let tasks_of = |instance: &str| -> Vec<String> {
+        let described = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["groups", "describe", "wordcount", "--format", "json"])
+            .args(["--bootstrap", &addr])
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&described.stdout).unwrap_or_default();
+        let members = json["members"].as_array().cloned().unwrap_or_default();
+        let member = members.iter().find(|m| m["instance_id"] == instance);
+        let tasks = member
+            .and_then(|m| m["tasks"].as_array().cloned())
+            .unwrap_or_default();
+        tasks
+            .iter()
+            .filter_map(|t| t.as_str().map(str::to_string))
+            .collect()
+    };
+    let (mut before, mut b_before) = (Vec::new(), Vec::new());
+    support::wait_until("both run tasks", Duration::from_secs(60), || {
+        (before, b_before) = (tasks_of("host-a"), tasks_of("host-b"));
+        !before.is_empty() && before.len() + b_before.len() == 2 * PARTITIONS as usize
+    });
+    // Stopped, a static member does not leave: its tasks wait for it
+    // rather than move to b (a dynamic one's would move at once).
+    stop(a);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(tasks_of("host-b"), b_before, "b took nothing over");
+    assert_eq!(tasks_of("host-a"), before, "a keeps its place while down");
+    let (mut again, log) = spawn_logged_with(&first, &static_a);
+    support::wait_until("a is back", Duration::from_secs(60), || {
+        log.lock().unwrap().contains("assigned")
+    });
+    assert_eq!(tasks_of("host-a"), before, "the restarted instance's tasks");
+    assert_eq!(tasks_of("host-b"), b_before);
+    kill(&mut again);
+    kill(&mut b);
+}
+
 /// `run` in the background with its log (stderr) collected.
 fn spawn_logged(location: &[&str]) -> (Child, std::sync::Arc<std::sync::Mutex<String>>) {
     spawn_logged_with(location, &[])

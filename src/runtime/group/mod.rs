@@ -531,3 +531,70 @@ fn read_saved(path: &std::path::Path) -> Option<MemberInfo> {
     let bytes = std::fs::read(path).ok()?;
     MemberInfo::decode(&bytes).ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn protocol() -> TaskProtocol {
+        TaskProtocol {
+            group: "app".into(),
+            processors: vec![GroupProcessor {
+                name: "join".into(),
+                inputs: vec!["clicks".into(), "users".into()],
+                stateful: true,
+            }],
+            info: MemberInfo::default(),
+            standbys: 0,
+        }
+    }
+
+    #[test]
+    fn tasks_are_one_per_partition_index_of_co_partitioned_inputs() {
+        let counts = [("clicks".to_string(), 3), ("users".to_string(), 3)].into();
+        let tasks = protocol().tasks(&counts).unwrap();
+        assert_eq!(
+            tasks,
+            (0..3)
+                .map(|n| TaskId::new("join", n))
+                .collect::<BTreeSet<_>>()
+        );
+        let partitions = protocol().partitions(&[TaskId::new("join", 1)].into());
+        assert_eq!(
+            partitions,
+            vec![("clicks".to_string(), 1), ("users".to_string(), 1)]
+        );
+    }
+
+    #[test]
+    fn inputs_not_co_partitioned_are_an_error_naming_them() {
+        let counts = [("clicks".to_string(), 3), ("users".to_string(), 4)].into();
+        let error = protocol().tasks(&counts).unwrap_err();
+        assert!(error.contains("\"join\""), "{error}");
+        assert!(error.contains("clicks has 3, users has 4"), "{error}");
+        let missing = [("clicks".to_string(), 3)].into();
+        assert!(
+            protocol()
+                .tasks(&missing)
+                .unwrap_err()
+                .contains("\"users\"")
+        );
+    }
+
+    #[test]
+    fn an_app_assignment_shows_its_tasks_and_other_assignments_none() {
+        let data = TaskAssignment {
+            error: String::new(),
+            active: [TaskId::new("join", 2)].into(),
+            standby: BTreeSet::new(),
+        };
+        let bytes =
+            client::encode_assignment_with(&[("clicks".into(), 2)], Some(data.encode())).unwrap();
+        assert_eq!(
+            tasks_of_assignment(&bytes),
+            Some(vec!["join/2".to_string()])
+        );
+        let plain = client::encode_assignment(&[("clicks".into(), 2)]).unwrap();
+        assert_eq!(tasks_of_assignment(&plain), None);
+    }
+}
