@@ -249,6 +249,8 @@ struct Shared {
     rejoin: Notify,
     /// Set when the membership was lost: the runner gives every task up.
     lost: AtomicBool,
+    /// The generation of the last assignment the runner followed.
+    followed: std::sync::atomic::AtomicI32,
 }
 
 /// The instance's membership, run on a task of its own; see the module
@@ -257,7 +259,8 @@ pub(crate) struct Member {
     shared: Arc<Shared>,
     assigned: watch::Receiver<Option<Assigned>>,
     stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<Result<(), RuntimeError>>,
+    /// None once its end was reported by [`Member::next`].
+    task: Option<tokio::task::JoinHandle<Result<(), RuntimeError>>>,
 }
 
 impl Member {
@@ -283,6 +286,7 @@ impl Member {
             owned: Mutex::new(BTreeSet::new()),
             rejoin: Notify::new(),
             lost: AtomicBool::new(false),
+            followed: std::sync::atomic::AtomicI32::new(0),
         });
         let (assigned_tx, assigned) = watch::channel(None);
         let (stop, stop_rx) = watch::channel(false);
@@ -308,13 +312,19 @@ impl Member {
             shared,
             assigned,
             stop,
-            task,
+            task: Some(task),
         }
     }
 
     /// Tells the member which tasks run here now.
     pub fn set_owned(&self, owned: BTreeSet<TaskId>) {
         *self.shared.owned.lock().expect("never poisoned") = owned;
+    }
+
+    /// Tells the member the runner follows assignment `generation` now
+    /// (its owned tasks are set accordingly).
+    pub fn followed(&self, generation: i32) {
+        self.shared.followed.store(generation, Ordering::Relaxed);
     }
 
     /// Asks for a rebalance (after tasks were given up).
@@ -325,7 +335,10 @@ impl Member {
     /// Leaves the group (a static member keeps its place).
     pub async fn leave(self) -> Result<(), RuntimeError> {
         let _ = self.stop.send(true);
-        match self.task.await {
+        let Some(task) = self.task else {
+            return Ok(());
+        };
+        match task.await {
             Ok(result) => result,
             Err(error) => Err(RuntimeError::TaskPanicked {
                 task: "group membership".into(),
@@ -340,8 +353,8 @@ impl Member {
             if self.shared.lost.swap(false, Ordering::Relaxed) {
                 return Event::Lost;
             }
-            if self.task.is_finished() {
-                return Event::Failed(match (&mut self.task).await {
+            if let Some(task) = self.task.take_if(|t| t.is_finished()) {
+                return Event::Failed(match task.await {
                     Ok(Err(error)) => error,
                     Ok(Ok(())) => RuntimeError::Group {
                         group: String::new(),
@@ -402,7 +415,10 @@ async fn member_loop(
             membership.leave().await?;
             return Ok(());
         }
-        if must_join || membership.needs_rejoin() {
+        // A join of our own waits until the runner has taken up the last
+        // assignment, so the tasks it started count as owned.
+        let caught_up = shared.followed.load(Ordering::Relaxed) >= generation;
+        if (must_join && caught_up) || membership.needs_rejoin() {
             must_join = false;
             if generation > 0 {
                 protocol.info.owned = shared.owned.lock().expect("never poisoned").clone();
@@ -451,6 +467,12 @@ async fn member_loop(
                     ),
                 });
             }
+            // Tasks claimed but neither kept nor running here (a static
+            // member's saved view): nobody gives them up, so a new round
+            // must hand them out.
+            let running = shared.owned.lock().expect("never poisoned").clone();
+            let orphaned = (protocol.info.owned.iter())
+                .any(|t| !assignment.active.contains(t) && !running.contains(t));
             generation += 1;
             let list = |tasks: &BTreeSet<TaskId>| {
                 tasks
@@ -471,6 +493,7 @@ async fn member_loop(
                 active: assignment.active,
                 standby: assignment.standby,
             }));
+            must_join = orphaned;
         }
         tokio::select! {
             () = tokio::time::sleep(REJOIN_CHECK) => {}

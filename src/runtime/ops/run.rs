@@ -342,8 +342,13 @@ impl Runner<'_> {
         }
     }
 
-    /// Tells every running task to stop: the group took them away.
+    /// Tells every running task (and standby copy) to stop: the group took
+    /// them away; none waits to start either.
     fn give_all_up(&mut self) {
+        self.waiting.clear();
+        for stop in self.standbys.values() {
+            stop.store(true, Ordering::Relaxed);
+        }
         for (id, task) in &mut self.tasks {
             if task.phase == Phase::Running {
                 tracing::info!(task = %id, "giving the task up: this instance lost its place in the group");
@@ -353,11 +358,17 @@ impl Runner<'_> {
         }
     }
 
-    /// Whether every task assigned here has reached its targets.
+    /// Whether every task assigned here has reached its targets, and none
+    /// is on its way here or away (a move's two rounds are not over until
+    /// the second; a first answer of nothing may be the first of them).
     fn all_done(&self, assigned: &BTreeSet<TaskId>) -> bool {
-        assigned
-            .iter()
-            .all(|id| self.tasks.get(id).is_some_and(|t| t.phase == Phase::Done))
+        let moving = !self.waiting.is_empty()
+            || self.tasks.values().any(|t| t.phase == Phase::GivingUp)
+            || (assigned.is_empty() && self.current.as_ref().is_some_and(|a| a.generation < 2));
+        !moving
+            && assigned
+                .iter()
+                .all(|id| self.tasks.get(id).is_some_and(|t| t.phase == Phase::Done))
     }
 }
 
@@ -442,8 +453,11 @@ async fn run_tasks(
                 match event {
                     Event::Assigned(now) => {
                         assigned = Some(now.active.clone());
+                        let generation = now.generation;
                         runner.follow(now);
-                        member.as_ref().expect("guarded").set_owned(runner.owned());
+                        let member = member.as_ref().expect("guarded");
+                        member.set_owned(runner.owned());
+                        member.followed(generation);
                         if options.until_end {
                             set_targets(&mut runner).await?;
                         }
@@ -485,6 +499,9 @@ async fn run_tasks(
                 }
                 if !stopping {
                     runner.standby_stopped(&id);
+                    if options.until_end {
+                        set_targets(&mut runner).await?;
+                    }
                 } else {
                     runner.standbys.remove(&id);
                 }

@@ -10,7 +10,8 @@
 //! compaction only drops records a later one of the same key replaces,
 //! and that one is past the position, so what the copy reads from there on
 //! brings it to the changelog's state. A position the changelog no longer
-//! holds (below its start) is not resumable; the copy starts over.
+//! holds (below its start, or past its end: a changelog made anew) is not
+//! resumable; the copy starts over.
 
 use std::time::{Duration, Instant};
 
@@ -61,10 +62,12 @@ impl<'a> ChangelogReader<'a> {
             let Some(changelog) = changelog else {
                 continue;
             };
-            let Some(position) = state.restored_position(store)? else {
-                return Ok(false);
-            };
-            if position < self.log.start_offset(changelog, self.partition).await? {
+            // No position: nothing of this store was read yet (a position
+            // lands with every entry restored), so it goes on from the start.
+            let start = self.log.start_offset(changelog, self.partition).await?;
+            let position = state.restored_position(store)?.unwrap_or(start);
+            let end = self.log.end_offset(changelog, self.partition).await?;
+            if position < start || position > end {
                 return Ok(false);
             }
         }

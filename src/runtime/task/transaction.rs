@@ -134,8 +134,10 @@ impl TaskTxn {
     /// state between two transactions.
     pub async fn restart(&mut self, cluster: &Cluster) -> Result<(), RuntimeError> {
         let requests = Transactional::new(cluster, &self.names.transactional_id);
+        // With the current identity (KIP-360): a producer another instance
+        // has fenced meanwhile is told so, rather than fencing it back.
         self.identity = requests
-            .init(TRANSACTION_TIMEOUT_MS, None)
+            .init(TRANSACTION_TIMEOUT_MS, Some(self.identity))
             .await
             .map_err(|error| fenced_or(error, &self.task, &self.names))?;
         self.sequences.clear();
