@@ -196,3 +196,23 @@ async fn after_a_batch_fails_the_transaction_aborts_and_the_next_one_commits() {
     producer.commit_transaction().await.unwrap();
     assert_eq!(values(&cluster, "small", true).await, ["after"]);
 }
+
+#[tokio::test]
+async fn a_fenced_producer_asking_again_with_its_identity_stays_fenced() {
+    let broker = support::InProcessBroker::start(BrokerConfig::default()).await;
+    let cluster = cluster(&broker).await;
+    let requests = strata::client::Transactional::new(&cluster, "client-restart");
+    let old = requests.init(60_000, None).await.unwrap();
+    // A producer that restarts itself after an abortable error bumps its
+    // own epoch (KIP-360) …
+    let bumped = requests.init(60_000, Some(old)).await.unwrap();
+    assert_eq!(bumped.0, old.0);
+    assert!(bumped.1 > old.1);
+    // … but once another instance took the id over, the old identity is
+    // refused rather than fencing the new owner back.
+    let owner = requests.init(60_000, None).await.unwrap();
+    let error = requests.init(60_000, Some(bumped)).await.unwrap_err();
+    assert!(matches!(error.code(), Some(90 | 47)), "{error}");
+    let again = requests.init(60_000, Some(owner)).await.unwrap();
+    assert!(again.1 > owner.1, "the owner itself may still bump");
+}

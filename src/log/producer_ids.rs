@@ -283,7 +283,14 @@ impl ProducerIds {
                     }
                 }
                 Some(x) => return Err(fenced(&entry, x.epoch)),
-                None => self.bump_entry(&mut state, &mut stored, &entry, now_ms)?,
+                // A new producer (no expected identity) fences every older
+                // one: nothing before it may pass for a retry of its bump,
+                // so the last epoch is forgotten (as Kafka resets it).
+                None => TransactionalEntry {
+                    last_epoch: -1,
+                    previous_producer_id: -1,
+                    ..self.bump_entry(&mut state, &mut stored, &entry, now_ms)?
+                },
             },
         };
         let answer = ProducerIdAndEpoch {
@@ -486,14 +493,25 @@ mod tests {
         let ids = ProducerIds::open(dir.path()).unwrap();
         let first = ids.init_transactional("t", None, 0).unwrap();
         ids.lock().stored.transactional.get_mut("t").unwrap().epoch = i16::MAX - 1;
-        let rotated = ids.init_transactional("t", None, 0).unwrap();
+        let last = pid(first.producer_id, i16::MAX - 1);
+        // The producer bumping itself (KIP-360) is rotated to a new id ...
+        let rotated = ids.init_transactional("t", Some(last), 0).unwrap();
         assert_ne!(rotated.producer_id, first.producer_id);
         assert_eq!(rotated.epoch, 0);
-        // A retry of the rotation from the old id gets the new one.
-        let retry = ids
-            .init_transactional("t", Some(pid(first.producer_id, i16::MAX - 1)), 0)
-            .unwrap();
+        // ... and a retry of that bump from the old id gets the new one.
+        let retry = ids.init_transactional("t", Some(last), 0).unwrap();
         assert_eq!(retry, rotated);
+        // A new producer (no identity) fences it: the old identities no
+        // longer pass for a retry.
+        let owner = ids.init_transactional("t", None, 0).unwrap();
+        for stale in [last, rotated] {
+            let error = ids.init_transactional("t", Some(stale), 0).unwrap_err();
+            assert!(matches!(error, LogError::ProducerFenced { .. }), "{error}");
+        }
+        assert_eq!(
+            ids.init_transactional("t", Some(owner), 0).unwrap().epoch,
+            owner.epoch + 1
+        );
     }
 
     #[test]
