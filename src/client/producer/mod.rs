@@ -272,10 +272,24 @@ impl Producer {
     }
 
     /// How many partitions `topic` has, asked again through what passes (a
-    /// leader election reported for the topic, a dropped connection).
+    /// leader election reported for the topic, a dropped connection, and a
+    /// topic the answering broker does not know yet: with several brokers,
+    /// one may answer before it has heard of a topic the others serve; as
+    /// Kafka's producer waits for an unknown topic's metadata, this asks
+    /// again through the retries before saying it does not exist).
     async fn partition_count(&self, topic: &str) -> Result<usize, ClientError> {
         let cluster = &self.inner.cluster;
-        cluster.retry(&[], || cluster.partition_count(topic)).await
+        let mut unknown = 0;
+        loop {
+            match cluster.retry(&[], || cluster.partition_count(topic)).await {
+                Err(ClientError::UnknownTopic(_)) if unknown < cluster.config().retries => {
+                    unknown += 1;
+                    cluster.invalidate(topic).await;
+                    tokio::time::sleep(cluster.config().retry_backoff).await;
+                }
+                counted => return counted,
+            }
+        }
     }
 
     /// Whether `record_bytes` more fit in `buffer_bytes` now.
