@@ -500,12 +500,7 @@ fn remote_state_deleted_while_the_app_is_down_is_restored_from_the_changelogs() 
 fn a_paused_instance_is_fenced_once_its_tasks_moved_and_its_writes_never_show() {
     reference();
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("broker");
-    append_embedded(&data, &[]);
-    let broker = expiring_broker(dir.path());
-    let at = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
-    let (state_a, state_b) = (at("a"), at("b"));
-    let addr = broker.addr.clone();
+    let (data, broker, addr, [state_a, state_b]) = two_instances(dir.path(), &[]);
     let first = ["--bootstrap", &addr, "--state-dir", &state_a];
     let second = ["--bootstrap", &addr, "--state-dir", &state_b];
     let (head, tail) = input().split_at(KILLS / 2);
@@ -640,12 +635,7 @@ fn stop(mut child: Child) {
 fn a_standby_copy_takes_a_killed_instances_tasks_over_without_a_full_restore() {
     reference();
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("broker");
-    append_embedded(&data, &[]);
-    let broker = expiring_broker(dir.path());
-    let at = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
-    let (state_a, state_b) = (at("a"), at("b"));
-    let addr = broker.addr.clone();
+    let (data, broker, addr, [state_a, state_b]) = two_instances(dir.path(), &[]);
     let first = ["--bootstrap", &addr, "--state-dir", &state_a];
     let second = ["--bootstrap", &addr, "--state-dir", &state_b];
     let (head, tail) = input().split_at(KILLS / 2);
@@ -689,12 +679,7 @@ fn a_standby_copy_takes_a_killed_instances_tasks_over_without_a_full_restore() {
 #[test]
 fn a_static_instance_restarted_within_its_session_gets_its_tasks_back() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("broker");
-    append_embedded(&data, &input()[..2]);
-    let broker = expiring_broker(dir.path());
-    let at = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
-    let (state_a, state_b) = (at("a"), at("b"));
-    let addr = broker.addr.clone();
+    let (_data, _broker, addr, [state_a, state_b]) = two_instances(dir.path(), &input()[..2]);
     let first = ["--bootstrap", &addr, "--state-dir", &state_a];
     let second = ["--bootstrap", &addr, "--state-dir", &state_b];
     // A session long enough to restart in.
@@ -738,6 +723,18 @@ fn a_static_instance_restarted_within_its_session_gets_its_tasks_back() {
     assert_eq!(tasks_of("host-b"), b_before);
     kill(&mut again);
     kill(&mut b);
+}
+
+/// A broker (forgetting producers fast) whose `lines` holds `chunks`, and
+/// the state directories of two instances: (its data directory, the
+/// broker, its address, the states).
+fn two_instances(dir: &Path, chunks: &[Chunk]) -> (PathBuf, ServerProcess, String, [String; 2]) {
+    let data = dir.join("broker");
+    append_embedded(&data, chunks);
+    let broker = expiring_broker(dir);
+    let addr = broker.addr.clone();
+    let at = |name: &str| dir.join(name).to_str().unwrap().to_string();
+    (data, broker, addr, [at("a"), at("b")])
 }
 
 /// `run` in the background with its log (stderr) collected.
