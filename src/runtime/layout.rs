@@ -11,6 +11,8 @@
 //!                                     last joined the app's group
 //!     <processor>/<partition>/        a task's RocksDB
 //!     <processor>/<partition>.old     the replaced state during a swap
+//!     <processor>/<partition>.restoring-<store>.sst
+//!                                     a restored run about to be taken in
 //!     checkpoints/REQUEST             a token: `checkpoint` asks running tasks
 //!     checkpoints/<processor>/<partition>/<offset, 20 digits>/
 //!                                     RocksDB checkpoints (built as
@@ -145,6 +147,13 @@ pub(crate) fn beside(dir: &Path, suffix: &str) -> PathBuf {
     let mut name = dir.file_name().unwrap_or_default().to_os_string();
     name.push(suffix);
     dir.with_file_name(name)
+}
+
+/// The table file a restore of `store` into the task state `dir` writes
+/// before RocksDB takes it in (moved into the database then; one left by a
+/// crash is rewritten by the next restore).
+pub(crate) fn restore_table(dir: &Path, store: &str) -> PathBuf {
+    beside(dir, &format!(".restoring-{store}.sst"))
 }
 
 /// Where a swap moves the live state while the rebuilt one takes its place.

@@ -17,13 +17,19 @@
 use rocksdb::WriteBatch;
 
 use crate::record::NewRecord;
+use crate::runtime::layout;
 
 use super::meta::{RESTORED_PREFIX, topic_key};
+use super::restore_buffer::{HELD_BYTES_MAX, RestoreBuffer};
 use super::slot_table::DirtyEntries;
 use super::{META, StateError, TaskState};
 
-/// Bytes of restored entries put in one (unsynced) write batch.
-const RESTORE_BATCH_BYTES_MAX: usize = 4 << 20;
+/// Most bytes of restored entries held before they are written.
+const HELD_BYTES_RUN: usize = 64 << 20;
+/// Held bytes from which a run is written as a table file rather than a
+/// write batch (a table file costs a few file operations and a sync).
+const TABLE_FILE_BYTES_MIN: usize = 1 << 20;
+const _: () = assert!(HELD_BYTES_RUN <= HELD_BYTES_MAX);
 
 impl TaskState {
     /// Emits the run's writes (`writes`: per store index, the entries taken
@@ -59,19 +65,27 @@ impl TaskState {
         Ok(Restoring {
             state: self,
             store: store.to_string(),
-            batch: WriteBatch::default(),
+            held: RestoreBuffer::default(),
             position: None,
         })
     }
 }
 
 /// A store being restored from its changelog, record by record in log
-/// order; written in batches of [`RESTORE_BATCH_BYTES_MAX`], unsynced (the
-/// synced [`finish_restore`](TaskState::finish_restore) ends the restore).
+/// order. Records are held until [`flush`](Self::flush) (or until they
+/// fill [`HELD_BYTES_RUN`]): a short run is written as one write batch with
+/// the position it reaches; a long one is sorted, cut to the latest entry
+/// per key and written as a table file that RocksDB takes in whole
+/// (`ingest`), which spares the memtable a search per record; its position
+/// is written right after. A crash between the two leaves entries past
+/// the position, which the restore reads again from there: putting a
+/// stretch of the log back a second time, in order, leaves what once does.
+/// Unsynced; the synced [`finish_restore`](TaskState::finish_restore)
+/// ends the restore.
 pub struct Restoring<'s> {
     state: &'s TaskState,
     store: String,
-    batch: WriteBatch,
+    held: RestoreBuffer,
     /// The changelog offset reached since the last flush, written with it.
     position: Option<i64>,
 }
@@ -79,14 +93,11 @@ pub struct Restoring<'s> {
 impl Restoring<'_> {
     /// A changelog record: the key's value, or its deletion (`None`).
     pub fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<(), StateError> {
-        let family = self.state.cf(&self.store)?;
-        match value {
-            Some(value) => self.batch.put_cf(family, key, value),
-            None => self.batch.delete_cf(family, key),
+        if self.held.size() + key.len() + value.map_or(0, <[u8]>::len) > HELD_BYTES_RUN {
+            let batch = self.write_held()?;
+            self.state.db.write(batch)?;
         }
-        if self.batch.size_in_bytes() >= RESTORE_BATCH_BYTES_MAX {
-            self.flush()?;
-        }
+        self.held.push(key, value);
         Ok(())
     }
 
@@ -96,18 +107,56 @@ impl Restoring<'_> {
         self.position = Some(next);
     }
 
-    /// Writes what is batched, with the position reached.
+    /// Whether enough is held that a flush now writes a table file.
+    pub fn full(&self) -> bool {
+        self.held.size() >= HELD_BYTES_RUN / 2
+    }
+
+    /// Writes what is held, with the position reached.
     pub fn flush(&mut self) -> Result<(), StateError> {
+        let mut batch = self.write_held()?;
         if let Some(next) = self.position.take() {
             let key = topic_key(RESTORED_PREFIX, &self.store);
-            self.batch
-                .put_cf(self.state.cf(META)?, key, next.to_be_bytes());
+            batch.put_cf(self.state.cf(META)?, key, next.to_be_bytes());
         }
-        if self.batch.is_empty() {
-            return Ok(());
+        if !batch.is_empty() {
+            self.state.db.write(batch)?;
         }
-        let batch = std::mem::take(&mut self.batch);
-        self.state.db.write(batch)?;
         Ok(())
+    }
+
+    /// Writes a long held run as a table file; a short one comes back as
+    /// a write batch for the caller to write (with the position, if any).
+    fn write_held(&mut self) -> Result<WriteBatch, StateError> {
+        let mut batch = WriteBatch::default();
+        if self.held.is_empty() {
+            return Ok(batch);
+        }
+        let family = self.state.cf(&self.store)?;
+        if self.held.size() < TABLE_FILE_BYTES_MIN {
+            for (key, value) in self.held.in_log_order() {
+                match value {
+                    Some(value) => batch.put_cf(family, key, value),
+                    None => batch.delete_cf(family, key),
+                }
+            }
+        } else {
+            let path = layout::restore_table(self.state.db.path(), &self.store);
+            let options = rocksdb::Options::default();
+            let mut table = rocksdb::SstFileWriter::create(&options);
+            table.open(&path)?;
+            for (key, value) in self.held.latest_by_key() {
+                match value {
+                    Some(value) => table.put(key, value)?,
+                    None => table.delete(key)?,
+                }
+            }
+            table.finish()?;
+            let mut ingest = rocksdb::IngestExternalFileOptions::default();
+            ingest.set_move_files(true);
+            (self.state.db).ingest_external_file_cf_opts(family, &ingest, vec![&path])?;
+        }
+        self.held.clear();
+        Ok(batch)
     }
 }

@@ -36,6 +36,7 @@ mod meta;
 mod outbox;
 #[doc(hidden)]
 pub mod outbox_codec;
+mod restore_buffer;
 pub(crate) mod slot_table;
 mod store_map;
 mod stores;

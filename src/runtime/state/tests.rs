@@ -396,6 +396,46 @@ fn a_restore_position_lands_with_its_entries_and_goes_when_the_restore_ends() {
 }
 
 #[test]
+fn a_long_restore_written_as_table_files_leaves_what_the_log_applied_in_order_does() {
+    // Runs long enough to be written as table files, over keys that come
+    // back in later runs (a value replaced, a key deleted, deleted and
+    // put again), and a short run after them (a write batch).
+    let dir = tempfile::tempdir().unwrap();
+    let mut applied: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = Default::default();
+    let value = vec![7u8; 200];
+    {
+        let state = TaskState::open(dir.path(), &["counts"], false).unwrap();
+        let mut restoring = state.restoring("counts").unwrap();
+        let mut offset = 0i64;
+        for (run, keys) in [(0u32, 20_000u32), (1, 20_000), (2, 50)] {
+            for i in 0..keys {
+                let key = format!("k{:06}", (i * 7 + run * 3) % 15_000).into_bytes();
+                offset += 1;
+                if (i + run) % 5 == 0 {
+                    restoring.put(&key, None).unwrap();
+                    applied.remove(&key);
+                } else {
+                    let mut v = value.clone();
+                    v.extend_from_slice(&offset.to_be_bytes());
+                    restoring.put(&key, Some(&v)).unwrap();
+                    applied.insert(key, v);
+                }
+            }
+            restoring.reached(offset);
+            restoring.flush().unwrap();
+        }
+        assert_eq!(state.restored_position("counts").unwrap(), Some(offset));
+    }
+    assert!(
+        !crate::runtime::layout::restore_table(dir.path(), "counts").exists(),
+        "the table file moved into the database"
+    );
+    let mut state = TaskState::open(dir.path(), &["counts"], false).unwrap();
+    let restored = state.scan_prefix("counts", b"").unwrap();
+    assert_eq!(restored, applied.into_iter().collect::<Vec<_>>());
+}
+
+#[test]
 fn a_lineage_is_drawn_once_and_kept() {
     let dir = tempfile::tempdir().unwrap();
     let first = open(dir.path()).ensure_lineage().unwrap();

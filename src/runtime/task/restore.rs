@@ -19,7 +19,7 @@ use crate::client::AbortedFilter;
 use crate::record::RecordBatch;
 use crate::runtime::error::RuntimeError;
 use crate::runtime::log_access::LogAccess;
-use crate::runtime::state::TaskState;
+use crate::runtime::state::{Restoring, TaskState};
 
 use super::{DECOMPRESSED_BYTES_MAX, TaskSetup};
 
@@ -88,8 +88,11 @@ impl<'a> ChangelogReader<'a> {
         let end = self.log.end_offset(changelog, self.partition).await?;
         let (mut next, mut records) = (from, 0u64);
         let mut said = Instant::now();
+        let mut restoring = state.restoring(store)?;
         while next < end {
-            let (reached, read) = self.read_once(state, store, changelog, next).await?;
+            let (reached, read) = self
+                .read_once(&mut restoring, store, changelog, next)
+                .await?;
             if reached == next {
                 return Err(self.failed(
                     store,
@@ -98,6 +101,9 @@ impl<'a> ChangelogReader<'a> {
                 ));
             }
             (next, records) = (reached, records + read);
+            if restoring.full() {
+                restoring.flush()?;
+            }
             if said.elapsed() >= PROGRESS_EVERY {
                 said = Instant::now();
                 let done = (next - from) as f64 / (end - from).max(1) as f64;
@@ -109,6 +115,7 @@ impl<'a> ChangelogReader<'a> {
                 );
             }
         }
+        restoring.flush()?;
         tracing::info!(
             task = %self.task,
             "restored {store} from {changelog}/{}: {records} records, offsets {from} to {end}, in {:.1} s",
@@ -118,11 +125,12 @@ impl<'a> ChangelogReader<'a> {
         Ok(())
     }
 
-    /// One fetch of `changelog` from `next`, put into the store with the
-    /// position it reaches: returns that position and the records read.
+    /// One fetch of `changelog` from `next`, held in `restoring` with the
+    /// position it reaches (written when it flushes): returns that
+    /// position and the records read.
     pub async fn read_once(
         &self,
-        state: &mut TaskState,
+        restoring: &mut Restoring<'_>,
         store: &str,
         changelog: &str,
         next: i64,
@@ -134,7 +142,6 @@ impl<'a> ChangelogReader<'a> {
         let mut filter = AbortedFilter::new(fetched.aborted);
         let mut rest: &[u8] = &fetched.records;
         let (before, mut next, mut records) = (next, next, 0u64);
-        let mut restoring = state.restoring(store)?;
         while !rest.is_empty() {
             let batch = match RecordBatch::parse_and_verify(rest) {
                 Ok(batch) => batch,
@@ -169,7 +176,6 @@ impl<'a> ChangelogReader<'a> {
         if next > before {
             restoring.reached(next);
         }
-        restoring.flush()?;
         Ok((next, records))
     }
 

@@ -75,7 +75,11 @@ pub(crate) async fn run(setup: StandbySetup) -> Result<(), RuntimeError> {
                 break;
             }
             // Remote, the fetch waits on the broker when nothing is new.
-            reader.read_once(&mut state, store, changelog, next).await?;
+            let mut restoring = state.restoring(store)?;
+            reader
+                .read_once(&mut restoring, store, changelog, next)
+                .await?;
+            restoring.flush()?;
         }
     }
     Ok(())
