@@ -143,6 +143,7 @@ fn demo() -> anyhow::Result<()> {
         &Command::Run {
             until_end: true,
             serve: None,
+            metrics: None,
             commit: CommitArgs::default(),
             checkpoints: no_checkpoints.clone(),
             group: GroupArgs::default(),
@@ -158,6 +159,7 @@ fn demo() -> anyhow::Result<()> {
             version: "v2".into(),
             from: "earliest".into(),
             until_end: true,
+            metrics: None,
             commit: CommitArgs::default(),
             checkpoints: no_checkpoints,
             group: GroupArgs::default(),

@@ -643,14 +643,41 @@ fn a_standby_copy_takes_a_killed_instances_tasks_over_without_a_full_restore() {
         append_remote(&addr, chunk);
     }
     let standbys = ["--standbys", "1"];
+    let metrics = free_address();
     let (mut a, a_log) = spawn_logged_with(&first, &standbys);
-    let (mut b, b_log) = spawn_logged_with(&second, &standbys);
+    let (mut b, b_log) =
+        spawn_logged_with(&second, &[&standbys[..], &["--metrics", &metrics]].concat());
     // Both run tasks, and each keeps copies of the other's counts.
     support::wait_until("both keep standby copies", Duration::from_secs(300), || {
         let kept =
             |log: &std::sync::Mutex<String>| log.lock().unwrap().contains("keeping a standby copy");
         kept(&a_log) && kept(&b_log) && !work_left(&first)
     });
+    // b says what it does with each task, in `status` and in its metrics:
+    // runs some, keeps copies of others, caught up once a is idle.
+    support::wait_until(
+        "b's status shows its copies caught up",
+        Duration::from_secs(60),
+        || {
+            let shown = wordcount_cmd(&second, &["status"]);
+            let states: Vec<&str> = shown
+                .lines()
+                .skip(1)
+                .filter_map(|l| l.split("  ").last())
+                .collect();
+            states.iter().any(|s| s.trim() == "running")
+                && states.iter().any(|s| s.trim() == "standby, 0 behind")
+        },
+    );
+    let scraped = scrape_metrics(&metrics);
+    assert!(
+        scraped.contains("state=\"standby\"} 1") && scraped.contains("state=\"running\"} 1"),
+        "b's metrics name its tasks' states:\n{scraped}"
+    );
+    assert!(
+        scraped.contains("strata_standby_lag_offsets{task=\"count/"),
+        "{scraped}"
+    );
     std::thread::sleep(Duration::from_millis(500));
     kill(&mut a);
     let seen = b_log.lock().unwrap().len();
@@ -740,6 +767,24 @@ fn two_instances(dir: &Path, chunks: &[Chunk]) -> (PathBuf, ServerProcess, Strin
 /// `run` in the background with its log (stderr) collected.
 fn spawn_logged(location: &[&str]) -> (Child, std::sync::Arc<std::sync::Mutex<String>>) {
     spawn_logged_with(location, &[])
+}
+
+/// A loopback address no one listens on now.
+fn free_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+/// `GET /metrics` from an app's `--metrics` address.
+fn scrape_metrics(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("the metrics address answers");
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: strata\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
 }
 
 fn spawn_logged_with(

@@ -148,6 +148,7 @@ fn run_until_end() -> Command {
     Command::Run {
         until_end: true,
         serve: None,
+        metrics: None,
         commit: CommitArgs::default(),
         checkpoints: no_checkpoints(),
         group: GroupArgs::default(),
@@ -156,6 +157,7 @@ fn run_until_end() -> Command {
 
 fn replay(version: &str) -> Command {
     Command::Replay {
+        metrics: None,
         version: version.to_string(),
         from: "earliest".to_string(),
         until_end: true,
@@ -476,6 +478,7 @@ fn automatic_checkpoints_keep_the_newest() {
     let command = Command::Run {
         until_end: true,
         serve: None,
+        metrics: None,
         commit: CommitArgs::default(),
         checkpoints: CheckpointArgs {
             checkpoint_records: Some(200),
@@ -732,6 +735,7 @@ fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
     let run = Command::Run {
         until_end: true,
         serve: None,
+        metrics: None,
         commit: CommitArgs {
             commit_records: Some(50),
             commit_ms: None,

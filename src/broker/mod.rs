@@ -39,4 +39,5 @@ pub use config::{BrokerConfig, ConfigFile};
 pub use error::{BrokerError, ErrorCode};
 pub use huge_alloc::{HugeReservingAllocator, huge_claims_survivable};
 pub use metrics::Metrics;
+pub(crate) use metrics::serve as serve_metrics;
 pub use server::Broker;

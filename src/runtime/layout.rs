@@ -9,6 +9,8 @@
 //!     serving                         the address a running app serves on
 //!     group-member                    remote, a static member's view as it
 //!                                     last joined the app's group
+//!     tasks.json                      what each task of the running instance
+//!                                     does now (see `board`), once a second
 //!     <processor>/<partition>/        a task's RocksDB
 //!     <processor>/<partition>.old     the replaced state during a swap
 //!     <processor>/<partition>.restoring-<store>.sst
@@ -67,6 +69,8 @@ const RUNNING: &str = ".running";
 const SERVING: &str = "serving";
 /// The view a static member last joined its group with.
 const GROUP_MEMBER: &str = "group-member";
+/// The running instance's task board.
+const TASK_BOARD: &str = "tasks.json";
 /// The versions manifest, in the base state directory.
 const MANIFEST: &str = "versions.json";
 const VERSIONS: &str = "versions";
@@ -103,6 +107,11 @@ pub(crate) fn serving_file(state_dir: &Path) -> PathBuf {
 /// Where a static member keeps the view it last joined its group with.
 pub(crate) fn group_member_file(state_dir: &Path) -> PathBuf {
     state_dir.join(GROUP_MEMBER)
+}
+
+/// The task board a running instance publishes.
+pub(crate) fn task_board_file(state_dir: &Path) -> PathBuf {
+    state_dir.join(TASK_BOARD)
 }
 
 /// The lock file of the process running a version.

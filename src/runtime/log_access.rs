@@ -29,6 +29,9 @@ use super::error::RuntimeError;
 pub(crate) struct Fetched {
     pub records: Bytes,
     pub log_start_offset: i64,
+    /// Where the partition ends for this reader (remote, read_committed:
+    /// its last stable offset).
+    pub end: i64,
     /// (producer id, first offset) of the aborted transactions the batches
     /// may hold (remote; the embedded log's readers see every batch, and
     /// the runtime writes it without transactions).
@@ -192,6 +195,7 @@ impl LogAccess {
                 Ok(Fetched {
                     records: Bytes::from(read.read_to_vec()?),
                     log_start_offset: read.log_start_offset,
+                    end: read.log_end_offset,
                     aborted: Vec::new(),
                 })
             }
@@ -201,6 +205,11 @@ impl LogAccess {
                 Ok(Fetched {
                     records: fetched.records,
                     log_start_offset: fetched.log_start_offset,
+                    end: if fetched.last_stable_offset >= 0 {
+                        fetched.last_stable_offset
+                    } else {
+                        fetched.high_watermark
+                    },
                     aborted: fetched.aborted,
                 })
             }

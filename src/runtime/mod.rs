@@ -63,6 +63,7 @@
 //! below `cli` imports it.
 
 mod async_processor;
+pub(crate) mod board;
 pub mod cli;
 pub mod context;
 mod erased;
@@ -84,6 +85,7 @@ pub mod topology;
 pub mod versions;
 
 pub use async_processor::{AsyncProcessor, CONCURRENCY_DEFAULT};
+pub use board::TaskView;
 pub use cli::{
     CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, LocationArgs, NoArgs, Outcome, run_cli,
     run_parsed,

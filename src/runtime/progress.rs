@@ -28,6 +28,11 @@ impl ProgressReport {
         }
     }
 
+    /// Whether the report is a bar redrawn on a terminal.
+    pub fn on_terminal(&self) -> bool {
+        self.terminal
+    }
+
     /// How often [`ProgressReport::update`] is worth calling.
     pub fn tick(&self) -> Duration {
         if self.terminal {

@@ -55,6 +55,10 @@ pub enum Command {
         /// 0: a free one, written to `<state dir>/serving`).
         #[arg(long)]
         serve: Option<SocketAddr>,
+        /// Serve Prometheus metrics on this address (`GET /metrics`): each
+        /// task's state, restore progress, standby lag, records processed.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
         #[command(flatten)]
         commit: CommitArgs,
         #[command(flatten)]
@@ -77,6 +81,10 @@ pub enum Command {
         /// Stop once the inputs, as they are now, are processed.
         #[arg(long)]
         until_end: bool,
+        /// Serve Prometheus metrics on this address (`GET /metrics`): each
+        /// task's state, restore progress, standby lag, records processed.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
         #[command(flatten)]
         commit: CommitArgs,
         #[command(flatten)]

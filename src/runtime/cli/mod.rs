@@ -121,6 +121,7 @@ async fn dispatch(
         Command::Run {
             until_end,
             serve,
+            metrics,
             commit,
             checkpoints,
             group,
@@ -132,6 +133,7 @@ async fn dispatch(
             let options = RunOptions {
                 until_end: *until_end,
                 serve: *serve,
+                metrics: *metrics,
                 progress_every: Some(PROGRESS_EVERY),
                 group: group.options(),
                 ..RunOptions::default()
@@ -150,6 +152,7 @@ async fn dispatch(
             version,
             from,
             until_end,
+            metrics,
             commit,
             checkpoints,
             group,
@@ -164,6 +167,7 @@ async fn dispatch(
             );
             let options = RunOptions {
                 until_end: *until_end,
+                metrics: *metrics,
                 progress_every: Some(PROGRESS_EVERY),
                 group: group.options(),
                 ..RunOptions::default()

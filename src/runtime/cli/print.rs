@@ -45,14 +45,25 @@ pub(super) async fn status(app: &App, location: &Location) -> Result<(), Runtime
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
     let header = format!(
-        "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}  {}",
-        "TASK", "INPUT", "OFFSET", "END", "LAG", "OUTBOX", "RATE/S", "ETA", "EXPIRES", "OWNER"
+        "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}  {:<16} {:<16} {}",
+        "TASK",
+        "INPUT",
+        "OFFSET",
+        "END",
+        "LAG",
+        "OUTBOX",
+        "RATE/S",
+        "ETA",
+        "EXPIRES",
+        "OWNER",
+        "STANDBYS",
+        "STATE"
     );
     writeln!(out, "{header}").map_err(stdout_error)?;
     for row in &rows {
         writeln!(
             out,
-            "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}  {}",
+            "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}  {:<16} {:<16} {}",
             row.task,
             format!("{}/{}", row.topic, row.partition),
             show(row.offset),
@@ -71,6 +82,18 @@ pub(super) async fn status(app: &App, location: &Location) -> Result<(), Runtime
                 None => "-".to_string(),
             },
             row.owner.as_deref().unwrap_or("-"),
+            match row.standbys.is_empty() {
+                true => "-".to_string(),
+                false => row.standbys.join(","),
+            },
+            match (&row.here, &row.owner) {
+                // This instance's own word for it.
+                (Some(view), _) => view.to_string(),
+                // Another instance runs it (restoring, perhaps: its state
+                // directory's status says).
+                (None, Some(_)) => "assigned".to_string(),
+                (None, None) => "-".to_string(),
+            },
         )
         .map_err(stdout_error)?;
     }

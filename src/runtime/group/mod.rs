@@ -378,14 +378,23 @@ pub fn tasks_of_assignment(assignment: &[u8]) -> Option<Vec<String>> {
     Some(assignment.active.iter().map(TaskId::to_string).collect())
 }
 
-/// Who runs each task of the app's group now: the member's instance id
-/// (static members) or its host and client id.
-pub(crate) async fn owners(
+/// Where a task of the app's group is placed now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// The instance running it.
+    pub active: Option<String>,
+    /// The instances keeping standby copies of it.
+    pub standbys: Vec<String>,
+}
+
+/// Where each task of the app's group is placed now, by instance: its
+/// instance id (static members) or its host and a member id's tail.
+pub(crate) async fn placements(
     admin: &client::Admin,
     group: &str,
-) -> Result<BTreeMap<String, String>, RuntimeError> {
+) -> Result<BTreeMap<String, Placement>, RuntimeError> {
     let described = admin.describe_group(group).await?;
-    let mut owners = BTreeMap::new();
+    let mut placed: BTreeMap<String, Placement> = BTreeMap::new();
     for member in &described.members {
         let label = match &member.instance_id {
             Some(instance) => instance.clone(),
@@ -395,11 +404,21 @@ pub(crate) async fn owners(
                 short(&member.member_id)
             ),
         };
-        for task in tasks_of_assignment(&member.assignment).unwrap_or_default() {
-            owners.insert(task, label.clone());
+        let Some(assignment) = client::decode_assignment_with(&member.assignment)
+            .ok()
+            .and_then(|(_, data)| TaskAssignment::decode(&data?).ok())
+        else {
+            continue;
+        };
+        for task in &assignment.active {
+            placed.entry(task.to_string()).or_default().active = Some(label.clone());
+        }
+        for task in &assignment.standby {
+            let standbys = &mut placed.entry(task.to_string()).or_default().standbys;
+            standbys.push(label.clone());
         }
     }
-    Ok(owners)
+    Ok(placed)
 }
 
 /// A member id's distinguishing tail (`…-1a2b`), so two members on one

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::runtime::board::TaskBoard;
 use crate::runtime::error::RuntimeError;
 use crate::runtime::group::{Assigned, Event, GroupOptions, GroupProcessor, Member, TaskId};
 use crate::runtime::layout::{self, lock_running};
@@ -42,6 +43,8 @@ pub struct RunOptions {
     pub until_end: bool,
     /// Embedded only: also serve the Kafka protocol on this address.
     pub serve: Option<SocketAddr>,
+    /// Serve Prometheus metrics on this address (see `board`).
+    pub metrics: Option<SocketAddr>,
     /// Print a progress line this often (to stderr); never when `None`.
     pub progress_every: Option<Duration>,
     /// Where tasks without state start in the external inputs.
@@ -79,6 +82,27 @@ enum Phase {
     Done,
     /// Not running here: given up, fenced, or never started.
     Away,
+}
+
+/// Serves the instance's task board and records processed as Prometheus
+/// text on `addr`.
+async fn serve_metrics(
+    addr: SocketAddr,
+    runner: &Runner<'_>,
+) -> Result<tokio::task::JoinHandle<()>, RuntimeError> {
+    let listener =
+        (tokio::net::TcpListener::bind(addr).await).map_err(|error| RuntimeError::Io {
+            context: format!("listening for metrics on {addr} (give another --metrics address)"),
+            error,
+        })?;
+    if let Ok(bound) = listener.local_addr() {
+        tracing::info!("metrics on http://{bound}/metrics");
+    }
+    let (board, progress) = (runner.board.clone(), Arc::clone(&runner.progress));
+    Ok(tokio::spawn(crate::broker::serve_metrics(
+        listener,
+        move || board.render_metrics(progress.records.load(Ordering::Relaxed)),
+    )))
 }
 
 /// Runs the app until Ctrl-C or SIGTERM (or, with `until_end`, until the
@@ -149,6 +173,7 @@ struct Runner<'a> {
     partitions: BTreeMap<String, i32>,
     changelogs: bool,
     progress: Arc<TaskProgress>,
+    board: TaskBoard,
     handle: tokio::runtime::Handle,
     tasks: BTreeMap<TaskId, TaskHandle>,
     running: JoinSet<(TaskId, Result<(), RuntimeError>)>,
@@ -218,6 +243,7 @@ impl Runner<'_> {
             stop: Arc::clone(&stop),
             targets: targets_rx,
             progress: Arc::clone(&self.progress),
+            board: self.board.clone(),
         };
         let handle = self.handle.clone();
         let task = id.clone();
@@ -326,6 +352,7 @@ impl Runner<'_> {
             fetch_bytes: app.config.fetch_bytes,
             log: self.log.clone(),
             stop: Arc::clone(&stop),
+            board: self.board.clone(),
         };
         let handle = self.handle.clone();
         let task = id.clone();
@@ -390,6 +417,7 @@ async fn run_tasks(
         partitions,
         changelogs: remote || app.config.changelogs,
         progress: Arc::new(TaskProgress::default()),
+        board: TaskBoard::default(),
         handle: tokio::runtime::Handle::current(),
         tasks: BTreeMap::new(),
         running: JoinSet::new(),
@@ -431,6 +459,12 @@ async fn run_tasks(
     ticker.tick().await;
     let mut last = (Instant::now(), 0u64);
     let mut maintenance = tokio::time::interval(Duration::from_secs(1));
+    let metrics = match options.metrics {
+        Some(addr) => Some(serve_metrics(addr, &runner).await?),
+        None => None,
+    };
+    let mut restores = ProgressReport::new("restoring state", Duration::from_secs(3600));
+    let mut restored: Option<(u64, u64)> = None;
     loop {
         let finished =
             options.until_end && !stopping && assigned.as_ref().is_some_and(|a| runner.all_done(a));
@@ -486,6 +520,22 @@ async fn run_tasks(
                 if let LogAccess::Embedded(manager, _) = log {
                     manager.flush_due();
                     manager.enforce_retention();
+                }
+                if let Err(error) = runner.board.publish(location.state_dir()) {
+                    tracing::debug!("publishing the task board: {error}");
+                }
+                // A bar on a terminal; elsewhere each restore logs its lines.
+                match runner.board.restoring() {
+                    Some((done, total)) if restores.on_terminal() => {
+                        restores.update(done, total);
+                        restored = Some((done, total));
+                    }
+                    None => {
+                        if let Some((_, total)) = restored.take() {
+                            restores.finish(total, total);
+                        }
+                    }
+                    _ => {}
                 }
             }
             Some(joined) = runner.standby_running.join_next() => {
@@ -557,6 +607,10 @@ async fn run_tasks(
             tracing::warn!("leaving the app's group: {error}");
         }
     }
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
+    let _ = std::fs::remove_file(layout::task_board_file(location.state_dir()));
     let records = runner.progress.records.load(Ordering::Relaxed);
     if options.until_end && options.progress_every.is_some() {
         let progress = &runner.progress;

@@ -3,11 +3,15 @@
 //! running it),
 //! where the input ends, what its outbox holds, how fast it goes, and the
 //! catch-up check (will it reach its unread records before retention
-//! deletes them?).
+//! deletes them?); remote, where the group placed it (owner, standby
+//! copies); and what the instance running under the state directory does
+//! with it now (its task board: running, restoring how far, standby how
+//! far behind).
 
 use std::collections::BTreeMap;
 
 use crate::client::Admin;
+use crate::runtime::board::{self, TaskView};
 use crate::runtime::error::RuntimeError;
 use crate::runtime::group;
 use crate::runtime::layout::{self, task_dirs};
@@ -32,12 +36,15 @@ pub async fn status(app: &App, location: &Location) -> Result<Vec<StatusRow>, Ru
     let mut rows = Vec::new();
     // Remote, every task of the app, wherever it runs: its offsets as the
     // cluster committed them, its owner as the app's group assigned it.
-    let owners = match &remote {
-        Some((_, admin)) => group::owners(admin, &app.versioned_name())
+    let placements = match &remote {
+        Some((_, admin)) => group::placements(admin, &app.versioned_name())
             .await
             .unwrap_or_default(),
         None => BTreeMap::new(),
     };
+    // What the instance running under this state directory says its tasks
+    // do now (nothing when none runs).
+    let board = board::read_published(location.state_dir()).unwrap_or_default();
     for spec in &app.processors {
         let local = task_dirs(&layout::processor_dir(location.state_dir(), &spec.name))?;
         let tasks: Vec<(i32, Option<std::path::PathBuf>)> = match &remote {
@@ -130,8 +137,11 @@ pub async fn status(app: &App, location: &Location) -> Result<Vec<StatusRow>, Ru
                     _ => None,
                 };
                 let task = format!("{}/{partition}", spec.name);
+                let placement = placements.get(&task).cloned().unwrap_or_default();
                 rows.push(StatusRow {
-                    owner: owners.get(&task).cloned(),
+                    owner: placement.active,
+                    standbys: placement.standbys,
+                    here: board.get(&task).copied(),
                     task,
                     topic: log_topic,
                     partition,
@@ -186,6 +196,12 @@ pub struct StatusRow {
     /// Remote: the instance the app's group assigned the task to (None:
     /// no instance runs it now).
     pub owner: Option<String>,
+    /// Remote: the instances keeping standby copies of the task.
+    pub standbys: Vec<String>,
+    /// What the instance running under the state directory `status` was
+    /// given does with the task now, if it has it: running, restoring (how
+    /// far), or a standby copy (how far behind).
+    pub here: Option<TaskView>,
     pub topic: String,
     pub partition: i32,
     /// The next offset to process (None before the first commit).

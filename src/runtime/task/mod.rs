@@ -47,6 +47,7 @@ use tokio::sync::watch;
 
 use crate::broker::AppendWatch;
 
+use super::board::{TaskBoard, TaskView};
 use super::erased::ErasedProcessor;
 use super::error::RuntimeError;
 use super::log_access::LogAccess;
@@ -139,6 +140,8 @@ pub(crate) struct TaskSetup {
     /// Set (for `--until-end`) once the ends of every input are known.
     pub targets: watch::Receiver<Option<Targets>>,
     pub progress: Arc<TaskProgress>,
+    /// The instance's board, where the task says what it does.
+    pub board: TaskBoard,
 }
 
 impl TaskSetup {
@@ -229,6 +232,7 @@ const HANDOVER_CHECK_EVERY: Duration = Duration::from_millis(100);
 /// fails. A clean end commits and ships everything first.
 pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
     let name = setup.name();
+    let entry = setup.board.enter(name.clone(), TaskView::Running);
     setup.log = setup.log.with_own_fetches().await?;
     std::fs::create_dir_all(&setup.dir).map_err(|error| RuntimeError::Io {
         context: format!("creating {}", setup.dir.display()),
@@ -251,6 +255,7 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
             state.set_producer(identity.0, identity.1)?;
         }
         txn = Some(started);
+        entry.set(TaskView::Running);
         if let (Some(txn), Resumed::Shipped(mark)) = (&mut txn, found) {
             txn.shipped = Some(mark);
         }

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::AbortedFilter;
 use crate::record::RecordBatch;
+use crate::runtime::board::{TaskBoard, TaskView};
 use crate::runtime::error::RuntimeError;
 use crate::runtime::log_access::LogAccess;
 use crate::runtime::state::{Restoring, TaskState};
@@ -34,6 +35,17 @@ pub(crate) struct ChangelogReader<'a> {
     pub fetch_bytes: u32,
     /// Per store (in the order of the spec's stores), its changelog topic.
     pub changelogs: &'a [Option<String>],
+    /// Where the task's line goes while it restores.
+    pub board: &'a TaskBoard,
+}
+
+/// What one fetch of a changelog brought.
+pub(crate) struct ChangelogRead {
+    /// The offset read up to (exclusive).
+    pub reached: i64,
+    pub records: u64,
+    /// Where the changelog ended for the fetch (its last stable offset).
+    pub end: i64,
 }
 
 impl<'a> ChangelogReader<'a> {
@@ -44,6 +56,7 @@ impl<'a> ChangelogReader<'a> {
             partition: setup.partition,
             fetch_bytes: setup.config.fetch_bytes,
             changelogs: &setup.changelogs,
+            board: &setup.board,
         }
     }
 
@@ -89,10 +102,18 @@ impl<'a> ChangelogReader<'a> {
         let (mut next, mut records) = (from, 0u64);
         let mut said = Instant::now();
         let mut restoring = state.restoring(store)?;
+        let total = end - from;
+        self.board.set(
+            &self.task,
+            TaskView::Restoring {
+                done: 0,
+                total,
+                records: 0,
+            },
+        );
         while next < end {
-            let (reached, read) = self
-                .read_once(&mut restoring, store, changelog, next)
-                .await?;
+            let read = (self.read_once(&mut restoring, store, changelog, next)).await?;
+            let (reached, read) = (read.reached, read.records);
             if reached == next {
                 return Err(self.failed(
                     store,
@@ -101,6 +122,15 @@ impl<'a> ChangelogReader<'a> {
                 ));
             }
             (next, records) = (reached, records + read);
+            let done = (next - from).min(total);
+            (self.board).set(
+                &self.task,
+                TaskView::Restoring {
+                    done,
+                    total,
+                    records,
+                },
+            );
             if restoring.full() {
                 restoring.flush()?;
             }
@@ -126,15 +156,14 @@ impl<'a> ChangelogReader<'a> {
     }
 
     /// One fetch of `changelog` from `next`, held in `restoring` with the
-    /// position it reaches (written when it flushes): returns that
-    /// position and the records read.
+    /// position it reaches (written when it flushes).
     pub async fn read_once(
         &self,
         restoring: &mut Restoring<'_>,
         store: &str,
         changelog: &str,
         next: i64,
-    ) -> Result<(i64, u64), RuntimeError> {
+    ) -> Result<ChangelogRead, RuntimeError> {
         let fetched = (self.log)
             .fetch(changelog, self.partition, next, self.fetch_bytes)
             .await?;
@@ -176,7 +205,11 @@ impl<'a> ChangelogReader<'a> {
         if next > before {
             restoring.reached(next);
         }
-        Ok((next, records))
+        Ok(ChangelogRead {
+            reached: next,
+            records,
+            end: fetched.end,
+        })
     }
 
     fn failed(&self, store: &str, changelog: &str, reason: String) -> RuntimeError {

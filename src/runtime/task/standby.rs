@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::runtime::board::{TaskBoard, TaskView};
 use crate::runtime::error::RuntimeError;
 use crate::runtime::log_access::LogAccess;
 use crate::runtime::state::TaskState;
@@ -29,6 +30,7 @@ pub(crate) struct StandbySetup {
     pub fetch_bytes: u32,
     pub log: LogAccess,
     pub stop: Arc<AtomicBool>,
+    pub board: TaskBoard,
 }
 
 impl StandbySetup {
@@ -52,7 +54,13 @@ pub(crate) async fn run(setup: StandbySetup) -> Result<(), RuntimeError> {
         partition: setup.partition,
         fetch_bytes: setup.fetch_bytes,
         changelogs: &setup.changelogs,
+        board: &setup.board,
     };
+    let entry = setup
+        .board
+        .enter(setup.name(), TaskView::Standby { behind: 0 });
+    // Per store, the changelog offsets the copy has not read yet.
+    let mut behind = vec![0i64; stores.len()];
     let mut state = TaskState::open(&setup.dir, &names, false)?;
     if state.lineage().is_some() || !reader.resumable(&state, &stores).await? {
         drop(state);
@@ -61,7 +69,7 @@ pub(crate) async fn run(setup: StandbySetup) -> Result<(), RuntimeError> {
     }
     tracing::info!(task = %setup.name(), "keeping a standby copy");
     while !setup.stop.load(Ordering::Relaxed) {
-        for (store, changelog) in stores.iter().zip(&setup.changelogs) {
+        for (index, (store, changelog)) in stores.iter().zip(&setup.changelogs).enumerate() {
             let Some(changelog) = changelog else {
                 continue;
             };
@@ -76,10 +84,12 @@ pub(crate) async fn run(setup: StandbySetup) -> Result<(), RuntimeError> {
             }
             // Remote, the fetch waits on the broker when nothing is new.
             let mut restoring = state.restoring(store)?;
-            reader
-                .read_once(&mut restoring, store, changelog, next)
-                .await?;
+            let read = (reader.read_once(&mut restoring, store, changelog, next)).await?;
             restoring.flush()?;
+            behind[index] = (read.end - read.reached).max(0);
+            entry.set(TaskView::Standby {
+                behind: behind.iter().sum(),
+            });
         }
     }
     Ok(())

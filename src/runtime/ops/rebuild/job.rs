@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::watch;
 
+use crate::runtime::board::TaskBoard;
 use crate::runtime::error::RuntimeError;
 use crate::runtime::log_access::LogAccess;
 use crate::runtime::ops::dump_state::open_committed;
@@ -150,6 +151,7 @@ pub(super) async fn run_to(
         stop: Arc::clone(&shared.stop),
         targets,
         progress: Arc::clone(&shared.progress),
+        board: TaskBoard::default(),
     };
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || handle.block_on(task::run(setup)))
