@@ -5,8 +5,9 @@
 //! three ways: `<state-dir>/tasks.json` once a second (for `status`, which
 //! runs as another process), Prometheus text on `--metrics ADDR`, and a
 //! restore bar on a terminal. The file is replaced whole (see `layout`)
-//! and stamped with the time it was written: a file older than
-//! [`FRESH_FOR`] is a stopped instance's, and `status` ignores it.
+//! and stamped with the time it was written: `status` reads it only while
+//! an instance holds the state directory's run lock and the file is at
+//! most [`FRESH_FOR`] old (a killed instance's file says nothing).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -68,7 +69,7 @@ pub(crate) struct BoardEntry {
 
 impl BoardEntry {
     pub fn set(&self, view: TaskView) {
-        self.board.lines().insert(self.task.clone(), view);
+        self.board.set(&self.task, view);
     }
 }
 
@@ -136,60 +137,63 @@ impl TaskBoard {
     /// Prometheus text: each task's state, its restore's progress or its
     /// standby copy's lag, and `records` processed by the instance.
     pub fn render_metrics(&self, records: u64) -> String {
-        let mut out = String::new();
         let lines = self.snapshot();
-        out.push_str("# HELP strata_task_state 1 for each task of this instance, by state.\n");
-        out.push_str("# TYPE strata_task_state gauge\n");
-        for (task, view) in &lines {
-            let state = match view {
-                TaskView::Restoring { .. } => "restoring",
-                TaskView::Running => "running",
-                TaskView::Standby { .. } => "standby",
+        let mut out = String::new();
+        let mut family =
+            |name: &str, kind: &str, help: &str, of: &dyn Fn(&TaskView) -> Option<String>| {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+                for (task, view) in &lines {
+                    if let Some(sample) = of(view) {
+                        let _ = writeln!(out, "{name}{{task=\"{task}\"{sample}");
+                    }
+                }
             };
-            let _ = writeln!(
-                out,
-                "strata_task_state{{task=\"{task}\",state=\"{state}\"}} 1"
-            );
-        }
-        out.push_str(
-            "# HELP strata_restore_offsets_remaining Changelog offsets a restoring task has still to read.\n",
+        family(
+            "strata_task_state",
+            "gauge",
+            "1 for each task of this instance, by state.",
+            &|view| {
+                let state = match view {
+                    TaskView::Restoring { .. } => "restoring",
+                    TaskView::Running => "running",
+                    TaskView::Standby { .. } => "standby",
+                };
+                Some(format!(",state=\"{state}\"}} 1"))
+            },
         );
-        out.push_str("# TYPE strata_restore_offsets_remaining gauge\n");
-        for (task, view) in &lines {
-            if let TaskView::Restoring { done, total, .. } = view {
-                let left = (total - done).max(0);
-                let _ = writeln!(
-                    out,
-                    "strata_restore_offsets_remaining{{task=\"{task}\"}} {left}"
-                );
-            }
-        }
-        out.push_str(
-            "# HELP strata_restore_records Records a restoring task has put back so far.\n",
+        family(
+            "strata_restore_offsets_remaining",
+            "gauge",
+            "Changelog offsets a restoring task has still to read.",
+            &|view| match view {
+                TaskView::Restoring { done, total, .. } => {
+                    Some(format!("}} {}", (total - done).max(0)))
+                }
+                _ => None,
+            },
         );
-        out.push_str("# TYPE strata_restore_records gauge\n");
-        for (task, view) in &lines {
-            if let TaskView::Restoring { records, .. } = view {
-                let _ = writeln!(out, "strata_restore_records{{task=\"{task}\"}} {records}");
-            }
-        }
-        out.push_str(
-            "# HELP strata_standby_lag_offsets Changelog offsets a standby copy has not read yet.\n",
+        family(
+            "strata_restore_records",
+            "gauge",
+            "Records a restoring task has put back so far.",
+            &|view| match view {
+                TaskView::Restoring { records, .. } => Some(format!("}} {records}")),
+                _ => None,
+            },
         );
-        out.push_str("# TYPE strata_standby_lag_offsets gauge\n");
-        for (task, view) in &lines {
-            if let TaskView::Standby { behind } = view {
-                let _ = writeln!(
-                    out,
-                    "strata_standby_lag_offsets{{task=\"{task}\"}} {behind}"
-                );
-            }
-        }
-        out.push_str(
-            "# HELP strata_records_processed_total Input records processed by this instance.\n",
+        family(
+            "strata_standby_lag_offsets",
+            "gauge",
+            "Changelog offsets a standby copy has not read yet.",
+            &|view| match view {
+                TaskView::Standby { behind } => Some(format!("}} {behind}")),
+                _ => None,
+            },
         );
-        out.push_str("# TYPE strata_records_processed_total counter\n");
-        let _ = writeln!(out, "strata_records_processed_total {records}");
+        let _ = writeln!(
+            out,
+            "# HELP strata_records_processed_total Input records processed by this instance.\n# TYPE strata_records_processed_total counter\nstrata_records_processed_total {records}"
+        );
         out
     }
 
@@ -199,8 +203,12 @@ impl TaskBoard {
     }
 }
 
-/// The board a running instance last wrote in `state_dir`, if it is fresh.
+/// The board a running instance last wrote in `state_dir`, if one runs
+/// there now (it holds the run lock) and the board is fresh.
 pub(crate) fn read_published(state_dir: &Path) -> Option<BTreeMap<String, TaskView>> {
+    if !layout::is_locked(&layout::running_lock(state_dir)) {
+        return None;
+    }
     let text = std::fs::read_to_string(layout::task_board_file(state_dir)).ok()?;
     let file: BoardFile = serde_json::from_str(&text).ok()?;
     let age_ms = crate::time::now_ms() - file.written_ms;
@@ -231,6 +239,8 @@ mod tests {
         });
         assert_eq!(board.restoring(), Some((4, 10)));
         board.publish(dir.path()).unwrap();
+        assert_eq!(read_published(dir.path()), None, "no instance holds the run lock");
+        let _running = layout::lock_running(dir.path()).unwrap();
         let published = read_published(dir.path()).unwrap();
         assert_eq!(published, board.snapshot());
         assert_eq!(published["count/1"].to_string(), "restoring 40% (4/10)");

@@ -15,25 +15,26 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::runtime::board::TaskBoard;
 use crate::runtime::error::RuntimeError;
-use crate::runtime::group::{Assigned, Event, GroupOptions, GroupProcessor, Member, TaskId};
+use crate::runtime::group::{Event, GroupOptions, GroupProcessor, Member, TaskId};
 use crate::runtime::layout::{self, lock_running};
 use crate::runtime::location::Location;
 use crate::runtime::log_access::{LogAccess, Remote};
 use crate::runtime::progress::ProgressReport;
-use crate::runtime::task::standby::{self, StandbySetup};
-use crate::runtime::task::transaction::TxnNames;
-use crate::runtime::task::{self, Checkpoints, StartAt, Targets, TaskProgress, TaskSetup};
+use crate::runtime::task::{StartAt, TaskProgress};
 use crate::runtime::topology::App;
 
-use super::open::{ensure_changelogs, open, outputs, resolve, serve};
+use super::open::{ensure_changelogs, open, resolve, serve};
+
+mod runner;
+
+use runner::{Phase, Runner, set_targets};
 
 /// How `run` runs an app.
 #[derive(Debug, Clone, Default)]
@@ -61,27 +62,6 @@ pub struct RunSummary {
     pub tasks: usize,
     pub records: u64,
     pub elapsed: Duration,
-}
-
-/// One task as the runner tracks it.
-struct TaskHandle {
-    processor: usize,
-    partition: i32,
-    targets: watch::Sender<Option<Targets>>,
-    /// Tells this task (alone) to commit and stop.
-    stop: Arc<AtomicBool>,
-    phase: Phase,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Running,
-    /// Told to stop because the group gave the task to another instance.
-    GivingUp,
-    /// Reached its targets (`until_end`) or stopped.
-    Done,
-    /// Not running here: given up, fenced, or never started.
-    Away,
 }
 
 /// Serves the instance's task board and records processed as Prometheus
@@ -162,241 +142,6 @@ pub async fn run_until(
         records,
         elapsed: started.elapsed(),
     })
-}
-
-/// What every task of the run shares, and how one is set up.
-struct Runner<'a> {
-    app: &'a App,
-    log: &'a LogAccess,
-    location: &'a Location,
-    options: &'a RunOptions,
-    partitions: BTreeMap<String, i32>,
-    changelogs: bool,
-    progress: Arc<TaskProgress>,
-    board: TaskBoard,
-    handle: tokio::runtime::Handle,
-    tasks: BTreeMap<TaskId, TaskHandle>,
-    running: JoinSet<(TaskId, Result<(), RuntimeError>)>,
-    /// Tasks started so far (a task started twice counts twice).
-    started: usize,
-    /// Standby copies kept here, each with its stop flag.
-    standbys: BTreeMap<TaskId, Arc<AtomicBool>>,
-    standby_running: JoinSet<(TaskId, Result<(), RuntimeError>)>,
-    /// Tasks assigned here whose standby copy is still letting go of their
-    /// state directory: they start once it has.
-    waiting: BTreeSet<TaskId>,
-    /// The group's latest assignment (remote).
-    current: Option<Assigned>,
-}
-
-impl Runner<'_> {
-    /// Every task of the app.
-    fn all_tasks(&self) -> Vec<TaskId> {
-        let app = self.app;
-        (app.processors.iter())
-            .flat_map(|spec| {
-                let count = self.partitions[&spec.inputs[0]];
-                (0..count).map(|n| TaskId::new(&spec.name, n))
-            })
-            .collect()
-    }
-
-    /// Starts `id` on a blocking thread.
-    fn start(&mut self, id: &TaskId) {
-        let app = self.app;
-        let (index, spec) = (app.processors.iter().enumerate())
-            .find(|(_, s)| s.name == id.processor)
-            .expect("tasks are the app's");
-        let partition = id.partition;
-        let state_dir = self.location.state_dir();
-        let remote = matches!(self.log, LogAccess::Remote(_));
-        let (targets, targets_rx) = watch::channel(None);
-        let stop = Arc::new(AtomicBool::new(false));
-        let start = (spec.inputs.iter())
-            .map(|t| {
-                if app.is_derived(t) {
-                    StartAt::Earliest
-                } else {
-                    self.options.start
-                }
-            })
-            .collect();
-        let setup = TaskSetup {
-            spec: spec.clone(),
-            partition,
-            dir: layout::task_dir(state_dir, &spec.name, partition),
-            checkpoints: Some(Checkpoints {
-                dir: layout::checkpoint_dir(state_dir, &spec.name, partition),
-                request: layout::checkpoint_request(state_dir),
-            }),
-            log_topics: spec.inputs.iter().map(|t| app.log_topic(t)).collect(),
-            start,
-            emits: true,
-            rebuild: Some(layout::rebuild_dir(state_dir, &spec.name, partition)),
-            outputs: outputs(app, spec, &self.partitions),
-            changelogs: (spec.stores.iter())
-                .map(|s| self.changelogs.then(|| app.changelog_topic(&s.name)))
-                .collect(),
-            txn: remote.then(|| TxnNames::of(&app.versioned_name(), &spec.name, partition)),
-            config: app.config,
-            log: self.log.clone(),
-            stop: Arc::clone(&stop),
-            targets: targets_rx,
-            progress: Arc::clone(&self.progress),
-            board: self.board.clone(),
-        };
-        let handle = self.handle.clone();
-        let task = id.clone();
-        self.running
-            .spawn_blocking(move || (task, handle.block_on(task::run(setup))));
-        self.started += 1;
-        self.tasks.insert(
-            id.clone(),
-            TaskHandle {
-                processor: index,
-                partition,
-                targets,
-                stop,
-                phase: Phase::Running,
-            },
-        );
-    }
-
-    /// The tasks running here (those stopping included).
-    fn owned(&self) -> BTreeSet<TaskId> {
-        (self.tasks.iter())
-            .filter(|(_, t)| matches!(t.phase, Phase::Running | Phase::GivingUp))
-            .map(|(id, _)| id.clone())
-            .collect()
-    }
-
-    fn stop_all(&self) {
-        for task in self.tasks.values() {
-            task.stop.store(true, Ordering::Relaxed);
-        }
-        for stop in self.standbys.values() {
-            stop.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Whether anything still runs here.
-    fn busy(&self) -> bool {
-        !self.running.is_empty() || !self.standby_running.is_empty()
-    }
-
-    /// Whether `id` runs here as a task (stopping included).
-    fn runs(&self, id: &TaskId) -> bool {
-        (self.tasks.get(id)).is_some_and(|t| matches!(t.phase, Phase::Running | Phase::GivingUp))
-    }
-
-    /// Follows a new assignment: tasks given elsewhere are told to stop,
-    /// tasks given here start (again, if they ran here before; once their
-    /// standby copy let go, if they had one), and standby copies follow.
-    fn follow(&mut self, assigned: Assigned) {
-        for (id, task) in &mut self.tasks {
-            if task.phase == Phase::Running && !assigned.active.contains(id) {
-                tracing::info!(task = %id, "giving the task up: the group moved it");
-                task.stop.store(true, Ordering::Relaxed);
-                task.phase = Phase::GivingUp;
-            }
-        }
-        for (id, stop) in &self.standbys {
-            if !assigned.standby.contains(id) || assigned.active.contains(id) {
-                stop.store(true, Ordering::Relaxed);
-            }
-        }
-        self.waiting.retain(|id| assigned.active.contains(id));
-        for id in &assigned.active {
-            let phase = self.tasks.get(id).map(|t| t.phase);
-            if matches!(phase, None | Some(Phase::Away)) {
-                if self.standbys.contains_key(id) {
-                    self.waiting.insert(id.clone());
-                } else {
-                    self.start(id);
-                }
-            }
-        }
-        self.current = Some(assigned);
-        self.start_standbys();
-    }
-
-    /// Starts the standby copies assigned here that can start now: not
-    /// kept yet, and their directory not in use by the task itself.
-    fn start_standbys(&mut self) {
-        let Some(assigned) = &self.current else {
-            return;
-        };
-        let ready: Vec<TaskId> = (assigned.standby.iter())
-            .filter(|id| !assigned.active.contains(id) && !self.standbys.contains_key(id))
-            .filter(|id| !self.runs(id))
-            .cloned()
-            .collect();
-        for id in ready {
-            self.start_standby(&id);
-        }
-    }
-
-    fn start_standby(&mut self, id: &TaskId) {
-        let app = self.app;
-        let spec = (app.processors.iter())
-            .find(|s| s.name == id.processor)
-            .expect("tasks are the app's");
-        let stop = Arc::new(AtomicBool::new(false));
-        let setup = StandbySetup {
-            spec: spec.clone(),
-            partition: id.partition,
-            dir: layout::task_dir(self.location.state_dir(), &spec.name, id.partition),
-            changelogs: (spec.stores.iter())
-                .map(|s| Some(app.changelog_topic(&s.name)))
-                .collect(),
-            fetch_bytes: app.config.fetch_bytes,
-            log: self.log.clone(),
-            stop: Arc::clone(&stop),
-            board: self.board.clone(),
-        };
-        let handle = self.handle.clone();
-        let task = id.clone();
-        self.standby_running
-            .spawn_blocking(move || (task, handle.block_on(standby::run(setup))));
-        self.standbys.insert(id.clone(), stop);
-    }
-
-    /// A standby copy stopped: the task it kept may start here now.
-    fn standby_stopped(&mut self, id: &TaskId) {
-        self.standbys.remove(id);
-        if self.waiting.remove(id) {
-            self.start(id);
-        }
-    }
-
-    /// Tells every running task (and standby copy) to stop: the group took
-    /// them away; none waits to start either.
-    fn give_all_up(&mut self) {
-        self.waiting.clear();
-        for stop in self.standbys.values() {
-            stop.store(true, Ordering::Relaxed);
-        }
-        for (id, task) in &mut self.tasks {
-            if task.phase == Phase::Running {
-                tracing::info!(task = %id, "giving the task up: this instance lost its place in the group");
-                task.stop.store(true, Ordering::Relaxed);
-                task.phase = Phase::GivingUp;
-            }
-        }
-    }
-
-    /// Whether every task assigned here has reached its targets, and none
-    /// is on its way here or away (a move's two rounds are not over until
-    /// the second; a first answer of nothing may be the first of them).
-    fn all_done(&self, assigned: &BTreeSet<TaskId>) -> bool {
-        let moving = !self.waiting.is_empty()
-            || self.tasks.values().any(|t| t.phase == Phase::GivingUp)
-            || (assigned.is_empty() && self.current.as_ref().is_some_and(|a| a.generation < 2));
-        !moving
-            && assigned
-                .iter()
-                .all(|id| self.tasks.get(id).is_some_and(|t| t.phase == Phase::Done))
-    }
 }
 
 async fn run_tasks(
@@ -653,47 +398,6 @@ fn join_group(
         &options.group,
         saved,
     )
-}
-
-/// Gives every task whose inputs' ends are now known its targets: the
-/// current end offsets of external inputs (once, at start) and of
-/// derived topics none of whose writing tasks still runs here. (With
-/// several instances, a writer running elsewhere is not waited for: run
-/// `--until-end` on one instance alone to drain a whole pipeline.)
-async fn set_targets(runner: &mut Runner<'_>) -> Result<(), RuntimeError> {
-    let app = runner.app;
-    let external = app.external_inputs();
-    let tasks = &runner.tasks;
-    let settled = |topic: &String| {
-        external.contains(topic)
-            || tasks.values().all(|t| {
-                !matches!(t.phase, Phase::Running | Phase::GivingUp)
-                    || !app.processors[t.processor]
-                        .outputs
-                        .iter()
-                        .any(|o| &o.topic == topic)
-            })
-    };
-    let mut ready = Vec::new();
-    for (id, task) in tasks {
-        let inputs = &app.processors[task.processor].inputs;
-        let waiting = task.phase == Phase::Running && task.targets.borrow().is_none();
-        if waiting && inputs.iter().all(settled) {
-            ready.push(id.clone());
-        }
-    }
-    for id in ready {
-        let task = &runner.tasks[&id];
-        let mut targets = Targets::new();
-        for topic in &app.processors[task.processor].inputs {
-            debug_assert!(runner.partitions.contains_key(topic));
-            let log_topic = app.log_topic(topic);
-            let end = runner.log.end_offset(&log_topic, task.partition).await?;
-            targets.insert(topic.clone(), end);
-        }
-        let _ = task.targets.send(Some(targets));
-    }
-    Ok(())
 }
 
 /// Completes on SIGTERM or Ctrl-C: the default stop signal of [`run`].
