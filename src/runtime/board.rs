@@ -239,7 +239,11 @@ mod tests {
         });
         assert_eq!(board.restoring(), Some((4, 10)));
         board.publish(dir.path()).unwrap();
-        assert_eq!(read_published(dir.path()), None, "no instance holds the run lock");
+        assert_eq!(
+            read_published(dir.path()),
+            None,
+            "no instance holds the run lock"
+        );
         let _running = layout::lock_running(dir.path()).unwrap();
         let published = read_published(dir.path()).unwrap();
         assert_eq!(published, board.snapshot());
