@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt bench bench-broker bench-runtime bench-rebuild clean
+.PHONY: all deps deps-bench build demo test lint fmt bench bench-broker bench-runtime bench-rebuild bench-scale clean
 
 all: build
 
@@ -72,6 +72,12 @@ bench-runtime: deps
 # fetch-and-decode loop over it, in one run (optimized; takes minutes).
 bench-rebuild: deps
 	$(CARGO) bench --bench rebuild
+
+# The wordcount example in remote mode, one instance and then two side by
+# side against one `strata serve`, with the CPU each case used and the
+# broker's busiest APIs (LINES=2000000 ROUNDS=2 by default).
+bench-scale: deps
+	@scripts/bench-scale.sh
 
 clean:
 	$(CARGO) clean

@@ -12,6 +12,12 @@
 //! - `HashMap count`: for reference, the plain loop also counting each key
 //!   in an in-memory `std::collections::HashMap` (no runtime, nothing
 //!   durable): what a get and a put over 100k keys cost by themselves.
+//! - `HashMap count, durable`: the HashMap count made durable by hand, for
+//!   reference: at every commit interval's record count (100,000, or the
+//!   whole input at the long interval) the keys counted since written to
+//!   a RocksDB with their counts in one synced write batch, not
+//!   overlapped with counting; what keeping the counts in RocksDB costs
+//!   a plain program.
 //! - `pass-through`: an app whose processor does nothing with its records
 //!   (no store; the input offset committed): the runtime's own cost per
 //!   record.
@@ -24,11 +30,21 @@
 //! - the same `count`, on the same number of records in a topic of two
 //!   partitions (records placed by key): two tasks, one per partition, run
 //!   side by side on the machine's cores; its plain loop reads the two
-//!   partitions one after the other.
+//!   partitions one after the other, and the plain loop again with a
+//!   thread per partition shows what the machine's cores give side by
+//!   side (the ceiling of two tasks).
 //!
 //! Each case runs `ROUNDS` times after a warm-up read; the best round is
 //! reported, with its ratio to the plain loop's best (the two-partition
 //! rows to the two-partition plain loop's).
+//!
+//! An app's time is its whole run: opening the log and its state, the
+//! last commit (synced) and closing, which the plain loop does not time.
+//! What that costs by itself is measured too (the pass-through app over
+//! an empty topic of one partition, best of `ROUNDS`), and the `per
+//! record` rows take it out: the runtime's cost per record alone. (An
+//! app with a store, or with two tasks, opens more than that app does,
+//! so its `per record` rows still carry some fixed cost.)
 
 use std::path::Path;
 use std::time::Duration;
@@ -60,6 +76,7 @@ fn main() -> anyhow::Result<()> {
         common::KEYS
     );
     common::write_topic(&data, "events2", 2, RECORDS)?;
+    common::write_topic(&data, "empty", 1, 0)?;
     common::plain_loop(&data, RECORDS)?; // warm-up: the segments in the page cache
     common::plain_loop_over(&data, "events2", RECORDS)?;
 
@@ -84,22 +101,36 @@ fn main() -> anyhow::Result<()> {
         ("HashMap count".to_string(), Vec::new()),
         ("pass-through".to_string(), Vec::new()),
     ];
+    let mut durable: Vec<(String, Vec<f64>)> = (intervals.iter())
+        .map(|(label, _)| (format!("HashMap count, durable{label}"), Vec::new()))
+        .collect();
     for (label, _) in &intervals {
         cases.push((format!("count{label}"), Vec::new()));
         cases.push((format!("count + emit{label}"), Vec::new()));
     }
     let mut plain2 = Vec::new();
-    let mut cases2: Vec<(String, Vec<f64>)> = intervals
-        .iter()
-        .map(|(label, _)| (format!("count{label}, 2 partitions"), Vec::new()))
-        .collect();
+    let mut cases2: Vec<(String, Vec<f64>)> = vec![(
+        "plain loop, 2 partitions side by side".to_string(),
+        Vec::new(),
+    )];
+    cases2.extend(
+        (intervals.iter()).map(|(label, _)| (format!("count{label}, 2 partitions"), Vec::new())),
+    );
     let runtime = tokio::runtime::Runtime::new()?;
+    let mut fixed = Duration::MAX;
     for round in 0..ROUNDS {
+        let name = format!("empty-{round}");
+        fixed = fixed.min(runtime.block_on(pass_through_over(&data, "empty", &name, 0))?);
         plain.push(common::plain_loop(&data, RECORDS)?);
         cases[0].1.push(common::hashmap_loop(&data, RECORDS)?);
+        for (at, (_, commit)) in intervals.iter().enumerate() {
+            let state = dir.path().join(format!("durable-{at}-{round}"));
+            let rate = common::durable_hashmap_loop(&data, &state, RECORDS, commit.records)?;
+            durable[at].1.push(rate);
+        }
         let name = format!("pass-{round}");
-        let rate = runtime.block_on(pass_through_app(&data, &name))?;
-        cases[1].1.push(rate);
+        let took = runtime.block_on(pass_through_over(&data, "events", &name, RECORDS))?;
+        cases[1].1.push(common::rate(RECORDS, took));
         for (at, (_, commit)) in intervals.iter().enumerate() {
             let name = format!("count-{at}-{round}");
             let rate = runtime.block_on(stateful(&data, "events", &name, *commit, None))?;
@@ -109,12 +140,39 @@ fn main() -> anyhow::Result<()> {
             cases[3 + 2 * at].1.push(rate);
         }
         plain2.push(common::plain_loop_over(&data, "events2", RECORDS)?);
+        cases2[0]
+            .1
+            .push(common::plain_loop_side_by_side(&data, "events2", RECORDS)?);
         for (at, (_, commit)) in intervals.iter().enumerate() {
             let name = format!("count2-{at}-{round}");
             let rate = runtime.block_on(stateful(&data, "events2", &name, *commit, None))?;
-            cases2[at].1.push(rate);
+            cases2[1 + at].1.push(rate);
         }
     }
+    // The same rows with the fixed cost of a run taken out.
+    // (A round no longer than the fixed cost would say nothing: left as it is.)
+    let per_record = |rate: f64| {
+        let took = RECORDS as f64 / rate;
+        match took > fixed.as_secs_f64() {
+            true => RECORDS as f64 / (took - fixed.as_secs_f64()),
+            false => rate,
+        }
+    };
+    let net = |(name, rates): &(String, Vec<f64>)| {
+        (
+            format!("{name}, per record"),
+            rates.iter().map(|&r| per_record(r)).collect(),
+        )
+    };
+    let net_rows: Vec<(String, Vec<f64>)> = cases[1..].iter().map(net).collect();
+    let net_rows2: Vec<(String, Vec<f64>)> = cases2[1..].iter().map(net).collect();
+    println!(
+        "fixed cost of a run (pass-through, empty input: open, last commit, close): {:.1} ms",
+        fixed.as_secs_f64() * 1e3
+    );
+    cases.extend(durable);
+    cases.extend(net_rows);
+    cases2.extend(net_rows2);
     let (floor, floor2) = (common::best(&plain), common::best(&plain2));
     let rows = std::iter::once(("plain loop".to_string(), plain))
         .chain(cases)
@@ -128,12 +186,16 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Records/s of the pass-through app over the whole input.
-async fn pass_through_app(data: &Path, name: &str) -> anyhow::Result<f64> {
-    let app = App::new(name)
-        .processor("pass", pass_through)
-        .input("events");
-    common::run_to_end(&app, &Location::embedded(data, name), RECORDS).await
+/// How long the pass-through app takes over the whole of `input`, which
+/// holds `records`.
+async fn pass_through_over(
+    data: &Path,
+    input: &str,
+    name: &str,
+    records: u64,
+) -> anyhow::Result<Duration> {
+    let app = App::new(name).processor("pass", pass_through).input(input);
+    common::run_time(&app, &Location::embedded(data, name), records).await
 }
 
 /// Records/s of one app run over the whole input, from a fresh state.

@@ -245,6 +245,82 @@ async fn keys_land_where_murmur2_says_and_linger_sends_a_lone_record() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyless_records_spread_over_every_partition_a_batch_at_a_time() {
+    let broker = start().await;
+    let cluster = broker.cluster().await;
+    let admin = Admin::new(Arc::clone(&cluster));
+    admin.create_topic("keyless", 4, &[]).await.unwrap();
+    let producer = Producer::new(
+        Arc::clone(&cluster),
+        ProducerConfig {
+            batch_bytes: 4 << 10,
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let value = [b'v'; 100];
+    let mut deliveries = Vec::new();
+    for _ in 0..2_000 {
+        let record = ProducerRecord::new("keyless", None, &value[..]);
+        deliveries.push(producer.send(record).await.unwrap());
+    }
+    let mut partitions = Vec::new();
+    for delivery in deliveries {
+        partitions.push(delivery.await.unwrap().partition);
+    }
+    producer.close().await;
+    // Sticky (KIP-794): a batch's worth of records goes to one partition,
+    // then the records move on, so they reach every partition in runs of
+    // about a batch (4 KiB holds some 30 of these records), whether the
+    // batches fill or linger sends them first.
+    let moves = partitions.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(
+        (2_000 / 80..=2_000 / 16).contains(&moves),
+        "{moves} moves between partitions for 2000 records, about 30 a batch"
+    );
+    let described = admin.describe_topic("keyless").await.unwrap();
+    let counts: Vec<i64> = described.partitions.iter().map(|p| p.latest).collect();
+    assert!(
+        counts.iter().all(|&n| n > 0),
+        "records per partition: {counts:?}"
+    );
+    assert_eq!(counts.iter().sum::<i64>(), 2_000);
+
+    // Sent one at a time, each record is a batch of its own: the records
+    // still move on after a batch's worth of bytes.
+    let producer = Producer::new(
+        Arc::clone(&cluster),
+        ProducerConfig {
+            batch_bytes: 4 << 10,
+            linger: Duration::ZERO,
+            ..ProducerConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut used = std::collections::BTreeSet::new();
+    for _ in 0..300 {
+        let record = ProducerRecord::new("keyless", None, &value[..]);
+        used.insert(
+            producer
+                .send(record)
+                .await
+                .unwrap()
+                .await
+                .unwrap()
+                .partition,
+        );
+    }
+    producer.close().await;
+    assert!(
+        used.len() >= 2,
+        "300 records one at a time all went to {used:?}"
+    );
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_typed_with_what_they_concern() {
     let broker = start().await;
     let cluster = broker.cluster().await;

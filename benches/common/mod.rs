@@ -3,7 +3,7 @@
 //! batches of 1,000), the plain fetch-and-decode loop they are measured
 //! against, the counting processor they run, and the table they print.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -89,7 +89,7 @@ pub fn plain_loop_over(data: &Path, topic: &str, expected: u64) -> anyhow::Resul
 /// in memory (default hasher; no runtime, nothing durable): what a get
 /// and a put over 100k keys cost by themselves, for reference.
 pub fn hashmap_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
-    let mut counts: std::collections::HashMap<String, u64> = Default::default();
+    let mut counts: HashMap<String, u64> = HashMap::new();
     let rate = read_loop(data, "events", expected, |key, value| {
         std::hint::black_box(&value);
         match counts.get_mut(key.as_str()) {
@@ -103,6 +103,77 @@ pub fn hashmap_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
     Ok(rate)
 }
 
+/// The HashMap count made durable by hand, for reference: every
+/// `commit_records` records (and at the end) the keys counted since are
+/// written to a RocksDB in `state` with their counts, in one synced write
+/// batch, as a plain program keeping its counts on disk would. No
+/// runtime, no input offsets, no overlap of the writes with counting.
+#[allow(dead_code, reason = "a reference of the runtime bench only")]
+pub fn durable_hashmap_loop(
+    data: &Path,
+    state: &Path,
+    expected: u64,
+    commit_records: u64,
+) -> anyhow::Result<f64> {
+    /// A key's count, and whether it changed since the last write.
+    struct Counted {
+        count: u64,
+        changed: bool,
+    }
+    let db = rocksdb::DB::open_default(state)?;
+    let mut sync = rocksdb::WriteOptions::default();
+    sync.set_sync(true);
+    let write = |counts: &mut HashMap<String, Counted>, changed: &mut Vec<String>| {
+        let mut batch = rocksdb::WriteBatch::default();
+        for key in changed.drain(..) {
+            let counted = counts.get_mut(&key).expect("a changed key is counted");
+            counted.changed = false;
+            batch.put(key.as_bytes(), counted.count.to_le_bytes());
+        }
+        db.write_opt(batch, &sync)
+    };
+    let mut counts: HashMap<String, Counted> = HashMap::new();
+    let mut changed: Vec<String> = Vec::new();
+    let (mut since, mut failed) = (0, None);
+    let rate = read_loop(data, "events", expected, |key, value| {
+        std::hint::black_box(&value);
+        match counts.get_mut(key.as_str()) {
+            Some(counted) => {
+                counted.count += 1;
+                if !std::mem::replace(&mut counted.changed, true) {
+                    changed.push(key);
+                }
+            }
+            None => {
+                changed.push(key.clone());
+                counts.insert(
+                    key,
+                    Counted {
+                        count: 1,
+                        changed: true,
+                    },
+                );
+            }
+        }
+        since += 1;
+        if since == commit_records {
+            since = 0;
+            if let Err(error) = write(&mut counts, &mut changed) {
+                failed.get_or_insert(error);
+            }
+        }
+    })?;
+    // The last write is part of the work; the read loop's time ends before it.
+    let last = Instant::now();
+    write(&mut counts, &mut changed)?;
+    let elapsed = Duration::from_secs_f64(expected as f64 / rate) + last.elapsed();
+    if let Some(error) = failed {
+        return Err(error.into());
+    }
+    anyhow::ensure!(counts.len() as u64 <= KEYS, "{} keys counted", counts.len());
+    Ok(self::rate(expected, elapsed))
+}
+
 /// Reads every partition of `topic` in turn as [`plain_loop`] describes,
 /// handing each decoded key and value to `each`; returns records/s.
 fn read_loop(
@@ -112,40 +183,91 @@ fn read_loop(
     mut each: impl FnMut(String, Vec<u8>),
 ) -> anyhow::Result<f64> {
     let log = LogManager::open(data, LogConfig::default())?;
-    let partitions = log
-        .topic(topic)
-        .ok_or_else(|| anyhow::anyhow!("no topic {topic}"))?
-        .partitions
-        .clone();
+    let partitions = partitions_of(&log, topic)?;
     let started = Instant::now();
     let mut records = 0u64;
     for partition in &partitions {
-        let (mut next, end) = (0, partition.log_end_offset());
-        while next < end {
-            let fetched = partition.read(next, FETCH_BYTES)?.read_to_vec()?;
-            let mut rest = &fetched[..];
-            // Whole batches; a fetch may end inside one, which the next starts at.
-            while rest.len() >= strata::record::BATCH_HEADER_BYTES
-                && rest.len() >= strata::record::BatchHeader::parse(rest)?.size_bytes()
-            {
-                let batch = RecordBatch::parse_and_verify(rest)?;
-                rest = &rest[batch.size_bytes()..];
-                for record in batch.records(64 << 20)?.iter() {
-                    let record = record?;
-                    let key: String = Codec::Raw.decode(record.key.unwrap_or_default())?;
-                    let value: Vec<u8> = Codec::Raw.decode(record.value.unwrap_or_default())?;
-                    each(key, value);
-                    records += 1;
-                }
-                next = batch.header().next_offset();
-            }
-        }
+        records += read_partition(partition, &mut each)?;
     }
     let elapsed = started.elapsed();
     drop(partitions);
     log.close()?;
     anyhow::ensure!(records == expected, "read {records} records");
     Ok(rate(records, elapsed))
+}
+
+/// Records/s of [`plain_loop`] over every partition of `topic` at once, a
+/// thread each: what the machine's cores give side by side, the ceiling
+/// of tasks that run in parallel.
+#[allow(dead_code, reason = "a reference of the runtime bench only")]
+pub fn plain_loop_side_by_side(data: &Path, topic: &str, expected: u64) -> anyhow::Result<f64> {
+    let log = LogManager::open(data, LogConfig::default())?;
+    let partitions = partitions_of(&log, topic)?;
+    let started = Instant::now();
+    let records = std::thread::scope(|scope| {
+        let readers: Vec<_> = (partitions.iter())
+            .map(|partition| {
+                scope.spawn(move || {
+                    let mut touched = 0usize;
+                    let records = read_partition(partition, &mut |key, value| {
+                        touched += key.len() + value.len();
+                    });
+                    std::hint::black_box(touched);
+                    records
+                })
+            })
+            .collect();
+        readers
+            .into_iter()
+            .map(|reader| reader.join().expect("a reader panicked"))
+            .sum::<anyhow::Result<u64>>()
+    })?;
+    let elapsed = started.elapsed();
+    drop(partitions);
+    log.close()?;
+    anyhow::ensure!(records == expected, "read {records} records");
+    Ok(rate(records, elapsed))
+}
+
+fn partitions_of(
+    log: &LogManager,
+    topic: &str,
+) -> anyhow::Result<Vec<std::sync::Arc<strata::log::PartitionLog>>> {
+    Ok(log
+        .topic(topic)
+        .ok_or_else(|| anyhow::anyhow!("no topic {topic}"))?
+        .partitions
+        .clone())
+}
+
+/// Reads one partition from its start to its end in 4 MiB fetches,
+/// verifying every batch and decoding each record; returns its records.
+fn read_partition(
+    partition: &strata::log::PartitionLog,
+    each: &mut impl FnMut(String, Vec<u8>),
+) -> anyhow::Result<u64> {
+    let mut records = 0;
+    let (mut next, end) = (0, partition.log_end_offset());
+    while next < end {
+        let fetched = partition.read(next, FETCH_BYTES)?.read_to_vec()?;
+        let mut rest = &fetched[..];
+        // Whole batches; a fetch may end inside one, which the next starts at.
+        while rest.len() >= strata::record::BATCH_HEADER_BYTES
+            && rest.len() >= strata::record::BatchHeader::parse(rest)?.size_bytes()
+        {
+            let batch = RecordBatch::parse_and_verify(rest)?;
+            rest = &rest[batch.size_bytes()..];
+            for record in batch.records(64 << 20)?.iter() {
+                let record = record?;
+                let key: String = Codec::Raw.decode(record.key.unwrap_or_default())?;
+                let value: Vec<u8> = Codec::Raw.decode(record.value.unwrap_or_default())?;
+                each(key, value);
+                records += 1;
+            }
+            next = batch.header().next_offset();
+        }
+    }
+    Ok(records)
 }
 
 pub fn rate(records: u64, elapsed: Duration) -> f64 {
@@ -179,6 +301,13 @@ pub fn count(
 
 /// Records/s of `app` run `--until-end` over its whole input of `records`.
 pub async fn run_to_end(app: &App, location: &Location, records: u64) -> anyhow::Result<f64> {
+    Ok(rate(records, run_time(app, location, records).await?))
+}
+
+/// How long `app` takes to run `--until-end` over its whole input of
+/// `records`: opening the log and its state, processing, the last commit
+/// and closing.
+pub async fn run_time(app: &App, location: &Location, records: u64) -> anyhow::Result<Duration> {
     let options = RunOptions {
         until_end: true,
         ..RunOptions::default()
@@ -189,20 +318,20 @@ pub async fn run_to_end(app: &App, location: &Location, records: u64) -> anyhow:
         "processed {} records",
         summary.records
     );
-    Ok(rate(summary.records, summary.elapsed))
+    Ok(summary.elapsed)
 }
 
 /// Prints each case's best round, its ratio to its floor (the best round
 /// of the plain loop it is set against) and every round.
 pub fn print_rows(rows: impl IntoIterator<Item = ((String, Vec<f64>), f64)>) {
     println!(
-        "\n{:<30} {:>14} {:>10}   rounds",
+        "\n{:<40} {:>14} {:>10}   rounds",
         "case", "records/s", "ratio"
     );
     for ((name, rates), floor) in rows {
         let rounds: Vec<String> = rates.iter().map(|r| format!("{:.2}M", r / 1e6)).collect();
         println!(
-            "{name:<30} {:>14.0} {:>9.2}x   {}",
+            "{name:<40} {:>14.0} {:>9.2}x   {}",
             best(&rates),
             best(&rates) / floor,
             rounds.join(" ")

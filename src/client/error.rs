@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// The broker answered with a Kafka error code.
-    #[error("{}{}: {} (Kafka error {code}){}", .topic.as_deref().unwrap_or(""), partition_suffix(*.partition), code_name(*.code), message_suffix(.message))]
+    #[error("{}{} (Kafka error {code}){}", concerning(.topic, *.partition), code_name(*.code), message_suffix(.message))]
     Kafka {
         code: i16,
         topic: Option<String>,
@@ -151,8 +151,14 @@ impl ClientError {
     }
 }
 
-fn partition_suffix(partition: Option<i32>) -> String {
-    partition.map_or_else(String::new, |p| format!("/{p}"))
+/// `topic/partition: `, `topic: `, or nothing when the error concerns no
+/// topic (a group's or a transaction's).
+fn concerning(topic: &Option<String>, partition: Option<i32>) -> String {
+    match (topic, partition) {
+        (Some(topic), Some(partition)) => format!("{topic}/{partition}: "),
+        (Some(topic), None) => format!("{topic}: "),
+        (None, _) => String::new(),
+    }
 }
 
 fn message_suffix(message: &Option<String>) -> String {
@@ -218,4 +224,31 @@ pub mod codes {
 pub fn code_name(code: i16) -> String {
     kafka_protocol::ResponseError::try_from_code(code)
         .map_or_else(|| format!("error {code}"), |e| format!("{e:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClientError;
+
+    #[test]
+    fn an_error_says_the_topic_and_partition_it_concerns_and_nothing_when_none() {
+        let error = |topic: Option<&str>, partition| ClientError::Kafka {
+            code: 26,
+            topic: topic.map(str::to_string),
+            partition,
+            message: None,
+        };
+        assert_eq!(
+            error(None, None).to_string(),
+            "InvalidSessionTimeout (Kafka error 26)"
+        );
+        assert_eq!(
+            error(Some("t"), Some(3)).to_string(),
+            "t/3: InvalidSessionTimeout (Kafka error 26)"
+        );
+        assert_eq!(
+            error(Some("t"), None).to_string(),
+            "t: InvalidSessionTimeout (Kafka error 26)"
+        );
+    }
 }

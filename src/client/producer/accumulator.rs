@@ -102,10 +102,19 @@ impl Queues {
     }
 }
 
+/// Where a topic's keyless records go now, and how many bytes of them
+/// went there.
+pub(super) struct Sticky {
+    partition: i32,
+    bytes: usize,
+}
+
 pub(super) struct State {
     pub(super) partitions: Queues,
     /// The current partition of each topic for records without a key.
-    pub(super) sticky: HashMap<String, i32>,
+    pub(super) sticky: HashMap<String, Sticky>,
+    /// Picks the partitions keyless records move on to.
+    pub(super) random: Random,
     pub(super) closing: bool,
     /// Sends not yet answered (records queued or in flight).
     pub(super) outstanding: usize,
@@ -182,6 +191,56 @@ impl Inner {
             .take()
     }
 
+    /// The partition of a record with neither key nor partition: the
+    /// topic's sticky one until a batch's worth of records went to it,
+    /// then another (KIP-794), so keyless records spread over every
+    /// partition a batch at a time. The move comes when the partition's
+    /// open batch has no room for the record (that batch is closed: true
+    /// in second place, the sender must be woken), or, when linger sent
+    /// its batches before they filled, once `batch_bytes` went there.
+    pub(super) fn sticky_partition(
+        &self,
+        state: &mut State,
+        topic: &str,
+        count: i32,
+        record_bytes: usize,
+    ) -> (i32, bool) {
+        let State {
+            partitions,
+            sticky,
+            random,
+            ..
+        } = state;
+        let sticky = match sticky.get_mut(topic) {
+            Some(sticky) => sticky,
+            None => sticky.entry(topic.to_string()).or_insert(Sticky {
+                partition: random.below(count),
+                bytes: 0,
+            }),
+        };
+        let batch_bytes = self.config.batch_bytes;
+        let open = (partitions.get_mut(topic, sticky.partition))
+            .filter(|queue| queue.open.as_ref().is_some_and(|open| open.records > 0));
+        let (full, closed) = match open {
+            Some(queue) => {
+                let open = queue.open.as_ref().expect("filtered above");
+                if open.builder.uncompressed_size_bytes() + record_bytes > batch_bytes {
+                    close_open_batch(self, queue);
+                    (true, true)
+                } else {
+                    (false, false)
+                }
+            }
+            None => (sticky.bytes >= batch_bytes, false),
+        };
+        if full || sticky.partition >= count {
+            sticky.partition = another_partition(sticky.partition, count, random);
+            sticky.bytes = 0;
+        }
+        sticky.bytes += record_bytes;
+        (sticky.partition, closed)
+    }
+
     /// `count` records holding `buffered` bytes were answered.
     pub(super) fn finish(&self, count: usize, buffered: usize) {
         let mut state = self.lock();
@@ -195,12 +254,42 @@ impl Inner {
     }
 }
 
-pub(super) fn random_partition(count: i32) -> i32 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    // A cheap spread is enough: only balance matters for keyless records.
-    i32::try_from(nanos.wrapping_mul(2_654_435_761) % count.unsigned_abs()).unwrap_or(0)
+/// A partition other than `current` when there is one, picked at random.
+fn another_partition(current: i32, count: i32, random: &mut Random) -> i32 {
+    match count {
+        ..=1 => 0,
+        _ => {
+            let step = 1 + i64::from(random.below(count - 1));
+            ((i64::from(current.rem_euclid(count)) + step) % i64::from(count)) as i32
+        }
+    }
+}
+
+/// A xorshift generator: only the spread of keyless records over
+/// partitions rests on it.
+pub(super) struct Random(u64);
+
+impl Random {
+    pub(super) fn seeded() -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        // Never zero, or xorshift stays at zero.
+        Self((nanos ^ (u64::from(std::process::id()) << 32)) | 1)
+    }
+
+    /// A number in `0..n` (0 when `n` is not positive).
+    fn below(&mut self, n: i32) -> i32 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        match u64::try_from(n) {
+            Ok(n) if n > 0 => (x % n) as i32,
+            _ => 0,
+        }
+    }
 }
 
 /// Closes the partition's open batch: fixes its place (sequence numbers
@@ -233,4 +322,46 @@ pub(super) fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) {
         buffered: open.buffered,
         attempts: 0,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{Random, another_partition};
+
+    proptest! {
+        #[test]
+        fn keyless_records_move_to_another_partition_in_range(
+            current in 0i32..1_000,
+            count in 2i32..1_000,
+            seed in any::<u64>(),
+        ) {
+            let mut random = Random(seed | 1);
+            let current = current % count;
+            let next = another_partition(current, count, &mut random);
+            prop_assert!((0..count).contains(&next));
+            prop_assert_ne!(next, current);
+        }
+
+        #[test]
+        fn a_topic_of_one_partition_keeps_its_keyless_records_on_it(
+            current in -5i32..5,
+            seed in any::<u64>(),
+        ) {
+            prop_assert_eq!(another_partition(current, 1, &mut Random(seed | 1)), 0);
+        }
+    }
+
+    #[test]
+    fn the_moves_reach_every_partition() {
+        let mut random = Random::seeded();
+        let mut seen = [false; 4];
+        let mut at = 0;
+        for _ in 0..64 {
+            at = another_partition(at, 4, &mut random);
+            seen[at as usize] = true;
+        }
+        assert_eq!(seen, [true; 4]);
+    }
 }

@@ -79,7 +79,8 @@ pub struct ProducerRecord {
     /// Shared, so a caller sending many records to one topic clones a
     /// pointer per record rather than the name.
     pub topic: Arc<str>,
-    /// `None`: chosen by key (murmur2), or sticky for records without one.
+    /// `None`: chosen by key (murmur2); records without one stay on one
+    /// partition for a batch's worth of bytes, then move on (KIP-794).
     pub partition: Option<i32>,
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,

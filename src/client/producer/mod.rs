@@ -45,8 +45,8 @@ use tokio::sync::Notify;
 
 use crate::client::producer_id::init_producer_id_for;
 use accumulator::{
-    BUILDER_RESERVE_BYTES_MAX, Inner, OpenBatch, Queues, RECORD_OVERHEAD_BYTES, State,
-    close_open_batch, random_partition,
+    BUILDER_RESERVE_BYTES_MAX, Inner, OpenBatch, Queues, RECORD_OVERHEAD_BYTES, Random, State,
+    close_open_batch,
 };
 use delivery::CompletionHandle;
 use sender::run_sender;
@@ -108,6 +108,7 @@ impl Producer {
             state: std::sync::Mutex::new(State {
                 partitions: Queues::default(),
                 sticky: HashMap::new(),
+                random: Random::seeded(),
                 closing: false,
                 outstanding: 0,
                 buffered: 0,
@@ -135,8 +136,16 @@ impl Producer {
     /// A transactional producer's record joins the open transaction (its
     /// partition is added to it first).
     pub async fn send(&self, mut record: ProducerRecord) -> Result<DeliveryFuture, ClientError> {
+        let record_bytes = RECORD_OVERHEAD_BYTES
+            + record.key.as_ref().map_or(0, Bytes::len)
+            + record.value.as_ref().map_or(0, Bytes::len)
+            + record
+                .headers
+                .iter()
+                .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 10)
+                .sum::<usize>();
         if self.inner.config.transactional_id.is_some() {
-            let partition = self.partition_of(&record).await?;
+            let partition = self.partition_of(&record, record_bytes).await?;
             self.join_transaction(&record.topic, partition).await?;
             record.partition = Some(partition);
         }
@@ -162,14 +171,6 @@ impl Producer {
             timestamp,
             headers: &headers,
         };
-        let record_bytes = RECORD_OVERHEAD_BYTES
-            + record.key.as_ref().map_or(0, Bytes::len)
-            + record.value.as_ref().map_or(0, Bytes::len)
-            + record
-                .headers
-                .iter()
-                .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 10)
-                .sum::<usize>();
         if !self.has_room(record_bytes) {
             self.wait_for_buffer_space(record_bytes).await;
         }
@@ -190,14 +191,13 @@ impl Producer {
                     ));
                 }
                 (None, Some(key)) => partition_for_key(key, count),
-                (None, None) => match state.sticky.get(&*record.topic) {
-                    Some(p) => *p,
-                    None => {
-                        let p = random_partition(count);
-                        state.sticky.insert(record.topic.to_string(), p);
-                        p
-                    }
-                },
+                (None, None) => {
+                    let (partition, closed) =
+                        self.inner
+                            .sticky_partition(&mut state, &record.topic, count, record_bytes);
+                    wake |= closed;
+                    partition
+                }
             };
             let queue = state.partitions.get_or_insert(&record.topic, partition);
             // A batch closes before this record would take it past
@@ -234,12 +234,6 @@ impl Producer {
             open.buffered += record_bytes;
             if open.builder.uncompressed_size_bytes() >= self.inner.config.batch_bytes {
                 wake = true;
-                // The next keyless record goes elsewhere (sticky partitioning).
-                if record.key.is_none() && record.partition.is_none() {
-                    state
-                        .sticky
-                        .insert(record.topic.to_string(), random_partition(count));
-                }
             }
             state.outstanding += 1;
             state.buffered += record_bytes;
@@ -252,7 +246,11 @@ impl Producer {
 
     /// The partition `record` goes to, chosen now (for a transactional
     /// producer, which adds it to the transaction before queueing).
-    async fn partition_of(&self, record: &ProducerRecord) -> Result<i32, ClientError> {
+    async fn partition_of(
+        &self,
+        record: &ProducerRecord,
+        record_bytes: usize,
+    ) -> Result<i32, ClientError> {
         let count = self.partition_count(&record.topic).await?;
         let count = i32::try_from(count).unwrap_or(i32::MAX);
         if count == 0 {
@@ -263,10 +261,14 @@ impl Producer {
             (None, Some(key)) => partition_for_key(key, count),
             (None, None) => {
                 let mut state = self.inner.lock();
-                *state
-                    .sticky
-                    .entry(record.topic.to_string())
-                    .or_insert_with(|| random_partition(count))
+                let (partition, closed) =
+                    self.inner
+                        .sticky_partition(&mut state, &record.topic, count, record_bytes);
+                drop(state);
+                if closed {
+                    self.inner.wake.notify_one();
+                }
+                partition
             }
         })
     }
