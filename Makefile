@@ -49,7 +49,7 @@ test: deps
 # Formatting and lints, as CI checks them.
 lint: deps
 	$(CARGO) fmt --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 fmt:
 	$(CARGO) fmt

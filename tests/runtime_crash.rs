@@ -166,7 +166,13 @@ fn append_remote(addr: &str, chunk: &Chunk) {
 const SESSION_TIMEOUT_MS: &str = "1500";
 
 fn wordcount_cmd(location: &[&str], args: &[&str]) -> String {
-    let output = Command::new(wordcount())
+    app_cmd(&wordcount(), location, args)
+}
+
+/// Runs a subcommand of the app binary `app` (either wordcount) to
+/// completion; returns its stdout.
+fn app_cmd(app: &Path, location: &[&str], args: &[&str]) -> String {
+    let output = Command::new(app)
         .env("STRATA_SESSION_TIMEOUT_MS", SESSION_TIMEOUT_MS)
         .args(location)
         .args(args)
@@ -181,8 +187,8 @@ fn wordcount_cmd(location: &[&str], args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-fn spawn_run(location: &[&str]) -> Child {
-    Command::new(wordcount())
+fn spawn_run(app: &Path, location: &[&str]) -> Child {
+    Command::new(app)
         .env("STRATA_SESSION_TIMEOUT_MS", SESSION_TIMEOUT_MS)
         .args(location)
         .arg("run")
@@ -377,6 +383,18 @@ fn assert_same(outcome: &Outcome, seed: u64) {
 
 #[test]
 fn embedded_app_killed_at_random_moments_ends_as_a_crash_free_run() {
+    embedded_killed_at_random_moments(&wordcount());
+}
+
+/// The same word count written with the pipeline of `strata-operators`,
+/// killed the same way, ends as the hand-written one's crash-free run:
+/// the same state and the same derived topics.
+#[test]
+fn pipeline_app_killed_at_random_moments_ends_as_the_hand_written_crash_free_run() {
+    embedded_killed_at_random_moments(&support::example::example("wordcount_dsl"));
+}
+
+fn embedded_killed_at_random_moments(app: &Path) {
     let seed = seed();
     let mut rng = Rng(seed);
     reference();
@@ -386,17 +404,17 @@ fn embedded_app_killed_at_random_moments_ends_as_a_crash_free_run() {
     let (mut interrupted, mut clock) = (0, KillClock::new());
     for chunk in input() {
         append_embedded(&data, std::slice::from_ref(chunk));
-        let mut app = spawn_run(&location);
+        let mut child = spawn_run(app, &location);
         std::thread::sleep(clock.delay(&mut rng));
-        kill(&mut app);
+        kill(&mut child);
         let left = work_left(&location);
         clock.killed(left);
         interrupted += usize::from(left);
     }
     assert_kills_mid_processing(interrupted, seed);
-    wordcount_cmd(&location, &["run", "--until-end"]);
+    app_cmd(app, &location, &["run", "--until-end"]);
     let outcome = Outcome {
-        state: wordcount_cmd(&location, &["dump-state"]),
+        state: app_cmd(app, &location, &["dump-state"]),
         topics: read_topics(&data),
     };
     assert_same(&outcome, seed);
@@ -421,7 +439,7 @@ fn remote_app_and_broker_killed_at_random_moments_end_as_a_crash_free_run() {
     let (mut interrupted, mut clock) = (0, KillClock::new());
     for chunk in input() {
         append_remote(&addr, chunk);
-        let mut app = spawn_run(&location);
+        let mut app = spawn_run(&wordcount(), &location);
         std::thread::sleep(clock.delay(&mut rng));
         match rng.below(3) {
             // The app alone.
@@ -585,7 +603,7 @@ fn instances_scaled_up_and_down_and_killed_share_the_tasks_and_end_as_a_crash_fr
         let wanted = instances_wanted(k);
         for (i, slot) in running.iter_mut().enumerate() {
             match (i < wanted, slot.is_some()) {
-                (true, false) => *slot = Some(spawn_run(&locations[i])),
+                (true, false) => *slot = Some(spawn_run(&wordcount(), &locations[i])),
                 (false, true) => stop(slot.take().unwrap()),
                 _ => {}
             }
@@ -598,7 +616,7 @@ fn instances_scaled_up_and_down_and_killed_share_the_tasks_and_end_as_a_crash_fr
                 kill(running[i].as_mut().unwrap());
                 kills += 1;
                 std::thread::sleep(Duration::from_millis(rng.below(800)));
-                running[i] = Some(spawn_run(&locations[i]));
+                running[i] = Some(spawn_run(&wordcount(), &locations[i]));
             }
             // The broker under them.
             2 => {

@@ -1,0 +1,48 @@
+//! [`FromTopic`]: a stream's source, the records of one input topic
+//! decoded with its codecs.
+
+use serde::de::DeserializeOwned;
+use strata::codec::Codec;
+use strata::runtime::{Context, ProcessError, Record};
+
+use crate::graph::Source;
+use crate::item::{Data, Item};
+use crate::operator::Next;
+
+pub(crate) struct FromTopic<K, V> {
+    codecs: (Codec, Codec),
+    next: Next<K, V>,
+}
+
+impl<K: Data, V: Data> FromTopic<K, V> {
+    pub fn new(codecs: (Codec, Codec), next: Next<K, V>) -> Self {
+        Self { codecs, next }
+    }
+}
+
+impl<K, V> Source for FromTopic<K, V>
+where
+    K: Data + DeserializeOwned,
+    V: Data + DeserializeOwned,
+{
+    fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        self.next.init(ctx)
+    }
+
+    #[inline]
+    fn push(
+        &mut self,
+        record: Record<Vec<u8>, Vec<u8>>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        let (key_codec, value_codec) = self.codecs;
+        // A null key or value decodes from zero bytes, as the runtime
+        // decodes a hand-written processor's input.
+        let item = Item {
+            key: key_codec.decode(&record.key)?,
+            value: value_codec.decode(&record.value)?,
+            timestamp: record.timestamp,
+        };
+        self.next.push(item, ctx)
+    }
+}

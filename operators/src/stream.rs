@@ -1,0 +1,279 @@
+//! [`Stream`]: a stream of `K` → `V` items in a [`Pipeline`], and the
+//! operators that make new streams of it. Each call adds a node to the
+//! pipeline's graph; nothing runs until the app does.
+//!
+//! A stream knows two things of its keys: the codec they are encoded with
+//! (the source topic's, until an operator makes new keys), and whether
+//! its records are still partitioned by them. A stateful operator on a
+//! stream that is not repartitions it first through an internal topic,
+//! `<app>-<operator>-<node>-repartition`, so that every record of a key
+//! reaches the one task that keeps the key's state.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use strata::codec::Codec;
+
+use crate::graph::{make_op, share};
+use crate::item::Data;
+use crate::operator::BoxOp;
+use crate::pipeline::Pipeline;
+use crate::stateless::{Filter, FlatMap, Inspect, Map, To};
+use crate::topic::Topic;
+
+pub struct Stream<K, V> {
+    pub(crate) pipeline: Pipeline,
+    pub(crate) node: usize,
+    /// The codec the keys are known to be encoded with.
+    pub(crate) key_codec: Option<Codec>,
+    /// Whether records are partitioned by their current keys.
+    pub(crate) partitioned: bool,
+    /// The name the next stateful operator gives its store.
+    pub(crate) store_name: Option<String>,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Clone for Stream<K, V> {
+    fn clone(&self) -> Self {
+        Self {
+            pipeline: self.pipeline.clone(),
+            node: self.node,
+            key_codec: self.key_codec,
+            partitioned: self.partitioned,
+            store_name: self.store_name.clone(),
+            types: PhantomData,
+        }
+    }
+}
+
+impl<K: Data, V: Data> Stream<K, V> {
+    pub(crate) fn at(
+        pipeline: Pipeline,
+        node: usize,
+        key_codec: Option<Codec>,
+        partitioned: bool,
+    ) -> Self {
+        Self {
+            pipeline,
+            node,
+            key_codec,
+            partitioned,
+            store_name: None,
+            types: PhantomData,
+        }
+    }
+
+    /// A new stream of `K2` → `V2` items below this one, made by `make`.
+    pub(crate) fn child<K2: Data, V2: Data>(
+        &self,
+        make: crate::graph::Make,
+        key_codec: Option<Codec>,
+        partitioned: bool,
+    ) -> Stream<K2, V2> {
+        let node = {
+            let mut graph = self.pipeline.graph.borrow_mut();
+            graph.add(&[self.node], make, share::<K2, V2>)
+        };
+        Stream::at(self.pipeline.clone(), node, key_codec, partitioned)
+    }
+
+    /// The records for which `keep` is true.
+    pub fn filter<F>(&self, keep: F) -> Stream<K, V>
+    where
+        F: Fn(&K, &V) -> bool + Send + Sync + 'static,
+    {
+        let keep = Arc::new(keep);
+        let make = make_op::<K, V, K, V, _>(move |next| {
+            let keep = Arc::clone(&keep);
+            Box::new(Filter { keep, next })
+        });
+        self.child(make, self.key_codec, self.partitioned)
+    }
+
+    /// A new key and value for every record (a new key, so the stream is
+    /// repartitioned before a stateful operator).
+    pub fn map<K2: Data, V2: Data, F>(&self, f: F) -> Stream<K2, V2>
+    where
+        F: Fn(K, V) -> (K2, V2) + Send + Sync + 'static,
+    {
+        let f = Arc::new(f);
+        let make = make_op::<K, V, K2, V2, _>(move |next| {
+            let f = Arc::clone(&f);
+            Box::new(Map { f, next })
+        });
+        self.child(make, None, false)
+    }
+
+    /// A new value for every record, the key kept (no repartition).
+    pub fn map_values<V2: Data, F>(&self, f: F) -> Stream<K, V2>
+    where
+        F: Fn(V) -> V2 + Send + Sync + 'static,
+    {
+        let f = Arc::new(move |k: K, v: V| (k, f(v)));
+        let make = make_op::<K, V, K, V2, _>(move |next| {
+            let f = Arc::clone(&f);
+            Box::new(Map { f, next })
+        });
+        self.child(make, self.key_codec, self.partitioned)
+    }
+
+    /// Zero or more records for every record.
+    pub fn flat_map<K2: Data, V2: Data, I, F>(&self, f: F) -> Stream<K2, V2>
+    where
+        F: Fn(K, V) -> I + Send + Sync + 'static,
+        I: IntoIterator<Item = (K2, V2)>,
+    {
+        let f = Arc::new(f);
+        let make = make_op::<K, V, K2, V2, _>(move |next| {
+            let f = Arc::clone(&f);
+            Box::new(FlatMap { f, next })
+        });
+        self.child(make, None, false)
+    }
+
+    /// Re-keys every record by `key` (Kafka Streams' `selectKey`); the
+    /// stream is repartitioned before a stateful operator.
+    pub fn key_by<K2: Data, F>(&self, key: F) -> Stream<K2, V>
+    where
+        F: Fn(&K, &V) -> K2 + Send + Sync + 'static,
+    {
+        let f = Arc::new(move |k: K, v: V| (key(&k, &v), v));
+        let make = make_op::<K, V, K2, V, _>(move |next| {
+            let f = Arc::clone(&f);
+            Box::new(Map { f, next })
+        });
+        self.child(make, None, false)
+    }
+
+    /// [`Stream::key_by`] under Kafka Streams' name.
+    pub fn select_key<K2: Data, F>(&self, key: F) -> Stream<K2, V>
+    where
+        F: Fn(&K, &V) -> K2 + Send + Sync + 'static,
+    {
+        self.key_by(key)
+    }
+
+    /// Calls `f` on every record and passes it on unchanged. `f` runs
+    /// again for records re-read after a crash: use it to look, not to
+    /// write anywhere.
+    pub fn inspect<F>(&self, f: F) -> Stream<K, V>
+    where
+        F: Fn(&K, &V) + Send + Sync + 'static,
+    {
+        let f = Arc::new(f);
+        let make = make_op::<K, V, K, V, _>(move |next| {
+            let f = Arc::clone(&f);
+            Box::new(Inspect { f, next })
+        });
+        self.child(make, self.key_codec, self.partitioned)
+    }
+
+    /// Two streams: the records for which `matches` is true, and the rest.
+    pub fn branch<F>(&self, matches: F) -> (Stream<K, V>, Stream<K, V>)
+    where
+        F: Fn(&K, &V) -> bool + Send + Sync + 'static,
+    {
+        let matches = Arc::new(matches);
+        let other = Arc::clone(&matches);
+        (
+            self.filter(move |k, v| matches(k, v)),
+            self.filter(move |k, v| !other(k, v)),
+        )
+    }
+
+    /// The records of both streams, in the order the task reads them.
+    /// Both become one processor: their input topics must be
+    /// co-partitioned (the runtime checks, naming the topics).
+    pub fn merge(&self, other: &Stream<K, V>) -> Stream<K, V> {
+        let make = make_op::<K, V, K, V, _>(|next| Box::new(next) as BoxOp<K, V>);
+        let node = {
+            let mut graph = self.pipeline.graph.borrow_mut();
+            graph.add(&[self.node, other.node], make, share::<K, V>)
+        };
+        let key_codec = if self.key_codec == other.key_codec {
+            self.key_codec
+        } else {
+            None
+        };
+        let partitioned = self.partitioned && other.partitioned && key_codec.is_some();
+        Stream::at(self.pipeline.clone(), node, key_codec, partitioned)
+    }
+
+    /// Names the processor that runs this part of the pipeline (by
+    /// default `stage-<n>`): the name of its state directory.
+    pub fn named(&self, name: &str) -> Self {
+        self.pipeline.graph.borrow_mut().name(self.node, name);
+        self.clone()
+    }
+
+    /// Names the store of the next stateful operator (by default the
+    /// operator and its node number, as `count-3`).
+    pub fn stored_as(&self, store: &str) -> Self {
+        let mut named = self.clone();
+        named.store_name = Some(store.to_string());
+        named
+    }
+}
+
+impl<K, V> Stream<K, V>
+where
+    K: Data + Serialize + DeserializeOwned,
+    V: Data + Serialize + DeserializeOwned,
+{
+    /// Writes every record to `topic` (created if missing, with as many
+    /// partitions as the processor's inputs), partitioned by key.
+    pub fn to(&self, topic: Topic<K, V>) {
+        let output = topic.output();
+        let make =
+            make_op::<K, V, K, V, _>(move |_: crate::operator::Next<K, V>| Box::new(To { output }));
+        let mut graph = self.pipeline.graph.borrow_mut();
+        let node = graph.add(&[self.node], make, share::<K, V>);
+        let declare = Arc::new(move |app: strata::runtime::App| app.output(output));
+        graph.declare(node, format!("output {}", topic.name()), declare);
+    }
+
+    /// Writes every record to `topic` and reads them back from it, in a
+    /// processor of their own: partitioned by their keys, with the
+    /// topic's codecs.
+    pub fn through(&self, topic: Topic<K, V>) -> Stream<K, V> {
+        self.to(topic);
+        let mut through = self.pipeline.from(topic);
+        through.store_name = self.store_name.clone();
+        through
+    }
+
+    /// This stream as it must be for a stateful operator: itself when
+    /// partitioned by its keys, else repartitioned through an internal
+    /// topic named after `label`.
+    pub(crate) fn partitioned(&self, label: &str) -> Stream<K, V> {
+        if self.partitioned {
+            return self.clone();
+        }
+        let known = self
+            .pipeline
+            .graph
+            .borrow()
+            .repartitions
+            .get(&self.node)
+            .copied();
+        let key_codec = crate::graph::key_codec_or_default(self.key_codec);
+        let mut through = match known {
+            // Another stateful operator already repartitioned this stream:
+            // read the same internal topic.
+            Some(source) => Stream::at(self.pipeline.clone(), source, Some(key_codec), true),
+            None => {
+                let name = format!("{}-{label}-{}-repartition", self.pipeline.name, self.node);
+                let topic = Topic::<K, V>::named(&name).codecs(key_codec, Codec::Postcard);
+                let through = self.through(topic);
+                let mut graph = self.pipeline.graph.borrow_mut();
+                graph.repartitions.insert(self.node, through.node);
+                drop(graph);
+                through
+            }
+        };
+        through.store_name = self.store_name.clone();
+        through
+    }
+}
