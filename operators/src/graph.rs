@@ -81,9 +81,9 @@ pub(crate) struct Graph {
     pub nodes: Vec<Node>,
     /// Names given with `named`, by segment root at the time.
     names: BTreeMap<usize, String>,
-    /// Per re-keyed node, the source reading its internal repartition
-    /// topic (every stateful operator on it reads that one topic).
-    pub repartitions: BTreeMap<usize, usize>,
+    /// Per re-keyed node and key codec, the source reading its internal
+    /// repartition topic (every stateful operator on it reads that one).
+    pub repartitions: BTreeMap<(usize, &'static str), usize>,
     /// Store names taken so far (each store belongs to one node).
     pub stores: Vec<String>,
     /// The first misuse, reported when the pipeline becomes an app.

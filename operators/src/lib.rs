@@ -39,11 +39,13 @@ mod pipeline;
 mod source;
 mod stateless;
 mod stream;
+mod table;
 mod topic;
 pub mod window;
 
 pub use item::{Data, Item};
 pub use pipeline::{Pipeline, PipelineError};
 pub use stream::Stream;
+pub use table::Table;
 pub use topic::Topic;
 pub use window::{Emit, Hopping, Tumbling, Windowed, WindowedStream, Windows};

@@ -74,7 +74,8 @@ impl<K: Data, V: Data> Stream<K, V> {
     ) -> Stream<K2, V2> {
         let node = {
             let mut graph = self.pipeline.graph.borrow_mut();
-            graph.add(&[self.node], make, share::<K2, V2>)
+            // A node's share function takes its input: this stream's items.
+            graph.add(&[self.node], make, share::<K, V>)
         };
         Stream::at(self.pipeline.clone(), node, key_codec, partitioned)
     }
@@ -248,27 +249,43 @@ where
     /// partitioned by its keys, else repartitioned through an internal
     /// topic named after `label`.
     pub(crate) fn partitioned(&self, label: &str) -> Stream<K, V> {
-        if self.partitioned {
+        self.partitioned_as(label, None)
+    }
+
+    /// The same, with keys also encoded (and so partitioned) with `codec`
+    /// when one is given: a join looks its keys up in a table keyed by
+    /// that codec's bytes.
+    pub(crate) fn partitioned_as(&self, label: &str, codec: Option<Codec>) -> Stream<K, V> {
+        let key_codec = codec.unwrap_or(crate::graph::key_codec_or_default(self.key_codec));
+        if self.partitioned && self.key_codec == Some(key_codec) {
             return self.clone();
         }
+        let cached = (self.node, key_codec.name());
         let known = self
             .pipeline
             .graph
             .borrow()
             .repartitions
-            .get(&self.node)
+            .get(&cached)
             .copied();
-        let key_codec = crate::graph::key_codec_or_default(self.key_codec);
         let mut through = match known {
             // Another stateful operator already repartitioned this stream:
             // read the same internal topic.
             Some(source) => Stream::at(self.pipeline.clone(), source, Some(key_codec), true),
             None => {
-                let name = format!("{}-{label}-{}-repartition", self.pipeline.name, self.node);
+                let name = match codec {
+                    None => format!("{}-{label}-{}-repartition", self.pipeline.name, self.node),
+                    Some(c) => format!(
+                        "{}-{label}-{}-{}-repartition",
+                        self.pipeline.name,
+                        self.node,
+                        c.name()
+                    ),
+                };
                 let topic = Topic::<K, V>::named(&name).codecs(key_codec, Codec::Postcard);
                 let through = self.through(topic);
                 let mut graph = self.pipeline.graph.borrow_mut();
-                graph.repartitions.insert(self.node, through.node);
+                graph.repartitions.insert(cached, through.node);
                 drop(graph);
                 through
             }

@@ -1,0 +1,102 @@
+//! The enrich example (a stream–table join written with
+//! `strata-operators`) as a real process on an embedded log: profiles
+//! loaded first, then page views enriched with them; a deleted profile
+//! (a tombstone) and a user without one give views without a name.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use strata::client::partitioner::partition_for_key;
+use strata::log::now_ms;
+use strata::record::Compression;
+
+const PARTITIONS: i32 = 3;
+
+/// Appends keyed records (a `None` value is a tombstone) to `topic`.
+fn append(data: &Path, topic: &str, records: &[(&str, Option<&str>)]) {
+    support::with_topic(data, topic, PARTITIONS, &[], |t| {
+        for (key, value) in records {
+            let partition = partition_for_key(key.as_bytes(), PARTITIONS);
+            let mut builder = strata::record::BatchBuilder::new(Compression::None);
+            builder
+                .push(strata::record::NewRecord {
+                    key: Some(key.as_bytes()),
+                    value: value.map(str::as_bytes),
+                    timestamp: now_ms(),
+                    headers: &[],
+                })
+                .unwrap();
+            t.partitions[partition as usize]
+                .append(&builder.build().unwrap())
+                .unwrap();
+        }
+    });
+}
+
+fn run_until_end(data: &Path) {
+    let output = Command::new(support::example::example("enrich"))
+        .args(["--data-dir", data.to_str().unwrap(), "run", "--until-end"])
+        .output()
+        .expect("enrich runs");
+    assert!(
+        output.status.success(),
+        "enrich failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn page_views_are_enriched_with_the_latest_profile_of_their_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let ada = r#"{"name":"Ada","country":"UK"}"#;
+    let grace = r#"{"name":"Grace","country":"US"}"#;
+    let bob = r#"{"name":"Bob","country":"FR"}"#;
+    append(
+        &data,
+        "profiles",
+        &[("u1", Some(ada)), ("u2", Some(grace)), ("u3", Some(bob))],
+    );
+    append(&data, "profiles", &[("u3", None)]);
+    append(&data, "page-views", &[]);
+    run_until_end(&data);
+    append(
+        &data,
+        "page-views",
+        &[
+            ("u1", Some("/home")),
+            ("u2", Some("/pricing")),
+            ("u3", Some("/a")),
+            ("u4", Some("/b")),
+        ],
+    );
+    run_until_end(&data);
+
+    let log = strata::log::LogManager::open(&data, Default::default()).unwrap();
+    let mut got: Vec<(String, String)> = (0..PARTITIONS)
+        .flat_map(|p| {
+            let partition = log.partition("enriched-views", p).unwrap();
+            support::read_all(&partition, 0)
+        })
+        .map(|r| {
+            let text = |b: Option<Vec<u8>>| String::from_utf8(b.unwrap_or_default()).unwrap();
+            (text(r.key), text(r.value))
+        })
+        .collect();
+    log.close().unwrap();
+    got.sort();
+    let view = |page: &str, name: &str, country: &str| {
+        format!(r#"{{"page":"{page}","name":{name},"country":{country}}}"#)
+    };
+    assert_eq!(
+        got,
+        [
+            ("u1".into(), view("/home", r#""Ada""#, r#""UK""#)),
+            ("u2".into(), view("/pricing", r#""Grace""#, r#""US""#)),
+            ("u3".into(), view("/a", "null", "null")),
+            ("u4".into(), view("/b", "null", "null")),
+        ]
+    );
+}
