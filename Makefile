@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt bench bench-broker bench-runtime bench-rebuild bench-scale clean
+.PHONY: all deps deps-bench build demo test lint fmt bench bench-broker bench-runtime bench-rebuild bench-operators bench-scale clean
 
 all: build
 
@@ -67,6 +67,12 @@ bench-broker: deps-bench
 # loop over the same records, in one run (optimized; not part of `make test`).
 bench-runtime: deps
 	$(CARGO) bench --bench runtime
+
+# strata-operators' pipelines (count, windowed count, join, word count)
+# beside the plain loop, the HashMap count and the same apps written by
+# hand, in one run (optimized; takes minutes).
+bench-operators: deps
+	$(CARGO) bench --bench operators
 
 # Rebuilding a derived index from a 10M-record topic beside a plain
 # fetch-and-decode loop over it, in one run (optimized; takes minutes).

@@ -8,31 +8,15 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use strata::client::partitioner::partition_for_key;
 use strata::log::now_ms;
-use strata::record::Compression;
 
 const PARTITIONS: i32 = 3;
 
 /// Appends keyed records (a `None` value is a tombstone) to `topic`.
 fn append(data: &Path, topic: &str, records: &[(&str, Option<&str>)]) {
-    support::with_topic(data, topic, PARTITIONS, &[], |t| {
-        for (key, value) in records {
-            let partition = partition_for_key(key.as_bytes(), PARTITIONS);
-            let mut builder = strata::record::BatchBuilder::new(Compression::None);
-            builder
-                .push(strata::record::NewRecord {
-                    key: Some(key.as_bytes()),
-                    value: value.map(str::as_bytes),
-                    timestamp: now_ms(),
-                    headers: &[],
-                })
-                .unwrap();
-            t.partitions[partition as usize]
-                .append(&builder.build().unwrap())
-                .unwrap();
-        }
-    });
+    let now = now_ms();
+    let records: Vec<_> = records.iter().map(|(k, v)| (*k, *v, now)).collect();
+    support::append_keyed(data, topic, PARTITIONS, &records);
 }
 
 fn run_until_end(data: &Path) {
@@ -74,19 +58,7 @@ fn page_views_are_enriched_with_the_latest_profile_of_their_user() {
     );
     run_until_end(&data);
 
-    let log = strata::log::LogManager::open(&data, Default::default()).unwrap();
-    let mut got: Vec<(String, String)> = (0..PARTITIONS)
-        .flat_map(|p| {
-            let partition = log.partition("enriched-views", p).unwrap();
-            support::read_all(&partition, 0)
-        })
-        .map(|r| {
-            let text = |b: Option<Vec<u8>>| String::from_utf8(b.unwrap_or_default()).unwrap();
-            (text(r.key), text(r.value))
-        })
-        .collect();
-    log.close().unwrap();
-    got.sort();
+    let got = support::read_text_sorted(&data, "enriched-views");
     let view = |page: &str, name: &str, country: &str| {
         format!(r#"{{"page":"{page}","name":{name},"country":{country}}}"#)
     };

@@ -48,4 +48,6 @@ pub use pipeline::{Pipeline, PipelineError};
 pub use stream::Stream;
 pub use table::Table;
 pub use topic::Topic;
-pub use window::{Emit, Hopping, Tumbling, Windowed, WindowedStream, Windows};
+pub use window::{
+    Emit, Hopping, SessionStream, Sessions, Tumbling, Windowed, WindowedStream, Windows,
+};

@@ -114,3 +114,47 @@ pub fn segment_bases(dir: &Path) -> Result<Vec<i64>> {
     bases.sort_unstable();
     Ok(bases)
 }
+
+/// Appends keyed records `(key, value or a tombstone, timestamp)` to
+/// `topic` (created with `partitions` partitions if missing), each in its
+/// key's partition (murmur2, as a producer places it), one batch each.
+pub fn append_keyed(
+    data: &Path,
+    topic: &str,
+    partitions: i32,
+    records: &[(&str, Option<&str>, i64)],
+) {
+    with_topic(data, topic, partitions, &[], |t| {
+        for (key, value, timestamp) in records {
+            let partition =
+                strata::client::partitioner::partition_for_key(key.as_bytes(), partitions);
+            let mut builder = strata::record::BatchBuilder::new(strata::record::Compression::None);
+            builder
+                .push(strata::record::NewRecord {
+                    key: Some(key.as_bytes()),
+                    value: value.map(str::as_bytes),
+                    timestamp: *timestamp,
+                    headers: &[],
+                })
+                .expect("record fits");
+            t.partitions[partition as usize]
+                .append(&builder.build().expect("batch builds"))
+                .expect("append succeeds");
+        }
+    });
+}
+
+/// Every record of every partition of `topic` as (key, value) text,
+/// sorted.
+pub fn read_text_sorted(data: &Path, topic: &str) -> Vec<(String, String)> {
+    let log = LogManager::open(data, LogConfig::default()).expect("log opens");
+    let partitions = log.topic(topic).map_or(0, |t| t.partitions.len() as i32);
+    let text = |b: Option<Vec<u8>>| String::from_utf8(b.unwrap_or_default()).expect("text");
+    let mut all: Vec<(String, String)> = (0..partitions)
+        .flat_map(|p| read_all(&log.partition(topic, p).expect("partition"), 0))
+        .map(|r| (text(r.key), text(r.value)))
+        .collect();
+    log.close().expect("log closes");
+    all.sort();
+    all
+}

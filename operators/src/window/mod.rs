@@ -4,11 +4,16 @@
 //! window (see `aggregate` for the watermark, grace, late records and
 //! closing).
 //!
-//! `spec`: the windows; `key`: the byte layouts of the window stores;
-//! `aggregate`: the operator.
+//! [`Stream::session`] with [`Sessions`] makes a [`SessionStream`]: per
+//! key, runs of records closer than an inactivity gap (see `session`).
+//!
+//! `spec`: the fixed windows; `key`: the byte layouts of the window
+//! stores; `aggregate`: the fixed windows' operator; `session`: sessions
+//! and theirs.
 
 mod aggregate;
 mod key;
+mod session;
 mod spec;
 
 use std::sync::Arc;
@@ -25,6 +30,8 @@ use crate::stream::Stream;
 use crate::topic::Topic;
 
 use aggregate::{WindowAggregate, WindowStores};
+pub use session::Sessions;
+use session::{Merge, SessionAggregate, SessionStores};
 pub use spec::{Emit, Hopping, Tumbling, Windowed, Windows};
 
 /// A stream grouped into windows, awaiting its aggregation.
@@ -142,6 +149,131 @@ where
             format!("store {windows}"),
             Arc::new(move |app: App| {
                 app.store(stores.windows)
+                    .store(stores.closing)
+                    .store(stores.time)
+            }),
+        );
+        if let Some(output) = late {
+            graph.declare(
+                out.node,
+                format!("output {}", output.topic()),
+                Arc::new(move |app: App| app.output(output)),
+            );
+        }
+        drop(graph);
+        out
+    }
+}
+
+/// A stream grouped into sessions per key, awaiting its aggregation.
+pub struct SessionStream<K, V> {
+    stream: Stream<K, V>,
+    sessions: Sessions,
+    late: Option<Topic<K, V>>,
+}
+
+impl<K, V> Stream<K, V>
+where
+    K: Data + Serialize + DeserializeOwned,
+    V: Data + Serialize + DeserializeOwned,
+{
+    /// Groups the stream's records by key into sessions of activity.
+    pub fn session(&self, sessions: Sessions) -> SessionStream<K, V> {
+        if let Err(error) = sessions.check() {
+            self.pipeline.graph.borrow_mut().fail(error);
+        }
+        SessionStream {
+            stream: self.clone(),
+            sessions,
+            late: None,
+        }
+    }
+}
+
+impl<K, V> SessionStream<K, V>
+where
+    K: Data + Serialize + DeserializeOwned,
+    V: Data + Serialize + DeserializeOwned,
+{
+    /// Writes late records (that open a session already closed and join
+    /// none) to `topic` besides counting them.
+    pub fn late_to(mut self, topic: Topic<K, V>) -> Self {
+        self.late = Some(topic);
+        self
+    }
+
+    /// The number of records per key and session.
+    pub fn count(self) -> Stream<Windowed<K>, u64> {
+        let fold = Arc::new(|n: Option<u64>, _: &K, _: &V| n.unwrap_or(0) + 1);
+        self.fold(fold, Arc::new(|_: &K, a: u64, b: u64| a + b))
+    }
+
+    /// Per key and session, `f(last, value)` of its records; two sessions
+    /// a record joins are merged with `f` too.
+    pub fn reduce<F>(self, f: F) -> Stream<Windowed<K>, V>
+    where
+        F: Fn(V, &V) -> V + Send + Sync + 'static,
+    {
+        let f = Arc::new(f);
+        let merge_with = Arc::clone(&f);
+        let fold = move |last: Option<V>, _: &K, v: &V| match last {
+            Some(last) => f(last, v),
+            None => v.clone(),
+        };
+        let merge = move |_: &K, a: V, b: V| merge_with(a, &b);
+        self.fold(Arc::new(fold), Arc::new(merge))
+    }
+
+    /// Per key and session, `f(aggregate, key, value)` from `init()`; two
+    /// sessions a record joins are merged with `merge(key, a, b)`.
+    pub fn aggregate<A, I, F, M>(self, init: I, f: F, merge: M) -> Stream<Windowed<K>, A>
+    where
+        A: Data + Serialize + DeserializeOwned,
+        I: Fn() -> A + Send + Sync + 'static,
+        F: Fn(A, &K, &V) -> A + Send + Sync + 'static,
+        M: Fn(&K, A, A) -> A + Send + Sync + 'static,
+    {
+        let fold = move |last: Option<A>, k: &K, v: &V| f(last.unwrap_or_else(&init), k, v);
+        self.fold(Arc::new(fold), Arc::new(merge))
+    }
+
+    fn fold<A>(self, fold: Arc<Fold<K, V, A>>, merge: Arc<Merge<K, A>>) -> Stream<Windowed<K>, A>
+    where
+        A: Data + Serialize + DeserializeOwned,
+    {
+        let label = "session";
+        let input = self.stream.partitioned(label);
+        let key_codec = key_codec_or_default(input.key_codec);
+        let (sessions, closing, time) = {
+            let mut graph = input.pipeline.graph.borrow_mut();
+            let node = graph.nodes.len();
+            let name = graph.store_name(node, label, self.stream.store_name.as_deref());
+            (
+                name,
+                graph.store_name(node, label, Some(&format!("{name}-closing"))),
+                graph.store_name(node, label, Some(&format!("{name}-time"))),
+            )
+        };
+        let stores = SessionStores {
+            sessions: Store::named(sessions).codecs(Codec::Raw, Codec::Postcard),
+            closing: Store::<Vec<u8>, ()>::named(closing).codecs(Codec::Raw, Codec::Postcard),
+            time: Store::<String, i64>::named(time),
+        };
+        let spec = self.sessions;
+        let late = self.late.map(|t| t.output());
+        let make = make_op::<K, V, Windowed<K>, A, _>(move |next| {
+            let (fold, merge) = (Arc::clone(&fold), Arc::clone(&merge));
+            Box::new(SessionAggregate::new(
+                spec, key_codec, stores, fold, merge, late, next,
+            ))
+        });
+        let out = input.child::<Windowed<K>, A>(make, Some(Codec::Postcard), true);
+        let mut graph = out.pipeline.graph.borrow_mut();
+        graph.declare(
+            out.node,
+            format!("store {sessions}"),
+            Arc::new(move |app: App| {
+                app.store(stores.sessions)
                     .store(stores.closing)
                     .store(stores.time)
             }),

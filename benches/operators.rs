@@ -1,0 +1,297 @@
+//! strata-operators' pipelines next to the plain fetch-and-decode loop,
+//! the in-memory HashMap count and the same apps written by hand, over
+//! the same records in one run (`make bench-operators`).
+//!
+//! The input (as `make bench-runtime`'s): 2 million 100-byte records, a
+//! 10-byte key out of 100,000 distinct keys, timestamps 1 ms apart per
+//! 1,000 records (2 s of event time); a topic `profiles` of one row per
+//! key for the join; and `lines`, 250,000 lines of 8 words out of 100,000
+//! for the word counts (2 million words).
+//!
+//! - `plain loop`, `HashMap count`: the floors, as in the runtime bench.
+//! - `count, by hand` / `count, pipeline`: a get and a put per record in
+//!   RocksDB, hand-written and as `from(..).count()`.
+//! - `count + emit, …`: the same, also emitting each new count.
+//! - `windowed count, pipeline`: 1 s tumbling windows per key, emitted on
+//!   close (about 300,000 windows).
+//! - `join, pipeline`: every record left-joined with its key's row of
+//!   `profiles` (loaded in the same run: 100,000 more records) and emitted.
+//! - `wordcount, by hand` / `wordcount, pipeline`: `examples/wordcount.rs`
+//!   and `examples/wordcount_dsl.rs`, two processors through `words`;
+//!   records/s counts words.
+//!
+//! Each case runs `ROUNDS` times after a warm-up; the best round is
+//! reported with its ratio to the plain loop's best (and, for the
+//! pipelines, to their hand-written twin's).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+mod common;
+
+use strata::client::partitioner::partition_for_key;
+use strata::log::{LogConfig, LogManager};
+use strata::record::{BatchBuilder, Compression, NewRecord};
+use strata::runtime::{App, CommitInterval, Context, Location, Output, Record, Store};
+use strata_operators::{Pipeline, Topic, Tumbling, Windowed};
+
+const RECORDS: u64 = 2_000_000;
+const LINES: u64 = 250_000;
+const WORDS_PER_LINE: u64 = 8;
+const ROUNDS: usize = 3;
+
+const EVENTS: Topic<String, Vec<u8>> = Topic::new("events");
+const PROFILES: Topic<String, String> = Topic::new("profiles");
+
+fn main() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().join("data");
+    common::write_input(&data, RECORDS)?;
+    write_profiles(&data)?;
+    write_lines(&data)?;
+    println!(
+        "input: {RECORDS} records of 100 bytes, {} distinct keys; {} profiles; {LINES} lines of {WORDS_PER_LINE} words",
+        common::KEYS,
+        common::KEYS
+    );
+    common::plain_loop(&data, RECORDS)?; // warm-up
+    let runtime = tokio::runtime::Runtime::new()?;
+    let names = [
+        "HashMap count",
+        "count, by hand",
+        "count, pipeline",
+        "count + emit, by hand",
+        "count + emit, pipeline",
+        "windowed count, pipeline",
+        "join, pipeline",
+        "wordcount, by hand",
+        "wordcount, pipeline",
+    ];
+    let mut rows: Vec<(String, Vec<f64>)> =
+        names.iter().map(|n| (n.to_string(), Vec::new())).collect();
+    let mut plain = Vec::new();
+    for round in 0..ROUNDS {
+        plain.push(common::plain_loop(&data, RECORDS)?);
+        rows[0].1.push(common::hashmap_loop(&data, RECORDS)?);
+        let apps: Vec<(App, u64)> = vec![
+            (by_hand_count(&format!("hand-{round}"), None), RECORDS),
+            (pipeline_count(&format!("dsl-{round}"), None)?, RECORDS),
+            (
+                by_hand_count(&format!("hand-emit-{round}"), Some(round)),
+                RECORDS,
+            ),
+            (
+                pipeline_count(&format!("dsl-emit-{round}"), Some(round))?,
+                RECORDS,
+            ),
+            (windowed(&format!("window-{round}"), round)?, RECORDS),
+            (
+                join(&format!("join-{round}"), round)?,
+                RECORDS + common::KEYS,
+            ),
+            (wordcount_by_hand(&format!("wc-hand-{round}"), round), 0),
+            (wordcount_pipeline(&format!("wc-dsl-{round}"), round)?, 0),
+        ];
+        for (at, (app, records)) in apps.into_iter().enumerate() {
+            let location = Location::embedded(&data, app.name());
+            let rate = if records == 0 {
+                // The word counts: lines through split, then the words.
+                let took = runtime.block_on(run_all(&app, &location))?;
+                common::rate(LINES * WORDS_PER_LINE, took)
+            } else {
+                runtime.block_on(common::run_to_end(&app, &location, records))?
+            };
+            rows[1 + at].1.push(rate);
+        }
+    }
+    let floor = common::best(&plain);
+    let twin = |name: &str| -> Option<f64> {
+        let hand = name.replace("pipeline", "by hand");
+        rows.iter()
+            .find(|(n, _)| *n == hand)
+            .map(|(_, r)| common::best(r))
+    };
+    let ratios: Vec<String> = rows
+        .iter()
+        .filter(|(n, _)| n.ends_with("pipeline"))
+        .filter_map(|(n, r)| {
+            twin(n).map(|hand| format!("{n}: {:.2}x its hand-written twin", common::best(r) / hand))
+        })
+        .collect();
+    common::print_rows(
+        std::iter::once(("plain loop".to_string(), plain))
+            .chain(rows)
+            .map(|row| (row, floor)),
+    );
+    println!();
+    for line in ratios {
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// Runs `app` until the end of its inputs, however many records that is.
+async fn run_all(app: &App, location: &Location) -> anyhow::Result<Duration> {
+    let options = strata::runtime::RunOptions {
+        until_end: true,
+        ..Default::default()
+    };
+    Ok(strata::runtime::ops::run(app, location, options)
+        .await?
+        .elapsed)
+}
+
+const COUNTS: Store<String, u64> = Store::new("counts");
+
+fn by_hand_count(name: &str, emit: Option<usize>) -> App {
+    let output = emit.map(|round| Output::<String, String>::named(&format!("{name}-out-{round}")));
+    let app = App::new(name)
+        .processor("count", common::count(COUNTS, output))
+        .input("events")
+        .store(COUNTS);
+    match output {
+        Some(output) => app.output(output),
+        None => app,
+    }
+    .commit_interval(CommitInterval::default())
+}
+
+fn pipeline_count(name: &str, emit: Option<usize>) -> anyhow::Result<App> {
+    let pipeline = Pipeline::new(name);
+    let counts = pipeline
+        .from(EVENTS)
+        .named("count")
+        .stored_as("counts")
+        .count();
+    // Without emit, the counts go nowhere: the count's step has no
+    // children.
+    if let Some(round) = emit {
+        counts
+            .map_values(|n| n.to_string())
+            .to(Topic::<String, String>::named(&format!(
+                "{name}-out-{round}"
+            )));
+    }
+    Ok(pipeline.app()?)
+}
+
+fn windowed(name: &str, round: usize) -> anyhow::Result<App> {
+    let pipeline = Pipeline::new(name);
+    pipeline
+        .from(EVENTS)
+        .window(Tumbling::of(Duration::from_secs(1)).emit_on_close())
+        .count()
+        .map(|w: Windowed<String>, n| (w.key, n.to_string()))
+        .to(Topic::<String, String>::named(&format!(
+            "{name}-out-{round}"
+        )));
+    Ok(pipeline.app()?)
+}
+
+fn join(name: &str, round: usize) -> anyhow::Result<App> {
+    let pipeline = Pipeline::new(name);
+    let profiles = pipeline.table(PROFILES);
+    pipeline
+        .from(EVENTS)
+        .left_join(&profiles, |_, _, profile: Option<String>| {
+            profile.unwrap_or_default()
+        })
+        .to(Topic::<String, String>::named(&format!(
+            "{name}-out-{round}"
+        )));
+    Ok(pipeline.app()?)
+}
+
+fn wordcount_by_hand(name: &str, round: usize) -> App {
+    let words = Output::<String, ()>::named(&format!("{name}-words-{round}"));
+    let out = Output::<String, String>::named(&format!("{name}-counts-{round}"));
+    let split = move |line: Record<Vec<u8>, String>, ctx: &mut Context| {
+        for word in line.value.split_whitespace() {
+            ctx.emit(words, word, &())?;
+        }
+        Ok(())
+    };
+    let count = move |word: Record<String, ()>, ctx: &mut Context| {
+        let n = ctx.get(COUNTS, &word.key)?.unwrap_or(0) + 1;
+        ctx.put(COUNTS, &word.key, &n)?;
+        ctx.emit(out, &word.key, &n.to_string())
+    };
+    App::new(name)
+        .processor("split", split)
+        .input("lines")
+        .output(words)
+        .processor("count", count)
+        .input(words.topic())
+        .store(COUNTS)
+        .output(out)
+}
+
+fn wordcount_pipeline(name: &str, round: usize) -> anyhow::Result<App> {
+    let pipeline = Pipeline::new(name);
+    pipeline
+        .from(Topic::<Vec<u8>, String>::new("lines"))
+        .named("split")
+        .flat_map(|_, line: String| {
+            let words: Vec<(String, ())> = line
+                .split_whitespace()
+                .map(|w| (w.to_string(), ()))
+                .collect();
+            words
+        })
+        .through(Topic::named(&format!("{name}-words-{round}")))
+        .named("count")
+        .stored_as("counts")
+        .count()
+        .map_values(|n| n.to_string())
+        .to(Topic::<String, String>::named(&format!(
+            "{name}-counts-{round}"
+        )));
+    Ok(pipeline.app()?)
+}
+
+/// One row per key in `profiles`, one partition like `events`.
+fn write_profiles(data: &Path) -> anyhow::Result<()> {
+    let rows: Vec<(String, String)> = (0..common::KEYS)
+        .map(|n| (format!("key-{n:06}"), format!("profile of {n}")))
+        .collect();
+    write_keyed(data, "profiles", &rows)
+}
+
+/// `LINES` lines of `WORDS_PER_LINE` words out of 100,000, keyless.
+fn write_lines(data: &Path) -> anyhow::Result<()> {
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let rows: Vec<(String, String)> = (0..LINES)
+        .map(|_| {
+            let words: Vec<String> = (0..WORDS_PER_LINE)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    format!("w{}", state % 100_000)
+                })
+                .collect();
+            (String::new(), words.join(" "))
+        })
+        .collect();
+    write_keyed(data, "lines", &rows)
+}
+
+fn write_keyed(data: &Path, topic: &str, rows: &[(String, String)]) -> anyhow::Result<()> {
+    let log = LogManager::open(data, LogConfig::default())?;
+    let created = log.create_topic(topic, 1, BTreeMap::new())?;
+    let now = strata::log::now_ms();
+    for chunk in rows.chunks(1_000) {
+        let mut builder = BatchBuilder::new(Compression::None);
+        for (key, value) in chunk {
+            let key = (!key.is_empty()).then_some(key.as_bytes());
+            debug_assert_eq!(key.map_or(0, |k| partition_for_key(k, 1)), 0);
+            builder.push(NewRecord::new(key, value.as_bytes(), now))?;
+        }
+        created.partitions[0].append(&builder.build()?)?;
+    }
+    created.partitions[0].flush()?;
+    drop(created);
+    log.close()?;
+    Ok(())
+}
