@@ -50,9 +50,18 @@ pub(crate) trait Source: Send {
         record: Record<Vec<u8>, Vec<u8>>,
         ctx: &mut Context<'_>,
     ) -> Result<(), ProcessError>;
+
+    /// The source as its concrete type, for a segment that reads only it
+    /// (see [`Typed`]).
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
 }
 
 pub(crate) type BoxSource = Box<dyn Source>;
+
+/// Registers a segment whose only source is this node as a processor of
+/// the source's own types and codecs: the runtime then decodes each
+/// record straight into them, with no raw copy in between.
+pub(crate) type Typed = Arc<dyn Fn(App, &str, Arc<Frozen>) -> App + Send + Sync>;
 
 /// How a node's built operator is shared among several parents.
 pub(crate) type ShareFn = fn(AnyOp) -> Arc<dyn Share>;
@@ -69,6 +78,8 @@ pub(crate) struct Node {
     pub parents: usize,
     /// The topic a source reads.
     pub source: Option<&'static str>,
+    /// A stream source's typed registration.
+    pub typed: Option<Typed>,
     /// What the node declares, each under a key (declared once per
     /// segment: two sinks to one topic declare it once).
     pub declares: Vec<(String, Declare)>,
@@ -100,6 +111,7 @@ impl Graph {
             children: Vec::new(),
             parents: parents.len(),
             source: None,
+            typed: None,
             declares: Vec::new(),
             segment: id,
         });
@@ -266,6 +278,14 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// What a task runs of one segment: its sources, by the topic each reads.
 pub(crate) struct SegmentProcessor {
     sources: Vec<(&'static str, BoxSource)>,
+}
+
+impl SegmentProcessor {
+    /// The segment's only source.
+    pub fn into_only_source(mut self) -> BoxSource {
+        assert_eq!(self.sources.len(), 1, "a typed segment has one source");
+        self.sources.pop().expect("one source").1
+    }
 }
 
 /// The nodes of one segment, frozen when the pipeline became an app; the

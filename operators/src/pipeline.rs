@@ -38,9 +38,9 @@ use serde::de::DeserializeOwned;
 use strata::codec::Codec;
 use strata::runtime::App;
 
-use crate::graph::{Frozen, FrozenNode, Graph, make_source, share};
+use crate::graph::{Frozen, FrozenNode, Graph, Typed, make_source, share};
 use crate::item::Data;
-use crate::source::FromTopic;
+use crate::source::{FromTopic, TypedSegment};
 use crate::stream::Stream;
 use crate::topic::Topic;
 
@@ -84,10 +84,15 @@ impl Pipeline {
     {
         let codecs = (topic.key_codec(), topic.value_codec());
         let make = make_source::<K, V, _>(move |next| Box::new(FromTopic::new(codecs, next)));
+        let typed: Typed = Arc::new(move |app: App, name: &str, frozen: Arc<Frozen>| {
+            app.processor::<K, V, _>(name, move || TypedSegment::<K, V>::new(frozen.build()))
+                .input_codecs(codecs.0, codecs.1)
+        });
         let node = {
             let mut graph = self.graph.borrow_mut();
             let node = graph.add(&[], make, share::<K, V>);
             graph.nodes[node].source = Some(topic.name());
+            graph.nodes[node].typed = Some(typed);
             node
         };
         Stream::at(self.clone(), node, Some(topic.key_codec()), true)
@@ -123,9 +128,18 @@ impl Pipeline {
                 })
                 .collect();
             let frozen = Arc::new(Frozen { nodes });
-            app = app
-                .processor::<Vec<u8>, Vec<u8>, _>(&name, move || frozen.build())
-                .input_codecs(Codec::Raw, Codec::Raw);
+            let sources: Vec<usize> = (ids.iter().copied())
+                .filter(|&id| graph.nodes[id].source.is_some())
+                .collect();
+            app = match &sources[..] {
+                [only] if graph.nodes[*only].typed.is_some() => {
+                    let typed = graph.nodes[*only].typed.as_ref().expect("checked");
+                    typed(app, &name, frozen)
+                }
+                _ => app
+                    .processor::<Vec<u8>, Vec<u8>, _>(&name, move || frozen.build())
+                    .input_codecs(Codec::Raw, Codec::Raw),
+            };
             let mut inputs = BTreeSet::new();
             for &id in &ids {
                 if let Some(topic) = graph.nodes[id].source

@@ -3,9 +3,9 @@
 
 use serde::de::DeserializeOwned;
 use strata::codec::Codec;
-use strata::runtime::{Context, ProcessError, Record};
+use strata::runtime::{Context, ProcessError, Processor, Record};
 
-use crate::graph::Source;
+use crate::graph::{SegmentProcessor, Source};
 use crate::item::{Data, Item};
 use crate::operator::Next;
 
@@ -29,6 +29,10 @@ where
         self.next.init(ctx)
     }
 
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
+
     #[inline]
     fn push(
         &mut self,
@@ -44,5 +48,46 @@ where
             timestamp: record.timestamp,
         };
         self.next.push(item, ctx)
+    }
+}
+
+/// A segment whose only source is a [`FromTopic`], as a processor of its
+/// types: the runtime decodes keys and values straight into `K` and `V`.
+pub(crate) struct TypedSegment<K, V> {
+    source: Box<FromTopic<K, V>>,
+}
+
+impl<K, V> TypedSegment<K, V>
+where
+    K: Data + DeserializeOwned,
+    V: Data + DeserializeOwned,
+{
+    pub fn new(segment: SegmentProcessor) -> Self {
+        let source = segment
+            .into_only_source()
+            .into_any()
+            .downcast::<FromTopic<K, V>>()
+            .expect("a typed segment's source reads its types");
+        Self { source }
+    }
+}
+
+impl<K, V> Processor<K, V> for TypedSegment<K, V>
+where
+    K: Data + DeserializeOwned,
+    V: Data + DeserializeOwned,
+{
+    fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        self.source.next.init(ctx)
+    }
+
+    #[inline]
+    fn process(&mut self, record: Record<K, V>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        let item = Item {
+            key: record.key,
+            value: record.value,
+            timestamp: record.timestamp,
+        };
+        self.source.next.push(item, ctx)
     }
 }

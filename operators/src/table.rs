@@ -58,6 +58,10 @@ where
         self.next.init(ctx)
     }
 
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        self
+    }
+
     fn push(
         &mut self,
         record: Record<Vec<u8>, Vec<u8>>,
