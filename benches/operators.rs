@@ -20,6 +20,12 @@
 //!   and `examples/wordcount_dsl.rs`, two processors through `words`;
 //!   records/s counts words.
 //!
+//! - `zipf count, write cache` / `…, no write cache`: the pipeline's
+//!   count over `zipf`, 2 million records whose keys follow a Zipf law
+//!   (s = 1.1) over 100,000 keys, with the runtime's write cache (one
+//!   database write per key per commit) and without it (one per update);
+//!   each also reports the store entries written per record.
+//!
 //! Each case runs `ROUNDS` times after a warm-up; the best round is
 //! reported with its ratio to the plain loop's best (and, for the
 //! pipelines, to their hand-written twin's).
@@ -42,6 +48,9 @@ const WORDS_PER_LINE: u64 = 8;
 const ROUNDS: usize = 3;
 
 const EVENTS: Topic<String, Vec<u8>> = Topic::new("events");
+const ZIPF: Topic<String, Vec<u8>> = Topic::new("zipf");
+/// The Zipf law's exponent for the write cache's input.
+const ZIPF_S: f64 = 1.1;
 const PROFILES: Topic<String, String> = Topic::new("profiles");
 
 fn main() -> anyhow::Result<()> {
@@ -50,6 +59,7 @@ fn main() -> anyhow::Result<()> {
     common::write_input(&data, RECORDS)?;
     write_profiles(&data)?;
     write_lines(&data)?;
+    write_zipf(&data)?;
     println!(
         "input: {RECORDS} records of 100 bytes, {} distinct keys; {} profiles; {LINES} lines of {WORDS_PER_LINE} words",
         common::KEYS,
@@ -67,7 +77,11 @@ fn main() -> anyhow::Result<()> {
         "join, pipeline",
         "wordcount, by hand",
         "wordcount, pipeline",
+        "zipf count, write cache",
+        "zipf count, no write cache",
     ];
+    // Store entries written per record, per write-cache case and round.
+    let mut writes_per_record: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut rows: Vec<(String, Vec<f64>)> =
         names.iter().map(|n| (n.to_string(), Vec::new())).collect();
     let mut plain = Vec::new();
@@ -93,6 +107,10 @@ fn main() -> anyhow::Result<()> {
             (wordcount_by_hand(&format!("wc-hand-{round}"), round), 0),
             (wordcount_pipeline(&format!("wc-dsl-{round}"), round)?, 0),
         ];
+        let zipf = [
+            ("zipf count, write cache", true),
+            ("zipf count, no write cache", false),
+        ];
         for (at, (app, records)) in apps.into_iter().enumerate() {
             let location = Location::embedded(&data, app.name());
             let rate = if records == 0 {
@@ -103,6 +121,21 @@ fn main() -> anyhow::Result<()> {
                 runtime.block_on(common::run_to_end(&app, &location, records))?
             };
             rows[1 + at].1.push(rate);
+        }
+        for (name, cache) in zipf {
+            let app = zipf_count(&format!("zipf-{cache}-{round}"), cache)?;
+            let location = Location::embedded(&data, app.name());
+            let summary =
+                runtime.block_on(strata::runtime::ops::run(&app, &location, until_end()))?;
+            anyhow::ensure!(
+                summary.records == RECORDS,
+                "{name}: {} records",
+                summary.records
+            );
+            let row = rows.iter_mut().find(|(n, _)| n == name).expect("named");
+            row.1.push(common::rate(RECORDS, summary.elapsed));
+            let per_record = summary.store_writes as f64 / RECORDS as f64;
+            writes_per_record.entry(name).or_default().push(per_record);
         }
     }
     let floor = common::best(&plain);
@@ -128,6 +161,63 @@ fn main() -> anyhow::Result<()> {
     for line in ratios {
         println!("{line}");
     }
+    for (name, per_record) in &writes_per_record {
+        let rounds: Vec<String> = per_record.iter().map(|w| format!("{w:.4}")).collect();
+        println!("{name}: store writes per record {}", rounds.join(" "));
+    }
+    Ok(())
+}
+
+fn until_end() -> strata::runtime::RunOptions {
+    strata::runtime::RunOptions {
+        until_end: true,
+        ..Default::default()
+    }
+}
+
+/// The pipeline's count over `zipf`, with or without the write cache.
+fn zipf_count(name: &str, cache: bool) -> anyhow::Result<App> {
+    let pipeline = Pipeline::new(name);
+    pipeline
+        .from(ZIPF)
+        .named("count")
+        .stored_as("counts")
+        .count();
+    Ok(pipeline.app()?.write_cache(cache))
+}
+
+/// `RECORDS` records of 90-byte values whose keys (out of `common::KEYS`)
+/// follow a Zipf law with exponent `ZIPF_S`: key k drawn with weight
+/// 1 / k^s, by a binary search of the cumulative weights.
+fn write_zipf(data: &Path) -> anyhow::Result<()> {
+    let mut cumulative = Vec::with_capacity(common::KEYS as usize);
+    let mut total = 0.0;
+    for k in 1..=common::KEYS {
+        total += 1.0 / (k as f64).powf(ZIPF_S);
+        cumulative.push(total);
+    }
+    let mut state = 0x51_7cc1_b727_220a_u64;
+    let log = LogManager::open(data, LogConfig::default())?;
+    let created = log.create_topic("zipf", 1, BTreeMap::new())?;
+    let now = strata::log::now_ms();
+    let value = [b'v'; 90];
+    for chunk in 0..RECORDS / 1_000 {
+        let mut builder = BatchBuilder::new(Compression::None);
+        for _ in 0..1_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let uniform = (state >> 11) as f64 / (1u64 << 53) as f64 * total;
+            let k = cumulative.partition_point(|&c| c < uniform);
+            let key = format!("key-{k:06}");
+            let timestamp = now - (RECORDS / 1_000 - chunk) as i64;
+            builder.push(NewRecord::new(Some(key.as_bytes()), &value, timestamp))?;
+        }
+        created.partitions[0].append(&builder.build()?)?;
+    }
+    created.partitions[0].flush()?;
+    drop(created);
+    log.close()?;
     Ok(())
 }
 

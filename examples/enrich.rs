@@ -2,7 +2,10 @@
 //! (`page-views`, user → page) enriched with user profiles (`profiles`,
 //! user → JSON profile, the latest per user; a null value deletes one)
 //! into `enriched-views` (user → JSON view with the profile's name and
-//! country, or none when the user has no profile yet).
+//! country, or none when the user has no profile yet); the latest view
+//! of each user is also kept in the store `latest-views`, which the app
+//! answers queries of (`query latest-views u1`, or `run --query ADDR` and
+//! `GET /stores/latest-views/keys/u1`).
 //!
 //! `page-views` and `profiles` must have the same partition count, both
 //! keyed by user: partition i of each meets in one task.
@@ -12,6 +15,7 @@
 //! printf 'u1:/home\nu2:/pricing\n' | kcat -P -b 127.0.0.1:9092 -t page-views -K:
 //! cargo run --example enrich -- --bootstrap 127.0.0.1:9092 --state-dir ./enrich-state run
 //! cargo run --example enrich -- --data-dir ./strata-data run --until-end
+//! cargo run --example enrich -- --data-dir ./strata-data query latest-views u1
 //! ```
 
 use std::process::ExitCode;
@@ -44,17 +48,19 @@ fn main() -> ExitCode {
     let cli = Cli::<NoArgs>::parse();
     let pipeline = Pipeline::new("enrich");
     let profiles = pipeline.table(PROFILES);
-    pipeline
-        .from(PAGE_VIEWS)
-        .named("enrich")
-        .left_join(&profiles, |_user, page, profile: Option<Profile>| {
-            EnrichedView {
-                page,
-                name: profile.as_ref().map(|p| p.name.clone()),
-                country: profile.map(|p| p.country),
-            }
-        })
-        .to(ENRICHED);
+    let enriched = pipeline.from(PAGE_VIEWS).named("enrich").left_join(
+        &profiles,
+        |_user, page, profile: Option<Profile>| EnrichedView {
+            page,
+            name: profile.as_ref().map(|p| p.name.clone()),
+            country: profile.map(|p| p.country),
+        },
+    );
+    enriched.to(ENRICHED);
+    // Each user's latest view, for queries.
+    enriched
+        .stored_as("latest-views")
+        .reduce(|_, latest| latest.clone());
     match pipeline.app() {
         Ok(app) => run_parsed(&app, &cli.location, &cli.command),
         Err(error) => {

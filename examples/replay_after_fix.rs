@@ -144,6 +144,7 @@ fn demo() -> anyhow::Result<()> {
             until_end: true,
             serve: None,
             metrics: None,
+            query: None,
             commit: CommitArgs::default(),
             checkpoints: no_checkpoints.clone(),
             group: GroupArgs::default(),

@@ -71,4 +71,28 @@ fn page_views_are_enriched_with_the_latest_profile_of_their_user() {
             ("u4".into(), view("/b", "null", "null")),
         ]
     );
+
+    // The latest view of a user, asked of the app's store.
+    let query = Command::new(support::example::example("enrich"))
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "query",
+            "latest-views",
+            "u1",
+        ])
+        .output()
+        .expect("enrich query runs");
+    assert!(
+        query.status.success(),
+        "{}",
+        String::from_utf8_lossy(&query.stderr)
+    );
+    assert_eq!(
+        String::from_utf8(query.stdout).unwrap(),
+        format!(
+            "u1\t{}\n",
+            r#"{"country":"UK","name":"Ada","page":"/home"}"#
+        )
+    );
 }

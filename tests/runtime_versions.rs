@@ -149,6 +149,7 @@ fn run_until_end() -> Command {
         until_end: true,
         serve: None,
         metrics: None,
+        query: None,
         commit: CommitArgs::default(),
         checkpoints: no_checkpoints(),
         group: GroupArgs::default(),
@@ -479,6 +480,7 @@ fn automatic_checkpoints_keep_the_newest() {
         until_end: true,
         serve: None,
         metrics: None,
+        query: None,
         commit: CommitArgs::default(),
         checkpoints: CheckpointArgs {
             checkpoint_records: Some(200),
@@ -736,6 +738,7 @@ fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
         until_end: true,
         serve: None,
         metrics: None,
+        query: None,
         commit: CommitArgs {
             commit_records: Some(50),
             commit_ms: None,

@@ -80,6 +80,9 @@ pub struct GroupMemberDescription {
     pub client_host: String,
     /// The member's assignment, as its group protocol encodes it.
     pub assignment: bytes::Bytes,
+    /// The member's metadata for the group's protocol (a consumer's
+    /// subscription), as it joined with it.
+    pub metadata: bytes::Bytes,
 }
 
 #[derive(Debug, Clone)]
@@ -360,6 +363,7 @@ impl Admin {
                     client_id: m.client_id.as_str().to_string(),
                     client_host: m.client_host.as_str().to_string(),
                     assignment: m.member_assignment.clone(),
+                    metadata: m.member_metadata.clone(),
                 })
                 .collect(),
         })

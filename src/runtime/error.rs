@@ -43,6 +43,10 @@ pub enum RuntimeError {
     /// A store asked for by name that no processor of the app declares.
     #[error("no store named {store:?}; the app declares: {declared}")]
     UnknownStore { store: String, declared: String },
+    /// A query that cannot be answered as asked (a key that does not parse
+    /// as the store's key type, a window query on a store of other keys).
+    #[error("query of store {store:?}: {reason}")]
+    Query { store: String, reason: String },
     /// A version asked for by name that `versions.json` does not list.
     #[error("no version {name:?} (versions: {known}); `replay --version {name}` makes one")]
     UnknownVersion { name: String, known: String },

@@ -7,6 +7,7 @@
 //!     versions.json                   the live version and the replayed ones
 //!     .running                        locked while a process runs the version
 //!     serving                         the address a running app serves on
+//!     query-address                   the address a running app answers queries on
 //!     group-member                    remote, a static member's view as it
 //!                                     last joined the app's group
 //!     tasks.json                      what each task of the running instance
@@ -67,6 +68,8 @@ impl LayoutError {
 const RUNNING: &str = ".running";
 /// The file naming the address a running app serves the Kafka protocol on.
 const SERVING: &str = "serving";
+/// The address of the running app's query endpoint (`run --query`).
+const QUERY_ADDRESS: &str = "query-address";
 /// The view a static member last joined its group with.
 const GROUP_MEMBER: &str = "group-member";
 /// The running instance's task board.
@@ -97,6 +100,11 @@ pub(crate) fn versions_manifest(root: &Path) -> PathBuf {
 /// The state directory of a replayed version.
 pub(crate) fn version_dir(root: &Path, name: &str) -> PathBuf {
     root.join(VERSIONS).join(name)
+}
+
+/// The file naming the address the running app answers queries on.
+pub(crate) fn query_address_file(state_dir: &Path) -> PathBuf {
+    state_dir.join(QUERY_ADDRESS)
 }
 
 /// The file naming the address the running app serves on.

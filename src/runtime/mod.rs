@@ -80,9 +80,11 @@ mod progress;
 mod record;
 mod spec;
 pub mod state;
+mod store_text;
 mod task;
 pub mod topology;
 pub mod versions;
+pub mod window_key;
 
 pub use async_processor::{AsyncProcessor, CONCURRENCY_DEFAULT};
 pub use board::TaskView;

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use crate::codec::Codec;
 
 use super::handles::{Output, Store};
+use super::store_text::StoreText;
 
 /// Renders an encoded store key or value for `dump-state` and `diff`.
 pub(crate) type Render = Arc<dyn Fn(&[u8]) -> String + Send + Sync>;
@@ -27,6 +28,8 @@ pub(crate) struct StoreSpec {
     pub value_type_name: &'static str,
     pub render_key: Render,
     pub render_value: Render,
+    /// Keys from text and entries as JSON, for queries.
+    pub text: StoreText,
 }
 
 impl StoreSpec {
@@ -45,6 +48,7 @@ impl StoreSpec {
             value_type_name: std::any::type_name::<V>(),
             render_key: render::<K>(store.key_codec()),
             render_value: render::<V>(store.value_codec()),
+            text: StoreText::of::<K, V>(store.key_codec(), store.value_codec()),
         }
     }
 

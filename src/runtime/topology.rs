@@ -93,6 +93,9 @@ pub struct TaskConfig {
     /// (`<app>-<store>-changelog`) with each commit. Remote apps always do:
     /// their state travels through the changelogs.
     pub changelogs: bool,
+    /// Repeated writes of one key within a commit merged into one database
+    /// write (on by default; see [`App::write_cache`]).
+    pub write_cache: bool,
 }
 
 impl Default for TaskConfig {
@@ -103,6 +106,7 @@ impl Default for TaskConfig {
             sync: true,
             checkpoints: CheckpointPolicy::default(),
             changelogs: false,
+            write_cache: true,
         }
     }
 }
@@ -220,6 +224,22 @@ impl App {
         self
     }
 
+    /// Declares the last store a window store: its keys are laid out as
+    /// [`window_key`](super::window_key) says, over keys of type `K`
+    /// encoded with `codec`, so that queries can ask for one key's windows
+    /// in a time range (`query STORE --window KEY --from T1 --to T2`).
+    pub fn window_keys<K>(mut self, codec: Codec) -> Self
+    where
+        K: Serialize + DeserializeOwned + 'static,
+    {
+        let store = self.last("window_keys").and_then(|p| p.stores.last_mut());
+        match store {
+            Some(store) => store.text = store.text.clone().windowed::<K>(codec),
+            None => self.fail("window_keys declared before a store of the processor".into()),
+        }
+        self
+    }
+
     /// An output (derived) topic of the last processor, with the codecs of
     /// its handle; created if missing, with the handle's partitions or as
     /// many as the processor's input.
@@ -227,6 +247,15 @@ impl App {
         if let Some(p) = self.last("output") {
             p.outputs.push(OutputSpec::of(output));
         }
+        self
+    }
+
+    /// Whether a task merges repeated writes of one key within a commit
+    /// into one database write (the default). Off, every put and delete
+    /// is written as made: only for measuring what the cache saves a hot
+    /// key (`make bench-operators`); state and outputs are the same.
+    pub fn write_cache(mut self, on: bool) -> Self {
+        self.config.write_cache = on;
         self
     }
 

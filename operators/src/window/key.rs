@@ -10,43 +10,20 @@
 //! closing key  [end u64 BE][window key]
 //! ```
 //!
+//! The window key is the runtime's public window-store layout
+//! (`strata::runtime::window_key`), so `query --window` reads these
+//! stores; the closing list is this crate's own.
+//!
 //! Times are stored as `t ^ i64::MIN` big-endian, so byte order is time
 //! order (negative timestamps first). The key length makes a key's
 //! windows a byte prefix of no other key's (`"ab"` and `"abc"` differ in
 //! their first four bytes).
 
+use strata::runtime::window_key::{TIME_BYTES as TIME, time_of};
+pub(crate) use strata::runtime::window_key::{split_window_key, time_bytes, window_key};
+
+/// Bytes of a window key's length field.
 const LEN: usize = 4;
-const TIME: usize = 8;
-
-pub(crate) fn time_bytes(t: i64) -> [u8; TIME] {
-    ((t ^ i64::MIN) as u64).to_be_bytes()
-}
-
-fn time_of(bytes: &[u8]) -> i64 {
-    let raw: [u8; TIME] = bytes.try_into().expect("eight bytes");
-    (u64::from_be_bytes(raw) as i64) ^ i64::MIN
-}
-
-/// The window key of `key` (encoded) in the window starting at `start`,
-/// written into `out`.
-pub(crate) fn window_key(key: &[u8], start: i64, out: &mut Vec<u8>) {
-    out.clear();
-    let len = u32::try_from(key.len()).expect("a record key is under 4 GiB");
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(key);
-    out.extend_from_slice(&time_bytes(start));
-}
-
-/// The key bytes and start of a window key, or why it is not one.
-pub(crate) fn split_window_key(bytes: &[u8]) -> Result<(&[u8], i64), String> {
-    let bad = || format!("a window key of {} bytes is malformed", bytes.len());
-    let len_bytes: [u8; LEN] = bytes.get(..LEN).ok_or_else(bad)?.try_into().expect("4");
-    let len = u32::from_be_bytes(len_bytes) as usize;
-    if bytes.len() != LEN + len + TIME {
-        return Err(bad());
-    }
-    Ok((&bytes[LEN..LEN + len], time_of(&bytes[LEN + len..])))
-}
 
 pub(crate) fn closing_key(end: i64, window_key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(TIME + window_key.len());
@@ -63,7 +40,8 @@ pub(crate) fn split_closing_key(bytes: &[u8]) -> Result<(i64, &[u8]), String> {
             bytes.len()
         ));
     }
-    Ok((time_of(&bytes[..TIME]), &bytes[TIME..]))
+    let end: [u8; TIME] = bytes[..TIME].try_into().expect("checked above");
+    Ok((time_of(end), &bytes[TIME..]))
 }
 
 #[cfg(test)]

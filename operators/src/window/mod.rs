@@ -149,6 +149,7 @@ where
             format!("store {windows}"),
             Arc::new(move |app: App| {
                 app.store(stores.windows)
+                    .window_keys::<K>(key_codec)
                     .store(stores.closing)
                     .store(stores.time)
             }),
@@ -274,6 +275,7 @@ where
             format!("store {sessions}"),
             Arc::new(move |app: App| {
                 app.store(stores.sessions)
+                    .window_keys::<K>(key_codec)
                     .store(stores.closing)
                     .store(stores.time)
             }),

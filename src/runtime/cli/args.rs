@@ -59,6 +59,11 @@ pub enum Command {
         /// task's state, restore progress, standby lag, records processed.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<SocketAddr>,
+        /// Answer queries of the stores over HTTP on this address (`GET
+        /// /stores`, `/stores/STORE/keys/KEY`, `/stores/STORE?prefix=P`; port
+        /// 0: a free one, written to `<state dir>/query-address`).
+        #[arg(long, value_name = "ADDR")]
+        query: Option<SocketAddr>,
         #[command(flatten)]
         commit: CommitArgs,
         #[command(flatten)]
@@ -107,6 +112,37 @@ pub enum Command {
         /// at or below it.
         #[arg(long, value_name = "OFFSET")]
         at: Option<i64>,
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// A store's committed entries: one key, a prefix, a range, or a
+    /// window store's windows of one key; every entry when given none.
+    Query {
+        /// The store (as declared; `dump-state` and `GET /stores` list them).
+        store: String,
+        /// One key: text for raw and utf8 keys, JSON (or a bare string) for
+        /// postcard and json keys.
+        key: Option<String>,
+        /// Keys starting with this text (stores with raw or utf8 keys).
+        #[arg(long, conflicts_with_all = ["key", "window"])]
+        prefix: Option<String>,
+        /// The lowest key (inclusive); with --window, the earliest window
+        /// start: ms since the Unix epoch or a UTC time.
+        #[arg(long, conflicts_with = "key")]
+        from: Option<String>,
+        /// The highest key (inclusive); with --window, the latest window start.
+        #[arg(long, conflicts_with = "key")]
+        to: Option<String>,
+        /// A window store's windows of this key.
+        #[arg(long, value_name = "KEY", conflicts_with = "key")]
+        window: Option<String>,
+        /// The most entries to print.
+        #[arg(long, default_value_t = crate::runtime::ops::query::QUERY_ENTRIES_DEFAULT)]
+        limit: usize,
+        /// The answer as JSON (as the HTTP endpoint gives it), not lines.
+        #[arg(long)]
+        json: bool,
         /// Another version than the live one.
         #[arg(long)]
         version: Option<String>,

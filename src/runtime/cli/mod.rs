@@ -4,11 +4,14 @@
 //!
 //!
 //! ```text
-//! <app> run [--until-end] [--serve ADDR] [--commit-records N] [--commit-ms MS]
+//! <app> run [--until-end] [--serve ADDR] [--query ADDR] [--commit-records N] [--commit-ms MS]
 //!           [--checkpoint-records N] [--checkpoint-secs S] [--checkpoints-kept K]
 //!                                                 process (embedded or remote)
 //! <app> status [--version V]                      per task: offsets, lag, outbox
 //! <app> dump-state [--store S] [--at OFFSET]      sorted `store<TAB>key<TAB>value`
+//! <app> query STORE [KEY | --prefix P | --from A --to B | --window KEY --from T --to T]
+//!                   [--limit N] [--json] [--version V]
+//!                                                 committed entries of a store
 //! <app> replay --version V --from earliest|OFFSET|TIME [--until-end]
 //!              (and run's commit and checkpoint flags)
 //! <app> diff A B                                  exit status 1 when they differ
@@ -43,7 +46,8 @@ pub use args::{CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, LocationArgs
 
 use super::error::RuntimeError;
 use super::location::Location;
-use super::ops::{self, RebuildOptions, RunOptions};
+use super::ops::query::http::QueryEndpoint;
+use super::ops::{self, RebuildOptions, RunOptions, StoreQuery};
 use super::topology::App;
 use super::versions::{BASE, LIVE, Versions};
 
@@ -122,6 +126,7 @@ async fn dispatch(
             until_end,
             serve,
             metrics,
+            query,
             commit,
             checkpoints,
             group,
@@ -134,6 +139,11 @@ async fn dispatch(
                 until_end: *until_end,
                 serve: *serve,
                 metrics: *metrics,
+                query: query.map(|addr| QueryEndpoint {
+                    addr,
+                    root: location.clone(),
+                    version: live.name.clone(),
+                }),
                 progress_every: Some(PROGRESS_EVERY),
                 group: group.options(),
                 ..RunOptions::default()
@@ -189,6 +199,28 @@ async fn dispatch(
             let (app, location) = app.as_version(location, &version(name)?);
             print::dump_state(&app, &location, store.as_deref(), *at)?;
             Ok(Outcome::Done)
+        }
+        Command::Query {
+            store,
+            key,
+            prefix,
+            from,
+            to,
+            window,
+            limit,
+            json,
+            version: name,
+        } => {
+            let asked = version(name)?;
+            let (app, location) = app.as_version(location, &asked);
+            let lookup = print::lookup(key, prefix, from, to, window)?;
+            let query = StoreQuery {
+                store: store.clone(),
+                lookup,
+                limit: *limit,
+            };
+            let answer = ops::query::query_from_cli(&app, &location, &query, &asked.name).await?;
+            print::query(&query, &answer, *json)
         }
         Command::Diff { a, b, examples } => {
             let versions = versions()?;

@@ -6,9 +6,97 @@ use std::io::Write;
 use crate::runtime::error::RuntimeError;
 use crate::runtime::layout::{self, task_dirs};
 use crate::runtime::location::Location;
-use crate::runtime::ops::{self, DiffReport, StatusRow, TaskCheckpoint, dump_state::checkpoint_at};
+use crate::runtime::ops::{
+    self, DiffReport, Lookup, QueryAnswer, StatusRow, StoreQuery, TaskCheckpoint,
+    dump_state::checkpoint_at,
+};
 use crate::runtime::progress::duration;
 use crate::runtime::topology::App;
+
+/// `query`'s flags as a lookup.
+pub(super) fn lookup(
+    key: &Option<String>,
+    prefix: &Option<String>,
+    from: &Option<String>,
+    to: &Option<String>,
+    window: &Option<String>,
+) -> Result<Lookup, RuntimeError> {
+    let time = |text: &Option<String>| -> Result<Option<i64>, RuntimeError> {
+        let Some(text) = text else { return Ok(None) };
+        let ms = text.strip_suffix("ms").unwrap_or(text);
+        ms.parse()
+            .ok()
+            .or_else(|| crate::time::parse_rfc3339(text))
+            .map(Some)
+            .ok_or_else(|| {
+                RuntimeError::Config(format!(
+                    "{text:?} is not a time: give ms since the Unix epoch or a UTC time (2026-11-30T12:00:00Z)"
+                ))
+            })
+    };
+    Ok(match (key, prefix, window) {
+        (Some(key), _, _) => Lookup::Key(key.clone()),
+        (None, Some(prefix), _) => Lookup::Prefix(prefix.clone()),
+        (None, None, Some(window)) => Lookup::Window {
+            key: window.clone(),
+            from: time(from)?,
+            to: time(to)?,
+        },
+        (None, None, None) if from.is_some() || to.is_some() => Lookup::Range {
+            from: from.clone(),
+            to: to.clone(),
+        },
+        (None, None, None) => Lookup::All,
+    })
+}
+
+/// `query`: the entries as `key<TAB>value` lines (JSON values; strings
+/// bare), or the whole answer as JSON; a key not found, or tasks left
+/// out, said on stderr. A key not found is an error (exit status 1).
+pub(super) fn query(
+    query: &StoreQuery,
+    answer: &QueryAnswer,
+    json: bool,
+) -> Result<super::Outcome, RuntimeError> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if json {
+        let text = serde_json::to_string_pretty(answer).map_err(|e| RuntimeError::Query {
+            store: answer.store.clone(),
+            reason: e.to_string(),
+        })?;
+        writeln!(out, "{text}").map_err(stdout_error)?;
+    } else {
+        let bare = |value: &serde_json::Value| match value {
+            serde_json::Value::String(text) => text.clone(),
+            other => other.to_string(),
+        };
+        for entry in &answer.entries {
+            writeln!(out, "{}\t{}", bare(&entry.key), bare(&entry.value)).map_err(stdout_error)?;
+        }
+    }
+    out.flush().map_err(stdout_error)?;
+    if answer.truncated {
+        eprintln!(
+            "(more entries matched than --limit {} let through)",
+            query.limit
+        );
+    }
+    for left in &answer.elsewhere {
+        let owner = left.owner.as_deref().unwrap_or("another instance");
+        let why = left.error.as_deref().unwrap_or("not asked");
+        eprintln!(
+            "(task {} is run by {owner}: its entries are missing: {why})",
+            left.task
+        );
+    }
+    match &query.lookup {
+        Lookup::Key(key) if answer.entries.is_empty() => Err(RuntimeError::Query {
+            store: answer.store.clone(),
+            reason: format!("no key {key:?}"),
+        }),
+        _ => Ok(super::Outcome::Done),
+    }
+}
 
 /// `dump-state`: the lines on stdout; with `at`, which checkpoint each task's
 /// lines come from on stderr.

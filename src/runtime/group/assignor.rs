@@ -149,6 +149,7 @@ mod tests {
         MemberInfo {
             owned: owned.clone(),
             stored: BTreeSet::new(),
+            query: String::new(),
         }
     }
 

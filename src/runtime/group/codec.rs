@@ -12,6 +12,7 @@
 //! | 2 | version (0) |
 //! | list | owned: the tasks the instance runs now (stopping ones too) |
 //! | list | stored: tasks whose state the instance holds on disk |
+//! | string | query: the address its query endpoint answers on (`run --query`), empty when none; absent from older instances' data, which end before it |
 //!
 //! Assignment user data (version 0):
 //!
@@ -41,6 +42,9 @@ const NAME_BYTES_MAX: usize = i16::MAX as usize;
 pub(crate) struct MemberInfo {
     pub owned: BTreeSet<TaskId>,
     pub stored: BTreeSet<TaskId>,
+    /// Where the instance answers queries (`host:port`), empty when it
+    /// does not.
+    pub query: String,
 }
 
 /// The leader's answer to one member.
@@ -58,14 +62,23 @@ impl MemberInfo {
         buf.put_i16(VERSION);
         put_tasks(&mut buf, &self.owned);
         put_tasks(&mut buf, &self.stored);
+        put_string(&mut buf, &self.query);
         buf.freeze()
     }
 
     pub fn decode(mut bytes: &[u8]) -> Result<Self, String> {
         version(&mut bytes, "subscription")?;
+        let owned = tasks(&mut bytes)?;
+        let stored = tasks(&mut bytes)?;
+        // The query address came later: data that ends before it has none.
+        let query = match bytes.is_empty() {
+            true => String::new(),
+            false => string(&mut bytes)?,
+        };
         Ok(Self {
-            owned: tasks(&mut bytes)?,
-            stored: tasks(&mut bytes)?,
+            owned,
+            stored,
+            query,
         })
     }
 }
@@ -181,6 +194,7 @@ mod tests {
         let info = MemberInfo {
             owned: ids(&[("split", 0), ("count", 3)]),
             stored: ids(&[("count", 1)]),
+            query: "127.0.0.1:8080".into(),
         };
         assert_eq!(MemberInfo::decode(&info.encode()).unwrap(), info);
         let assignment = TaskAssignment {
@@ -199,11 +213,19 @@ mod tests {
         let info = MemberInfo {
             owned: ids(&[("split", 0)]),
             stored: ids(&[("count", 1)]),
+            query: "h:1".into(),
         };
         let bytes = info.encode();
-        for cut in 0..bytes.len() {
+        // Cut anywhere but where an older instance's data ends.
+        let without_query = bytes.len() - 2 - info.query.len();
+        for cut in (0..bytes.len()).filter(|&c| c != without_query) {
             assert!(MemberInfo::decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
+        let older = MemberInfo::decode(&bytes[..without_query]).unwrap();
+        assert_eq!(
+            (older.owned, older.query),
+            (info.owned.clone(), String::new())
+        );
         let mut newer = bytes.to_vec();
         newer[1] = 1;
         assert!(MemberInfo::decode(&newer).unwrap_err().contains("upgrade"));

@@ -140,6 +140,7 @@ impl Member {
         stored: BTreeSet<TaskId>,
         options: &GroupOptions,
         saved: Option<PathBuf>,
+        query: Option<std::net::SocketAddr>,
     ) -> Self {
         let session = options.session_timeout;
         let config = MembershipConfig {
@@ -164,6 +165,7 @@ impl Member {
             info: MemberInfo {
                 owned: BTreeSet::new(),
                 stored,
+                query: query.map(|a| a.to_string()).unwrap_or_default(),
             },
             standbys: options.standbys,
         };
@@ -272,7 +274,9 @@ async fn member_loop(
     let group = protocol.group.clone();
     // A static member restarted presents itself as it last joined, so the
     // coordinator knows it unchanged and hands its tasks back.
-    if let Some(view) = saved.as_deref().and_then(read_saved) {
+    if let Some(mut view) = saved.as_deref().and_then(read_saved) {
+        // The saved view's tasks, with where this run answers queries.
+        view.query = std::mem::take(&mut protocol.info.query);
         protocol.info = view;
     }
     let mut generation = 0;
@@ -385,6 +389,8 @@ pub(crate) struct Placement {
     pub active: Option<String>,
     /// The instances keeping standby copies of it.
     pub standbys: Vec<String>,
+    /// Where the instance running it answers queries, if it does.
+    pub query: Option<std::net::SocketAddr>,
 }
 
 /// Where each task of the app's group is placed now, by instance: its
@@ -410,8 +416,11 @@ pub(crate) async fn placements(
         else {
             continue;
         };
+        let query = query_address(member);
         for task in &assignment.active {
-            placed.entry(task.to_string()).or_default().active = Some(label.clone());
+            let placement = placed.entry(task.to_string()).or_default();
+            placement.active = Some(label.clone());
+            placement.query = query;
         }
         for task in &assignment.standby {
             let standbys = &mut placed.entry(task.to_string()).or_default().standbys;
@@ -419,6 +428,20 @@ pub(crate) async fn placements(
         }
     }
     Ok(placed)
+}
+
+/// Where a member answers queries: the address in its subscription, with
+/// the host the coordinator saw it connect from when it listens on every
+/// interface (`0.0.0.0:8080`).
+fn query_address(member: &client::GroupMemberDescription) -> Option<std::net::SocketAddr> {
+    let (_, data) = client::decode_subscription_with(&member.metadata).ok()?;
+    let info = MemberInfo::decode(&data?).ok()?;
+    let mut addr: std::net::SocketAddr = info.query.parse().ok()?;
+    if addr.ip().is_unspecified() {
+        let host = member.client_host.trim_start_matches('/');
+        addr.set_ip(host.parse().ok()?);
+    }
+    Some(addr)
 }
 
 /// A member id's distinguishing tail (`…-1a2b`), so two members on one

@@ -11,6 +11,8 @@
 //! - [`Replay`]: run a new build into a version of its own.
 //! - [`diff()`]: two versions' stores and derived topics compared.
 //! - [`promote()`]: make a version live.
+//! - [`query()`]: a store's committed entries by key, prefix, range or
+//!   window, as JSON; `query/http.rs` serves it while the app runs.
 //!
 //! Each takes the app (its topology, [`App`](crate::runtime::App)) and the
 //! [`Location`](crate::runtime::Location) of its log and state; a version
@@ -21,6 +23,7 @@ mod diff;
 pub(crate) mod dump_state;
 mod open;
 mod promote;
+pub mod query;
 mod rebuild;
 mod replay;
 mod run;
@@ -30,6 +33,7 @@ pub use checkpoint::{TaskCheckpoint, checkpoint};
 pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff, diff};
 pub use dump_state::{dump_state, dump_state_at};
 pub use promote::{Promoted, promote};
+pub use query::{Lookup, QueryAnswer, StoreQuery, query};
 pub use rebuild::{REBUILD_COMMIT, RebuildOptions, RebuildSummary, rebuild};
 pub use replay::Replay;
 pub use run::{RunOptions, RunSummary, run, run_until, stop_signal};

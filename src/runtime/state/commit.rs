@@ -21,6 +21,7 @@ use super::inline_bytes::InlineBytes;
 use super::meta::{
     COMMIT, INPUT_OFFSET_PREFIX, NEXT_OUTBOX, RATE, START_OFFSET_PREFIX, sequence_key, topic_key,
 };
+use super::slot_table::DirtyEntries;
 use super::store_map::StoreMap;
 use super::writer::{CommitJob, Writer};
 use super::{META, OUTBOX, StateError, TaskState};
@@ -99,6 +100,22 @@ impl TaskState {
             }
         }
         let mut batch = WriteBatch::default();
+        if let Some(journal) = self.journal.as_mut().map(std::mem::take) {
+            // No write cache: every write as it was made, in order (the
+            // last of a key's writes wins within the batch), and none of
+            // the merged ones.
+            self.store_writes += journal.len() as u64;
+            for (index, key, value) in journal {
+                let family = self.cf(&self.stores[index])?;
+                match value {
+                    Some(value) => batch.put_cf(family, key, value),
+                    None => batch.delete_cf(family, key),
+                }
+            }
+            writes.clear();
+        } else {
+            self.store_writes += writes.iter().map(|(_, e)| dirty_count(e)).sum::<u64>();
+        }
         let outbox = self.cf(OUTBOX)?;
         let first = self.next_outbox;
         for (seq, entry) in (first..).zip(&self.run.sealed) {
@@ -247,4 +264,9 @@ impl TaskState {
             None => Ok(()),
         }
     }
+}
+
+/// How many entries a store's taken writes hold.
+fn dirty_count(entries: &[u8]) -> u64 {
+    DirtyEntries::new(entries).count() as u64
 }

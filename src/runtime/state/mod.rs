@@ -105,6 +105,11 @@ pub struct TaskState {
     /// Why the state can no longer commit: a commit failed after the
     /// tables or the bookkeeping had moved on. Reopen it to go on.
     poisoned: Option<String>,
+    /// With the write cache off (see [`TaskState::set_write_cache`]): every
+    /// store write of the run, in order, each to be written as it is.
+    journal: Option<Vec<JournalEntry>>,
+    /// Store entries put in commits' write batches since the state opened.
+    store_writes: u64,
     /// The emits of the run in progress.
     run: Run,
     /// Reused for the encoded key and value of each store call.
@@ -191,6 +196,8 @@ impl TaskState {
             writer: None,
             writable: false,
             poisoned: None,
+            journal: None,
+            store_writes: 0,
             run: Run::default(),
             buffers: EncodeBuffers::default(),
         };
@@ -228,6 +235,24 @@ impl TaskState {
         self.run.open.clear();
         self.run.sealed.clear();
         self.run.sequences.clear();
+        if let Some(journal) = &mut self.journal {
+            journal.clear();
+        }
+    }
+
+    /// Whether repeated writes of one key within a commit are merged into
+    /// one database write (on: the default). Off, every put and delete of a
+    /// run goes into the commit's write batch as it was made, which is what
+    /// the cache saves a hot key; reads are the same either way.
+    pub fn set_write_cache(&mut self, on: bool) {
+        self.journal = (!on).then(Vec::new);
+    }
+
+    /// Store entries put in commits' write batches (puts and deletes) since
+    /// the state was opened: a measure of the database writes the stores
+    /// cost.
+    pub fn store_writes(&self) -> u64 {
+        self.store_writes
     }
 
     /// The position of a store, for the `*_at` calls.
@@ -256,6 +281,10 @@ impl TaskState {
         Ok(())
     }
 }
+
+/// A store write as a processor made it: the store's position, the key,
+/// the value (None: a delete).
+type JournalEntry = (usize, Vec<u8>, Option<Vec<u8>>);
 
 /// The emits of one run of records (its store writes are in the stores'
 /// maps).

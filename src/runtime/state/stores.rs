@@ -37,6 +37,30 @@ impl TaskState {
             .collect()
     }
 
+    /// Committed (key, value) pairs with `from <= key < to` (`to` None: to
+    /// the end), in key order, at most `limit` of them.
+    pub fn committed_range(
+        &self,
+        store: &str,
+        from: &[u8],
+        to: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<Entry>, StateError> {
+        let cf = self.store_cf(store)?;
+        let mut entries = Vec::new();
+        let iter = self
+            .db
+            .iterator_cf(cf, IteratorMode::From(from, Direction::Forward));
+        for item in iter {
+            let (key, value) = item?;
+            if entries.len() == limit || to.is_some_and(|end| &key[..] >= end) {
+                break;
+            }
+            entries.push((key.to_vec(), value.to_vec()));
+        }
+        Ok(entries)
+    }
+
     /// The value of `key`, as this run has left it.
     pub fn get(&mut self, store: &str, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
         let index = self.index(store)?;
@@ -106,11 +130,17 @@ impl TaskState {
     pub(crate) fn put_at(&mut self, index: usize, key: &[u8], value: &[u8]) {
         let committing = self.in_flight.is_some();
         self.maps[index].write(key, Some(value), committing);
+        if let Some(journal) = &mut self.journal {
+            journal.push((index, key.to_vec(), Some(value.to_vec())));
+        }
     }
 
     pub(crate) fn delete_at(&mut self, index: usize, key: &[u8]) {
         let committing = self.in_flight.is_some();
         self.maps[index].write(key, None, committing);
+        if let Some(journal) = &mut self.journal {
+            journal.push((index, key.to_vec(), None));
+        }
     }
 
     /// (key, value) pairs with `from <= key < to` (`to` None: to the end),

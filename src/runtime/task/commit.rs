@@ -52,7 +52,10 @@ impl Task {
         // one commit's batches at most (remote, the cluster may be Kafka,
         // which recognises a resend among a producer's last 5 batches per
         // partition only).
+        let written = self.state.store_writes();
         self.state.begin_commit(&offsets)?;
+        let written = self.state.store_writes() - written;
+        (self.setup.progress.store_writes).fetch_add(written, std::sync::atomic::Ordering::Relaxed);
         self.pending = Pending::new();
         if self.checkpoint_if_due()? {
             self.ship().await?;

@@ -86,6 +86,8 @@ pub(crate) type Targets = BTreeMap<String, i64>;
 #[derive(Default)]
 pub(crate) struct TaskProgress {
     pub records: AtomicU64,
+    /// Store entries the tasks' commits wrote to their databases.
+    pub store_writes: AtomicU64,
     /// Records the tasks that know their targets have to process, from
     /// where they stood when they learned them.
     pub total: AtomicU64,
@@ -273,6 +275,7 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
             .map(|c| c.as_ref().map(|topic| (topic.clone(), setup.partition)))
             .collect();
         state.set_changelogs(changelogs);
+        state.set_write_cache(setup.config.write_cache);
         if setup.changelogs.iter().any(Option::is_some) {
             // A state whose writes go to changelogs has a lineage (see
             // `state::meta`); a rebuild refuses to replace it.

@@ -31,6 +31,7 @@ use crate::runtime::task::{StartAt, TaskProgress};
 use crate::runtime::topology::App;
 
 use super::open::{ensure_changelogs, open, resolve, serve};
+use super::query::http::{self as query_http, QueryEndpoint};
 
 mod runner;
 
@@ -46,6 +47,8 @@ pub struct RunOptions {
     pub serve: Option<SocketAddr>,
     /// Serve Prometheus metrics on this address (see `board`).
     pub metrics: Option<SocketAddr>,
+    /// Answer queries of the stores over HTTP (see `query::http`).
+    pub query: Option<QueryEndpoint>,
     /// Print a progress line this often (to stderr); never when `None`.
     pub progress_every: Option<Duration>,
     /// Where tasks without state start in the external inputs.
@@ -61,6 +64,8 @@ pub struct RunSummary {
     /// the group assigned this instance, counted again when one came back).
     pub tasks: usize,
     pub records: u64,
+    /// Store entries the commits wrote to the tasks' databases.
+    pub store_writes: u64,
     pub elapsed: Duration,
 }
 
@@ -83,6 +88,38 @@ async fn serve_metrics(
         listener,
         move || board.render_metrics(progress.records.load(Ordering::Relaxed)),
     )))
+}
+
+/// Answers queries of the app's stores on `listener`; remote, from the
+/// tasks the board shows running here, asking the other instances for the
+/// rest. The address is logged and written to `<state-dir>/query-address`.
+fn serve_queries(
+    endpoint: &QueryEndpoint,
+    (listener, bound): (tokio::net::TcpListener, SocketAddr),
+    runner: &Runner<'_>,
+) -> Result<tokio::task::JoinHandle<()>, RuntimeError> {
+    let remote = match runner.log {
+        LogAccess::Remote(remote) => {
+            let board = runner.board.clone();
+            let running: query_http::Running = Arc::new(move || {
+                let tasks = board.snapshot().into_iter();
+                tasks
+                    .filter(|(_, view)| *view == crate::runtime::TaskView::Running)
+                    .map(|(task, _)| task)
+                    .collect()
+            });
+            Some(query_http::Remote {
+                running,
+                admin: crate::client::Admin::new(Arc::clone(&remote.cluster)),
+                group: runner.app.versioned_name(),
+            })
+        }
+        LogAccess::Embedded(..) => None,
+    };
+    tracing::info!("queries on http://{bound}/stores");
+    let file = layout::query_address_file(runner.location.state_dir());
+    layout::write_whole(&file, &bound.to_string())?;
+    Ok(query_http::serve(runner.app, endpoint, listener, remote))
 }
 
 /// Runs the app until Ctrl-C or SIGTERM (or, with `until_end`, until the
@@ -136,10 +173,11 @@ pub async fn run_until(
             Err(_) => tracing::warn!("the log is still in use; not closed cleanly"),
         }
     }
-    let (tasks, records) = result?;
+    let (tasks, records, store_writes) = result?;
     Ok(RunSummary {
         tasks,
         records,
+        store_writes,
         elapsed: started.elapsed(),
     })
 }
@@ -150,7 +188,7 @@ async fn run_tasks(
     location: &Location,
     options: &RunOptions,
     stop: impl std::future::Future<Output = ()>,
-) -> Result<(usize, u64), RuntimeError> {
+) -> Result<(usize, u64, u64), RuntimeError> {
     let partitions = resolve(app, log).await?;
     ensure_changelogs(app, log, &partitions).await?;
     let remote = matches!(log, LogAccess::Remote(_));
@@ -172,10 +210,23 @@ async fn run_tasks(
         waiting: BTreeSet::new(),
         current: None,
     };
+    // Bound before joining: the group learns where this instance answers.
+    let query_listener = match &options.query {
+        Some(endpoint) => Some(query_http::bind(endpoint).await?),
+        None => None,
+    };
+    let query_addr = query_listener.as_ref().map(|(_, addr)| *addr);
+    let queries = match (&options.query, query_listener) {
+        (Some(endpoint), Some(listening)) => Some(serve_queries(endpoint, listening, &runner)?),
+        _ => None,
+    };
     // Embedded, this process runs every task (the run lock makes it the
     // only one); remote, the app's group shares them out.
     let mut member = match log {
-        LogAccess::Remote(remote) => Some(join_group(app, remote, location, options, &runner)),
+        LogAccess::Remote(remote) => {
+            let member = join_group(app, remote, location, options, &runner, query_addr);
+            Some(member)
+        }
         LogAccess::Embedded(..) => None,
     };
     // The tasks assigned here: all of them embedded, none until the group
@@ -355,6 +406,10 @@ async fn run_tasks(
     if let Some(metrics) = metrics {
         metrics.abort();
     }
+    if let Some(queries) = queries {
+        queries.abort();
+        let _ = std::fs::remove_file(layout::query_address_file(location.state_dir()));
+    }
     let _ = std::fs::remove_file(layout::task_board_file(location.state_dir()));
     let records = runner.progress.records.load(Ordering::Relaxed);
     if options.until_end && options.progress_every.is_some() {
@@ -364,7 +419,10 @@ async fn run_tasks(
     }
     match failure {
         Some(error) => Err(error),
-        None => Ok((runner.started, records)),
+        None => {
+            let writes = runner.progress.store_writes.load(Ordering::Relaxed);
+            Ok((runner.started, records, writes))
+        }
     }
 }
 
@@ -375,6 +433,7 @@ fn join_group(
     location: &Location,
     options: &RunOptions,
     runner: &Runner<'_>,
+    query: Option<SocketAddr>,
 ) -> Member {
     let processors = (app.processors.iter())
         .map(|spec| GroupProcessor {
@@ -397,6 +456,7 @@ fn join_group(
         stored,
         &options.group,
         saved,
+        query,
     )
 }
 

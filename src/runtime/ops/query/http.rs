@@ -1,0 +1,499 @@
+//! The query endpoint a running app serves (`run --query ADDR`): HTTP/1.1
+//! GET requests answered with JSON, one request per connection.
+//!
+//! ```text
+//! GET /stores                                   the stores: processor, types, codecs,
+//!                                               whether prefix and window queries apply
+//! GET /stores/{store}/keys/{key}                one key (404 when absent)
+//! GET /stores/{store}?key=K                     the same
+//! GET /stores/{store}?prefix=P                  keys starting with P
+//! GET /stores/{store}?from=A&to=B               keys in A..=B (either end may be left out)
+//! GET /stores/{store}?window=K&from=T1&to=T2    a window store's windows of K starting in T1..=T2
+//! GET /stores/{store}                           every entry
+//!     any of them &limit=N (entries, default 1000, at most 10000) and
+//!     &version=V (a replayed version's state instead of the live one)
+//! ```
+//!
+//! Answers are [`QueryAnswer`](super::QueryAnswer)s; errors are
+//! `{"error": "…"}` with 400 (a query that cannot be answered as asked),
+//! 404 (no such store, key or version) or 500. A request head larger than
+//! [`HTTP_HEAD_BYTES_MAX`] is refused with 431 before it is read further;
+//! at most [`QUERIES_IN_FLIGHT_MAX`] are answered at once (the rest wait
+//! for a slot), since each opens the store's tasks' databases.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+use crate::client::Admin;
+use crate::runtime::error::RuntimeError;
+use crate::runtime::location::Location;
+use crate::runtime::topology::App;
+use crate::runtime::versions::{LIVE, Versions};
+
+use super::{
+    Lookup, QUERY_ENTRIES_DEFAULT, QUERY_ENTRIES_MAX, QueryAnswer, StoreQuery, describe_stores,
+    query, route,
+};
+
+/// The largest request head read.
+pub const HTTP_HEAD_BYTES_MAX: usize = 8192;
+/// Queries answered at once.
+pub const QUERIES_IN_FLIGHT_MAX: usize = 16;
+/// Pause after a failed accept (too many open files), before the next.
+const ACCEPT_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Where and what to serve queries of.
+#[derive(Debug, Clone)]
+pub struct QueryEndpoint {
+    pub addr: SocketAddr,
+    /// The app's base state (holding its versions manifest): `?version=`
+    /// is looked up there.
+    pub root: Location,
+    /// The version the instance runs (`live` answers for it).
+    pub version: String,
+}
+
+/// Which tasks the serving instance runs now (remote; see `query`).
+pub(crate) type Running = Arc<dyn Fn() -> BTreeSet<String> + Send + Sync>;
+
+/// Remote: how the serving instance finds and asks the others.
+pub(crate) struct Remote {
+    /// The tasks it runs now.
+    pub running: Running,
+    /// The cluster's admin calls, to describe the app's group.
+    pub admin: Admin,
+    /// The app's group (the running version's).
+    pub group: String,
+}
+
+/// What a server needs to answer.
+struct Served {
+    app: App,
+    root: Location,
+    /// The version the instance runs, whose tasks `remote` knows.
+    version: String,
+    remote: Option<Remote>,
+    /// The address it answers on (never asked by `route`).
+    own: SocketAddr,
+    slots: Semaphore,
+}
+
+/// Binds `endpoint.addr` (port 0: a free one), for [`serve`].
+pub(crate) async fn bind(
+    endpoint: &QueryEndpoint,
+) -> Result<(TcpListener, SocketAddr), RuntimeError> {
+    let addr = endpoint.addr;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|error| RuntimeError::Io {
+            context: format!("listening for queries on {addr} (give another --query address)"),
+            error,
+        })?;
+    let bound = listener
+        .local_addr()
+        .map_err(RuntimeError::io("reading the query address"))?;
+    Ok((listener, bound))
+}
+
+/// Serves queries of `app` on `listener` until the returned task is
+/// aborted.
+pub(crate) fn serve(
+    app: &App,
+    endpoint: &QueryEndpoint,
+    listener: TcpListener,
+    remote: Option<Remote>,
+) -> tokio::task::JoinHandle<()> {
+    let own = listener.local_addr().unwrap_or(endpoint.addr);
+    let served = Arc::new(Served {
+        app: app.clone(),
+        root: endpoint.root.clone(),
+        version: endpoint.version.clone(),
+        remote,
+        own,
+        slots: Semaphore::new(QUERIES_IN_FLIGHT_MAX),
+    });
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                tokio::time::sleep(ACCEPT_RETRY_DELAY).await;
+                continue;
+            };
+            tokio::spawn(answer_connection(stream, Arc::clone(&served)));
+        }
+    })
+}
+
+async fn answer_connection(mut stream: TcpStream, served: Arc<Served>) {
+    let (status, body) = match read_head(&mut stream).await {
+        Ok(Some(target)) => {
+            let Ok(_slot) = served.slots.acquire().await else {
+                return;
+            };
+            respond(&served, &target).await
+        }
+        Ok(None) => return,
+        Err(answer) => answer,
+    };
+    let body = body.to_string();
+    let response = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        reason(status),
+        body.len()
+    );
+    let _ = stream.write_all(response.as_bytes()).await;
+}
+
+/// The request target of a GET, None if the peer went away, or the error
+/// to answer.
+async fn read_head(stream: &mut TcpStream) -> Result<Option<String>, (u16, Value)> {
+    let mut head = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() >= HTTP_HEAD_BYTES_MAX {
+            let error = format!("request head over {HTTP_HEAD_BYTES_MAX} bytes");
+            return Err((431, json!({ "error": error })));
+        }
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return Ok(None),
+            Ok(n) => head.extend_from_slice(&chunk[..n]),
+        }
+    }
+    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split(' ');
+    match (words.next(), words.next()) {
+        (Some("GET"), Some(target)) => Ok(Some(target.to_string())),
+        _ => Err((405, json!({ "error": "only GET is served" }))),
+    }
+}
+
+/// Answers one request target.
+async fn respond(served: &Arc<Served>, target: &str) -> (u16, Value) {
+    let (path, mut params) = split_target(target);
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let store = match segments.as_slice() {
+        ["stores"] => return (200, json!(describe_stores(&served.app))),
+        ["stores", store] => store.to_string(),
+        ["stores", store, "keys", key] => {
+            params.insert("key".into(), key.to_string());
+            store.to_string()
+        }
+        _ => return (404, json!({ "error": "no such path; try GET /stores" })),
+    };
+    let result = match StoreRequest::from_params(&store, &params) {
+        Ok(request) => answer(served, request, target).await,
+        Err(error) => Err(error),
+    };
+    match result {
+        Ok(body) => (200, body),
+        Err((status, error)) => (status, json!({ "error": error })),
+    }
+}
+
+/// A store query with the version it reads.
+struct StoreRequest {
+    query: StoreQuery,
+    version: Option<String>,
+    /// Asked by another instance: answered from the tasks run here only.
+    forwarded: bool,
+}
+
+impl StoreRequest {
+    fn from_params(store: &str, params: &BTreeMap<String, String>) -> Result<Self, (u16, String)> {
+        let bad = |reason: String| (400, reason);
+        let time = |name: &str| {
+            params
+                .get(name)
+                .map(|t| t.parse::<i64>())
+                .transpose()
+                .map_err(|_| bad(format!("{name} is a time in ms since the Unix epoch")))
+        };
+        let lookup = match (
+            params.get("key"),
+            params.get("prefix"),
+            params.get("window"),
+        ) {
+            (Some(key), None, None) => Lookup::Key(key.clone()),
+            (None, Some(prefix), None) => Lookup::Prefix(prefix.clone()),
+            (None, None, Some(key)) => Lookup::Window {
+                key: key.clone(),
+                from: time("from")?,
+                to: time("to")?,
+            },
+            (None, None, None) if params.contains_key("from") || params.contains_key("to") => {
+                Lookup::Range {
+                    from: params.get("from").cloned(),
+                    to: params.get("to").cloned(),
+                }
+            }
+            (None, None, None) => Lookup::All,
+            _ => return Err(bad("give one of key, prefix, window (or from/to)".into())),
+        };
+        let limit = match params.get("limit") {
+            Some(n) => n
+                .parse()
+                .map_err(|_| bad("limit is a number of entries".into()))?,
+            None => QUERY_ENTRIES_DEFAULT,
+        };
+        Ok(Self {
+            query: StoreQuery {
+                store: store.to_string(),
+                lookup,
+                limit,
+            },
+            version: params.get("version").cloned(),
+            forwarded: params.contains_key("forwarded"),
+        })
+    }
+}
+
+/// The answer to one store request: from the tasks run here and, remote,
+/// from the instances running the others (unless it was forwarded here).
+async fn answer(
+    served: &Arc<Served>,
+    request: StoreRequest,
+    target: &str,
+) -> Result<Value, (u16, String)> {
+    let failed = |error: RuntimeError| {
+        let status = match &error {
+            RuntimeError::UnknownStore { .. } | RuntimeError::UnknownVersion { .. } => 404,
+            RuntimeError::Query { .. } | RuntimeError::Config(_) => 400,
+            _ => 500,
+        };
+        (status, error.to_string())
+    };
+    let (served_here, request) = (Arc::clone(served), Arc::new(request));
+    let asked = Arc::clone(&request);
+    let local = tokio::task::spawn_blocking(move || {
+        let served = served_here;
+        let versions = Versions::load(served.root.state_dir()).map_err(failed)?;
+        let wanted = asked.version.as_deref().unwrap_or(LIVE);
+        let version = versions.get(wanted).map_err(failed)?;
+        let (app, location) = served.app.as_version(&served.root, &version);
+        let running = match &served.remote {
+            Some(remote) if version.name == served.version => Some((remote.running)()),
+            _ => None,
+        };
+        let found = query(&app, &location, &asked.query, running.as_ref()).map_err(failed)?;
+        Ok::<_, (u16, String)>((found, version.name == served.version))
+    })
+    .await
+    .map_err(|_| (500, "the query panicked".to_string()))?;
+    let (mut found, running_version) = local?;
+    if request.forwarded {
+        return Ok(with_raw_keys(&found));
+    }
+    if let Some(remote) = served.remote.as_ref().filter(|_| running_version) {
+        let limit = request.query.limit.clamp(1, QUERY_ENTRIES_MAX);
+        let own = Some(served.own);
+        route::complete(&remote.admin, &remote.group, own, target, &mut found, limit).await;
+    }
+    if matches!(request.query.lookup, Lookup::Key(_)) && found.entries.is_empty() {
+        let held = if found.elsewhere.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (tasks not asked: {})",
+                found
+                    .elsewhere
+                    .iter()
+                    .map(|e| e.task.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        return Err((404, format!("no such key in store {:?}{held}", found.store)));
+    }
+    serde_json::to_value(&found).map_err(|e| (500, e.to_string()))
+}
+
+/// A forwarded request's answer: each entry with its key's bytes (hex), so
+/// the asking instance merges answers in key order.
+fn with_raw_keys(found: &QueryAnswer) -> Value {
+    let entries: Vec<Value> = found
+        .entries
+        .iter()
+        .map(|e| json!({ "key": e.key, "value": e.value, "raw": route::hex(&e.raw) }))
+        .collect();
+    json!({
+        "store": found.store,
+        "entries": entries,
+        "truncated": found.truncated,
+        "tasks": found.tasks,
+    })
+}
+
+/// The request target asking `query` of `version` (None: the live one).
+pub(crate) fn target_of(query: &StoreQuery, version: Option<&str>) -> String {
+    let mut params: Vec<(&str, String)> = Vec::new();
+    match &query.lookup {
+        Lookup::All => {}
+        Lookup::Key(key) => params.push(("key", key.clone())),
+        Lookup::Prefix(prefix) => params.push(("prefix", prefix.clone())),
+        Lookup::Range { from, to } => {
+            params.extend(from.clone().map(|f| ("from", f)));
+            params.extend(to.clone().map(|t| ("to", t)));
+        }
+        Lookup::Window { key, from, to } => {
+            params.push(("window", key.clone()));
+            params.extend(from.map(|f| ("from", f.to_string())));
+            params.extend(to.map(|t| ("to", t.to_string())));
+        }
+    }
+    params.push(("limit", query.limit.to_string()));
+    params.extend(version.map(|v| ("version", v.to_string())));
+    let params: Vec<String> = (params.iter())
+        .map(|(name, value)| format!("{name}={}", percent_encode(value)))
+        .collect();
+    format!(
+        "/stores/{}?{}",
+        percent_encode(&query.store),
+        params.join("&")
+    )
+}
+
+/// Every byte but unreserved ones escaped as `%XX`.
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+/// The path and the decoded query parameters of a request target.
+fn split_target(target: &str) -> (String, BTreeMap<String, String>) {
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let params = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(name), percent_decode(value))
+        })
+        .collect();
+    // Path segments are decoded one by one, so an encoded '/' stays in its key.
+    let path = path
+        .split('/')
+        .map(percent_decode)
+        .map(|s| s.replace('/', "%2F"))
+        .collect::<Vec<_>>()
+        .join("/");
+    (path, params)
+}
+
+/// `%XX` escapes and `+` (a space, in a query) decoded; a malformed escape
+/// is kept as it is.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(hi), Some(lo)) => {
+                    out.push((hi * 16 + lo) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        _ => "Internal Server Error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_in_a_target_are_decoded_and_a_key_keeps_an_encoded_slash() {
+        let (path, params) = split_target("/stores/counts/keys/a%2Fb?version=v2&prefix=x+y%21");
+        assert_eq!(path, "/stores/counts/keys/a%2Fb");
+        assert_eq!(params["version"], "v2");
+        assert_eq!(params["prefix"], "x y!");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz"), "%zz");
+    }
+
+    #[test]
+    fn a_target_made_for_a_query_asks_the_same_query() {
+        let query = StoreQuery {
+            store: "per minute".into(),
+            lookup: Lookup::Window {
+                key: "a&b=c/ü".into(),
+                from: Some(-5),
+                to: None,
+            },
+            limit: 7,
+        };
+        let target = target_of(&query, Some("v2"));
+        let (path, params) = split_target(&target);
+        assert_eq!(path, "/stores/per minute");
+        let request = StoreRequest::from_params("per minute", &params).unwrap();
+        assert_eq!(request.query, query);
+        assert_eq!(request.version.as_deref(), Some("v2"));
+    }
+
+    #[test]
+    fn parameters_make_the_lookup_they_name() {
+        let params = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let lookup = |pairs: &[(&str, &str)]| {
+            StoreRequest::from_params("s", &params(pairs)).map(|r| r.query.lookup)
+        };
+        assert_eq!(lookup(&[]).unwrap(), Lookup::All);
+        assert_eq!(lookup(&[("key", "a")]).unwrap(), Lookup::Key("a".into()));
+        assert_eq!(
+            lookup(&[("from", "a")]).unwrap(),
+            Lookup::Range {
+                from: Some("a".into()),
+                to: None
+            }
+        );
+        assert_eq!(
+            lookup(&[("window", "a"), ("from", "5"), ("to", "9")]).unwrap(),
+            Lookup::Window {
+                key: "a".into(),
+                from: Some(5),
+                to: Some(9)
+            }
+        );
+        assert_eq!(lookup(&[("key", "a"), ("prefix", "b")]).unwrap_err().0, 400);
+        assert_eq!(
+            lookup(&[("window", "a"), ("from", "x")]).unwrap_err().0,
+            400
+        );
+    }
+}

@@ -1,0 +1,447 @@
+//! Queries over an app's derived state: a key, a prefix, a range of keys,
+//! or one key's windows in a time range, asked of one store and answered
+//! from every task that keeps it, as JSON. The same call answers
+//! `<app> query` and the running app's HTTP endpoint ([`http`]).
+//!
+//! **Committed state only.** Each task's RocksDB is opened read-only for
+//! the query (which works while the task's process writes it): a read-only
+//! open sees the database as its last write batch left it, and every write
+//! batch of a task is a whole commit (docs/design.md §4), so an answer
+//! never shows half a commit nor a run in progress.
+//!
+//! **Which tasks.** Embedded, every task directory of the store's
+//! processor. Remote, the tasks this instance runs now (its task board),
+//! since a task that moved to another instance leaves a directory here
+//! that no longer grows; the answer names the store's other tasks as
+//! `elsewhere`, with the instance that runs each where the group says.
+//!
+//! **Bounds.** An answer holds at most `limit` entries (at most
+//! [`QUERY_ENTRIES_MAX`]), in key order over all tasks; `truncated` says
+//! more matched. Each task is read for at most `limit` entries, so a query
+//! costs at most tasks × limit entries of memory.
+
+pub mod http;
+pub(crate) mod route;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::runtime::board;
+use crate::runtime::error::RuntimeError;
+use crate::runtime::layout::{self, task_dirs};
+use crate::runtime::location::Location;
+use crate::runtime::spec::StoreSpec;
+use crate::runtime::state::{Entry, TaskState, prefix_end};
+use crate::runtime::topology::App;
+use crate::runtime::window_key::{key_prefix, window_key};
+
+use super::dump_state::open_committed;
+
+/// The most entries one answer holds.
+pub const QUERY_ENTRIES_MAX: usize = 10_000;
+/// Entries an answer holds unless the query says otherwise.
+pub const QUERY_ENTRIES_DEFAULT: usize = 1_000;
+/// Opens of a task's database tried before a query fails.
+const OPEN_ATTEMPTS: usize = 3;
+/// The pause between two of them.
+const OPEN_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// What a query asks of its store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// Every entry (up to the limit).
+    All,
+    /// The entry of one key, given as text (see `store_text`).
+    Key(String),
+    /// The entries whose keys start with this text (stores whose keys are
+    /// encoded raw or as UTF-8, where a text prefix is a byte prefix).
+    Prefix(String),
+    /// The entries with `from <= key <= to` (either end open).
+    Range {
+        from: Option<String>,
+        to: Option<String>,
+    },
+    /// A window store's windows of one key starting in `from..=to` (ms).
+    Window {
+        key: String,
+        from: Option<i64>,
+        to: Option<i64>,
+    },
+}
+
+/// A query of one store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreQuery {
+    pub store: String,
+    pub lookup: Lookup,
+    pub limit: usize,
+}
+
+/// One entry of an answer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnswerEntry {
+    pub key: Value,
+    pub value: Value,
+    /// The key's bytes as stored: the order answers merge in.
+    #[serde(skip)]
+    pub raw: Vec<u8>,
+}
+
+/// A task of the store whose entries are not in the answer: another
+/// instance runs it (remote) and could not be asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Elsewhere {
+    pub task: String,
+    /// The instance running it, as the group says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Where that instance answers queries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// Why it was not asked, or what asking it gave.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a query found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QueryAnswer {
+    pub store: String,
+    pub entries: Vec<AnswerEntry>,
+    /// More entries matched than the limit let through.
+    pub truncated: bool,
+    /// The tasks whose state was read (`processor/partition`).
+    pub tasks: Vec<String>,
+    /// Remote: the store's tasks this instance does not run; their
+    /// entries are not in this answer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub elsewhere: Vec<Elsewhere>,
+}
+
+/// Answers `query` from the committed state of the store's tasks under
+/// `location`. Remote, `running` names the tasks this instance runs (None:
+/// read its published task board; no instance running there is an error).
+pub fn query(
+    app: &App,
+    location: &Location,
+    query: &StoreQuery,
+    running: Option<&BTreeSet<String>>,
+) -> Result<QueryAnswer, RuntimeError> {
+    let (processor, spec) = find_store(app, &query.store)?;
+    let limit = query.limit.clamp(1, QUERY_ENTRIES_MAX);
+    let bounds = Bounds::of(spec, &query.lookup)?;
+    let state_dir = location.state_dir();
+    let dirs = task_dirs(&layout::processor_dir(state_dir, processor))?;
+    let held = match (location, running) {
+        (Location::Embedded { .. }, _) => None,
+        (Location::Remote { .. }, Some(running)) => Some(running.clone()),
+        (Location::Remote { .. }, None) => Some(running_here(app, state_dir)?),
+    };
+    let mut found: Vec<Entry> = Vec::new();
+    let mut answer = QueryAnswer {
+        store: query.store.clone(),
+        entries: Vec::new(),
+        truncated: false,
+        tasks: Vec::new(),
+        elsewhere: Vec::new(),
+    };
+    for (partition, dir) in dirs {
+        let task = format!("{processor}/{partition}");
+        if held.as_ref().is_some_and(|held| !held.contains(&task)) {
+            answer.elsewhere.push(route::left_out(task));
+            continue;
+        }
+        if let Some(entries) = read_task(&dir, spec, &bounds, limit + 1)? {
+            found.extend(entries);
+            answer.tasks.push(task);
+        }
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    answer.truncated = found.len() > limit;
+    found.truncate(limit);
+    answer.entries = found
+        .into_iter()
+        .map(|(key, value)| AnswerEntry {
+            key: (spec.text.key_json)(&key),
+            value: (spec.text.value_json)(&value),
+            raw: key,
+        })
+        .collect();
+    Ok(answer)
+}
+
+/// Answers `query` for the command line: embedded, from the state
+/// directly; remote, through the query endpoint of the instance running on
+/// the state directory when it has one (it asks the other instances for
+/// the tasks they run), else from the tasks that instance runs.
+pub async fn query_from_cli(
+    app: &App,
+    location: &Location,
+    query: &StoreQuery,
+    version: &str,
+) -> Result<QueryAnswer, RuntimeError> {
+    if let Location::Remote { state_dir, .. } = location
+        && board::read_published(state_dir).is_some()
+        && let Ok(text) = std::fs::read_to_string(layout::query_address_file(state_dir))
+        && let Ok(addr) = text.trim().parse()
+    {
+        let target = http::target_of(query, Some(version));
+        return route::ask_instance(addr, &target)
+            .await
+            .map_err(|reason| RuntimeError::Query {
+                store: query.store.clone(),
+                reason: format!("the instance answering on {addr}: {reason}"),
+            });
+    }
+    self::query(app, location, query, None)
+}
+
+/// The processor declaring `store`, and the store's spec.
+fn find_store<'a>(app: &'a App, store: &str) -> Result<(&'a str, &'a StoreSpec), RuntimeError> {
+    app.processors
+        .iter()
+        .find_map(|p| {
+            p.stores
+                .iter()
+                .find(|s| s.name == store)
+                .map(|s| (p.name.as_str(), s))
+        })
+        .ok_or_else(|| RuntimeError::UnknownStore {
+            store: store.to_string(),
+            declared: app
+                .processors
+                .iter()
+                .flat_map(|p| &p.stores)
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// The tasks the instance running on `state_dir` runs now.
+fn running_here(app: &App, state_dir: &Path) -> Result<BTreeSet<String>, RuntimeError> {
+    let published = board::read_published(state_dir).ok_or_else(|| {
+        RuntimeError::Config(format!(
+            "no instance of {} runs on {}: remote state is answered by the instance running it (start it, or query its --query address)",
+            app.name(),
+            state_dir.display()
+        ))
+    })?;
+    Ok(published
+        .into_iter()
+        .filter(|(_, view)| *view == board::TaskView::Running)
+        .map(|(task, _)| task)
+        .collect())
+}
+
+/// The encoded keys a lookup reads: `from <= key < to`, or one key.
+#[derive(Debug, PartialEq, Eq)]
+enum Bounds {
+    Key(Vec<u8>),
+    Span { from: Vec<u8>, to: Option<Vec<u8>> },
+}
+
+impl Bounds {
+    fn of(spec: &StoreSpec, lookup: &Lookup) -> Result<Self, RuntimeError> {
+        let bad = |reason: String| RuntimeError::Query {
+            store: spec.name.clone(),
+            reason,
+        };
+        let parse = |text: &str| (spec.text.parse_key)(text).map_err(bad);
+        // The successor of a byte string is itself followed by a zero byte.
+        let after = |mut key: Vec<u8>| {
+            key.push(0);
+            key
+        };
+        Ok(match lookup {
+            Lookup::All => Self::Span {
+                from: Vec::new(),
+                to: None,
+            },
+            Lookup::Key(key) => Self::Key(parse(key)?),
+            Lookup::Prefix(prefix) => {
+                if !spec.text.prefix_is_bytes {
+                    return Err(bad(format!(
+                        "its keys are encoded with {}, where a text prefix is not a byte prefix; prefix queries need raw or utf8 keys (ask a --from/--to range instead)",
+                        spec.key_codec.name()
+                    )));
+                }
+                let from = prefix.as_bytes().to_vec();
+                let to = prefix_end(&from);
+                Self::Span { from, to }
+            }
+            Lookup::Range { from, to } => Self::Span {
+                from: from.as_deref().map(parse).transpose()?.unwrap_or_default(),
+                to: to.as_deref().map(parse).transpose()?.map(after),
+            },
+            Lookup::Window { key, from, to } => {
+                let window = spec.text.window.as_ref().ok_or_else(|| {
+                    bad("it is not a window store; ask a key, a prefix or a range".into())
+                })?;
+                let inner = (window.parse_key)(key).map_err(bad)?;
+                let mut start = Vec::new();
+                window_key(&inner, from.unwrap_or(i64::MIN), &mut start);
+                let end = match to {
+                    Some(to) => {
+                        let mut end = Vec::new();
+                        window_key(&inner, *to, &mut end);
+                        Some(after(end))
+                    }
+                    None => {
+                        let mut prefix = Vec::new();
+                        key_prefix(&inner, &mut prefix);
+                        prefix_end(&prefix)
+                    }
+                };
+                Self::Span {
+                    from: start,
+                    to: end,
+                }
+            }
+        })
+    }
+}
+
+/// A task's committed entries within `bounds`, at most `limit`; None if
+/// the task never committed (or keeps no such store yet).
+fn read_task(
+    dir: &Path,
+    spec: &StoreSpec,
+    bounds: &Bounds,
+    limit: usize,
+) -> Result<Option<Vec<Entry>>, RuntimeError> {
+    // The task's own process may flush or compact while the files are
+    // listed and opened: a file gone in between fails the open, and the
+    // next attempt lists them again.
+    let mut attempt = 1;
+    let opened = loop {
+        match open_committed(dir) {
+            Err(_) if attempt < OPEN_ATTEMPTS => {
+                attempt += 1;
+                std::thread::sleep(OPEN_RETRY_DELAY);
+            }
+            opened => break opened?,
+        }
+    };
+    let Some(state) = opened else {
+        return Ok(None);
+    };
+    if !state.stores().contains(&spec.name) {
+        return Ok(None);
+    }
+    Ok(Some(read_open(&state, &spec.name, bounds, limit)?))
+}
+
+fn read_open(
+    state: &TaskState,
+    store: &str,
+    bounds: &Bounds,
+    limit: usize,
+) -> Result<Vec<Entry>, RuntimeError> {
+    Ok(match bounds {
+        Bounds::Key(key) => state
+            .committed(store, key)?
+            .map(|value| vec![(key.clone(), value)])
+            .unwrap_or_default(),
+        Bounds::Span { from, to } => state.committed_range(store, from, to.as_deref(), limit)?,
+    })
+}
+
+/// Stores by name with what a client needs to ask them (`GET /stores`).
+pub fn describe_stores(app: &App) -> BTreeMap<String, Value> {
+    app.processors
+        .iter()
+        .flat_map(|p| p.stores.iter().map(move |s| (p, s)))
+        .map(|(p, s)| {
+            let described = serde_json::json!({
+                "processor": p.name,
+                "key_type": s.key_type_name,
+                "value_type": s.value_type_name,
+                "key_codec": s.key_codec.name(),
+                "value_codec": s.value_codec.name(),
+                "prefix_queries": s.text.prefix_is_bytes,
+                "window_store": s.text.window.is_some(),
+            });
+            (s.name.clone(), described)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::Codec;
+    use crate::runtime::Store;
+
+    fn spec<K, V>(store: Store<K, V>) -> StoreSpec
+    where
+        K: serde::Serialize + serde::de::DeserializeOwned + 'static,
+        V: serde::Serialize + serde::de::DeserializeOwned + 'static,
+    {
+        StoreSpec::of(store)
+    }
+
+    #[test]
+    fn a_range_includes_both_of_its_ends() {
+        let counts = spec(Store::<String, u64>::named("q-counts"));
+        let bounds = Bounds::of(
+            &counts,
+            &Lookup::Range {
+                from: Some("b".into()),
+                to: Some("d".into()),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            bounds,
+            Bounds::Span {
+                from: b"b".to_vec(),
+                to: Some(b"d\0".to_vec())
+            }
+        );
+    }
+
+    #[test]
+    fn a_prefix_of_postcard_keys_is_refused_with_what_to_ask_instead() {
+        let store =
+            spec(Store::<String, u64>::named("q-pc").codecs(Codec::Postcard, Codec::Postcard));
+        let error = Bounds::of(&store, &Lookup::Prefix("a".into())).unwrap_err();
+        assert!(error.to_string().contains("--from/--to"), "{error}");
+    }
+
+    #[test]
+    fn a_window_lookup_on_a_plain_store_says_so() {
+        let counts = spec(Store::<String, u64>::named("q-plain"));
+        let lookup = Lookup::Window {
+            key: "a".into(),
+            from: None,
+            to: None,
+        };
+        let error = Bounds::of(&counts, &lookup).unwrap_err();
+        assert!(error.to_string().contains("not a window store"), "{error}");
+    }
+
+    #[test]
+    fn a_window_lookup_spans_the_keys_windows_from_start_to_start() {
+        let mut windows = spec(Store::<Vec<u8>, u64>::named("q-windows"));
+        windows.text = windows.text.clone().windowed::<String>(Codec::Raw);
+        let lookup = Lookup::Window {
+            key: "a".into(),
+            from: Some(0),
+            to: Some(60_000),
+        };
+        let Bounds::Span { from, to } = Bounds::of(&windows, &lookup).unwrap() else {
+            panic!("a span");
+        };
+        let (mut first, mut last, mut later) = (Vec::new(), Vec::new(), Vec::new());
+        window_key(b"a", 0, &mut first);
+        window_key(b"a", 60_000, &mut last);
+        window_key(b"a", 60_001, &mut later);
+        let to = to.unwrap();
+        assert!(from <= first && first < to);
+        assert!(last < to && later >= to);
+    }
+}
