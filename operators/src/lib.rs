@@ -29,9 +29,15 @@
 //! (a stream's operators), `graph` (nodes, segments, building a segment
 //! per task), `operator` (a step as a task runs it), `source`,
 //! `stateless`, `aggregate` (keyed aggregations), [`window`] (event-time
-//! windows), `topic` and `item` (what flows).
+//! windows), `table` (tables and stream–table joins), `table_join`,
+//! `stream_join` (joins within a window), `dedup` (de-duplication by key
+//! within a window), `expiry` (the watermark and expiry list of the
+//! operators that forget), `index` (secondary indexes), `topic` and
+//! `item` (what flows).
 
 mod aggregate;
+mod dedup;
+mod expiry;
 mod graph;
 mod item;
 mod operator;

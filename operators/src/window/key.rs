@@ -22,7 +22,7 @@ pub(crate) fn time_bytes(t: i64) -> [u8; TIME] {
     ((t ^ i64::MIN) as u64).to_be_bytes()
 }
 
-fn time_of(bytes: &[u8]) -> i64 {
+pub(crate) fn time_of(bytes: &[u8]) -> i64 {
     let raw: [u8; TIME] = bytes.try_into().expect("eight bytes");
     (u64::from_be_bytes(raw) as i64) ^ i64::MIN
 }
