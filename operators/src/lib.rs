@@ -45,6 +45,7 @@ mod pipeline;
 mod source;
 mod stateless;
 mod stream;
+mod stream_join;
 mod table;
 mod topic;
 pub mod window;
@@ -52,6 +53,7 @@ pub mod window;
 pub use item::{Data, Item};
 pub use pipeline::{Pipeline, PipelineError};
 pub use stream::Stream;
+pub use stream_join::JoinWindows;
 pub use table::Table;
 pub use topic::Topic;
 pub use window::{
