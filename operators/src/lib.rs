@@ -39,6 +39,7 @@ mod aggregate;
 mod dedup;
 mod expiry;
 mod graph;
+mod index;
 mod item;
 mod operator;
 mod pipeline;
@@ -50,6 +51,7 @@ mod table;
 mod topic;
 pub mod window;
 
+pub use index::{Found, Index, IndexQuery};
 pub use item::{Data, Item};
 pub use pipeline::{Pipeline, PipelineError};
 pub use stream::Stream;
