@@ -48,6 +48,7 @@ mod stateless;
 mod stream;
 mod stream_join;
 mod table;
+mod table_join;
 mod topic;
 pub mod window;
 
