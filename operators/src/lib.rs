@@ -29,23 +29,34 @@
 //! (a stream's operators), `graph` (nodes, segments, building a segment
 //! per task), `operator` (a step as a task runs it), `source`,
 //! `stateless`, `aggregate` (keyed aggregations), [`window`] (event-time
-//! windows), `topic` and `item` (what flows).
+//! windows), `table` (tables and stream–table joins), `table_join`,
+//! `stream_join` (joins within a window), `dedup` (de-duplication by key
+//! within a window), `expiry` (the watermark and expiry list of the
+//! operators that forget), `index` (secondary indexes), `topic` and
+//! `item` (what flows).
 
 mod aggregate;
+mod dedup;
+mod expiry;
 mod graph;
+mod index;
 mod item;
 mod operator;
 mod pipeline;
 mod source;
 mod stateless;
 mod stream;
+mod stream_join;
 mod table;
+mod table_join;
 mod topic;
 pub mod window;
 
+pub use index::{Found, Index, IndexQuery};
 pub use item::{Data, Item};
 pub use pipeline::{Pipeline, PipelineError};
 pub use stream::Stream;
+pub use stream_join::JoinWindows;
 pub use table::Table;
 pub use topic::Topic;
 pub use window::{

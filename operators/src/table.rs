@@ -24,12 +24,16 @@ use crate::pipeline::Pipeline;
 use crate::stream::Stream;
 use crate::topic::Topic;
 
-/// A table materialized from a topic; see the module doc.
+/// A table materialized from a topic, or joined from two tables (see
+/// `table_join`); see the module doc.
 pub struct Table<K, V> {
-    pipeline: Pipeline,
-    node: usize,
-    topic: Topic<K, V>,
-    store: Store<K, V>,
+    pub(crate) pipeline: Pipeline,
+    pub(crate) node: usize,
+    /// The codec of the keys (the topic's, for a table read from one).
+    pub(crate) key_codec: Codec,
+    pub(crate) store: Store<K, V>,
+    /// The name of the store of the next table joined from this one.
+    pub(crate) store_name: Option<String>,
 }
 
 impl<K, V> Clone for Table<K, V> {
@@ -37,8 +41,9 @@ impl<K, V> Clone for Table<K, V> {
         Self {
             pipeline: self.pipeline.clone(),
             node: self.node,
-            topic: self.topic,
+            key_codec: self.key_codec,
             store: self.store,
+            store_name: self.store_name.clone(),
         }
     }
 }
@@ -119,8 +124,9 @@ impl Pipeline {
         Table {
             pipeline: self.clone(),
             node,
-            topic,
+            key_codec: topic.key_codec(),
             store,
+            store_name: None,
         }
     }
 }
@@ -133,12 +139,7 @@ where
     /// The table's changes: per record of its topic, the key and its new
     /// value (`None` for a deletion).
     pub fn changes(&self) -> Stream<K, Option<V>> {
-        Stream::at(
-            self.pipeline.clone(),
-            self.node,
-            Some(self.topic.key_codec()),
-            true,
-        )
+        Stream::at(self.pipeline.clone(), self.node, Some(self.key_codec), true)
     }
 
     /// The store that holds the table's rows.
@@ -221,7 +222,7 @@ where
         R: Data,
         F: Fn(&K, V, Option<T>) -> R + Send + Sync + 'static,
     {
-        let input = self.partitioned_as("join", Some(table.topic.key_codec()));
+        let input = self.partitioned_as("join", Some(table.key_codec));
         let (store, f) = (table.store, Arc::new(f));
         let make = make_op::<K, V, K, R, _>(move |next| {
             Box::new(Lookup {

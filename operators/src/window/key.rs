@@ -19,11 +19,17 @@
 //! windows a byte prefix of no other key's (`"ab"` and `"abc"` differ in
 //! their first four bytes).
 
-use strata::runtime::window_key::{TIME_BYTES as TIME, time_of};
+use strata::runtime::window_key::{self, TIME_BYTES as TIME};
 pub(crate) use strata::runtime::window_key::{split_window_key, time_bytes, window_key};
 
 /// Bytes of a window key's length field.
 const LEN: usize = 4;
+
+/// The time written by `time_bytes` at the start of `bytes` (eight bytes).
+pub(crate) fn time_of(bytes: &[u8]) -> i64 {
+    let raw: [u8; TIME] = bytes.try_into().expect("eight bytes");
+    window_key::time_of(raw)
+}
 
 pub(crate) fn closing_key(end: i64, window_key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(TIME + window_key.len());
@@ -40,8 +46,7 @@ pub(crate) fn split_closing_key(bytes: &[u8]) -> Result<(i64, &[u8]), String> {
             bytes.len()
         ));
     }
-    let end: [u8; TIME] = bytes[..TIME].try_into().expect("checked above");
-    Ok((time_of(end), &bytes[TIME..]))
+    Ok((time_of(&bytes[..TIME]), &bytes[TIME..]))
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //! and theirs.
 
 mod aggregate;
-mod key;
+pub(crate) mod key;
 mod session;
 mod spec;
 

@@ -1,0 +1,273 @@
+//! Stream–stream joins within a window of event time:
+//! [`Stream::join_window`] (inner), [`Stream::left_join_window`] and
+//! [`Stream::outer_join_window`], over [`JoinWindows`].
+//!
+//! Both sides' records are buffered per task, each in its side's store,
+//! and a record of one side joins every buffered record of the other side
+//! with the same key and `|t₁ − t₂| ≤ within`, as it arrives (so each
+//! pair is joined once, by whichever of the two came second). Per record,
+//! in this order:
+//!
+//! 1. The task's watermark moves up to the record's timestamp (one
+//!    watermark for both sides: they run in one task).
+//! 2. A record at `t` is **live** while the watermark is at most
+//!    `t + within + grace`; one that arrives already expired is late:
+//!    counted (`late` in the time store) and dropped.
+//! 3. The record is joined, `f(key, left, right)` with timestamp
+//!    `max(t₁, t₂)`, with each live buffered record of the other side in
+//!    its window, in the order of their timestamps (then arrival), and is
+//!    buffered itself.
+//! 4. Expired records are deleted (see `expiry`). A left join emits
+//!    `f(key, left, None)` for each left record that expired without
+//!    joining (an outer join also for right records), with the record's
+//!    own timestamp: once, and only when no partner can come any more.
+//!    Such results come at the first scan after the expiry, so their
+//!    place among the other results depends on the scans; which results
+//!    there are does not.
+//!
+//! Both sides run in one processor, so their input topics must be
+//! co-partitioned: the runtime refuses inputs with different partition
+//! counts, naming the processor and the topics. Keys reach the stores
+//! encoded with one codec (the left side's when it is partitioned by its
+//! keys, else the right's, else postcard); a side keyed otherwise, or
+//! re-keyed, goes through an internal repartition topic first.
+//!
+//! Stores (`join-window-<node>` by default, or `stored_as` on the left
+//! side): `<name>-left` and `<name>-right` (the buffered records by
+//! buffer key, each with whether it joined), `<name>-expiring` (the
+//! expiry list, its entry keys the side byte, 0 left or 1 right, then the
+//! buffer key) and `<name>-time` (`watermark`, `late`, `seq`).
+//!
+//! ```text
+//! buffer key  [key length u32 BE][key: the join's key codec][t u64 BE: t ^ i64::MIN][seq u64 BE]
+//! ```
+//!
+//! `seq` numbers the task's buffered records (two records of a key may
+//! share a timestamp); it is kept in the time store, so a replay numbers
+//! them as the first run did. A key's records are a byte range ordered by
+//! time: the key length makes no key's range overlap another's.
+
+mod key;
+mod operator;
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use strata::codec::Codec;
+use strata::runtime::{App, Store};
+
+use crate::expiry::ExpiryStores;
+use crate::graph::{make_op, share};
+use crate::item::Data;
+use crate::stream::Stream;
+
+use operator::{JoinStores, Joiner, Kind, WindowJoin};
+
+/// How close in event time two records must be to join, and how long
+/// after that a late record is still taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JoinWindows {
+    within_ms: i64,
+    grace_ms: i64,
+}
+
+impl JoinWindows {
+    /// Records `within` of each other join (`|t₁ − t₂| ≤ within`).
+    pub fn of(within: Duration) -> Self {
+        Self {
+            within_ms: millis(within),
+            grace_ms: 0,
+        }
+    }
+
+    /// How long past `t + within` a record at `t` is still buffered for
+    /// late partners (default 0).
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace_ms = millis(grace);
+        self
+    }
+
+    pub fn within_ms(&self) -> i64 {
+        self.within_ms
+    }
+
+    pub fn grace_ms(&self) -> i64 {
+        self.grace_ms
+    }
+
+    /// The last watermark at which a record at `t` is live.
+    fn expires_at(&self, t: i64) -> i64 {
+        t.saturating_add(self.within_ms)
+            .saturating_add(self.grace_ms)
+    }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A record of either side, as the join's one operator takes them.
+#[derive(Clone)]
+pub(crate) enum Side<L, R> {
+    Left(L),
+    Right(R),
+}
+
+impl<K, V> Stream<K, V>
+where
+    K: Data + Serialize + DeserializeOwned,
+    V: Data + Serialize + DeserializeOwned,
+{
+    /// Every pair of records, one of this stream and one of `other`, with
+    /// the same key and timestamps within `windows` of each other, joined
+    /// by `f(key, left, right)` (an inner join); see the module doc.
+    pub fn join_window<V2, O, F>(
+        &self,
+        other: &Stream<K, V2>,
+        windows: JoinWindows,
+        f: F,
+    ) -> Stream<K, O>
+    where
+        V2: Data + Serialize + DeserializeOwned,
+        O: Data,
+        F: Fn(&K, &V, &V2) -> O + Send + Sync + 'static,
+    {
+        let f = move |k: &K, l: Option<&V>, r: Option<&V2>| match (l, r) {
+            (Some(l), Some(r)) => f(k, l, r),
+            _ => unreachable!("an inner join emits pairs only"),
+        };
+        let kind = Kind {
+            unjoined_left: false,
+            unjoined_right: false,
+        };
+        self.window_join(other, windows, kind, Arc::new(f))
+    }
+
+    /// As [`Stream::join_window`], and besides, every record of this
+    /// stream that joined none by the time it expired, as `f(key, left,
+    /// None)`.
+    pub fn left_join_window<V2, O, F>(
+        &self,
+        other: &Stream<K, V2>,
+        windows: JoinWindows,
+        f: F,
+    ) -> Stream<K, O>
+    where
+        V2: Data + Serialize + DeserializeOwned,
+        O: Data,
+        F: Fn(&K, &V, Option<&V2>) -> O + Send + Sync + 'static,
+    {
+        let f = move |k: &K, l: Option<&V>, r: Option<&V2>| {
+            f(k, l.expect("a left join's results have a left side"), r)
+        };
+        let kind = Kind {
+            unjoined_left: true,
+            unjoined_right: false,
+        };
+        self.window_join(other, windows, kind, Arc::new(f))
+    }
+
+    /// As [`Stream::left_join_window`], for the records of both sides.
+    pub fn outer_join_window<V2, O, F>(
+        &self,
+        other: &Stream<K, V2>,
+        windows: JoinWindows,
+        f: F,
+    ) -> Stream<K, O>
+    where
+        V2: Data + Serialize + DeserializeOwned,
+        O: Data,
+        F: Fn(&K, Option<&V>, Option<&V2>) -> O + Send + Sync + 'static,
+    {
+        let kind = Kind {
+            unjoined_left: true,
+            unjoined_right: true,
+        };
+        self.window_join(other, windows, kind, Arc::new(f))
+    }
+
+    fn window_join<V2, O>(
+        &self,
+        other: &Stream<K, V2>,
+        windows: JoinWindows,
+        kind: Kind,
+        f: Arc<Joiner<K, V, V2, O>>,
+    ) -> Stream<K, O>
+    where
+        V2: Data + Serialize + DeserializeOwned,
+        O: Data,
+    {
+        let label = "join-window";
+        if !Rc::ptr_eq(&self.pipeline.graph, &other.pipeline.graph) {
+            self.pipeline.graph.borrow_mut().fail(format!(
+                "join_window: the two streams belong to different pipelines ({:?} and {:?})",
+                self.pipeline.name, other.pipeline.name
+            ));
+            return Stream::at(self.pipeline.clone(), self.node, self.key_codec, false);
+        }
+        // One key encoding for both sides: the first side partitioned by
+        // its keys keeps its own.
+        let codec = if self.partitioned && self.key_codec.is_some() {
+            self.key_codec
+        } else if other.partitioned {
+            other.key_codec
+        } else {
+            None
+        };
+        let codec = codec.unwrap_or(Codec::Postcard);
+        let left = self
+            .partitioned_as(label, Some(codec))
+            .map_values(Side::<V, V2>::Left);
+        let right = other
+            .partitioned_as(label, Some(codec))
+            .map_values(Side::<V, V2>::Right);
+        let mut graph = self.pipeline.graph.borrow_mut();
+        let node = graph.nodes.len();
+        let base = match &self.store_name {
+            Some(name) => name.clone(),
+            None => format!("{label}-{node}"),
+        };
+        let mut name =
+            |suffix: &str| graph.store_name(node, label, Some(&format!("{base}-{suffix}")));
+        let stores: JoinStores<V, V2> = JoinStores {
+            left: Store::named(name("left")).codecs(Codec::Raw, Codec::Postcard),
+            right: Store::named(name("right")).codecs(Codec::Raw, Codec::Postcard),
+            clock: ExpiryStores {
+                list: Store::named(name("expiring")).codecs(Codec::Raw, Codec::Postcard),
+                time: Store::named(name("time")),
+            },
+        };
+        let make = make_op::<K, Side<V, V2>, K, O, _>(move |next| {
+            let f = Arc::clone(&f);
+            Box::new(WindowJoin::new(windows, kind, codec, stores, f, next))
+        });
+        let node = graph.add(&[left.node, right.node], make, share::<K, Side<V, V2>>);
+        graph.declare(
+            node,
+            format!("store {base}-left"),
+            Arc::new(move |app: App| {
+                app.store(stores.left)
+                    .store(stores.right)
+                    .store(stores.clock.list)
+                    .store(stores.clock.time)
+            }),
+        );
+        drop(graph);
+        Stream::at(self.pipeline.clone(), node, Some(codec), true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_is_live_until_the_watermark_passes_its_window_and_grace() {
+        let w = JoinWindows::of(Duration::from_millis(100)).grace(Duration::from_millis(50));
+        assert_eq!(w.expires_at(1_000), 1_150);
+        assert_eq!(JoinWindows::of(Duration::MAX).expires_at(5), i64::MAX);
+    }
+}
