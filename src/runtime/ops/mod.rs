@@ -33,7 +33,7 @@ pub use checkpoint::{TaskCheckpoint, checkpoint};
 pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff, diff};
 pub use dump_state::{dump_state, dump_state_at};
 pub use promote::{Promoted, promote};
-pub use query::{Lookup, QueryAnswer, StoreQuery, query};
+pub use query::{Held, Lookup, QueryAnswer, StoreQuery, query};
 pub use rebuild::{REBUILD_COMMIT, RebuildOptions, RebuildSummary, rebuild};
 pub use replay::Replay;
 pub use run::{RunOptions, RunSummary, run, run_until, stop_signal};

@@ -21,7 +21,7 @@
 //! at most [`QUERIES_IN_FLIGHT_MAX`] are answered at once (the rest wait
 //! for a slot), since each opens the store's tasks' databases.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -37,8 +37,8 @@ use crate::runtime::topology::App;
 use crate::runtime::versions::{LIVE, Versions};
 
 use super::{
-    Lookup, QUERY_ENTRIES_DEFAULT, QUERY_ENTRIES_MAX, QueryAnswer, StoreQuery, describe_stores,
-    query, route,
+    Held, Lookup, QUERY_ENTRIES_DEFAULT, QUERY_ENTRIES_MAX, QueryAnswer, StoreQuery,
+    describe_stores, query, route,
 };
 
 /// The largest request head read.
@@ -59,8 +59,9 @@ pub struct QueryEndpoint {
     pub version: String,
 }
 
-/// Which tasks the serving instance runs now (remote; see `query`).
-pub(crate) type Running = Arc<dyn Fn() -> BTreeSet<String> + Send + Sync>;
+/// Which tasks the serving instance runs now, and every task of the app
+/// (remote; see `query`).
+pub(crate) type Running = Arc<dyn Fn() -> Held + Send + Sync>;
 
 /// Remote: how the serving instance finds and asks the others.
 pub(crate) struct Remote {

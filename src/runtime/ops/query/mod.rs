@@ -121,25 +121,45 @@ pub struct QueryAnswer {
     pub elsewhere: Vec<Elsewhere>,
 }
 
+/// Remote: what an instance holds of the app's tasks (`processor/partition`).
+#[derive(Debug, Clone, Default)]
+pub struct Held {
+    /// The tasks it runs now: answered from its state directory.
+    pub running: BTreeSet<String>,
+    /// Every task of the app it knows of: those not running here are
+    /// `elsewhere`.
+    pub all: BTreeSet<String>,
+}
+
 /// Answers `query` from the committed state of the store's tasks under
-/// `location`. Remote, `running` names the tasks this instance runs (None:
+/// `location`. Remote, `held` says which tasks this instance runs (None:
 /// read its published task board; no instance running there is an error).
 pub fn query(
     app: &App,
     location: &Location,
     query: &StoreQuery,
-    running: Option<&BTreeSet<String>>,
+    held: Option<&Held>,
 ) -> Result<QueryAnswer, RuntimeError> {
     let (processor, spec) = find_store(app, &query.store)?;
     let limit = query.limit.clamp(1, QUERY_ENTRIES_MAX);
     let bounds = Bounds::of(spec, &query.lookup)?;
     let state_dir = location.state_dir();
     let dirs = task_dirs(&layout::processor_dir(state_dir, processor))?;
-    let held = match (location, running) {
+    let held = match (location, held) {
         (Location::Embedded { .. }, _) => None,
-        (Location::Remote { .. }, Some(running)) => Some(running.clone()),
+        (Location::Remote { .. }, Some(held)) => Some(held.clone()),
         (Location::Remote { .. }, None) => Some(running_here(app, state_dir)?),
     };
+    // The store's tasks: those with state here, and remote every other
+    // one the instance knows of.
+    let mut tasks: BTreeMap<i32, Option<std::path::PathBuf>> =
+        dirs.into_iter().map(|(p, dir)| (p, Some(dir))).collect();
+    let others = held.iter().flat_map(|h| &h.all);
+    for partition in others.filter_map(|t| t.strip_prefix(&format!("{processor}/"))) {
+        if let Ok(partition) = partition.parse() {
+            tasks.entry(partition).or_insert(None);
+        }
+    }
     let mut found: Vec<Entry> = Vec::new();
     let mut answer = QueryAnswer {
         store: query.store.clone(),
@@ -148,12 +168,16 @@ pub fn query(
         tasks: Vec::new(),
         elsewhere: Vec::new(),
     };
-    for (partition, dir) in dirs {
+    for (partition, dir) in tasks {
         let task = format!("{processor}/{partition}");
-        if held.as_ref().is_some_and(|held| !held.contains(&task)) {
+        if held
+            .as_ref()
+            .is_some_and(|held| !held.running.contains(&task))
+        {
             answer.elsewhere.push(route::left_out(task));
             continue;
         }
+        let Some(dir) = dir else { continue };
         if let Some(entries) = read_task(&dir, spec, &bounds, limit + 1)? {
             found.extend(entries);
             answer.tasks.push(task);
@@ -222,7 +246,7 @@ fn find_store<'a>(app: &'a App, store: &str) -> Result<(&'a str, &'a StoreSpec),
 }
 
 /// The tasks the instance running on `state_dir` runs now.
-fn running_here(app: &App, state_dir: &Path) -> Result<BTreeSet<String>, RuntimeError> {
+fn running_here(app: &App, state_dir: &Path) -> Result<Held, RuntimeError> {
     let published = board::read_published(state_dir).ok_or_else(|| {
         RuntimeError::Config(format!(
             "no instance of {} runs on {}: remote state is answered by the instance running it (start it, or query its --query address)",
@@ -230,11 +254,14 @@ fn running_here(app: &App, state_dir: &Path) -> Result<BTreeSet<String>, Runtime
             state_dir.display()
         ))
     })?;
-    Ok(published
-        .into_iter()
-        .filter(|(_, view)| *view == board::TaskView::Running)
-        .map(|(task, _)| task)
-        .collect())
+    let running = (published.iter())
+        .filter(|(_, view)| **view == board::TaskView::Running)
+        .map(|(task, _)| task.clone())
+        .collect();
+    Ok(Held {
+        running,
+        all: published.into_keys().collect(),
+    })
 }
 
 /// The encoded keys a lookup reads: `from <= key < to`, or one key.

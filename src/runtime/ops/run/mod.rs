@@ -101,12 +101,19 @@ fn serve_queries(
     let remote = match runner.log {
         LogAccess::Remote(remote) => {
             let board = runner.board.clone();
+            let all: BTreeSet<String> = (runner.all_tasks().iter())
+                .map(|id| id.to_string())
+                .collect();
             let running: query_http::Running = Arc::new(move || {
                 let tasks = board.snapshot().into_iter();
-                tasks
+                let running = tasks
                     .filter(|(_, view)| *view == crate::runtime::TaskView::Running)
                     .map(|(task, _)| task)
-                    .collect()
+                    .collect();
+                super::query::Held {
+                    running,
+                    all: all.clone(),
+                }
             });
             Some(query_http::Remote {
                 running,
