@@ -44,7 +44,11 @@
 //! - [`processor`]: the `Processor` trait and what `App::processor` takes;
 //!   `async_processor`: `AsyncProcessor`; `erased`: a processor as a task
 //!   calls it; `record`: `Record`; `process_error`: `ProcessError`.
-//! - [`context`]: `Context` (position, store reads and writes, scans, emit).
+//! - [`context`]: `Context` (position, store reads and writes, scans, emit,
+//!   timers).
+//! - [`timer`]: `TimeDomain` and `Timer`; the timer store's layout and when
+//!   timers fire (event time: the task's stream time; processing time: the
+//!   wall clock), exactly once like everything else the run writes.
 //! - [`topology`]: the `App` builder and what it declares.
 //! - [`ops`]: run, status, dump-state, checkpoint, rebuild, replay, diff,
 //!   promote: each a library call.
@@ -81,6 +85,7 @@ mod record;
 mod spec;
 pub mod state;
 mod task;
+pub mod timer;
 pub mod topology;
 pub mod versions;
 
@@ -104,6 +109,7 @@ pub use processor::{IntoProcessor, Processor};
 pub use record::{Record, RecordHeader};
 pub use state::{Entry, OutboxBatch, StateError, TaskState};
 pub use task::StartAt;
+pub use timer::{TIMER_KEY_BYTES_MAX, TIMERS_FIRED_PER_PASS_MAX, TimeDomain, Timer};
 #[doc(hidden)]
 pub use task::handover::decode_offsets as decode_handover_offsets;
 pub use topology::{App, CheckpointPolicy, CommitInterval, TaskConfig};

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use crate::codec::Codec;
 
 use super::handles::{Output, Store};
+use super::timer::{Timer, render_key, render_value};
 
 /// Renders an encoded store key or value for `dump-state` and `diff`.
 pub(crate) type Render = Arc<dyn Fn(&[u8]) -> String + Send + Sync>;
@@ -45,6 +46,22 @@ impl StoreSpec {
             value_type_name: std::any::type_name::<V>(),
             render_key: render::<K>(store.key_codec()),
             render_value: render::<V>(store.value_codec()),
+        }
+    }
+
+    /// A processor's timer store (see `runtime::timer`): no handle names
+    /// it, so no processor reads or writes it as a store.
+    pub fn timers(name: String) -> Self {
+        Self {
+            name,
+            key_codec: Codec::Raw,
+            value_codec: Codec::Raw,
+            key_type: TypeId::of::<Timer>(),
+            value_type: TypeId::of::<Timer>(),
+            key_type_name: "timer",
+            value_type_name: "nothing (the stream time for its entry)",
+            render_key: Arc::new(render_key),
+            render_value: Arc::new(render_value),
         }
     }
 
