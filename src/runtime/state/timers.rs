@@ -279,7 +279,7 @@ mod tests {
         fired
     }
 
-    fn event(time_ms: i64, key: &str) -> Timer {
+    fn at(time_ms: i64, key: &str) -> Timer {
         Timer {
             domain: TimeDomain::EventTime,
             time_ms,
@@ -300,9 +300,9 @@ mod tests {
         state.set_timer(event, 20, b"x", true).unwrap();
         state.set_timer(TimeDomain::ProcessingTime, 0, b"p", true).unwrap();
         assert!(!state.timer_due(event, 9));
-        assert_eq!(fire(&mut state, event, 20, 1), [event(10, "z"), event(20, "x")]);
+        assert_eq!(fire(&mut state, event, 20, 1), [at(10, "z"), at(20, "x")]);
         assert_eq!(state.earliest_timer(event), Some(30));
-        assert_eq!(fire(&mut state, event, 100, 10), [event(30, "a"), event(30, "b")]);
+        assert_eq!(fire(&mut state, event, 100, 10), [at(30, "a"), at(30, "b")]);
         assert_eq!(state.earliest_timer(event), None);
         assert_eq!(state.earliest_timer(TimeDomain::ProcessingTime), Some(0));
     }
@@ -316,10 +316,10 @@ mod tests {
         state.set_timer(event, 6, b"kept", true).unwrap();
         state.commit(&[("in", 1)]).unwrap();
         state.set_timer(event, 5, b"gone", false).unwrap();
-        assert_eq!(fire(&mut state, event, 10, 10), [event(6, "kept")]);
+        assert_eq!(fire(&mut state, event, 10, 10), [at(6, "kept")]);
         // The run that fired it fails: the timer is there again.
         state.discard();
-        assert_eq!(fire(&mut state, event, 10, 10), [event(5, "gone"), event(6, "kept")]);
+        assert_eq!(fire(&mut state, event, 10, 10), [at(5, "gone"), at(6, "kept")]);
     }
 
     #[test]
@@ -337,7 +337,7 @@ mod tests {
         assert_eq!(state.stream_time(), Some(1_000));
         assert_eq!(state.earliest_timer(TimeDomain::EventTime), Some(2_000));
         let fired = fire(&mut state, TimeDomain::EventTime, 10_000, 10);
-        assert_eq!(fired, [event(2_000, "k")]);
+        assert_eq!(fired, [at(2_000, "k")]);
     }
 
     #[test]
