@@ -8,6 +8,7 @@
 mod support;
 
 use std::path::Path;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use strata::log::{LogConfig, LogManager, now_ms};
@@ -18,10 +19,15 @@ use strata::runtime::{
 
 const FIRED: Output<String, String> = Output::new("fired");
 
-/// Appends one batch of `values` (keyless) at `timestamp_ms`.
+/// What the tests' times count from: a minute before the tests started
+/// (records from 1970 would be deleted by retention as soon as written).
+static BASE_MS: LazyLock<i64> = LazyLock::new(|| now_ms() - 60_000);
+
+/// Appends one batch of `values` (keyless) at `timestamp_ms` after
+/// [`BASE_MS`].
 fn append(data: &Path, values: &[&str], timestamp_ms: i64) {
     support::with_topic(data, "commands", 1, &[], |topic| {
-        let batch = support::batch(values, timestamp_ms);
+        let batch = support::batch(values, *BASE_MS + timestamp_ms);
         topic.partitions[0].append(&batch).unwrap();
     });
 }
@@ -29,7 +35,7 @@ fn append(data: &Path, values: &[&str], timestamp_ms: i64) {
 /// The values of `fired`, in order.
 fn fired(data: &Path) -> Vec<String> {
     let log = LogManager::open(data, LogConfig::default()).unwrap();
-    let Some(partition) = log.partition("fired", 0) else {
+    let Ok(partition) = log.partition("fired", 0) else {
         log.close().unwrap();
         return Vec::new();
     };
@@ -82,8 +88,14 @@ impl Processor<Vec<u8>, String> for Commands {
     ) -> Result<(), ProcessError> {
         let words: Vec<&str> = record.value.split_whitespace().collect();
         match words[..] {
-            ["event", at, key] => ctx.schedule(TimeDomain::EventTime, at.parse()?, key)?,
-            ["cancel", at, key] => ctx.cancel(TimeDomain::EventTime, at.parse()?, key)?,
+            ["event", at, key] => {
+                let at = *BASE_MS + at.parse::<i64>()?;
+                ctx.schedule(TimeDomain::EventTime, at, key)?;
+            }
+            ["cancel", at, key] => {
+                let at = *BASE_MS + at.parse::<i64>()?;
+                ctx.cancel(TimeDomain::EventTime, at, key)?;
+            }
             ["soon", after, key] => {
                 let at = now_ms() + after.parse::<i64>()?;
                 ctx.schedule(TimeDomain::ProcessingTime, at, key)?;
@@ -111,7 +123,7 @@ impl Processor<Vec<u8>, String> for Commands {
             assert!(ctx.stream_time().is_some_and(|t| t >= timer.time_ms));
         }
         let value = match timer.domain {
-            TimeDomain::EventTime => format!("{domain} {} {key}", timer.time_ms),
+            TimeDomain::EventTime => format!("{domain} {} {key}", timer.time_ms - *BASE_MS),
             TimeDomain::ProcessingTime => format!("{domain} {key}"),
         };
         ctx.emit(FIRED, &key, &value)
@@ -163,7 +175,7 @@ async fn event_time_timers_fire_in_order_right_after_the_record_that_reaches_the
 async fn processing_time_timers_fire_while_the_input_is_idle() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    append(&data, &["soon 300 x", "flicker y", "soon 600 z"], now_ms());
+    append(&data, &["soon 300 x", "flicker y", "soon 600 z"], 0);
     run_for(&commands_app(), &data, Duration::from_millis(2_500)).await;
     assert_eq!(
         fired(&data),
@@ -245,7 +257,10 @@ async fn a_function_processor_handles_its_timers_with_on_timer() {
     let app = App::new("later")
         .processor("later", later)
         .input("commands")
-        .on_timer(|timer, ctx| ctx.emit(FIRED, "k", &format!("{} {}", timer.key_str()?, timer.time_ms)))
+        .on_timer(|timer, ctx| {
+            let at = timer.time_ms - *BASE_MS;
+            ctx.emit(FIRED, "k", &format!("{} {at}", timer.key_str()?))
+        })
         .output(FIRED);
     run_to_end(&app, &data).await.unwrap();
     // "three" waits for a stream time of 1350.
@@ -255,8 +270,8 @@ async fn a_function_processor_handles_its_timers_with_on_timer() {
     assert_eq!(
         dump,
         [
-            "later.timers\tevent time 1350 key \"three\"\t",
-            "later.timers\tstream time\t1250"
+            format!("later.timers\tevent time {} key \"three\"\t", *BASE_MS + 1350),
+            format!("later.timers\tstream time\t{}", *BASE_MS + 1250),
         ]
     );
 }

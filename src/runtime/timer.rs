@@ -187,6 +187,7 @@ pub(crate) fn render_key(raw: &[u8]) -> String {
 pub(crate) fn render_value(raw: &[u8]) -> String {
     match <[u8; 8]>::try_from(raw) {
         Ok(bytes) => i64::from_be_bytes(bytes).to_string(),
+        Err(_) if raw.is_empty() => String::new(),
         Err(_) => render_bytes(raw),
     }
 }
