@@ -12,9 +12,10 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use strata::log::{LogConfig, LogManager, now_ms};
+use strata::record::{BatchBuilder, Compression, NewRecord};
 use strata::runtime::{
     App, CommitInterval, Context, Location, Output, ProcessError, Processor, Record, RunOptions,
-    RuntimeError, TimeDomain, Timer,
+    RuntimeError, Store, TimeDomain, Timer,
 };
 
 const FIRED: Output<String, String> = Output::new("fired");
@@ -142,8 +143,16 @@ fn commands_app() -> App {
 async fn event_time_timers_fire_in_order_right_after_the_record_that_reaches_them() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    append(&data, &["event 5000 a", "event 3000 b", "event 4000 c"], 1_000);
-    append(&data, &["cancel 4000 c", "event 2500 d", "event 3000 a"], 2_000);
+    append(
+        &data,
+        &["event 5000 a", "event 3000 b", "event 4000 c"],
+        1_000,
+    );
+    append(
+        &data,
+        &["cancel 4000 c", "event 2500 d", "event 3000 a"],
+        2_000,
+    );
     append(&data, &["tick"], 3_500);
     append(&data, &["tick"], 2_000);
     append(&data, &["tick"], 6_000);
@@ -197,7 +206,11 @@ async fn a_restart_neither_loses_nor_repeats_a_fire() {
         records: 1,
         ..CommitInterval::default()
     });
-    append(&data, &["event 2000 a", "event 3000 b", "soon 1500 p"], 1_000);
+    append(
+        &data,
+        &["event 2000 a", "event 3000 b", "soon 1500 p"],
+        1_000,
+    );
     append(&data, &["tick"], 2_500);
     run_to_end(&app, &data).await.unwrap();
     let event_timers = |values: Vec<String>| -> Vec<String> {
@@ -237,7 +250,10 @@ async fn a_restart_neither_loses_nor_repeats_a_fire() {
         ],
         "every timer fired once"
     );
-    let seen = fired(&data).iter().filter(|v| v.starts_with("seen")).count();
+    let seen = fired(&data)
+        .iter()
+        .filter(|v| v.starts_with("seen"))
+        .count();
     assert_eq!(seen, 6, "each record processed once");
 }
 
@@ -270,7 +286,10 @@ async fn a_function_processor_handles_its_timers_with_on_timer() {
     assert_eq!(
         dump,
         [
-            format!("later.timers\tevent time {} key \"three\"\t", *BASE_MS + 1350),
+            format!(
+                "later.timers\tevent time {} key \"three\"\t",
+                *BASE_MS + 1350
+            ),
             format!("later.timers\tstream time\t{}", *BASE_MS + 1250),
         ]
     );
@@ -316,4 +335,72 @@ async fn timers_not_declared_or_not_handled_are_refused_with_what_to_do() {
     let error = run_to_end(&app, &data).await.unwrap_err();
     assert!(matches!(error, RuntimeError::Timer { .. }), "{error}");
     assert!(error.to_string().contains("implement on_timer"), "{error}");
+}
+
+const LAST_SEEN: Store<String, i64> = Store::new("last-seen");
+const CLOSED: Output<String, String> = Output::new("sessions-closed");
+const GAP_MS: i64 = 1_000;
+
+/// The README's example: a session closes after `GAP_MS` of event time
+/// without a click of its user.
+struct Sessions;
+
+impl Processor<String, String> for Sessions {
+    fn process(
+        &mut self,
+        click: Record<String, String>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        if let Some(last) = ctx.get(LAST_SEEN, &click.key)? {
+            ctx.cancel(TimeDomain::EventTime, last + GAP_MS, &click.key)?;
+        }
+        ctx.put(LAST_SEEN, &click.key, &click.timestamp)?;
+        ctx.schedule(TimeDomain::EventTime, click.timestamp + GAP_MS, &click.key)
+    }
+
+    fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        let user = timer.key_str()?.to_string();
+        ctx.delete(LAST_SEEN, &user)?;
+        let since = timer.time_ms - GAP_MS - *BASE_MS;
+        ctx.emit(CLOSED, &user, &format!("idle since {since}"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_closes_once_its_user_is_idle_for_the_gap() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let click = |user: &str, at: i64| {
+        support::with_topic(&data, "clicks", 1, &[], |topic| {
+            let record = NewRecord::new(Some(user.as_bytes()), b"", *BASE_MS + at);
+            let mut builder = BatchBuilder::new(Compression::None);
+            builder.push(record).unwrap();
+            let batch = builder.build().unwrap();
+            topic.partitions[0].append(&batch).unwrap();
+        });
+    };
+    click("ann", 0);
+    click("bob", 100);
+    click("ann", 900);
+    click("bob", 1_200);
+    click("ann", 2_500);
+    click("carl", 5_000);
+    let app = App::new("sessions")
+        .processor("sessions", || Sessions)
+        .input("clicks")
+        .store(LAST_SEEN)
+        .timers()
+        .output(CLOSED);
+    run_to_end(&app, &data).await.unwrap();
+    let log = LogManager::open(&data, LogConfig::default()).unwrap();
+    let closed: Vec<String> = support::read_all(&log.partition("sessions-closed", 0).unwrap(), 0)
+        .into_iter()
+        .map(|r| String::from_utf8(r.value.unwrap()).unwrap())
+        .collect();
+    log.close().unwrap();
+    // Each click came within its user's gap but ann's at 2500: a record is
+    // processed before the timers its timestamp makes due, so it goes on
+    // her session (as it would arriving a little earlier). Stream time 2500
+    // closes bob's (idle since 1200); 5000 closes ann's.
+    assert_eq!(closed, ["idle since 1200", "idle since 2500"]);
 }

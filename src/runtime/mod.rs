@@ -109,8 +109,8 @@ pub use processor::{IntoProcessor, Processor};
 pub use record::{Record, RecordHeader};
 pub use state::{Entry, OutboxBatch, StateError, TaskState};
 pub use task::StartAt;
-pub use timer::{TIMER_KEY_BYTES_MAX, TIMERS_FIRED_PER_PASS_MAX, TimeDomain, Timer};
 #[doc(hidden)]
 pub use task::handover::decode_offsets as decode_handover_offsets;
+pub use timer::{TIMER_KEY_BYTES_MAX, TIMERS_FIRED_PER_PASS_MAX, TimeDomain, Timer};
 pub use topology::{App, CheckpointPolicy, CommitInterval, TaskConfig};
 pub use versions::{Version, Versions};

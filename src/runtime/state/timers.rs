@@ -131,7 +131,9 @@ impl TaskState {
 
     /// At most the time of the earliest timer of `domain`.
     pub(crate) fn earliest_timer(&self, domain: TimeDomain) -> Option<i64> {
-        self.timers.as_ref().and_then(|t| t.earliest[domain.index()])
+        self.timers
+            .as_ref()
+            .and_then(|t| t.earliest[domain.index()])
     }
 
     /// The first `max` timers of `domain` due at `upto` (time at most
@@ -298,7 +300,9 @@ mod tests {
         state.set_timer(event, 30, b"a", true).unwrap();
         state.set_timer(event, 20, b"x", true).unwrap();
         state.set_timer(event, 20, b"x", true).unwrap();
-        state.set_timer(TimeDomain::ProcessingTime, 0, b"p", true).unwrap();
+        state
+            .set_timer(TimeDomain::ProcessingTime, 0, b"p", true)
+            .unwrap();
         assert!(!state.timer_due(event, 9));
         assert_eq!(fire(&mut state, event, 20, 1), [at(10, "z"), at(20, "x")]);
         assert_eq!(state.earliest_timer(event), Some(30));
@@ -319,7 +323,10 @@ mod tests {
         assert_eq!(fire(&mut state, event, 10, 10), [at(6, "kept")]);
         // The run that fired it fails: the timer is there again.
         state.discard();
-        assert_eq!(fire(&mut state, event, 10, 10), [at(5, "gone"), at(6, "kept")]);
+        assert_eq!(
+            fire(&mut state, event, 10, 10),
+            [at(5, "gone"), at(6, "kept")]
+        );
     }
 
     #[test]
@@ -328,10 +335,14 @@ mod tests {
         let mut state = open(dir.path());
         state.advance_stream_time(1_000);
         state.advance_stream_time(900);
-        state.set_timer(TimeDomain::EventTime, 2_000, b"k", true).unwrap();
+        state
+            .set_timer(TimeDomain::EventTime, 2_000, b"k", true)
+            .unwrap();
         state.commit(&[("in", 1)]).unwrap();
         state.advance_stream_time(5_000);
-        state.set_timer(TimeDomain::EventTime, 3_000, b"lost", true).unwrap();
+        state
+            .set_timer(TimeDomain::EventTime, 3_000, b"lost", true)
+            .unwrap();
         drop(state);
         let mut state = open(dir.path());
         assert_eq!(state.stream_time(), Some(1_000));
