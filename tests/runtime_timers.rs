@@ -2,8 +2,9 @@
 //! the stream time moves (right after the record that moved it, in time
 //! then key order), processing-time timers firing while the input is idle,
 //! a cancelled timer never firing, a restart neither losing nor repeating
-//! a fire, a function processor's `.on_timer(f)`, and the errors that say
-//! a timer was not declared or not handled.
+//! a fire, a function processor's `.on_timer(f)`, the README's session
+//! processor, the timer store's changelog, and the errors that say a timer
+//! was not declared or not handled.
 
 mod support;
 
@@ -403,4 +404,33 @@ async fn a_session_closes_once_its_user_is_idle_for_the_gap() {
     // her session (as it would arriving a little earlier). Stream time 2500
     // closes bob's (idle since 1200); 5000 closes ann's.
     assert_eq!(closed, ["idle since 1200", "idle since 2500"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_changelogs_the_timer_store_has_one_like_any_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    append(&data, &["event 5000 a", "event 3000 b"], 1_000);
+    append(&data, &["tick"], 3_000);
+    let app = commands_app().changelogs(true);
+    run_to_end(&app, &data).await.unwrap();
+    let log = LogManager::open(&data, LogConfig::default()).unwrap();
+    let changelog = log
+        .partition("timers-commands.timers-changelog", 0)
+        .unwrap();
+    let entries: Vec<(Vec<u8>, Option<Vec<u8>>)> = support::read_all(&changelog, 0)
+        .into_iter()
+        .map(|r| (r.key.unwrap(), r.value))
+        .collect();
+    drop(changelog);
+    log.close().unwrap();
+    let fired_b = entries
+        .iter()
+        .any(|(key, value)| key.ends_with(b"b") && value.is_none());
+    assert!(fired_b, "b's firing is a tombstone in the changelog");
+    let stream_time = (*BASE_MS + 3_000).to_be_bytes().to_vec();
+    assert!(
+        entries.contains(&(vec![0xff], Some(stream_time))),
+        "the stream time is in it too"
+    );
 }
