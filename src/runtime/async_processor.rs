@@ -29,6 +29,7 @@ use super::context::{Context, Position};
 use super::erased::{ErasedProcessor, Prepare, RawRecord};
 use super::process_error::ProcessError;
 use super::record::Record;
+use super::timer::Timer;
 
 /// How many `prepare` calls run at a time unless the processor says.
 pub const CONCURRENCY_DEFAULT: usize = 16;
@@ -67,6 +68,12 @@ pub trait AsyncProcessor<K, V>: Send + Sync + 'static {
     /// As [`Processor::close`](super::Processor::close).
     fn close(&mut self, _ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         Ok(())
+    }
+
+    /// As [`Processor::on_timer`](super::Processor::on_timer): sync, with
+    /// the context, between records' `apply` calls.
+    fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        Err(super::erased::no_on_timer(&timer, ctx))
     }
 }
 
@@ -118,6 +125,10 @@ where
 
     fn close(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         self.inner.close(ctx)
+    }
+
+    fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        self.inner.on_timer(timer, ctx)
     }
 
     fn prepare<'a>(

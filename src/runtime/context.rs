@@ -1,7 +1,8 @@
 //! [`Context`]: what a processor sees besides the record: the record's
 //! position, its stores (through [`Store`] handles) and `emit` to derived
-//! topics (through [`Output`] handles). Everything goes into the task's
-//! current run (see `state`) and is committed with the input offsets.
+//! topics (through [`Output`] handles), and timers (`schedule`, `cancel`;
+//! see `timer`). Everything goes into the task's current run (see
+//! `state`) and is committed with the input offsets.
 //!
 //! Nothing here awaits: a store read that misses the task's tables reads
 //! RocksDB on the task's own (blocking) thread.
@@ -23,6 +24,7 @@ use super::process_error::ProcessError;
 use super::record::RecordHeader;
 use super::spec::{StoreSpec, TopicOutput};
 use super::state::{EncodeBuffers, TaskState, prefix_end};
+use super::timer::{TIMER_KEY_BYTES_MAX, TimeDomain};
 
 /// The record being processed, but for its key and value (offset -1 and no
 /// headers in `init` and `close`).
@@ -101,6 +103,63 @@ impl Context<'_> {
     /// The name of the running processor.
     pub fn processor(&self) -> &str {
         self.processor
+    }
+
+    /// Schedules a timer: the processor's `on_timer` is called once
+    /// `time_ms` is reached in `domain` (see [`TimeDomain`]), with `key`.
+    /// A timer is (domain, time, key): scheduling one that exists changes
+    /// nothing. Committed with the run; the processor must declare
+    /// `.timers()` (a function processor, `.on_timer(f)`).
+    pub fn schedule(
+        &mut self,
+        domain: TimeDomain,
+        time_ms: i64,
+        key: impl AsRef<[u8]>,
+    ) -> Result<(), ProcessError> {
+        self.set_timer(domain, time_ms, key.as_ref(), true)
+    }
+
+    /// Cancels the timer (domain, time, key), if there is one: it does not
+    /// fire (even if due in the same sweep).
+    pub fn cancel(
+        &mut self,
+        domain: TimeDomain,
+        time_ms: i64,
+        key: impl AsRef<[u8]>,
+    ) -> Result<(), ProcessError> {
+        self.set_timer(domain, time_ms, key.as_ref(), false)
+    }
+
+    /// The task's stream time: the greatest timestamp of the records it has
+    /// processed, this one included (kept with the timer store, so it
+    /// survives restarts). None before the first record, and for a
+    /// processor that declares no timers.
+    pub fn stream_time(&self) -> Option<i64> {
+        self.state.stream_time()
+    }
+
+    fn set_timer(
+        &mut self,
+        domain: TimeDomain,
+        time_ms: i64,
+        key: &[u8],
+        present: bool,
+    ) -> Result<(), ProcessError> {
+        if key.len() > TIMER_KEY_BYTES_MAX {
+            return Err(ProcessError::msg(format!(
+                "processor {:?}: a timer key of {} bytes, over the {TIMER_KEY_BYTES_MAX} allowed: use a shorter key (a hash, or an id the store maps)",
+                self.processor,
+                key.len()
+            )));
+        }
+        self.state
+            .set_timer(domain, time_ms, key, present)
+            .ok_or_else(|| {
+                ProcessError::msg(format!(
+                    "processor {:?} uses timers but declares none: add .timers() after .processor({:?}, ..) (a function processor, .on_timer(f))",
+                    self.processor, self.processor
+                ))
+            })
     }
 
     /// The value of `key` in `store`, as this run has left it (reads see

@@ -97,6 +97,15 @@ pub enum RuntimeError {
         offset: i64,
         error: ProcessError,
     },
+    /// A processor's `on_timer` returned an error; its run was not
+    /// committed (the timer fires again when the task runs next).
+    #[error("processor {processor:?} failed on its timer ({timer}) in task {task}: {error}")]
+    Timer {
+        processor: String,
+        task: String,
+        timer: String,
+        error: ProcessError,
+    },
     #[error(
         "task {task}: {topic}/{partition} now starts at offset {start}, but the task's next offset is {position}: records were deleted by retention before they were processed"
     )]

@@ -44,7 +44,11 @@
 //! - [`processor`]: the `Processor` trait and what `App::processor` takes;
 //!   `async_processor`: `AsyncProcessor`; `erased`: a processor as a task
 //!   calls it; `record`: `Record`; `process_error`: `ProcessError`.
-//! - [`context`]: `Context` (position, store reads and writes, scans, emit).
+//! - [`context`]: `Context` (position, store reads and writes, scans, emit,
+//!   timers).
+//! - [`timer`]: `TimeDomain` and `Timer`; the timer store's layout and when
+//!   timers fire (event time: the task's stream time; processing time: the
+//!   wall clock), exactly once like everything else the run writes.
 //! - [`topology`]: the `App` builder and what it declares.
 //! - [`ops`]: run, status, dump-state, checkpoint, rebuild, replay, diff,
 //!   promote: each a library call.
@@ -82,6 +86,7 @@ mod spec;
 pub mod state;
 mod store_text;
 mod task;
+pub mod timer;
 pub mod topology;
 pub mod versions;
 pub mod window_key;
@@ -108,5 +113,6 @@ pub use state::{Entry, OutboxBatch, StateError, TaskState};
 pub use task::StartAt;
 #[doc(hidden)]
 pub use task::handover::decode_offsets as decode_handover_offsets;
+pub use timer::{TIMER_KEY_BYTES_MAX, TIMERS_FIRED_PER_PASS_MAX, TimeDomain, Timer};
 pub use topology::{App, CheckpointPolicy, CommitInterval, TaskConfig};
 pub use versions::{Version, Versions};

@@ -17,6 +17,12 @@
 //!   records at a time with no context, and its `apply` then runs with the
 //!   context in input order; also given as a factory.
 //!
+//! Timers ([`Context::schedule`], in event time or processing time) call
+//! back [`Processor::on_timer`] (or [`AsyncProcessor::on_timer`]); a
+//! function processor gives its callback to the builder instead,
+//! `.processor("p", f).on_timer(g)`. Either declares the processor's timer
+//! store (`.timers()` for the traits); see `runtime::timer`.
+//!
 //! Use a function or a `Processor` whenever the processor does not await:
 //! the task calls it directly, with nothing allocated per record. Use an
 //! `AsyncProcessor` only for I/O; its `prepare` runs again for records
@@ -37,9 +43,10 @@ use crate::codec::Codec;
 
 use super::async_processor::{AsyncAdapter, AsyncProcessor};
 use super::context::{Context, Position};
-use super::erased::{ErasedProcessor, Factory, RawRecord};
+use super::erased::{ErasedProcessor, Factory, RawRecord, no_on_timer};
 use super::process_error::ProcessError;
 use super::record::Record;
+use super::timer::Timer;
 
 /// A processor with fields, or with `init` and `close`. One instance runs
 /// per task (made by the factory given to the builder), so its fields are
@@ -60,6 +67,17 @@ pub trait Processor<K, V>: Send + 'static {
     fn close(&mut self, _ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         Ok(())
     }
+
+    /// Called when a timer the processor scheduled
+    /// ([`Context::schedule`]) is due: an event-time timer right after the
+    /// record that brought the stream time to it, a processing-time timer
+    /// once the wall clock passed it (see [`Timer`]). The context's
+    /// timestamp is the timer's time; its writes, emits and timers go into
+    /// the run like a record's. The timer is gone once this returns Ok.
+    /// The processor must declare `.timers()` on the builder.
+    fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        Err(no_on_timer(&timer, ctx))
+    }
 }
 
 /// What [`App::processor`](super::App::processor) takes: a function or
@@ -71,7 +89,12 @@ pub trait IntoProcessor<K, V, M>: Send + Sync + 'static {
 }
 
 /// How the runtime makes a task's processor (opaque).
-pub struct ProcessorFactory(pub(crate) Factory);
+pub struct ProcessorFactory {
+    pub(crate) make: Factory,
+    /// A function or closure: it handles timers only with the builder's
+    /// `.on_timer(f)`.
+    pub(crate) function: bool,
+}
 
 /// [`IntoProcessor`] for functions and closures.
 pub struct FnMarker<K, V>(PhantomData<fn(K, V)>);
@@ -91,13 +114,16 @@ where
         + 'static,
 {
     fn into_factory(self) -> ProcessorFactory {
-        ProcessorFactory(Arc::new(move |key_codec, value_codec| {
-            Box::new(Typed {
-                inner: FnProcessor(self.clone()),
-                codecs: (key_codec, value_codec),
-                types: PhantomData,
-            })
-        }))
+        ProcessorFactory {
+            make: Arc::new(move |key_codec, value_codec| {
+                Box::new(Typed {
+                    inner: FnProcessor(self.clone()),
+                    codecs: (key_codec, value_codec),
+                    types: PhantomData,
+                })
+            }),
+            function: true,
+        }
     }
 }
 
@@ -109,13 +135,16 @@ where
     F: Fn() -> P + Send + Sync + 'static,
 {
     fn into_factory(self) -> ProcessorFactory {
-        ProcessorFactory(Arc::new(move |key_codec, value_codec| {
-            Box::new(Typed {
-                inner: self(),
-                codecs: (key_codec, value_codec),
-                types: PhantomData,
-            })
-        }))
+        ProcessorFactory {
+            make: Arc::new(move |key_codec, value_codec| {
+                Box::new(Typed {
+                    inner: self(),
+                    codecs: (key_codec, value_codec),
+                    types: PhantomData,
+                })
+            }),
+            function: false,
+        }
     }
 }
 
@@ -127,9 +156,12 @@ where
     F: Fn() -> P + Send + Sync + 'static,
 {
     fn into_factory(self) -> ProcessorFactory {
-        ProcessorFactory(Arc::new(move |key_codec, value_codec| {
-            Box::new(AsyncAdapter::new(self(), (key_codec, value_codec)))
-        }))
+        ProcessorFactory {
+            make: Arc::new(move |key_codec, value_codec| {
+                Box::new(AsyncAdapter::new(self(), (key_codec, value_codec)))
+            }),
+            function: false,
+        }
     }
 }
 
@@ -170,6 +202,10 @@ where
 
     fn close(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         self.inner.close(ctx)
+    }
+
+    fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        self.inner.on_timer(timer, ctx)
     }
 }
 

@@ -13,6 +13,7 @@ use crate::codec::Codec;
 
 use super::handles::{Output, Store};
 use super::store_text::StoreText;
+use super::timer::{Timer, render_key, render_value};
 
 /// Renders an encoded store key or value for `dump-state` and `diff`.
 pub(crate) type Render = Arc<dyn Fn(&[u8]) -> String + Send + Sync>;
@@ -49,6 +50,28 @@ impl StoreSpec {
             render_key: render::<K>(store.key_codec()),
             render_value: render::<V>(store.value_codec()),
             text: StoreText::of::<K, V>(store.key_codec(), store.value_codec()),
+        }
+    }
+
+    /// A processor's timer store (see `runtime::timer`): no handle names
+    /// it, so no processor reads or writes it as a store.
+    pub fn timers(name: String) -> Self {
+        Self {
+            name,
+            key_codec: Codec::Raw,
+            value_codec: Codec::Raw,
+            key_type: TypeId::of::<Timer>(),
+            value_type: TypeId::of::<Timer>(),
+            key_type_name: "timer",
+            value_type_name: "nothing (the stream time for its entry)",
+            render_key: Arc::new(render_key),
+            render_value: Arc::new(render_value),
+            // Queried as raw bytes, shown as `dump-state` shows them.
+            text: StoreText {
+                key_json: Arc::new(|key| render_key(key).into()),
+                value_json: Arc::new(|value| render_value(value).into()),
+                ..StoreText::of::<Vec<u8>, Vec<u8>>(Codec::Raw, Codec::Raw)
+            },
         }
     }
 

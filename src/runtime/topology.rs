@@ -18,6 +18,7 @@
 //! # }
 //! ```
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -25,10 +26,13 @@ use serde::de::DeserializeOwned;
 
 use crate::codec::Codec;
 
-use super::erased::Factory;
+use super::context::Context;
+use super::erased::{ErasedProcessor, Factory, WithTimerFn};
 use super::handles::{Output, Store};
+use super::process_error::ProcessError;
 use super::processor::IntoProcessor;
 use super::spec::{OutputSpec, StoreSpec};
+use super::timer::{Timer, timer_store_name};
 
 #[derive(Clone)]
 pub(crate) struct ProcessorSpec {
@@ -39,6 +43,12 @@ pub(crate) struct ProcessorSpec {
     pub stores: Vec<StoreSpec>,
     pub outputs: Vec<OutputSpec>,
     pub factory: Factory,
+    /// Whether it declared timers: its stores hold its timer store.
+    pub timers: bool,
+    /// A function or closure, which handles timers only with `on_timer`.
+    pub function: bool,
+    /// Whether the builder gave it a timer callback (`.on_timer(f)`).
+    pub on_timer: bool,
 }
 
 /// When a task commits its run: whichever limit is reached first.
@@ -172,6 +182,7 @@ impl App {
                 "processor name {name:?} is reserved (the app's state directory holds {RESERVED_DIRS:?})"
             ));
         }
+        let factory = processor.into_factory();
         self.processors.push(ProcessorSpec {
             name: name.to_string(),
             inputs: Vec::new(),
@@ -179,9 +190,67 @@ impl App {
             value_codec: Codec::Raw,
             stores: Vec::new(),
             outputs: Vec::new(),
-            factory: processor.into_factory().0,
+            factory: factory.make,
+            timers: false,
+            function: factory.function,
+            on_timer: false,
         });
         self
+    }
+
+    /// Declares timers for the last processor (a [`Processor`] or an
+    /// [`AsyncProcessor`] with `on_timer`): its timer store,
+    /// `<processor>.timers`, committed with its other stores and with a
+    /// changelog when they have one (see `runtime::timer`). A function
+    /// processor declares them with [`App::on_timer`] instead.
+    ///
+    /// [`Processor`]: super::Processor
+    /// [`AsyncProcessor`]: super::AsyncProcessor
+    pub fn timers(mut self) -> Self {
+        let taken: Vec<String> = (self.processors.iter())
+            .flat_map(|p| p.stores.iter().map(|s| s.name.clone()))
+            .collect();
+        if let Some(p) = self.last("timers") {
+            if p.timers {
+                return self;
+            }
+            let name = timer_store_name(&p.name);
+            if taken.contains(&name) {
+                let error = format!(
+                    "a store named {name:?} is in the way of processor {:?}'s timers: rename the store",
+                    p.name
+                );
+                self.fail(error);
+                return self;
+            }
+            p.timers = true;
+            p.stores.push(StoreSpec::timers(name));
+        }
+        self
+    }
+
+    /// The timer callback of the last processor, a function or closure
+    /// (which cannot implement [`Processor::on_timer`]): called for each of
+    /// its timers that is due, as `on_timer` would be. Declares its timers
+    /// (as [`App::timers`]).
+    ///
+    /// [`Processor::on_timer`]: super::Processor::on_timer
+    pub fn on_timer<F>(mut self, on_timer: F) -> Self
+    where
+        F: Fn(Timer, &mut Context<'_>) -> Result<(), ProcessError> + Send + Sync + 'static,
+    {
+        let on_timer: super::erased::TimerFn = Arc::new(on_timer);
+        if let Some(p) = self.last("on_timer") {
+            let make = Arc::clone(&p.factory);
+            p.factory = Arc::new(move |key_codec, value_codec| -> Box<dyn ErasedProcessor> {
+                Box::new(WithTimerFn {
+                    inner: make(key_codec, value_codec),
+                    on_timer: Arc::clone(&on_timer),
+                })
+            });
+            p.on_timer = true;
+        }
+        self.timers()
     }
 
     /// An input topic of the last processor. Several inputs must have the
@@ -363,6 +432,12 @@ impl App {
         for p in &self.processors {
             if p.inputs.is_empty() {
                 return Err(format!("processor {:?} has no input topic", p.name));
+            }
+            if p.timers && p.function && !p.on_timer {
+                return Err(format!(
+                    "processor {:?} is a function and declares timers, which nothing would handle: give it .on_timer(f) instead of .timers()",
+                    p.name
+                ));
             }
             if let Some(o) = p.outputs.iter().find(|o| p.inputs.contains(&o.topic)) {
                 return Err(format!(

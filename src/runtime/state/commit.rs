@@ -71,6 +71,7 @@ impl TaskState {
                 });
             }
         }
+        self.stage_timers();
         // The run's writes, taken from the tables: from here on a failure
         // poisons the state (the tables no longer hold them as written).
         // Sorted and put in the write batch by the commit's own thread.

@@ -20,6 +20,8 @@
 //! - [`commit`]: begin and settle; [`writer`]: the thread the write runs on.
 //! - [`changelog`]: store writes emitted to changelog topics with each
 //!   commit, and a store restored from one.
+//! - [`timers`]: the timer store (timers and the stream time) of a
+//!   processor that declares timers; due timers found in firing order.
 //! - [`meta`]: offsets, producer identity, sequences, rate.
 //! - [`checkpoints`]: hard-linked copies of the committed state.
 //!
@@ -40,6 +42,7 @@ mod restore_buffer;
 pub(crate) mod slot_table;
 mod store_map;
 mod stores;
+mod timers;
 mod writer;
 
 #[cfg(test)]
@@ -63,6 +66,7 @@ use commit::InFlight;
 use meta::{NEXT_OUTBOX, decode_u64};
 use outbox::OpenBatch;
 use store_map::StoreMap;
+use timers::TimerState;
 use writer::Writer;
 
 /// Column family of the runtime's own bookkeeping.
@@ -112,6 +116,9 @@ pub struct TaskState {
     store_writes: u64,
     /// The emits of the run in progress.
     run: Run,
+    /// The timer store's bookkeeping, when the processor declares timers
+    /// (see [`timers`]).
+    timers: Option<TimerState>,
     /// Reused for the encoded key and value of each store call.
     pub(crate) buffers: EncodeBuffers,
 }
@@ -199,6 +206,7 @@ impl TaskState {
             journal: None,
             store_writes: 0,
             run: Run::default(),
+            timers: None,
             buffers: EncodeBuffers::default(),
         };
         state.producer = state.read_producer()?;
@@ -232,6 +240,7 @@ impl TaskState {
         for map in &mut self.maps {
             map.discard();
         }
+        self.discard_timers();
         self.run.open.clear();
         self.run.sealed.clear();
         self.run.sequences.clear();

@@ -18,6 +18,8 @@
 //! - `process`: fetching and processing batches, `init` and `close`;
 //!   `prefetch`: asking for store entries ahead of their records.
 //! - `commit`: commit, settle and ship.
+//! - `timers`: due timers fired (event time after the record that moved
+//!   the stream time, processing time between batches and while idle).
 //! - `checkpoint_request`: checkpoints on policy or when asked.
 //! - `handover` and `swap`: a rebuilt state taking over.
 //! - `start`: where a task without state starts reading.
@@ -35,6 +37,7 @@ mod resume;
 pub(crate) mod standby;
 mod start;
 pub(crate) mod swap;
+mod timers;
 pub(crate) mod transaction;
 
 use std::collections::BTreeMap;
@@ -53,6 +56,7 @@ use super::error::RuntimeError;
 use super::log_access::LogAccess;
 use super::spec::TopicOutput;
 use super::state::TaskState;
+use super::timer::{TimeDomain, timer_store_name};
 use super::topology::{ProcessorSpec, TaskConfig};
 
 use handover::{Handover, SWAPPED};
@@ -299,6 +303,7 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
             next,
         });
     }
+    use_timers(&setup.spec, &mut state)?;
     let processor = (setup.spec.factory)(setup.spec.key_codec, setup.spec.value_codec);
     let rate = state.rate()?;
     let mut task = Task {
@@ -343,6 +348,7 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
             }
         }
         files.clear()?;
+        use_timers(&task.setup.spec, &mut task.state)?;
         // The task goes on as after a restart: a fresh processor (none of
         // its fields hold what it had from the old state), `init` first.
         let spec = &task.setup.spec;
@@ -392,6 +398,8 @@ impl Task {
                     return Ok(Pumped::Swap);
                 }
             }
+            // What a restart or a long sweep left due, and the wall clock's.
+            self.fire_due_timers().await?;
             let mut fetched_any = false;
             for step in 0..self.inputs.len() {
                 let at = (turn + step) % self.inputs.len();
@@ -462,6 +470,11 @@ impl Task {
             let due_in = self.setup.config.commit.interval;
             bound = bound.min(due_in.saturating_sub(self.pending.since.elapsed()));
         }
+        if let Some(at) = self.state.earliest_timer(TimeDomain::ProcessingTime) {
+            // Woken when the earliest processing-time timer is due.
+            let due_in = at.saturating_sub(crate::time::now_ms()).max(0) as u64;
+            bound = bound.min(Duration::from_millis(due_in));
+        }
         let watch = self.idle_watch.as_mut().expect("subscribed above");
         let targets = &mut self.setup.targets;
         tokio::select! {
@@ -478,4 +491,12 @@ impl Task {
             .iter()
             .all(|i| targets.get(&*i.topic).is_some_and(|end| i.next >= *end))
     }
+}
+
+/// Points the state at the processor's timer store, if it declares timers.
+fn use_timers(spec: &ProcessorSpec, state: &mut TaskState) -> Result<(), RuntimeError> {
+    if spec.timers {
+        state.use_timers(&timer_store_name(&spec.name))?;
+    }
+    Ok(())
 }

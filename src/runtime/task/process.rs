@@ -14,6 +14,7 @@ use crate::runtime::erased::RawRecord;
 use crate::runtime::error::RuntimeError;
 use crate::runtime::log_access::LogAccess;
 use crate::runtime::state::TaskState;
+use crate::runtime::timer::TimeDomain;
 
 use super::{DECOMPRESSED_BYTES_MAX, PREFETCH_AHEAD, Task, TaskSetup};
 
@@ -70,6 +71,9 @@ impl Task {
                 continue;
             }
             self.process_batch(at, &batch).await?;
+            if self.state.has_timers() {
+                self.fire_timers(TimeDomain::ProcessingTime).await?;
+            }
             if self.pending.due(&self.setup.config) {
                 self.commit().await?;
             }
@@ -186,6 +190,14 @@ impl Task {
             self.checkpointed.1 += 1;
             self.pending.moved = true;
             counted += 1;
+            // Event-time timers fire right after the record that brought
+            // the stream time to them, before the next record.
+            self.state.advance_stream_time(record.timestamp);
+            if let Some(now) = self.state.stream_time()
+                && self.state.timer_due(TimeDomain::EventTime, now)
+            {
+                self.fire_timers(TimeDomain::EventTime).await?;
+            }
             // Remote only: the cluster may be Kafka, which recognises a
             // resend among a producer's last 5 batches per partition; the
             // embedded log recognises any earlier batch.
