@@ -1,6 +1,6 @@
 //! Queries over an app's committed state, in process on an embedded log:
-//! a key, a prefix, a range and a window store's windows, merged over the
-//! tasks of two partitions; the HTTP endpoint of a running app answering
+//! a key, a prefix, a range, a window store's windows and an index
+//! store's keys by field, merged over the tasks of two partitions; the HTTP endpoint of a running app answering
 //! the same while it commits more, a replayed version's state by
 //! `?version=`, and the errors a client gets for what cannot be answered.
 
@@ -328,4 +328,52 @@ async fn produce(addr: SocketAddr, word: &str) {
     producer.flush().await;
     delivered.await.unwrap();
     producer.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_store_answers_the_keys_of_a_field_and_of_a_field_prefix() {
+    use strata_operators::{Pipeline, Topic};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let now = strata::log::now_ms();
+    let users = [
+        ("ada", Some("London"), now),
+        ("alan", Some("Londonderry"), now),
+        ("grace", Some("New York"), now),
+        ("linus", Some("London"), now),
+    ];
+    support::append_keyed(&data, "users", 2, &users);
+    // Linus moves away: his London entry goes.
+    support::append_keyed(&data, "users", 2, &[("linus", Some("Helsinki"), now)]);
+    const USERS: Topic<String, String> = Topic::new("users");
+    let pipeline = Pipeline::new("cities");
+    pipeline
+        .table(USERS)
+        .index_by("by-city", |_user, city: &String| Some(city.clone()));
+    let app = pipeline.app().unwrap();
+    let location = Location::embedded(&data, app.name());
+    strata::runtime::ops::run(&app, &location, until_end())
+        .await
+        .unwrap();
+
+    let keys = |lookup| {
+        let entries = ask(&app, &location, "by-city", lookup).unwrap();
+        entries.into_iter().map(|(key, _)| key).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        keys(Lookup::Field("London".into())),
+        [json!({"field": "London", "key": "ada"})]
+    );
+    assert_eq!(
+        keys(Lookup::Prefix("Lon".into())),
+        [
+            json!({"field": "London", "key": "ada"}),
+            json!({"field": "Londonderry", "key": "alan"}),
+        ]
+    );
+    let error = ask(&app, &location, "tally-none", Lookup::Field("x".into())).unwrap_err();
+    assert!(
+        matches!(error, RuntimeError::UnknownStore { .. }),
+        "{error}"
+    );
 }

@@ -74,6 +74,7 @@ mod erased;
 mod error;
 mod group;
 pub mod handles;
+pub mod index_key;
 mod layout;
 mod location;
 mod log_access;

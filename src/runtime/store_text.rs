@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::codec::Codec;
 
+use super::index_key::split_entry_key;
 use super::window_key::split_window_key;
 
 /// Text to an encoded key, or why the text is not one.
@@ -39,6 +40,8 @@ pub(crate) struct StoreText {
     pub prefix_is_bytes: bool,
     /// A window store's inner keys ([`super::window_key`] layout).
     pub window: Option<WindowText>,
+    /// An index store ([`super::index_key`] layout): queried by field.
+    pub index: bool,
 }
 
 /// A window store's inner keys from text.
@@ -59,7 +62,30 @@ impl StoreText {
             value_json: to_json::<V>(value_codec),
             prefix_is_bytes: matches!(key_codec, Codec::Raw | Codec::Utf8),
             window: None,
+            index: false,
         }
+    }
+
+    /// The same store read as an index store whose row keys are `K`
+    /// encoded with `codec`: each entry's key shown as its field (text, or
+    /// `{"hex": …}`) and its row key.
+    pub fn indexed<K>(mut self, codec: Codec) -> Self
+    where
+        K: Serialize + DeserializeOwned + 'static,
+    {
+        let row = to_json::<K>(codec);
+        self.key_json = Arc::new(move |bytes: &[u8]| match split_entry_key(bytes) {
+            Ok((field, key)) => {
+                let field = match String::from_utf8(field) {
+                    Ok(text) => Value::String(text),
+                    Err(bytes) => hex(bytes.as_bytes()),
+                };
+                serde_json::json!({ "field": field, "key": row(key) })
+            }
+            Err(_) => hex(bytes),
+        });
+        self.index = true;
+        self
     }
 
     /// The same store read as a window store whose inner keys are `K`
@@ -168,6 +194,19 @@ mod tests {
     fn bytes_that_do_not_decode_are_shown_as_hex() {
         let text = StoreText::of::<u64, u64>(Codec::Postcard, Codec::Postcard);
         assert_eq!((text.value_json)(&[0xff]), serde_json::json!({"hex": "ff"}));
+    }
+
+    #[test]
+    fn an_index_key_is_shown_as_its_field_and_row_key() {
+        let text = StoreText::of::<Vec<u8>, ()>(Codec::Raw, Codec::Postcard)
+            .indexed::<u64>(Codec::Postcard);
+        let row = Codec::Postcard.encode(&7u64).unwrap();
+        let key = crate::runtime::index_key::entry_key(b"London", &row);
+        assert_eq!(
+            (text.key_json)(&key),
+            serde_json::json!({"field": "London", "key": 7})
+        );
+        assert!(text.index);
     }
 
     #[test]

@@ -309,6 +309,23 @@ impl App {
         self
     }
 
+    /// Declares the last store an index store: its keys are laid out as
+    /// [`index_key`](super::index_key) says (a field, then a row key of
+    /// type `K` encoded with `codec`), so that queries can ask for the
+    /// row keys of one field value (`query STORE --field F`) or a field
+    /// prefix (`--prefix P`).
+    pub fn index_keys<K>(mut self, codec: Codec) -> Self
+    where
+        K: Serialize + DeserializeOwned + 'static,
+    {
+        let store = self.last("index_keys").and_then(|p| p.stores.last_mut());
+        match store {
+            Some(store) => store.text = store.text.clone().indexed::<K>(codec),
+            None => self.fail("index_keys declared before a store of the processor".into()),
+        }
+        self
+    }
+
     /// An output (derived) topic of the last processor, with the codecs of
     /// its handle; created if missing, with the handle's partitions or as
     /// many as the processor's input.

@@ -95,7 +95,11 @@ where
         })
     });
     let out = input.child::<K, Option<V>>(make, input.key_codec, true);
-    let declare = Arc::new(move |app: App| app.store(index.entries).store(index.fields));
+    let declare = Arc::new(move |app: App| {
+        app.store(index.entries)
+            .index_keys::<K>(index.key_codec)
+            .store(index.fields)
+    });
     let mut graph = out.pipeline.graph.borrow_mut();
     graph.declare(out.node, format!("store {name}"), declare);
     index.built = Some((graph_id(&out.pipeline), out.node));
@@ -220,7 +224,9 @@ where
         match index.built {
             Some((pipeline, node)) if pipeline == graph_id(&self.pipeline) => {
                 graph.unite(node, out.node);
-                let declare = Arc::new(move |app: App| app.store(index.entries).store(index.fields));
+                let declare = Arc::new(move |app: App| app.store(index.entries)
+        .index_keys::<K>(index.key_codec)
+        .store(index.fields));
                 graph.declare(out.node, format!("store {}", index.name()), declare);
             }
             _ => graph.fail(format!(

@@ -1,54 +1,12 @@
-//! The byte layout of an index entry's key (see the `index` module doc):
+//! The byte layout of an index entry's key (see the `index` module doc),
+//! the runtime's public index-store layout (`strata::runtime::index_key`),
+//! so that `query --field` reads these stores:
 //!
 //! ```text
 //! entry key  [field: each 0x00 written 0x00 0xFF][0x00 0x00][key: the row key's codec]
 //! ```
 
-pub(crate) const ESCAPE: u8 = 0xFF;
-pub(crate) const END: [u8; 2] = [0x00, 0x00];
-
-/// A field's bytes escaped (0x00 as 0x00 0xFF), appended to `out`.
-pub(crate) fn escape_field(field: &[u8], out: &mut Vec<u8>) {
-    for &b in field {
-        out.push(b);
-        if b == 0 {
-            out.push(ESCAPE);
-        }
-    }
-}
-
-/// The entry key of `key` (encoded) under `field`.
-pub(crate) fn entry_key(field: &[u8], key: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len() + END.len() + key.len());
-    escape_field(field, &mut out);
-    out.extend_from_slice(&END);
-    out.extend_from_slice(key);
-    out
-}
-
-/// The field and key bytes of an entry key, or why it is not one.
-pub(crate) fn split_entry_key(bytes: &[u8]) -> Result<(Vec<u8>, &[u8]), String> {
-    let mut field = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        match (bytes[i], bytes.get(i + 1)) {
-            (0, Some(0)) => return Ok((field, &bytes[i + 2..])),
-            (0, Some(&ESCAPE)) => {
-                field.push(0);
-                i += 2;
-            }
-            (0, _) => break,
-            (b, _) => {
-                field.push(b);
-                i += 1;
-            }
-        }
-    }
-    Err(format!(
-        "an index entry key of {} bytes is malformed",
-        bytes.len()
-    ))
-}
+pub(crate) use strata::runtime::index_key::{END, entry_key, escape_field, split_entry_key};
 
 #[cfg(test)]
 mod tests {

@@ -137,6 +137,9 @@ pub enum Command {
         /// A window store's windows of this key.
         #[arg(long, value_name = "KEY", conflicts_with = "key")]
         window: Option<String>,
+        /// An index store's row keys under this field value.
+        #[arg(long, value_name = "F", conflicts_with_all = ["key", "prefix", "window", "from", "to"])]
+        field: Option<String>,
         /// The most entries to print.
         #[arg(long, default_value_t = crate::runtime::ops::query::QUERY_ENTRIES_DEFAULT)]
         limit: usize,

@@ -9,7 +9,7 @@
 //!                                                 process (embedded or remote)
 //! <app> status [--version V]                      per task: offsets, lag, outbox
 //! <app> dump-state [--store S] [--at OFFSET]      sorted `store<TAB>key<TAB>value`
-//! <app> query STORE [KEY | --prefix P | --from A --to B | --window KEY --from T --to T]
+//! <app> query STORE [KEY | --prefix P | --from A --to B | --window KEY --from T --to T | --field F]
 //!                   [--limit N] [--json] [--version V]
 //!                                                 committed entries of a store
 //! <app> replay --version V --from earliest|OFFSET|TIME [--until-end]
@@ -207,13 +207,17 @@ async fn dispatch(
             from,
             to,
             window,
+            field,
             limit,
             json,
             version: name,
         } => {
             let asked = version(name)?;
             let (app, location) = app.as_version(location, &asked);
-            let lookup = print::lookup(key, prefix, from, to, window)?;
+            let lookup = match field {
+                Some(field) => ops::Lookup::Field(field.clone()),
+                None => print::lookup(key, prefix, from, to, window)?,
+            };
             let query = StoreQuery {
                 store: store.clone(),
                 lookup,

@@ -9,6 +9,8 @@
 //! GET /stores/{store}?prefix=P                  keys starting with P
 //! GET /stores/{store}?from=A&to=B               keys in A..=B (either end may be left out)
 //! GET /stores/{store}?window=K&from=T1&to=T2    a window store's windows of K starting in T1..=T2
+//! GET /stores/{store}?field=F                   an index store's row keys under field F
+//! GET /stores/{store}?field=F                   an index store's row keys under field F
 //! GET /stores/{store}                           every entry
 //!     any of them &limit=N (entries, default 1000, at most 10000) and
 //!     &version=V (a replayed version's state instead of the live one)
@@ -215,6 +217,18 @@ impl StoreRequest {
                 .transpose()
                 .map_err(|_| bad(format!("{name} is a time in ms since the Unix epoch")))
         };
+        let named = ["key", "prefix", "window", "field"]
+            .iter()
+            .filter(|n| params.contains_key(**n))
+            .count();
+        if named > 1 {
+            return Err(bad(
+                "give one of key, prefix, window, field (or from/to)".into()
+            ));
+        }
+        if let Some(field) = params.get("field") {
+            return Self::with(store, Lookup::Field(field.clone()), params);
+        }
         let lookup = match (
             params.get("key"),
             params.get("prefix"),
@@ -234,8 +248,22 @@ impl StoreRequest {
                 }
             }
             (None, None, None) => Lookup::All,
-            _ => return Err(bad("give one of key, prefix, window (or from/to)".into())),
+            _ => {
+                return Err(bad(
+                    "give one of key, prefix, window, field (or from/to)".into()
+                ));
+            }
         };
+        Self::with(store, lookup, params)
+    }
+
+    /// The request for `lookup` with the parameters every lookup takes.
+    fn with(
+        store: &str,
+        lookup: Lookup,
+        params: &BTreeMap<String, String>,
+    ) -> Result<Self, (u16, String)> {
+        let bad = |reason: String| (400, reason);
         let limit = match params.get("limit") {
             Some(n) => n
                 .parse()
@@ -337,6 +365,7 @@ pub(crate) fn target_of(query: &StoreQuery, version: Option<&str>) -> String {
         Lookup::All => {}
         Lookup::Key(key) => params.push(("key", key.clone())),
         Lookup::Prefix(prefix) => params.push(("prefix", prefix.clone())),
+        Lookup::Field(field) => params.push(("field", field.clone())),
         Lookup::Range { from, to } => {
             params.extend(from.clone().map(|f| ("from", f)));
             params.extend(to.clone().map(|t| ("to", t)));

@@ -31,6 +31,7 @@ use serde_json::Value;
 
 use crate::runtime::board;
 use crate::runtime::error::RuntimeError;
+use crate::runtime::index_key::{escape_field, field_prefix};
 use crate::runtime::layout::{self, task_dirs};
 use crate::runtime::location::Location;
 use crate::runtime::spec::StoreSpec;
@@ -57,8 +58,11 @@ pub enum Lookup {
     /// The entry of one key, given as text (see `store_text`).
     Key(String),
     /// The entries whose keys start with this text (stores whose keys are
-    /// encoded raw or as UTF-8, where a text prefix is a byte prefix).
+    /// encoded raw or as UTF-8, where a text prefix is a byte prefix; an
+    /// index store's fields starting with it).
     Prefix(String),
+    /// An index store's entries of one field value.
+    Field(String),
     /// The entries with `from <= key <= to` (either end open).
     Range {
         from: Option<String>,
@@ -296,7 +300,21 @@ impl Bounds {
                         spec.key_codec.name()
                     )));
                 }
-                let from = prefix.as_bytes().to_vec();
+                let mut from = Vec::new();
+                match spec.text.index {
+                    true => escape_field(prefix.as_bytes(), &mut from),
+                    false => from.extend_from_slice(prefix.as_bytes()),
+                }
+                let to = prefix_end(&from);
+                Self::Span { from, to }
+            }
+            Lookup::Field(field) => {
+                if !spec.text.index {
+                    return Err(bad(
+                        "it is not an index store; ask a key, a prefix or a range".into(),
+                    ));
+                }
+                let from = field_prefix(field.as_bytes());
                 let to = prefix_end(&from);
                 Self::Span { from, to }
             }
@@ -391,6 +409,7 @@ pub fn describe_stores(app: &App) -> BTreeMap<String, Value> {
                 "value_codec": s.value_codec.name(),
                 "prefix_queries": s.text.prefix_is_bytes,
                 "window_store": s.text.window.is_some(),
+                "index_store": s.text.index,
             });
             (s.name.clone(), described)
         })
@@ -437,6 +456,31 @@ mod tests {
             spec(Store::<String, u64>::named("q-pc").codecs(Codec::Postcard, Codec::Postcard));
         let error = Bounds::of(&store, &Lookup::Prefix("a".into())).unwrap_err();
         assert!(error.to_string().contains("--from/--to"), "{error}");
+    }
+
+    #[test]
+    fn a_field_lookup_spans_exactly_that_fields_entries() {
+        let mut index = spec(Store::<Vec<u8>, ()>::named("q-index"));
+        index.text = index.text.clone().indexed::<String>(Codec::Raw);
+        let Bounds::Span { from, to } = Bounds::of(&index, &Lookup::Field("ab".into())).unwrap()
+        else {
+            panic!("a span");
+        };
+        let to = to.unwrap();
+        let within = |field: &[u8]| {
+            let key = crate::runtime::index_key::entry_key(field, b"k");
+            from <= key && key < to
+        };
+        assert!(within(b"ab"));
+        assert!(!within(b"abc") && !within(b"a") && !within(b"ab\0"));
+        let prefix = Bounds::of(&index, &Lookup::Prefix("a".into())).unwrap();
+        let Bounds::Span { from, to } = prefix else {
+            panic!("a span");
+        };
+        let abc = crate::runtime::index_key::entry_key(b"abc", b"k");
+        assert!(from <= abc && abc < to.unwrap());
+        let plain = spec(Store::<String, u64>::named("q-plain-2"));
+        assert!(Bounds::of(&plain, &Lookup::Field("a".into())).is_err());
     }
 
     #[test]
