@@ -10,7 +10,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
-const PARTITIONS: i32 = 2;
+/// One partition: `split`'s words reach `words` in one order, so a
+/// replay's derived topics equal the live ones record for record (with
+/// two, two tasks interleave their appends to a partition of `words`
+/// differently in each run, and `diff` rightly reports the order).
+const PARTITIONS: i32 = 1;
 
 fn wordcount(data: &Path, args: &[&str]) -> Output {
     Command::new(support::example::example("wordcount_dsl"))
