@@ -1,8 +1,8 @@
 //! A pipeline app (`examples/wordcount_dsl.rs`) through every operation a
 //! hand-written app has, as real processes on an embedded log: run,
 //! `query` of its store, rebuild, replay into a version, diff, promote,
-//! and a run of the promoted version, each leaving the counts a plain
-//! count of the words gives.
+//! and a run of the promoted version (answering queries of either version
+//! over HTTP), each leaving the counts a plain count of the words gives.
 
 mod support;
 
@@ -126,4 +126,44 @@ fn a_pipeline_app_runs_answers_rebuilds_replays_diffs_and_promotes() {
         4,
         "1..4 for `the` in the version's topic: {the:?}"
     );
+
+    // The promoted version answers queries over HTTP, and the base one too.
+    let mut running = Command::new(support::example::example("wordcount_dsl"))
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["run", "--query", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let file = data.join("apps/wordcount/versions/v2/query-address");
+    support::wait_until(
+        "the query address",
+        std::time::Duration::from_secs(60),
+        || file.exists(),
+    );
+    let addr = std::fs::read_to_string(&file).unwrap();
+    let count = |target: &str| {
+        let answer = http_get(&addr, target);
+        answer["entries"][0]["value"].as_u64()
+    };
+    assert_eq!(
+        count("/stores/counts/keys/the"),
+        Some(4),
+        "the live version, v2"
+    );
+    assert_eq!(count("/stores/counts/keys/the?version=v2"), Some(4));
+    assert_eq!(count("/stores/counts/keys/the?version=base"), Some(3));
+    let _ = Command::new("kill").arg(running.id().to_string()).status();
+    running.wait().unwrap();
+}
+
+/// The JSON body of `GET target` at `addr`.
+fn http_get(addr: &str, target: &str) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {target} HTTP/1.1\r\nHost: strata\r\n\r\n").unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (_, body) = response.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(body).unwrap()
 }

@@ -100,6 +100,8 @@ impl StoreText {
             Err(_) => hex(bytes),
         });
         self.key_json = key_json;
+        // A text prefix would match the length field, not the key.
+        self.prefix_is_bytes = false;
         self.window = Some(WindowText {
             parse_key: parser::<K>(codec),
         });

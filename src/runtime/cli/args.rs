@@ -125,7 +125,7 @@ pub enum Command {
         /// postcard and json keys.
         key: Option<String>,
         /// Keys starting with this text (stores with raw or utf8 keys).
-        #[arg(long, conflicts_with_all = ["key", "window"])]
+        #[arg(long, conflicts_with_all = ["key", "window", "from", "to"])]
         prefix: Option<String>,
         /// The lowest key (inclusive); with --window, the earliest window
         /// start: ms since the Unix epoch or a UTC time.

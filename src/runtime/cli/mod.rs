@@ -132,6 +132,7 @@ async fn dispatch(
             group,
         } => {
             let live = version(&None)?;
+            let root = location.clone();
             let (mut app, location) = app.as_version(location, &live);
             commit.apply(&mut app.config);
             checkpoints.apply(&mut app.config);
@@ -141,7 +142,7 @@ async fn dispatch(
                 metrics: *metrics,
                 query: query.map(|addr| QueryEndpoint {
                     addr,
-                    root: location.clone(),
+                    root: root.clone(),
                     version: live.name.clone(),
                 }),
                 progress_every: Some(PROGRESS_EVERY),

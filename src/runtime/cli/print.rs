@@ -81,6 +81,11 @@ pub(super) fn query(
             query.limit
         );
     }
+    if answer.stopped {
+        eprintln!(
+            "(no instance runs on this state directory: the state as it was left; its tasks may run on other instances now)"
+        );
+    }
     for left in &answer.elsewhere {
         let owner = left.owner.as_deref().unwrap_or("another instance");
         let why = left.error.as_deref().unwrap_or("not asked");

@@ -106,11 +106,18 @@ impl TaskState {
             // last of a key's writes wins within the batch), and none of
             // the merged ones.
             self.store_writes += journal.len() as u64;
+            let families: Result<Vec<_>, _> = (self.stores.iter()).map(|s| self.cf(s)).collect();
+            let families = match families {
+                Ok(families) => families,
+                Err(error) => {
+                    self.poison("a commit's store could not be found");
+                    return Err(error);
+                }
+            };
             for (index, key, value) in journal {
-                let family = self.cf(&self.stores[index])?;
                 match value {
-                    Some(value) => batch.put_cf(family, key, value),
-                    None => batch.delete_cf(family, key),
+                    Some(value) => batch.put_cf(families[index], key, value),
+                    None => batch.delete_cf(families[index], key),
                 }
             }
             writes.clear();

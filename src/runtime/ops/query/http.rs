@@ -10,7 +10,6 @@
 //! GET /stores/{store}?from=A&to=B               keys in A..=B (either end may be left out)
 //! GET /stores/{store}?window=K&from=T1&to=T2    a window store's windows of K starting in T1..=T2
 //! GET /stores/{store}?field=F                   an index store's row keys under field F
-//! GET /stores/{store}?field=F                   an index store's row keys under field F
 //! GET /stores/{store}                           every entry
 //!     any of them &limit=N (entries, default 1000, at most 10000) and
 //!     &version=V (a replayed version's state instead of the live one)
@@ -18,10 +17,16 @@
 //!
 //! Answers are [`QueryAnswer`](super::QueryAnswer)s; errors are
 //! `{"error": "…"}` with 400 (a query that cannot be answered as asked),
-//! 404 (no such store, key or version) or 500. A request head larger than
-//! [`HTTP_HEAD_BYTES_MAX`] is refused with 431 before it is read further;
-//! at most [`QUERIES_IN_FLIGHT_MAX`] are answered at once (the rest wait
-//! for a slot), since each opens the store's tasks' databases.
+//! 404 (no such store, key or version), 405 (not a GET), 431 (a request
+//! head over [`HTTP_HEAD_BYTES_MAX`], refused before it is read further),
+//! 503 (a key not found where some of the store's tasks could not be
+//! asked: the answer is not known) or 500.
+//!
+//! Limits: at most [`QUERY_CONNECTIONS_MAX`] connections are open at once
+//! (the next waits to be accepted), a request head must arrive within
+//! [`HTTP_HEAD_TIMEOUT`], and at most [`QUERIES_IN_FLIGHT_MAX`] queries are
+//! answered at once (the rest wait for a slot), since each opens the
+//! store's tasks' databases.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -38,6 +43,7 @@ use crate::runtime::location::Location;
 use crate::runtime::topology::App;
 use crate::runtime::versions::{LIVE, Versions};
 
+use super::url::{percent_decode, percent_encode};
 use super::{
     Held, Lookup, QUERY_ENTRIES_DEFAULT, QUERY_ENTRIES_MAX, QueryAnswer, StoreQuery,
     describe_stores, query, route,
@@ -47,6 +53,10 @@ use super::{
 pub const HTTP_HEAD_BYTES_MAX: usize = 8192;
 /// Queries answered at once.
 pub const QUERIES_IN_FLIGHT_MAX: usize = 16;
+/// Connections open at once.
+pub const QUERY_CONNECTIONS_MAX: usize = 256;
+/// How long a connection has to send its request head.
+pub const HTTP_HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// Pause after a failed accept (too many open files), before the next.
 const ACCEPT_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
@@ -121,19 +131,31 @@ pub(crate) fn serve(
         own,
         slots: Semaphore::new(QUERIES_IN_FLIGHT_MAX),
     });
+    let connections = Arc::new(Semaphore::new(QUERY_CONNECTIONS_MAX));
     tokio::spawn(async move {
         loop {
+            let Ok(open) = Arc::clone(&connections).acquire_owned().await else {
+                return;
+            };
             let Ok((stream, _)) = listener.accept().await else {
                 tokio::time::sleep(ACCEPT_RETRY_DELAY).await;
                 continue;
             };
-            tokio::spawn(answer_connection(stream, Arc::clone(&served)));
+            let served = Arc::clone(&served);
+            tokio::spawn(async move {
+                answer_connection(stream, served).await;
+                drop(open);
+            });
         }
     })
 }
 
 async fn answer_connection(mut stream: TcpStream, served: Arc<Served>) {
-    let (status, body) = match read_head(&mut stream).await {
+    let head = tokio::time::timeout(HTTP_HEAD_TIMEOUT, read_head(&mut stream)).await;
+    let Ok(head) = head else {
+        return;
+    };
+    let (status, body) = match head {
         Ok(Some(target)) => {
             let Ok(_slot) = served.slots.acquire().await else {
                 return;
@@ -178,8 +200,8 @@ async fn read_head(stream: &mut TcpStream) -> Result<Option<String>, (u16, Value
 
 /// Answers one request target.
 async fn respond(served: &Arc<Served>, target: &str) -> (u16, Value) {
-    let (path, mut params) = split_target(target);
-    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (segments, mut params) = split_target(target);
+    let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
     let store = match segments.as_slice() {
         ["stores"] => return (200, json!(describe_stores(&served.app))),
         ["stores", store] => store.to_string(),
@@ -205,6 +227,8 @@ struct StoreRequest {
     version: Option<String>,
     /// Asked by another instance: answered from the tasks run here only.
     forwarded: bool,
+    /// The tasks a forwarded request asks about (`tasks=count/1,count/3`).
+    tasks: Option<std::collections::BTreeSet<String>>,
 }
 
 impl StoreRequest {
@@ -225,6 +249,10 @@ impl StoreRequest {
             return Err(bad(
                 "give one of key, prefix, window, field (or from/to)".into()
             ));
+        }
+        let bounded = params.contains_key("from") || params.contains_key("to");
+        if bounded && named == 1 && !params.contains_key("window") {
+            return Err(bad("from/to go alone (a range) or with window".into()));
         }
         if let Some(field) = params.get("field") {
             return Self::with(store, Lookup::Field(field.clone()), params);
@@ -278,6 +306,7 @@ impl StoreRequest {
             },
             version: params.get("version").cloned(),
             forwarded: params.contains_key("forwarded"),
+            tasks: (params.get("tasks")).map(|tasks| tasks.split(',').map(String::from).collect()),
         })
     }
 }
@@ -306,7 +335,15 @@ async fn answer(
         let version = versions.get(wanted).map_err(failed)?;
         let (app, location) = served.app.as_version(&served.root, &version);
         let running = match &served.remote {
-            Some(remote) if version.name == served.version => Some((remote.running)()),
+            Some(remote) if version.name == served.version => {
+                let mut held = (remote.running)();
+                // A forwarded request is answered for the tasks it names.
+                if let Some(asked) = &asked.tasks {
+                    held.running.retain(|t| asked.contains(t));
+                    held.all = asked.clone();
+                }
+                Some(held)
+            }
             _ => None,
         };
         let found = query(&app, &location, &asked.query, running.as_ref()).map_err(failed)?;
@@ -324,20 +361,19 @@ async fn answer(
         route::complete(&remote.admin, &remote.group, own, target, &mut found, limit).await;
     }
     if matches!(request.query.lookup, Lookup::Key(_)) && found.entries.is_empty() {
-        let held = if found.elsewhere.is_empty() {
-            String::new()
-        } else {
+        if found.elsewhere.is_empty() {
+            return Err((404, format!("no such key in store {:?}", found.store)));
+        }
+        // The key may be in a task that could not be asked.
+        let tasks: Vec<&str> = found.elsewhere.iter().map(|e| e.task.as_str()).collect();
+        return Err((
+            503,
             format!(
-                " (tasks not asked: {})",
-                found
-                    .elsewhere
-                    .iter()
-                    .map(|e| e.task.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        };
-        return Err((404, format!("no such key in store {:?}{held}", found.store)));
+                "not in the tasks asked; tasks {} could not be asked, so whether store {:?} holds it is not known",
+                tasks.join(", "),
+                found.store
+            ),
+        ));
     }
     serde_json::to_value(&found).map_err(|e| (500, e.to_string()))
 }
@@ -388,64 +424,22 @@ pub(crate) fn target_of(query: &StoreQuery, version: Option<&str>) -> String {
     )
 }
 
-/// Every byte but unreserved ones escaped as `%XX`.
-fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(byte as char)
-            }
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
-}
-
-/// The path and the decoded query parameters of a request target.
-fn split_target(target: &str) -> (String, BTreeMap<String, String>) {
+/// The decoded path segments and query parameters of a request target
+/// (a segment may hold an encoded `/`: `keys/a%2Fb` is the key `a/b`).
+fn split_target(target: &str) -> (Vec<String>, BTreeMap<String, String>) {
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let params = query
         .split('&')
         .filter(|pair| !pair.is_empty())
         .map(|pair| {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(name), percent_decode(value))
+            (percent_decode(name, true), percent_decode(value, true))
         })
         .collect();
-    // Path segments are decoded one by one, so an encoded '/' stays in its key.
-    let path = path
-        .split('/')
-        .map(percent_decode)
-        .map(|s| s.replace('/', "%2F"))
-        .collect::<Vec<_>>()
-        .join("/");
-    (path, params)
-}
-
-/// `%XX` escapes and `+` (a space, in a query) decoded; a malformed escape
-/// is kept as it is.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(hi), Some(lo)) => {
-                    out.push((hi * 16 + lo) as u8);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    let segments = (path.trim_matches('/').split('/'))
+        .map(|s| percent_decode(s, false))
+        .collect();
+    (segments, params)
 }
 
 fn reason(status: u16) -> &'static str {
@@ -455,6 +449,7 @@ fn reason(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
         _ => "Internal Server Error",
     }
 }
@@ -465,12 +460,12 @@ mod tests {
 
     #[test]
     fn escapes_in_a_target_are_decoded_and_a_key_keeps_an_encoded_slash() {
-        let (path, params) = split_target("/stores/counts/keys/a%2Fb?version=v2&prefix=x+y%21");
-        assert_eq!(path, "/stores/counts/keys/a%2Fb");
+        let (path, params) = split_target("/stores/counts/keys/a%2Fb+c?version=v2&prefix=x+y%21");
+        assert_eq!(path, ["stores", "counts", "keys", "a/b+c"]);
         assert_eq!(params["version"], "v2");
         assert_eq!(params["prefix"], "x y!");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
+        assert_eq!(percent_decode("100%", true), "100%");
+        assert_eq!(percent_decode("%zz", true), "%zz");
     }
 
     #[test]
@@ -486,7 +481,7 @@ mod tests {
         };
         let target = target_of(&query, Some("v2"));
         let (path, params) = split_target(&target);
-        assert_eq!(path, "/stores/per minute");
+        assert_eq!(path, ["stores", "per minute"]);
         let request = StoreRequest::from_params("per minute", &params).unwrap();
         assert_eq!(request.query, query);
         assert_eq!(request.version.as_deref(), Some("v2"));
@@ -521,6 +516,11 @@ mod tests {
             }
         );
         assert_eq!(lookup(&[("key", "a"), ("prefix", "b")]).unwrap_err().0, 400);
+        assert_eq!(
+            lookup(&[("prefix", "a"), ("from", "b")]).unwrap_err().0,
+            400
+        );
+        assert_eq!(lookup(&[("field", "a"), ("to", "b")]).unwrap_err().0, 400);
         assert_eq!(
             lookup(&[("window", "a"), ("from", "x")]).unwrap_err().0,
             400

@@ -22,6 +22,7 @@
 
 pub mod http;
 pub(crate) mod route;
+mod url;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -123,6 +124,10 @@ pub struct QueryAnswer {
     /// entries are not in this answer.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub elsewhere: Vec<Elsewhere>,
+    /// Remote, read with no instance running on the state directory: the
+    /// state as its last instance left it (its tasks may run elsewhere now).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
 }
 
 /// Remote: what an instance holds of the app's tasks (`processor/partition`).
@@ -137,7 +142,8 @@ pub struct Held {
 
 /// Answers `query` from the committed state of the store's tasks under
 /// `location`. Remote, `held` says which tasks this instance runs (None:
-/// read its published task board; no instance running there is an error).
+/// read its published task board; with no instance running on the state
+/// directory, every task's state as it was left, marked `stopped`).
 pub fn query(
     app: &App,
     location: &Location,
@@ -152,7 +158,9 @@ pub fn query(
     let held = match (location, held) {
         (Location::Embedded { .. }, _) => None,
         (Location::Remote { .. }, Some(held)) => Some(held.clone()),
-        (Location::Remote { .. }, None) => Some(running_here(app, state_dir)?),
+        // No instance runs on the state directory: nothing moves its
+        // tasks' state now, which is read as it was left.
+        (Location::Remote { .. }, None) => running_here(state_dir),
     };
     // The store's tasks: those with state here, and remote every other
     // one the instance knows of.
@@ -171,6 +179,7 @@ pub fn query(
         truncated: false,
         tasks: Vec::new(),
         elsewhere: Vec::new(),
+        stopped: matches!(location, Location::Remote { .. }) && held.is_none(),
     };
     for (partition, dir) in tasks {
         let task = format!("{processor}/{partition}");
@@ -217,14 +226,26 @@ pub async fn query_from_cli(
         && let Ok(addr) = text.trim().parse()
     {
         let target = http::target_of(query, Some(version));
-        return route::ask_instance(addr, &target)
-            .await
-            .map_err(|reason| RuntimeError::Query {
-                store: query.store.clone(),
-                reason: format!("the instance answering on {addr}: {reason}"),
-            });
+        match route::ask_instance(addr, &target).await {
+            Ok(answer) => return Ok(answer),
+            // A 4xx/5xx is the instance's answer; a refused connection
+            // means it stopped serving: answer from the state here.
+            Err(reason) if reason.starts_with("it answered") => {
+                return Err(RuntimeError::Query {
+                    store: query.store.clone(),
+                    reason: format!("the instance answering on {addr}: {reason}"),
+                });
+            }
+            Err(reason) => tracing::warn!("the instance's endpoint {addr}: {reason}"),
+        }
     }
-    self::query(app, location, query, None)
+    let (app, location, query) = (app.clone(), location.clone(), query.clone());
+    tokio::task::spawn_blocking(move || self::query(&app, &location, &query, None))
+        .await
+        .map_err(|_| RuntimeError::Query {
+            store: String::new(),
+            reason: "the query panicked".into(),
+        })?
 }
 
 /// The processor declaring `store`, and the store's spec.
@@ -249,20 +270,15 @@ fn find_store<'a>(app: &'a App, store: &str) -> Result<(&'a str, &'a StoreSpec),
         })
 }
 
-/// The tasks the instance running on `state_dir` runs now.
-fn running_here(app: &App, state_dir: &Path) -> Result<Held, RuntimeError> {
-    let published = board::read_published(state_dir).ok_or_else(|| {
-        RuntimeError::Config(format!(
-            "no instance of {} runs on {}: remote state is answered by the instance running it (start it, or query its --query address)",
-            app.name(),
-            state_dir.display()
-        ))
-    })?;
+/// The tasks the instance running on `state_dir` runs now; None when no
+/// instance runs there.
+fn running_here(state_dir: &Path) -> Option<Held> {
+    let published = board::read_published(state_dir)?;
     let running = (published.iter())
         .filter(|(_, view)| **view == board::TaskView::Running)
         .map(|(task, _)| task.clone())
         .collect();
-    Ok(Held {
+    Some(Held {
         running,
         all: published.into_keys().collect(),
     })
@@ -294,6 +310,11 @@ impl Bounds {
             },
             Lookup::Key(key) => Self::Key(parse(key)?),
             Lookup::Prefix(prefix) => {
+                if spec.text.window.is_some() {
+                    return Err(bad(
+                        "it is a window store: ask one key's windows (--window KEY)".into(),
+                    ));
+                }
                 if !spec.text.prefix_is_bytes {
                     return Err(bad(format!(
                         "its keys are encoded with {}, where a text prefix is not a byte prefix; prefix queries need raw or utf8 keys (ask a --from/--to range instead)",

@@ -5,11 +5,14 @@
 //! other tasks are `elsewhere`. The app's group says which instance runs
 //! each (DescribeGroups: every member's assignment) and where it answers
 //! queries (the address each instance puts in its subscription, see
-//! `group::codec`). Each such instance is asked the same query once, as a
-//! *forwarded* request: it answers from its own tasks only (a forwarded
-//! request is never forwarded again, so two instances whose views of the
-//! group disagree cannot ask each other in a loop) and gives each entry's
-//! key bytes, so the answers merge in the store's key order exactly.
+//! `group::codec`). Each such instance is asked the same query once, all
+//! of them at once, as a *forwarded* request naming the tasks wanted of
+//! it: it answers from those of them it runs (a forwarded request is never
+//! forwarded again, so two instances whose views of the group disagree
+//! cannot ask each other in a loop), says which it read, and gives each
+//! entry's key bytes, so the answers merge in the store's key order
+//! exactly, a key answered twice (a task run by two instances for a
+//! moment) kept once.
 //!
 //! An instance that cannot be asked (none runs the task yet, it serves no
 //! queries, it did not answer within [`FORWARD_TIMEOUT`]) leaves its tasks
@@ -26,6 +29,7 @@ use tokio::net::TcpStream;
 use crate::client::Admin;
 use crate::runtime::group;
 
+use super::url::percent_encode;
 use super::{AnswerEntry, Elsewhere, QueryAnswer};
 
 /// How long another instance has to answer a forwarded query.
@@ -59,54 +63,77 @@ pub(crate) async fn complete(
         }
     };
     // The tasks left, by the address of the instance running each.
-    let mut by_instance: BTreeMap<SocketAddr, Vec<usize>> = BTreeMap::new();
-    for (at, task) in answer.elsewhere.iter_mut().enumerate() {
+    let mut by_instance: BTreeMap<SocketAddr, Vec<String>> = BTreeMap::new();
+    for task in answer.elsewhere.iter_mut() {
         let Some(placement) = placements.get(&task.task) else {
             task.error = Some("no instance runs it now".into());
             continue;
         };
         task.owner = placement.active.clone();
         match placement.query {
-            Some(addr) if Some(addr) != own => by_instance.entry(addr).or_default().push(at),
+            Some(addr) if Some(addr) != own => {
+                task.query = Some(addr.to_string());
+                by_instance.entry(addr).or_default().push(task.task.clone());
+            }
             Some(_) => task.error = Some("moving here".into()),
             None => task.error = Some("its instance serves no queries (run --query)".into()),
         }
     }
+    // Each instance asked once, all at once, for the tasks it runs. It
+    // answers from those of them it runs when asked (a task that moved in
+    // between is not read there, and stays in `elsewhere`).
     let separator = if target.contains('?') { '&' } else { '?' };
-    let forwarded = format!("{target}{separator}forwarded=1");
-    let mut answered = vec![false; answer.elsewhere.len()];
-    let mut entries: Vec<(Vec<u8>, AnswerEntry)> = std::mem::take(&mut answer.entries)
+    let mut asking = tokio::task::JoinSet::new();
+    for (addr, tasks) in by_instance {
+        let forwarded = format!(
+            "{target}{separator}forwarded=1&tasks={}",
+            percent_encode(&tasks.join(","))
+        );
+        asking.spawn(async move { (addr, tasks, ask(addr, &forwarded).await) });
+    }
+    let mut entries: BTreeMap<Vec<u8>, AnswerEntry> = std::mem::take(&mut answer.entries)
         .into_iter()
         .map(|e| (e.raw.clone(), e))
         .collect();
-    for (addr, tasks) in by_instance {
-        match ask(addr, &forwarded).await {
+    let mut errors: BTreeMap<String, String> = BTreeMap::new();
+    while let Some(asked) = asking.join_next().await {
+        let Ok((_, tasks, result)) = asked else {
+            continue;
+        };
+        match result {
             Ok(theirs) => {
-                for at in &tasks {
-                    answered[*at] = true;
+                for task in tasks.iter().filter(|t| !theirs.tasks.contains(t)) {
+                    errors.insert(
+                        task.clone(),
+                        "not running at its instance when asked".into(),
+                    );
                 }
                 answer.truncated |= theirs.truncated;
                 answer.tasks.extend(theirs.tasks);
-                entries.extend(theirs.entries);
+                // A key answered twice (a task briefly run by two
+                // instances) is kept once.
+                for (raw, entry) in theirs.entries {
+                    entries.entry(raw).or_insert(entry);
+                }
             }
             Err(why) => {
-                for at in tasks {
-                    answer.elsewhere[at].query = Some(addr.to_string());
-                    answer.elsewhere[at].error = Some(why.clone());
+                for task in tasks {
+                    errors.insert(task, why.clone());
                 }
             }
         }
     }
-    let mut at = 0;
-    answer.elsewhere.retain(|_| {
-        at += 1;
-        !answered[at - 1]
-    });
     answer.tasks.sort();
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    answer.tasks.dedup();
+    let read: std::collections::BTreeSet<&String> = answer.tasks.iter().collect();
+    answer.elsewhere.retain(|e| !read.contains(&e.task));
+    for task in &mut answer.elsewhere {
+        if let Some(why) = errors.remove(&task.task) {
+            task.error = Some(why);
+        }
+    }
     answer.truncated |= entries.len() > limit;
-    entries.truncate(limit);
-    answer.entries = entries.into_iter().map(|(_, e)| e).collect();
+    answer.entries = entries.into_values().take(limit).collect();
 }
 
 /// Another instance's forwarded answer: its entries with their key bytes.
@@ -156,6 +183,7 @@ pub(crate) async fn ask_instance(addr: SocketAddr, target: &str) -> Result<Query
         truncated: field("truncated").as_bool().unwrap_or(false),
         tasks: serde_json::from_value(field("tasks")).unwrap_or_default(),
         elsewhere,
+        stopped: false,
     })
 }
 

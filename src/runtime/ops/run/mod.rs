@@ -90,6 +90,20 @@ async fn serve_metrics(
     )))
 }
 
+/// The query endpoint while it serves: stopped, and its address file
+/// removed, when dropped (however the run ends).
+struct QueryServer {
+    task: tokio::task::JoinHandle<()>,
+    file: std::path::PathBuf,
+}
+
+impl Drop for QueryServer {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
 /// Answers queries of the app's stores on `listener`; remote, from the
 /// tasks the board shows running here, asking the other instances for the
 /// rest. The address is logged and written to `<state-dir>/query-address`.
@@ -97,7 +111,7 @@ fn serve_queries(
     endpoint: &QueryEndpoint,
     (listener, bound): (tokio::net::TcpListener, SocketAddr),
     runner: &Runner<'_>,
-) -> Result<tokio::task::JoinHandle<()>, RuntimeError> {
+) -> Result<QueryServer, RuntimeError> {
     let remote = match runner.log {
         LogAccess::Remote(remote) => {
             let board = runner.board.clone();
@@ -124,9 +138,11 @@ fn serve_queries(
         LogAccess::Embedded(..) => None,
     };
     tracing::info!("queries on http://{bound}/stores");
+    let task = query_http::serve(runner.app, endpoint, listener, remote);
     let file = layout::query_address_file(runner.location.state_dir());
-    layout::write_whole(&file, &bound.to_string())?;
-    Ok(query_http::serve(runner.app, endpoint, listener, remote))
+    let server = QueryServer { task, file };
+    layout::write_whole(&server.file, &bound.to_string())?;
+    Ok(server)
 }
 
 /// Runs the app until Ctrl-C or SIGTERM (or, with `until_end`, until the
@@ -223,6 +239,8 @@ async fn run_tasks(
         None => None,
     };
     let query_addr = query_listener.as_ref().map(|(_, addr)| *addr);
+    // A file left by a killed run names an address nobody answers on.
+    let _ = std::fs::remove_file(layout::query_address_file(location.state_dir()));
     let queries = match (&options.query, query_listener) {
         (Some(endpoint), Some(listening)) => Some(serve_queries(endpoint, listening, &runner)?),
         _ => None,
@@ -413,10 +431,7 @@ async fn run_tasks(
     if let Some(metrics) = metrics {
         metrics.abort();
     }
-    if let Some(queries) = queries {
-        queries.abort();
-        let _ = std::fs::remove_file(layout::query_address_file(location.state_dir()));
-    }
+    drop(queries);
     let _ = std::fs::remove_file(layout::task_board_file(location.state_dir()));
     let records = runner.progress.records.load(Ordering::Relaxed);
     if options.until_end && options.progress_every.is_some() {
