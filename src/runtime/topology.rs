@@ -433,6 +433,15 @@ impl App {
         self.processors.last_mut()
     }
 
+    /// The names of every store the app declares, for an error naming them.
+    pub(crate) fn declared_stores(&self) -> String {
+        (self.processors.iter())
+            .flat_map(|p| &p.stores)
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     fn fail(&mut self, error: String) {
         self.error.get_or_insert(error);
     }

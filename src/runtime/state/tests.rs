@@ -443,3 +443,29 @@ fn a_lineage_is_drawn_once_and_kept() {
     assert_eq!(state.lineage(), Some(first));
     assert_eq!(state.ensure_lineage().unwrap(), first);
 }
+
+#[test]
+fn the_write_cache_writes_a_key_once_per_commit_and_without_it_every_write() {
+    for (cache, written) in [(true, 2), (false, 5)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut state = open(dir.path());
+        state.set_write_cache(cache);
+        for n in 0..4u8 {
+            state.put("counts", b"hot", &[n]).unwrap();
+        }
+        state.delete("users", b"gone").unwrap();
+        state.commit(&[("in", 1)]).unwrap();
+        assert_eq!(state.store_writes(), written, "cache {cache}");
+        // Either way the last write of a key is what is committed.
+        assert_eq!(state.committed("counts", b"hot").unwrap(), Some(vec![3]));
+        state.put("users", b"gone", b"back").unwrap();
+        state.discard();
+        state.commit(&[("in", 2)]).unwrap();
+        assert_eq!(
+            state.store_writes(),
+            written,
+            "a discarded run writes nothing"
+        );
+        assert_eq!(state.committed("users", b"gone").unwrap(), None);
+    }
+}

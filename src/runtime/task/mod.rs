@@ -279,7 +279,6 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
             .map(|c| c.as_ref().map(|topic| (topic.clone(), setup.partition)))
             .collect();
         state.set_changelogs(changelogs);
-        state.set_write_cache(setup.config.write_cache);
         if setup.changelogs.iter().any(Option::is_some) {
             // A state whose writes go to changelogs has a lineage (see
             // `state::meta`); a rebuild refuses to replace it.
@@ -306,6 +305,9 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
     use_timers(&setup.spec, &mut state)?;
     let processor = (setup.spec.factory)(setup.spec.key_codec, setup.spec.value_codec);
     let rate = state.rate()?;
+    // Set on the state the task runs with (a remote resume may have
+    // opened it again).
+    state.set_write_cache(setup.config.write_cache);
     let mut task = Task {
         prefetch: Prefetch::new(&setup.spec),
         setup,
@@ -348,6 +350,7 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
             }
         }
         files.clear()?;
+        task.state.set_write_cache(task.setup.config.write_cache);
         use_timers(&task.setup.spec, &mut task.state)?;
         // The task goes on as after a restart: a fresh processor (none of
         // its fields hold what it had from the old state), `init` first.

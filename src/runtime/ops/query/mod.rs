@@ -260,13 +260,7 @@ fn find_store<'a>(app: &'a App, store: &str) -> Result<(&'a str, &'a StoreSpec),
         })
         .ok_or_else(|| RuntimeError::UnknownStore {
             store: store.to_string(),
-            declared: app
-                .processors
-                .iter()
-                .flat_map(|p| &p.stores)
-                .map(|s| s.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            declared: app.declared_stores(),
         })
 }
 

@@ -299,13 +299,7 @@ fn rebuilt_processors<'a>(
     match (store, selected.is_empty()) {
         (Some(store), true) => Err(RuntimeError::UnknownStore {
             store: store.to_string(),
-            declared: app
-                .processors
-                .iter()
-                .flat_map(|p| &p.stores)
-                .map(|s| s.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            declared: app.declared_stores(),
         }),
         (None, true) => Err(RuntimeError::Config(format!(
             "app {:?} keeps no state: nothing to rebuild",
