@@ -43,6 +43,7 @@ pub mod broker;
 pub mod cli;
 pub mod client;
 pub mod codec;
+pub mod hex;
 pub mod log;
 pub mod record;
 pub mod runtime;

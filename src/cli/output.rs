@@ -41,10 +41,7 @@ pub(crate) fn bytes_json(bytes: Option<&[u8]>) -> serde_json::Value {
         None => serde_json::Value::Null,
         Some(bytes) => match std::str::from_utf8(bytes) {
             Ok(text) => serde_json::Value::String(text.to_string()),
-            Err(_) => {
-                let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-                serde_json::json!({ "hex": hex })
-            }
+            Err(_) => serde_json::json!({ "hex": crate::hex::hex(bytes) }),
         },
     }
 }

@@ -143,9 +143,5 @@ fn render<T: Serialize + DeserializeOwned + 'static>(codec: Codec) -> Render {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    let mut out = String::from("0x");
-    for b in bytes {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    format!("0x{}", crate::hex::hex(bytes))
 }

@@ -155,8 +155,7 @@ where
 }
 
 fn hex(bytes: &[u8]) -> Value {
-    let text: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    serde_json::json!({ "hex": text })
+    serde_json::json!({ "hex": crate::hex::hex(bytes) })
 }
 
 #[cfg(test)]

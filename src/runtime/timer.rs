@@ -196,10 +196,7 @@ pub(crate) fn render_value(raw: &[u8]) -> String {
 fn render_bytes(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
         Ok(text) => format!("{text:?}"),
-        Err(_) => bytes.iter().fold(String::from("0x"), |mut out, b| {
-            out.push_str(&format!("{b:02x}"));
-            out
-        }),
+        Err(_) => format!("0x{}", crate::hex::hex(bytes)),
     }
 }
 

@@ -27,14 +27,7 @@ impl TaskState {
 
     /// Every committed (key, value) of a store, in key order.
     pub fn entries(&self, store: &str) -> Result<Vec<Entry>, StateError> {
-        let cf = self.store_cf(store)?;
-        self.db
-            .iterator_cf(cf, IteratorMode::Start)
-            .map(|item| {
-                item.map(|(k, v)| (k.to_vec(), v.to_vec()))
-                    .map_err(StateError::from)
-            })
-            .collect()
+        self.committed_range(store, &[], None, usize::MAX)
     }
 
     /// Committed (key, value) pairs with `from <= key < to` (`to` None: to

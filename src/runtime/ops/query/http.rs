@@ -45,8 +45,8 @@ use crate::runtime::versions::{LIVE, Versions};
 
 use super::url::{percent_decode, percent_encode};
 use super::{
-    Held, Lookup, QUERY_ENTRIES_DEFAULT, QUERY_ENTRIES_MAX, QueryAnswer, StoreQuery,
-    describe_stores, query, route,
+    Held, Lookup, QUERY_ENTRIES_DEFAULT, QUERY_ENTRIES_MAX, StoreQuery, describe_stores, query,
+    route,
 };
 
 /// The largest request head read.
@@ -353,7 +353,7 @@ async fn answer(
     .map_err(|_| (500, "the query panicked".to_string()))?;
     let (mut found, running_version) = local?;
     if request.forwarded {
-        return Ok(with_raw_keys(&found));
+        return serde_json::to_value(route::Forwarded::of(found)).map_err(|e| (500, e.to_string()));
     }
     if let Some(remote) = served.remote.as_ref().filter(|_| running_version) {
         let limit = request.query.limit.clamp(1, QUERY_ENTRIES_MAX);
@@ -376,22 +376,6 @@ async fn answer(
         ));
     }
     serde_json::to_value(&found).map_err(|e| (500, e.to_string()))
-}
-
-/// A forwarded request's answer: each entry with its key's bytes (hex), so
-/// the asking instance merges answers in key order.
-fn with_raw_keys(found: &QueryAnswer) -> Value {
-    let entries: Vec<Value> = found
-        .entries
-        .iter()
-        .map(|e| json!({ "key": e.key, "value": e.value, "raw": route::hex(&e.raw) }))
-        .collect();
-    json!({
-        "store": found.store,
-        "entries": entries,
-        "truncated": found.truncated,
-        "tasks": found.tasks,
-    })
 }
 
 /// The request target asking `query` of `version` (None: the live one).

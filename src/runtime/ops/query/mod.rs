@@ -27,7 +27,7 @@ mod url;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::runtime::board;
@@ -86,7 +86,7 @@ pub struct StoreQuery {
 }
 
 /// One entry of an answer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AnswerEntry {
     pub key: Value,
     pub value: Value,
@@ -97,22 +97,22 @@ pub struct AnswerEntry {
 
 /// A task of the store whose entries are not in the answer: another
 /// instance runs it (remote) and could not be asked.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Elsewhere {
     pub task: String,
     /// The instance running it, as the group says.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Where that instance answers queries.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
     /// Why it was not asked, or what asking it gave.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
 /// What a query found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueryAnswer {
     pub store: String,
     pub entries: Vec<AnswerEntry>,
@@ -122,11 +122,11 @@ pub struct QueryAnswer {
     pub tasks: Vec<String>,
     /// Remote: the store's tasks this instance does not run; their
     /// entries are not in this answer.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub elsewhere: Vec<Elsewhere>,
     /// Remote, read with no instance running on the state directory: the
     /// state as its last instance left it (its tasks may run elsewhere now).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stopped: bool,
 }
 
@@ -166,8 +166,9 @@ pub fn query(
     // one the instance knows of.
     let mut tasks: BTreeMap<i32, Option<std::path::PathBuf>> =
         dirs.into_iter().map(|(p, dir)| (p, Some(dir))).collect();
+    let ours = format!("{processor}/");
     let others = held.iter().flat_map(|h| &h.all);
-    for partition in others.filter_map(|t| t.strip_prefix(&format!("{processor}/"))) {
+    for partition in others.filter_map(|t| t.strip_prefix(&ours)) {
         if let Ok(partition) = partition.parse() {
             tasks.entry(partition).or_insert(None);
         }
@@ -228,15 +229,16 @@ pub async fn query_from_cli(
         let target = http::target_of(query, Some(version));
         match route::ask_instance(addr, &target).await {
             Ok(answer) => return Ok(answer),
-            // A 4xx/5xx is the instance's answer; a refused connection
-            // means it stopped serving: answer from the state here.
-            Err(reason) if reason.starts_with("it answered") => {
+            // Not reached: it stopped serving; answer from the state here.
+            Err(route::AskError::Unreachable(why)) => {
+                tracing::warn!("the instance's endpoint {addr}: {why}");
+            }
+            Err(error) => {
                 return Err(RuntimeError::Query {
                     store: query.store.clone(),
-                    reason: format!("the instance answering on {addr}: {reason}"),
+                    reason: format!("the instance answering on {addr}: {error}"),
                 });
             }
-            Err(reason) => tracing::warn!("the instance's endpoint {addr}: {reason}"),
         }
     }
     let (app, location, query) = (app.clone(), location.clone(), query.clone());

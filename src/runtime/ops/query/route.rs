@@ -22,11 +22,13 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::client::Admin;
+use crate::hex::{hex, unhex};
 use crate::runtime::group;
 
 use super::url::percent_encode;
@@ -112,13 +114,13 @@ pub(crate) async fn complete(
                 answer.tasks.extend(theirs.tasks);
                 // A key answered twice (a task briefly run by two
                 // instances) is kept once.
-                for (raw, entry) in theirs.entries {
-                    entries.entry(raw).or_insert(entry);
+                for entry in theirs.entries {
+                    entries.entry(entry.raw.clone()).or_insert(entry);
                 }
             }
             Err(why) => {
                 for task in tasks {
-                    errors.insert(task, why.clone());
+                    errors.insert(task, why.to_string());
                 }
             }
         }
@@ -136,149 +138,137 @@ pub(crate) async fn complete(
     answer.entries = entries.into_values().take(limit).collect();
 }
 
-/// Another instance's forwarded answer: its entries with their key bytes.
-#[derive(Debug)]
-struct Forwarded {
-    entries: Vec<(Vec<u8>, AnswerEntry)>,
-    tasks: Vec<String>,
-    truncated: bool,
+/// Why another instance's answer could not be had.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AskError {
+    /// Not reached, or no whole answer in time: nothing was answered.
+    #[error("{0}")]
+    Unreachable(String),
+    /// It answered with an error of its own (4xx or 5xx).
+    #[error("it answered: {0}")]
+    Refused(String),
+    /// It answered something that is not an answer.
+    #[error("{0}")]
+    Malformed(String),
+}
+
+/// An entry of a forwarded answer: with its key's bytes, in hex.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct RawEntry {
+    pub key: Value,
+    pub value: Value,
+    pub raw: String,
+}
+
+/// A forwarded answer: the entries of the asked tasks the instance ran.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Forwarded {
+    pub entries: Vec<RawEntry>,
+    pub tasks: Vec<String>,
+    pub truncated: bool,
+}
+
+impl Forwarded {
+    /// `found` as a forwarded request's answer.
+    pub fn of(found: QueryAnswer) -> Self {
+        Self {
+            entries: (found.entries.into_iter())
+                .map(|e| RawEntry {
+                    key: e.key,
+                    value: e.value,
+                    raw: hex(&e.raw),
+                })
+                .collect(),
+            tasks: found.tasks,
+            truncated: found.truncated,
+        }
+    }
 }
 
 /// Asks the query endpoint at `addr` for `target` (a request not
 /// forwarded: that instance asks the others in turn), as the command line
 /// does when an instance runs on its state directory.
-pub(crate) async fn ask_instance(addr: SocketAddr, target: &str) -> Result<QueryAnswer, String> {
-    let answer = fetch(addr, target).await?;
-    let body: Value = parse_body(&answer)?;
-    let field = |name: &str| body[name].clone();
-    let entries = (field("entries")
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter())
-    .map(|e| AnswerEntry {
-        key: e["key"].clone(),
-        value: e["value"].clone(),
-        raw: Vec::new(),
-    })
-    .collect();
-    let elsewhere = (field("elsewhere")
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .into_iter())
-    .map(|e| {
-        let text = |name: &str| e[name].as_str().map(String::from);
-        Elsewhere {
-            task: text("task").unwrap_or_default(),
-            owner: text("owner"),
-            query: text("query"),
-            error: text("error"),
-        }
-    })
-    .collect();
-    Ok(QueryAnswer {
-        store: field("store").as_str().unwrap_or_default().to_string(),
-        entries,
-        truncated: field("truncated").as_bool().unwrap_or(false),
-        tasks: serde_json::from_value(field("tasks")).unwrap_or_default(),
-        elsewhere,
-        stopped: false,
-    })
+pub(crate) async fn ask_instance(addr: SocketAddr, target: &str) -> Result<QueryAnswer, AskError> {
+    let body = parse_body(&fetch(addr, target).await?)?;
+    serde_json::from_value(body).map_err(|e| AskError::Malformed(format!("an answer: {e}")))
 }
 
-async fn ask(addr: SocketAddr, target: &str) -> Result<Forwarded, String> {
+/// Asks `addr` a forwarded query: the entries of the asked tasks it ran,
+/// with their key bytes.
+async fn ask(addr: SocketAddr, target: &str) -> Result<QueryAnswer, AskError> {
     parse(&fetch(addr, target).await?)
 }
 
 /// The whole response to `GET target` at `addr`.
-async fn fetch(addr: SocketAddr, target: &str) -> Result<Vec<u8>, String> {
+async fn fetch(addr: SocketAddr, target: &str) -> Result<Vec<u8>, AskError> {
+    let unreachable = |e: std::io::Error| AskError::Unreachable(e.to_string());
     let asked = async {
-        let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let mut stream = TcpStream::connect(addr).await.map_err(unreachable)?;
         let request = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
         stream
             .write_all(request.as_bytes())
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(unreachable)?;
         let mut response = Vec::new();
         let mut limited = (&mut stream).take(FORWARD_ANSWER_BYTES_MAX as u64 + 1);
         limited
             .read_to_end(&mut response)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(unreachable)?;
         if response.len() > FORWARD_ANSWER_BYTES_MAX {
-            return Err(format!("an answer over {FORWARD_ANSWER_BYTES_MAX} bytes"));
+            let why = format!("an answer over {FORWARD_ANSWER_BYTES_MAX} bytes");
+            return Err(AskError::Malformed(why));
         }
-        Ok::<_, String>(response)
+        Ok(response)
+    };
+    let late = |_| {
+        let why = format!("no answer within {} s", FORWARD_TIMEOUT.as_secs());
+        AskError::Unreachable(why)
     };
     tokio::time::timeout(FORWARD_TIMEOUT, asked)
         .await
-        .map_err(|_| format!("no answer within {} s", FORWARD_TIMEOUT.as_secs()))?
+        .map_err(late)?
 }
 
 /// The JSON body of a 200 answer, or the error another answer gives.
-fn parse_body(response: &[u8]) -> Result<Value, String> {
-    let split = response
-        .windows(4)
+fn parse_body(response: &[u8]) -> Result<Value, AskError> {
+    let malformed = |what: &str| AskError::Malformed(what.to_string());
+    let split = (response.windows(4))
         .position(|w| w == b"\r\n\r\n")
-        .ok_or("an answer without a head")?;
+        .ok_or_else(|| malformed("an answer without a head"))?;
     let body: Value = serde_json::from_slice(&response[split + 4..])
-        .map_err(|e| format!("an answer that is not JSON: {e}"))?;
-    let status = String::from_utf8_lossy(&response[..split]);
-    if !status.starts_with("HTTP/1.1 200") {
+        .map_err(|e| malformed(&format!("an answer that is not JSON: {e}")))?;
+    if !response.starts_with(b"HTTP/1.1 200") {
         let error = body["error"].as_str().unwrap_or("no reason given");
-        return Err(format!("it answered: {error}"));
+        return Err(AskError::Refused(error.to_string()));
     }
     Ok(body)
 }
 
-fn parse(response: &[u8]) -> Result<Forwarded, String> {
-    let body = parse_body(response)?;
-    let entries = body["entries"]
-        .as_array()
-        .ok_or("an answer without entries")?
-        .iter()
-        .map(|entry| {
-            let raw = entry["raw"]
-                .as_str()
-                .and_then(unhex)
-                .ok_or("an entry without its key bytes")?;
-            let entry = AnswerEntry {
-                key: entry["key"].clone(),
-                value: entry["value"].clone(),
-                raw: raw.clone(),
-            };
-            Ok((raw, entry))
+/// A forwarded answer as a query answer whose entries hold their key
+/// bytes.
+fn parse(response: &[u8]) -> Result<QueryAnswer, AskError> {
+    let malformed = |what: String| AskError::Malformed(what);
+    let forwarded: Forwarded = serde_json::from_value(parse_body(response)?)
+        .map_err(|e| malformed(format!("a forwarded answer: {e}")))?;
+    let entries = (forwarded.entries.into_iter())
+        .map(|e| {
+            let raw = unhex(&e.raw).ok_or_else(|| malformed("a key's bytes not in hex".into()))?;
+            Ok(AnswerEntry {
+                key: e.key,
+                value: e.value,
+                raw,
+            })
         })
-        .collect::<Result<_, &str>>()?;
-    let tasks = body["tasks"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .filter_map(|t| t.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(Forwarded {
+        .collect::<Result<_, AskError>>()?;
+    Ok(QueryAnswer {
+        store: String::new(),
         entries,
-        tasks,
-        truncated: body["truncated"].as_bool().unwrap_or(false),
+        truncated: forwarded.truncated,
+        tasks: forwarded.tasks,
+        elsewhere: Vec::new(),
+        stopped: false,
     })
-}
-
-/// Hex of key bytes, for a forwarded answer's `raw`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// A task left out of an answer, named.
@@ -296,21 +286,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn key_bytes_survive_hex() {
-        let bytes = vec![0, 1, 0x7f, 0xff, b'a'];
-        assert_eq!(unhex(&hex(&bytes)), Some(bytes));
-        assert_eq!(unhex("abc"), None);
-        assert_eq!(unhex("zz"), None);
-    }
-
-    #[test]
     fn a_forwarded_answer_is_read_with_its_key_bytes_and_an_error_is_said() {
         let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{\"entries\":[{\"key\":\"b\",\"value\":2,\"raw\":\"62\"}],\"tasks\":[\"count/1\"],\"truncated\":false}";
         let answer = parse(ok).unwrap();
-        assert_eq!(answer.entries[0].0, b"b");
+        assert_eq!(answer.entries[0].raw, b"b");
         assert_eq!(answer.tasks, ["count/1"]);
         let failed = b"HTTP/1.1 400 Bad Request\r\n\r\n{\"error\":\"bad key\"}";
-        assert!(parse(failed).unwrap_err().contains("bad key"));
+        assert!(parse(failed).unwrap_err().to_string().contains("bad key"));
         let without = b"HTTP/1.1 200 OK\r\n\r\n{\"entries\":[{\"key\":\"b\",\"value\":2}]}";
         assert!(parse(without).is_err());
         assert!(parse(b"garbage").is_err());
