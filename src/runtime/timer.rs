@@ -35,6 +35,7 @@
 use std::fmt;
 
 use super::process_error::ProcessError;
+use super::window_key::{time_bytes, time_of};
 
 /// Which clock a timer follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -131,12 +132,6 @@ pub(crate) fn timer_store_name(processor: &str) -> String {
     format!("{processor}.timers")
 }
 
-/// The 8 bytes of `time_ms` in a timer store key: numeric order is byte
-/// order.
-pub(crate) const fn time_bytes(time_ms: i64) -> [u8; 8] {
-    ((time_ms as u64) ^ (1 << 63)).to_be_bytes()
-}
-
 /// Writes the timer store key of (domain, time, key) into `out`.
 pub(crate) fn encode_key(domain: TimeDomain, time_ms: i64, key: &[u8], out: &mut Vec<u8>) {
     out.clear();
@@ -153,7 +148,7 @@ pub(crate) fn decode_key(raw: &[u8]) -> Option<Timer> {
     let time: [u8; 8] = raw.get(1..TIMER_PREFIX_BYTES)?.try_into().ok()?;
     Some(Timer {
         domain,
-        time_ms: (u64::from_be_bytes(time) ^ (1 << 63)) as i64,
+        time_ms: time_of(time),
         key: raw[TIMER_PREFIX_BYTES..].to_vec(),
     })
 }
