@@ -10,6 +10,7 @@ mod append;
 mod cluster;
 mod connection;
 mod consumer;
+mod coordinator;
 pub mod error;
 mod fetcher;
 pub(crate) mod membership;
