@@ -223,11 +223,9 @@ where
         let mut graph = self.pipeline.graph.borrow_mut();
         match index.built {
             Some((pipeline, node)) if pipeline == graph_id(&self.pipeline) => {
+                // One segment with the builder, whose declaration of the
+                // index's stores is this processor's.
                 graph.unite(node, out.node);
-                let declare = Arc::new(move |app: App| app.store(index.entries)
-        .index_keys::<K>(index.key_codec)
-        .store(index.fields));
-                graph.declare(out.node, format!("store {}", index.name()), declare);
             }
             _ => graph.fail(format!(
                 "lookup_index: the index {:?} is not built by this pipeline (use the Index its index_by returned)",

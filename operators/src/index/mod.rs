@@ -40,7 +40,7 @@ use strata::runtime::{Context, ProcessError, Store};
 use crate::item::Data;
 
 pub use build::Found;
-use key::{END, escape_field, split_entry_key};
+use key::{escape_field, field_prefix, split_entry_key};
 
 /// A secondary index: the queries over its stores (see the module doc).
 /// Use it from a processor that declares its stores: a step of the
@@ -161,12 +161,7 @@ where
         query: &IndexQuery,
     ) -> Result<Vec<(Vec<u8>, K)>, ProcessError> {
         let (from, to) = match query {
-            IndexQuery::Field(field) => {
-                let mut prefix = Vec::new();
-                escape_field(field, &mut prefix);
-                prefix.extend_from_slice(&END);
-                return self.scan(ctx, &prefix);
-            }
+            IndexQuery::Field(field) => return self.scan(ctx, &field_prefix(field)),
             IndexQuery::Prefix(prefix) => return self.with_prefix(ctx, prefix),
             IndexQuery::Range(from, to) => (from, to),
         };
