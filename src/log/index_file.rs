@@ -9,16 +9,17 @@
 //! `recovery`). Not thread-safe on its own: the owning partition serializes
 //! access.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
 
 use super::LogError;
 use super::error::IoContext;
-use super::files::remove_if_exists;
+use super::storage::{Disk, OpenMode};
 
 pub(crate) struct IndexFile {
+    disk: Disk,
     path: PathBuf,
     file: File,
     map: Option<MmapMut>,
@@ -39,14 +40,13 @@ impl IndexFile {
     /// Opens or creates the file; existing content is taken as entries (the
     /// caller validates them). A length that is not a whole number of
     /// entries yields an empty index, which the caller's checks then rebuild.
-    pub fn open(path: &Path, entry_bytes: usize, max_bytes: u64) -> Result<Self, LogError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .context(|| format!("opening index {}", path.display()))?;
+    pub fn open(
+        disk: &Disk,
+        path: &Path,
+        entry_bytes: usize,
+        max_bytes: u64,
+    ) -> Result<Self, LogError> {
+        let file = disk.open(path, OpenMode::Create, "opening index")?;
         let len = file
             .metadata()
             .context(|| format!("reading size of {}", path.display()))?
@@ -58,6 +58,7 @@ impl IndexFile {
             0
         };
         let mut index = Self {
+            disk: disk.clone(),
             path: path.to_path_buf(),
             file,
             map: None,
@@ -149,7 +150,9 @@ impl IndexFile {
     /// Writes the mapped entries back to the file.
     pub fn flush(&self) -> Result<(), LogError> {
         if let Some(map) = &self.map {
-            map.flush()
+            self.disk
+                .storage()
+                .sync_map(&self.file, map)
                 .context(|| format!("flushing index {}", self.path.display()))?;
         }
         Ok(())
@@ -167,7 +170,7 @@ impl IndexFile {
             // Shrinking: no map may cover the bytes being cut.
             self.map = None;
             self.capacity = 0;
-            if let Err(error) = self.file.set_len(len) {
+            if let Err(error) = self.disk.storage().set_len(&self.file, len) {
                 self.remap(old_len)?;
                 self.capacity = self.capacity_of(old_len);
                 return Err(LogError::io(
@@ -182,17 +185,16 @@ impl IndexFile {
     }
 
     fn grow_file(&mut self, old_len: u64, len: u64) -> Result<(), LogError> {
-        self.file
-            .set_len(len)
+        let storage = self.disk.storage();
+        storage
+            .set_len(&self.file, len)
             .context(|| format!("resizing index {} to {len} bytes", self.path.display()))?;
-        let start = i64::try_from(old_len).unwrap_or(i64::MAX);
-        let grow = i64::try_from(len - old_len).unwrap_or(i64::MAX);
-        if let Err(errno) = nix::fcntl::posix_fallocate(&self.file, start, grow) {
+        if let Err(error) = storage.allocate(&self.file, old_len, len - old_len) {
             // Give back what was added; the old map never covered it.
-            let _ = self.file.set_len(old_len);
+            let _ = storage.set_len(&self.file, old_len);
             return Err(LogError::io(
                 format!("reserving {len} bytes for index {}", self.path.display()),
-                std::io::Error::from(errno),
+                error,
             ));
         }
         Ok(())
@@ -207,7 +209,7 @@ impl IndexFile {
         // through this map; it is never shrunk while mapped (shrinking drops
         // the map first), and its blocks are allocated (`grow_file`), so
         // stores cannot fault on a full disk.
-        let map = unsafe { MmapMut::map_mut(&self.file) }
+        let map = unsafe { self.disk.storage().map_mut(&self.file) }
             .context(|| format!("mapping index {}", self.path.display()))?;
         self.map = Some(map);
         Ok(())
@@ -219,8 +221,8 @@ impl IndexFile {
 
     /// Deletes the file.
     pub fn delete(self) -> Result<(), LogError> {
-        let path = self.path.clone();
+        let (disk, path) = (self.disk.clone(), self.path.clone());
         drop(self);
-        remove_if_exists(&path)
+        disk.remove_if_exists(&path)
     }
 }

@@ -29,8 +29,9 @@ use uuid::Uuid;
 
 use super::cleaner::{CleanOutcome, CleanerConfig, Throttle, clean_partition};
 use super::error::IoContext;
-use super::files::{list_dir, remove_if_exists, replace_durably, sync_dir};
+use super::files::list_dir;
 use super::limits::PARTITIONS_MAX;
+use super::storage::{Disk, OpenMode};
 use super::{LogConfig, LogError, PartitionLog, ProducerIds, RetentionOutcome};
 use crate::time::now_ms;
 
@@ -77,6 +78,7 @@ impl Topic {
 }
 
 pub struct LogManager {
+    disk: Disk,
     data_dir: PathBuf,
     defaults: LogConfig,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
@@ -91,13 +93,16 @@ impl LogManager {
     /// Opens the data directory, creating it if needed, and recovers every
     /// partition. Fails if another process holds the directory.
     pub fn open(data_dir: &Path, defaults: LogConfig) -> Result<Self, LogError> {
-        std::fs::create_dir_all(data_dir.join(TOPICS_DIR))
-            .context(|| format!("creating {}", data_dir.display()))?;
+        Self::open_on(&Disk::os(), data_dir, defaults)
+    }
+
+    /// [`open`](Self::open) on the given storage.
+    pub fn open_on(disk: &Disk, data_dir: &Path, defaults: LogConfig) -> Result<Self, LogError> {
+        disk.create_dir_all(&data_dir.join(TOPICS_DIR))?;
         let marker = data_dir.join(CLEAN_SHUTDOWN_FILE);
         let clean = marker.exists();
         let fresh = !data_dir.join(LOCK_FILE).exists();
-        let lock_file = File::create(data_dir.join(LOCK_FILE))
-            .context(|| format!("creating lock file in {}", data_dir.display()))?;
+        let lock_file = disk.open(&data_dir.join(LOCK_FILE), OpenMode::Create, "creating")?;
         let lock =
             Flock::lock(lock_file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
                 LogError::io(
@@ -112,10 +117,11 @@ impl LogManager {
             tracing::info!(data_dir = %data_dir.display(), "no clean-shutdown marker: recovering partitions");
         }
         let manager = Self {
+            disk: disk.clone(),
             data_dir: data_dir.to_path_buf(),
             defaults,
             topics: RwLock::new(HashMap::new()),
-            producer_ids: ProducerIds::open(data_dir)?,
+            producer_ids: ProducerIds::open(disk, data_dir)?,
             producer_expiration_ms: std::sync::atomic::AtomicI64::new(
                 super::PRODUCER_EXPIRATION_MS,
             ),
@@ -134,8 +140,8 @@ impl LogManager {
         }
         *manager.topics.write().unwrap_or_else(|p| p.into_inner()) = topics;
         // From here on a crash is unclean until the next close.
-        remove_if_exists(&marker)?;
-        sync_dir(data_dir)?;
+        disk.remove_if_exists(&marker)?;
+        disk.sync_dir(data_dir)?;
         Ok(manager)
     }
 
@@ -166,8 +172,14 @@ impl LogManager {
         let partitions = (0..metadata.partitions)
             .map(|p| {
                 let name = format!("{}-{p}", metadata.name);
-                PartitionLog::open(&self.data_dir.join(&name), &name, config.clone(), clean)
-                    .map(Arc::new)
+                PartitionLog::open_on(
+                    &self.disk,
+                    &self.data_dir.join(&name),
+                    &name,
+                    config.clone(),
+                    clean,
+                )
+                .map(Arc::new)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Topic {
@@ -197,13 +209,12 @@ impl LogManager {
         let topics_dir = self.data_dir.join(TOPICS_DIR);
         for path in list_dir(&topics_dir)? {
             if path.extension().is_some_and(|e| e == "tmp") {
-                remove_if_exists(&path)?;
+                self.disk.remove_if_exists(&path)?;
             }
         }
         for path in list_dir(&self.data_dir)? {
             if path.is_dir() && path.extension().is_some_and(|e| e == "deleted") {
-                std::fs::remove_dir_all(&path)
-                    .context(|| format!("removing {}", path.display()))?;
+                self.disk.remove_dir_all(&path)?;
             }
         }
         Ok(())
@@ -229,7 +240,7 @@ impl LogManager {
                 tracing::info!(topic = %metadata.name, "finishing a topic deletion");
                 self.remove_partition_dirs(&metadata)?;
             }
-            std::fs::remove_file(&path).context(|| format!("removing {}", path.display()))?;
+            self.disk.remove_file(&path)?;
         }
         Ok(())
     }
@@ -245,11 +256,10 @@ impl LogManager {
             let doomed = self
                 .data_dir
                 .join(format!("{}-{p}.deleted", metadata.id.simple()));
-            std::fs::rename(&dir, &doomed).context(|| format!("renaming {}", dir.display()))?;
-            std::fs::remove_dir_all(&doomed)
-                .context(|| format!("removing {}", doomed.display()))?;
+            self.disk.rename(&dir, &doomed)?;
+            self.disk.remove_dir_all(&doomed)?;
         }
-        sync_dir(&self.data_dir)
+        self.disk.sync_dir(&self.data_dir)
     }
 
     /// Creates a topic with `partitions` partitions and Kafka-named config
@@ -283,11 +293,15 @@ impl LogManager {
             if dir.exists() {
                 // A directory without metadata: a topic whose creation crashed
                 // before it existed. It holds no acknowledged data.
-                std::fs::remove_dir_all(&dir).context(|| format!("clearing {}", dir.display()))?;
+                self.disk.remove_dir_all(&dir)?;
             }
         }
         let topic = Arc::new(self.open_topic(metadata.clone(), true)?);
-        if let Err(error) = sync_dir(&self.data_dir).and_then(|()| self.write_metadata(&metadata)) {
+        if let Err(error) = self
+            .disk
+            .sync_dir(&self.data_dir)
+            .and_then(|()| self.write_metadata(&metadata))
+        {
             // The topic never existed: take its empty directories back.
             drop(topic);
             self.remove_partition_dirs(&metadata)?;
@@ -315,9 +329,10 @@ impl LogManager {
             if dir.exists() {
                 // Left by a CreatePartitions that crashed before its metadata
                 // was written: it holds no acknowledged data.
-                std::fs::remove_dir_all(&dir).context(|| format!("clearing {}", dir.display()))?;
+                self.disk.remove_dir_all(&dir)?;
             }
-            partitions.push(Arc::new(PartitionLog::open(
+            partitions.push(Arc::new(PartitionLog::open_on(
+                &self.disk,
                 &dir,
                 &part_name,
                 topic.config.clone(),
@@ -325,7 +340,7 @@ impl LogManager {
             )?));
         }
         metadata.partitions = total;
-        sync_dir(&self.data_dir)?;
+        self.disk.sync_dir(&self.data_dir)?;
         self.write_metadata(&metadata)?;
         let grown = Arc::new(Topic {
             metadata,
@@ -431,11 +446,10 @@ impl LogManager {
             .data_dir
             .join(TOPICS_DIR)
             .join(format!(".{}.deleting", topic.id().simple()));
-        std::fs::rename(&metadata_path, &deleting)
-            .context(|| format!("renaming {}", metadata_path.display()))?;
-        sync_dir(&self.data_dir.join(TOPICS_DIR))?;
+        self.disk.rename(&metadata_path, &deleting)?;
+        self.disk.sync_dir(&self.data_dir.join(TOPICS_DIR))?;
         self.remove_partition_dirs(&topic.metadata)?;
-        std::fs::remove_file(&deleting).context(|| format!("removing {}", deleting.display()))?;
+        self.disk.remove_file(&deleting)?;
         tracing::info!(topic = name, "deleted topic");
         Ok(())
     }
@@ -546,10 +560,12 @@ impl LogManager {
         }
         if all_clean {
             let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
-            File::create(&marker)
-                .and_then(|f| f.sync_all())
+            let file = self.disk.open(&marker, OpenMode::Truncate, "writing")?;
+            self.disk
+                .storage()
+                .sync(&file)
                 .context(|| format!("writing {}", marker.display()))?;
-            sync_dir(&self.data_dir)?;
+            self.disk.sync_dir(&self.data_dir)?;
         }
         Ok(())
     }
@@ -571,7 +587,7 @@ impl LogManager {
             .join(TOPICS_DIR)
             .join(format!(".{}.tmp", metadata.id.simple()));
         let json = serde_json::to_vec_pretty(metadata).expect("topic metadata serializes");
-        replace_durably(&path, &tmp, &json)
+        self.disk.replace_durably(&path, &tmp, &json)
     }
 }
 

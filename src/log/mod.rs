@@ -4,7 +4,8 @@
 //! topics; each partition is a [`PartitionLog`] of [`Segment`]s, each a
 //! `.log` file of Kafka v2 batches (byte for byte as on the wire) plus sparse
 //! [`OffsetIndex`] and [`TimeIndex`] files. This module is the only place
-//! that calls fsync.
+//! that calls fsync, and every change it makes to files goes through
+//! [`storage`].
 
 mod cleaner;
 mod config;
@@ -24,6 +25,7 @@ mod producer_state;
 mod recovery;
 mod segment;
 mod segment_swap;
+pub mod storage;
 mod time_index;
 mod transaction_index;
 

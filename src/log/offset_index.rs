@@ -20,6 +20,7 @@ use std::path::Path;
 
 use super::LogError;
 use super::index_file::IndexFile;
+use super::storage::Disk;
 
 const ENTRY_BYTES: usize = 8;
 
@@ -29,9 +30,14 @@ pub struct OffsetIndex {
 }
 
 impl OffsetIndex {
-    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self, LogError> {
+    pub fn open(
+        disk: &Disk,
+        path: &Path,
+        base_offset: i64,
+        max_bytes: u64,
+    ) -> Result<Self, LogError> {
         Ok(Self {
-            file: IndexFile::open(path, ENTRY_BYTES, max_bytes)?,
+            file: IndexFile::open(disk, path, ENTRY_BYTES, max_bytes)?,
             base_offset,
         })
     }
@@ -155,7 +161,8 @@ mod tests {
     #[test]
     fn lookup_finds_the_last_entry_at_or_below() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = OffsetIndex::open(&dir.path().join("0.index"), 100, 1024).unwrap();
+        let mut index =
+            OffsetIndex::open(&Disk::os(), &dir.path().join("0.index"), 100, 1024).unwrap();
         index.reserve(50).unwrap();
         assert_eq!(index.lookup(150), None);
         for i in 1..=50 {
@@ -176,14 +183,14 @@ mod tests {
     fn sealed_index_reopens_with_its_entries() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0.index");
-        let mut index = OffsetIndex::open(&path, 0, 1024).unwrap();
+        let mut index = OffsetIndex::open(&Disk::os(), &path, 0, 1024).unwrap();
         index.reserve(2).unwrap();
         index.push(5, 4096);
         index.push(9, 9000);
         index.seal().unwrap();
         drop(index);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 16);
-        let index = OffsetIndex::open(&path, 0, 0).unwrap();
+        let index = OffsetIndex::open(&Disk::os(), &path, 0, 0).unwrap();
         assert_eq!((index.len(), index.entry(1)), (2, (9, 9000)));
     }
 
@@ -192,7 +199,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0.index");
         std::fs::write(&path, [0u8; 64]).unwrap();
-        let index = OffsetIndex::open(&path, 0, 0).unwrap();
+        let index = OffsetIndex::open(&Disk::os(), &path, 0, 0).unwrap();
         assert!(index.check(1 << 20).is_err());
     }
 }

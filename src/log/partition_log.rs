@@ -16,14 +16,12 @@
 //! both through [`GroupCommit`].
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::time::now_ms;
 
-use super::error::IoContext;
-use super::files::sync_dir;
 use super::group_commit::GroupCommit;
 use super::header_walk;
 use super::producer_state::ProducerStateTable;
@@ -32,6 +30,7 @@ use super::recovery::{
     verify_segment,
 };
 use super::segment::Segment;
+use super::storage::{Disk, OpenMode};
 use super::transaction_index::TransactionIndex;
 use super::{LogConfig, LogError};
 
@@ -96,6 +95,7 @@ struct Inner {
 }
 
 pub struct PartitionLog {
+    disk: Disk,
     name: String,
     dir: PathBuf,
     inner: RwLock<Inner>,
@@ -109,30 +109,39 @@ impl PartitionLog {
     /// process shut down cleanly; otherwise every segment from the recovery
     /// point on is walked and checked (see `recovery`).
     pub fn open(dir: &Path, name: &str, config: LogConfig, clean: bool) -> Result<Self, LogError> {
-        std::fs::create_dir_all(dir).context(|| format!("creating {}", dir.display()))?;
+        Self::open_on(&Disk::os(), dir, name, config, clean)
+    }
+
+    /// [`open`](Self::open) on the given storage.
+    pub fn open_on(
+        disk: &Disk,
+        dir: &Path,
+        name: &str,
+        config: LogConfig,
+        clean: bool,
+    ) -> Result<Self, LogError> {
+        disk.create_dir_all(dir)?;
         let fresh = !dir.join(RECOVERY_POINT_FILE).exists();
-        let recovery_point_file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(dir.join(RECOVERY_POINT_FILE))
-            .context(|| format!("opening recovery point of {name}"))?;
+        let recovery_point_file = disk.open(
+            &dir.join(RECOVERY_POINT_FILE),
+            OpenMode::Create,
+            &format!("opening recovery point of {name} at"),
+        )?;
         let recovery_point = recovery_point::read(&recovery_point_file);
         // A clean the process did not finish: its files go, or it is done.
-        super::segment_swap::recover(dir, name)?;
+        super::segment_swap::recover(disk, dir, name)?;
         let LoadedSegments {
             mut segments,
             mut report,
-        } = load_segments(dir, name, &config, clean, recovery_point)?;
+        } = load_segments(disk, dir, name, &config, clean, recovery_point)?;
         let created = segments.is_empty();
         if created {
-            segments.insert(0, Segment::create(dir, 0, &config)?);
+            segments.insert(0, Segment::create(disk, dir, 0, &config)?);
         }
         if fresh || created || report.segments_scanned > 0 {
             // New files' names (and the recovery's deletions) must be durable
             // before anything appended to them is reported flushed.
-            sync_dir(dir)?;
+            disk.sync_dir(dir)?;
         }
         let corrupt = report.corruption.is_some();
         let last = segments.values_mut().last().expect("at least one segment");
@@ -181,6 +190,7 @@ impl PartitionLog {
             recovery_point.min(next_offset)
         };
         let log = Self {
+            disk: disk.clone(),
             name: name.to_string(),
             dir: dir.to_path_buf(),
             inner: RwLock::new(Inner {
@@ -287,8 +297,8 @@ impl PartitionLog {
                 .fail(format!("rolling the segment failed: {error}"));
             return Err(error);
         }
-        let segment = Segment::create(&self.dir, base_offset, &inner.config)?;
-        sync_dir(&self.dir)?;
+        let segment = Segment::create(&self.disk, &self.dir, base_offset, &inner.config)?;
+        self.disk.sync_dir(&self.dir)?;
         inner.segments.insert(base_offset, segment);
         self.commit.advance(base_offset);
         self.write_recovery_point(base_offset);
@@ -324,7 +334,8 @@ impl PartitionLog {
         let mut repaired = 0;
         for segment in segments.values_mut().filter(|s| s.index_suspect()) {
             let size = segment.size_bytes();
-            let mut rebuilt = Segment::open(&self.dir, segment.base_offset(), config, true)?;
+            let mut rebuilt =
+                Segment::open(&self.disk, &self.dir, segment.base_offset(), config, true)?;
             if !matches!(
                 scan_segment(&mut rebuilt, size, config.index_interval_bytes)?,
                 ScanEnd::Clean

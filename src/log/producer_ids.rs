@@ -28,16 +28,13 @@
 //! and mapping changes, including their file writes.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize};
 
 use super::LogError;
-use super::error::IoContext;
-use super::files::{remove_if_exists, sync_dir};
+use super::storage::Disk;
 
 /// Ids reserved by one durable write.
 pub const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -104,14 +101,15 @@ struct State {
 
 /// The broker's producer id allocator and transactional id mapping.
 pub struct ProducerIds {
+    disk: Disk,
     dir: PathBuf,
     state: Mutex<State>,
 }
 
 impl ProducerIds {
     /// Reads the allocator's file in `dir` (none yet is a fresh allocator).
-    pub(crate) fn open(dir: &Path) -> Result<Self, LogError> {
-        remove_if_exists(&dir.join(TMP_FILE_NAME))?;
+    pub(crate) fn open(disk: &Disk, dir: &Path) -> Result<Self, LogError> {
+        disk.remove_if_exists(&dir.join(TMP_FILE_NAME))?;
         let path = dir.join(FILE_NAME);
         let stored = if path.exists() {
             read_stored(&path)?
@@ -124,6 +122,7 @@ impl ProducerIds {
         };
         let next_id = stored.reserved_below;
         Ok(Self {
+            disk: disk.clone(),
             dir: dir.to_path_buf(),
             state: Mutex::new(State {
                 stored,
@@ -358,15 +357,10 @@ impl ProducerIds {
         let json = serde_json::to_vec(stored).expect("producer ids serialize");
         // A new file each time: after a failed fsync the old one's pages
         // are in an unknown state.
-        remove_if_exists(&tmp)?;
-        File::create_new(&tmp)
-            .and_then(|mut file| {
-                file.write_all(&json)?;
-                file.sync_all()
-            })
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .context(|| format!("writing {}", path.display()))?;
-        sync_dir(&self.dir)
+        self.disk.remove_if_exists(&tmp)?;
+        self.disk.write_new(&tmp, &json)?;
+        self.disk.rename(&tmp, &path)?;
+        self.disk.sync_dir(&self.dir)
     }
 
     /// The producer id and epoch a transactional id is mapped to now.
@@ -442,17 +436,17 @@ mod tests {
     #[test]
     fn ids_are_unique_across_reopens_and_stay_above_ids_in_logs() {
         let dir = tempfile::tempdir().unwrap();
-        let ids = ProducerIds::open(dir.path()).unwrap();
+        let ids = ProducerIds::open(&Disk::os(), dir.path()).unwrap();
         let first: Vec<i64> = (0..3)
             .map(|_| ids.new_producer().unwrap().producer_id)
             .collect();
         assert_eq!(first, [0, 1, 2]);
         drop(ids);
         // As after a crash: the rest of the block is skipped, never reused.
-        let ids = ProducerIds::open(dir.path()).unwrap();
+        let ids = ProducerIds::open(&Disk::os(), dir.path()).unwrap();
         assert_eq!(ids.new_producer().unwrap(), pid(PRODUCER_ID_BLOCK, 0));
         drop(ids);
-        let ids = ProducerIds::open(dir.path()).unwrap();
+        let ids = ProducerIds::open(&Disk::os(), dir.path()).unwrap();
         ids.ensure_above(5 * PRODUCER_ID_BLOCK + 17);
         assert_eq!(
             ids.new_producer().unwrap().producer_id,
@@ -463,13 +457,13 @@ mod tests {
     #[test]
     fn a_transactional_id_keeps_its_producer_id_and_bumps_its_epoch_durably() {
         let dir = tempfile::tempdir().unwrap();
-        let ids = ProducerIds::open(dir.path()).unwrap();
+        let ids = ProducerIds::open(&Disk::os(), dir.path()).unwrap();
         let first = ids.init_transactional("task-1", None, 0).unwrap();
         assert_eq!(first.epoch, 0);
         let other = ids.init_transactional("task-2", None, 0).unwrap();
         assert_ne!(other.producer_id, first.producer_id);
         drop(ids);
-        let ids = ProducerIds::open(dir.path()).unwrap();
+        let ids = ProducerIds::open(&Disk::os(), dir.path()).unwrap();
         let again = ids.init_transactional("task-1", None, 0).unwrap();
         assert_eq!(again, pid(first.producer_id, 1));
         // v3+: the current id and epoch bump; a retry of that bump gets the
@@ -490,7 +484,7 @@ mod tests {
     #[test]
     fn an_exhausted_epoch_moves_a_transactional_id_to_a_new_producer_id() {
         let dir = tempfile::tempdir().unwrap();
-        let ids = ProducerIds::open(dir.path()).unwrap();
+        let ids = ProducerIds::open(&Disk::os(), dir.path()).unwrap();
         let first = ids.init_transactional("t", None, 0).unwrap();
         ids.lock().stored.transactional.get_mut("t").unwrap().epoch = i16::MAX - 1;
         let last = pid(first.producer_id, i16::MAX - 1);
@@ -517,7 +511,7 @@ mod tests {
     #[test]
     fn idempotent_bumps_fence_stale_epochs_and_tolerate_a_retry() {
         let dir = tempfile::tempdir().unwrap();
-        let ids = ProducerIds::open(dir.path()).unwrap();
+        let ids = ProducerIds::open(&Disk::os(), dir.path()).unwrap();
         let p = ids.new_producer().unwrap();
         let bumped = ids.bump_idempotent(p, Some(0)).unwrap();
         assert_eq!(bumped, pid(p.producer_id, 1));
@@ -564,7 +558,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(FILE_NAME), b"{\"format\":1,").unwrap();
         assert!(matches!(
-            ProducerIds::open(dir.path()),
+            ProducerIds::open(&Disk::os(), dir.path()),
             Err(LogError::BadMetadata { .. })
         ));
     }

@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 use crate::record::{BATCH_HEADER_BYTES, BatchHeader, RecordBatch};
 
 use super::error::IoContext;
-use super::files::{list_dir, remove_if_exists};
+use super::files::list_dir;
 use super::segment::{BatchInfo, COMPACTED_EXTENSION, Segment, file_name};
+use super::storage::Disk;
 use super::{LogConfig, LogError};
 
 /// Bytes read at a time while searching for a valid batch after a bad one.
@@ -220,13 +221,14 @@ pub(crate) struct LoadedSegments {
 /// `recovery_point` on are walked batch by batch. Stops at corruption or at a
 /// torn tail, so the last loaded segment is where the log now ends.
 pub(crate) fn load_segments(
+    disk: &Disk,
     dir: &Path,
     name: &str,
     config: &LogConfig,
     clean: bool,
     recovery_point: i64,
 ) -> Result<LoadedSegments, LogError> {
-    let bases = list_segments(dir)?;
+    let bases = list_segments(disk, dir)?;
     let mut report = RecoveryReport {
         clean,
         ..RecoveryReport::default()
@@ -234,7 +236,7 @@ pub(crate) fn load_segments(
     let mut segments: BTreeMap<i64, Segment> = BTreeMap::new();
     for (i, &base) in bases.iter().enumerate() {
         let next_base = bases.get(i + 1).copied();
-        let mut segment = Segment::open(dir, base, config, next_base.is_none())?;
+        let mut segment = Segment::open(disk, dir, base, config, next_base.is_none())?;
         if let Some(previous) = segments.values().last().map(Segment::next_offset)
             && previous != base
         {
@@ -284,7 +286,7 @@ pub(crate) fn load_segments(
                             report.truncation = Some(truncation);
                             // Later segments are empty; the cut one is the end.
                             for &empty in &bases[i + 1..] {
-                                Segment::open(dir, empty, config, false)?.delete()?;
+                                Segment::open(disk, dir, empty, config, false)?.delete()?;
                             }
                             // The open syncs `dir` after recovery, so these
                             // deletions are durable before any append.
@@ -346,7 +348,7 @@ fn cut_torn_tail(
 
 /// Base offsets of the `.log` files in `dir`, ascending. Index files without
 /// a log are derived data and removed.
-fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
+fn list_segments(disk: &Disk, dir: &Path) -> Result<Vec<i64>, LogError> {
     let mut bases = Vec::new();
     let mut orphans = Vec::new();
     for path in list_dir(dir)? {
@@ -372,7 +374,7 @@ fn list_segments(dir: &Path) -> Result<Vec<i64>, LogError> {
     bases.sort_unstable();
     for (base, path) in orphans {
         if bases.binary_search(&base).is_err() {
-            remove_if_exists(&path)?;
+            disk.remove_if_exists(&path)?;
         }
     }
     Ok(bases)

@@ -16,7 +16,7 @@
 //! A segment is not thread-safe; its [`PartitionLog`](super::PartitionLog)
 //! serializes writers and lets readers share it.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::IoSlice;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::record::{BATCH_HEADER_BYTES, BatchHeader, RecordBatch};
 
 use super::error::IoContext;
-use super::files::{remove_if_exists, write_all_vectored_at};
+use super::storage::{Disk, OpenMode};
 use super::{FileSlice, LogConfig, LogError, OffsetIndex, TimeIndex};
 
 /// What the log knows about one batch it is appending.
@@ -52,6 +52,7 @@ impl BatchInfo {
 }
 
 pub struct Segment {
+    disk: Disk,
     base_offset: i64,
     dir: PathBuf,
     log: Arc<File>,
@@ -79,18 +80,13 @@ pub fn file_name(base_offset: i64, extension: &str) -> String {
 impl Segment {
     /// Creates an empty segment; fails if its files already hold data.
     pub(crate) fn create(
+        disk: &Disk,
         dir: &Path,
         base_offset: i64,
         config: &LogConfig,
     ) -> Result<Self, LogError> {
         let log_path = dir.join(file_name(base_offset, "log"));
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&log_path)
-            .context(|| format!("creating {}", log_path.display()))?;
+        let log = disk.open(&log_path, OpenMode::Create, "creating")?;
         let existing = log
             .metadata()
             .context(|| format!("reading {}", log_path.display()))?
@@ -104,7 +100,7 @@ impl Segment {
                 ),
             ));
         }
-        let mut segment = Self::assemble(dir, base_offset, log, config.segment_index_bytes)?;
+        let mut segment = Self::assemble(disk, dir, base_offset, log, config.segment_index_bytes)?;
         segment.index.clear();
         segment.time_index.clear();
         Ok(segment)
@@ -114,23 +110,20 @@ impl Segment {
     /// then either trusts it ([`Segment::load_trusted`]) or rebuilds it
     /// ([`Segment::recover`](super::recovery)).
     pub(crate) fn open(
+        disk: &Disk,
         dir: &Path,
         base_offset: i64,
         config: &LogConfig,
         active: bool,
     ) -> Result<Self, LogError> {
         let log_path = dir.join(file_name(base_offset, "log"));
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&log_path)
-            .context(|| format!("opening {}", log_path.display()))?;
+        let log = disk.open(&log_path, OpenMode::Existing, "opening")?;
         let capacity = if active {
             config.segment_index_bytes
         } else {
             0
         };
-        let mut segment = Self::assemble(dir, base_offset, log, capacity)?;
+        let mut segment = Self::assemble(disk, dir, base_offset, log, capacity)?;
         segment.size = segment
             .log
             .metadata()
@@ -140,22 +133,26 @@ impl Segment {
     }
 
     fn assemble(
+        disk: &Disk,
         dir: &Path,
         base_offset: i64,
         log: File,
         index_capacity_bytes: u64,
     ) -> Result<Self, LogError> {
         let index = OffsetIndex::open(
+            disk,
             &dir.join(file_name(base_offset, "index")),
             base_offset,
             index_capacity_bytes,
         )?;
         let time_index = TimeIndex::open(
+            disk,
             &dir.join(file_name(base_offset, "timeindex")),
             base_offset,
             index_capacity_bytes,
         )?;
         Ok(Self {
+            disk: disk.clone(),
             base_offset,
             dir: dir.to_path_buf(),
             log: Arc::new(log),
@@ -332,13 +329,16 @@ impl Segment {
             slices.push(IoSlice::new(&bytes[start + offset.len()..end]));
             start = end;
         }
-        write_all_vectored_at(&self.log, &mut slices, self.size).context(|| {
-            format!(
-                "appending {} bytes to {}",
-                bytes.len(),
-                self.log_path().display()
-            )
-        })?;
+        self.disk
+            .storage()
+            .write_at(&self.log, &mut slices, self.size)
+            .context(|| {
+                format!(
+                    "appending {} bytes to {}",
+                    bytes.len(),
+                    self.log_path().display()
+                )
+            })?;
         let mut position = self.size;
         for batch in batches {
             self.note_batch(position, *batch, index_interval_bytes);
@@ -352,8 +352,9 @@ impl Segment {
     /// Cuts the file back to `size` bytes (undoing a failed append or a torn
     /// tail). Only ever called with a batch boundary.
     pub(crate) fn truncate_file(&mut self, size: u64) -> Result<(), LogError> {
-        self.log
-            .set_len(size)
+        self.disk
+            .storage()
+            .set_len(&self.log, size)
             .context(|| format!("truncating {} to {size} bytes", self.log_path().display()))?;
         self.size = size;
         Ok(())
@@ -637,8 +638,9 @@ impl Segment {
 
     /// fdatasync of the `.log` file.
     pub(crate) fn sync(&self) -> Result<(), LogError> {
-        self.log
-            .sync_data()
+        self.disk
+            .storage()
+            .sync(&self.log)
             .context(|| format!("fdatasync of {}", self.log_path().display()))
     }
 
@@ -664,8 +666,8 @@ impl Segment {
         let log_path = self.log_path();
         self.index.delete()?;
         self.time_index.delete()?;
-        remove_if_exists(&log_path)?;
-        remove_if_exists(
+        self.disk.remove_if_exists(&log_path)?;
+        self.disk.remove_if_exists(
             &self
                 .dir
                 .join(file_name(self.base_offset, COMPACTED_EXTENSION)),

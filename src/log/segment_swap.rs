@@ -24,13 +24,12 @@
 //! `.swap` without a `B.log` (a segment deleted after step 2, before a
 //! crash) is discarded.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::log::LogError;
-use crate::log::error::IoContext;
-use crate::log::files::{list_dir, remove_if_exists, sync_dir};
+use crate::log::files::list_dir;
 use crate::log::segment::{COMPACTED_EXTENSION, file_name};
+use crate::log::storage::{Disk, OpenMode};
 
 const CLEANED_SUFFIX: &str = ".cleaned";
 const SWAP_SUFFIX: &str = ".swap";
@@ -47,36 +46,36 @@ fn swap_path(dir: &Path, base_offset: i64) -> PathBuf {
 /// Step 2: the fsynced `.cleaned` file becomes the `.swap` file (the
 /// caller holds the partition's write lock and has checked that the
 /// segment is still there).
-pub(crate) fn seal_cleaned(dir: &Path, base_offset: i64) -> Result<PathBuf, LogError> {
+pub(crate) fn seal_cleaned(disk: &Disk, dir: &Path, base_offset: i64) -> Result<PathBuf, LogError> {
     let from = cleaned_path(dir, base_offset);
     let to = swap_path(dir, base_offset);
-    std::fs::rename(&from, &to).context(|| format!("renaming {}", from.display()))?;
-    sync_dir(dir)?;
+    disk.rename(&from, &to)?;
+    disk.sync_dir(dir)?;
     Ok(to)
 }
 
 /// Steps 3–5 for segment `base_offset` (the caller holds the partition's
 /// write lock, then opens the new segment).
-pub(crate) fn install(dir: &Path, base_offset: i64) -> Result<(), LogError> {
+pub(crate) fn install(disk: &Disk, dir: &Path, base_offset: i64) -> Result<(), LogError> {
     let marker = dir.join(file_name(base_offset, COMPACTED_EXTENSION));
-    File::create(&marker).context(|| format!("creating {}", marker.display()))?;
-    remove_if_exists(&dir.join(file_name(base_offset, "index")))?;
-    remove_if_exists(&dir.join(file_name(base_offset, "timeindex")))?;
-    sync_dir(dir)?;
+    disk.open(&marker, OpenMode::Truncate, "creating")?;
+    disk.remove_if_exists(&dir.join(file_name(base_offset, "index")))?;
+    disk.remove_if_exists(&dir.join(file_name(base_offset, "timeindex")))?;
+    disk.sync_dir(dir)?;
     let from = swap_path(dir, base_offset);
     let to = dir.join(file_name(base_offset, "log"));
-    std::fs::rename(&from, &to).context(|| format!("renaming {}", from.display()))?;
-    sync_dir(dir)
+    disk.rename(&from, &to)?;
+    disk.sync_dir(dir)
 }
 
 /// Drops a cleaned file that will not be installed.
-pub(crate) fn discard(path: &Path) -> Result<(), LogError> {
-    remove_if_exists(path)
+pub(crate) fn discard(disk: &Disk, path: &Path) -> Result<(), LogError> {
+    disk.remove_if_exists(path)
 }
 
 /// At open, before the segments are listed: deletes unfinished `.cleaned`
 /// files and finishes the swap of every `.swap` file.
-pub(crate) fn recover(dir: &Path, partition: &str) -> Result<(), LogError> {
+pub(crate) fn recover(disk: &Disk, dir: &Path, partition: &str) -> Result<(), LogError> {
     if !dir.exists() {
         return Ok(());
     }
@@ -87,7 +86,7 @@ pub(crate) fn recover(dir: &Path, partition: &str) -> Result<(), LogError> {
         };
         if name.ends_with(CLEANED_SUFFIX) {
             tracing::info!(partition, file = name, "discarding an unfinished clean");
-            remove_if_exists(&path)?;
+            disk.remove_if_exists(&path)?;
             changed = true;
         } else if let Some(log_name) = name.strip_suffix(SWAP_SUFFIX)
             && let Some(base) = log_name
@@ -100,20 +99,20 @@ pub(crate) fn recover(dir: &Path, partition: &str) -> Result<(), LogError> {
                     file = name,
                     "finishing the swap of a cleaned segment"
                 );
-                install(dir, base)?;
+                install(disk, dir, base)?;
             } else {
                 tracing::info!(
                     partition,
                     file = name,
                     "discarding the cleaned copy of a deleted segment"
                 );
-                remove_if_exists(&path)?;
+                disk.remove_if_exists(&path)?;
             }
             changed = true;
         }
     }
     if changed {
-        sync_dir(dir)?;
+        disk.sync_dir(dir)?;
     }
     Ok(())
 }

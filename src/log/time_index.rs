@@ -17,6 +17,7 @@ use std::path::Path;
 
 use super::LogError;
 use super::index_file::IndexFile;
+use super::storage::Disk;
 
 const ENTRY_BYTES: usize = 12;
 
@@ -26,9 +27,14 @@ pub struct TimeIndex {
 }
 
 impl TimeIndex {
-    pub fn open(path: &Path, base_offset: i64, max_bytes: u64) -> Result<Self, LogError> {
+    pub fn open(
+        disk: &Disk,
+        path: &Path,
+        base_offset: i64,
+        max_bytes: u64,
+    ) -> Result<Self, LogError> {
         Ok(Self {
-            file: IndexFile::open(path, ENTRY_BYTES, max_bytes)?,
+            file: IndexFile::open(disk, path, ENTRY_BYTES, max_bytes)?,
             base_offset,
         })
     }
@@ -154,7 +160,8 @@ mod tests {
     #[test]
     fn lookup_before_returns_the_last_older_entry() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = TimeIndex::open(&dir.path().join("0.timeindex"), 0, 1200).unwrap();
+        let mut index =
+            TimeIndex::open(&Disk::os(), &dir.path().join("0.timeindex"), 0, 1200).unwrap();
         index.reserve(3).unwrap();
         index.maybe_push(100, 9);
         index.maybe_push(90, 12); // older: ignored

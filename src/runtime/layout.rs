@@ -345,7 +345,5 @@ pub(crate) fn is_locked(path: &Path) -> bool {
 
 /// Syncs the directory holding `path` (after a rename in it).
 pub(crate) fn sync_parent(path: &Path) -> Result<(), LayoutError> {
-    Ok(crate::log::files::sync_dir(
-        path.parent().unwrap_or(Path::new(".")),
-    )?)
+    Ok(crate::log::storage::Disk::os().sync_dir(path.parent().unwrap_or(Path::new(".")))?)
 }

@@ -179,7 +179,7 @@ impl Versions {
         let path = layout::versions_manifest(&self.root);
         let partial = layout::beside(&path, ".partial");
         let bytes = serde_json::to_vec_pretty(&self.manifest).expect("plain data");
-        Ok(crate::log::files::replace_durably(&path, &partial, &bytes)?)
+        Ok(crate::log::storage::Disk::os().replace_durably(&path, &partial, &bytes)?)
     }
 }
 

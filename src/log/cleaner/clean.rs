@@ -24,7 +24,6 @@
 //! record is older than `max.compaction.lag.ms`.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 
@@ -32,6 +31,7 @@ use super::offset_map::OffsetMap;
 use super::throttle::Throttle;
 use crate::log::error::IoContext;
 use crate::log::segment_swap as swap;
+use crate::log::storage::{Appender, OpenMode};
 use crate::log::{
     AbortedTransaction, CleanView, CleanedSegment, LogError, PartitionLog, SegmentSnapshot,
 };
@@ -126,9 +126,12 @@ pub fn clean_partition(
             Err(error) => {
                 // The copies written so far go with the clean.
                 for done in &cleaned {
-                    let _ = swap::discard(&done.cleaned_path);
+                    let _ = swap::discard(&view.disk, &done.cleaned_path);
                 }
-                let _ = swap::discard(&swap::cleaned_path(&view.dir, segment.base_offset));
+                let _ = swap::discard(
+                    &view.disk,
+                    &swap::cleaned_path(&view.dir, segment.base_offset),
+                );
                 return Err(error);
             }
         };
@@ -291,14 +294,14 @@ fn rewrite_segment(
     state: &mut RewriteState,
 ) -> Result<Option<(std::path::PathBuf, u64, u64)>, LogError> {
     let path = swap::cleaned_path(&view.dir, segment.base_offset);
-    let mut out = std::io::BufWriter::with_capacity(
-        1 << 20,
-        File::create(&path).context(|| format!("creating {}", path.display()))?,
+    let mut out = Appender::new(
+        &view.disk,
+        view.disk.open(&path, OpenMode::Truncate, "creating")?,
     );
     let mut written = 0u64;
     let mut removed = 0u64;
     let mut changed = false;
-    let mut write = |bytes: &[u8], out: &mut std::io::BufWriter<File>| -> Result<(), LogError> {
+    let mut write = |bytes: &[u8], out: &mut Appender<'_>| -> Result<(), LogError> {
         out.write_all(bytes)
             .context(|| format!("writing {}", path.display()))?;
         written += bytes.len() as u64;
@@ -355,14 +358,16 @@ fn rewrite_segment(
         Ok(())
     })?;
     let file = out
-        .into_inner()
-        .map_err(|e| LogError::io(format!("writing {}", path.display()), e.into_error()))?;
+        .into_file()
+        .context(|| format!("writing {}", path.display()))?;
     if !changed {
         drop(file);
-        swap::discard(&path)?;
+        swap::discard(&view.disk, &path)?;
         return Ok(None);
     }
-    file.sync_all()
+    view.disk
+        .storage()
+        .sync(&file)
         .context(|| format!("fsync of {}", path.display()))?;
     drop(file);
     Ok(Some((path, written, removed)))

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{PartitionLog, recovery_point};
-use crate::log::files::replace_durably;
 use crate::log::recovery::{ScanEnd, scan_segment};
 use crate::log::segment::Segment;
 use crate::log::segment_swap as swap;
+use crate::log::storage::Disk;
 use crate::log::{AbortedTransaction, LogConfig, LogError};
 
 /// The cleaner's progress: offsets below it have been cleaned.
@@ -46,6 +46,8 @@ pub struct SegmentSnapshot {
 /// A partition as the cleaner sees it at one moment.
 #[derive(Debug, Clone)]
 pub struct CleanView {
+    /// The storage the partition is on, where the cleaned copies go.
+    pub(crate) disk: Disk,
     pub name: String,
     pub dir: PathBuf,
     pub config: LogConfig,
@@ -97,6 +99,7 @@ impl PartitionLog {
         let log_start_offset = inner.log_start_offset();
         let last_stable_offset = super::transactions::last_stable(&inner);
         CleanView {
+            disk: self.disk.clone(),
             name: self.name.clone(),
             dir: self.dir.clone(),
             config: inner.config.clone(),
@@ -130,9 +133,9 @@ impl PartitionLog {
             if inner.closed {
                 // Closed meanwhile: nothing more is swapped, and the
                 // cleaner offset stays where it was.
-                swap::discard(&segment.cleaned_path)?;
+                swap::discard(&self.disk, &segment.cleaned_path)?;
                 for rest in cleaned {
-                    swap::discard(&rest.cleaned_path)?;
+                    swap::discard(&self.disk, &rest.cleaned_path)?;
                 }
                 return Ok(swapped);
             }
@@ -140,19 +143,19 @@ impl PartitionLog {
             let still_there = current.is_some_and(|s| s.size_bytes() == segment.original_size);
             let active = inner.segments.keys().next_back() == Some(&segment.base_offset);
             if !still_there || active {
-                swap::discard(&segment.cleaned_path)?;
+                swap::discard(&self.disk, &segment.cleaned_path)?;
                 continue;
             }
-            swap::seal_cleaned(&self.dir, segment.base_offset)?;
-            swap::install(&self.dir, segment.base_offset)?;
-            let replacement = reopen(&self.dir, segment.base_offset, &inner.config)?;
+            swap::seal_cleaned(&self.disk, &self.dir, segment.base_offset)?;
+            swap::install(&self.disk, &self.dir, segment.base_offset)?;
+            let replacement = reopen(&self.disk, &self.dir, segment.base_offset, &inner.config)?;
             inner.segments.insert(segment.base_offset, replacement);
             swapped += 1;
         }
-        crate::log::files::sync_dir(&self.dir)?;
+        self.disk.sync_dir(&self.dir)?;
         let mut inner = self.exclusive();
         if cleaned_to > inner.cleaner_offset && !inner.closed {
-            replace_durably(
+            self.disk.replace_durably(
                 &self.dir.join(CLEANER_OFFSET_FILE),
                 &self.dir.join(CLEANER_OFFSET_TMP_FILE),
                 &recovery_point::encode(cleaned_to),
@@ -164,8 +167,13 @@ impl PartitionLog {
 }
 
 /// Opens a freshly installed compacted segment and rebuilds its indexes.
-fn reopen(dir: &Path, base_offset: i64, config: &LogConfig) -> Result<Segment, LogError> {
-    let mut segment = Segment::open(dir, base_offset, config, true)?;
+fn reopen(
+    disk: &Disk,
+    dir: &Path,
+    base_offset: i64,
+    config: &LogConfig,
+) -> Result<Segment, LogError> {
+    let mut segment = Segment::open(disk, dir, base_offset, config, true)?;
     let size = segment.size_bytes();
     match scan_segment(&mut segment, size, config.index_interval_bytes)? {
         ScanEnd::Clean => {}

@@ -23,7 +23,6 @@ use std::path::Path;
 
 use super::{Inner, PartitionLog, recovery_point};
 use crate::log::LogError;
-use crate::log::files::{replace_durably, sync_dir};
 
 pub(super) const LOG_START_FILE: &str = "log-start-offset";
 const LOG_START_TMP_FILE: &str = "log-start-offset.tmp";
@@ -70,7 +69,7 @@ impl PartitionLog {
         if offset <= start {
             return Ok(start);
         }
-        replace_durably(
+        self.disk.replace_durably(
             &self.dir.join(LOG_START_FILE),
             &self.dir.join(LOG_START_TMP_FILE),
             &recovery_point::encode(offset),
@@ -78,7 +77,7 @@ impl PartitionLog {
         inner.recorded_start = offset;
         let deleted = delete_segments_below(&mut inner, offset)?;
         if deleted > 0 {
-            sync_dir(&self.dir)?;
+            self.disk.sync_dir(&self.dir)?;
         }
         inner.transactions.forget_below(offset);
         tracing::info!(partition = %self.name, log_start_offset = offset, segments_deleted = deleted, "records deleted");

@@ -2,8 +2,6 @@
 //! point that records how far it reached; [`flush_together`] for a request
 //! that needs several partitions durable at once.
 
-use std::os::unix::fs::FileExt;
-
 use super::{PartitionLog, recovery_point};
 use crate::log::LogError;
 use crate::log::group_commit::Turn;
@@ -27,8 +25,10 @@ impl PartitionLog {
                         inner.next_offset,
                     )
                 };
-                let result = file
-                    .sync_data()
+                let result = self
+                    .disk
+                    .storage()
+                    .sync(&file)
                     .map(|()| next_offset)
                     .map_err(|e| format!("fdatasync of {} failed: {e}", path.display()));
                 if let Err(reason) = &result {
@@ -73,8 +73,8 @@ impl PartitionLog {
 
     pub(super) fn write_recovery_point(&self, offset: i64) {
         if let Err(e) = self
-            .recovery_point
-            .write_all_at(&recovery_point::encode(offset), 0)
+            .disk
+            .write_at(&self.recovery_point, &recovery_point::encode(offset), 0)
         {
             // Only costs a longer recovery next time.
             tracing::warn!(partition = %self.name, "cannot record recovery point: {e}");

@@ -54,7 +54,7 @@ impl PartitionLog {
             }
             if outcome.segments_deleted > 0 {
                 // Otherwise a power loss could bring a deleted segment back.
-                crate::log::files::sync_dir(&self.dir)?;
+                self.disk.sync_dir(&self.dir)?;
             }
         }
         outcome.log_start_offset = inner.log_start_offset();

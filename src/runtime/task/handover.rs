@@ -128,7 +128,7 @@ pub(crate) fn rebuilt_offsets(
 }
 
 fn remove_file(path: &Path) -> Result<(), RuntimeError> {
-    Ok(crate::log::files::remove_if_exists(path)?)
+    Ok(crate::log::storage::Disk::os().remove_if_exists(path)?)
 }
 
 impl Task {
