@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt bench bench-broker bench-runtime bench-rebuild bench-operators bench-scale clean
+.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-scale clean
 
 all: build
 
@@ -45,6 +45,19 @@ demo: deps
 # compatibility suite, tests/compat), doc tests.
 test: deps
 	$(CARGO) test --workspace
+
+# The hardening tests at soak counts (not part of `make test`, which runs
+# them briefly); docs/reliability.md has what each checks and the latest
+# figures. Counts are arguments: `make soak KILL_CYCLES=100 POWER_SEEDS=2000`.
+KILL_CYCLES ?= 100
+POWER_SEEDS ?= 2000
+CRASH_KILLS ?= 200
+CRASH_LINES ?= 1000000
+soak: deps
+	STRATA_SOAK_KILL_CYCLES=$(KILL_CYCLES) $(CARGO) test --test broker_kill9_queue -- --nocapture
+	STRATA_SOAK_POWER_SEEDS=$(POWER_SEEDS) $(CARGO) test --test power_loss -- --nocapture
+	STRATA_SOAK_CRASH_KILLS=$(CRASH_KILLS) STRATA_SOAK_CRASH_LINES=$(CRASH_LINES) \
+		$(CARGO) test --test runtime_crash -- --nocapture --test-threads 1
 
 # Formatting and lints, as CI checks them.
 lint: deps

@@ -26,9 +26,11 @@ use strata::log::{LogConfig, LogManager};
 use strata::record::Compression;
 use support::{Rng, ServerProcess};
 
-const LINES: usize = 40_000;
+/// Input lines and kills of `make test`; `STRATA_SOAK_CRASH_LINES` and
+/// `STRATA_SOAK_CRASH_KILLS` set others (`make soak`).
+const LINES_QUICK: usize = 40_000;
+const KILLS_QUICK: usize = 14;
 const PARTITIONS: i32 = 6;
-const KILLS: usize = 14;
 /// Small runs, so that kills land between fetch and commit, between commit
 /// and ship, and in the middle of shipping, not only between runs.
 const COMMIT_ARGS: [&str; 4] = ["--commit-records", "150", "--commit-ms", "20"];
@@ -45,6 +47,21 @@ struct Reference {
     outcome: Outcome,
     /// How long the crash-free run took: kills are spread over it.
     run_ms: u64,
+}
+
+fn soak_count(variable: &str, quick: usize) -> usize {
+    std::env::var(variable)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(quick)
+}
+
+fn lines() -> usize {
+    soak_count("STRATA_SOAK_CRASH_LINES", LINES_QUICK)
+}
+
+fn kills() -> usize {
+    soak_count("STRATA_SOAK_CRASH_KILLS", KILLS_QUICK)
 }
 
 fn seed() -> u64 {
@@ -69,7 +86,7 @@ fn wordcount() -> PathBuf {
 /// One slice of the input: per partition of `lines`, its next lines.
 type Chunk = Vec<Vec<String>>;
 
-/// The generated input, in `KILLS` chunks: the crash tests append chunk i
+/// The generated input, in `kills()` chunks: the crash tests append chunk i
 /// before the i-th run, so every run finds work (however fast the machine);
 /// the crash-free run gets all of them at once. A fixed RNG: the seed only
 /// drives the kills.
@@ -78,8 +95,8 @@ fn input() -> &'static [Chunk] {
     INPUT.get_or_init(|| {
         let mut rng = Rng(7);
         let vocabulary: Vec<String> = (0..400).map(|i| format!("w{i}")).collect();
-        let per_partition = LINES / KILLS / PARTITIONS as usize;
-        (0..KILLS)
+        let per_partition = lines() / kills() / PARTITIONS as usize;
+        (0..kills())
             .map(|_| {
                 (0..PARTITIONS)
                     .map(|_| {
@@ -217,7 +234,7 @@ struct KillClock {
 
 impl KillClock {
     fn new() -> Self {
-        let start_ms = 2 * reference().run_ms / KILLS as u64 + 20;
+        let start_ms = 2 * reference().run_ms / kills() as u64 + 20;
         Self {
             window_ms: start_ms,
             start_ms,
@@ -262,10 +279,11 @@ fn work_left(location: &[&str]) -> bool {
 }
 
 fn assert_kills_mid_processing(interrupted: usize, seed: u64) {
-    eprintln!("{interrupted} of {KILLS} kills interrupted processing");
+    let kills = kills();
+    eprintln!("{interrupted} of {kills} kills interrupted processing");
     assert!(
-        interrupted * 3 >= KILLS,
-        "seed {seed}: only {interrupted} of {KILLS} kills interrupted processing; the input is too small for this machine"
+        interrupted * 3 >= kills,
+        "seed {seed}: only {interrupted} of {kills} kills interrupted processing; the input is too small for this machine"
     );
 }
 
@@ -333,7 +351,7 @@ fn reference() -> &'static Reference {
         let state = wordcount_cmd(&location, &["dump-state"]);
         let topics = read_topics(&data);
         let words: usize = topics["words"].iter().map(Vec::len).sum();
-        assert!(words > LINES * 3, "the input has {words} words");
+        assert!(words > lines() * 3, "the input has {words} words");
         let distinct: std::collections::BTreeSet<&String> = topics["word-counts"]
             .iter()
             .flatten()
@@ -500,7 +518,7 @@ fn remote_state_deleted_while_the_app_is_down_is_restored_from_the_changelogs() 
     let broker = expiring_broker(dir.path());
     let addr = broker.addr.clone();
     let location = ["--bootstrap", &addr, "--state-dir", state.to_str().unwrap()];
-    let (first, rest) = input().split_at(KILLS / 2);
+    let (first, rest) = input().split_at(kills() / 2);
     for chunk in first {
         append_remote(&broker.addr, chunk);
     }
@@ -521,7 +539,7 @@ fn a_paused_instance_is_fenced_once_its_tasks_moved_and_its_writes_never_show() 
     let (data, broker, addr, [state_a, state_b]) = two_instances(dir.path(), &[]);
     let first = ["--bootstrap", &addr, "--state-dir", &state_a];
     let second = ["--bootstrap", &addr, "--state-dir", &state_b];
-    let (head, tail) = input().split_at(KILLS / 2);
+    let (head, tail) = input().split_at(kills() / 2);
     for chunk in head {
         append_remote(&addr, chunk);
     }
@@ -563,7 +581,7 @@ fn a_paused_instance_is_fenced_once_its_tasks_moved_and_its_writes_never_show() 
 /// How many instances run while chunk `k` of the input arrives: one, then
 /// three, then two, then one again.
 fn instances_wanted(k: usize) -> usize {
-    match k * 4 / KILLS {
+    match k * 4 / kills() {
         0 => 1,
         1 => 3,
         2 => 2,
@@ -656,7 +674,7 @@ fn a_standby_copy_takes_a_killed_instances_tasks_over_without_a_full_restore() {
     let (data, broker, addr, [state_a, state_b]) = two_instances(dir.path(), &[]);
     let first = ["--bootstrap", &addr, "--state-dir", &state_a];
     let second = ["--bootstrap", &addr, "--state-dir", &state_b];
-    let (head, tail) = input().split_at(KILLS / 2);
+    let (head, tail) = input().split_at(kills() / 2);
     for chunk in head {
         append_remote(&addr, chunk);
     }
