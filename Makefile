@@ -53,8 +53,10 @@ KILL_CYCLES ?= 100
 POWER_SEEDS ?= 2000
 CRASH_KILLS ?= 200
 CRASH_LINES ?= 1000000
+TXN_KILLS ?= 100
 soak: deps
 	STRATA_SOAK_KILL_CYCLES=$(KILL_CYCLES) $(CARGO) test --test broker_kill9_queue -- --nocapture
+	STRATA_SOAK_TXN_KILLS=$(TXN_KILLS) $(CARGO) test --test transactions_kill9 -- --nocapture
 	STRATA_SOAK_POWER_SEEDS=$(POWER_SEEDS) $(CARGO) test --test power_loss -- --nocapture
 	STRATA_SOAK_CRASH_KILLS=$(CRASH_KILLS) STRATA_SOAK_CRASH_LINES=$(CRASH_LINES) \
 		$(CARGO) test --test runtime_crash -- --nocapture --test-threads 1

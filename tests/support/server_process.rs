@@ -29,6 +29,19 @@ impl ServerProcess {
         Self::start_listening(binary, data_dir, "127.0.0.1:0", args, stderr)
     }
 
+    /// Like `start_with`, with `envs` set in the broker's environment (and
+    /// not given again at a restart).
+    pub fn start_with_env(binary: &str, data_dir: &std::path::Path, envs: &[(&str, &str)]) -> Self {
+        Self::spawn(
+            binary,
+            data_dir,
+            "127.0.0.1:0",
+            &[],
+            envs,
+            std::process::Stdio::null(),
+        )
+    }
+
     /// Like `start_with`, listening on `listen` (an address a killed broker
     /// had, to start it again where its clients look for it).
     pub fn start_listening(
@@ -38,10 +51,22 @@ impl ServerProcess {
         args: &[&std::ffi::OsStr],
         stderr: std::process::Stdio,
     ) -> Self {
+        Self::spawn(binary, data_dir, listen, args, &[], stderr)
+    }
+
+    fn spawn(
+        binary: &str,
+        data_dir: &std::path::Path,
+        listen: &str,
+        args: &[&std::ffi::OsStr],
+        envs: &[(&str, &str)],
+        stderr: std::process::Stdio,
+    ) -> Self {
         let mut child = std::process::Command::new(binary)
             .args(["serve", "--listen", listen, "--data-dir"])
             .arg(data_dir)
             .args(args)
+            .envs(envs.iter().copied())
             .stdout(std::process::Stdio::piped())
             .stderr(stderr)
             .spawn()

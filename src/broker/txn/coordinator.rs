@@ -34,6 +34,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::config::TxnConfig;
+use super::crash_point;
 use super::markers;
 use super::producer::TxnProducer;
 use super::state::{PendingOffset, TxnMetadata, TxnState};
@@ -465,6 +466,7 @@ impl TxnCoordinator {
                 return;
             }
         };
+        crash_point::reach("txn-prepared");
         let partitions: Vec<(String, i32)> = metadata.partitions.iter().cloned().collect();
         if let Err(error) = markers::write(
             &self.log,
@@ -481,6 +483,7 @@ impl TxnCoordinator {
             );
             return;
         }
+        crash_point::reach("txn-marked");
         if kind == MarkerKind::Commit
             && let Err(error) = commit_pending_offsets(metadata, groups)
         {

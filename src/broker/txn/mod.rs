@@ -17,6 +17,7 @@
 
 mod config;
 mod coordinator;
+mod crash_point;
 mod markers;
 mod producer;
 mod state;
