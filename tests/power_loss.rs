@@ -342,10 +342,7 @@ fn acks_all_answers_survive_a_power_loss_under_the_broker() {
 
         let log = LogManager::open_on(&disk, &root, config()).unwrap();
         let acked = acked.lock().unwrap();
-        assert!(
-            acked.len() >= cut_at.min(1),
-            "seed {seed}: nothing was acknowledged"
-        );
+        assert!(!acked.is_empty(), "seed {seed}: nothing was acknowledged");
         for (p, offset, value) in acked.iter() {
             let partition = log.partition(TOPIC, *p).unwrap();
             let found = records(&partition)
