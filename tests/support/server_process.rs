@@ -133,8 +133,7 @@ impl ServerProcess {
 
     /// How many file descriptors the broker holds open.
     pub fn open_files(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
-            .map_or(0, |entries| entries.count())
+        open_files_of(self.child.id())
     }
 
     /// SIGKILLs the broker and starts it again on the same address and data
@@ -171,6 +170,11 @@ impl ServerProcess {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+}
+
+/// How many file descriptors process `pid` holds open (0 once it is gone).
+pub fn open_files_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |entries| entries.count())
 }
 
 impl Drop for ServerProcess {
