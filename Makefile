@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-scale clean
+.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-overload bench-scale clean
 
 all: build
 
@@ -93,6 +93,12 @@ bench-operators: deps
 # fetch-and-decode loop over it, in one run (optimized; takes minutes).
 bench-rebuild: deps
 	$(CARGO) bench --bench rebuild
+
+# A producer's acks=all p50/p99 alone and beside 100 consumers that never
+# read, in one run, with the ratio (optimized inside the dev profile, as
+# `make demo`: no second RocksDB build; takes a minute).
+bench-overload: deps
+	$(CARGO) bench --bench overload --profile dev $(DEMO_BUILD)
 
 # The wordcount example in remote mode, one instance and then two side by
 # side against one `strata serve`, with the CPU each case used and the

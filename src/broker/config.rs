@@ -14,6 +14,17 @@ use crate::log::LogConfig;
 /// listener and the metrics listener alike.
 pub(crate) const ACCEPT_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// Connections the kernel holds for the Kafka listener until the broker
+/// accepts them (the `listen` backlog; Linux caps it at
+/// `net.core.somaxconn`, 4096 by default). Clients past `connections_max`
+/// wait there; a connect finding it full has its handshake dropped and is
+/// retried by the client's kernel after a second or more, and a
+/// handshake completed on the client's side but dropped on the broker's
+/// leaves a connection that only the client believes in. The standard
+/// library's (and tokio's) 128 made a burst of a few hundred connections
+/// beyond the limit do both.
+pub const LISTEN_BACKLOG: u32 = 4096;
+
 /// How a broker listens and what it allows.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -43,8 +54,8 @@ pub struct BrokerConfig {
     /// answers in order. At the limit it stops reading the socket. 1 turns
     /// read-ahead off. Key `in_flight_requests_max`.
     pub in_flight_requests_max: usize,
-    /// Connections served at once; more wait in the accept queue.
-    /// Key `connections_max`.
+    /// Connections served at once; more wait in the accept queue (up to
+    /// [`LISTEN_BACKLOG`]). Key `connections_max`.
     pub connections_max: usize,
     /// Create unknown topics when a client's Metadata request allows it.
     pub auto_create_topics: bool,

@@ -35,7 +35,7 @@ mod server;
 pub mod txn;
 
 pub use append_signals::{AppendSignals, AppendWatch};
-pub use config::{BrokerConfig, ConfigFile};
+pub use config::{BrokerConfig, ConfigFile, LISTEN_BACKLOG};
 pub use error::{BrokerError, ErrorCode};
 pub use huge_alloc::{HugeReservingAllocator, huge_claims_survivable};
 pub use metrics::Metrics;

@@ -6,12 +6,12 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::api::BrokerContext;
-use super::config::ACCEPT_RETRY_DELAY;
+use super::config::{ACCEPT_RETRY_DELAY, LISTEN_BACKLOG};
 use super::group::GroupCoordinator;
 use super::txn::TxnCoordinator;
 use super::{BrokerConfig, BrokerError, connection};
@@ -72,12 +72,10 @@ impl Broker {
         })?;
         // Before the port opens: no client sees a half-ended transaction.
         transactions.recover(&groups);
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .map_err(|error| BrokerError::Io {
-                context: format!("listening on {}", config.listen),
-                error,
-            })?;
+        let listener = listen(config.listen).map_err(|error| BrokerError::Io {
+            context: format!("listening on {}", config.listen),
+            error,
+        })?;
         let local = listener.local_addr().map_err(|error| BrokerError::Io {
             context: "reading the bound address".into(),
             error,
@@ -195,6 +193,19 @@ impl Broker {
         }
         Ok(())
     }
+}
+
+/// Binds the Kafka listener with a backlog of [`LISTEN_BACKLOG`] (tokio's
+/// `TcpListener::bind` asks for 128), reusing the address as it does.
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// Log compaction, on its own interval and apart from the other upkeep (a

@@ -60,6 +60,18 @@ pub enum RuntimeError {
         offset: i64,
         start: i64,
     },
+    /// A start offset past the end of the log (Kafka's consumers get
+    /// OFFSET_OUT_OF_RANGE): started there, the records appended below it
+    /// later would never be read.
+    #[error(
+        "{topic}/{partition}: offset {offset} is past the end of the partition ({end}); start at or before {end}"
+    )]
+    BeyondEnd {
+        topic: String,
+        partition: i32,
+        offset: i64,
+        end: i64,
+    },
     /// No checkpoint to answer a `--at` or `--from-checkpoint`.
     #[error(
         "task {task} has no checkpoint {wanted}; take one with `checkpoint`, or run with --checkpoint-records / --checkpoint-secs"

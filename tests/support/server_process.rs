@@ -1,9 +1,18 @@
 //! `strata serve` as a real process, for tests that kill or signal it.
 
+use std::sync::{Mutex, OnceLock, mpsc};
+
+/// How long a started broker has to say where it listens.
+const START_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A `strata serve` process on a free loopback port, killed on drop.
 pub struct ServerProcess {
     pub child: std::process::Child,
     pub addr: String,
+    /// The metrics addresses the broker prints (when it serves metrics),
+    /// and the first one once read.
+    metrics_lines: Mutex<mpsc::Receiver<String>>,
+    metrics: OnceLock<String>,
     /// The `strata serve` arguments it was started with, given again at
     /// every restart.
     args: Vec<std::ffi::OsString>,
@@ -72,7 +81,8 @@ impl ServerProcess {
             .spawn()
             .expect("strata serve starts");
         let stdout = child.stdout.take().expect("piped stdout");
-        let (found, listening) = std::sync::mpsc::channel();
+        let (found, listening) = mpsc::channel();
+        let (metrics_found, metrics_lines) = mpsc::channel();
         std::thread::spawn(move || {
             use std::io::BufRead;
             for line in std::io::BufReader::new(stdout).lines() {
@@ -80,9 +90,13 @@ impl ServerProcess {
                 if let Some(addr) = line.strip_prefix("strata listening on ") {
                     let _ = found.send(addr.trim().to_string());
                 }
+                if let Some(url) = line.strip_prefix("metrics on http://") {
+                    let addr = url.trim().trim_end_matches("/metrics");
+                    let _ = metrics_found.send(addr.to_string());
+                }
             }
         });
-        let addr = match listening.recv_timeout(std::time::Duration::from_secs(30)) {
+        let addr = match listening.recv_timeout(START_WAIT) {
             Ok(addr) => addr,
             Err(_) => {
                 let status = child.try_wait();
@@ -93,8 +107,58 @@ impl ServerProcess {
         Self {
             child,
             addr,
+            metrics_lines: Mutex::new(metrics_lines),
+            metrics: OnceLock::new(),
             args: args.iter().map(|a| a.to_os_string()).collect(),
         }
+    }
+
+    /// The address the broker serves metrics on (started with `--metrics`
+    /// or a config's `metrics` key; port 0 allowed).
+    pub fn metrics_addr(&self) -> &str {
+        self.metrics.get_or_init(|| {
+            let lines = self.metrics_lines.lock().unwrap();
+            lines
+                .recv_timeout(START_WAIT)
+                .expect("strata serve never said where it serves metrics")
+        })
+    }
+
+    /// The body of `GET /metrics`.
+    pub fn scrape_metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let mut stream =
+            std::net::TcpStream::connect(self.metrics_addr()).expect("the metrics address answers");
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: strata\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
+        assert!(head.starts_with("HTTP/1.1 200"), "metrics answered {head}");
+        body.to_string()
+    }
+
+    /// The broker's `VmRSS` and `VmHWM` (resident and peak resident
+    /// memory), in bytes, from `/proc/<pid>/status`.
+    pub fn memory_bytes(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the broker's /proc status");
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .and_then(|rest| rest.trim().strip_suffix("kB"))
+                .and_then(|kib| kib.trim().parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("no {name} in the broker's status"))
+                * 1024
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// How many file descriptors the broker holds open.
+    pub fn open_files(&self) -> usize {
+        open_files_of(self.child.id())
     }
 
     /// SIGKILLs the broker and starts it again on the same address and data
@@ -131,6 +195,11 @@ impl ServerProcess {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+}
+
+/// How many file descriptors process `pid` holds open (0 once it is gone).
+pub fn open_files_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |entries| entries.count())
 }
 
 impl Drop for ServerProcess {

@@ -18,7 +18,8 @@ pub enum StartAt {
     Timestamp(i64),
 }
 
-/// The offset a task without state starts `log_topic` at.
+/// The offset a task without state starts `log_topic` at: an offset must
+/// be retained, or the end (nothing to read yet).
 pub(super) async fn first_offset(
     setup: &TaskSetup,
     log_topic: &str,
@@ -27,13 +28,24 @@ pub(super) async fn first_offset(
     let earliest = setup.log.start_offset(log_topic, setup.partition).await?;
     match start {
         StartAt::Earliest => Ok(earliest),
-        StartAt::Offset(offset) if offset >= earliest => Ok(offset),
-        StartAt::Offset(offset) => Err(RuntimeError::NotRetained {
+        StartAt::Offset(offset) if offset < earliest => Err(RuntimeError::NotRetained {
             topic: log_topic.to_string(),
             partition: setup.partition,
             offset,
             start: earliest,
         }),
+        StartAt::Offset(offset) => {
+            let end = setup.log.end_offset(log_topic, setup.partition).await?;
+            if offset > end {
+                return Err(RuntimeError::BeyondEnd {
+                    topic: log_topic.to_string(),
+                    partition: setup.partition,
+                    offset,
+                    end,
+                });
+            }
+            Ok(offset)
+        }
         StartAt::Timestamp(ms) => {
             setup
                 .log
