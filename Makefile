@@ -54,12 +54,16 @@ POWER_SEEDS ?= 2000
 CRASH_KILLS ?= 200
 CRASH_LINES ?= 1000000
 TXN_KILLS ?= 100
+FLOOD_CONNECTIONS ?= 6000
+OVERLOAD_PRODUCES ?= 20000
 soak: deps
+	STRATA_SOAK_FLOOD_CONNECTIONS=$(FLOOD_CONNECTIONS) $(CARGO) test --test broker_connection_flood -- --nocapture
+	STRATA_SOAK_OVERLOAD_PRODUCES=$(OVERLOAD_PRODUCES) $(CARGO) test --test broker_overload_readers -- --nocapture
 	STRATA_SOAK_KILL_CYCLES=$(KILL_CYCLES) $(CARGO) test --test broker_kill9_queue -- --nocapture
 	STRATA_SOAK_TXN_KILLS=$(TXN_KILLS) $(CARGO) test --test transactions_kill9 -- --nocapture
 	STRATA_SOAK_POWER_SEEDS=$(POWER_SEEDS) $(CARGO) test --test power_loss -- --nocapture
 	STRATA_SOAK_CRASH_KILLS=$(CRASH_KILLS) STRATA_SOAK_CRASH_LINES=$(CRASH_LINES) \
-		$(CARGO) test --test runtime_crash -- --nocapture --test-threads 1
+		$(CARGO) test --test runtime_crash killed_at_random_moments -- --nocapture --test-threads 1
 
 # Formatting and lints, as CI checks them.
 lint: deps
