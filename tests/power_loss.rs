@@ -137,8 +137,9 @@ fn operate(log: &LogManager, power: &PowerLoss, rng: &mut Rng, promises: &mut Pr
 
 /// After a recovery: what each partition serves is a gapless run of what
 /// was appended there, holding everything a flush reported durable.
-/// Afterwards the promises describe the recovered log.
-fn check_recovered(log: &LogManager, promises: &mut Promises) -> Result<(), String> {
+/// Afterwards the promises describe the recovered log. Returns the records
+/// checked.
+fn check_recovered(log: &LogManager, promises: &mut Promises) -> Result<usize, String> {
     let topic = log
         .topic(TOPIC)
         .ok_or("the topic is gone (it was created before any cut)")?;
@@ -174,17 +175,20 @@ fn check_recovered(log: &LogManager, promises: &mut Promises) -> Result<(), Stri
         }
         promises.durable.insert(p, partition.log_end_offset());
     }
+    let checked = survived.len();
     promises.appended = survived;
-    Ok(())
+    Ok(checked)
 }
 
-/// One seed: a topic, then cuts, each recovered and checked.
-fn run_seed(seed: u64) -> Result<(), String> {
+/// One seed: a topic, then cuts, each recovered and checked. Returns the
+/// records checked.
+fn run_seed(seed: u64) -> Result<usize, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let root = dir.path().join("data");
     let (power, disk) = power_loss(&root);
     let mut rng = Rng(seed);
     let mut promises = Promises::default();
+    let mut checked = 0;
     let mut log = LogManager::open_on(&disk, &root, config()).map_err(|e| e.to_string())?;
     log.create_topic(TOPIC, PARTITIONS, BTreeMap::new())
         .map_err(|e| e.to_string())?;
@@ -203,10 +207,10 @@ fn run_seed(seed: u64) -> Result<(), String> {
             .map_err(|e| format!("restore: {e}"))?;
         log = LogManager::open_on(&disk, &root, config())
             .map_err(|e| format!("recovery after cut {cut} failed: {e} ({restored:?})"))?;
-        check_recovered(&log, &mut promises)
+        checked += check_recovered(&log, &mut promises)
             .map_err(|e| format!("after cut {cut}: {e} ({restored:?})"))?;
     }
-    Ok(())
+    Ok(checked)
 }
 
 #[test]
@@ -223,16 +227,17 @@ fn every_flushed_record_survives_seeded_power_losses() {
         }
     };
     let mut failures = Vec::new();
+    let mut checked = 0;
     for &seed in &seeds {
         let outcome = std::panic::catch_unwind(|| run_seed(seed));
         match outcome {
-            Ok(Ok(())) => {}
+            Ok(Ok(records)) => checked += records,
             Ok(Err(reason)) => failures.push(format!("seed {seed}: {reason}")),
             Err(_) => failures.push(format!("seed {seed}: panicked")),
         }
     }
     eprintln!(
-        "{} seeds × {CUTS_PER_SEED} power cuts, {} failed",
+        "{} seeds × {CUTS_PER_SEED} power cuts, {checked} records checked after recoveries, {} failed",
         seeds.len(),
         failures.len()
     );
