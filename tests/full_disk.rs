@@ -214,8 +214,9 @@ fn the_broker_on_a_full_disk_refuses_with_a_storage_error_and_restarts_clean() {
     let stored = read(&mut stream);
     assert_eq!(stored.len() as i64, acked);
 
-    // Space returns: appends resume where they stopped, and a restart
-    // (after a SIGKILL, the harder case) finds nothing to repair.
+    // Space returns: appends resume where they stopped, and after a
+    // restart (a SIGKILL, the harder case) everything is served and
+    // appends go on from the end.
     std::fs::remove_file(&ballast).unwrap();
     assert_eq!(produce(&mut stream, "after").0, 0);
     server.kill_and_restart(binary, &data);

@@ -5,7 +5,7 @@
 //! cannot show a missing fsync, since the page cache outlives the process;
 //! this can.
 //!
-//! - Seeded runs of random appends, flushes, rolls and clean reopens, each
+//! - Seeded runs of random appends, flushes and rolls, each
 //!   cut at a random storage call (in the middle of whatever the log was
 //!   doing) and recovered, several times per seed: every record a flush
 //!   reported durable is still at its offset, every record served is one
@@ -109,25 +109,10 @@ fn operate(log: &LogManager, power: &PowerLoss, rng: &mut Rng, promises: &mut Pr
                     }
                 }
             }
-            60..97 => {
+            60.. => {
                 if let Ok(durable) = partition.flush() {
                     let entry = promises.durable.entry(p).or_default();
                     *entry = (*entry).max(durable);
-                }
-            }
-            _ => {
-                let ends: Vec<_> = (0..PARTITIONS)
-                    .map(|p| (p, log.partition(TOPIC, p).expect("partition")))
-                    .collect();
-                let targets: Vec<_> = ends
-                    .iter()
-                    .map(|(_, l)| (&**l, l.log_end_offset()))
-                    .collect();
-                for ((p, _), result) in ends.iter().zip(strata::log::flush_together(&targets)) {
-                    if let Ok(durable) = result {
-                        let entry = promises.durable.entry(*p).or_default();
-                        *entry = (*entry).max(durable);
-                    }
                 }
             }
         }
@@ -148,6 +133,12 @@ fn check_recovered(log: &LogManager, promises: &mut Promises) -> Result<usize, S
         let partition = topic.partition(p).ok_or(format!("partition {p} is gone"))?;
         if let Some(corruption) = partition.corruption() {
             return Err(format!("partition {p} is corrupt: {corruption}"));
+        }
+        if partition.log_start_offset() != 0 {
+            return Err(format!(
+                "partition {p} starts at {}: its first segment is gone",
+                partition.log_start_offset()
+            ));
         }
         let records = records(&partition);
         for (expected, (offset, value)) in (partition.log_start_offset()..).zip(&records) {

@@ -61,7 +61,7 @@ fn lines() -> usize {
 }
 
 fn kills() -> usize {
-    soak_count("STRATA_SOAK_CRASH_KILLS", KILLS_QUICK)
+    soak_count("STRATA_SOAK_CRASH_KILLS", KILLS_QUICK).max(1)
 }
 
 fn seed() -> u64 {

@@ -466,7 +466,7 @@ impl TxnCoordinator {
                 return;
             }
         };
-        crash_point::reach("txn-prepared");
+        crash_point::reach(crash_point::TXN_PREPARED);
         let partitions: Vec<(String, i32)> = metadata.partitions.iter().cloned().collect();
         if let Err(error) = markers::write(
             &self.log,
@@ -483,7 +483,7 @@ impl TxnCoordinator {
             );
             return;
         }
-        crash_point::reach("txn-marked");
+        crash_point::reach(crash_point::TXN_MARKED);
         if kind == MarkerKind::Commit
             && let Err(error) = commit_pending_offsets(metadata, groups)
         {

@@ -15,6 +15,11 @@ use std::sync::OnceLock;
 /// The variable that names the crash point.
 const CRASH_POINT_VARIABLE: &str = "STRATA_CRASH_POINT";
 
+/// A transaction's decision is durable, no marker is written.
+pub(super) const TXN_PREPARED: &str = "txn-prepared";
+/// Every marker is durable, the transaction is not yet complete.
+pub(super) const TXN_MARKED: &str = "txn-marked";
+
 /// Aborts the process if `name` is the configured crash point.
 pub(super) fn reach(name: &str) {
     static CONFIGURED: OnceLock<Option<String>> = OnceLock::new();
