@@ -24,7 +24,7 @@ const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
 const UNKNOWN_PRODUCER_ID: i16 = 59;
 const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
 const INVALID_RECORD: i16 = 87;
-const MESSAGE_TOO_LARGE: i16 = 10;
+pub(crate) const MESSAGE_TOO_LARGE: i16 = 10;
 
 /// What the broker must do with a case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -426,15 +426,7 @@ pub(crate) fn compression_cases() -> Vec<Case> {
         ("zstd_bomb", Compression::Zstd),
         ("lz4_bomb", Compression::Lz4),
     ] {
-        let bomb = codec.compress(&vec![0u8; BOMB_BYTES]).unwrap();
-        cases.push(case(
-            name,
-            produce(
-                9,
-                produce_request(1, TARGET_TOPIC, 0, with_payload(codec, &bomb)),
-            ),
-            Error(MESSAGE_TOO_LARGE),
-        ));
+        cases.push(case(name, bomb(codec), Error(MESSAGE_TOO_LARGE)));
     }
     cases
 }
@@ -583,4 +575,13 @@ pub(crate) fn handler_cases() -> Vec<Case> {
             Error(INVALID_SESSION_TIMEOUT),
         ),
     ]
+}
+
+/// A produce of one batch whose records inflate to `BOMB_BYTES` of zeros.
+pub(crate) fn bomb(codec: Compression) -> Vec<u8> {
+    let payload = codec.compress(&vec![0u8; BOMB_BYTES]).unwrap();
+    produce(
+        9,
+        produce_request(1, TARGET_TOPIC, 0, with_payload(codec, &payload)),
+    )
 }
