@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-overload bench-scale clean
+.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-overload bench-scale fuzz clean
 
 all: build
 
@@ -109,6 +109,26 @@ bench-overload: deps
 # broker's busiest APIs (LINES=2000000 ROUNDS=2 by default).
 bench-scale: deps
 	@scripts/bench-scale.sh
+
+# Every fuzz target (fuzz/fuzz_targets) for FUZZ_SECONDS each, from the
+# checked-in seeds (fuzz/corpus/<target>). Needs the nightly toolchain and
+# cargo-fuzz (installed if missing); builds in a target directory of its
+# own, as it compiles with different flags. What the fuzzers find goes to
+# FUZZ_CORPUS_DIR, outside the clone; a crash stops the run and its input
+# is in fuzz/artifacts/<target>. Not part of `make test`, which replays the
+# checked-in corpus (tests/fuzz_corpus.rs).
+FUZZ_SECONDS ?= 30
+FUZZ_TARGET_DIR ?= $(STRATA_CACHE_DIR)/fuzz-target
+FUZZ_CORPUS_DIR ?= $(STRATA_CACHE_DIR)/fuzz-corpus
+
+fuzz: deps
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && for target in $$($(CARGO) +nightly fuzz list); do \
+		mkdir -p $(FUZZ_CORPUS_DIR)/$$target && \
+		$(CARGO) +nightly fuzz run --sanitizer none --target-dir $(FUZZ_TARGET_DIR) \
+			$$target $(FUZZ_CORPUS_DIR)/$$target corpus/$$target \
+			-- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
+	done
 
 clean:
 	$(CARGO) clean

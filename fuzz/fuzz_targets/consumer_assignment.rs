@@ -1,21 +1,10 @@
-//! Any bytes as a consumer's assignment, as a member receives it in
-//! SyncGroup from the group leader: the decoder returns a protocol error, or
-//! partitions that encode (format version 0) to bytes that decode to the
-//! same partitions.
+//! The `consumer_assignment` fuzz target: the checks in `fuzz/checks/consumer_assignment.rs`, which
+//! `tests/fuzz_corpus.rs` also runs over every input of the checked-in
+//! corpus.
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use strata::client::{ClientError, decode_assignment, encode_assignment};
+#[path = "../checks/consumer_assignment.rs"]
+mod checks;
 
-fuzz_target!(|data: &[u8]| {
-    match decode_assignment(data) {
-        Ok(partitions) => {
-            let again =
-                decode_assignment(&encode_assignment(&partitions).expect("decoded values encode"))
-                    .expect("re-encoded partitions decode");
-            assert_eq!(again, partitions);
-        }
-        Err(error) => assert!(matches!(error, ClientError::Protocol(_)), "{error}"),
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::check(data));

@@ -1,21 +1,10 @@
-//! Any bytes as a consumer's subscription, as a group leader receives it in
-//! JoinGroup from another member: the decoder returns a protocol error, or
-//! topics that encode (format version 0) to bytes that decode to the same
-//! topics.
+//! The `consumer_subscription` fuzz target: the checks in `fuzz/checks/consumer_subscription.rs`, which
+//! `tests/fuzz_corpus.rs` also runs over every input of the checked-in
+//! corpus.
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use strata::client::{ClientError, decode_subscription, encode_subscription};
+#[path = "../checks/consumer_subscription.rs"]
+mod checks;
 
-fuzz_target!(|data: &[u8]| {
-    match decode_subscription(data) {
-        Ok(topics) => {
-            let again =
-                decode_subscription(&encode_subscription(&topics).expect("decoded values encode"))
-                    .expect("re-encoded topics decode");
-            assert_eq!(again, topics);
-        }
-        Err(error) => assert!(matches!(error, ClientError::Protocol(_)), "{error}"),
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::check(data));

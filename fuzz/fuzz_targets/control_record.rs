@@ -1,20 +1,10 @@
-//! Any bytes as a control batch read back from a log: parsing it as a
-//! transaction marker returns its error, or a marker whose own batch parses
-//! back to the same marker.
+//! The `control_record` fuzz target: the checks in `fuzz/checks/control_record.rs`, which
+//! `tests/fuzz_corpus.rs` also runs over every input of the checked-in
+//! corpus.
 
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use strata::record::{ControlRecord, RecordBatch};
+#[path = "../checks/control_record.rs"]
+mod checks;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(batch) = RecordBatch::parse(data) else {
-        return;
-    };
-    let Ok(marker) = ControlRecord::of(&batch) else {
-        return;
-    };
-    let bytes = marker.batch(7, 1, 0);
-    let again = RecordBatch::parse_and_verify(&bytes).expect("a marker batch parses");
-    assert_eq!(ControlRecord::of(&again).expect("and is a marker"), marker);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::check(data));

@@ -27,6 +27,8 @@ mod connection;
 mod error;
 mod fetch_frame;
 mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod group;
 mod huge_alloc;
 mod latency;

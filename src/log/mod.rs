@@ -9,6 +9,7 @@
 
 mod cleaner;
 mod config;
+mod decompression_slots;
 mod error;
 mod file_slice;
 pub(crate) mod files;
@@ -36,7 +37,7 @@ pub use config::{CONFIG_KEYS, CleanupPolicy, LogConfig, SEGMENT_BYTES_MAX, SEGME
 pub use error::LogError;
 pub use file_slice::FileSlice;
 pub use header_walk::ProducerStateLoad;
-pub use limits::PARTITIONS_MAX;
+pub use limits::{DECOMPRESSIONS_AT_ONCE_MAX, PARTITIONS_MAX};
 pub use log_manager::{LogManager, Topic, TopicMetadata, peek_topic_metadata, validate_topic_name};
 pub use offset_index::OffsetIndex;
 pub use partition_log::{

@@ -63,7 +63,7 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
 /// The versions of `key` served: the protocol crate's range, capped where
 /// its API table lists a version past the request schema it can decode
 /// (InitProducerId v6, OffsetCommit and OffsetFetch v10 in 0.18).
-pub(super) fn served_versions(key: ApiKey) -> VersionRange {
+pub fn served_versions(key: ApiKey) -> VersionRange {
     let range = key.valid_versions();
     let decodable_max = match key {
         ApiKey::InitProducerId => InitProducerIdRequest::VERSIONS.max,

@@ -5,6 +5,10 @@
 //! implies. Unknown API keys and unsupported versions close the connection,
 //! except ApiVersions, which answers an unknown version in v0 with
 //! UNSUPPORTED_VERSION so the client can retry with one it finds listed.
+//!
+//! Decoding ([`decode_request`]) is apart from handling: the whole request
+//! is decoded before any handler runs, and the fuzz targets decode exactly
+//! as the broker does without a log behind it.
 
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
@@ -34,10 +38,10 @@ use std::future::Future;
 use std::pin::Pin;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
-pub use api_versions::SUPPORTED_APIS;
+pub use api_versions::{SUPPORTED_APIS, served_versions};
 pub use context::BrokerContext;
 pub(crate) use fetch::DataWait;
 
@@ -46,17 +50,31 @@ use super::fetch_frame::{Part, fetch_response};
 use super::group::{JoinOutcome, Pending, SyncOutcome};
 use produce::Produced;
 
-/// Handles one request frame; returns the response frame (size prefix
-/// included), `None` when the request takes no response (Produce with
-/// acks=0), or an error after which the connection closes. Blocks on disk
-/// I/O: call it off the async executor's threads. `client_host` is the
-/// peer's address, as DescribeGroups reports it.
-pub(crate) fn handle(
-    ctx: &BrokerContext,
-    mut frame: Bytes,
-    final_pass: bool,
-    client_host: &str,
-) -> Result<Reply, BrokerError> {
+/// A request frame decoded as the broker decodes it, before any handler
+/// sees it.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per request, moved once from the decoder to its handler"
+)]
+pub enum DecodedRequest {
+    /// A served API in a served version: its header and body.
+    Request {
+        key: ApiKey,
+        header: RequestHeader,
+        body: RequestKind,
+    },
+    /// ApiVersions in a version outside the served range: answered in v0
+    /// with the list, so nothing past the correlation id is read.
+    ApiVersionsTooNew { correlation_id: i32 },
+}
+
+/// Decodes a request frame (size prefix taken off): the API key and version
+/// are checked first, then the header and the body are decoded in the
+/// encoding that version implies. An API or version not served and bytes
+/// that do not decode are errors, after which the connection closes.
+/// Bytes left after the body are ignored, as Kafka does.
+pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, BrokerError> {
     if frame.len() < 4 {
         return Err(BrokerError::Malformed(format!(
             "a {}-byte request",
@@ -68,129 +86,118 @@ pub(crate) fn handle(
     let key = match served_api(&frame, api, version)? {
         Served::Yes(key) => key,
         Served::ApiVersionsTooNew => {
-            let key = ApiKey::ApiVersions;
-            let correlation_id = peek_correlation_id(&frame)?;
-            return respond(key, 0, correlation_id, &api_versions::unsupported_version())
-                .map(|frame| Reply::Respond(vec![frame]));
+            return Ok(DecodedRequest::ApiVersionsTooNew {
+                correlation_id: peek_correlation_id(&frame)?,
+            });
         }
     };
     let header = RequestHeader::decode(&mut frame, key.request_header_version(version))
         .map_err(|e| BrokerError::Malformed(format!("request header: {e}")))?;
+    let body = RequestKind::decode(key, &mut frame, version)
+        .map_err(|e| BrokerError::Malformed(format!("request body: {e}")))?;
+    Ok(DecodedRequest::Request { key, header, body })
+}
+
+/// Handles one request frame; returns the response frame (size prefix
+/// included), `None` when the request takes no response (Produce with
+/// acks=0), or an error after which the connection closes. Blocks on disk
+/// I/O: call it off the async executor's threads. `client_host` is the
+/// peer's address, as DescribeGroups reports it.
+pub(crate) fn handle(
+    ctx: &BrokerContext,
+    frame: Bytes,
+    final_pass: bool,
+    client_host: &str,
+) -> Result<Reply, BrokerError> {
+    let (key, header, body) = match decode_request(frame)? {
+        DecodedRequest::Request { key, header, body } => (key, header, body),
+        DecodedRequest::ApiVersionsTooNew { correlation_id } => {
+            let key = ApiKey::ApiVersions;
+            return respond(key, 0, correlation_id, &api_versions::unsupported_version())
+                .map(|frame| Reply::Respond(vec![frame]));
+        }
+    };
+    let version = header.request_api_version;
     let correlation_id = header.correlation_id;
-    let response = match key {
-        ApiKey::ApiVersions => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &api_versions::handle(&request, version),
-            )?)
-        }
-        ApiKey::Metadata => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &metadata::handle(ctx, &request, version),
-            )?)
-        }
-        ApiKey::Produce => {
-            let request = decode(&mut frame, version)?;
-            match produce::handle(ctx, &request) {
-                Produced::Silent => None,
-                Produced::Now(body) => Some(respond(key, version, correlation_id, &body)?),
-                Produced::OnceDurable(durability) => {
-                    return Ok(Reply::Pipelined(Box::pin(async move {
-                        let body = durability.response().await;
-                        respond(key, version, correlation_id, &body)
-                    })));
-                }
+    let response = match body {
+        RequestKind::ApiVersions(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &api_versions::handle(&request, version),
+        )?,
+        RequestKind::Metadata(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &metadata::handle(ctx, &request, version),
+        )?,
+        RequestKind::Produce(request) => match produce::handle(ctx, &request) {
+            Produced::Silent => return Ok(Reply::Silent),
+            Produced::Now(body) => respond(key, version, correlation_id, &body)?,
+            Produced::OnceDurable(durability) => {
+                return Ok(Reply::Pipelined(Box::pin(async move {
+                    let body = durability.response().await;
+                    respond(key, version, correlation_id, &body)
+                })));
             }
-        }
-        ApiKey::Fetch => {
+        },
+        RequestKind::Fetch(request) => {
             // Written by hand so the batches can be sent with sendfile.
-            let request = decode(&mut frame, version)?;
             return Ok(match fetch::handle(ctx, &request, final_pass) {
                 Ok(topics) => Reply::Respond(fetch_response(version, correlation_id, &topics)),
                 Err(wait) => Reply::WaitForData(wait),
             });
         }
-        ApiKey::ListOffsets => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &list_offsets::handle(ctx, &request, version),
-            )?)
-        }
-        ApiKey::CreateTopics => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &create_topics::handle(ctx, &request, version),
-            )?)
-        }
-        ApiKey::DeleteTopics => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &delete_topics::handle(ctx, &request, version),
-            )?)
-        }
-        ApiKey::CreatePartitions => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &create_partitions::handle(ctx, &request),
-            )?)
-        }
-        ApiKey::DescribeConfigs => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &describe_configs::handle(ctx, &request, version),
-            )?)
-        }
-        ApiKey::DescribeLogDirs => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &describe_log_dirs::handle(ctx, &request),
-            )?)
-        }
-        ApiKey::InitProducerId => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &init_producer_id::handle(ctx, &request, version),
-            )?)
-        }
-        ApiKey::FindCoordinator => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &group_membership::find_coordinator(ctx, &request, version),
-            )?)
-        }
-        ApiKey::JoinGroup => {
-            let request = decode(&mut frame, version)?;
+        RequestKind::ListOffsets(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &list_offsets::handle(ctx, &request, version),
+        )?,
+        RequestKind::CreateTopics(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &create_topics::handle(ctx, &request, version),
+        )?,
+        RequestKind::DeleteTopics(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &delete_topics::handle(ctx, &request, version),
+        )?,
+        RequestKind::CreatePartitions(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &create_partitions::handle(ctx, &request),
+        )?,
+        RequestKind::DescribeConfigs(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_configs::handle(ctx, &request, version),
+        )?,
+        RequestKind::DescribeLogDirs(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_log_dirs::handle(ctx, &request),
+        )?,
+        RequestKind::InitProducerId(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &init_producer_id::handle(ctx, &request, version),
+        )?,
+        RequestKind::FindCoordinator(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &group_membership::find_coordinator(ctx, &request, version),
+        )?,
+        RequestKind::JoinGroup(request) => {
             let client_id = header.client_id.as_ref().map_or("", |c| c.as_str());
             let joined =
                 group_membership::join_group(ctx, &request, version, client_id, client_host);
@@ -201,8 +208,7 @@ pub(crate) fn handle(
                 (key, version, correlation_id),
             );
         }
-        ApiKey::SyncGroup => {
-            let request = decode(&mut frame, version)?;
+        RequestKind::SyncGroup(request) => {
             return answer_when_ready(
                 group_membership::sync_group(ctx, &request),
                 SyncOutcome::unavailable,
@@ -210,120 +216,126 @@ pub(crate) fn handle(
                 (key, version, correlation_id),
             );
         }
-        ApiKey::Heartbeat => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
+        RequestKind::Heartbeat(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &group_membership::heartbeat(ctx, &request),
+        )?,
+        RequestKind::LeaveGroup(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &group_membership::leave_group(ctx, &request, version),
+        )?,
+        RequestKind::OffsetCommit(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &group_offsets::offset_commit(ctx, &request),
+        )?,
+        RequestKind::OffsetFetch(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &group_offsets::offset_fetch(ctx, &request, version),
+        )?,
+        RequestKind::ListGroups(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &group_admin::list_groups(ctx, &request, version),
+        )?,
+        RequestKind::DescribeGroups(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &group_admin::describe_groups(ctx, &request, version),
+        )?,
+        RequestKind::DeleteGroups(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &group_admin::delete_groups(ctx, &request),
+        )?,
+        RequestKind::AddPartitionsToTxn(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &add_partitions_to_txn::handle(ctx, &request, version),
+        )?,
+        RequestKind::AddOffsetsToTxn(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &add_offsets_to_txn::handle(ctx, &request, version),
+        )?,
+        RequestKind::TxnOffsetCommit(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &txn_offset_commit::handle(ctx, &request, version),
+        )?,
+        RequestKind::EndTxn(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &end_txn::handle(ctx, &request, version),
+        )?,
+        RequestKind::DescribeTransactions(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &txn_admin::describe_transactions(ctx, &request),
+        )?,
+        RequestKind::ListTransactions(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &txn_admin::list_transactions(ctx, &request),
+        )?,
+        RequestKind::DescribeProducers(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &txn_admin::describe_producers(ctx, &request),
+        )?,
+        RequestKind::DescribeCluster(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &describe_cluster::handle(ctx, &request),
+        )?,
+        RequestKind::DeleteRecords(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &delete_records::handle(ctx, &request),
+        )?,
+        RequestKind::AlterConfigs(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &alter_configs::alter_configs(ctx, &request),
+        )?,
+        RequestKind::IncrementalAlterConfigs(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &alter_configs::incremental_alter_configs(ctx, &request),
+        )?,
+        // `decode_request` only decodes the APIs in SUPPORTED_APIS, and
+        // each has its arm above.
+        _ => {
+            return Err(BrokerError::UnknownApi {
+                api: header.request_api_key,
+                name: api_name(header.request_api_key),
                 version,
-                correlation_id,
-                &group_membership::heartbeat(ctx, &request),
-            )?)
+                client_id: header.client_id.map_or_else(String::new, |c| c.to_string()),
+            });
         }
-        ApiKey::LeaveGroup => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &group_membership::leave_group(ctx, &request, version),
-            )?)
-        }
-        ApiKey::OffsetCommit => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &group_offsets::offset_commit(ctx, &request),
-            )?)
-        }
-        ApiKey::OffsetFetch => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &group_offsets::offset_fetch(ctx, &request, version),
-            )?)
-        }
-        ApiKey::ListGroups => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &group_admin::list_groups(ctx, &request, version),
-            )?)
-        }
-        ApiKey::DescribeGroups => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &group_admin::describe_groups(ctx, &request, version),
-            )?)
-        }
-        ApiKey::DeleteGroups => {
-            let request = decode(&mut frame, version)?;
-            Some(respond(
-                key,
-                version,
-                correlation_id,
-                &group_admin::delete_groups(ctx, &request),
-            )?)
-        }
-        ApiKey::AddPartitionsToTxn => answer(&mut frame, key, version, correlation_id, |r| {
-            add_partitions_to_txn::handle(ctx, r, version)
-        })?,
-        ApiKey::AddOffsetsToTxn => answer(&mut frame, key, version, correlation_id, |r| {
-            add_offsets_to_txn::handle(ctx, r, version)
-        })?,
-        ApiKey::TxnOffsetCommit => answer(&mut frame, key, version, correlation_id, |r| {
-            txn_offset_commit::handle(ctx, r, version)
-        })?,
-        ApiKey::EndTxn => answer(&mut frame, key, version, correlation_id, |r| {
-            end_txn::handle(ctx, r, version)
-        })?,
-        ApiKey::DescribeTransactions => answer(&mut frame, key, version, correlation_id, |r| {
-            txn_admin::describe_transactions(ctx, r)
-        })?,
-        ApiKey::ListTransactions => answer(&mut frame, key, version, correlation_id, |r| {
-            txn_admin::list_transactions(ctx, r)
-        })?,
-        ApiKey::DescribeProducers => answer(&mut frame, key, version, correlation_id, |r| {
-            txn_admin::describe_producers(ctx, r)
-        })?,
-        ApiKey::DescribeCluster => answer(&mut frame, key, version, correlation_id, |r| {
-            describe_cluster::handle(ctx, r)
-        })?,
-        ApiKey::DeleteRecords => answer(&mut frame, key, version, correlation_id, |r| {
-            delete_records::handle(ctx, r)
-        })?,
-        ApiKey::AlterConfigs => answer(&mut frame, key, version, correlation_id, |r| {
-            alter_configs::alter_configs(ctx, r)
-        })?,
-        ApiKey::IncrementalAlterConfigs => answer(&mut frame, key, version, correlation_id, |r| {
-            alter_configs::incremental_alter_configs(ctx, r)
-        })?,
-        _ => return Err(unknown_api(&frame, api, version)),
     };
-    Ok(match response {
-        Some(frame) => Reply::Respond(vec![frame]),
-        None => Reply::Silent,
-    })
-}
-
-/// Decodes a request body, hands it to `handle` and frames the answer.
-fn answer<Req: Decodable, Resp: Encodable>(
-    frame: &mut Bytes,
-    key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    handle: impl FnOnce(&Req) -> Resp,
-) -> Result<Option<Part>, BrokerError> {
-    let request = decode(frame, version)?;
-    respond(key, version, correlation_id, &handle(&request)).map(Some)
+    Ok(Reply::Respond(vec![response]))
 }
 
 /// What the connection does with a request.
@@ -462,10 +474,6 @@ fn unknown_api(frame: &Bytes, api: i16, version: i16) -> BrokerError {
         version,
         client_id: peek_client_id(frame),
     }
-}
-
-fn decode<T: Decodable>(body: &mut Bytes, version: i16) -> Result<T, BrokerError> {
-    T::decode(body, version).map_err(|e| BrokerError::Malformed(format!("request body: {e}")))
 }
 
 /// Frames a response: size, response header (in the version the API's

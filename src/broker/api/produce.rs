@@ -28,7 +28,7 @@ use super::BrokerContext;
 use super::fetch::find_topic;
 use crate::broker::ErrorCode;
 use crate::log::{LogError, PartitionLog, flush_together};
-use crate::record::BatchHeader;
+use crate::record::RecordBatch;
 
 /// acks=-1: wait until the records are on disk.
 const ACKS_ALL: i16 = -1;
@@ -133,9 +133,14 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Produced 
                 continue;
             };
             let records = partition.records.as_deref().unwrap_or_default();
-            if let Ok(header) = BatchHeader::parse(records)
-                && header.producer_id >= 0
-                && !ctx.log.producer_ids().was_handed_out(header.producer_id)
+            // Only a batch whose header checks out names a producer: the
+            // same bytes of a legacy message set are its value.
+            if let Ok(batch) = RecordBatch::parse(records)
+                && batch.header().producer_id >= 0
+                && !ctx
+                    .log
+                    .producer_ids()
+                    .was_handed_out(batch.header().producer_id)
             {
                 partitions.push(response.with_error_code(ErrorCode::UnknownProducerId.code()));
                 continue;
@@ -234,13 +239,16 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Produced 
 /// The producer (id, epoch) of the transactional batches among `records`,
 /// `None` if there are none. Batches of several producers, or transactional
 /// and other batches mixed, are INVALID_TXN_STATE (a producer sends one
-/// batch per partition per request). Bytes that do not parse are left to
-/// the log's validation.
+/// batch per partition per request). Bytes that do not parse as a batch
+/// (header fields checked, the whole batch present: not a legacy message
+/// set, nor a length shorter than a header) are left to the log's
+/// validation, which says what is wrong with them.
 fn transactional_producer(records: &[u8]) -> Result<Option<(i64, i16)>, ErrorCode> {
     let mut found: Option<(i64, i16)> = None;
     let mut plain = false;
     let mut rest = records;
-    while let Ok(header) = BatchHeader::parse(rest) {
+    while let Ok(batch) = RecordBatch::parse(rest) {
+        let header = batch.header();
         if header.is_transactional() {
             let producer = (header.producer_id, header.producer_epoch);
             if found.is_some_and(|f| f != producer) {

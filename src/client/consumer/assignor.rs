@@ -12,6 +12,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
+use super::claimed_counts;
 use crate::client::ClientError;
 
 /// Version of the subscription and assignment this client writes: v0, the
@@ -144,7 +145,8 @@ pub fn decode_subscription(bytes: &[u8]) -> Result<Vec<String>, ClientError> {
 pub(crate) fn decode_subscription_with(
     bytes: &[u8],
 ) -> Result<(Vec<String>, Option<Bytes>), ClientError> {
-    let subscription: ConsumerProtocolSubscription = decode_versioned(bytes, "subscription")?;
+    let subscription: ConsumerProtocolSubscription =
+        decode_versioned(bytes, "subscription", claimed_counts::check_subscription)?;
     let topics = subscription
         .topics
         .iter()
@@ -197,7 +199,10 @@ pub(crate) fn decode_assignment_with(
     if bytes.is_empty() {
         return Ok((Vec::new(), None));
     }
-    let assignment: ConsumerProtocolAssignment = decode_versioned(bytes, "assignment")?;
+    let assignment: ConsumerProtocolAssignment =
+        decode_versioned(bytes, "assignment", |body, _| {
+            claimed_counts::check_assignment(body)
+        })?;
     let mut partitions: Vec<TopicPartition> = assignment
         .assigned_partitions
         .iter()
@@ -220,7 +225,14 @@ fn encode_versioned<T: Encodable>(message: &T) -> Result<Bytes, ClientError> {
     Ok(buf.freeze())
 }
 
-fn decode_versioned<T: Decodable>(bytes: &[u8], what: &str) -> Result<T, ClientError> {
+/// Decodes a message after its version, once `check_counts` (given the
+/// bytes after the version, and the version) has found no array count
+/// past the bytes left.
+fn decode_versioned<T: Decodable>(
+    bytes: &[u8],
+    what: &str,
+    check_counts: fn(&[u8], i16) -> Result<(), ClientError>,
+) -> Result<T, ClientError> {
     let mut buf = Bytes::copy_from_slice(bytes);
     if buf.remaining() < 2 {
         return Err(ClientError::Protocol(format!(
@@ -234,7 +246,9 @@ fn decode_versioned<T: Decodable>(bytes: &[u8], what: &str) -> Result<T, ClientE
             "a consumer {what} of version {version}"
         )));
     }
-    T::decode(&mut buf, version.min(PROTOCOL_VERSION_MAX))
+    let version = version.min(PROTOCOL_VERSION_MAX);
+    check_counts(&buf, version)?;
+    T::decode(&mut buf, version)
         .map_err(|e| ClientError::Protocol(format!("a consumer {what}: {e}")))
 }
 

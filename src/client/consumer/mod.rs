@@ -15,6 +15,7 @@
 //!   a rebalance and on close.
 
 mod assignor;
+mod claimed_counts;
 mod protocol;
 
 use std::collections::BTreeMap;

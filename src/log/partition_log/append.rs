@@ -3,10 +3,11 @@
 //! marker, in `transactions`) at the log end.
 
 use super::{AppendInfo, Inner, PartitionLog, decompressed_limit};
+use crate::log::decompression_slots;
 use crate::log::producer_state::{Admission, ProducerBatch};
 use crate::log::segment::BatchInfo;
 use crate::log::{LogError, SEGMENT_BYTES_MAX};
-use crate::record::RecordBatch;
+use crate::record::{Compression, RecordBatch};
 use crate::time::now_ms;
 
 impl PartitionLog {
@@ -164,6 +165,10 @@ impl PartitionLog {
                     limit,
                 });
             }
+            // A compressed batch is inflated whole to be checked: under a
+            // slot, so that memory is bounded whatever the producers.
+            let inflated = !matches!(batch.header().compression(), Ok(Compression::None));
+            let _slot = inflated.then(decompression_slots::take);
             batch.validate_records(decompressed_limit(limit))?;
             if compacted {
                 self.check_keyed(&batch, decompressed_limit(limit))?;
