@@ -7,6 +7,7 @@
 //! entries. On files that pass their check, lookups must be exact: the
 //! last entry at or below the key, and nothing when every entry is above.
 
+use strata::log::storage::Disk;
 use strata::log::{OffsetIndex, TimeIndex, file_name};
 
 /// Base offsets a segment can have and still address `u32::MAX` offsets
@@ -26,9 +27,11 @@ pub fn check(data: &[u8]) {
     std::fs::write(&offsets_path, entries).expect("index written");
     std::fs::write(&times_path, entries).expect("time index written");
 
-    let offsets = OffsetIndex::open(&offsets_path, base_offset, 0).expect("index opens");
+    let offsets =
+        OffsetIndex::open(&Disk::os(), &offsets_path, base_offset, 0).expect("index opens");
     check_offset_index(&offsets, entries.len());
-    let times = TimeIndex::open(&times_path, base_offset, 0).expect("time index opens");
+    let times =
+        TimeIndex::open(&Disk::os(), &times_path, base_offset, 0).expect("time index opens");
     check_time_index(&times, entries.len());
 }
 
