@@ -28,7 +28,6 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::cleaner::{CleanOutcome, CleanerConfig, Throttle, clean_partition};
-use super::error::IoContext;
 use super::files::list_dir;
 use super::limits::PARTITIONS_MAX;
 use super::storage::{Disk, OpenMode};
@@ -561,10 +560,7 @@ impl LogManager {
         if all_clean {
             let marker = self.data_dir.join(CLEAN_SHUTDOWN_FILE);
             let file = self.disk.open(&marker, OpenMode::Truncate, "writing")?;
-            self.disk
-                .storage()
-                .sync(&file)
-                .context(|| format!("writing {}", marker.display()))?;
+            self.disk.sync(&file, &marker)?;
             self.disk.sync_dir(&self.data_dir)?;
         }
         Ok(())

@@ -638,10 +638,7 @@ impl Segment {
 
     /// fdatasync of the `.log` file.
     pub(crate) fn sync(&self) -> Result<(), LogError> {
-        self.disk
-            .storage()
-            .sync(&self.log)
-            .context(|| format!("fdatasync of {}", self.log_path().display()))
+        self.disk.sync(&self.log, &self.log_path())
     }
 
     /// Prepares the segment to stop taking appends: records the final

@@ -365,10 +365,7 @@ fn rewrite_segment(
         swap::discard(&view.disk, &path)?;
         return Ok(None);
     }
-    view.disk
-        .storage()
-        .sync(&file)
-        .context(|| format!("fsync of {}", path.display()))?;
+    view.disk.sync(&file, &path)?;
     drop(file);
     Ok(Some((path, written, removed)))
 }

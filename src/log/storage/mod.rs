@@ -115,6 +115,13 @@ impl Disk {
         self.0.write_at(file, &mut [IoSlice::new(bytes)], offset)
     }
 
+    /// fdatasync of `file` (at `path`, which errors name).
+    pub(crate) fn sync(&self, file: &File, path: &Path) -> Result<(), LogError> {
+        self.0
+            .sync(file)
+            .context(|| format!("fdatasync of {}", path.display()))
+    }
+
     /// fsync of a directory, so a created or removed file's name is durable.
     pub(crate) fn sync_dir(&self, dir: &Path) -> Result<(), LogError> {
         self.0
@@ -161,8 +168,8 @@ impl Disk {
     pub(crate) fn write_new(&self, path: &Path, bytes: &[u8]) -> Result<(), LogError> {
         let file = self.open(path, OpenMode::CreateNew, "creating")?;
         self.write_at(&file, bytes, 0)
-            .and_then(|()| self.0.sync(&file))
-            .context(|| format!("writing {}", path.display()))
+            .context(|| format!("writing {}", path.display()))?;
+        self.sync(&file, path)
     }
 
     /// Replaces `path` with `bytes` durably and whole: written to `tmp` (in
