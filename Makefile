@@ -33,10 +33,15 @@ build: deps
 # profile. Only strata is compiled again for it; its dependencies, RocksDB
 # first of all (already at opt-level 3 in the dev profile), are the ones
 # `make test` uses. A release build or a profile of its own would build
-# RocksDB a second time, in a target directory of its own.
-DEMO_BUILD = --config 'profile.dev.package.strata.opt-level=3' \
-	--config 'profile.dev.package.strata.debug-assertions=false' \
-	--config 'profile.dev.package.strata.overflow-checks=false'
+# RocksDB a second time, in a target directory of its own. `make soak`
+# builds its million-line processor-crash run the same way.
+OPTIMIZED = profile.dev.package.strata.opt-level=3 \
+	profile.dev.package.strata.debug-assertions=false \
+	profile.dev.package.strata.overflow-checks=false \
+	profile.dev.package.strata-operators.opt-level=3 \
+	profile.dev.package.strata-operators.debug-assertions=false \
+	profile.dev.package.strata-operators.overflow-checks=false
+DEMO_BUILD = $(addprefix --config ,$(OPTIMIZED))
 
 demo: deps
 	$(CARGO) run $(DEMO_BUILD) --example quickstart
@@ -63,7 +68,8 @@ soak: deps
 	STRATA_SOAK_TXN_KILLS=$(TXN_KILLS) $(CARGO) test --test transactions_kill9 -- --nocapture
 	STRATA_SOAK_POWER_SEEDS=$(POWER_SEEDS) $(CARGO) test --test power_loss -- --nocapture
 	STRATA_SOAK_CRASH_KILLS=$(CRASH_KILLS) STRATA_SOAK_CRASH_LINES=$(CRASH_LINES) \
-		$(CARGO) test --test runtime_crash killed_at_random_moments -- --nocapture --test-threads 1
+		STRATA_EXAMPLE_CONFIG='$(OPTIMIZED)' \
+		$(CARGO) test $(DEMO_BUILD) --test runtime_crash killed_at_random_moments -- --nocapture --test-threads 1
 
 # Formatting and lints, as CI checks them.
 lint: deps

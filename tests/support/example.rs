@@ -8,6 +8,11 @@
 //! was itself built with: a test built by `cargo test --release` runs a
 //! release example and never compiles a debug build (a second RocksDB) in
 //! the middle of the suite.
+//!
+//! A test built with `--config` settings (`make soak` builds strata
+//! optimized inside the dev profile) names them in
+//! `STRATA_EXAMPLE_CONFIG`, one per line or separated by spaces, so the
+//! example is built the same way and shares the test's strata library.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,8 +43,18 @@ fn profile_dir() -> PathBuf {
 }
 
 fn build(name: &str) -> PathBuf {
-    let profile_dir = profile_dir();
-    let target_dir = profile_dir.parent().expect("target/<profile>");
+    let test_profile_dir = profile_dir();
+    // A test built with a separate build directory (`CARGO_BUILD_BUILD_DIR`)
+    // runs from there; its binaries, and so its examples, belong in
+    // `CARGO_TARGET_DIR`.
+    let target_dir = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => test_profile_dir
+            .parent()
+            .expect("target/<profile>")
+            .to_path_buf(),
+    };
+    let profile_dir = target_dir.join(test_profile_dir.file_name().expect("a profile directory"));
     // The `dev` profile builds into `debug`; every other profile, `release`
     // included, into a directory of its own name.
     let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
@@ -47,10 +62,15 @@ fn build(name: &str) -> PathBuf {
         Some(other) => other,
         None => panic!("no profile in {}", profile_dir.display()),
     };
-    let output = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--example", name, "--profile", profile])
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.args(["build", "--quiet", "--example", name, "--profile", profile]);
+    let config = std::env::var("STRATA_EXAMPLE_CONFIG").unwrap_or_default();
+    for setting in config.split_whitespace() {
+        cargo.args(["--config", setting]);
+    }
+    let output = cargo
         .arg("--target-dir")
-        .arg(target_dir)
+        .arg(&target_dir)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("cargo runs");
