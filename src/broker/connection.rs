@@ -56,6 +56,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc
 
 use super::BrokerError;
 use super::api::{self, BrokerContext, Reply};
+use super::auth::Caller;
 use super::fetch_frame::Part;
 use super::frame::{read_frame_body, read_frame_size};
 use super::metrics::Metrics;
@@ -384,9 +385,9 @@ async fn handle_one(
     loop {
         let final_pass = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
         let (handler_ctx, handler_frame) = (Arc::clone(ctx), frame.clone());
-        let client_host = peer.map_or_else(String::new, |p| p.ip().to_string());
+        let caller = Caller::anonymous(peer.map_or_else(String::new, |p| p.ip().to_string()));
         let handled = tokio::task::spawn_blocking(move || {
-            api::handle(&handler_ctx, handler_frame, final_pass, &client_host)
+            api::handle(&handler_ctx, handler_frame, final_pass, &caller)
         })
         .await;
         match handled {

@@ -22,6 +22,7 @@
 
 pub mod api;
 mod append_signals;
+pub mod auth;
 mod config;
 mod connection;
 mod error;

@@ -46,6 +46,7 @@ pub use context::BrokerContext;
 pub(crate) use fetch::DataWait;
 
 use super::BrokerError;
+use super::auth::Caller;
 use super::fetch_frame::{Part, fetch_response};
 use super::group::{JoinOutcome, Pending, SyncOutcome};
 use produce::Produced;
@@ -101,13 +102,14 @@ pub fn decode_request(mut frame: Bytes) -> Result<DecodedRequest, BrokerError> {
 /// Handles one request frame; returns the response frame (size prefix
 /// included), `None` when the request takes no response (Produce with
 /// acks=0), or an error after which the connection closes. Blocks on disk
-/// I/O: call it off the async executor's threads. `client_host` is the
-/// peer's address, as DescribeGroups reports it.
+/// I/O: call it off the async executor's threads. `caller` is who sent
+/// it: the principal the ACLs are checked against, and the peer's address,
+/// as DescribeGroups reports it.
 pub(crate) fn handle(
     ctx: &BrokerContext,
     frame: Bytes,
     final_pass: bool,
-    client_host: &str,
+    caller: &Caller,
 ) -> Result<Reply, BrokerError> {
     let (key, header, body) = match decode_request(frame)? {
         DecodedRequest::Request { key, header, body } => (key, header, body),
@@ -200,7 +202,7 @@ pub(crate) fn handle(
         RequestKind::JoinGroup(request) => {
             let client_id = header.client_id.as_ref().map_or("", |c| c.as_str());
             let joined =
-                group_membership::join_group(ctx, &request, version, client_id, client_host);
+                group_membership::join_group(ctx, &request, version, client_id, &caller.host);
             return answer_when_ready(
                 joined,
                 JoinOutcome::unavailable,
