@@ -47,4 +47,6 @@ pub mod hex;
 pub mod log;
 pub mod record;
 pub mod runtime;
+pub mod sasl;
+pub mod security;
 pub mod time;

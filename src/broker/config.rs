@@ -8,7 +8,10 @@
 
 use std::net::SocketAddr;
 
+use super::auth::{ClientAuth, SaslSettings, TlsSettings};
+use super::listener::{self, ListenerConfig, SecurityProtocol};
 use crate::log::LogConfig;
+use crate::sasl::Mechanism;
 
 /// Pause after a failed accept (e.g. out of file descriptors), on the Kafka
 /// listener and the metrics listener alike.
@@ -28,8 +31,21 @@ pub const LISTEN_BACKLOG: u32 = 4096;
 /// How a broker listens and what it allows.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
-    /// Address to listen on; port 0 picks a free one.
+    /// Address of the one PLAINTEXT listener when `listeners` is empty;
+    /// port 0 picks a free one.
     pub listen: SocketAddr,
+    /// Listeners by name, each with its security protocol; empty means one
+    /// PLAINTEXT listener on `listen`. Key `[[listeners]]`.
+    pub listeners: Vec<ListenerConfig>,
+    /// The broker's certificate and key, and the CAs of client
+    /// certificates, for SSL and SASL_SSL listeners. Key `[tls]`.
+    pub tls: Option<TlsSettings>,
+    /// Lets a listener that does not authenticate bind beyond loopback.
+    /// Off by default: such a listener gives anyone who reaches it every
+    /// topic. Key `allow_unauthenticated_remote`.
+    pub allow_unauthenticated_remote: bool,
+    /// What SASL_PLAINTEXT and SASL_SSL listeners accept. Key `[sasl]`.
+    pub sasl: SaslSettings,
     /// Where to serve Prometheus metrics; off when `None`.
     pub metrics_listen: Option<SocketAddr>,
     /// Host clients are told to connect to (127.0.0.1 by default: librdkafka
@@ -98,6 +114,10 @@ impl Default for BrokerConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            listeners: Vec::new(),
+            tls: None,
+            allow_unauthenticated_remote: false,
+            sasl: SaslSettings::default(),
             advertised_host: "127.0.0.1".to_string(),
             metrics_listen: None,
             node_id: 0,
@@ -150,6 +170,11 @@ impl Default for BrokerConfig {
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
     pub listen: Option<SocketAddr>,
+    #[serde(default)]
+    pub listeners: Vec<ListenerTable>,
+    pub tls: Option<TlsTable>,
+    pub sasl: Option<SaslTable>,
+    pub allow_unauthenticated_remote: Option<bool>,
     pub metrics: Option<SocketAddr>,
     pub advertised_host: Option<String>,
     pub data_dir: Option<std::path::PathBuf>,
@@ -185,6 +210,113 @@ pub struct ConfigFile {
     pub topic_defaults: std::collections::BTreeMap<String, toml::Value>,
 }
 
+/// One `[[listeners]]` entry.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerTable {
+    /// The protocol's name when unset.
+    pub name: Option<String>,
+    pub protocol: SecurityProtocol,
+    pub listen: SocketAddr,
+    /// `HOST:PORT` clients are told to connect to.
+    pub advertised: Option<String>,
+}
+
+/// The `[tls]` table.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsTable {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    pub client_ca: Option<std::path::PathBuf>,
+    /// "none" (the default), "requested" or "required".
+    pub client_auth: Option<String>,
+}
+
+/// The `[sasl]` table.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SaslTable {
+    /// Enabled mechanisms, e.g. `["SCRAM-SHA-512", "PLAIN"]`.
+    pub mechanisms: Option<Vec<String>>,
+    /// Kafka's `connections.max.reauth.ms`; 0 (the default) never expires.
+    pub session_lifetime_ms: Option<u64>,
+    pub failed_login_delay_ms: Option<u64>,
+}
+
+impl SaslTable {
+    fn apply(&self, settings: &mut SaslSettings) -> Result<(), String> {
+        if let Some(names) = &self.mechanisms {
+            settings.mechanisms = parse_mechanisms(names.iter().map(String::as_str))?;
+        }
+        if let Some(ms) = self.session_lifetime_ms {
+            settings.session_lifetime = (ms > 0).then(|| std::time::Duration::from_millis(ms));
+        }
+        if let Some(ms) = self.failed_login_delay_ms {
+            settings.failed_login_delay = std::time::Duration::from_millis(ms);
+        }
+        Ok(())
+    }
+}
+
+/// Mechanism names, each once, at least one.
+pub fn parse_mechanisms<'a>(
+    names: impl Iterator<Item = &'a str>,
+) -> Result<Vec<Mechanism>, String> {
+    let mut mechanisms = Vec::new();
+    for name in names {
+        let mechanism: Mechanism = name
+            .trim()
+            .parse()
+            .map_err(|e| format!("[sasl] mechanisms: {e}"))?;
+        if !mechanisms.contains(&mechanism) {
+            mechanisms.push(mechanism);
+        }
+    }
+    if mechanisms.is_empty() {
+        return Err("[sasl] mechanisms: enable at least one".into());
+    }
+    Ok(mechanisms)
+}
+
+impl ListenerTable {
+    fn to_config(&self) -> Result<ListenerConfig, String> {
+        let name = match &self.name {
+            Some(name) => {
+                listener::check_name(name)?;
+                name.clone()
+            }
+            None => self.protocol.name().to_string(),
+        };
+        let advertised = self
+            .advertised
+            .as_deref()
+            .map(listener::parse_advertised)
+            .transpose()?;
+        Ok(ListenerConfig {
+            name,
+            protocol: self.protocol,
+            listen: self.listen,
+            advertised,
+        })
+    }
+}
+
+impl TlsTable {
+    fn to_settings(&self) -> Result<TlsSettings, String> {
+        let client_auth = match &self.client_auth {
+            Some(text) => text.parse::<ClientAuth>()?,
+            None => ClientAuth::None,
+        };
+        Ok(TlsSettings {
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            client_ca: self.client_ca.clone(),
+            client_auth,
+        })
+    }
+}
+
 /// Smallest request size limit accepted (a Metadata request must fit).
 const REQUEST_BYTES_MIN: usize = 1024;
 /// Largest request size limit accepted: a frame's size prefix is an i32.
@@ -196,8 +328,26 @@ const REQUEST_MEMORY_BYTES_LIMIT: usize = 1 << 40;
 const IN_FLIGHT_REQUESTS_LIMIT: usize = 1000;
 
 impl BrokerConfig {
+    /// The listeners to open: those configured, or one PLAINTEXT listener
+    /// on `listen`.
+    pub fn effective_listeners(&self) -> Vec<ListenerConfig> {
+        if self.listeners.is_empty() {
+            vec![ListenerConfig::new(
+                SecurityProtocol::Plaintext,
+                self.listen,
+            )]
+        } else {
+            self.listeners.clone()
+        }
+    }
+
     /// Checks the limits against each other; the message names the keys.
     pub fn check(&self) -> Result<(), String> {
+        listener::check_listeners(
+            &self.effective_listeners(),
+            self.tls.as_ref(),
+            self.allow_unauthenticated_remote,
+        )?;
         if !(REQUEST_BYTES_MIN..=REQUEST_BYTES_LIMIT).contains(&self.request_bytes_max) {
             return Err(format!(
                 "request_bytes_max = {} is outside {REQUEST_BYTES_MIN}..={REQUEST_BYTES_LIMIT}",
@@ -251,6 +401,27 @@ impl ConfigFile {
     pub fn apply(&self, config: &mut BrokerConfig) -> Result<(), String> {
         if let Some(listen) = self.listen {
             config.listen = listen;
+        }
+        if !self.listeners.is_empty() {
+            if self.listen.is_some() {
+                return Err(
+                    "set either listen (one PLAINTEXT listener) or [[listeners]], not both".into(),
+                );
+            }
+            config.listeners = self
+                .listeners
+                .iter()
+                .map(ListenerTable::to_config)
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(tls) = &self.tls {
+            config.tls = Some(tls.to_settings()?);
+        }
+        if let Some(sasl) = &self.sasl {
+            sasl.apply(&mut config.sasl)?;
+        }
+        if let Some(allow) = self.allow_unauthenticated_remote {
+            config.allow_unauthenticated_remote = allow;
         }
         if let Some(metrics) = self.metrics {
             config.metrics_listen = Some(metrics);
@@ -419,5 +590,52 @@ mod tests {
             assert!(file.apply(&mut BrokerConfig::default()).is_err(), "{bad}");
         }
         BrokerConfig::default().check().unwrap();
+    }
+
+    #[test]
+    fn listeners_and_tls_are_read_from_the_file() {
+        let file = ConfigFile::parse(
+            r#"
+            [[listeners]]
+            name = "LOCAL"
+            protocol = "PLAINTEXT"
+            listen = "127.0.0.1:9092"
+
+            [[listeners]]
+            protocol = "SASL_SSL"
+            listen = "0.0.0.0:9093"
+            advertised = "broker.example.com:9093"
+
+            [tls]
+            cert = "/etc/strata/server.pem"
+            key = "/etc/strata/server.key"
+            client_ca = "/etc/strata/ca.pem"
+            client_auth = "requested"
+            "#,
+        )
+        .unwrap();
+        let mut config = BrokerConfig::default();
+        file.apply(&mut config).unwrap();
+        let listeners = config.effective_listeners();
+        assert_eq!(listeners.len(), 2);
+        assert_eq!(listeners[0].name, "LOCAL");
+        assert_eq!(listeners[1].name, "SASL_SSL");
+        assert_eq!(
+            listeners[1].advertised,
+            Some(("broker.example.com".to_string(), 9093))
+        );
+        assert_eq!(config.tls.unwrap().client_auth, ClientAuth::Requested);
+
+        for bad in [
+            "listen = \"127.0.0.1:1\"\n[[listeners]]\nprotocol = \"PLAINTEXT\"\nlisten = \"127.0.0.1:2\"",
+            "[[listeners]]\nprotocol = \"TLS\"\nlisten = \"127.0.0.1:2\"",
+            "[[listeners]]\nprotocol = \"SSL\"\nlisten = \"127.0.0.1:2\"",
+            "[[listeners]]\nprotocol = \"PLAINTEXT\"\nlisten = \"0.0.0.0:2\"",
+            "[tls]\ncert = \"c\"\nkey = \"k\"\nclient_auth = \"always\"",
+        ] {
+            let applied =
+                ConfigFile::parse(bad).and_then(|f| f.apply(&mut BrokerConfig::default()));
+            assert!(applied.is_err(), "{bad}");
+        }
     }
 }

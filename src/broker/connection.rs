@@ -44,23 +44,40 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use nix::sys::sendfile::sendfile;
-use tokio::io::{AsyncWriteExt, Interest};
+use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
-use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc, watch};
+use tokio_rustls::TlsAcceptor;
 
 use super::BrokerError;
 use super::api::{self, BrokerContext, Reply};
-use super::auth::Caller;
+use super::auth::{Caller, Principal, SASL_FRAME_BYTES_MAX, SaslSession, SaslSettings, Step};
 use super::fetch_frame::Part;
 use super::frame::{read_frame_body, read_frame_size};
+use super::listener::Endpoint;
 use super::metrics::Metrics;
-use crate::log::FileSlice;
+use super::transport::{ResponseWriter, TlsWriter};
+use crate::security;
+
+/// How long a client has to complete the TLS handshake after connecting.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a connection knows of the listener it arrived on.
+pub(crate) struct Link {
+    /// What its clients are told to connect to.
+    pub endpoint: Endpoint,
+    /// The TLS acceptor of an SSL or SASL_SSL listener.
+    pub tls: Option<Arc<super::auth::TlsReloader>>,
+    /// The listener knows who its clients are (SASL, or required client
+    /// certificates): see [`Caller::secured`].
+    pub secured: bool,
+    /// What a SASL listener accepts.
+    pub sasl: Option<SaslSettings>,
+}
 
 /// A request read and not yet answered.
 struct Request {
@@ -103,18 +120,114 @@ impl Drop for Gauge {
     }
 }
 
+/// Serves one accepted connection: the TLS handshake first on a TLS
+/// listener, then requests until the connection ends.
 pub(crate) async fn serve(
-    mut stream: TcpStream,
+    stream: TcpStream,
+    link: Arc<Link>,
     ctx: Arc<BrokerContext>,
     request_memory: Arc<Semaphore>,
     shutdown: watch::Receiver<bool>,
 ) {
     let peer = stream.peer_addr().ok();
-    let (reader, writer) = stream.split();
+    let host = peer.map_or_else(String::new, |p| p.ip().to_string());
+    let Some(tls) = &link.tls else {
+        let mut stream = stream;
+        let (reader, writer) = stream.split();
+        let caller = Caller {
+            principal: Principal::anonymous(),
+            host,
+            secured: link.secured,
+        };
+        return run(
+            reader,
+            writer,
+            &link,
+            caller,
+            ctx,
+            request_memory,
+            shutdown,
+            peer,
+        )
+        .await;
+    };
+    let acceptor: TlsAcceptor = tls.acceptor();
+    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            ctx.metrics
+                .tls_handshake_failures
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(?peer, "closing connection: TLS handshake failed: {error}");
+            return;
+        }
+        Err(_) => {
+            ctx.metrics
+                .tls_handshake_failures
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                ?peer,
+                "closing connection: no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:?}"
+            );
+            return;
+        }
+    };
+    // A verified client certificate names the principal (Kafka's default
+    // principal builder: `User:` and the subject's distinguished name).
+    let principal = match stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+    {
+        Some(certificate) => match security::subject_name(certificate) {
+            Ok(name) => Principal::user(name),
+            Err(error) => {
+                tracing::warn!(?peer, "closing connection: {error}");
+                return;
+            }
+        },
+        None => Principal::anonymous(),
+    };
+    let caller = Caller {
+        principal,
+        host,
+        secured: link.secured,
+    };
+    let (reader, writer) = tokio::io::split(stream);
+    run(
+        reader,
+        TlsWriter { stream: writer },
+        &link,
+        caller,
+        ctx,
+        request_memory,
+        shutdown,
+        peer,
+    )
+    .await;
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one connection's parts, passed once"
+)]
+async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
+    reader: R,
+    writer: W,
+    link: &Link,
+    caller: Caller,
+    ctx: Arc<BrokerContext>,
+    request_memory: Arc<Semaphore>,
+    shutdown: watch::Receiver<bool>,
+    peer: Option<SocketAddr>,
+) {
     // Never full: the reader's in-flight slots bound what it queues.
     let (queue, queued) = mpsc::channel(ctx.config.in_flight_requests_max);
     // The writer's "a response went out", which restarts the idle clock.
     let answered = Notify::new();
+    // Until a SASL connection authenticates, its frames are small.
+    let authenticated = AtomicBool::new(link.sasl.is_none());
     let reading = read_requests(
         reader,
         &ctx,
@@ -123,9 +236,19 @@ pub(crate) async fn serve(
         &answered,
         shutdown.clone(),
         peer,
+        &authenticated,
     );
     let (outgoing, to_write) = mpsc::channel(ctx.config.in_flight_requests_max);
-    let handling = handle_requests(&ctx, queued, outgoing, shutdown, peer);
+    let handling = handle_requests(
+        &ctx,
+        queued,
+        outgoing,
+        shutdown,
+        peer,
+        link,
+        caller,
+        &authenticated,
+    );
     let writing = write_responses(writer, &ctx, to_write, &answered, peer);
     tokio::select! {
         () = writing => {}
@@ -147,14 +270,15 @@ pub(crate) async fn serve(
 /// Reads requests into `queue` until EOF, a bad frame, idleness or
 /// shutdown, holding back while the connection's in-flight slots or the
 /// request memory budget are used up.
-async fn read_requests(
-    mut stream: ReadHalf<'_>,
+async fn read_requests<R: AsyncRead + Unpin>(
+    mut stream: R,
     ctx: &Arc<BrokerContext>,
     request_memory: &Arc<Semaphore>,
     queue: mpsc::Sender<Request>,
     answered: &Notify,
     mut shutdown: watch::Receiver<bool>,
     peer: Option<SocketAddr>,
+    authenticated: &AtomicBool,
 ) {
     let config = &ctx.config;
     let slots = Arc::new(Semaphore::new(config.in_flight_requests_max));
@@ -192,6 +316,16 @@ async fn read_requests(
                 return;
             }
         };
+        // Checked once the size has arrived: a client sends its first
+        // request after the answer that authenticated it, by which time
+        // the flag is set.
+        if size > SASL_FRAME_BYTES_MAX && !authenticated.load(Ordering::Acquire) {
+            tracing::debug!(
+                ?peer,
+                "closing connection: a {size}-byte frame before SASL authentication (at most {SASL_FRAME_BYTES_MAX})"
+            );
+            return;
+        }
         // Sizes are at most request_bytes_max, which is at most i32::MAX
         // and at most the whole budget: the reservation can always succeed.
         let bytes = u32::try_from(size).unwrap_or(u32::MAX);
@@ -275,7 +409,12 @@ async fn handle_requests(
     outgoing: mpsc::Sender<Outgoing>,
     mut shutdown: watch::Receiver<bool>,
     peer: Option<SocketAddr>,
+    link: &Link,
+    caller: Caller,
+    authenticated: &AtomicBool,
 ) {
+    let mut caller = Arc::new(caller);
+    let mut sasl = link.sasl.clone().map(SaslSession::new);
     loop {
         let request = tokio::select! {
             biased;
@@ -296,7 +435,92 @@ async fn handle_requests(
             frame.get(1).copied().unwrap_or(0xff),
         ]);
         let bytes_in = frame.len() as u64 + 4;
-        let Some(response) = handle_one(ctx, frame, &mut shutdown, peer).await else {
+        if let Some(session) = sasl.take() {
+            let (step_ctx, step_frame) = (Arc::clone(ctx), frame.clone());
+            let stepped = tokio::task::spawn_blocking(move || {
+                let mut session = session;
+                let step = session.step(
+                    &step_frame,
+                    &step_ctx.credentials,
+                    std::time::Instant::now(),
+                );
+                (session, step)
+            })
+            .await;
+            let Ok((session, step)) = stepped else {
+                tracing::error!(?peer, "closing connection: the SASL step failed");
+                return;
+            };
+            let answer = match step {
+                Step::Pass => None,
+                Step::Answer(part) => Some(part),
+                Step::Authenticated(part) => {
+                    let principal = session
+                        .principal()
+                        .cloned()
+                        .unwrap_or_else(Principal::anonymous);
+                    ctx.metrics
+                        .sasl_authentications
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(?peer, %principal, "authenticated");
+                    caller = Arc::new(Caller {
+                        principal,
+                        ..Caller::clone(&caller)
+                    });
+                    authenticated.store(true, Ordering::Release);
+                    Some(part)
+                }
+                Step::Fail(answer, reason) => {
+                    ctx.metrics
+                        .sasl_authentication_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(?peer, "SASL authentication failed: {reason}");
+                    let delay = link
+                        .sasl
+                        .as_ref()
+                        .map_or(Duration::ZERO, |s| s.failed_login_delay);
+                    tokio::select! {
+                        biased;
+                        _ = shutdown.wait_for(|stop| *stop) => return,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                    if let Some(part) = answer {
+                        let _ = outgoing
+                            .send(Outgoing {
+                                response: Response::Ready(Some(vec![part]), now()),
+                                api_key,
+                                bytes_in,
+                                started,
+                                memory: None,
+                                slot,
+                            })
+                            .await;
+                    }
+                    return;
+                }
+                Step::Close(reason) => {
+                    tracing::debug!(?peer, "closing connection: {reason}");
+                    return;
+                }
+            };
+            sasl = Some(session);
+            if let Some(part) = answer {
+                let next = Outgoing {
+                    response: Response::Ready(Some(vec![part]), now()),
+                    api_key,
+                    bytes_in,
+                    started,
+                    memory: None,
+                    slot,
+                };
+                if outgoing.send(next).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+        }
+        let Some(response) = handle_one(ctx, frame, &mut shutdown, peer, link, &caller).await
+        else {
             return;
         };
         // A response already known holds nothing of the frame.
@@ -317,8 +541,8 @@ async fn handle_requests(
 
 /// Writes the responses in order, waiting for each pending one, until the
 /// handler stops, or a write fails or stalls.
-async fn write_responses(
-    mut stream: WriteHalf<'_>,
+async fn write_responses<W: ResponseWriter>(
+    mut stream: W,
     ctx: &Arc<BrokerContext>,
     mut to_write: mpsc::Receiver<Outgoing>,
     answered: &Notify,
@@ -362,7 +586,7 @@ async fn write_responses(
                 .sum();
             let _buffered = Gauge::add(ctx, |m| &m.response_bytes_buffered, in_memory);
             let stall = ctx.config.socket_stall_timeout;
-            if let Err(error) = write_parts(&mut stream, &parts, stall).await {
+            if let Err(error) = stream.write_parts(&parts, stall).await {
                 tracing::debug!(?peer, "closing connection: writing a response: {error}");
                 return;
             }
@@ -380,14 +604,16 @@ async fn handle_one(
     frame: Bytes,
     shutdown: &mut watch::Receiver<bool>,
     peer: Option<SocketAddr>,
+    link: &Link,
+    caller: &Arc<Caller>,
 ) -> Option<Response> {
     let mut deadline: Option<tokio::time::Instant> = None;
     loop {
         let final_pass = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
         let (handler_ctx, handler_frame) = (Arc::clone(ctx), frame.clone());
-        let caller = Caller::anonymous(peer.map_or_else(String::new, |p| p.ip().to_string()));
+        let (caller, endpoint) = (Arc::clone(caller), link.endpoint.clone());
         let handled = tokio::task::spawn_blocking(move || {
-            api::handle(&handler_ctx, handler_frame, final_pass, &caller)
+            api::handle(&handler_ctx, handler_frame, final_pass, &caller, &endpoint)
         })
         .await;
         match handled {
@@ -440,75 +666,6 @@ async fn handle_one(
     }
 }
 
-/// Writes a response: in-memory parts with `write`, file ranges with
-/// `sendfile` (the kernel copies from the page cache to the socket). Fails
-/// when the socket takes nothing for `stall`.
-async fn write_parts(
-    stream: &mut WriteHalf<'_>,
-    parts: &[Part],
-    stall: Duration,
-) -> std::io::Result<()> {
-    for part in parts {
-        match part {
-            Part::Bytes(bytes) => write_bytes(stream, bytes, stall).await?,
-            Part::File(slice) => send_file(stream.as_ref(), slice, stall).await?,
-        }
-    }
-    Ok(())
-}
-
 fn now() -> std::time::Instant {
     std::time::Instant::now()
-}
-
-fn stalled(stall: Duration) -> std::io::Error {
-    std::io::Error::new(
-        std::io::ErrorKind::TimedOut,
-        format!("the client read nothing for {stall:?}"),
-    )
-}
-
-async fn write_bytes(
-    stream: &mut WriteHalf<'_>,
-    mut bytes: &[u8],
-    stall: Duration,
-) -> std::io::Result<()> {
-    while !bytes.is_empty() {
-        let written = tokio::time::timeout(stall, stream.write(bytes))
-            .await
-            .map_err(|_| stalled(stall))??;
-        if written == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        bytes = &bytes[written..];
-    }
-    Ok(())
-}
-
-async fn send_file(stream: &TcpStream, slice: &FileSlice, stall: Duration) -> std::io::Result<()> {
-    let mut offset = i64::try_from(slice.position).map_err(std::io::Error::other)?;
-    let mut remaining = usize::try_from(slice.len).map_err(std::io::Error::other)?;
-    while remaining > 0 {
-        tokio::time::timeout(stall, stream.writable())
-            .await
-            .map_err(|_| stalled(stall))??;
-        let sent = stream.try_io(Interest::WRITABLE, || {
-            sendfile(stream, &*slice.file, Some(&mut offset), remaining)
-                .map_err(std::io::Error::from)
-        });
-        match sent {
-            // The file ended early: retention cannot shrink an open file, so
-            // this is a bug or outside interference; the frame is now short.
-            Ok(0) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "segment file ended before the fetched range",
-                ));
-            }
-            Ok(n) => remaining -= n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }

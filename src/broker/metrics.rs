@@ -48,6 +48,12 @@ pub struct Metrics {
     pub(crate) fetches_waiting: AtomicU64,
     /// Counter: waiting fetches woken by an append to a partition they read.
     pub(crate) fetch_wakeups: AtomicU64,
+    /// Counter: connections closed because their TLS handshake failed or
+    /// did not finish in time.
+    pub(crate) tls_handshake_failures: AtomicU64,
+    /// Counter: SASL authentications that succeeded, and that failed.
+    pub(crate) sasl_authentications: AtomicU64,
+    pub(crate) sasl_authentication_failures: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -64,6 +70,9 @@ impl Default for Metrics {
             response_bytes_buffered: AtomicU64::new(0),
             fetches_waiting: AtomicU64::new(0),
             fetch_wakeups: AtomicU64::new(0),
+            tls_handshake_failures: AtomicU64::new(0),
+            sasl_authentications: AtomicU64::new(0),
+            sasl_authentication_failures: AtomicU64::new(0),
         }
     }
 }
@@ -153,6 +162,21 @@ impl Metrics {
             ),
             ("strata_fetches_waiting", "gauge", &self.fetches_waiting),
             ("strata_fetch_wakeups_total", "counter", &self.fetch_wakeups),
+            (
+                "strata_tls_handshake_failures_total",
+                "counter",
+                &self.tls_handshake_failures,
+            ),
+            (
+                "strata_sasl_authentications_total",
+                "counter",
+                &self.sasl_authentications,
+            ),
+            (
+                "strata_sasl_authentication_failures_total",
+                "counter",
+                &self.sasl_authentication_failures,
+            ),
         ] {
             let _ = writeln!(out, "# TYPE {name} {kind}");
             let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));

@@ -33,12 +33,14 @@ pub mod fuzzing;
 pub mod group;
 mod huge_alloc;
 mod latency;
+pub mod listener;
 mod metrics;
 mod server;
+mod transport;
 pub mod txn;
 
 pub use append_signals::{AppendSignals, AppendWatch};
-pub use config::{BrokerConfig, ConfigFile, LISTEN_BACKLOG};
+pub use config::{BrokerConfig, ConfigFile, LISTEN_BACKLOG, parse_mechanisms};
 pub use error::{BrokerError, ErrorCode};
 pub use huge_alloc::{HugeReservingAllocator, huge_claims_survivable};
 pub use metrics::Metrics;

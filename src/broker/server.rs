@@ -7,12 +7,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::api::BrokerContext;
+use super::auth::{CredentialStore, TlsReloader};
 use super::config::{ACCEPT_RETRY_DELAY, LISTEN_BACKLOG};
+use super::connection::Link;
 use super::group::GroupCoordinator;
+use super::listener::{Endpoint, SecurityProtocol, authenticates};
 use super::txn::TxnCoordinator;
 use super::{BrokerConfig, BrokerError, connection};
 use crate::log::LogManager;
@@ -28,9 +31,15 @@ const GROUP_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// A bound, not yet serving, broker.
 pub struct Broker {
-    listener: TcpListener,
+    listeners: Vec<Bound>,
     metrics_listener: Option<TcpListener>,
     ctx: Arc<BrokerContext>,
+}
+
+/// One listener's socket and what its connections need.
+struct Bound {
+    socket: TcpListener,
+    link: Arc<Link>,
 }
 
 impl Broker {
@@ -58,6 +67,10 @@ impl Broker {
                 error: std::io::Error::other(e),
             }
         })?;
+        let credentials = CredentialStore::open(log.data_dir()).map_err(|e| BrokerError::Io {
+            context: "opening the SCRAM credentials".into(),
+            error: std::io::Error::other(e),
+        })?;
         let appends: Arc<super::AppendSignals> = Arc::default();
         let transactions_dir = log.data_dir().join(TRANSACTIONS_DIR);
         let transactions = TxnCoordinator::open(
@@ -72,22 +85,51 @@ impl Broker {
         })?;
         // Before the port opens: no client sees a half-ended transaction.
         transactions.recover(&groups);
-        let listener = listen(config.listen).map_err(|error| BrokerError::Io {
-            context: format!("listening on {}", config.listen),
-            error,
-        })?;
-        let local = listener.local_addr().map_err(|error| BrokerError::Io {
-            context: "reading the bound address".into(),
-            error,
-        })?;
+        let tls = match &config.tls {
+            Some(settings) => Some(Arc::new(
+                TlsReloader::load(settings.clone())
+                    .map_err(|e| BrokerError::Config(e.to_string()))?,
+            )),
+            None => None,
+        };
+        let mut listeners = Vec::new();
+        for listener in config.effective_listeners() {
+            let socket = listen(listener.listen).map_err(|error| BrokerError::Io {
+                context: format!("listening on {} ({})", listener.listen, listener.name),
+                error,
+            })?;
+            let local = socket.local_addr().map_err(|error| BrokerError::Io {
+                context: "reading the bound address".into(),
+                error,
+            })?;
+            let (host, port) = listener
+                .advertised
+                .clone()
+                .unwrap_or_else(|| (config.advertised_host.clone(), local.port()));
+            let link = Link {
+                endpoint: Endpoint {
+                    name: listener.name.clone(),
+                    protocol: listener.protocol,
+                    host,
+                    port: i32::from(port),
+                },
+                tls: listener.protocol.uses_tls().then(|| tls.clone()).flatten(),
+                secured: authenticates(listener.protocol, config.tls.as_ref()),
+                sasl: listener.protocol.uses_sasl().then(|| config.sasl.clone()),
+            };
+            listeners.push(Bound {
+                socket,
+                link: Arc::new(link),
+            });
+        }
         let ctx = Arc::new(BrokerContext {
             log,
             config,
-            advertised_port: i32::from(local.port()),
             appends,
             metrics: super::Metrics::default(),
             groups,
             transactions,
+            credentials,
         });
         let metrics_listener = match ctx.config.metrics_listen {
             Some(addr) => Some(
@@ -101,7 +143,7 @@ impl Broker {
             None => None,
         };
         Ok(Self {
-            listener,
+            listeners,
             metrics_listener,
             ctx,
         })
@@ -113,11 +155,28 @@ impl Broker {
         Arc::clone(&self.ctx.appends)
     }
 
-    /// The address the broker listens on.
+    /// The address of the first listener.
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener
+        self.listeners[0]
+            .socket
             .local_addr()
             .expect("a bound listener has an address")
+    }
+
+    /// Each listener's name, protocol and bound address, in the order
+    /// configured.
+    pub fn listener_addrs(&self) -> Vec<(String, SecurityProtocol, SocketAddr)> {
+        self.listeners
+            .iter()
+            .map(|bound| {
+                let endpoint = &bound.link.endpoint;
+                let addr = bound
+                    .socket
+                    .local_addr()
+                    .expect("a bound listener has an address");
+                (endpoint.name.clone(), endpoint.protocol, addr)
+            })
+            .collect()
     }
 
     /// The address metrics are served on, if enabled.
@@ -143,37 +202,34 @@ impl Broker {
         let request_memory = Arc::new(Semaphore::new(self.ctx.config.request_memory_bytes_max));
         let (stop, stopped) = watch::channel(false);
         let mut connections = JoinSet::new();
+        // One accept loop per listener, all drawing on the same connection
+        // permits; accepted connections come here to be served.
+        let (accepted_tx, mut accepted) = tokio::sync::mpsc::channel(1);
+        let mut accepting = JoinSet::new();
+        for bound in self.listeners {
+            accepting.spawn(accept(bound, Arc::clone(&permits), accepted_tx.clone()));
+        }
+        drop(accepted_tx);
         tokio::pin!(shutdown);
         loop {
-            let permit = tokio::select! {
-                permit = Arc::clone(&permits).acquire_owned() => permit.expect("the semaphore is never closed"),
+            let (stream, link, permit) = tokio::select! {
+                next = accepted.recv() => match next {
+                    Some(next) => next,
+                    None => break,
+                },
                 () = &mut shutdown => break,
             };
-            let accepted = tokio::select! {
-                accepted = self.listener.accept() => accepted,
-                () = &mut shutdown => break,
-            };
-            let (stream, _) = match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors and the like: keep serving,
-                    // but do not spin while the condition lasts.
-                    tracing::warn!("accepting a connection failed: {error}");
-                    tokio::time::sleep(ACCEPT_RETRY_DELAY).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
             let ctx = Arc::clone(&self.ctx);
             let stopped = stopped.clone();
             let request_memory = Arc::clone(&request_memory);
             connections.spawn(async move {
-                connection::serve(stream, ctx, request_memory, stopped).await;
+                connection::serve(stream, link, ctx, request_memory, stopped).await;
                 drop(permit);
             });
             // Reap finished connections so the set does not grow.
             while connections.try_join_next().is_some() {}
         }
+        accepting.shutdown().await;
         let _ = stop.send(true);
         let drained = tokio::time::timeout(self.ctx.config.shutdown_grace, async {
             while connections.join_next().await.is_some() {}
@@ -195,7 +251,39 @@ impl Broker {
     }
 }
 
-/// Binds the Kafka listener with a backlog of [`LISTEN_BACKLOG`] (tokio's
+/// Accepts on one listener while a connection permit is free, passing
+/// each connection on with its permit.
+async fn accept(
+    bound: Bound,
+    permits: Arc<Semaphore>,
+    accepted: tokio::sync::mpsc::Sender<(tokio::net::TcpStream, Arc<Link>, OwnedSemaphorePermit)>,
+) {
+    loop {
+        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else {
+            return;
+        };
+        let stream = match bound.socket.accept().await {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                // Out of file descriptors and the like: keep serving,
+                // but do not spin while the condition lasts.
+                tracing::warn!("accepting a connection failed: {error}");
+                tokio::time::sleep(ACCEPT_RETRY_DELAY).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        if accepted
+            .send((stream, Arc::clone(&bound.link), permit))
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// Binds a Kafka listener with a backlog of [`LISTEN_BACKLOG`] (tokio's
 /// `TcpListener::bind` asks for 128), reusing the address as it does.
 fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() {

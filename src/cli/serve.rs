@@ -8,6 +8,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Args;
 
+use crate::broker::auth::{ClientAuth, TlsSettings};
+use crate::broker::listener::ListenerConfig;
 use crate::broker::{Broker, BrokerConfig, ConfigFile};
 use crate::log::LogManager;
 
@@ -18,9 +20,34 @@ pub struct ServeArgs {
     /// The log's data directory [default: ./strata-data].
     #[arg(long, env = "STRATA_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:9092].
-    #[arg(long)]
+    /// Address of a single PLAINTEXT listener [default: 127.0.0.1:9092].
+    #[arg(long, conflicts_with = "listener")]
     pub listen: Option<SocketAddr>,
+    /// A listener, `[NAME:]PROTOCOL://HOST:PORT` with PROTOCOL one of
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; repeat for several
+    /// (replaces the config file's [[listeners]]).
+    #[arg(long = "listener", value_name = "LISTENER")]
+    pub listener: Vec<ListenerConfig>,
+    /// The broker's certificate chain (PEM), for SSL and SASL_SSL listeners.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) that client certificates must chain to.
+    #[arg(long)]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Client certificates: none, requested or required [default: none,
+    /// or required when --tls-client-ca is given].
+    #[arg(long)]
+    pub tls_client_auth: Option<ClientAuth>,
+    /// Let a listener that does not authenticate bind beyond loopback.
+    #[arg(long)]
+    pub allow_unauthenticated_remote: bool,
+    /// SASL mechanisms enabled on SASL listeners, comma-separated
+    /// [default: SCRAM-SHA-512,SCRAM-SHA-256,PLAIN].
+    #[arg(long, value_delimiter = ',')]
+    pub sasl_mechanisms: Vec<String>,
     /// Host clients are told to connect to [default: 127.0.0.1].
     #[arg(long)]
     pub advertised_host: Option<String>,
@@ -40,6 +67,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         advertised_host,
         config: config_path,
         metrics,
+        listener,
+        tls_cert,
+        tls_key,
+        tls_client_ca,
+        tls_client_auth,
+        allow_unauthenticated_remote,
+        sasl_mechanisms,
     } = args;
     let mut config = BrokerConfig::default();
     let mut file_data_dir = None;
@@ -53,7 +87,39 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     if let Some(listen) = listen {
         config.listen = listen;
+        config.listeners.clear();
     }
+    if !listener.is_empty() {
+        config.listeners = listener;
+    }
+    if let (Some(cert), Some(key)) = (tls_cert, tls_key) {
+        config.tls = Some(TlsSettings {
+            cert,
+            key,
+            client_ca: None,
+            client_auth: ClientAuth::None,
+        });
+    }
+    if let Some(tls) = &mut config.tls {
+        if let Some(ca) = tls_client_ca {
+            tls.client_ca = Some(ca);
+            tls.client_auth = ClientAuth::Required;
+        }
+        if let Some(auth) = tls_client_auth {
+            tls.client_auth = auth;
+        }
+    } else if tls_client_ca.is_some() || tls_client_auth.is_some() {
+        anyhow::bail!("--tls-client-ca and --tls-client-auth need --tls-cert and --tls-key");
+    }
+    if allow_unauthenticated_remote {
+        config.allow_unauthenticated_remote = true;
+    }
+    if !sasl_mechanisms.is_empty() {
+        config.sasl.mechanisms =
+            crate::broker::parse_mechanisms(sasl_mechanisms.iter().map(String::as_str))
+                .map_err(|e| anyhow::anyhow!(e))?;
+    }
+    config.check().map_err(|e| anyhow::anyhow!(e))?;
     if let Some(host) = advertised_host {
         config.advertised_host = host;
     }
@@ -73,7 +139,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         // as soon as the broker accepts connections must stop it cleanly.
         let signalled = shutdown_signal()?;
         let broker = Broker::bind(config, Arc::clone(&log)).await?;
-        println!("strata listening on {}", broker.local_addr());
+        for (name, protocol, addr) in broker.listener_addrs() {
+            if name == protocol.name() {
+                println!("strata listening on {addr} ({protocol})");
+            } else {
+                println!("strata listening on {addr} ({name}: {protocol})");
+            }
+        }
         if let Some(metrics) = broker.metrics_addr() {
             println!("metrics on http://{metrics}/metrics");
         }

@@ -4,6 +4,8 @@
 //! - `wire`: the Kafka protocol by hand, and the common requests;
 //! - `broker`: a broker served in the test's own runtime;
 //! - `server_process`: `strata serve` as a real process;
+//! - `certs`: a CA and certificates made for one test;
+//! - `secured_broker`: `strata serve` with every kind of listener;
 //! - `example`: example binaries built in the test's own profile;
 //! - `member`: a consumer-group member polling in a task;
 //! - `mock_cluster`: librdkafka's mock Kafka cluster of several brokers;
@@ -14,12 +16,14 @@
 #![allow(unused_imports, reason = "each test file uses a different subset")]
 
 pub mod broker;
+pub mod certs;
 pub mod example;
 pub mod log;
 pub mod member;
 pub mod mock_cluster;
 pub mod records;
 pub mod rng;
+pub mod secured_broker;
 pub mod server_process;
 pub mod wait;
 pub mod wire;

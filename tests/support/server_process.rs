@@ -87,8 +87,10 @@ impl ServerProcess {
             use std::io::BufRead;
             for line in std::io::BufReader::new(stdout).lines() {
                 let Ok(line) = line else { return };
-                if let Some(addr) = line.strip_prefix("strata listening on ") {
-                    let _ = found.send(addr.trim().to_string());
+                if let Some(rest) = line.strip_prefix("strata listening on ") {
+                    // `ADDR (PROTOCOL)`: the first listener's address.
+                    let addr = rest.split_whitespace().next().unwrap_or_default();
+                    let _ = found.send(addr.to_string());
                 }
                 if let Some(url) = line.strip_prefix("metrics on http://") {
                     let addr = url.trim().trim_end_matches("/metrics");

@@ -56,6 +56,8 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::DescribeProducers,
     ApiKey::DescribeCluster,
     ApiKey::DeleteRecords,
+    ApiKey::SaslHandshake,
+    ApiKey::SaslAuthenticate,
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
 ];

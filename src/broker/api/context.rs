@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::broker::auth::CredentialStore;
 use crate::broker::group::GroupCoordinator;
 use crate::broker::txn::TxnCoordinator;
 use crate::broker::{AppendSignals, BrokerConfig, Metrics};
@@ -13,8 +14,6 @@ use crate::log::LogManager;
 pub struct BrokerContext {
     pub log: Arc<LogManager>,
     pub config: BrokerConfig,
-    /// The port clients are told to use (the bound one, if 0 was asked for).
-    pub advertised_port: i32,
     /// Per-partition wakeups for fetches that wait for data; produce signals
     /// each partition it appends to, and so does an app appending to the
     /// same log in this process.
@@ -22,4 +21,7 @@ pub struct BrokerContext {
     pub metrics: Metrics,
     pub groups: GroupCoordinator,
     pub transactions: TxnCoordinator,
+    /// The users SASL/SCRAM and SASL/PLAIN authenticate, in
+    /// `<data>/security/`.
+    pub credentials: CredentialStore,
 }

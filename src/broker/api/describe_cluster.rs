@@ -9,6 +9,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use super::metadata::CLUSTER_ID;
+use crate::broker::listener::Endpoint;
 
 const ENDPOINT_BROKERS: i8 = 1;
 /// UNSUPPORTED_ENDPOINT_TYPE.
@@ -19,6 +20,7 @@ const OPERATIONS_NOT_PROVIDED: i32 = i32::MIN;
 pub(super) fn handle(
     ctx: &BrokerContext,
     request: &DescribeClusterRequest,
+    endpoint: &Endpoint,
 ) -> DescribeClusterResponse {
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
@@ -36,7 +38,7 @@ pub(super) fn handle(
     response.with_controller_id(node).with_brokers(vec![
         DescribeClusterBroker::default()
             .with_broker_id(node)
-            .with_host(StrBytes::from_string(ctx.config.advertised_host.clone()))
-            .with_port(ctx.advertised_port),
+            .with_host(StrBytes::from_string(endpoint.host.clone()))
+            .with_port(endpoint.port),
     ])
 }

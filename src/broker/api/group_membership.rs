@@ -18,6 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::BrokerContext;
 use crate::broker::ErrorCode;
 use crate::broker::group::{JoinOutcome, JoinRequest, Pending, SyncOutcome, SyncRequest};
+use crate::broker::listener::Endpoint;
 
 /// FindCoordinator v4 batches keys into `coordinators`.
 const COORDINATOR_KEYS_VERSION: i16 = 4;
@@ -45,10 +46,11 @@ pub(super) fn find_coordinator(
     ctx: &BrokerContext,
     request: &FindCoordinatorRequest,
     version: i16,
+    endpoint: &Endpoint,
 ) -> FindCoordinatorResponse {
-    let host = str_bytes(ctx.config.advertised_host.clone());
+    let host = str_bytes(endpoint.host.clone());
     let node = ctx.config.node_id;
-    let port = ctx.advertised_port;
+    let port = endpoint.port;
     // This broker coordinates every group (and would every transactional
     // id); a key type it does not know is an invalid request.
     let error = if matches!(request.key_type, KEY_TYPE_GROUP | KEY_TYPE_TRANSACTION) {

@@ -12,6 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::listener::Endpoint;
 use crate::log::{LogError, Topic};
 
 /// Metadata v4 added allow_auto_topic_creation; before it, requests allowed it.
@@ -27,12 +28,13 @@ pub(super) fn handle(
     ctx: &BrokerContext,
     request: &MetadataRequest,
     version: i16,
+    endpoint: &Endpoint,
 ) -> MetadataResponse {
     let node = BrokerId(ctx.config.node_id);
     let broker = MetadataResponseBroker::default()
         .with_node_id(node)
-        .with_host(StrBytes::from_string(ctx.config.advertised_host.clone()))
-        .with_port(ctx.advertised_port);
+        .with_host(StrBytes::from_string(endpoint.host.clone()))
+        .with_port(endpoint.port);
     let allow_create = ctx.config.auto_create_topics
         && (version < AUTO_CREATE_FIELD_VERSION || request.allow_auto_topic_creation);
     let topics = match &request.topics {

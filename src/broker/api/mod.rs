@@ -49,6 +49,7 @@ use super::BrokerError;
 use super::auth::Caller;
 use super::fetch_frame::{Part, fetch_response};
 use super::group::{JoinOutcome, Pending, SyncOutcome};
+use super::listener::Endpoint;
 use produce::Produced;
 
 /// A request frame decoded as the broker decodes it, before any handler
@@ -110,6 +111,7 @@ pub(crate) fn handle(
     frame: Bytes,
     final_pass: bool,
     caller: &Caller,
+    endpoint: &Endpoint,
 ) -> Result<Reply, BrokerError> {
     let (key, header, body) = match decode_request(frame)? {
         DecodedRequest::Request { key, header, body } => (key, header, body),
@@ -132,7 +134,7 @@ pub(crate) fn handle(
             key,
             version,
             correlation_id,
-            &metadata::handle(ctx, &request, version),
+            &metadata::handle(ctx, &request, version, endpoint),
         )?,
         RequestKind::Produce(request) => match produce::handle(ctx, &request) {
             Produced::Silent => return Ok(Reply::Silent),
@@ -197,7 +199,7 @@ pub(crate) fn handle(
             key,
             version,
             correlation_id,
-            &group_membership::find_coordinator(ctx, &request, version),
+            &group_membership::find_coordinator(ctx, &request, version, endpoint),
         )?,
         RequestKind::JoinGroup(request) => {
             let client_id = header.client_id.as_ref().map_or("", |c| c.as_str());
@@ -306,7 +308,7 @@ pub(crate) fn handle(
             key,
             version,
             correlation_id,
-            &describe_cluster::handle(ctx, &request),
+            &describe_cluster::handle(ctx, &request, endpoint),
         )?,
         RequestKind::DeleteRecords(request) => respond(
             key,
@@ -325,6 +327,25 @@ pub(crate) fn handle(
             version,
             correlation_id,
             &alter_configs::incremental_alter_configs(ctx, &request),
+        )?,
+        // A SASL listener's connection answers these itself, before any
+        // request reaches the handlers; anywhere else they are out of place.
+        RequestKind::SaslHandshake(_) => respond(
+            key,
+            version,
+            correlation_id,
+            &kafka_protocol::messages::SaslHandshakeResponse::default()
+                .with_error_code(super::ErrorCode::IllegalSaslState.code()),
+        )?,
+        RequestKind::SaslAuthenticate(_) => respond(
+            key,
+            version,
+            correlation_id,
+            &kafka_protocol::messages::SaslAuthenticateResponse::default()
+                .with_error_code(super::ErrorCode::IllegalSaslState.code())
+                .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
+                    "this listener does not use SASL",
+                ))),
         )?,
         // `decode_request` only decodes the APIs in SUPPORTED_APIS, and
         // each has its arm above.
@@ -480,7 +501,7 @@ fn unknown_api(frame: &Bytes, api: i16, version: i16) -> BrokerError {
 
 /// Frames a response: size, response header (in the version the API's
 /// version calls for), body.
-fn respond<T: Encodable>(
+pub(crate) fn respond<T: Encodable>(
     key: ApiKey,
     version: i16,
     correlation_id: i32,

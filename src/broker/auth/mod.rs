@@ -1,6 +1,16 @@
 //! Who a request comes from: the principal a connection authenticated as
-//! (through SASL or a client certificate, or none), as the ACLs name it.
+//! (through SASL or a client certificate, or none), as the ACLs name it,
+//! and the TLS that carries it.
 
+mod credentials;
 mod principal;
+mod sasl_session;
+mod tls;
 
+pub use credentials::{
+    CredentialError, CredentialStore, Credentials, SECURITY_DIR, USERS_MAX, UserCredentials,
+};
 pub use principal::{Caller, Principal};
+pub use sasl_session::{SASL_FRAME_BYTES_MAX, SaslSettings};
+pub(crate) use sasl_session::{SaslSession, Step};
+pub use tls::{ClientAuth, RELOAD_CHECK_INTERVAL, TlsReloader, TlsSettings};

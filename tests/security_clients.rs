@@ -1,0 +1,225 @@
+//! Real clients against `strata serve` over every security protocol:
+//! confluent-kafka (librdkafka) and kcat connect over SSL, SASL_PLAINTEXT
+//! and SASL_SSL with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN, produce and
+//! read back; a wrong password and an untrusted certificate are refused
+//! with the clients' own errors for them.
+
+mod support;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+use strata::sasl::Mechanism;
+use support::secured_broker::SecuredBroker;
+
+const COUNT: usize = 50;
+const PASSWORD: &str = "correct horse battery staple";
+
+fn python() -> std::path::PathBuf {
+    let venv = std::env::var_os("STRATA_COMPAT_VENV").map_or_else(
+        || {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap())
+                .join(".cache/strata/compat/venv")
+        },
+        std::path::PathBuf::from,
+    );
+    let python = venv.join("bin/python");
+    assert!(
+        python.exists(),
+        "no Python venv at {} (set STRATA_COMPAT_VENV): run `make deps`",
+        venv.display()
+    );
+    python
+}
+
+/// confluent-kafka's round trip under `config`: the script's JSON answer.
+fn confluent(bootstrap: &str, config: Value, topic: &str) -> Value {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/security/confluent_roundtrip.py"
+    );
+    let mut child = Command::new(python())
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let request = json!({"bootstrap": bootstrap, "config": config, "topic": topic, "count": COUNT});
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(request.to_string().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(|_| {
+        panic!(
+            "confluent-kafka said nothing readable:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn assert_round_trip(answer: &Value, what: &str) {
+    assert_eq!(answer["produced"], COUNT, "{what}: {answer}");
+    assert_eq!(answer["consumed"], COUNT, "{what}: {answer}");
+}
+
+fn tls(broker: &SecuredBroker) -> Value {
+    json!({"ssl.ca.location": broker.ca.pem})
+}
+
+fn sasl(mechanism: Mechanism, user: &str, password: &str) -> Value {
+    json!({"sasl.mechanism": mechanism.name(), "sasl.username": user, "sasl.password": password})
+}
+
+fn merged(parts: &[Value]) -> Value {
+    let mut all = serde_json::Map::new();
+    for part in parts {
+        all.extend(part.as_object().unwrap().clone());
+    }
+    Value::Object(all)
+}
+
+#[test]
+fn confluent_kafka_connects_over_ssl() {
+    let broker = SecuredBroker::start("");
+    let config = merged(&[json!({"security.protocol": "SSL"}), tls(&broker)]);
+    assert_round_trip(&confluent(broker.addr("SSL"), config, "over-ssl"), "SSL");
+}
+
+#[test]
+fn confluent_kafka_authenticates_with_every_mechanism_over_sasl_plaintext_and_sasl_ssl() {
+    let broker = SecuredBroker::start("");
+    for mechanism in [Mechanism::ScramSha512, Mechanism::ScramSha256] {
+        broker.add_user("alice", PASSWORD, mechanism);
+    }
+    for (protocol, mechanism) in [
+        ("SASL_PLAINTEXT", Mechanism::ScramSha512),
+        ("SASL_SSL", Mechanism::ScramSha512),
+        ("SASL_SSL", Mechanism::ScramSha256),
+        ("SASL_SSL", Mechanism::Plain),
+    ] {
+        let mut parts = vec![
+            json!({"security.protocol": protocol}),
+            sasl(mechanism, "alice", PASSWORD),
+        ];
+        if protocol == "SASL_SSL" {
+            parts.push(tls(&broker));
+        }
+        let topic = format!("{}-{}", protocol, mechanism.name()).to_lowercase();
+        let answer = confluent(broker.addr(protocol), merged(&parts), &topic);
+        assert_round_trip(&answer, &format!("{protocol} {}", mechanism.name()));
+    }
+}
+
+#[test]
+fn a_wrong_password_an_unknown_user_and_an_untrusted_certificate_are_refused() {
+    let broker = SecuredBroker::start("[sasl]\nfailed_login_delay_ms = 50\n");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    for (user, password) in [("alice", "wrong"), ("mallory", PASSWORD)] {
+        let config = merged(&[
+            json!({"security.protocol": "SASL_PLAINTEXT"}),
+            sasl(Mechanism::ScramSha512, user, password),
+        ]);
+        let answer = confluent(broker.addr("SASL_PLAINTEXT"), config, "refused");
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("Authentication failed") || error.contains("SASL authentication error"),
+            "{user}: {answer}"
+        );
+        assert!(
+            !error.contains(password),
+            "the error quotes the password: {error}"
+        );
+    }
+    let untrusted = json!({"security.protocol": "SSL", "ssl.ca.location": broker.stranger.pem});
+    let answer = confluent(broker.addr("SSL"), untrusted, "refused");
+    let error = answer["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("certificate verify failed") || error.contains("SSL handshake failed"),
+        "{answer}"
+    );
+    assert!(
+        !broker.log().contains(PASSWORD),
+        "the broker logged a password"
+    );
+}
+
+/// kcat: `-X` takes librdkafka's settings as they are.
+fn kcat(args: &[&str], input: Option<&str>) -> std::process::Output {
+    let mut child = Command::new("kcat")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kcat is installed (`make deps`)");
+    let mut stdin = child.stdin.take().unwrap();
+    if let Some(input) = input {
+        stdin.write_all(input.as_bytes()).unwrap();
+    }
+    drop(stdin);
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn kcat_produces_and_consumes_over_ssl_and_sasl_ssl() {
+    let broker = SecuredBroker::start("");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    let ca = format!("ssl.ca.location={}", broker.ca.pem.display());
+    let user = "sasl.username=alice".to_string();
+    let password = format!("sasl.password={PASSWORD}");
+    let settings: [(&str, Vec<&str>); 2] = [
+        ("SSL", vec!["-X", "security.protocol=SSL", "-X", &ca]),
+        (
+            "SASL_SSL",
+            vec![
+                "-X",
+                "security.protocol=SASL_SSL",
+                "-X",
+                &ca,
+                "-X",
+                "sasl.mechanism=SCRAM-SHA-512",
+                "-X",
+                &user,
+                "-X",
+                &password,
+            ],
+        ),
+    ];
+    for (listener, security) in settings {
+        let topic = format!("kcat-{}", listener.to_lowercase());
+        let lines: Vec<String> = (0..COUNT).map(|i| format!("line-{i}")).collect();
+        let mut produce = vec!["-b", broker.addr(listener), "-t", &topic, "-P"];
+        produce.extend(&security);
+        let produced = kcat(&produce, Some(&(lines.join("\n") + "\n")));
+        assert!(
+            produced.status.success(),
+            "{listener}: {}",
+            String::from_utf8_lossy(&produced.stderr)
+        );
+        let mut consume = vec![
+            "-b",
+            broker.addr(listener),
+            "-t",
+            &topic,
+            "-C",
+            "-e",
+            "-o",
+            "beginning",
+        ];
+        consume.extend(&security);
+        let consumed = kcat(&consume, None);
+        let text = String::from_utf8_lossy(&consumed.stdout);
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            lines,
+            "{listener}: {}",
+            String::from_utf8_lossy(&consumed.stderr)
+        );
+    }
+}

@@ -1,0 +1,146 @@
+//! `strata serve` with one listener of each security protocol, TLS
+//! material made for the test, and SCRAM users in its data directory.
+//!
+//! Listeners: `PLAINTEXT` (loopback, open), `SSL` (client certificates
+//! requested: a client with one is `User:<its subject>`), `SASL_PLAINTEXT`
+//! and `SASL_SSL`. The client-facing addresses are read off the broker's
+//! start-up lines.
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use strata::broker::auth::CredentialStore;
+use strata::sasl::{Mechanism, ScramCredential};
+
+use super::certs::{Authority, Issued};
+
+const STRATA: &str = env!("CARGO_BIN_EXE_strata");
+const START_WAIT: Duration = Duration::from_secs(60);
+const LISTENERS: usize = 4;
+
+pub struct SecuredBroker {
+    child: Child,
+    pub dir: tempfile::TempDir,
+    /// The CA that signed the broker's and the clients' certificates.
+    pub ca: Authority,
+    /// A CA nobody here trusts, and a server certificate it signed.
+    pub stranger: Authority,
+    /// Listener name → address.
+    pub addrs: BTreeMap<String, String>,
+    log: PathBuf,
+}
+
+impl SecuredBroker {
+    /// Starts the broker; `extra` is appended to its strata.toml.
+    pub fn start(extra: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Authority::new(dir.path(), "ca");
+        let stranger = Authority::new(dir.path(), "stranger-ca");
+        let server = ca.server(dir.path(), "server");
+        let config = format!(
+            "[[listeners]]\nprotocol = \"PLAINTEXT\"\nlisten = \"127.0.0.1:0\"\n\n\
+             [[listeners]]\nprotocol = \"SSL\"\nlisten = \"127.0.0.1:0\"\n\n\
+             [[listeners]]\nprotocol = \"SASL_PLAINTEXT\"\nlisten = \"127.0.0.1:0\"\n\n\
+             [[listeners]]\nprotocol = \"SASL_SSL\"\nlisten = \"127.0.0.1:0\"\n\n\
+             [tls]\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\nclient_auth = \"requested\"\n\n{extra}\n",
+            server.cert, server.key, ca.pem
+        );
+        let config_path = dir.path().join("strata.toml");
+        std::fs::write(&config_path, config).unwrap();
+        let log = dir.path().join("broker.log");
+        let mut child = Command::new(STRATA)
+            .args(["serve", "--config"])
+            .arg(&config_path)
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .env("RUST_LOG", "strata=debug")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("strata serve starts");
+        let stdout = child.stdout.take().unwrap();
+        let (found, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                // `strata listening on ADDR (PROTOCOL)`
+                if let Some(rest) = line.strip_prefix("strata listening on ") {
+                    let mut parts = rest.split_whitespace();
+                    let addr = parts.next().unwrap_or_default().to_string();
+                    let name = parts
+                        .next()
+                        .unwrap_or_default()
+                        .trim_matches(['(', ')', ':']);
+                    let _ = found.send((name.to_string(), addr));
+                }
+            }
+        });
+        let mut addrs = BTreeMap::new();
+        while addrs.len() < LISTENERS {
+            match lines.recv_timeout(START_WAIT) {
+                Ok((name, addr)) => {
+                    addrs.insert(name, addr);
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!(
+                        "strata serve did not open its listeners:\n{}",
+                        std::fs::read_to_string(&log).unwrap_or_default()
+                    );
+                }
+            }
+        }
+        Self {
+            child,
+            dir,
+            ca,
+            stranger,
+            addrs,
+            log,
+        }
+    }
+
+    pub fn addr(&self, listener: &str) -> &str {
+        &self.addrs[listener]
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// Adds (or replaces) a SCRAM user for `mechanism`; the running broker
+    /// sees it at the next login.
+    pub fn add_user(&self, user: &str, password: &str, mechanism: Mechanism) {
+        let store = CredentialStore::open(&self.data_dir()).unwrap();
+        let credential = ScramCredential::generate(mechanism, password, 4096).unwrap();
+        store.upsert(user, mechanism, credential).unwrap();
+    }
+
+    /// A client certificate signed by the broker's CA.
+    pub fn client_cert(&self, name: &str, subject: &[(rcgen::DnType, &str)]) -> Issued {
+        self.ca.client(self.dir.path(), name, subject)
+    }
+
+    /// What the broker logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for SecuredBroker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- the broker's log ---\n{}", self.log());
+        }
+    }
+}
