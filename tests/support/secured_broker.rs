@@ -20,7 +20,8 @@ use super::certs::{Authority, Issued};
 
 const STRATA: &str = env!("CARGO_BIN_EXE_strata");
 const START_WAIT: Duration = Duration::from_secs(60);
-const LISTENERS: usize = 4;
+/// The four listeners, and the metrics endpoint.
+const ADDRESSES: usize = 5;
 
 pub struct SecuredBroker {
     child: Child,
@@ -29,7 +30,7 @@ pub struct SecuredBroker {
     pub ca: Authority,
     /// A CA nobody here trusts, and a server certificate it signed.
     pub stranger: Authority,
-    /// Listener name → address.
+    /// Listener name (or `metrics`) → address.
     pub addrs: BTreeMap<String, String>,
     log: PathBuf,
 }
@@ -42,7 +43,7 @@ impl SecuredBroker {
         let stranger = Authority::new(dir.path(), "stranger-ca");
         let server = ca.server(dir.path(), "server");
         let config = format!(
-            "[[listeners]]\nprotocol = \"PLAINTEXT\"\nlisten = \"127.0.0.1:0\"\n\n\
+            "metrics = \"127.0.0.1:0\"\n\n[[listeners]]\nprotocol = \"PLAINTEXT\"\nlisten = \"127.0.0.1:0\"\n\n\
              [[listeners]]\nprotocol = \"SSL\"\nlisten = \"127.0.0.1:0\"\n\n\
              [[listeners]]\nprotocol = \"SASL_PLAINTEXT\"\nlisten = \"127.0.0.1:0\"\n\n\
              [[listeners]]\nprotocol = \"SASL_SSL\"\nlisten = \"127.0.0.1:0\"\n\n\
@@ -77,10 +78,14 @@ impl SecuredBroker {
                         .trim_matches(['(', ')', ':']);
                     let _ = found.send((name.to_string(), addr));
                 }
+                if let Some(url) = line.strip_prefix("metrics on http://") {
+                    let addr = url.trim().trim_end_matches("/metrics").to_string();
+                    let _ = found.send(("metrics".to_string(), addr));
+                }
             }
         });
         let mut addrs = BTreeMap::new();
-        while addrs.len() < LISTENERS {
+        while addrs.len() < ADDRESSES {
             match lines.recv_timeout(START_WAIT) {
                 Ok((name, addr)) => {
                     addrs.insert(name, addr);
@@ -132,6 +137,37 @@ impl SecuredBroker {
 
     pub fn path(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// One counter or gauge from the metrics endpoint.
+    pub fn metric(&self, name: &str) -> u64 {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&self.addrs["metrics"]).unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: strata\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        stream.read_to_string(&mut text).unwrap();
+        text.lines()
+            .find_map(|line| {
+                line.strip_prefix(name)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+    }
+
+    /// The broker's resident memory, in bytes.
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/<pid>/status");
+        kib * 1024
     }
 }
 

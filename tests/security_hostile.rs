@@ -1,0 +1,308 @@
+//! The secured paths under hostile and odd input, against `strata serve`:
+//! garbage before and inside the TLS handshake, a client that never
+//! finishes it, SASL frames that lie about their sizes, requests before
+//! authentication, a flood of failed logins, the raw-token exchange of a
+//! v0 handshake, and session expiry with re-authentication (KIP-368).
+//! Each time: no panic, the connection closed or answered as Kafka would,
+//! memory bounded, and other clients still served.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    ApiKey, MetadataRequest, MetadataResponse, SaslAuthenticateRequest, SaslAuthenticateResponse,
+    SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use strata::sasl::{Mechanism, PlainToken};
+use support::secured_broker::SecuredBroker;
+use support::wire::{call_blocking, frame};
+
+const PASSWORD: &str = "s3cret-enough";
+/// Kafka's SASL_AUTHENTICATION_FAILED and ILLEGAL_SASL_STATE.
+const SASL_AUTHENTICATION_FAILED: i16 = 58;
+const ILLEGAL_SASL_STATE: i16 = 34;
+
+fn connect(addr: &str) -> TcpStream {
+    let stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream
+}
+
+/// Whether the broker closed the connection: a read ends (EOF or reset)
+/// rather than timing out.
+fn closed(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 64];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+fn handshake(stream: &mut TcpStream, version: i16, mechanism: &str) -> SaslHandshakeResponse {
+    let request =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
+    call_blocking(stream, ApiKey::SaslHandshake, version, &request).unwrap()
+}
+
+fn authenticate(
+    stream: &mut TcpStream,
+    version: i16,
+    token: Vec<u8>,
+) -> Option<SaslAuthenticateResponse> {
+    let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+    call_blocking(stream, ApiKey::SaslAuthenticate, version, &request).ok()
+}
+
+fn plain(user: &str, password: &str) -> Vec<u8> {
+    PlainToken::encode(user, password).unwrap()
+}
+
+/// A PLAIN login over SaslAuthenticate v2; the answer.
+fn login(addr: &str, user: &str, password: &str) -> (TcpStream, Option<SaslAuthenticateResponse>) {
+    let mut stream = connect(addr);
+    assert_eq!(handshake(&mut stream, 1, "PLAIN").error_code, 0);
+    let answer = authenticate(&mut stream, 2, plain(user, password));
+    (stream, answer)
+}
+
+fn metadata(stream: &mut TcpStream) -> std::io::Result<MetadataResponse> {
+    call_blocking(stream, ApiKey::Metadata, 12, &MetadataRequest::default())
+}
+
+fn broker_with_alice(extra: &str) -> SecuredBroker {
+    let broker = SecuredBroker::start(extra);
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    broker.add_user("bob", PASSWORD, Mechanism::ScramSha512);
+    broker
+}
+
+#[test]
+fn garbage_before_and_inside_the_tls_handshake_closes_only_that_connection() {
+    let broker = broker_with_alice("");
+    let ssl = broker.addr("SSL");
+    // A plaintext Kafka request where a ClientHello belongs.
+    let mut plaintext = connect(ssl);
+    plaintext
+        .write_all(&frame(ApiKey::Metadata, 12, 1, &MetadataRequest::default()))
+        .unwrap();
+    assert!(
+        closed(&mut plaintext),
+        "plaintext on a TLS listener was not closed"
+    );
+    // A TLS record header that lies about its length, then noise.
+    let mut lying = connect(ssl);
+    let mut hello = vec![
+        0x16, 0x03, 0x01, 0x40, 0x00, 0x01, 0x00, 0x3f, 0xfc, 0x03, 0x03,
+    ];
+    hello.extend((0..2000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8));
+    let _ = lying.write_all(&hello);
+    assert!(closed(&mut lying), "a corrupt ClientHello was not closed");
+    // Other clients, TLS or not, are served.
+    let mut good = connect(broker.addr("PLAINTEXT"));
+    metadata(&mut good).unwrap();
+    assert_eq!(broker.metric("strata_tls_handshake_failures_total"), 2);
+}
+
+#[test]
+fn a_client_that_never_finishes_the_tls_handshake_is_closed() {
+    let broker = broker_with_alice("");
+    let mut silent = connect(broker.addr("SASL_SSL"));
+    silent
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    // TLS_HANDSHAKE_TIMEOUT (10 s) closes it; 60 s would mean it never did.
+    assert!(closed(&mut silent), "a silent TLS client was kept");
+}
+
+#[test]
+fn sasl_frames_that_lie_about_their_size_are_refused_before_any_allocation() {
+    let broker = broker_with_alice("");
+    let addr = broker.addr("SASL_PLAINTEXT");
+    let before = broker.rss_bytes();
+    let mut liars = Vec::new();
+    for claimed in [100_i32 << 20, 600 << 10, i32::MAX] {
+        let mut stream = connect(addr);
+        stream.write_all(&claimed.to_be_bytes()).unwrap();
+        stream.write_all(&[0u8; 1024]).unwrap();
+        assert!(
+            closed(&mut stream),
+            "a {claimed}-byte frame before authentication"
+        );
+        liars.push(stream);
+    }
+    // A SaslAuthenticate whose token claims more than the frame holds.
+    let mut stream = connect(addr);
+    assert_eq!(handshake(&mut stream, 1, "PLAIN").error_code, 0);
+    let mut bad = frame(
+        ApiKey::SaslAuthenticate,
+        1,
+        9,
+        &SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from_static(b"\0alice\0x")),
+    );
+    let token_length_at = bad.len() - 12;
+    bad[token_length_at..token_length_at + 4].copy_from_slice(&(1_i32 << 30).to_be_bytes());
+    stream.write_all(&bad).unwrap();
+    assert!(closed(&mut stream), "a token longer than its frame");
+    let grown = broker.rss_bytes().saturating_sub(before);
+    assert!(grown < 64 << 20, "the broker grew by {grown} bytes");
+    let (mut good, answer) = login(addr, "alice", PASSWORD);
+    assert_eq!(answer.unwrap().error_code, 0);
+    metadata(&mut good).unwrap();
+}
+
+#[test]
+fn requests_before_authentication_close_the_connection_and_sasl_is_refused_on_plaintext() {
+    let broker = broker_with_alice("");
+    let mut early = connect(broker.addr("SASL_PLAINTEXT"));
+    assert!(
+        metadata(&mut early).is_err(),
+        "Metadata answered before authentication"
+    );
+    // An unknown mechanism is answered with the enabled ones; the client
+    // may then choose one of them.
+    let mut stream = connect(broker.addr("SASL_PLAINTEXT"));
+    let answer = handshake(&mut stream, 1, "GSSAPI");
+    assert_eq!(answer.error_code, 33, "UNSUPPORTED_SASL_MECHANISM");
+    let offered: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
+    assert_eq!(offered, ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]);
+    assert_eq!(handshake(&mut stream, 1, "PLAIN").error_code, 0);
+    assert_eq!(
+        authenticate(&mut stream, 2, plain("alice", PASSWORD))
+            .unwrap()
+            .error_code,
+        0
+    );
+    metadata(&mut stream).unwrap();
+    // On a listener without SASL, both APIs are out of place.
+    let mut plaintext = connect(broker.addr("PLAINTEXT"));
+    assert_eq!(
+        handshake(&mut plaintext, 1, "PLAIN").error_code,
+        ILLEGAL_SASL_STATE
+    );
+    metadata(&mut plaintext).unwrap();
+}
+
+#[test]
+fn a_flood_of_failed_logins_is_delayed_counted_and_does_not_stop_other_clients() {
+    let broker = broker_with_alice("[sasl]\nfailed_login_delay_ms = 500\n");
+    let addr = broker.addr("SASL_PLAINTEXT").to_string();
+    let before = broker.rss_bytes();
+    let attackers: Vec<_> = (0..40)
+        .map(|i| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let started = std::time::Instant::now();
+                let (mut stream, answer) = login(&addr, "alice", &format!("guess-{i}"));
+                let answer = answer.expect("a failed login is answered");
+                assert_eq!(answer.error_code, SASL_AUTHENTICATION_FAILED);
+                let message = answer
+                    .error_message
+                    .map(|m| m.to_string())
+                    .unwrap_or_default();
+                assert!(
+                    !message.contains("guess"),
+                    "the answer quotes the password: {message}"
+                );
+                assert!(
+                    closed(&mut stream),
+                    "a failed login's connection stays open"
+                );
+                started.elapsed()
+            })
+        })
+        .collect();
+    // While they fail, alice is served.
+    let (mut good, answer) = login(&addr, "alice", PASSWORD);
+    assert_eq!(answer.unwrap().error_code, 0);
+    metadata(&mut good).unwrap();
+    for attacker in attackers {
+        let took = attacker.join().unwrap();
+        assert!(
+            took >= Duration::from_millis(500),
+            "a failed login answered after {took:?}"
+        );
+    }
+    let grown = broker.rss_bytes().saturating_sub(before);
+    assert!(grown < 64 << 20, "the broker grew by {grown} bytes");
+    assert_eq!(
+        broker.metric("strata_sasl_authentication_failures_total"),
+        40
+    );
+    assert_eq!(broker.metric("strata_sasl_authentications_total"), 1);
+    let log = broker.log();
+    assert!(!log.contains("guess-"), "the broker logged a password");
+}
+
+#[test]
+fn a_v0_handshake_exchanges_bare_tokens() {
+    let broker = broker_with_alice("");
+    let mut stream = connect(broker.addr("SASL_PLAINTEXT"));
+    assert_eq!(handshake(&mut stream, 0, "PLAIN").error_code, 0);
+    let token = plain("alice", PASSWORD);
+    stream
+        .write_all(&(token.len() as i32).to_be_bytes())
+        .unwrap();
+    stream.write_all(&token).unwrap();
+    let mut size = [0u8; 4];
+    stream.read_exact(&mut size).unwrap();
+    assert_eq!(
+        i32::from_be_bytes(size),
+        0,
+        "PLAIN's answer is an empty token"
+    );
+    metadata(&mut stream).unwrap();
+    // A wrong password in a bare token closes the connection.
+    let mut stream = connect(broker.addr("SASL_PLAINTEXT"));
+    assert_eq!(handshake(&mut stream, 0, "PLAIN").error_code, 0);
+    let token = plain("alice", "wrong");
+    stream
+        .write_all(&(token.len() as i32).to_be_bytes())
+        .unwrap();
+    stream.write_all(&token).unwrap();
+    assert!(closed(&mut stream));
+}
+
+#[test]
+fn sessions_expire_and_re_authentication_keeps_the_connection_for_the_same_user_only() {
+    let broker =
+        broker_with_alice("[sasl]\nsession_lifetime_ms = 4000\nfailed_login_delay_ms = 10\n");
+    let addr = broker.addr("SASL_PLAINTEXT");
+    let (mut stream, answer) = login(addr, "alice", PASSWORD);
+    let answer = answer.unwrap();
+    assert_eq!(answer.error_code, 0);
+    assert_eq!(answer.session_lifetime_ms, 4000);
+    // Re-authenticating before expiry (KIP-368) keeps the connection.
+    std::thread::sleep(Duration::from_millis(2000));
+    assert_eq!(handshake(&mut stream, 1, "PLAIN").error_code, 0);
+    let again = authenticate(&mut stream, 2, plain("alice", PASSWORD)).unwrap();
+    assert_eq!(again.error_code, 0);
+    // Past the first session's end, within the renewed one.
+    std::thread::sleep(Duration::from_millis(2500));
+    metadata(&mut stream).expect("the renewed session is still valid");
+    // Past expiry, a request closes the connection.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(
+        metadata(&mut stream).is_err(),
+        "a request after the session expired"
+    );
+    // Re-authenticating as someone else fails.
+    let (mut stream, _) = login(addr, "alice", PASSWORD);
+    assert_eq!(handshake(&mut stream, 1, "PLAIN").error_code, 0);
+    let other = authenticate(&mut stream, 2, plain("bob", PASSWORD));
+    assert_eq!(
+        other.map(|a| a.error_code),
+        Some(SASL_AUTHENTICATION_FAILED)
+    );
+}
