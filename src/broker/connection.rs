@@ -270,6 +270,10 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
 /// Reads requests into `queue` until EOF, a bad frame, idleness or
 /// shutdown, holding back while the connection's in-flight slots or the
 /// request memory budget are used up.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the reader's share of one connection's parts, passed once"
+)]
 async fn read_requests<R: AsyncRead + Unpin>(
     mut stream: R,
     ctx: &Arc<BrokerContext>,
@@ -403,6 +407,10 @@ enum Response {
 /// Handles queued requests one at a time, in order, passing each response
 /// to the writer, until the queue closes, a request closes the connection,
 /// the writer stops, or shutdown.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the handler's share of one connection's parts, passed once"
+)]
 async fn handle_requests(
     ctx: &Arc<BrokerContext>,
     mut queue: mpsc::Receiver<Request>,
