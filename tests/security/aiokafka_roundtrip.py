@@ -55,8 +55,8 @@ def options(request):
 
 async def round_trip(request):
     producer = AIOKafkaProducer(**options(request), linger_ms=5)
-    await producer.start()
     try:
+        await producer.start()
         sent = [
             await producer.send(request["topic"], key=str(i).encode(), value=b"v" * 1000)
             for i in range(request["count"])
@@ -70,9 +70,9 @@ async def round_trip(request):
         group_id="security-check",
         auto_offset_reset="earliest",
     )
-    await consumer.start()
     consumed = 0
     try:
+        await consumer.start()
         while consumed < request["count"]:
             for records in (await consumer.getmany(timeout_ms=1000)).values():
                 consumed += len(records)

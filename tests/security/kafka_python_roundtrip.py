@@ -11,6 +11,7 @@ holds `security.protocol`, `ssl.ca.location`, `sasl.mechanism`,
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -33,7 +34,10 @@ class Collected(logging.Handler):
 
     def emit(self, record):
         message = record.getMessage()
-        if message not in self.reasons:
+        if "not ready" in message:
+            return
+        message = re.sub(r" \(backoff [0-9.]+ secs\)", "", message)
+        if message not in self.reasons and len(self.reasons) < 5:
             self.reasons.append(message)
 
 
@@ -44,6 +48,7 @@ def options(request):
         "security_protocol": config.get("security.protocol", "PLAINTEXT"),
         "request_timeout_ms": 10000,
         "reconnect_backoff_max_ms": 1000,
+        "bootstrap_timeout_ms": 10000,
     }
     if "ssl.ca.location" in config:
         out["ssl_cafile"] = config["ssl.ca.location"]
