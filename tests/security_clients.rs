@@ -2,7 +2,9 @@
 //! confluent-kafka (librdkafka) and kcat connect over SSL, SASL_PLAINTEXT
 //! and SASL_SSL with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN, produce and
 //! read back; a wrong password and an untrusted certificate are refused
-//! with the clients' own errors for them.
+//! with the clients' own errors for them. kafka-python, aiokafka and
+//! kafkajs do the same over SSL, SASL_PLAINTEXT and SASL_SSL with
+//! SCRAM-SHA-512.
 
 mod support;
 
@@ -15,6 +17,7 @@ use support::secured_broker::SecuredBroker;
 
 const COUNT: usize = 50;
 const PASSWORD: &str = "correct horse battery staple";
+const WRONG_PASSWORD: &str = "tr0ub4dor-and-3";
 
 fn python() -> std::path::PathBuf {
     let venv = std::env::var_os("STRATA_COMPAT_VENV").map_or_else(
@@ -33,14 +36,46 @@ fn python() -> std::path::PathBuf {
     python
 }
 
-/// confluent-kafka's round trip under `config`: the script's JSON answer.
-fn confluent(bootstrap: &str, config: Value, topic: &str) -> Value {
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/security/confluent_roundtrip.py"
+/// The npm project holding kafkajs, as tests/compat/driver.rs finds it.
+fn node_modules() -> std::path::PathBuf {
+    let node = std::env::var_os("STRATA_COMPAT_NODE").map_or_else(
+        || {
+            std::path::PathBuf::from(std::env::var_os("HOME").unwrap())
+                .join(".cache/strata/compat/node")
+        },
+        std::path::PathBuf::from,
     );
-    let mut child = Command::new(python())
-        .arg(script)
+    let modules = node.join("node_modules");
+    assert!(
+        modules.join("kafkajs").is_dir(),
+        "no kafkajs under {} (set STRATA_COMPAT_NODE): run `make deps`",
+        node.display()
+    );
+    modules
+}
+
+const CONFLUENT: &str = "confluent_roundtrip.py";
+const KAFKA_PYTHON: &str = "kafka_python_roundtrip.py";
+const AIOKAFKA: &str = "aiokafka_roundtrip.py";
+const KAFKAJS: &str = "kafkajs_roundtrip.js";
+
+/// The round trip of `tests/security/<script>` (Python from the venv,
+/// JavaScript with node) under `config`: the script's JSON answer.
+fn round_trip(script: &str, bootstrap: &str, config: Value, topic: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/security")
+        .join(script);
+    let mut command = if script.ends_with(".js") {
+        let mut node = Command::new("node");
+        node.env("NODE_PATH", node_modules());
+        node
+    } else {
+        let mut python = Command::new(python());
+        python.env("PYTHONDONTWRITEBYTECODE", "1");
+        python
+    };
+    let mut child = command
+        .arg(&path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -57,7 +92,7 @@ fn confluent(bootstrap: &str, config: Value, topic: &str) -> Value {
     let stdout = String::from_utf8_lossy(&output.stdout);
     serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap_or_else(|_| {
         panic!(
-            "confluent-kafka said nothing readable:\n{stdout}\n{}",
+            "{script} said nothing readable:\n{stdout}\n{}",
             String::from_utf8_lossy(&output.stderr)
         )
     })
@@ -88,7 +123,10 @@ fn merged(parts: &[Value]) -> Value {
 fn confluent_kafka_connects_over_ssl() {
     let broker = SecuredBroker::start("");
     let config = merged(&[json!({"security.protocol": "SSL"}), tls(&broker)]);
-    assert_round_trip(&confluent(broker.addr("SSL"), config, "over-ssl"), "SSL");
+    assert_round_trip(
+        &round_trip(CONFLUENT, broker.addr("SSL"), config, "over-ssl"),
+        "SSL",
+    );
 }
 
 #[test]
@@ -111,7 +149,7 @@ fn confluent_kafka_authenticates_with_every_mechanism_over_sasl_plaintext_and_sa
             parts.push(tls(&broker));
         }
         let topic = format!("{}-{}", protocol, mechanism.name()).to_lowercase();
-        let answer = confluent(broker.addr(protocol), merged(&parts), &topic);
+        let answer = round_trip(CONFLUENT, broker.addr(protocol), merged(&parts), &topic);
         assert_round_trip(&answer, &format!("{protocol} {}", mechanism.name()));
     }
 }
@@ -125,7 +163,7 @@ fn a_wrong_password_an_unknown_user_and_an_untrusted_certificate_are_refused() {
             json!({"security.protocol": "SASL_PLAINTEXT"}),
             sasl(Mechanism::ScramSha512, user, password),
         ]);
-        let answer = confluent(broker.addr("SASL_PLAINTEXT"), config, "refused");
+        let answer = round_trip(CONFLUENT, broker.addr("SASL_PLAINTEXT"), config, "refused");
         let error = answer["error"].as_str().unwrap_or_default();
         assert!(
             error.contains("Authentication failed") || error.contains("SASL authentication error"),
@@ -137,7 +175,7 @@ fn a_wrong_password_an_unknown_user_and_an_untrusted_certificate_are_refused() {
         );
     }
     let untrusted = json!({"security.protocol": "SSL", "ssl.ca.location": broker.stranger.pem});
-    let answer = confluent(broker.addr("SSL"), untrusted, "refused");
+    let answer = round_trip(CONFLUENT, broker.addr("SSL"), untrusted, "refused");
     let error = answer["error"].as_str().unwrap_or_default();
     assert!(
         error.contains("certificate verify failed") || error.contains("SSL handshake failed"),
@@ -222,4 +260,98 @@ fn kcat_produces_and_consumes_over_ssl_and_sasl_ssl() {
             String::from_utf8_lossy(&consumed.stderr)
         );
     }
+}
+
+/// `script` produces and reads back over SSL, then over SASL_PLAINTEXT and
+/// SASL_SSL as a SCRAM-SHA-512 user.
+fn round_trips_over_ssl_sasl_plaintext_and_sasl_ssl(script: &str) {
+    let broker = SecuredBroker::start("");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    for protocol in ["SSL", "SASL_PLAINTEXT", "SASL_SSL"] {
+        let mut parts = vec![json!({"security.protocol": protocol})];
+        if protocol.starts_with("SASL") {
+            parts.push(sasl(Mechanism::ScramSha512, "alice", PASSWORD));
+        }
+        if protocol.ends_with("SSL") {
+            parts.push(tls(&broker));
+        }
+        let topic = format!("{script}-{protocol}")
+            .to_lowercase()
+            .replace(['.', '_'], "-");
+        let answer = round_trip(script, broker.addr(protocol), merged(&parts), &topic);
+        assert_round_trip(&answer, &format!("{script} over {protocol}"));
+    }
+}
+
+/// `script` is refused with a wrong SCRAM-SHA-512 password (its error
+/// names authentication and does not quote the password) and when it
+/// trusts another CA than the broker's (its error contains one of
+/// `tls_errors`).
+fn refused_for_a_wrong_password_and_an_untrusted_certificate(script: &str, tls_errors: &[&str]) {
+    let broker = SecuredBroker::start("[sasl]\nfailed_login_delay_ms = 50\n");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    let config = merged(&[
+        json!({"security.protocol": "SASL_PLAINTEXT"}),
+        sasl(Mechanism::ScramSha512, "alice", WRONG_PASSWORD),
+    ]);
+    let answer = round_trip(script, broker.addr("SASL_PLAINTEXT"), config, "refused");
+    let error = answer["error"].as_str().unwrap_or_default();
+    assert!(
+        error.to_lowercase().contains("authentication"),
+        "{script} with a wrong password: {answer}"
+    );
+    assert!(
+        !error.contains(WRONG_PASSWORD),
+        "the error quotes the password: {error}"
+    );
+    let untrusted = json!({"security.protocol": "SSL", "ssl.ca.location": broker.stranger.pem});
+    let answer = round_trip(script, broker.addr("SSL"), untrusted, "refused");
+    let error = answer["error"].as_str().unwrap_or_default();
+    assert!(
+        tls_errors.iter().any(|e| error.contains(e)),
+        "{script} trusting another CA: {answer}"
+    );
+}
+
+#[test]
+fn kafka_python_connects_over_ssl_sasl_plaintext_and_sasl_ssl() {
+    round_trips_over_ssl_sasl_plaintext_and_sasl_ssl(KAFKA_PYTHON);
+}
+
+#[test]
+fn kafka_python_is_refused_for_a_wrong_password_and_an_untrusted_certificate() {
+    refused_for_a_wrong_password_and_an_untrusted_certificate(
+        KAFKA_PYTHON,
+        &["certificate verify failed"],
+    );
+}
+
+#[test]
+fn aiokafka_connects_over_ssl_sasl_plaintext_and_sasl_ssl() {
+    round_trips_over_ssl_sasl_plaintext_and_sasl_ssl(AIOKAFKA);
+}
+
+#[test]
+fn aiokafka_is_refused_for_a_wrong_password_and_an_untrusted_certificate() {
+    refused_for_a_wrong_password_and_an_untrusted_certificate(
+        AIOKAFKA,
+        &["certificate verify failed"],
+    );
+}
+
+#[test]
+fn kafkajs_connects_over_ssl_sasl_plaintext_and_sasl_ssl() {
+    round_trips_over_ssl_sasl_plaintext_and_sasl_ssl(KAFKAJS);
+}
+
+#[test]
+fn kafkajs_is_refused_for_a_wrong_password_and_an_untrusted_certificate() {
+    refused_for_a_wrong_password_and_an_untrusted_certificate(
+        KAFKAJS,
+        &[
+            "self-signed certificate",
+            "unable to get local issuer certificate",
+            "unable to verify",
+        ],
+    );
 }
