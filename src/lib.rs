@@ -5,6 +5,8 @@
 //! - [`broker`]: the Kafka wire protocol over the log (tokio).
 //! - [`client`]: a Kafka-protocol client (producer, fetcher, consumer,
 //!   admin) for strata and Kafka clusters; [`cli`]: the commands on it.
+//! - [`sasl`]: the SASL mechanisms (PLAIN, SCRAM-SHA-256/512), both sides,
+//!   shared by the broker and the client (pure, no I/O).
 //! - [`codec`]: serde codecs for processors' keys and values.
 //! - [`runtime`]: the processor runtime: `Processor`s, `App` pipelines,
 //!   exactly-once RocksDB state and derived streams, on the embedded log or

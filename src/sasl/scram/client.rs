@@ -21,7 +21,9 @@ use crate::sasl::{Mechanism, SaslError, check_size, check_user_and_password, con
 /// id (Kafka's clients send the same).
 const GS2_HEADER: &str = "n,,";
 
-/// One SCRAM exchange, client side.
+/// One SCRAM exchange, client side. A clone goes on from the same step on
+/// its own.
+#[derive(Clone)]
 pub struct ScramClient {
     mechanism: Mechanism,
     hash: Hash,
@@ -32,6 +34,7 @@ pub struct ScramClient {
     state: State,
 }
 
+#[derive(Clone)]
 enum State {
     AwaitingServerFirst,
     AwaitingServerFinal { server_signature: Vec<u8> },
