@@ -443,7 +443,10 @@ async fn handle_requests(
             frame.get(1).copied().unwrap_or(0xff),
         ]);
         let bytes_in = frame.len() as u64 + 4;
-        if let Some(session) = sasl.take() {
+        let passes = sasl
+            .as_ref()
+            .is_none_or(|session| session.passes(&frame, std::time::Instant::now()));
+        if !passes && let Some(session) = sasl.take() {
             let (step_ctx, step_frame) = (Arc::clone(ctx), frame.clone());
             let stepped = tokio::task::spawn_blocking(move || {
                 let mut session = session;

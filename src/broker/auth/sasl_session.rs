@@ -118,6 +118,24 @@ impl SaslSession {
         self.authenticated.as_ref().map(|(principal, _)| principal)
     }
 
+    /// Whether `frame` is an ordinary request of an authenticated, unexpired
+    /// session: the handlers take it with no further look (the API key is
+    /// the frame's first two bytes; neither SASL API is passed this way).
+    pub fn passes(&self, frame: &[u8], now: Instant) -> bool {
+        let authenticated = match &self.authenticated {
+            Some((_, expiry)) => expiry.is_none_or(|expiry| now < expiry),
+            None => false,
+        };
+        let key = match frame {
+            [high, low, ..] => i16::from_be_bytes([*high, *low]),
+            _ => return false,
+        };
+        authenticated
+            && matches!(self.state, State::Idle)
+            && key != ApiKey::SaslHandshake as i16
+            && key != ApiKey::SaslAuthenticate as i16
+    }
+
     /// Takes one frame. Blocks on the credential store's file and on PLAIN's
     /// key derivation: call it off the executor's threads.
     pub fn step(&mut self, frame: &Bytes, credentials: &CredentialStore, now: Instant) -> Step {
