@@ -105,6 +105,10 @@ pub enum ErrorCode {
     ProducerFenced = 90,
     UnknownTopicId = 100,
     InvalidConfig = 40,
+    UnsupportedSaslMechanism = 33,
+    ResourceNotFound = 91,
+    DuplicateResource = 92,
+    UnacceptableCredential = 93,
     UnknownServerError = -1,
 }
 

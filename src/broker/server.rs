@@ -11,6 +11,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::api::BrokerContext;
+use super::auth::CredentialStore;
 use super::config::{ACCEPT_RETRY_DELAY, LISTEN_BACKLOG};
 use super::group::GroupCoordinator;
 use super::txn::TxnCoordinator;
@@ -58,6 +59,10 @@ impl Broker {
                 error: std::io::Error::other(e),
             }
         })?;
+        let credentials = CredentialStore::open(log.data_dir()).map_err(|e| BrokerError::Io {
+            context: "opening the SCRAM credentials".into(),
+            error: std::io::Error::other(e),
+        })?;
         let appends: Arc<super::AppendSignals> = Arc::default();
         let transactions_dir = log.data_dir().join(TRANSACTIONS_DIR);
         let transactions = TxnCoordinator::open(
@@ -88,6 +93,7 @@ impl Broker {
             metrics: super::Metrics::default(),
             groups,
             transactions,
+            credentials,
         });
         let metrics_listener = match ctx.config.metrics_listen {
             Some(addr) => Some(

@@ -58,6 +58,8 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::DeleteRecords,
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// The versions of `key` served: the protocol crate's range, capped where

@@ -1,9 +1,10 @@
 //! What every request handler can reach: the log, the configuration, the
-//! group and transaction coordinators, the append signals and the metrics. One per broker,
-//! shared by every connection.
+//! group and transaction coordinators, the append signals, the metrics and
+//! the SCRAM credentials. One per broker, shared by every connection.
 
 use std::sync::Arc;
 
+use crate::broker::auth::CredentialStore;
 use crate::broker::group::GroupCoordinator;
 use crate::broker::txn::TxnCoordinator;
 use crate::broker::{AppendSignals, BrokerConfig, Metrics};
@@ -22,4 +23,7 @@ pub struct BrokerContext {
     pub metrics: Metrics,
     pub groups: GroupCoordinator,
     pub transactions: TxnCoordinator,
+    /// The users SASL/SCRAM and SASL/PLAIN authenticate, in
+    /// `<data>/security/`.
+    pub credentials: CredentialStore,
 }

@@ -31,6 +31,7 @@ mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod scram_credentials;
 mod txn_admin;
 mod txn_offset_commit;
 
@@ -325,6 +326,18 @@ pub(crate) fn handle(
             version,
             correlation_id,
             &alter_configs::incremental_alter_configs(ctx, &request),
+        )?,
+        RequestKind::DescribeUserScramCredentials(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &scram_credentials::describe(ctx, &request),
+        )?,
+        RequestKind::AlterUserScramCredentials(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &scram_credentials::alter(ctx, &request),
         )?,
         // `decode_request` only decodes the APIs in SUPPORTED_APIS, and
         // each has its arm above.
