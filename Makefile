@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-overload bench-scale fuzz clean
+.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-overload bench-scale bench-tls fuzz clean
 
 all: build
 
@@ -109,6 +109,12 @@ bench-rebuild: deps
 # `make demo`: no second RocksDB build; takes a minute).
 bench-overload: deps
 	$(CARGO) bench --bench overload --profile dev $(DEMO_BUILD)
+
+# Produce and consume with kcat through a PLAINTEXT and an SSL listener of
+# one optimized broker, in one run: MB/s for each and the TLS ratio.
+bench-tls: deps
+	$(CARGO) build $(DEMO_BUILD) --bin strata
+	scripts/bench-tls.sh $${CARGO_TARGET_DIR:-target}/debug/strata
 
 # The wordcount example in remote mode, one instance and then two side by
 # side against one `strata serve`, with the CPU each case used and the

@@ -94,6 +94,8 @@ fn malformed_transaction_and_admin_requests_never_take_the_broker_down() {
         ApiKey::DeleteRecords,
         ApiKey::AlterConfigs,
         ApiKey::IncrementalAlterConfigs,
+        ApiKey::DescribeUserScramCredentials,
+        ApiKey::AlterUserScramCredentials,
     ];
     let mut sent = 0;
     for key in apis {

@@ -108,6 +108,9 @@ pub enum ErrorCode {
     ProducerFenced = 90,
     UnknownTopicId = 100,
     InvalidConfig = 40,
+    ResourceNotFound = 91,
+    DuplicateResource = 92,
+    UnacceptableCredential = 93,
     UnknownServerError = -1,
 }
 

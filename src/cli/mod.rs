@@ -1,7 +1,8 @@
 //! The `strata` commands, as library calls that `main.rs` dispatches to:
 //! `serve` (the broker), `log` (a data directory, no broker), and the
 //! commands that talk to a broker (strata or any Kafka cluster) through the
-//! client: `topics`, `produce`, `consume`, `groups` and `bench`. Those take
+//! client: `topics`, `produce`, `consume`, `groups`, `users` and `bench`
+//! (`users` can also edit a data directory directly). Those take
 //! `--bootstrap ADDR[,ADDR…]` (default `127.0.0.1:9092`, or
 //! `STRATA_BOOTSTRAP`). Tables for terminals, `--format json` for scripts;
 //! errors name what failed (the broker that cannot be reached, the unknown
@@ -13,10 +14,12 @@ mod consume;
 mod groups;
 mod log_dir;
 mod output;
+mod password;
 mod position;
 mod produce;
 mod serve;
 mod topics;
+mod users;
 
 use clap::Subcommand;
 
@@ -26,10 +29,12 @@ pub use consume::ConsumeArgs;
 pub use groups::GroupsCommand;
 pub use log_dir::{LogArgs, LogCommand, run as run_log};
 pub(crate) use output::{bytes_json, print_json, print_table};
+pub use password::PASSWORD_ENV;
 pub use position::StartAt;
 pub use produce::ProduceArgs;
 pub use serve::{ServeArgs, run as serve};
 pub use topics::TopicsCommand;
+pub use users::{StoreArgs, UsersCommand};
 
 /// The broker-facing commands.
 #[derive(Debug, Subcommand)]
@@ -48,6 +53,12 @@ pub enum ClientCommand {
         #[command(subcommand)]
         command: GroupsCommand,
     },
+    /// Add, delete and list the users SASL/SCRAM and SASL/PLAIN
+    /// authenticate (through the broker, or a data directory directly).
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
     /// Measure produce or consume throughput and latency.
     Bench {
         #[command(subcommand)]
@@ -62,6 +73,7 @@ pub async fn run(broker: &BrokerArgs, command: ClientCommand) -> anyhow::Result<
         ClientCommand::Produce(args) => produce::run(broker, args).await,
         ClientCommand::Consume(args) => consume::run(broker, args).await,
         ClientCommand::Groups { command } => groups::run(broker, command).await,
+        ClientCommand::Users { command } => users::run(broker, command).await,
         ClientCommand::Bench { command } => bench::run(broker, command).await,
     }
 }

@@ -1,5 +1,6 @@
-//! Administration: topics, partitions, offsets and consumer groups (a
-//! group's coordinator and its committed offsets are `coordinator`'s).
+//! Administration: topics, partitions, offsets, consumer groups (a
+//! group's coordinator and its committed offsets are `coordinator`'s) and
+//! SCRAM users.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ pub(crate) use super::coordinator::{
 use super::coordinator::{check, s};
 use super::fetcher::{EARLIEST, LATEST, list_offset, list_offsets};
 use super::{ClientError, Cluster, Connection};
+use crate::sasl::{Mechanism, SaltedPassword};
 
 /// Newest DescribeLogDirs version this client sends.
 const DESCRIBE_LOG_DIRS_VERSION_MAX: i16 = 4;
@@ -30,6 +32,8 @@ const DESCRIBE_CONFIGS_VERSION_MAX: i16 = 4;
 const LIST_GROUPS_VERSION_MAX: i16 = 4;
 const DESCRIBE_GROUPS_VERSION_MAX: i16 = 5;
 const DELETE_GROUPS_VERSION_MAX: i16 = 2;
+const DESCRIBE_USER_SCRAM_CREDENTIALS_VERSION_MAX: i16 = 0;
+const ALTER_USER_SCRAM_CREDENTIALS_VERSION_MAX: i16 = 0;
 /// Request timeout given to the broker for admin operations.
 const ADMIN_TIMEOUT_MS: i32 = 30_000;
 /// DescribeConfigs resource type of a topic.
@@ -91,6 +95,35 @@ pub struct GroupPartitionLag {
     pub committed: i64,
     pub end: i64,
     pub lag: i64,
+}
+
+/// A user's SCRAM credential as DescribeUserScramCredentials shows it:
+/// the mechanism and the iterations, nothing secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScramCredentialInfo {
+    pub mechanism: Mechanism,
+    pub iterations: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserScramCredentials {
+    pub user: String,
+    pub credentials: Vec<ScramCredentialInfo>,
+}
+
+/// One change of AlterUserScramCredentials. The password is salted by the
+/// caller ([`SaltedPassword::generate`]): it never reaches the broker.
+#[derive(Debug, Clone)]
+pub enum ScramAlteration {
+    Upsert {
+        user: String,
+        mechanism: Mechanism,
+        salted: SaltedPassword,
+    },
+    Delete {
+        user: String,
+        mechanism: Mechanism,
+    },
 }
 
 pub struct Admin {
@@ -419,5 +452,99 @@ impl Admin {
         offsets: &[(String, i32, i64)],
     ) -> Result<(), ClientError> {
         commit_offsets(&self.cluster, group, -1, "", offsets).await
+    }
+
+    /// The SCRAM credentials of `users`, or of every user when `users` is
+    /// empty. A user without credentials is an error (RESOURCE_NOT_FOUND).
+    pub async fn describe_user_scram_credentials(
+        &self,
+        users: &[&str],
+    ) -> Result<Vec<UserScramCredentials>, ClientError> {
+        use kafka_protocol::messages::DescribeUserScramCredentialsRequest;
+        use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+        let connection = self.cluster.any_connection().await?;
+        let named = (!users.is_empty()).then(|| {
+            users
+                .iter()
+                .map(|user| UserName::default().with_name(s(user)))
+                .collect()
+        });
+        let request = DescribeUserScramCredentialsRequest::default().with_users(named);
+        let response = connection
+            .send(&request, DESCRIBE_USER_SCRAM_CREDENTIALS_VERSION_MAX)
+            .await?;
+        check(response.error_code, response.error_message.as_ref(), "")?;
+        response
+            .results
+            .iter()
+            .map(|result| {
+                let user = result.user.as_str();
+                check(result.error_code, result.error_message.as_ref(), user)?;
+                Ok(UserScramCredentials {
+                    user: user.to_string(),
+                    credentials: result
+                        .credential_infos
+                        .iter()
+                        .filter_map(|info| {
+                            Some(ScramCredentialInfo {
+                                mechanism: Mechanism::from_scram_type(info.mechanism)?,
+                                iterations: info.iterations,
+                            })
+                        })
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+
+    /// Applies `alterations` in one request; the first user whose change
+    /// failed fails the call (the others' changes stand, as in Kafka).
+    pub async fn alter_user_scram_credentials(
+        &self,
+        alterations: &[ScramAlteration],
+    ) -> Result<(), ClientError> {
+        use kafka_protocol::messages::AlterUserScramCredentialsRequest;
+        use kafka_protocol::messages::alter_user_scram_credentials_request::{
+            ScramCredentialDeletion, ScramCredentialUpsertion,
+        };
+        let scram_type = |mechanism: Mechanism| {
+            mechanism.scram_type().ok_or_else(|| {
+                ClientError::Invalid(format!("{mechanism} is not a SCRAM mechanism"))
+            })
+        };
+        let mut request = AlterUserScramCredentialsRequest::default();
+        for alteration in alterations {
+            match alteration {
+                ScramAlteration::Upsert {
+                    user,
+                    mechanism,
+                    salted,
+                } => request.upsertions.push(
+                    ScramCredentialUpsertion::default()
+                        .with_name(s(user))
+                        .with_mechanism(scram_type(*mechanism)?)
+                        .with_iterations(i32::try_from(salted.iterations).unwrap_or(i32::MAX))
+                        .with_salt(bytes::Bytes::from(salted.salt.clone()))
+                        .with_salted_password(bytes::Bytes::from(salted.salted_password.clone())),
+                ),
+                ScramAlteration::Delete { user, mechanism } => request.deletions.push(
+                    ScramCredentialDeletion::default()
+                        .with_name(s(user))
+                        .with_mechanism(scram_type(*mechanism)?),
+                ),
+            }
+        }
+        let connection = self.cluster.any_connection().await?;
+        let response = connection
+            .send(&request, ALTER_USER_SCRAM_CREDENTIALS_VERSION_MAX)
+            .await?;
+        for result in &response.results {
+            check(
+                result.error_code,
+                result.error_message.as_ref(),
+                result.user.as_str(),
+            )?;
+        }
+        Ok(())
     }
 }

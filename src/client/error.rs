@@ -197,6 +197,7 @@ pub mod codes {
     pub const UNKNOWN_LEADER_EPOCH: i16 = 75;
     pub const MEMBER_ID_REQUIRED: i16 = 79;
     pub const UNKNOWN_TOPIC_ID: i16 = 100;
+    pub const RESOURCE_NOT_FOUND: i16 = 91;
 
     /// Errors that go away after a metadata refresh or a pause.
     pub fn is_retriable(code: i16) -> bool {

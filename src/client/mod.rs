@@ -23,7 +23,7 @@ pub mod transactional;
 pub use aborted::AbortedFilter;
 pub use admin::{
     Admin, Committed, GroupDescription, GroupListing, GroupMemberDescription, GroupPartitionLag,
-    PartitionOffsets, TopicDescription,
+    PartitionOffsets, ScramAlteration, ScramCredentialInfo, TopicDescription, UserScramCredentials,
 };
 pub use append::append_batch;
 pub use cluster::{ClientConfig, Cluster, PartitionInfo, TopicInfo};

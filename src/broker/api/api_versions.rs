@@ -60,6 +60,8 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::SaslAuthenticate,
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::DescribeUserScramCredentials,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// The versions of `key` served: the protocol crate's range, capped where

@@ -1,6 +1,6 @@
 //! What every request handler can reach: the log, the configuration, the
-//! group and transaction coordinators, the append signals and the metrics. One per broker,
-//! shared by every connection.
+//! group and transaction coordinators, the append signals, the metrics and
+//! the SCRAM credentials. One per broker, shared by every connection.
 
 use std::sync::Arc;
 

@@ -31,6 +31,7 @@ mod init_producer_id;
 mod list_offsets;
 mod metadata;
 mod produce;
+mod scram_credentials;
 mod txn_admin;
 mod txn_offset_commit;
 
@@ -346,6 +347,18 @@ pub(crate) fn handle(
                 .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
                     "this listener does not use SASL",
                 ))),
+        )?,
+        RequestKind::DescribeUserScramCredentials(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &scram_credentials::describe(ctx, &request),
+        )?,
+        RequestKind::AlterUserScramCredentials(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &scram_credentials::alter(ctx, &request),
         )?,
         // `decode_request` only decodes the APIs in SUPPORTED_APIS, and
         // each has its arm above.

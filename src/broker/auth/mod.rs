@@ -1,6 +1,7 @@
 //! Who a request comes from: the principal a connection authenticated as
-//! (through SASL or a client certificate, or none), as the ACLs name it,
-//! and the TLS that carries it.
+//! (through SASL or a client certificate, or none), as the ACLs name it;
+//! the TLS that carries it, and the SCRAM credentials SASL authenticates
+//! against.
 
 mod credentials;
 mod principal;
