@@ -6,12 +6,14 @@
 mod credentials;
 mod principal;
 mod sasl_session;
+mod sasl_settings;
 mod tls;
 
 pub use credentials::{
     CredentialError, CredentialStore, Credentials, SECURITY_DIR, USERS_MAX, UserCredentials,
 };
 pub use principal::{Caller, Principal};
-pub use sasl_session::{SASL_FRAME_BYTES_MAX, SaslSettings};
+pub use sasl_session::SASL_FRAME_BYTES_MAX;
 pub(crate) use sasl_session::{SaslSession, Step};
+pub use sasl_settings::SaslSettings;
 pub use tls::{ClientAuth, RELOAD_CHECK_INTERVAL, TlsReloader, TlsSettings};

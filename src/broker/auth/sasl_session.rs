@@ -21,7 +21,7 @@
 //!    naming what was wrong with a secret, nor whether the user exists)
 //!    after the failed-login delay, and the connection closes.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::{BufMut, Bytes};
 use kafka_protocol::messages::{
@@ -29,7 +29,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use super::{CredentialStore, Principal};
+use super::{CredentialStore, Principal, SaslSettings};
 use crate::broker::ErrorCode;
 use crate::broker::api::{self, DecodedRequest};
 use crate::broker::fetch_frame::Part;
@@ -41,34 +41,6 @@ pub const SASL_FRAME_BYTES_MAX: usize = 512 << 10;
 /// The first SaslAuthenticate version whose answer carries the session
 /// lifetime.
 const SESSION_LIFETIME_VERSION: i16 = 1;
-
-/// What the broker's SASL listeners accept.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SaslSettings {
-    /// Enabled mechanisms, in the order the handshake lists them.
-    pub mechanisms: Vec<Mechanism>,
-    /// How long an authentication lasts before the client must
-    /// re-authenticate (Kafka's `connections.max.reauth.ms`); `None` is
-    /// for the connection's life.
-    pub session_lifetime: Option<Duration>,
-    /// How long a failed authentication waits before its answer and the
-    /// close, so guessing passwords is slow.
-    pub failed_login_delay: Duration,
-}
-
-impl Default for SaslSettings {
-    fn default() -> Self {
-        Self {
-            mechanisms: vec![
-                Mechanism::ScramSha512,
-                Mechanism::ScramSha256,
-                Mechanism::Plain,
-            ],
-            session_lifetime: None,
-            failed_login_delay: Duration::from_secs(1),
-        }
-    }
-}
 
 /// What to do with one frame.
 pub(crate) enum Step {
