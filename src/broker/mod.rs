@@ -20,6 +20,7 @@
 //! group coordinator in [`group`]. ApiVersions advertises exactly the APIs
 //! handled.
 
+pub mod acl;
 pub mod api;
 mod append_signals;
 pub mod auth;
