@@ -94,6 +94,9 @@ fn malformed_transaction_and_admin_requests_never_take_the_broker_down() {
         ApiKey::DeleteRecords,
         ApiKey::AlterConfigs,
         ApiKey::IncrementalAlterConfigs,
+        ApiKey::DescribeAcls,
+        ApiKey::CreateAcls,
+        ApiKey::DeleteAcls,
     ];
     let mut sent = 0;
     for key in apis {

@@ -10,6 +10,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
+use super::acl::{AclStore, Authorizer};
 use super::api::BrokerContext;
 use super::config::{ACCEPT_RETRY_DELAY, LISTEN_BACKLOG};
 use super::group::GroupCoordinator;
@@ -72,6 +73,8 @@ impl Broker {
         })?;
         // Before the port opens: no client sees a half-ended transaction.
         transactions.recover(&groups);
+        let acls = AclStore::open(log.disk(), log.data_dir())?;
+        let acls = Authorizer::new(acls, config.super_users.clone());
         let listener = listen(config.listen).map_err(|error| BrokerError::Io {
             context: format!("listening on {}", config.listen),
             error,
@@ -88,6 +91,7 @@ impl Broker {
             metrics: super::Metrics::default(),
             groups,
             transactions,
+            acls,
         });
         let metrics_listener = match ctx.config.metrics_listen {
             Some(addr) => Some(

@@ -259,7 +259,7 @@ mod tests {
         let orders = Resource::topic("orders");
         assert!(authorizer.authorize(&alice, Read, orders));
         assert!(!authorizer.authorize(&alice, Write, orders));
-        assert!(authorizer.authorize(&alice, Write, Resource::topic("payments")) == false);
+        assert!(!authorizer.authorize(&alice, Write, Resource::topic("payments")));
         assert!(authorizer.authorize(&caller("User:bob", true), Read, Resource::topic("payments")));
         let anonymous = caller("User:ANONYMOUS", false);
         assert!(!authorizer.authorize(&anonymous, Read, orders));

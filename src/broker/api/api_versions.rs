@@ -58,6 +58,9 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::DeleteRecords,
     ApiKey::AlterConfigs,
     ApiKey::IncrementalAlterConfigs,
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
 ];
 
 /// The versions of `key` served: the protocol crate's range, capped where

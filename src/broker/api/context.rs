@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::broker::acl::Authorizer;
 use crate::broker::group::GroupCoordinator;
 use crate::broker::txn::TxnCoordinator;
 use crate::broker::{AppendSignals, BrokerConfig, Metrics};
@@ -22,4 +23,6 @@ pub struct BrokerContext {
     pub metrics: Metrics,
     pub groups: GroupCoordinator,
     pub transactions: TxnCoordinator,
+    /// The ACLs and super users every request is checked against.
+    pub acls: Authorizer,
 }
