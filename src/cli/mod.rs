@@ -1,12 +1,13 @@
 //! The `strata` commands, as library calls that `main.rs` dispatches to:
 //! `serve` (the broker), `log` (a data directory, no broker), and the
 //! commands that talk to a broker (strata or any Kafka cluster) through the
-//! client: `topics`, `produce`, `consume`, `groups` and `bench`. Those take
+//! client: `topics`, `produce`, `consume`, `groups`, `acls` and `bench`. Those take
 //! `--bootstrap ADDR[,ADDR…]` (default `127.0.0.1:9092`, or
 //! `STRATA_BOOTSTRAP`). Tables for terminals, `--format json` for scripts;
 //! errors name what failed (the broker that cannot be reached, the unknown
 //! topic, the bad offset).
 
+mod acls;
 mod args;
 mod bench;
 mod consume;
@@ -20,6 +21,7 @@ mod topics;
 
 use clap::Subcommand;
 
+pub use acls::AclsCommand;
 pub use args::{BrokerArgs, Format, parse_key_value};
 pub use bench::BenchCommand;
 pub use consume::ConsumeArgs;
@@ -48,6 +50,11 @@ pub enum ClientCommand {
         #[command(subcommand)]
         command: GroupsCommand,
     },
+    /// Add, remove and list the broker's ACLs (kafka-acls' flags).
+    Acls {
+        #[command(subcommand)]
+        command: AclsCommand,
+    },
     /// Measure produce or consume throughput and latency.
     Bench {
         #[command(subcommand)]
@@ -62,6 +69,7 @@ pub async fn run(broker: &BrokerArgs, command: ClientCommand) -> anyhow::Result<
         ClientCommand::Produce(args) => produce::run(broker, args).await,
         ClientCommand::Consume(args) => consume::run(broker, args).await,
         ClientCommand::Groups { command } => groups::run(broker, command).await,
+        ClientCommand::Acls { command } => acls::run(broker, command).await,
         ClientCommand::Bench { command } => bench::run(broker, command).await,
     }
 }

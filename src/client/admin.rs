@@ -1,5 +1,6 @@
 //! Administration: topics, partitions, offsets and consumer groups (a
-//! group's coordinator and its committed offsets are `coordinator`'s).
+//! group's coordinator and its committed offsets are `coordinator`'s; ACLs
+//! are `acls`').
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
