@@ -96,6 +96,9 @@ fn malformed_transaction_and_admin_requests_never_take_the_broker_down() {
         ApiKey::IncrementalAlterConfigs,
         ApiKey::DescribeUserScramCredentials,
         ApiKey::AlterUserScramCredentials,
+        ApiKey::DescribeAcls,
+        ApiKey::CreateAcls,
+        ApiKey::DeleteAcls,
     ];
     let mut sent = 0;
     for key in apis {

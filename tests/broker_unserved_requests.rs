@@ -108,10 +108,16 @@ async fn unserved_apis_and_versions_are_warned_about_with_the_client_the_api_and
     let line = wait_for_warning(&["billing-app", "Metadata", "API key 3", "version 99"]).await;
     assert!(line.contains("serves versions"), "{line}");
 
-    // DescribeAcls (29) is a Kafka API this broker does not serve.
-    let answer = answer_to(addr, &request(29, 3, "acl-app")).await;
+    // DescribeDelegationToken (41) is a Kafka API this broker does not serve.
+    let answer = answer_to(addr, &request(41, 3, "token-app")).await;
     assert!(answer.is_empty(), "answered {} bytes", answer.len());
-    wait_for_warning(&["acl-app", "DescribeAcls", "API key 29", "version 3"]).await;
+    wait_for_warning(&[
+        "token-app",
+        "DescribeDelegationToken",
+        "API key 41",
+        "version 3",
+    ])
+    .await;
 
     // A key no Kafka API has.
     answer_to(addr, &request(4242, 0, "odd-app")).await;

@@ -108,6 +108,9 @@ pub struct BrokerConfig {
     pub cleaner_check_interval: std::time::Duration,
     /// The cleaner's memory and I/O budgets.
     pub cleaner: crate::log::CleanerConfig,
+    /// Principals allowed everything, whatever the ACLs say (Kafka's
+    /// `super.users`). Key `super_users = ["User:admin"]`.
+    pub super_users: Vec<crate::broker::auth::Principal>,
 }
 
 impl Default for BrokerConfig {
@@ -140,6 +143,7 @@ impl Default for BrokerConfig {
             transactions: crate::broker::txn::TxnConfig::default(),
             cleaner_check_interval: std::time::Duration::from_secs(15),
             cleaner: crate::log::CleanerConfig::default(),
+            super_users: Vec::new(),
         }
     }
 }
@@ -161,6 +165,7 @@ impl Default for BrokerConfig {
 /// shutdown_grace_ms = 10000
 /// retention_check_interval_ms = 300000
 /// producer_id_expiration_ms = 86400000  # idle idempotent producers forgotten
+/// super_users = ["User:admin"]          # allowed everything, whatever the ACLs
 ///
 /// [topic_defaults]
 /// "retention.ms" = 604800000
@@ -206,6 +211,9 @@ pub struct ConfigFile {
     pub transaction_max_timeout_ms: Option<i32>,
     /// Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`.
     pub transaction_abort_check_interval_ms: Option<u64>,
+    /// Principals allowed everything (Kafka's `super.users`), as
+    /// `Kind:name`.
+    pub super_users: Option<Vec<String>>,
     #[serde(default)]
     pub topic_defaults: std::collections::BTreeMap<String, toml::Value>,
 }
@@ -513,6 +521,13 @@ impl ConfigFile {
         }
         if let Some(ms) = self.producer_id_expiration_ms {
             config.producer_id_expiration = millis(ms);
+        }
+        if let Some(principals) = &self.super_users {
+            config.super_users = principals
+                .iter()
+                .map(|p| crate::broker::auth::Principal::parse(p))
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("super_users: {e}"))?;
         }
         for (key, value) in &self.topic_defaults {
             let text = match value {

@@ -41,6 +41,8 @@ pub enum BrokerError {
     #[error("invalid broker configuration: {0}")]
     Config(String),
     #[error(transparent)]
+    Acl(#[from] crate::broker::acl::AclError),
+    #[error(transparent)]
     Log(#[from] LogError),
 }
 
@@ -83,6 +85,9 @@ pub enum ErrorCode {
     TopicAlreadyExists = 36,
     InvalidPartitions = 37,
     InvalidReplicationFactor = 38,
+    TopicAuthorizationFailed = 29,
+    GroupAuthorizationFailed = 30,
+    ClusterAuthorizationFailed = 31,
     InvalidRequest = 42,
     UnsupportedForMessageFormat = 43,
     PolicyViolation = 44,
@@ -93,6 +98,7 @@ pub enum ErrorCode {
     InvalidProducerIdMapping = 49,
     InvalidTransactionTimeout = 50,
     ConcurrentTransactions = 51,
+    TransactionalIdAuthorizationFailed = 53,
     OperationNotAttempted = 55,
     UnstableOffsetCommit = 88,
     TransactionalIdNotFound = 105,

@@ -17,9 +17,12 @@
 //! in `fetch_frame` and the batches go from segment file to socket with
 //! `sendfile`), ListOffsets, CreateTopics, DeleteTopics, CreatePartitions
 //! and DescribeConfigs (topics), and the consumer-group APIs through the
-//! group coordinator in [`group`]. ApiVersions advertises exactly the APIs
-//! handled.
+//! group coordinator in [`group`], the transaction APIs, and DescribeAcls,
+//! CreateAcls and DeleteAcls. Every request is authorized against the ACLs
+//! in [`acl`] before it has any effect. ApiVersions advertises exactly the
+//! APIs handled.
 
+pub mod acl;
 pub mod api;
 mod append_signals;
 pub mod auth;

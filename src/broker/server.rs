@@ -10,6 +10,7 @@ use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
+use super::acl::{AclStore, Authorizer};
 use super::api::BrokerContext;
 use super::auth::{CredentialStore, TlsReloader};
 use super::config::{ACCEPT_RETRY_DELAY, LISTEN_BACKLOG};
@@ -85,6 +86,8 @@ impl Broker {
         })?;
         // Before the port opens: no client sees a half-ended transaction.
         transactions.recover(&groups);
+        let acls = AclStore::open(log.disk(), log.data_dir())?;
+        let acls = Authorizer::new(acls, config.super_users.clone());
         let tls = match &config.tls {
             Some(settings) => Some(Arc::new(
                 TlsReloader::load(settings.clone())
@@ -130,6 +133,7 @@ impl Broker {
             groups,
             transactions,
             credentials,
+            acls,
         });
         let metrics_listener = match ctx.config.metrics_listen {
             Some(addr) => Some(

@@ -1,13 +1,14 @@
 //! The `strata` commands, as library calls that `main.rs` dispatches to:
 //! `serve` (the broker), `log` (a data directory, no broker), and the
 //! commands that talk to a broker (strata or any Kafka cluster) through the
-//! client: `topics`, `produce`, `consume`, `groups`, `users` and `bench`
+//! client: `topics`, `produce`, `consume`, `groups`, `users`, `acls` and `bench`
 //! (`users` can also edit a data directory directly). Those take
 //! `--bootstrap ADDR[,ADDR…]` (default `127.0.0.1:9092`, or
 //! `STRATA_BOOTSTRAP`). Tables for terminals, `--format json` for scripts;
 //! errors name what failed (the broker that cannot be reached, the unknown
 //! topic, the bad offset).
 
+mod acls;
 mod args;
 mod bench;
 mod consume;
@@ -23,6 +24,7 @@ mod users;
 
 use clap::Subcommand;
 
+pub use acls::AclsCommand;
 pub use args::{BrokerArgs, Format, parse_key_value};
 pub use bench::BenchCommand;
 pub use consume::ConsumeArgs;
@@ -59,6 +61,11 @@ pub enum ClientCommand {
         #[command(subcommand)]
         command: UsersCommand,
     },
+    /// Add, remove and list the broker's ACLs (kafka-acls' flags).
+    Acls {
+        #[command(subcommand)]
+        command: AclsCommand,
+    },
     /// Measure produce or consume throughput and latency.
     Bench {
         #[command(subcommand)]
@@ -74,6 +81,7 @@ pub async fn run(broker: &BrokerArgs, command: ClientCommand) -> anyhow::Result<
         ClientCommand::Consume(args) => consume::run(broker, args).await,
         ClientCommand::Groups { command } => groups::run(broker, command).await,
         ClientCommand::Users { command } => users::run(broker, command).await,
+        ClientCommand::Acls { command } => acls::run(broker, command).await,
         ClientCommand::Bench { command } => bench::run(broker, command).await,
     }
 }

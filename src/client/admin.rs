@@ -1,6 +1,6 @@
 //! Administration: topics, partitions, offsets, consumer groups (a
 //! group's coordinator and its committed offsets are `coordinator`'s) and
-//! SCRAM users.
+//! SCRAM users; ACLs are `acls`'.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -5,6 +5,7 @@
 //! and [`Admin`].
 
 mod aborted;
+mod acls;
 mod admin;
 mod append;
 mod cluster;

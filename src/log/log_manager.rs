@@ -148,6 +148,12 @@ impl LogManager {
         &self.data_dir
     }
 
+    /// The storage the log writes through, for the broker state kept beside
+    /// it in the data directory.
+    pub(crate) fn disk(&self) -> &Disk {
+        &self.disk
+    }
+
     pub fn defaults(&self) -> &LogConfig {
         &self.defaults
     }

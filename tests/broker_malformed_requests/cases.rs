@@ -179,9 +179,9 @@ pub(crate) fn version_cases() -> Vec<Case> {
             Closed,
         ),
         case(
-            "api_key_not_served_describe_acls",
+            "api_key_not_served_describe_delegation_token",
             sized(&raw_request_unchecked(
-                ApiKey::DescribeAcls as i16,
+                ApiKey::DescribeDelegationToken as i16,
                 1,
                 &[0; 16],
             )),

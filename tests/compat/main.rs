@@ -14,6 +14,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod acls;
 mod broker;
 mod driver;
 mod quix;

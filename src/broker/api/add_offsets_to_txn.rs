@@ -1,10 +1,15 @@
 //! AddOffsetsToTxn: a consumer group's offsets will be committed with the
 //! producer's transaction (the offsets themselves come in TxnOffsetCommit).
+//! Needs WRITE on the transactional id (else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and READ on the group (else
+//! GROUP_AUTHORIZATION_FAILED), as in Kafka.
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::broker::txn::TxnProducer;
 
 /// The first version that answers PRODUCER_FENCED (KIP-588).
@@ -14,7 +19,24 @@ pub(super) fn handle(
     ctx: &BrokerContext,
     request: &AddOffsetsToTxnRequest,
     version: i16,
+    caller: &Caller,
 ) -> AddOffsetsToTxnResponse {
+    let transactional_id = Resource::transactional_id(request.transactional_id.0.as_str());
+    if !ctx
+        .acls
+        .authorize(caller, Operation::Write, transactional_id)
+    {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ErrorCode::TransactionalIdAuthorizationFailed.code());
+    }
+    if !ctx.acls.authorize(
+        caller,
+        Operation::Read,
+        Resource::group(request.group_id.0.as_str()),
+    ) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ErrorCode::GroupAuthorizationFailed.code());
+    }
     let producer = TxnProducer::of_request(
         request.transactional_id.0.as_str(),
         request.producer_id.0,

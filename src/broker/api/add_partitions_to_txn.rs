@@ -3,6 +3,14 @@
 //! send); 4 and 5 carry a batch of them, each possibly `verify_only`
 //! (the form brokers send a coordinator to check a partition is in a
 //! transaction), answered per transaction.
+//!
+//! Authorization, as Kafka: the batched versions come from brokers and need
+//! CLUSTER_ACTION on the cluster (else CLUSTER_AUTHORIZATION_FAILED, for
+//! the whole request); a producer's needs WRITE on its transactional id
+//! (else every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and
+//! WRITE on each topic: a partition refused (TOPIC_AUTHORIZATION_FAILED) or
+//! unknown fails the whole transaction's request, the others answering
+//! OPERATION_NOT_ATTEMPTED, and nothing is added.
 
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -12,6 +20,8 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResp
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::broker::txn::TxnProducer;
 
 /// The first version that answers PRODUCER_FENCED (KIP-588).
@@ -23,6 +33,7 @@ pub(super) fn handle(
     ctx: &BrokerContext,
     request: &AddPartitionsToTxnRequest,
     version: i16,
+    caller: &Caller,
 ) -> AddPartitionsToTxnResponse {
     if version < BATCHED_SINCE_VERSION {
         let producer = TxnProducer::of_request(
@@ -32,8 +43,19 @@ pub(super) fn handle(
             version,
             PRODUCER_FENCED_SINCE_VERSION,
         );
-        let results = add(ctx, &producer, &request.v3_and_below_topics, false);
+        let topics = &request.v3_and_below_topics;
+        let results = match refusals(ctx, caller, &producer, topics) {
+            Some(codes) => results_of(topics, codes),
+            None => add(ctx, &producer, topics, false),
+        };
         return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
+    if !ctx
+        .acls
+        .authorize(caller, Operation::ClusterAction, Resource::cluster())
+    {
+        return AddPartitionsToTxnResponse::default()
+            .with_error_code(ErrorCode::ClusterAuthorizationFailed.code());
     }
     let results = request
         .transactions
@@ -59,6 +81,62 @@ pub(super) fn handle(
     AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
 }
 
+/// A producer's request refused by the ACLs: the code of each partition,
+/// in request order; `None` when it may go on.
+fn refusals(
+    ctx: &BrokerContext,
+    caller: &Caller,
+    producer: &TxnProducer<'_>,
+    topics: &[AddPartitionsToTxnTopic],
+) -> Option<Vec<ErrorCode>> {
+    let partitions = topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |&p| (t, p)));
+    let acls = ctx.acls.snapshot();
+    let transactional_id = Resource::transactional_id(producer.transactional_id);
+    if !ctx
+        .acls
+        .allows(&acls, caller, Operation::Write, transactional_id)
+    {
+        return Some(
+            partitions
+                .map(|_| ErrorCode::TransactionalIdAuthorizationFailed)
+                .collect(),
+        );
+    }
+    let writable: Vec<bool> = topics
+        .iter()
+        .map(|t| {
+            ctx.acls.allows(
+                &acls,
+                caller,
+                Operation::Write,
+                Resource::topic(t.name.0.as_str()),
+            )
+        })
+        .collect();
+    if writable.iter().all(|w| *w) {
+        return None;
+    }
+    let codes = topics
+        .iter()
+        .zip(&writable)
+        .flat_map(|(topic, &writable)| {
+            let known = ctx.log.topic(topic.name.0.as_str());
+            topic.partitions.iter().map(move |&p| {
+                if !writable {
+                    ErrorCode::TopicAuthorizationFailed
+                } else if known.as_ref().and_then(|t| t.partition(p)).is_none() {
+                    ErrorCode::UnknownTopicOrPartition
+                } else {
+                    ErrorCode::OperationNotAttempted
+                }
+            })
+        })
+        .collect();
+    Some(codes)
+}
+
 fn add(
     ctx: &BrokerContext,
     producer: &TxnProducer<'_>,
@@ -80,6 +158,14 @@ fn add(
         ctx.transactions
             .add_partitions(producer, &partitions, verify_only)
     };
+    results_of(topics, codes)
+}
+
+/// The per-partition answer of `topics`, `codes` in request order.
+fn results_of(
+    topics: &[AddPartitionsToTxnTopic],
+    codes: Vec<ErrorCode>,
+) -> Vec<AddPartitionsToTxnTopicResult> {
     let mut codes = codes.into_iter();
     topics
         .iter()

@@ -7,6 +7,9 @@
 //! the one list-typed key, `cleanup.policy`. With `validate_only` nothing
 //! changes. Broker resources are not alterable here (their settings come
 //! from `strata.toml`): INVALID_REQUEST, with a message saying so.
+//!
+//! Each resource needs ALTER_CONFIGS (see `config_resource`), else it
+//! answers its type's authorization error and nothing changes.
 
 use std::collections::BTreeMap;
 
@@ -19,10 +22,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
+use super::config_resource::{self, RESOURCE_TOPIC};
 use crate::broker::ErrorCode;
+use crate::broker::acl::Operation;
+use crate::broker::auth::Caller;
 use crate::log::LogError;
 
-const RESOURCE_TOPIC: i8 = 2;
 const OP_SET: i8 = 0;
 const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
@@ -34,6 +39,7 @@ type Outcome = (ErrorCode, Option<String>);
 pub(super) fn alter_configs(
     ctx: &BrokerContext,
     request: &AlterConfigsRequest,
+    caller: &Caller,
 ) -> AlterConfigsResponse {
     let responses = request
         .resources
@@ -51,6 +57,7 @@ pub(super) fn alter_configs(
                 .collect();
             let (code, message) = apply(
                 ctx,
+                caller,
                 resource.resource_type,
                 resource.resource_name.as_str(),
                 Ok(changes),
@@ -70,6 +77,7 @@ pub(super) fn alter_configs(
 pub(super) fn incremental_alter_configs(
     ctx: &BrokerContext,
     request: &IncrementalAlterConfigsRequest,
+    caller: &Caller,
 ) -> IncrementalAlterConfigsResponse {
     let responses = request
         .resources
@@ -79,6 +87,7 @@ pub(super) fn incremental_alter_configs(
             let changes = incremental_changes(ctx, resource.resource_type, name, resource);
             let (code, message) = apply(
                 ctx,
+                caller,
                 resource.resource_type,
                 name,
                 changes,
@@ -151,12 +160,25 @@ fn incremental_changes(
 
 fn apply(
     ctx: &BrokerContext,
+    caller: &Caller,
     resource_type: i8,
     name: &str,
     changes: Result<BTreeMap<String, Option<String>>, Outcome>,
     replace: bool,
     validate_only: bool,
 ) -> Outcome {
+    let operation = Operation::AlterConfigs;
+    if let Err(refusal) =
+        config_resource::authorize(&ctx.acls, caller, operation, resource_type, name)
+    {
+        return (
+            refusal,
+            Some(format!(
+                "{} is not allowed ALTER_CONFIGS on {name}",
+                caller.principal
+            )),
+        );
+    }
     if resource_type != RESOURCE_TOPIC {
         return (
             ErrorCode::InvalidRequest,

@@ -62,6 +62,9 @@ pub const SUPPORTED_APIS: &[ApiKey] = &[
     ApiKey::IncrementalAlterConfigs,
     ApiKey::DescribeUserScramCredentials,
     ApiKey::AlterUserScramCredentials,
+    ApiKey::DescribeAcls,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
 ];
 
 /// The versions of `key` served: the protocol crate's range, capped where

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::broker::auth::CredentialStore;
+use crate::broker::acl::Authorizer;
 use crate::broker::group::GroupCoordinator;
 use crate::broker::txn::TxnCoordinator;
 use crate::broker::{AppendSignals, BrokerConfig, Metrics};
@@ -24,4 +25,6 @@ pub struct BrokerContext {
     /// The users SASL/SCRAM and SASL/PLAIN authenticate, in
     /// `<data>/security/`.
     pub credentials: CredentialStore,
+    /// The ACLs and super users every request is checked against.
+    pub acls: Authorizer,
 }

@@ -1,4 +1,5 @@
-//! CreatePartitions: grow a topic to a new partition count.
+//! CreatePartitions: grow a topic to a new partition count. Needs ALTER on
+//! the topic, else TOPIC_AUTHORIZATION_FAILED (whether it exists or not).
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
@@ -6,17 +7,32 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::log::LogError;
 
 pub(super) fn handle(
     ctx: &BrokerContext,
     request: &CreatePartitionsRequest,
+    caller: &Caller,
 ) -> CreatePartitionsResponse {
     let results = request
         .topics
         .iter()
         .map(|topic| {
             let name = topic.name.0.as_str();
+            let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+            if !ctx
+                .acls
+                .authorize(caller, Operation::Alter, Resource::topic(name))
+            {
+                return result
+                    .with_error_code(ErrorCode::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(StrBytes::from_string(format!(
+                        "{} is not allowed to alter topic {name}",
+                        caller.principal
+                    ))));
+            }
             let outcome = match ctx.log.topic(name) {
                 None => Err(LogError::UnknownTopic(name.to_string())),
                 Some(existing) if topic.count <= existing.metadata.partitions => {
@@ -25,7 +41,6 @@ pub(super) fn handle(
                 Some(_) if request.validate_only => Ok(()),
                 Some(_) => ctx.log.create_partitions(name, topic.count).map(|_| ()),
             };
-            let result = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
             match outcome {
                 Ok(()) => result,
                 Err(error) => result

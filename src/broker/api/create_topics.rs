@@ -1,6 +1,9 @@
 //! CreateTopics: each topic with its partition count (-1: the broker
 //! default) and Kafka-named config overrides. A single broker holds one
 //! replica, so a replication factor other than 1 (or -1) is refused.
+//!
+//! Creating needs CREATE on the cluster or on the topic, else the topic
+//! answers TOPIC_AUTHORIZATION_FAILED and is not created.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +13,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::log::{LogError, PARTITIONS_MAX, validate_topic_name};
 
 /// CreateTopics v5 added the created topic's settings to the response.
@@ -21,7 +26,12 @@ pub(super) fn handle(
     ctx: &BrokerContext,
     request: &CreateTopicsRequest,
     version: i16,
+    caller: &Caller,
 ) -> CreateTopicsResponse {
+    let acls = ctx.acls.snapshot();
+    let may_create_any = ctx
+        .acls
+        .allows(&acls, caller, Operation::Create, Resource::cluster());
     let topics = request
         .topics
         .iter()
@@ -45,7 +55,16 @@ pub(super) fn handle(
                     ))
                 })
                 .collect();
-            let outcome = if !matches!(topic.replication_factor, -1 | 1) {
+            let may_create = may_create_any
+                || ctx
+                    .acls
+                    .allows(&acls, caller, Operation::Create, Resource::topic(name));
+            let outcome = if !may_create {
+                Err((
+                    ErrorCode::TopicAuthorizationFailed,
+                    format!("{} is not allowed to create topic {name}", caller.principal),
+                ))
+            } else if !matches!(topic.replication_factor, -1 | 1) {
                 Err((
                     ErrorCode::InvalidReplicationFactor,
                     format!(

@@ -1,7 +1,8 @@
 //! DeleteRecords: moves each named partition's log start offset forward
 //! (-1 means its high watermark), durably before answering; the answer's
 //! low watermark is the start afterwards. An offset past the log end is
-//! OFFSET_OUT_OF_RANGE.
+//! OFFSET_OUT_OF_RANGE. Each topic needs DELETE, else its partitions
+//! answer TOPIC_AUTHORIZATION_FAILED and keep their records.
 
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -10,13 +11,23 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 
-pub(super) fn handle(ctx: &BrokerContext, request: &DeleteRecordsRequest) -> DeleteRecordsResponse {
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: &DeleteRecordsRequest,
+    caller: &Caller,
+) -> DeleteRecordsResponse {
     let topics = request
         .topics
         .iter()
         .map(|requested| {
-            let topic = ctx.log.topic(requested.name.0.as_str());
+            let name = requested.name.0.as_str();
+            let deletable = ctx
+                .acls
+                .authorize(caller, Operation::Delete, Resource::topic(name));
+            let topic = ctx.log.topic(name).filter(|_| deletable);
             let partitions = requested
                 .partitions
                 .iter()
@@ -24,6 +35,9 @@ pub(super) fn handle(ctx: &BrokerContext, request: &DeleteRecordsRequest) -> Del
                     let answer = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
+                    if !deletable {
+                        return answer.with_error_code(ErrorCode::TopicAuthorizationFailed.code());
+                    }
                     let Some(log) = topic.as_ref().and_then(|t| t.partition(p.partition_index))
                     else {
                         return answer.with_error_code(ErrorCode::UnknownTopicOrPartition.code());

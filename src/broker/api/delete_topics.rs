@@ -1,4 +1,8 @@
 //! DeleteTopics: by name (all versions) or by topic id (v6).
+//!
+//! Deleting needs DELETE on the topic, else TOPIC_AUTHORIZATION_FAILED. A
+//! topic named by id that the caller may not DESCRIBE is answered without
+//! its name, as Kafka does.
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
@@ -6,6 +10,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 
 /// DeleteTopics v5 added error messages; v6 topic ids.
 const ERROR_MESSAGE_VERSION: i16 = 5;
@@ -15,7 +21,13 @@ pub(super) fn handle(
     ctx: &BrokerContext,
     request: &DeleteTopicsRequest,
     version: i16,
+    caller: &Caller,
 ) -> DeleteTopicsResponse {
+    let acls = ctx.acls.snapshot();
+    let allowed = |operation, name: &str| {
+        ctx.acls
+            .allows(&acls, caller, operation, Resource::topic(name))
+    };
     let mut wanted: Vec<(Option<String>, uuid::Uuid)> = request
         .topic_names
         .iter()
@@ -30,6 +42,7 @@ pub(super) fn handle(
     let responses = wanted
         .into_iter()
         .map(|(name, id)| {
+            let by_id = name.is_none();
             let name = name.or_else(|| {
                 ctx.log
                     .topics()
@@ -37,12 +50,21 @@ pub(super) fn handle(
                     .find(|t| t.id() == id)
                     .map(|t| t.name().to_string())
             });
+            let hidden = by_id
+                && name
+                    .as_deref()
+                    .is_some_and(|n| !allowed(Operation::Describe, n));
+            let shown = name.clone().filter(|_| !hidden);
             let mut result = DeletableTopicResult::default()
-                .with_name(name.clone().map(|n| TopicName(StrBytes::from_string(n))));
+                .with_name(shown.map(|n| TopicName(StrBytes::from_string(n))));
             if version >= TOPIC_ID_VERSION {
                 result = result.with_topic_id(id);
             }
             let outcome = match &name {
+                Some(name) if hidden || !allowed(Operation::Delete, name) => Err((
+                    ErrorCode::TopicAuthorizationFailed,
+                    format!("{} is not allowed to delete this topic", caller.principal),
+                )),
                 Some(name) => ctx
                     .log
                     .delete_topic(name)

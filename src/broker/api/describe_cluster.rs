@@ -2,6 +2,10 @@
 //! admin clients ask for them (the same one-node picture Metadata gives).
 //! Endpoint type 1 (brokers) is served; 2 (controllers) is refused with
 //! UNSUPPORTED_ENDPOINT_TYPE, as a Kafka broker does.
+//!
+//! As in Kafka, anyone may ask; DESCRIBE on the cluster decides what the
+//! authorized operations (when asked for) say: the caller's operations on
+//! the cluster, or none.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
@@ -10,6 +14,8 @@ use kafka_protocol::protocol::StrBytes;
 use super::BrokerContext;
 use super::metadata::CLUSTER_ID;
 use crate::broker::listener::Endpoint;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 
 const ENDPOINT_BROKERS: i8 = 1;
 /// UNSUPPORTED_ENDPOINT_TYPE.
@@ -21,11 +27,22 @@ pub(super) fn handle(
     ctx: &BrokerContext,
     request: &DescribeClusterRequest,
     endpoint: &Endpoint,
+    caller: &Caller,
 ) -> DescribeClusterResponse {
+    let operations = if !request.include_cluster_authorized_operations {
+        OPERATIONS_NOT_PROVIDED
+    } else if ctx
+        .acls
+        .authorize(caller, Operation::Describe, Resource::cluster())
+    {
+        ctx.acls.authorized_operations(caller, Resource::cluster())
+    } else {
+        0
+    };
     let response = DescribeClusterResponse::default()
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_id(StrBytes::from_static_str(CLUSTER_ID))
-        .with_cluster_authorized_operations(OPERATIONS_NOT_PROVIDED);
+        .with_cluster_authorized_operations(operations);
     if request.endpoint_type != ENDPOINT_BROKERS {
         return response
             .with_error_code(UNSUPPORTED_ENDPOINT_TYPE)

@@ -1,6 +1,9 @@
 //! DescribeConfigs: a topic's effective log config under Kafka's names,
 //! each marked as a topic override or a default. Broker resources answer
 //! with no entries (their settings are not exposed by name yet).
+//!
+//! Each resource needs DESCRIBE_CONFIGS (see `config_resource`), else it
+//! answers its type's authorization error and no entries.
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
@@ -9,10 +12,12 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
+use super::config_resource::{self, RESOURCE_TOPIC};
 use crate::broker::ErrorCode;
+use crate::broker::acl::Operation;
+use crate::broker::auth::Caller;
 use crate::log::CONFIG_KEYS;
 
-const RESOURCE_TOPIC: i8 = 2;
 const SOURCE_TOPIC_OVERRIDE: i8 = 1;
 const SOURCE_DEFAULT: i8 = 5;
 /// DescribeConfigs v3 added each entry's type.
@@ -26,6 +31,7 @@ pub(super) fn handle(
     ctx: &BrokerContext,
     request: &DescribeConfigsRequest,
     version: i16,
+    caller: &Caller,
 ) -> DescribeConfigsResponse {
     let results = request
         .resources
@@ -35,6 +41,23 @@ pub(super) fn handle(
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone())
                 .with_error_message(None);
+            let name = resource.resource_name.as_str();
+            let operation = Operation::DescribeConfigs;
+            let allowed = config_resource::authorize(
+                &ctx.acls,
+                caller,
+                operation,
+                resource.resource_type,
+                name,
+            );
+            if let Err(refusal) = allowed {
+                return result
+                    .with_error_code(refusal.code())
+                    .with_error_message(Some(StrBytes::from_string(format!(
+                        "{} is not allowed DESCRIBE_CONFIGS on {name}",
+                        caller.principal
+                    ))));
+            }
             if resource.resource_type != RESOURCE_TOPIC {
                 return result;
             }

@@ -1,6 +1,9 @@
 //! DescribeLogDirs: the one log directory this broker has, with the size in
 //! bytes of every partition asked for (all when the request names no
 //! topics) and the file system's total and usable bytes.
+//!
+//! Needs DESCRIBE on the cluster; without it the answer lists no directory
+//! and, from v3, says CLUSTER_AUTHORIZATION_FAILED.
 
 use kafka_protocol::messages::describe_log_dirs_response::{
     DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
@@ -9,11 +12,29 @@ use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, 
 use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
+use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
+
+/// DescribeLogDirs v3 added the top-level error code.
+const ERROR_CODE_VERSION: i16 = 3;
 
 pub(super) fn handle(
     ctx: &BrokerContext,
     request: &DescribeLogDirsRequest,
+    version: i16,
+    caller: &Caller,
 ) -> DescribeLogDirsResponse {
+    if !ctx
+        .acls
+        .authorize(caller, Operation::Describe, Resource::cluster())
+    {
+        let response = DescribeLogDirsResponse::default();
+        if version < ERROR_CODE_VERSION {
+            return response;
+        }
+        return response.with_error_code(ErrorCode::ClusterAuthorizationFailed.code());
+    }
     let wanted = |topic: &str, partition: i32| match &request.topics {
         None => true,
         Some(topics) => topics

@@ -1,18 +1,26 @@
 //! EndTxn: commits or aborts a producer's transaction. Answered once the
 //! markers are written (see `txn::coordinator` for the protocol), so a
 //! `read_committed` consumer that fetches after the answer sees the
-//! outcome.
+//! outcome. Needs WRITE on the transactional id, else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED and the transaction stays as it is.
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::broker::txn::TxnProducer;
 
 /// The first version that answers PRODUCER_FENCED (KIP-588).
 const PRODUCER_FENCED_SINCE_VERSION: i16 = 2;
 
-pub(super) fn handle(ctx: &BrokerContext, request: &EndTxnRequest, version: i16) -> EndTxnResponse {
+pub(super) fn handle(
+    ctx: &BrokerContext,
+    request: &EndTxnRequest,
+    version: i16,
+    caller: &Caller,
+) -> EndTxnResponse {
     let producer = TxnProducer::of_request(
         request.transactional_id.0.as_str(),
         request.producer_id.0,
@@ -20,7 +28,13 @@ pub(super) fn handle(ctx: &BrokerContext, request: &EndTxnRequest, version: i16)
         version,
         PRODUCER_FENCED_SINCE_VERSION,
     );
-    let code = if producer.transactional_id.is_empty() {
+    let transactional_id = Resource::transactional_id(producer.transactional_id);
+    let code = if !ctx
+        .acls
+        .authorize(caller, Operation::Write, transactional_id)
+    {
+        ErrorCode::TransactionalIdAuthorizationFailed
+    } else if producer.transactional_id.is_empty() {
         ErrorCode::InvalidRequest
     } else {
         ctx.transactions

@@ -13,6 +13,10 @@
 //! With `isolation_level` READ_COMMITTED (v4+) a partition is read only up
 //! to its last stable offset, and the answer lists the aborted transactions
 //! the batches may hold, so the consumer drops their records.
+//!
+//! Each topic needs READ: without it its partitions answer
+//! TOPIC_AUTHORIZATION_FAILED (at once, as any error), whether it exists or
+//! not, and nothing of it is read.
 
 use std::time::Duration;
 
@@ -20,7 +24,9 @@ use kafka_protocol::messages::FetchRequest;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
 use crate::broker::append_signals::AppendWatch;
+use crate::broker::auth::Caller;
 use crate::broker::fetch_frame::{FetchedPartition, FetchedTopic};
 use crate::log::{Isolation, LogError, Topic};
 
@@ -47,6 +53,7 @@ pub(super) fn handle(
     ctx: &BrokerContext,
     request: &FetchRequest,
     final_pass: bool,
+    caller: &Caller,
 ) -> Result<Vec<FetchedTopic>, DataWait> {
     let wait = Duration::from_millis(
         u64::try_from(request.max_wait_ms)
@@ -56,7 +63,7 @@ pub(super) fn handle(
     let min_bytes = u64::try_from(request.min_bytes).unwrap_or(0);
     let may_wait = !wait.is_zero() && !final_pass && min_bytes > 0;
     let mut appends = AppendWatch::default();
-    let (topics, bytes) = read_once(ctx, request, may_wait.then_some(&mut appends));
+    let (topics, bytes) = read_once(ctx, request, caller, may_wait.then_some(&mut appends));
     let any_error = topics
         .iter()
         .flat_map(|t| &t.partitions)
@@ -74,8 +81,10 @@ pub(super) fn handle(
 fn read_once(
     ctx: &BrokerContext,
     request: &FetchRequest,
+    caller: &Caller,
     mut appends: Option<&mut AppendWatch>,
 ) -> (Vec<FetchedTopic>, u64) {
+    let acls = ctx.acls.snapshot();
     // Also keeps the response's size within its i32 length field.
     let mut budget = u64::try_from(request.max_bytes)
         .unwrap_or(0)
@@ -89,10 +98,19 @@ fn read_once(
     let mut topics = Vec::with_capacity(request.topics.len());
     for requested in &request.topics {
         let topic = find_topic(ctx, requested.topic.0.as_str(), requested.topic_id);
+        let by_id = topic.is_none() && requested.topic.0.is_empty();
+        let name = topic
+            .as_ref()
+            .map_or(requested.topic.0.as_str(), |t| t.name());
+        let readable = by_id
+            || ctx
+                .acls
+                .allows(&acls, caller, Operation::Read, Resource::topic(name));
         let mut partitions = Vec::with_capacity(requested.partitions.len());
         for partition in &requested.partitions {
             let log = topic
                 .as_ref()
+                .filter(|_| readable)
                 .and_then(|t| t.partition(partition.partition));
             let mut answer = FetchedPartition {
                 index: partition.partition,
@@ -102,8 +120,11 @@ fn read_once(
                 ..FetchedPartition::default()
             };
             let Some(log) = log else {
-                let by_id = topic.is_none() && requested.topic.0.is_empty();
-                answer.error_code = ErrorCode::unknown_topic(by_id).code();
+                answer.error_code = if readable {
+                    ErrorCode::unknown_topic(by_id).code()
+                } else {
+                    ErrorCode::TopicAuthorizationFailed.code()
+                };
                 partitions.push(answer);
                 continue;
             };

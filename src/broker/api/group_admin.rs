@@ -1,4 +1,9 @@
 //! ListGroups, DescribeGroups and DeleteGroups.
+//!
+//! Authorization, as Kafka: ListGroups lists every group to a caller with
+//! DESCRIBE on the cluster, else only the groups it may DESCRIBE;
+//! DescribeGroups needs DESCRIBE on each group and DeleteGroups DELETE,
+//! else GROUP_AUTHORIZATION_FAILED for that group.
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -11,11 +16,13 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 
 /// ListGroups v4 reports (and filters by) group state; v5 group type.
 const LIST_STATE_VERSION: i16 = 4;
 const LIST_TYPE_VERSION: i16 = 5;
-/// DescribeGroups v3 reports authorized operations (none are tracked).
+/// DescribeGroups v3 reports authorized operations.
 const AUTHORIZED_OPERATIONS_VERSION: i16 = 3;
 /// DescribeGroups v6 answers an unknown group with GROUP_ID_NOT_FOUND.
 const GROUP_NOT_FOUND_VERSION: i16 = 6;
@@ -28,16 +35,23 @@ const DEAD: &str = "Dead";
 pub(super) fn delete_groups(
     ctx: &BrokerContext,
     request: &DeleteGroupsRequest,
+    caller: &Caller,
 ) -> DeleteGroupsResponse {
     let results = request
         .groups_names
         .iter()
         .map(|group| {
-            let code = if group.0.is_empty() {
-                ErrorCode::InvalidGroupId
-            } else {
-                ctx.groups.delete(group.0.as_str())
-            };
+            let code =
+                if !ctx
+                    .acls
+                    .authorize(caller, Operation::Delete, Resource::group(group.0.as_str()))
+                {
+                    ErrorCode::GroupAuthorizationFailed
+                } else if group.0.is_empty() {
+                    ErrorCode::InvalidGroupId
+                } else {
+                    ctx.groups.delete(group.0.as_str())
+                };
             DeletableGroupResult::default()
                 .with_group_id(group.clone())
                 .with_error_code(code.code())
@@ -50,7 +64,18 @@ pub(super) fn list_groups(
     ctx: &BrokerContext,
     request: &ListGroupsRequest,
     version: i16,
+    caller: &Caller,
 ) -> ListGroupsResponse {
+    let acls = ctx.acls.snapshot();
+    let every_group = ctx
+        .acls
+        .allows(&acls, caller, Operation::Describe, Resource::cluster());
+    let describable = |group: &str| {
+        every_group
+            || ctx
+                .acls
+                .allows(&acls, caller, Operation::Describe, Resource::group(group))
+    };
     let matches_filter = |filter: &[StrBytes], value: &str| {
         filter.is_empty()
             || filter
@@ -61,6 +86,7 @@ pub(super) fn list_groups(
         .groups
         .list()
         .into_iter()
+        .filter(|g| describable(&g.group_id))
         .filter(|g| matches_filter(&request.states_filter, g.state.name()))
         .filter(|_| matches_filter(&request.types_filter, GROUP_TYPE))
         .map(|g| {
@@ -85,15 +111,23 @@ pub(super) fn describe_groups(
     ctx: &BrokerContext,
     request: &DescribeGroupsRequest,
     version: i16,
+    caller: &Caller,
 ) -> DescribeGroupsResponse {
     let groups = request
         .groups
         .iter()
         .map(|group_id| {
-            let mut described = DescribedGroup::default().with_group_id(group_id.clone());
+            let described = DescribedGroup::default().with_group_id(group_id.clone());
+            let resource = Resource::group(group_id.0.as_str());
+            if !ctx.acls.authorize(caller, Operation::Describe, resource) {
+                return described
+                    .with_error_code(ErrorCode::GroupAuthorizationFailed.code())
+                    .with_group_state(StrBytes::default());
+            }
+            let mut described = described;
             if version >= AUTHORIZED_OPERATIONS_VERSION && request.include_authorized_operations {
-                // No ACLs: report "unknown" (Kafka's sentinel) rather than a guess.
-                described = described.with_authorized_operations(i32::MIN);
+                described = described
+                    .with_authorized_operations(ctx.acls.authorized_operations(caller, resource));
             }
             if group_id.0.is_empty() {
                 return described

@@ -2,6 +2,13 @@
 //! wire side of [`crate::broker::group`]. JoinGroup and SyncGroup may answer
 //! later (when the rebalance completes, when the leader's assignment
 //! arrives): they return a channel the connection waits on.
+//!
+//! Authorization, as Kafka: FindCoordinator needs DESCRIBE on the group
+//! (GROUP_AUTHORIZATION_FAILED) or the transactional id
+//! (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) it asks about; JoinGroup,
+//! SyncGroup, Heartbeat and LeaveGroup need READ on the group, and a
+//! refused one never reaches the coordinator (no member joins, no group is
+//! made).
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +24,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::broker::group::{JoinOutcome, JoinRequest, Pending, SyncOutcome, SyncRequest};
 use crate::broker::listener::Endpoint;
 
@@ -47,47 +56,78 @@ pub(super) fn find_coordinator(
     request: &FindCoordinatorRequest,
     version: i16,
     endpoint: &Endpoint,
+    caller: &Caller,
 ) -> FindCoordinatorResponse {
-    let host = str_bytes(endpoint.host.clone());
-    let node = ctx.config.node_id;
-    let port = endpoint.port;
-    // This broker coordinates every group (and would every transactional
-    // id); a key type it does not know is an invalid request.
-    let error = if matches!(request.key_type, KEY_TYPE_GROUP | KEY_TYPE_TRANSACTION) {
-        ErrorCode::None
-    } else {
-        ErrorCode::InvalidRequest
+    // This broker coordinates every group (and every transactional id); a
+    // key type it does not know is an invalid request.
+    let error_for = |key: &str| match request.key_type {
+        KEY_TYPE_GROUP
+            if !ctx
+                .acls
+                .authorize(caller, Operation::Describe, Resource::group(key)) =>
+        {
+            ErrorCode::GroupAuthorizationFailed
+        }
+        KEY_TYPE_TRANSACTION
+            if !ctx.acls.authorize(
+                caller,
+                Operation::Describe,
+                Resource::transactional_id(key),
+            ) =>
+        {
+            ErrorCode::TransactionalIdAuthorizationFailed
+        }
+        KEY_TYPE_GROUP | KEY_TYPE_TRANSACTION => ErrorCode::None,
+        _ => ErrorCode::InvalidRequest,
     };
-    let (node, port, host) = if error == ErrorCode::None {
-        (node, port, host)
-    } else {
-        (-1, -1, StrBytes::default())
+    // (node, port, host) of the answer: this broker, or none after an error.
+    let located = |error: ErrorCode| {
+        if error == ErrorCode::None {
+            (
+                ctx.config.node_id,
+                endpoint.port,
+                str_bytes(endpoint.host.clone()),
+            )
+        } else {
+            (-1, -1, StrBytes::default())
+        }
     };
     if version >= COORDINATOR_KEYS_VERSION {
         let coordinators = request
             .coordinator_keys
             .iter()
             .map(|key| {
+                let error = error_for(key.as_str());
+                let (node, port, host) = located(error);
                 Coordinator::default()
                     .with_key(key.clone())
                     .with_node_id(node.into())
-                    .with_host(host.clone())
+                    .with_host(host)
                     .with_port(port)
                     .with_error_code(error.code())
             })
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
+    let error = error_for(request.key.as_str());
+    let (node, port, host) = located(error);
     let mut response = FindCoordinatorResponse::default()
         .with_error_code(error.code())
         .with_node_id(node.into())
         .with_host(host)
         .with_port(port);
     if version >= COORDINATOR_MESSAGE_VERSION && error != ErrorCode::None {
-        response = response.with_error_message(Some(str_bytes(format!(
-            "unknown coordinator key type {}",
-            request.key_type
-        ))));
+        let message = match error {
+            ErrorCode::InvalidRequest => {
+                format!("unknown coordinator key type {}", request.key_type)
+            }
+            _ => format!(
+                "{} is not allowed DESCRIBE on {}",
+                caller.principal,
+                request.key.as_str()
+            ),
+        };
+        response = response.with_error_message(Some(str_bytes(message)));
     }
     response
 }
@@ -97,8 +137,15 @@ pub(super) fn join_group(
     request: &JoinGroupRequest,
     version: i16,
     client_id: &str,
-    client_host: &str,
+    caller: &Caller,
 ) -> Pending<JoinOutcome> {
+    if !ctx.acls.authorize(
+        caller,
+        Operation::Read,
+        Resource::group(request.group_id.0.as_str()),
+    ) {
+        return Pending::Now(JoinOutcome::error(ErrorCode::GroupAuthorizationFailed, ""));
+    }
     let millis = |ms: i32| Duration::from_millis(u64::try_from(ms).unwrap_or(0));
     // v0 has no rebalance timeout: the session timeout stands in for it.
     let rebalance_timeout = if request.rebalance_timeout_ms > 0 {
@@ -119,7 +166,7 @@ pub(super) fn join_group(
             .map(|p| (text(&p.name), p.metadata.clone()))
             .collect(),
         client_id: client_id.to_string(),
-        client_host: client_host.to_string(),
+        client_host: caller.host.clone(),
         require_known_member_id: version >= MEMBER_ID_REQUIRED_VERSION,
     };
     ctx.groups.join(join, Instant::now())
@@ -152,7 +199,18 @@ pub(super) fn join_response(outcome: JoinOutcome, version: i16) -> JoinGroupResp
         )
 }
 
-pub(super) fn sync_group(ctx: &BrokerContext, request: &SyncGroupRequest) -> Pending<SyncOutcome> {
+pub(super) fn sync_group(
+    ctx: &BrokerContext,
+    request: &SyncGroupRequest,
+    caller: &Caller,
+) -> Pending<SyncOutcome> {
+    if !ctx.acls.authorize(
+        caller,
+        Operation::Read,
+        Resource::group(request.group_id.0.as_str()),
+    ) {
+        return Pending::Now(SyncOutcome::error(ErrorCode::GroupAuthorizationFailed));
+    }
     let sync = SyncRequest {
         group_id: text(&request.group_id.0),
         generation: request.generation_id,
@@ -177,7 +235,19 @@ pub(super) fn sync_response(outcome: SyncOutcome, _version: i16) -> SyncGroupRes
         .with_assignment(outcome.assignment)
 }
 
-pub(super) fn heartbeat(ctx: &BrokerContext, request: &HeartbeatRequest) -> HeartbeatResponse {
+pub(super) fn heartbeat(
+    ctx: &BrokerContext,
+    request: &HeartbeatRequest,
+    caller: &Caller,
+) -> HeartbeatResponse {
+    if !ctx.acls.authorize(
+        caller,
+        Operation::Read,
+        Resource::group(request.group_id.0.as_str()),
+    ) {
+        return HeartbeatResponse::default()
+            .with_error_code(ErrorCode::GroupAuthorizationFailed.code());
+    }
     let error = ctx.groups.heartbeat(
         request.group_id.0.as_str(),
         request.generation_id,
@@ -192,8 +262,16 @@ pub(super) fn leave_group(
     ctx: &BrokerContext,
     request: &LeaveGroupRequest,
     version: i16,
+    caller: &Caller,
 ) -> LeaveGroupResponse {
     let GroupId(group) = &request.group_id;
+    if !ctx
+        .acls
+        .authorize(caller, Operation::Read, Resource::group(group.as_str()))
+    {
+        return LeaveGroupResponse::default()
+            .with_error_code(ErrorCode::GroupAuthorizationFailed.code());
+    }
     let leaving: Vec<(String, Option<String>)> = if version >= LEAVE_BATCH_VERSION {
         request
             .members

@@ -1,5 +1,12 @@
 //! OffsetCommit and OffsetFetch: committed positions of consumer groups,
 //! stored durably by the group coordinator.
+//!
+//! Authorization, as Kafka: OffsetCommit needs READ on the group (else every
+//! partition answers GROUP_AUTHORIZATION_FAILED) and READ on each topic
+//! (else its partitions answer TOPIC_AUTHORIZATION_FAILED); nothing refused
+//! is stored. OffsetFetch needs DESCRIBE on the group; topics the caller may
+//! not DESCRIBE are left out of an "every partition" answer and answer
+//! TOPIC_AUTHORIZATION_FAILED when named.
 
 use std::time::Instant;
 
@@ -18,6 +25,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::broker::group::offsets::{CommittedOffset, PartitionOffset};
 use crate::broker::group::{Committer, OFFSET_METADATA_BYTES_MAX};
 
@@ -29,8 +38,13 @@ const FETCH_TOP_ERROR_VERSION: i16 = 2;
 pub(super) fn offset_commit(
     ctx: &BrokerContext,
     request: &OffsetCommitRequest,
+    caller: &Caller,
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.as_str();
+    let acls = ctx.acls.snapshot();
+    let readable =
+        |resource: Resource<'_>| ctx.acls.allows(&acls, caller, Operation::Read, resource);
+    let group_readable = readable(Resource::group(group));
     let committer = Committer {
         generation: request.generation_id_or_member_epoch,
         member_id: request.member_id.as_str().to_string(),
@@ -39,7 +53,11 @@ pub(super) fn offset_commit(
             .as_ref()
             .map(|s| s.as_str().to_string()),
     };
-    let allowed = ctx.groups.check_commit(group, &committer, Instant::now());
+    let allowed = if group_readable {
+        ctx.groups.check_commit(group, &committer, Instant::now())
+    } else {
+        ErrorCode::GroupAuthorizationFailed
+    };
     let now_ms = crate::time::now_ms();
     // (topic response, partition response) of each offset to store.
     let mut to_store: Vec<(usize, usize)> = Vec::new();
@@ -48,10 +66,15 @@ pub(super) fn offset_commit(
     for (t, topic) in request.topics.iter().enumerate() {
         let name = topic.name.0.as_str();
         let log_topic = ctx.log.topic(name);
+        let topic_readable = group_readable && readable(Resource::topic(name));
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for (p, partition) in topic.partitions.iter().enumerate() {
             let metadata = partition.committed_metadata.as_ref().map(|m| m.as_str());
-            let error = if allowed != ErrorCode::None {
+            let error = if !group_readable {
+                ErrorCode::GroupAuthorizationFailed
+            } else if !topic_readable {
+                ErrorCode::TopicAuthorizationFailed
+            } else if allowed != ErrorCode::None {
                 allowed
             } else if log_topic
                 .as_ref()
@@ -160,6 +183,46 @@ fn fetch_group(
         .collect()
 }
 
+/// [`fetch_group`] for `caller`: GROUP_AUTHORIZATION_FAILED without
+/// DESCRIBE on the group; the topics it may not DESCRIBE left out of an
+/// "every partition" answer, and answered TOPIC_AUTHORIZATION_FAILED (no
+/// offset) when named.
+fn fetch_authorized(
+    ctx: &BrokerContext,
+    caller: &Caller,
+    group: &str,
+    wanted: Option<Vec<(TopicName, Vec<i32>)>>,
+    require_stable: bool,
+) -> Result<Vec<FetchedTopic>, ErrorCode> {
+    let acls = ctx.acls.snapshot();
+    let describable = |resource: Resource<'_>| {
+        ctx.acls
+            .allows(&acls, caller, Operation::Describe, resource)
+    };
+    if !describable(Resource::group(group)) {
+        return Err(ErrorCode::GroupAuthorizationFailed);
+    }
+    let Some(wanted) = wanted else {
+        let mut found = fetch_group(ctx, group, None, require_stable)?;
+        found.retain(|topic| describable(Resource::topic(topic.name.0.as_str())));
+        return Ok(found);
+    };
+    let (allowed, refused): (Vec<_>, Vec<_>) = wanted
+        .into_iter()
+        .partition(|(name, _)| describable(Resource::topic(name.0.as_str())));
+    let mut found = fetch_group(ctx, group, Some(allowed), require_stable)?;
+    found.extend(refused.into_iter().map(|(name, partitions)| {
+        FetchedTopic {
+            name,
+            partitions: partitions
+                .into_iter()
+                .map(|p| (p, None, ErrorCode::TopicAuthorizationFailed))
+                .collect(),
+        }
+    }));
+    Ok(found)
+}
+
 /// (offset, leader epoch, metadata) as the response carries them; a
 /// partition without a commit is offset -1 with empty metadata.
 fn shown(committed: Option<CommittedOffset>) -> (i64, i32, StrBytes) {
@@ -177,6 +240,7 @@ pub(super) fn offset_fetch(
     ctx: &BrokerContext,
     request: &OffsetFetchRequest,
     version: i16,
+    caller: &Caller,
 ) -> OffsetFetchResponse {
     if version >= FETCH_GROUPS_VERSION {
         let groups = request
@@ -189,7 +253,7 @@ pub(super) fn offset_fetch(
                         .map(|t| (t.name.clone(), t.partition_indexes.clone()))
                         .collect()
                 });
-                group_response(ctx, &g.group_id, wanted, request.require_stable)
+                group_response(ctx, caller, &g.group_id, wanted, request.require_stable)
             })
             .collect();
         return OffsetFetchResponse::default().with_groups(groups);
@@ -201,8 +265,9 @@ pub(super) fn offset_fetch(
             .collect()
     });
     let requested: Vec<(TopicName, Vec<i32>)> = wanted.clone().unwrap_or_default();
-    match fetch_group(
+    match fetch_authorized(
         ctx,
+        caller,
         request.group_id.0.as_str(),
         wanted,
         request.require_stable,
@@ -252,12 +317,13 @@ pub(super) fn offset_fetch(
 
 fn group_response(
     ctx: &BrokerContext,
+    caller: &Caller,
     group_id: &GroupId,
     wanted: Option<Vec<(TopicName, Vec<i32>)>>,
     require_stable: bool,
 ) -> OffsetFetchResponseGroup {
     let response = OffsetFetchResponseGroup::default().with_group_id(group_id.clone());
-    match fetch_group(ctx, group_id.0.as_str(), wanted, require_stable) {
+    match fetch_authorized(ctx, caller, group_id.0.as_str(), wanted, require_stable) {
         Ok(found) => response.with_topics(laid_out(
             found,
             |name, partitions| {

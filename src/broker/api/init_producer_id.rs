@@ -14,11 +14,18 @@
 //! an empty transactional id (Kafka's answers). With a transactional id, a
 //! transaction timeout outside 1 ms to `transaction.max.timeout.ms` is
 //! INVALID_TRANSACTION_TIMEOUT; without one it is not used.
+//!
+//! Authorization, as Kafka: a transactional id needs WRITE on it, else
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED; an idempotent producer needs
+//! IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679), else
+//! CLUSTER_AUTHORIZATION_FAILED. Nothing is handed out to a refused caller.
 
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource, ResourceType};
+use crate::broker::auth::Caller;
 use crate::broker::txn::InitRefusal;
 use crate::log::{LogError, ProducerIdAndEpoch};
 
@@ -29,8 +36,28 @@ pub(super) fn handle(
     ctx: &BrokerContext,
     request: &InitProducerIdRequest,
     version: i16,
+    caller: &Caller,
 ) -> InitProducerIdResponse {
-    match init(ctx, request, version) {
+    let allowed = match &request.transactional_id {
+        Some(id) => ctx
+            .acls
+            .authorize(
+                caller,
+                Operation::Write,
+                Resource::transactional_id(id.0.as_str()),
+            )
+            .then_some(())
+            .ok_or(ErrorCode::TransactionalIdAuthorizationFailed),
+        None => (ctx
+            .acls
+            .authorize(caller, Operation::IdempotentWrite, Resource::cluster())
+            || ctx
+                .acls
+                .allows_any(caller, Operation::Write, ResourceType::Topic))
+        .then_some(())
+        .ok_or(ErrorCode::ClusterAuthorizationFailed),
+    };
+    match allowed.and_then(|()| init(ctx, request, version)) {
         Ok(granted) => InitProducerIdResponse::default()
             .with_producer_id(ProducerId(granted.producer_id))
             .with_producer_epoch(granted.epoch),

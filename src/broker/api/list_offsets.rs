@@ -17,6 +17,9 @@
 //! one that introduced it, or a negative timestamp that is none of these
 //! (such as -6, EARLIEST_PENDING_UPLOAD, which needs v11), gets
 //! UNSUPPORTED_VERSION for that partition; the connection stays open.
+//!
+//! Each topic needs DESCRIBE, else its partitions answer
+//! TOPIC_AUTHORIZATION_FAILED.
 
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -25,6 +28,8 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::log::{Isolation, PartitionLog};
 
 /// `isolation_level` of a READ_COMMITTED reader.
@@ -55,12 +60,18 @@ pub(super) fn handle(
     ctx: &BrokerContext,
     request: &ListOffsetsRequest,
     version: i16,
+    caller: &Caller,
 ) -> ListOffsetsResponse {
+    let acls = ctx.acls.snapshot();
     let topics = request
         .topics
         .iter()
         .map(|requested| {
-            let topic = ctx.log.topic(requested.name.0.as_str());
+            let name = requested.name.0.as_str();
+            let describable =
+                ctx.acls
+                    .allows(&acls, caller, Operation::Describe, Resource::topic(name));
+            let topic = ctx.log.topic(name);
             let partitions = requested
                 .partitions
                 .iter()
@@ -69,6 +80,10 @@ pub(super) fn handle(
                         .with_partition_index(partition.partition_index)
                         .with_timestamp(-1)
                         .with_offset(-1);
+                    if !describable {
+                        return response
+                            .with_error_code(ErrorCode::TopicAuthorizationFailed.code());
+                    }
                     let log = topic
                         .as_ref()
                         .and_then(|t| t.partition(partition.partition_index));

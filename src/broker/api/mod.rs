@@ -10,10 +10,14 @@
 //! is decoded before any handler runs, and the fuzz targets decode exactly
 //! as the broker does without a log behind it.
 
+mod acls;
 mod add_offsets_to_txn;
 mod add_partitions_to_txn;
 mod alter_configs;
 mod api_versions;
+#[cfg(test)]
+mod authorization_tests;
+mod config_resource;
 mod context;
 mod create_partitions;
 mod create_topics;
@@ -135,9 +139,9 @@ pub(crate) fn handle(
             key,
             version,
             correlation_id,
-            &metadata::handle(ctx, &request, version, endpoint),
+            &metadata::handle(ctx, &request, version, endpoint, caller),
         )?,
-        RequestKind::Produce(request) => match produce::handle(ctx, &request) {
+        RequestKind::Produce(request) => match produce::handle(ctx, &request, caller) {
             Produced::Silent => return Ok(Reply::Silent),
             Produced::Now(body) => respond(key, version, correlation_id, &body)?,
             Produced::OnceDurable(durability) => {
@@ -149,7 +153,7 @@ pub(crate) fn handle(
         },
         RequestKind::Fetch(request) => {
             // Written by hand so the batches can be sent with sendfile.
-            return Ok(match fetch::handle(ctx, &request, final_pass) {
+            return Ok(match fetch::handle(ctx, &request, final_pass, caller) {
                 Ok(topics) => Reply::Respond(fetch_response(version, correlation_id, &topics)),
                 Err(wait) => Reply::WaitForData(wait),
             });
@@ -158,54 +162,53 @@ pub(crate) fn handle(
             key,
             version,
             correlation_id,
-            &list_offsets::handle(ctx, &request, version),
+            &list_offsets::handle(ctx, &request, version, caller),
         )?,
         RequestKind::CreateTopics(request) => respond(
             key,
             version,
             correlation_id,
-            &create_topics::handle(ctx, &request, version),
+            &create_topics::handle(ctx, &request, version, caller),
         )?,
         RequestKind::DeleteTopics(request) => respond(
             key,
             version,
             correlation_id,
-            &delete_topics::handle(ctx, &request, version),
+            &delete_topics::handle(ctx, &request, version, caller),
         )?,
         RequestKind::CreatePartitions(request) => respond(
             key,
             version,
             correlation_id,
-            &create_partitions::handle(ctx, &request),
+            &create_partitions::handle(ctx, &request, caller),
         )?,
         RequestKind::DescribeConfigs(request) => respond(
             key,
             version,
             correlation_id,
-            &describe_configs::handle(ctx, &request, version),
+            &describe_configs::handle(ctx, &request, version, caller),
         )?,
         RequestKind::DescribeLogDirs(request) => respond(
             key,
             version,
             correlation_id,
-            &describe_log_dirs::handle(ctx, &request),
+            &describe_log_dirs::handle(ctx, &request, version, caller),
         )?,
         RequestKind::InitProducerId(request) => respond(
             key,
             version,
             correlation_id,
-            &init_producer_id::handle(ctx, &request, version),
+            &init_producer_id::handle(ctx, &request, version, caller),
         )?,
         RequestKind::FindCoordinator(request) => respond(
             key,
             version,
             correlation_id,
-            &group_membership::find_coordinator(ctx, &request, version, endpoint),
+            &group_membership::find_coordinator(ctx, &request, version, endpoint, caller),
         )?,
         RequestKind::JoinGroup(request) => {
             let client_id = header.client_id.as_ref().map_or("", |c| c.as_str());
-            let joined =
-                group_membership::join_group(ctx, &request, version, client_id, &caller.host);
+            let joined = group_membership::join_group(ctx, &request, version, client_id, caller);
             return answer_when_ready(
                 joined,
                 JoinOutcome::unavailable,
@@ -215,7 +218,7 @@ pub(crate) fn handle(
         }
         RequestKind::SyncGroup(request) => {
             return answer_when_ready(
-                group_membership::sync_group(ctx, &request),
+                group_membership::sync_group(ctx, &request, caller),
                 SyncOutcome::unavailable,
                 group_membership::sync_response,
                 (key, version, correlation_id),
@@ -225,109 +228,127 @@ pub(crate) fn handle(
             key,
             version,
             correlation_id,
-            &group_membership::heartbeat(ctx, &request),
+            &group_membership::heartbeat(ctx, &request, caller),
         )?,
         RequestKind::LeaveGroup(request) => respond(
             key,
             version,
             correlation_id,
-            &group_membership::leave_group(ctx, &request, version),
+            &group_membership::leave_group(ctx, &request, version, caller),
         )?,
         RequestKind::OffsetCommit(request) => respond(
             key,
             version,
             correlation_id,
-            &group_offsets::offset_commit(ctx, &request),
+            &group_offsets::offset_commit(ctx, &request, caller),
         )?,
         RequestKind::OffsetFetch(request) => respond(
             key,
             version,
             correlation_id,
-            &group_offsets::offset_fetch(ctx, &request, version),
+            &group_offsets::offset_fetch(ctx, &request, version, caller),
         )?,
         RequestKind::ListGroups(request) => respond(
             key,
             version,
             correlation_id,
-            &group_admin::list_groups(ctx, &request, version),
+            &group_admin::list_groups(ctx, &request, version, caller),
         )?,
         RequestKind::DescribeGroups(request) => respond(
             key,
             version,
             correlation_id,
-            &group_admin::describe_groups(ctx, &request, version),
+            &group_admin::describe_groups(ctx, &request, version, caller),
         )?,
         RequestKind::DeleteGroups(request) => respond(
             key,
             version,
             correlation_id,
-            &group_admin::delete_groups(ctx, &request),
+            &group_admin::delete_groups(ctx, &request, caller),
         )?,
         RequestKind::AddPartitionsToTxn(request) => respond(
             key,
             version,
             correlation_id,
-            &add_partitions_to_txn::handle(ctx, &request, version),
+            &add_partitions_to_txn::handle(ctx, &request, version, caller),
         )?,
         RequestKind::AddOffsetsToTxn(request) => respond(
             key,
             version,
             correlation_id,
-            &add_offsets_to_txn::handle(ctx, &request, version),
+            &add_offsets_to_txn::handle(ctx, &request, version, caller),
         )?,
         RequestKind::TxnOffsetCommit(request) => respond(
             key,
             version,
             correlation_id,
-            &txn_offset_commit::handle(ctx, &request, version),
+            &txn_offset_commit::handle(ctx, &request, version, caller),
         )?,
         RequestKind::EndTxn(request) => respond(
             key,
             version,
             correlation_id,
-            &end_txn::handle(ctx, &request, version),
+            &end_txn::handle(ctx, &request, version, caller),
         )?,
         RequestKind::DescribeTransactions(request) => respond(
             key,
             version,
             correlation_id,
-            &txn_admin::describe_transactions(ctx, &request),
+            &txn_admin::describe_transactions(ctx, &request, caller),
         )?,
         RequestKind::ListTransactions(request) => respond(
             key,
             version,
             correlation_id,
-            &txn_admin::list_transactions(ctx, &request),
+            &txn_admin::list_transactions(ctx, &request, caller),
         )?,
         RequestKind::DescribeProducers(request) => respond(
             key,
             version,
             correlation_id,
-            &txn_admin::describe_producers(ctx, &request),
+            &txn_admin::describe_producers(ctx, &request, caller),
         )?,
         RequestKind::DescribeCluster(request) => respond(
             key,
             version,
             correlation_id,
-            &describe_cluster::handle(ctx, &request, endpoint),
+            &describe_cluster::handle(ctx, &request, endpoint, caller),
         )?,
         RequestKind::DeleteRecords(request) => respond(
             key,
             version,
             correlation_id,
-            &delete_records::handle(ctx, &request),
+            &delete_records::handle(ctx, &request, caller),
         )?,
         RequestKind::AlterConfigs(request) => respond(
             key,
             version,
             correlation_id,
-            &alter_configs::alter_configs(ctx, &request),
+            &alter_configs::alter_configs(ctx, &request, caller),
         )?,
         RequestKind::IncrementalAlterConfigs(request) => respond(
             key,
             version,
             correlation_id,
-            &alter_configs::incremental_alter_configs(ctx, &request),
+            &alter_configs::incremental_alter_configs(ctx, &request, caller),
+        )?,
+        RequestKind::DescribeAcls(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &acls::describe_acls(ctx, &request, caller),
+        )?,
+        RequestKind::CreateAcls(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &acls::create_acls(ctx, &request, caller),
+        )?,
+        RequestKind::DeleteAcls(request) => respond(
+            key,
+            version,
+            correlation_id,
+            &acls::delete_acls(ctx, &request, caller),
         )?,
         // A SASL listener's connection answers these itself, before any
         // request reaches the handlers; anywhere else they are out of place.
@@ -567,9 +588,14 @@ mod tests {
 
     #[test]
     fn an_unknown_api_key_names_the_client_and_the_key() {
-        let frame = request(ApiKey::DescribeAcls as i16, 3, Some("acl-app"));
-        let message = served_api(&frame, 29, 3).unwrap_err().to_string();
-        for part in ["\"acl-app\"", "API key 29", "DescribeAcls", "version 3"] {
+        let frame = request(ApiKey::DescribeDelegationToken as i16, 3, Some("token-app"));
+        let message = served_api(&frame, 41, 3).unwrap_err().to_string();
+        for part in [
+            "\"token-app\"",
+            "API key 41",
+            "DescribeDelegationToken",
+            "version 3",
+        ] {
             assert!(message.contains(part), "{message}");
         }
         let unknown = served_api(&request(9999, 0, None), 9999, 0).unwrap_err();

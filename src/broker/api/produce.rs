@@ -18,6 +18,12 @@
 //! appended only to a partition its producer added to its Ongoing
 //! transaction (AddPartitionsToTxn), at the transaction's epoch: otherwise
 //! INVALID_TXN_STATE, or INVALID_PRODUCER_EPOCH for an older epoch.
+//!
+//! Authorization, as Kafka: a request whose first batch of any partition is
+//! transactional needs WRITE on its transactional id, else every partition
+//! answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED; each topic needs WRITE,
+//! else its partitions answer TOPIC_AUTHORIZATION_FAILED (whether it exists
+//! or not). Nothing refused is appended.
 
 use std::sync::Arc;
 
@@ -27,6 +33,8 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use super::BrokerContext;
 use super::fetch::find_topic;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::log::{LogError, PartitionLog, flush_together};
 use crate::record::RecordBatch;
 
@@ -108,12 +116,33 @@ fn mark_failed_syncs(
 
 /// Appends the request's batches, partition by partition, and says when
 /// its response is due (see [`Produced`]).
-pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Produced {
+pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest, caller: &Caller) -> Produced {
+    let acls = ctx.acls.snapshot();
+    if has_transactional_records(request) {
+        let allowed = request.transactional_id.as_ref().is_some_and(|id| {
+            ctx.acls.allows(
+                &acls,
+                caller,
+                Operation::Write,
+                Resource::transactional_id(id.0.as_str()),
+            )
+        });
+        if !allowed {
+            return refused_whole(request, ErrorCode::TransactionalIdAuthorizationFailed);
+        }
+    }
     let mut responses = Vec::with_capacity(request.topic_data.len());
     // (topic response, partition response, log, offset to make durable)
     let mut to_sync: Vec<(usize, usize, Arc<PartitionLog>, i64)> = Vec::new();
     for (t, data) in request.topic_data.iter().enumerate() {
         let topic = find_topic(ctx, data.name.0.as_str(), data.topic_id);
+        // By id, the topic's name once the id is known (an unknown id is
+        // answered as unknown below).
+        let name = topic.as_ref().map_or(data.name.0.as_str(), |t| t.name());
+        let writable = (topic.is_none() && data.name.0.is_empty())
+            || ctx
+                .acls
+                .allows(&acls, caller, Operation::Write, Resource::topic(name));
         let mut partitions = Vec::with_capacity(data.partition_data.len());
         for (p, partition) in data.partition_data.iter().enumerate() {
             let mut response = PartitionProduceResponse::default()
@@ -124,6 +153,11 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Produced 
             let log = topic.as_ref().and_then(|t| t.partition(partition.index));
             if !matches!(request.acks, ACKS_ALL | ACKS_NONE | ACKS_LEADER) {
                 partitions.push(response.with_error_code(ErrorCode::InvalidRequiredAcks.code()));
+                continue;
+            }
+            if !writable {
+                partitions
+                    .push(response.with_error_code(ErrorCode::TopicAuthorizationFailed.code()));
                 continue;
             }
             let Some(log) = log else {
@@ -234,6 +268,49 @@ pub(super) fn handle(ctx: &BrokerContext, request: &ProduceRequest) -> Produced 
             Produced::Now(response)
         }
     }
+}
+
+/// Whether the first batch of any partition is transactional (what Kafka
+/// checks before authorizing the transactional id).
+fn has_transactional_records(request: &ProduceRequest) -> bool {
+    request
+        .topic_data
+        .iter()
+        .flat_map(|topic| &topic.partition_data)
+        .any(|partition| {
+            RecordBatch::parse(partition.records.as_deref().unwrap_or_default())
+                .is_ok_and(|batch| batch.header().is_transactional())
+        })
+}
+
+/// Every partition of `request` answered `code`, nothing appended.
+fn refused_whole(request: &ProduceRequest, code: ErrorCode) -> Produced {
+    if request.acks == ACKS_NONE {
+        return Produced::Silent;
+    }
+    let responses = request
+        .topic_data
+        .iter()
+        .map(|data| {
+            TopicProduceResponse::default()
+                .with_name(data.name.clone())
+                .with_topic_id(data.topic_id)
+                .with_partition_responses(
+                    data.partition_data
+                        .iter()
+                        .map(|partition| {
+                            PartitionProduceResponse::default()
+                                .with_index(partition.index)
+                                .with_error_code(code.code())
+                                .with_base_offset(-1)
+                                .with_log_append_time_ms(-1)
+                                .with_log_start_offset(-1)
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    Produced::Now(ProduceResponse::default().with_responses(responses))
 }
 
 /// The producer (id, epoch) of the transactional batches among `records`,

@@ -3,6 +3,12 @@
 //! (every id, filtered by state, producer id, age or a pattern) and
 //! DescribeProducers (the producers a partition remembers, with their open
 //! transaction).
+//!
+//! Authorization, as Kafka: DescribeTransactions needs DESCRIBE on each id
+//! (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and lists only the topics
+//! the caller may DESCRIBE; ListTransactions lists only the ids the caller
+//! may DESCRIBE; DescribeProducers needs READ on each topic (else
+//! TOPIC_AUTHORIZATION_FAILED).
 
 use kafka_protocol::messages::describe_producers_response::{
     PartitionResponse, ProducerState, TopicResponse,
@@ -18,18 +24,34 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{AclSet, Authorizer, Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::broker::txn::{TxnMetadata, TxnState};
 use crate::time::now_ms;
 
 pub(super) fn describe_transactions(
     ctx: &BrokerContext,
     request: &DescribeTransactionsRequest,
+    caller: &Caller,
 ) -> DescribeTransactionsResponse {
+    let acls = ctx.acls.snapshot();
     let states = request
         .transactional_ids
         .iter()
         .map(|id| {
             let answer = TransactionState::default().with_transactional_id(id.clone());
+            let resource = Resource::transactional_id(id.0.as_str());
+            if !ctx
+                .acls
+                .allows(&acls, caller, Operation::Describe, resource)
+            {
+                return answer
+                    .with_error_code(ErrorCode::TransactionalIdAuthorizationFailed.code())
+                    .with_transaction_state(StrBytes::from_static_str(""))
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1)
+                    .with_transaction_start_time_ms(-1);
+            }
             match ctx.transactions.describe(id.0.as_str()) {
                 None => answer
                     .with_error_code(ErrorCode::TransactionalIdNotFound.code())
@@ -43,16 +65,25 @@ pub(super) fn describe_transactions(
                     .with_transaction_start_time_ms(metadata.start_ms)
                     .with_producer_id(ProducerId(metadata.producer_id))
                     .with_producer_epoch(metadata.producer_epoch)
-                    .with_topics(topics_of(&metadata)),
+                    .with_topics(topics_of(&metadata, &ctx.acls, &acls, caller)),
             }
         })
         .collect();
     DescribeTransactionsResponse::default().with_transaction_states(states)
 }
 
-fn topics_of(metadata: &TxnMetadata) -> Vec<TopicData> {
+/// The transaction's partitions by topic, of the topics `caller` may
+/// DESCRIBE.
+fn topics_of(
+    metadata: &TxnMetadata,
+    authorizer: &Authorizer,
+    acls: &AclSet,
+    caller: &Caller,
+) -> Vec<TopicData> {
     let mut topics: Vec<TopicData> = Vec::new();
-    for (topic, partition) in &metadata.partitions {
+    let describable =
+        |topic: &str| authorizer.allows(acls, caller, Operation::Describe, Resource::topic(topic));
+    for (topic, partition) in metadata.partitions.iter().filter(|(t, _)| describable(t)) {
         match topics.last_mut() {
             Some(last) if last.topic.0.as_str() == topic => last.partitions.push(*partition),
             _ => topics.push(
@@ -68,7 +99,9 @@ fn topics_of(metadata: &TxnMetadata) -> Vec<TopicData> {
 pub(super) fn list_transactions(
     ctx: &BrokerContext,
     request: &ListTransactionsRequest,
+    caller: &Caller,
 ) -> ListTransactionsResponse {
+    let acls = ctx.acls.snapshot();
     let wanted: Vec<&str> = request.state_filters.iter().map(|s| s.as_str()).collect();
     let unknown: Vec<StrBytes> = request
         .state_filters
@@ -99,6 +132,11 @@ pub(super) fn list_transactions(
                 || (m.start_ms >= 0 && now.saturating_sub(m.start_ms) > request.duration_filter)
         })
         .filter(|m| pattern.is_none_or(|p| matches_pattern(p, &m.transactional_id)))
+        .filter(|m| {
+            let resource = Resource::transactional_id(&m.transactional_id);
+            ctx.acls
+                .allows(&acls, caller, Operation::Describe, resource)
+        })
         .map(|m| {
             ListedState::default()
                 .with_transactional_id(kafka_protocol::messages::TransactionalId(
@@ -136,17 +174,26 @@ fn matches_pattern(pattern: &str, id: &str) -> bool {
 pub(super) fn describe_producers(
     ctx: &BrokerContext,
     request: &DescribeProducersRequest,
+    caller: &Caller,
 ) -> DescribeProducersResponse {
+    let acls = ctx.acls.snapshot();
     let topics = request
         .topics
         .iter()
         .map(|wanted| {
-            let topic = ctx.log.topic(wanted.name.0.as_str());
+            let name = wanted.name.0.as_str();
+            let readable = ctx
+                .acls
+                .allows(&acls, caller, Operation::Read, Resource::topic(name));
+            let topic = ctx.log.topic(name);
             let partitions = wanted
                 .partition_indexes
                 .iter()
                 .map(|&index| {
                     let answer = PartitionResponse::default().with_partition_index(index);
+                    if !readable {
+                        return answer.with_error_code(ErrorCode::TopicAuthorizationFailed.code());
+                    }
                     let Some(log) = topic.as_ref().and_then(|t| t.partition(index)) else {
                         return answer.with_error_code(ErrorCode::UnknownTopicOrPartition.code());
                     };

@@ -4,6 +4,12 @@
 //! request names the consumer's generation and member, checked as
 //! OffsetCommit checks them; a request without them (generation -1, no
 //! member) is not checked, as in Kafka.
+//!
+//! Authorization, as Kafka: WRITE on the transactional id (else every
+//! partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED), READ on the
+//! group (else GROUP_AUTHORIZATION_FAILED), and READ on each topic (else its
+//! partitions answer TOPIC_AUTHORIZATION_FAILED while the others' offsets
+//! are held).
 
 use std::time::Instant;
 
@@ -14,6 +20,8 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::broker::group::{Committer, OFFSET_METADATA_BYTES_MAX};
 use crate::broker::txn::{PendingOffset, TxnProducer};
 
@@ -24,6 +32,7 @@ pub(super) fn handle(
     ctx: &BrokerContext,
     request: &TxnOffsetCommitRequest,
     version: i16,
+    caller: &Caller,
 ) -> TxnOffsetCommitResponse {
     let group = request.group_id.0.as_str();
     let producer = TxnProducer::of_request(
@@ -33,13 +42,28 @@ pub(super) fn handle(
         version,
         PRODUCER_FENCED_SINCE_VERSION,
     );
-    let mut code = if producer.transactional_id.is_empty() {
+    let acls = ctx.acls.snapshot();
+    let allowed = |operation: Operation, resource: Resource<'_>| {
+        ctx.acls.allows(&acls, caller, operation, resource)
+    };
+    let transactional_id = Resource::transactional_id(producer.transactional_id);
+    let mut code = if !allowed(Operation::Write, transactional_id) {
+        ErrorCode::TransactionalIdAuthorizationFailed
+    } else if !allowed(Operation::Read, Resource::group(group)) {
+        ErrorCode::GroupAuthorizationFailed
+    } else if producer.transactional_id.is_empty() {
         ErrorCode::InvalidRequest
     } else {
         check_member(ctx, request)
     };
+    // Per topic of the request: whether the caller may READ it.
+    let readable: Vec<bool> = request
+        .topics
+        .iter()
+        .map(|topic| allowed(Operation::Read, Resource::topic(topic.name.0.as_str())))
+        .collect();
     let mut offsets = Vec::new();
-    for topic in &request.topics {
+    for (topic, _) in request.topics.iter().zip(&readable).filter(|(_, r)| **r) {
         for partition in &topic.partitions {
             let metadata = partition.committed_metadata.as_ref().map(|m| m.as_str());
             if metadata.is_some_and(|m| m.len() > OFFSET_METADATA_BYTES_MAX) {
@@ -55,13 +79,20 @@ pub(super) fn handle(
             });
         }
     }
-    if code == ErrorCode::None {
+    if code == ErrorCode::None && !offsets.is_empty() {
         code = ctx.transactions.commit_offsets(&producer, group, &offsets);
     }
     let topics = request
         .topics
         .iter()
-        .map(|topic| {
+        .zip(readable)
+        .map(|(topic, readable)| {
+            let code = match code {
+                ErrorCode::TransactionalIdAuthorizationFailed
+                | ErrorCode::GroupAuthorizationFailed => code,
+                _ if !readable => ErrorCode::TopicAuthorizationFailed,
+                _ => code,
+            };
             TxnOffsetCommitResponseTopic::default()
                 .with_name(topic.name.clone())
                 .with_partitions(

@@ -73,7 +73,7 @@ impl JoinOutcome {
         Self::error(ErrorCode::CoordinatorNotAvailable, "")
     }
 
-    pub(super) fn error(error: ErrorCode, member_id: &str) -> Self {
+    pub fn error(error: ErrorCode, member_id: &str) -> Self {
         Self {
             error,
             generation: -1,
@@ -101,7 +101,7 @@ impl SyncOutcome {
         Self::error(ErrorCode::CoordinatorNotAvailable)
     }
 
-    pub(super) fn error(error: ErrorCode) -> Self {
+    pub fn error(error: ErrorCode) -> Self {
         Self {
             error,
             protocol_type: None,

@@ -405,4 +405,98 @@ def committed_watermarks(request):
     return [low, high]
 
 
-run_driver(globals(), extra=("produce_keyed", "transactions", "produce_values", "read_partition"))
+def acl_binding(spec):
+    """An AclBinding (or, with `filter`, an AclBindingFilter) from
+    [resource type, name, pattern type, principal, host, operation,
+    permission], Kafka's names; null name, principal or host match any."""
+    from confluent_kafka.admin import AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    restype, name, pattern, principal, host, operation, permission = spec
+    # confluent-kafka names the CLUSTER resource type BROKER.
+    restype = {"CLUSTER": "BROKER"}.get(restype, restype)
+    return (
+        ResourceType[restype],
+        name,
+        ResourcePatternType[pattern],
+        principal,
+        host,
+        AclOperation[operation],
+        AclPermissionType[permission],
+    )
+
+
+def acl_spec(binding):
+    restype = {"BROKER": "CLUSTER"}.get(binding.restype.name, binding.restype.name)
+    return [
+        restype,
+        binding.name,
+        binding.resource_pattern_type.name,
+        binding.principal,
+        binding.host,
+        binding.operation.name,
+        binding.permission_type.name,
+    ]
+
+
+def acls(request):
+    """Creates `create`, then answers `describe` (one filter) and `delete`
+    (filters) in that order, then describes everything again."""
+    from confluent_kafka.admin import AclBinding, AclBindingFilter
+
+    admin = AdminClient(base(request))
+    bindings = [AclBinding(*acl_binding(spec)) for spec in request["create"]]
+    created = []
+    if bindings:
+        futures = admin.create_acls(bindings, request_timeout=30)
+        for binding in bindings:
+            try:
+                futures[binding].result()
+                created.append(None)
+            except KafkaException as e:
+                created.append(e.args[0].name())
+    everything = AclBindingFilter(*acl_binding(["ANY", None, "ANY", None, None, "ANY", "ANY"]))
+    described = admin.describe_acls(AclBindingFilter(*acl_binding(request["describe"])), request_timeout=30).result()
+    filters = [AclBindingFilter(*acl_binding(spec)) for spec in request["delete"]]
+    deleted = []
+    if filters:
+        futures = admin.delete_acls(filters, request_timeout=30)
+        deleted = [[acl_spec(b) for b in futures[f].result()] for f in filters]
+    after = admin.describe_acls(everything, request_timeout=30).result()
+    return {
+        "created": created,
+        "described": sorted(acl_spec(b) for b in described),
+        "deleted": [sorted(d) for d in deleted],
+        "after": sorted(acl_spec(b) for b in after),
+    }
+
+
+def refused(request):
+    """A producer's delivery to `topic` and a consumer's subscription in
+    `group`: the error names each ends with."""
+    p = Producer(base(request, **{"acks": "all", "retries": 0, "message.timeout.ms": 30000}))
+    outcome = {}
+
+    def report(err, msg):
+        outcome["produce"] = None if err is None else err.name()
+
+    p.produce(request["topic"], value=b"refused", on_delivery=report)
+    if p.flush(60):
+        raise RuntimeError("the record was neither delivered nor refused")
+    c = consumer(request, extra={"group.id": request["group"]})
+    c.subscribe([request["consume_topic"]])
+    deadline = Deadline()
+    while "consume" not in outcome:
+        deadline.check("the consumer's error")
+        msg = c.poll(0.2)
+        if msg is not None and msg.error():
+            outcome["consume"] = msg.error().name()
+        elif msg is not None:
+            outcome["consume"] = None
+    c.close()
+    return outcome
+
+
+run_driver(
+    globals(),
+    extra=("produce_keyed", "transactions", "produce_values", "read_partition", "acls", "refused"),
+)

@@ -1,0 +1,25 @@
+//! Why an ACL could not be created, deleted or loaded.
+
+use std::path::PathBuf;
+
+use crate::log::LogError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AclError {
+    /// A binding or filter that cannot be stored or applied (Kafka's
+    /// INVALID_REQUEST): the message says what to change.
+    #[error("invalid ACL: {0}")]
+    Invalid(String),
+    /// The ACL file is unreadable as ACLs. The broker does not start on it:
+    /// starting without its DENY entries would open what they close.
+    #[error(
+        "{}: {reason}; restore the file from a backup, or move it away to start with no ACLs",
+        path.display()
+    )]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("the broker holds at most {max} ACLs; delete some before adding more")]
+    TooMany { max: usize },
+    /// Writing the ACL file failed; nothing changed.
+    #[error("storing ACLs: {0}")]
+    Storage(#[from] LogError),
+}
