@@ -3,7 +3,9 @@
 //! commands that talk to a broker (strata or any Kafka cluster) through the
 //! client: `topics`, `produce`, `consume`, `groups` and `bench`. Those take
 //! `--bootstrap ADDR[,ADDR…]` (default `127.0.0.1:9092`, or
-//! `STRATA_BOOTSTRAP`). Tables for terminals, `--format json` for scripts;
+//! `STRATA_BOOTSTRAP`) and the security flags of [`SecurityArgs`]
+//! (`--security-protocol`, `--ssl-ca-location`, `--sasl-username`, …,
+//! `--client-properties FILE`). Tables for terminals, `--format json` for scripts;
 //! errors name what failed (the broker that cannot be reached, the unknown
 //! topic, the bad offset).
 
@@ -15,6 +17,7 @@ mod log_dir;
 mod output;
 mod position;
 mod produce;
+mod security_args;
 mod serve;
 mod topics;
 
@@ -28,6 +31,7 @@ pub use log_dir::{LogArgs, LogCommand, run as run_log};
 pub(crate) use output::{bytes_json, print_json, print_table};
 pub use position::StartAt;
 pub use produce::ProduceArgs;
+pub use security_args::SecurityArgs;
 pub use serve::{ServeArgs, run as serve};
 pub use topics::TopicsCommand;
 

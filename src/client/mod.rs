@@ -7,6 +7,7 @@
 mod aborted;
 mod admin;
 mod append;
+mod authenticate;
 mod cluster;
 mod connection;
 mod consumer;
@@ -18,6 +19,8 @@ pub mod partitioner;
 mod produce_frame;
 mod producer;
 mod producer_id;
+pub mod security;
+mod tls;
 pub mod transactional;
 
 pub use aborted::AbortedFilter;
@@ -41,6 +44,7 @@ pub use consumer::{
     decode_assignment, decode_subscription, encode_assignment, encode_subscription,
 };
 pub use error::ClientError;
+pub use security::{ClientSecurity, Password, SecurityConfigError};
 pub use fetcher::{EARLIEST, FetchOptions, Fetched, Fetcher, LATEST};
 pub use producer::{
     Acks, DeliveryFuture, Producer, ProducerConfig, ProducerRecord, RecordMetadata,
