@@ -92,19 +92,37 @@ async fn the_library_round_trips_over_every_secured_protocol() {
     .await;
     library_round_trip(
         broker.addr("SASL_PLAINTEXT"),
-        sasl(&broker, SecurityProtocol::SaslPlaintext, Mechanism::ScramSha512, "alice", PASSWORD),
+        sasl(
+            &broker,
+            SecurityProtocol::SaslPlaintext,
+            Mechanism::ScramSha512,
+            "alice",
+            PASSWORD,
+        ),
         "over-sasl-plaintext",
     )
     .await;
     library_round_trip(
         broker.addr("SASL_SSL"),
-        sasl(&broker, SecurityProtocol::SaslSsl, Mechanism::ScramSha256, "bob", PASSWORD),
+        sasl(
+            &broker,
+            SecurityProtocol::SaslSsl,
+            Mechanism::ScramSha256,
+            "bob",
+            PASSWORD,
+        ),
         "over-sasl-ssl-scram",
     )
     .await;
     library_round_trip(
         broker.addr("SASL_SSL"),
-        sasl(&broker, SecurityProtocol::SaslSsl, Mechanism::Plain, "alice", PASSWORD),
+        sasl(
+            &broker,
+            SecurityProtocol::SaslSsl,
+            Mechanism::Plain,
+            "alice",
+            PASSWORD,
+        ),
         "over-sasl-ssl-plain",
     )
     .await;
@@ -156,7 +174,13 @@ async fn a_wrong_password_is_a_typed_error_without_the_password() {
     let broker = SecuredBroker::start("");
     broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
     for mechanism in [Mechanism::ScramSha512, Mechanism::Plain] {
-        let wrong = sasl(&broker, SecurityProtocol::SaslSsl, mechanism, "alice", WRONG);
+        let wrong = sasl(
+            &broker,
+            SecurityProtocol::SaslSsl,
+            mechanism,
+            "alice",
+            WRONG,
+        );
         let error = connect(broker.addr("SASL_SSL"), wrong)
             .await
             .err()
@@ -166,7 +190,10 @@ async fn a_wrong_password_is_a_typed_error_without_the_password() {
         };
         assert_eq!(user, "alice");
         let text = format!("{error} {error:?}");
-        assert!(text.contains("authentication failed for user alice"), "{text}");
+        assert!(
+            text.contains("authentication failed for user alice"),
+            "{text}"
+        );
         assert!(!text.contains(WRONG), "{text}");
     }
 }
@@ -225,7 +252,14 @@ fn the_cli_round_trips_with_flags_a_properties_file_and_env_vars() {
 
     // SSL by flags.
     cli_round_trip(
-        &["--bootstrap", broker.addr("SSL"), "--security-protocol", "SSL", "--ssl-ca-location", ca],
+        &[
+            "--bootstrap",
+            broker.addr("SSL"),
+            "--security-protocol",
+            "SSL",
+            "--ssl-ca-location",
+            ca,
+        ],
         &[],
         "cli-ssl",
     );
@@ -309,7 +343,10 @@ fn the_cli_refuses_a_wrong_password_and_an_untrusted_broker_without_echoing_secr
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(all.contains("authentication failed for user alice"), "{all}");
+    assert!(
+        all.contains("authentication failed for user alice"),
+        "{all}"
+    );
     assert!(!all.contains(WRONG), "{all}");
 
     let output = strata(
@@ -344,7 +381,11 @@ fn wordcount_runs_remotely_over_sasl_ssl() {
         ("STRATA_SASL_USERNAME", "app"),
         ("STRATA_SASL_PASSWORD", PASSWORD),
     ];
-    succeeded(&strata(&["topics", "create", "lines", "--partitions", "1"], &env, ""));
+    succeeded(&strata(
+        &["topics", "create", "lines", "--partitions", "1"],
+        &env,
+        "",
+    ));
     succeeded(&strata(&["produce", "lines"], &env, "a b a\nb a c\n"));
     let state = broker.path().join("app-state");
     let output = Command::new(support::example::example("wordcount"))
@@ -370,10 +411,9 @@ fn wordcount_runs_remotely_over_sasl_ssl() {
             record["value"].as_str().unwrap().to_string(),
         );
     }
-    let expected: std::collections::BTreeMap<String, String> =
-        [("a", "3"), ("b", "2"), ("c", "1")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+    let expected: std::collections::BTreeMap<String, String> = [("a", "3"), ("b", "2"), ("c", "1")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     assert_eq!(last, expected, "{counts}");
 }

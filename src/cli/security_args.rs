@@ -17,18 +17,38 @@ use crate::security::SecurityProtocol;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
 pub struct SecurityArgs {
     /// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (security.protocol).
-    #[arg(long, env = "STRATA_SECURITY_PROTOCOL", global = true, value_name = "PROTOCOL")]
+    #[arg(
+        long,
+        env = "STRATA_SECURITY_PROTOCOL",
+        global = true,
+        value_name = "PROTOCOL"
+    )]
     pub security_protocol: Option<SecurityProtocol>,
     /// PEM file of the CA(s) that signed the broker's certificate
     /// (ssl.ca.location).
-    #[arg(long, env = "STRATA_SSL_CA_LOCATION", global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        env = "STRATA_SSL_CA_LOCATION",
+        global = true,
+        value_name = "FILE"
+    )]
     pub ssl_ca_location: Option<PathBuf>,
     /// PEM file of this client's certificate, for a broker that asks
     /// (ssl.certificate.location).
-    #[arg(long, env = "STRATA_SSL_CERTIFICATE_LOCATION", global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        env = "STRATA_SSL_CERTIFICATE_LOCATION",
+        global = true,
+        value_name = "FILE"
+    )]
     pub ssl_certificate_location: Option<PathBuf>,
     /// PEM file of that certificate's private key (ssl.key.location).
-    #[arg(long, env = "STRATA_SSL_KEY_LOCATION", global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        env = "STRATA_SSL_KEY_LOCATION",
+        global = true,
+        value_name = "FILE"
+    )]
     pub ssl_key_location: Option<PathBuf>,
     /// `https` (default: check the broker's certificate names its host) or
     /// empty (don't).
@@ -40,14 +60,24 @@ pub struct SecurityArgs {
     )]
     pub ssl_endpoint_identification_algorithm: Option<String>,
     /// PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (sasl.mechanism).
-    #[arg(long, env = "STRATA_SASL_MECHANISM", global = true, value_name = "MECHANISM")]
+    #[arg(
+        long,
+        env = "STRATA_SASL_MECHANISM",
+        global = true,
+        value_name = "MECHANISM"
+    )]
     pub sasl_mechanism: Option<Mechanism>,
     /// The SASL user (sasl.username).
     #[arg(long, env = "STRATA_SASL_USERNAME", global = true, value_name = "USER")]
     pub sasl_username: Option<String>,
     /// A file whose first line is the SASL password (or set
     /// STRATA_SASL_PASSWORD).
-    #[arg(long, env = "STRATA_SASL_PASSWORD_FILE", global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        env = "STRATA_SASL_PASSWORD_FILE",
+        global = true,
+        value_name = "FILE"
+    )]
     pub sasl_password_file: Option<PathBuf>,
     /// A client properties file in Kafka's format (security.protocol,
     /// ssl.*, sasl.*); flags override it.
@@ -74,7 +104,10 @@ impl SecurityArgs {
         }
         for (flag, setting) in [
             (&self.ssl_ca_location, &mut security.ca_location),
-            (&self.ssl_certificate_location, &mut security.certificate_location),
+            (
+                &self.ssl_certificate_location,
+                &mut security.certificate_location,
+            ),
             (&self.ssl_key_location, &mut security.key_location),
         ] {
             if let Some(path) = flag {

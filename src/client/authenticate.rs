@@ -71,7 +71,9 @@ pub(crate) async fn authenticate(
             let client_final = scram.receive_server_first(&server_first).map_err(sasl)?;
             let (server_final, lifetime) = exchange.round(client_final).await?;
             scram.receive_server_final(&server_final).map_err(|e| {
-                refused(format!("the broker's final SCRAM message does not verify: {e}"))
+                refused(format!(
+                    "the broker's final SCRAM message does not verify: {e}"
+                ))
             })?;
             Ok(lifetime)
         }

@@ -155,9 +155,9 @@ impl Connection {
         connection.versions = connection.negotiate().await?;
         if security.protocol.uses_sasl() {
             let started = Instant::now();
-            if let Some(lifetime) = super::authenticate::authenticate(&connection, security).await? {
-                connection.expires_at =
-                    Some(started + lifetime.mul_f64(1.0 - SESSION_MARGIN));
+            if let Some(lifetime) = super::authenticate::authenticate(&connection, security).await?
+            {
+                connection.expires_at = Some(started + lifetime.mul_f64(1.0 - SESSION_MARGIN));
             }
         }
         Ok(connection)
@@ -387,10 +387,7 @@ impl Drop for BreakUnlessDone<'_> {
 
 /// Writes every chunk, in order, with as few writev calls as the socket
 /// allows (one request leaves in one go rather than a packet per chunk).
-async fn write_all_vectored(
-    writer: &mut WriteHalf,
-    parts: &[Bytes],
-) -> std::io::Result<()> {
+async fn write_all_vectored(writer: &mut WriteHalf, parts: &[Bytes]) -> std::io::Result<()> {
     let mut slices: Vec<std::io::IoSlice<'_>> =
         parts.iter().map(|p| std::io::IoSlice::new(p)).collect();
     let mut rest = &mut slices[..];

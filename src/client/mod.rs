@@ -44,10 +44,10 @@ pub use consumer::{
     decode_assignment, decode_subscription, encode_assignment, encode_subscription,
 };
 pub use error::ClientError;
-pub use security::{ClientSecurity, Password, SecurityConfigError};
 pub use fetcher::{EARLIEST, FetchOptions, Fetched, Fetcher, LATEST};
 pub use producer::{
     Acks, DeliveryFuture, Producer, ProducerConfig, ProducerRecord, RecordMetadata,
 };
 pub use producer_id::init_producer_id;
+pub use security::{ClientSecurity, Password, SecurityConfigError};
 pub use transactional::Transactional;

@@ -115,7 +115,9 @@ pub enum SecurityConfigError {
     File { path: PathBuf, reason: String },
     #[error("line {line}: expected key=value")]
     NotKeyValue { line: usize },
-    #[error("unknown security setting {key:?}: this client knows security.protocol, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.endpoint.identification.algorithm, sasl.mechanism, sasl.username and sasl.password")]
+    #[error(
+        "unknown security setting {key:?}: this client knows security.protocol, ssl.ca.location, ssl.certificate.location, ssl.key.location, ssl.endpoint.identification.algorithm, sasl.mechanism, sasl.username and sasl.password"
+    )]
     UnknownKey { key: String },
     #[error("{key}: {reason}")]
     Value { key: String, reason: String },
@@ -265,8 +267,12 @@ mod tests {
 
     #[test]
     fn an_unknown_security_key_is_an_error_naming_it() {
-        let error = ClientSecurity::from_properties("ssl.truststore.location=/x.jks\n").unwrap_err();
-        assert!(error.to_string().contains("ssl.truststore.location"), "{error}");
+        let error =
+            ClientSecurity::from_properties("ssl.truststore.location=/x.jks\n").unwrap_err();
+        assert!(
+            error.to_string().contains("ssl.truststore.location"),
+            "{error}"
+        );
     }
 
     #[test]

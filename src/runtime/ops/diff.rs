@@ -159,7 +159,9 @@ pub async fn diff(
     }
     let access = match location {
         Location::Remote {
-            bootstrap, security, ..
+            bootstrap,
+            security,
+            ..
         } => Some(LogAccess::connect(bootstrap, security).await?.0),
         Location::Embedded { .. } => None,
     };

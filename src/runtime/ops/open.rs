@@ -151,7 +151,9 @@ pub(crate) async fn open(
             ))
         }
         Location::Remote {
-            bootstrap, security, ..
+            bootstrap,
+            security,
+            ..
         } => Ok((LogAccess::connect(bootstrap, security).await?.0, None)),
     }
 }

@@ -27,7 +27,9 @@ use super::dump_state::open_committed;
 pub async fn status(app: &App, location: &Location) -> Result<Vec<StatusRow>, RuntimeError> {
     let remote = match location {
         Location::Remote {
-            bootstrap, security, ..
+            bootstrap,
+            security,
+            ..
         } => {
             let (access, cluster) = LogAccess::connect(bootstrap, security).await?;
             Some((access, Admin::new(cluster)))
