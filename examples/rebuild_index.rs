@@ -216,6 +216,7 @@ async fn demo() -> anyhow::Result<()> {
     let remote = Location::Remote {
         bootstrap: addr.to_string(),
         state_dir: location.state_dir().to_path_buf(),
+        security: Default::default(),
     };
     let options = RebuildOptions {
         progress_every: Some(Duration::from_secs(1)),

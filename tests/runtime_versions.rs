@@ -653,6 +653,7 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
     let remote = Location::Remote {
         bootstrap: addr.to_string(),
         state_dir: location.state_dir().to_path_buf(),
+        security: Default::default(),
     };
     let before = rounds.load(Ordering::Relaxed);
     let summary = runtime

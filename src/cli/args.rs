@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
+use super::SecurityArgs;
 use crate::client::{ClientConfig, Cluster};
 
 /// Where the cluster is.
@@ -18,6 +19,8 @@ pub struct BrokerArgs {
         global = true
     )]
     pub bootstrap: String,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 impl BrokerArgs {
@@ -26,6 +29,7 @@ impl BrokerArgs {
         let mut config = ClientConfig::new(&self.bootstrap);
         config.client_id = "strata-cli".into();
         config.retries = 3;
+        config.security = self.security.security()?;
         Cluster::connect(config)
             .await
             .map_err(|error| anyhow::anyhow!("cannot connect to {}: {error}", self.bootstrap))

@@ -4,7 +4,9 @@
 //! client: `topics`, `produce`, `consume`, `groups`, `users`, `acls` and `bench`
 //! (`users` can also edit a data directory directly). Those take
 //! `--bootstrap ADDR[,ADDR…]` (default `127.0.0.1:9092`, or
-//! `STRATA_BOOTSTRAP`). Tables for terminals, `--format json` for scripts;
+//! `STRATA_BOOTSTRAP`) and the security flags of [`SecurityArgs`]
+//! (`--security-protocol`, `--ssl-ca-location`, `--sasl-username`, …,
+//! `--client-properties FILE`). Tables for terminals, `--format json` for scripts;
 //! errors name what failed (the broker that cannot be reached, the unknown
 //! topic, the bad offset).
 
@@ -18,6 +20,7 @@ mod output;
 mod password;
 mod position;
 mod produce;
+mod security_args;
 mod serve;
 mod topics;
 mod users;
@@ -34,6 +37,7 @@ pub(crate) use output::{bytes_json, print_json, print_table};
 pub use password::PASSWORD_ENV;
 pub use position::StartAt;
 pub use produce::ProduceArgs;
+pub use security_args::SecurityArgs;
 pub use serve::{ServeArgs, run as serve};
 pub use topics::TopicsCommand;
 pub use users::{StoreArgs, UsersCommand};

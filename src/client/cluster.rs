@@ -21,7 +21,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::Mutex;
 
 use super::error::codes;
-use super::{ClientError, Connection};
+use super::{ClientError, ClientSecurity, Connection};
 
 /// Newest Metadata version this client reads (topic ids, names in requests).
 const METADATA_VERSION_MAX: i16 = 12;
@@ -41,6 +41,8 @@ pub struct ClientConfig {
     /// Ask brokers to create topics on first use (Kafka's default for
     /// producers; the broker may refuse).
     pub allow_auto_create_topics: bool,
+    /// How every connection is secured (TLS, SASL); PLAINTEXT by default.
+    pub security: ClientSecurity,
 }
 
 impl Default for ClientConfig {
@@ -52,6 +54,7 @@ impl Default for ClientConfig {
             retries: 10,
             retry_backoff: Duration::from_millis(100),
             allow_auto_create_topics: false,
+            security: ClientSecurity::default(),
         }
     }
 }
@@ -110,6 +113,10 @@ impl Cluster {
         if config.bootstrap.is_empty() {
             return Err(ClientError::Invalid("no bootstrap address".into()));
         }
+        config
+            .security
+            .validate()
+            .map_err(|e| ClientError::Security(e.to_string()))?;
         let cluster = Arc::new(Self {
             config,
             metadata: std::sync::RwLock::default(),
@@ -139,7 +146,13 @@ impl Cluster {
         // Connected without the lock: one unreachable broker does not hold
         // up requests to the others.
         let connection = Arc::new(
-            Connection::connect(addr, &self.config.client_id, self.config.request_timeout).await?,
+            Connection::connect_secured(
+                addr,
+                &self.config.client_id,
+                self.config.request_timeout,
+                &self.config.security,
+            )
+            .await?,
         );
         let mut connections = self.connections.lock().await;
         if let Some(existing) = connections.get(addr)

@@ -8,22 +8,30 @@
 //! ApiVersions version asked answers UNSUPPORTED_VERSION in the v0 layout
 //! (KIP-511) and is asked again in a version it offers. A request with no response
 //! (Produce with acks=0) is written and not waited for.
+//!
+//! Secured ([`Connection::connect_secured`]): TLS is set up before the
+//! first request, and SASL right after ApiVersions. A broker that sets a
+//! session lifetime closes the connection when it ends; the connection
+//! counts as broken (so the cluster opens a new one, logging in again)
+//! once [`SESSION_MARGIN`] of it is left, rather than re-authenticating in
+//! place.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{Mutex, oneshot};
 
 use super::ClientError;
+use super::security::ClientSecurity;
 
 /// Largest response frame accepted (a fetch answer is bounded by the
 /// request's max_bytes; this only stops a corrupt size from allocating).
@@ -39,7 +47,15 @@ const API_VERSIONS_ATTEMPTS: usize = 3;
 /// Bytes of one api key's entry in the v0 layout (key, min, max).
 const API_VERSION_ENTRY_BYTES: usize = 6;
 
+/// Share of a SASL session's lifetime after which the connection is
+/// replaced (the broker closes it at the end; a request then in flight
+/// would fail).
+const SESSION_MARGIN: f64 = 0.1;
+
 type Waiter = oneshot::Sender<Result<Bytes, ClientError>>;
+/// Either half of a plain or a TLS stream.
+type ReadHalf = Box<dyn AsyncRead + Send + Unpin>;
+type WriteHalf = Box<dyn AsyncWrite + Send + Unpin>;
 
 /// A connection shared by many tasks.
 pub struct Connection {
@@ -47,10 +63,13 @@ pub struct Connection {
     client_id: StrBytes,
     timeout: Duration,
     /// Serializes writes and the order of `pending`.
-    writer: Mutex<tokio::net::tcp::OwnedWriteHalf>,
+    writer: Mutex<WriteHalf>,
     pending: Arc<std::sync::Mutex<VecDeque<(i32, Waiter)>>>,
     next_correlation: AtomicI32,
     broken: Arc<AtomicBool>,
+    /// When a SASL session's lifetime is nearly over: past it, the
+    /// connection counts as broken.
+    expires_at: Option<Instant>,
     /// API key → (min, max) version the broker supports.
     versions: HashMap<i16, (i16, i16)>,
     reader: tokio::task::JoinHandle<()>,
@@ -63,12 +82,28 @@ impl Drop for Connection {
 }
 
 impl Connection {
-    /// Connects and negotiates API versions.
+    /// Connects in plaintext and negotiates API versions.
     pub async fn connect(
         addr: &str,
         client_id: &str,
         timeout: Duration,
     ) -> Result<Self, ClientError> {
+        Self::connect_secured(addr, client_id, timeout, &ClientSecurity::default()).await
+    }
+
+    /// Connects as `security` says (TLS, then SASL after ApiVersions) and
+    /// negotiates API versions.
+    pub async fn connect_secured(
+        addr: &str,
+        client_id: &str,
+        timeout: Duration,
+        security: &ClientSecurity,
+    ) -> Result<Self, ClientError> {
+        let tls = if security.protocol.uses_tls() {
+            Some(super::tls::client_config(security)?)
+        } else {
+            None
+        };
         let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
             .await
             .map_err(|_| ClientError::Timeout {
@@ -80,7 +115,23 @@ impl Connection {
                 error,
             })?;
         let _ = stream.set_nodelay(true);
-        let (read, write) = stream.into_split();
+        let (read, write): (ReadHalf, WriteHalf) = match tls {
+            None => {
+                let (read, write) = stream.into_split();
+                (Box::new(read), Box::new(write))
+            }
+            Some(config) => {
+                let stream =
+                    tokio::time::timeout(timeout, super::tls::handshake(config, addr, stream))
+                        .await
+                        .map_err(|_| ClientError::Timeout {
+                            addr: addr.to_string(),
+                            timeout,
+                        })??;
+                let (read, write) = tokio::io::split(stream);
+                (Box::new(read), Box::new(write))
+            }
+        };
         let pending: Arc<std::sync::Mutex<VecDeque<(i32, Waiter)>>> = Arc::default();
         let broken = Arc::new(AtomicBool::new(false));
         let reader = tokio::spawn(read_responses(
@@ -97,10 +148,18 @@ impl Connection {
             pending,
             next_correlation: AtomicI32::new(1),
             broken,
+            expires_at: None,
             versions: HashMap::new(),
             reader,
         };
         connection.versions = connection.negotiate().await?;
+        if security.protocol.uses_sasl() {
+            let started = Instant::now();
+            if let Some(lifetime) = super::authenticate::authenticate(&connection, security).await?
+            {
+                connection.expires_at = Some(started + lifetime.mul_f64(1.0 - SESSION_MARGIN));
+            }
+        }
         Ok(connection)
     }
 
@@ -138,6 +197,7 @@ impl Connection {
     /// Whether the connection failed (it is then replaced, not reused).
     pub fn is_broken(&self) -> bool {
         self.broken.load(Ordering::Relaxed)
+            || self.expires_at.is_some_and(|at| Instant::now() >= at)
     }
 
     /// The version to send `R` in: the newest both this client (up to
@@ -327,10 +387,7 @@ impl Drop for BreakUnlessDone<'_> {
 
 /// Writes every chunk, in order, with as few writev calls as the socket
 /// allows (one request leaves in one go rather than a packet per chunk).
-async fn write_all_vectored(
-    writer: &mut tokio::net::tcp::OwnedWriteHalf,
-    parts: &[Bytes],
-) -> std::io::Result<()> {
+async fn write_all_vectored(writer: &mut WriteHalf, parts: &[Bytes]) -> std::io::Result<()> {
     let mut slices: Vec<std::io::IoSlice<'_>> =
         parts.iter().map(|p| std::io::IoSlice::new(p)).collect();
     let mut rest = &mut slices[..];
@@ -504,7 +561,7 @@ fn read_v0_ranges(body: &[u8]) -> Option<HashMap<i16, (i16, i16)>> {
 
 /// Reads response frames and hands each to the oldest waiting request.
 async fn read_responses(
-    mut read: tokio::net::tcp::OwnedReadHalf,
+    mut read: ReadHalf,
     pending: Arc<std::sync::Mutex<VecDeque<(i32, Waiter)>>>,
     broken: Arc<AtomicBool>,
     addr: String,

@@ -43,6 +43,16 @@ pub enum ClientError {
     Invalid(String),
     #[error("the client is closed")]
     Closed,
+    /// Security settings that cannot be used (a missing CA, an unreadable
+    /// key); never quotes a password.
+    #[error("security settings: {0}")]
+    Security(String),
+    /// The TLS handshake failed (an untrusted certificate, say).
+    #[error("TLS with {addr} failed: {reason}")]
+    Tls { addr: String, reason: String },
+    /// The broker refused the SASL login; `message` is the broker's.
+    #[error("authentication failed for user {user}: {message}")]
+    Authentication { user: String, message: String },
 }
 
 impl ClientError {
@@ -108,6 +118,15 @@ impl ClientError {
             Self::Protocol(text) => Self::Protocol(text.clone()),
             Self::Invalid(text) => Self::Invalid(text.clone()),
             Self::Closed => Self::Closed,
+            Self::Security(text) => Self::Security(text.clone()),
+            Self::Tls { addr, reason } => Self::Tls {
+                addr: addr.clone(),
+                reason: reason.clone(),
+            },
+            Self::Authentication { user, message } => Self::Authentication {
+                user: user.clone(),
+                message: message.clone(),
+            },
         }
     }
 

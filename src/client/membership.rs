@@ -193,7 +193,13 @@ impl Membership {
         // JoinGroup may be held for the whole rebalance timeout.
         let timeout = self.config.rebalance_timeout + self.cluster.config().request_timeout;
         let connection = Arc::new(
-            Connection::connect(shared.addr(), &self.cluster.config().client_id, timeout).await?,
+            Connection::connect_secured(
+                shared.addr(),
+                &self.cluster.config().client_id,
+                timeout,
+                &self.cluster.config().security,
+            )
+            .await?,
         );
         self.connection = Some(Arc::clone(&connection));
         Ok(connection)

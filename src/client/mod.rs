@@ -8,6 +8,7 @@ mod aborted;
 mod acls;
 mod admin;
 mod append;
+mod authenticate;
 mod cluster;
 mod connection;
 mod consumer;
@@ -19,6 +20,8 @@ pub mod partitioner;
 mod produce_frame;
 mod producer;
 mod producer_id;
+pub mod security;
+mod tls;
 pub mod transactional;
 
 pub use aborted::AbortedFilter;
@@ -47,4 +50,5 @@ pub use producer::{
     Acks, DeliveryFuture, Producer, ProducerConfig, ProducerRecord, RecordMetadata,
 };
 pub use producer_id::init_producer_id;
+pub use security::{ClientSecurity, Password, SecurityConfigError};
 pub use transactional::Transactional;

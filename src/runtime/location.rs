@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use super::layout;
+use crate::client::ClientSecurity;
 
 /// Where an app's log and state are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,8 @@ pub enum Location {
     Remote {
         bootstrap: String,
         state_dir: PathBuf,
+        /// How every connection to the broker is secured.
+        security: ClientSecurity,
     },
 }
 

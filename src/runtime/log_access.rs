@@ -88,8 +88,13 @@ impl Remote {
 impl LogAccess {
     /// Connects to a cluster through `bootstrap`; also returns the cluster,
     /// for an admin client beside.
-    pub(crate) async fn connect(bootstrap: &str) -> Result<(Self, Arc<Cluster>), RuntimeError> {
-        let cluster = Cluster::connect(client::ClientConfig::new(bootstrap)).await?;
+    pub(crate) async fn connect(
+        bootstrap: &str,
+        security: &client::ClientSecurity,
+    ) -> Result<(Self, Arc<Cluster>), RuntimeError> {
+        let mut config = client::ClientConfig::new(bootstrap);
+        config.security = security.clone();
+        let cluster = Cluster::connect(config).await?;
         let access = Self::Remote(Arc::new(Remote::new(Arc::clone(&cluster))));
         Ok((access, cluster))
     }

@@ -40,6 +40,9 @@ pub struct LocationArgs {
     /// Where the tasks' state lives (required with --bootstrap).
     #[arg(long, global = true)]
     pub state_dir: Option<PathBuf>,
+    /// How connections to the broker are secured (remote mode).
+    #[command(flatten)]
+    pub security: crate::cli::SecurityArgs,
 }
 
 /// The subcommands (see the module docs).
@@ -308,6 +311,10 @@ impl LocationArgs {
             (None, Some(bootstrap), Some(state_dir)) => Ok(Location::Remote {
                 bootstrap: bootstrap.clone(),
                 state_dir: state_dir.clone(),
+                security: self
+                    .security
+                    .security()
+                    .map_err(|e| RuntimeError::Config(format!("security settings: {e}")))?,
             }),
             (None, Some(_), None) => Err(RuntimeError::Config(
                 "--bootstrap needs --state-dir: where the tasks' state is kept".into(),

@@ -27,7 +27,9 @@
 //!
 //! Every subcommand takes the same location flags: `--data-dir DIR`
 //! (embedded; state in `DIR/apps/<app>` unless `--state-dir`), or
-//! `--bootstrap ADDR --state-dir DIR` (remote). An app with flags of its
+//! `--bootstrap ADDR --state-dir DIR` (remote, secured by the flags of
+//! [`crate::cli::SecurityArgs`]: `--security-protocol`, `--ssl-ca-location`,
+//! `--sasl-username`, `--client-properties FILE`, …). An app with flags of its
 //! own parses [`Cli<T>`] with its `clap::Args` type and passes the result to
 //! [`run_parsed`].
 //!

@@ -158,7 +158,11 @@ pub async fn diff(
         }
     }
     let access = match location {
-        Location::Remote { bootstrap, .. } => Some(LogAccess::connect(bootstrap).await?.0),
+        Location::Remote {
+            bootstrap,
+            security,
+            ..
+        } => Some(LogAccess::connect(bootstrap, security).await?.0),
         Location::Embedded { .. } => None,
     };
     let (app_a, app_b) = (app.as_version(location, a).0, app.as_version(location, b).0);

@@ -150,7 +150,11 @@ pub(crate) async fn open(
                 Some(manager),
             ))
         }
-        Location::Remote { bootstrap, .. } => Ok((LogAccess::connect(bootstrap).await?.0, None)),
+        Location::Remote {
+            bootstrap,
+            security,
+            ..
+        } => Ok((LogAccess::connect(bootstrap, security).await?.0, None)),
     }
 }
 

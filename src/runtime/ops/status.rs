@@ -26,8 +26,12 @@ use super::dump_state::open_committed;
 /// One row per task and input topic.
 pub async fn status(app: &App, location: &Location) -> Result<Vec<StatusRow>, RuntimeError> {
     let remote = match location {
-        Location::Remote { bootstrap, .. } => {
-            let (access, cluster) = LogAccess::connect(bootstrap).await?;
+        Location::Remote {
+            bootstrap,
+            security,
+            ..
+        } => {
+            let (access, cluster) = LogAccess::connect(bootstrap, security).await?;
             Some((access, Admin::new(cluster)))
         }
         Location::Embedded { .. } => None,

@@ -1,0 +1,419 @@
+//! strata's own client against `strata serve` over every security
+//! protocol: the library, the CLI (`strata produce`, `consume`, `topics`
+//! as processes) and the wordcount app in remote mode, over SSL,
+//! SASL_PLAINTEXT (SCRAM-SHA-512) and SASL_SSL (SCRAM-SHA-256 and PLAIN);
+//! a client certificate; an untrusted broker certificate and a wrong
+//! password refused with errors that say so, the password in no output.
+
+mod support;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+
+use strata::client::{
+    Admin, ClientConfig, ClientError, ClientSecurity, Cluster, Fetcher, LATEST, Password, Producer,
+    ProducerConfig, ProducerRecord,
+};
+use strata::sasl::Mechanism;
+use strata::security::SecurityProtocol;
+use support::secured_broker::SecuredBroker;
+
+const STRATA: &str = env!("CARGO_BIN_EXE_strata");
+const PASSWORD: &str = "correct horse battery staple";
+const WRONG: &str = "wrong-password-1234";
+const COUNT: usize = 20;
+
+fn security(broker: &SecuredBroker, protocol: SecurityProtocol) -> ClientSecurity {
+    ClientSecurity {
+        protocol,
+        ca_location: Some(broker.ca.pem.clone()),
+        ..ClientSecurity::default()
+    }
+}
+
+fn sasl(
+    broker: &SecuredBroker,
+    protocol: SecurityProtocol,
+    mechanism: Mechanism,
+    user: &str,
+    password: &str,
+) -> ClientSecurity {
+    ClientSecurity {
+        mechanism: Some(mechanism),
+        username: Some(user.into()),
+        password: Some(Password::new(password)),
+        ..security(broker, protocol)
+    }
+}
+
+async fn connect(addr: &str, security: ClientSecurity) -> Result<Arc<Cluster>, ClientError> {
+    let mut config = ClientConfig::new(addr);
+    config.security = security;
+    config.retries = 2;
+    Cluster::connect(config).await
+}
+
+/// Creates `topic`, produces COUNT records, and reads the end offset back.
+async fn library_round_trip(addr: &str, security: ClientSecurity, topic: &str) {
+    let cluster = connect(addr, security).await.expect("connects");
+    Admin::new(Arc::clone(&cluster))
+        .create_topic(topic, 1, &[])
+        .await
+        .unwrap();
+    let producer = Producer::new(Arc::clone(&cluster), ProducerConfig::default())
+        .await
+        .unwrap();
+    let mut deliveries = Vec::new();
+    for i in 0..COUNT {
+        let record = ProducerRecord::new(topic, None, format!("record {i}").as_bytes());
+        deliveries.push(producer.send(record).await.unwrap());
+    }
+    for delivery in deliveries {
+        delivery.await.unwrap();
+    }
+    let end = Fetcher::new(cluster, Default::default())
+        .list_offset(topic, 0, LATEST)
+        .await
+        .unwrap();
+    assert_eq!(end, Some(COUNT as i64), "{topic}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_library_round_trips_over_every_secured_protocol() {
+    let broker = SecuredBroker::start("");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    broker.add_user("bob", PASSWORD, Mechanism::ScramSha256);
+    library_round_trip(
+        broker.addr("SSL"),
+        security(&broker, SecurityProtocol::Ssl),
+        "over-ssl",
+    )
+    .await;
+    library_round_trip(
+        broker.addr("SASL_PLAINTEXT"),
+        sasl(
+            &broker,
+            SecurityProtocol::SaslPlaintext,
+            Mechanism::ScramSha512,
+            "alice",
+            PASSWORD,
+        ),
+        "over-sasl-plaintext",
+    )
+    .await;
+    library_round_trip(
+        broker.addr("SASL_SSL"),
+        sasl(
+            &broker,
+            SecurityProtocol::SaslSsl,
+            Mechanism::ScramSha256,
+            "bob",
+            PASSWORD,
+        ),
+        "over-sasl-ssl-scram",
+    )
+    .await;
+    library_round_trip(
+        broker.addr("SASL_SSL"),
+        sasl(
+            &broker,
+            SecurityProtocol::SaslSsl,
+            Mechanism::Plain,
+            "alice",
+            PASSWORD,
+        ),
+        "over-sasl-ssl-plain",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_is_presented_when_configured() {
+    let broker = SecuredBroker::start("");
+    let issued = broker.client_cert("app", &[(rcgen::DnType::CommonName, "app")]);
+    let with_cert = ClientSecurity {
+        certificate_location: Some(issued.cert.clone()),
+        key_location: Some(issued.key.clone()),
+        ..security(&broker, SecurityProtocol::Ssl)
+    };
+    library_round_trip(broker.addr("SSL"), with_cert, "with-cert").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_broker_certificate_is_refused_saying_so() {
+    let broker = SecuredBroker::start("");
+    let trusting_a_stranger = ClientSecurity {
+        ca_location: Some(broker.stranger.pem.clone()),
+        ..security(&broker, SecurityProtocol::Ssl)
+    };
+    let error = connect(broker.addr("SSL"), trusting_a_stranger)
+        .await
+        .err()
+        .expect("refused");
+    assert!(matches!(error, ClientError::Tls { .. }), "{error:?}");
+    assert!(error.to_string().contains("not trusted"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_without_a_ca_is_refused_naming_the_setting() {
+    let broker = SecuredBroker::start("");
+    let without_ca = ClientSecurity {
+        protocol: SecurityProtocol::Ssl,
+        ..ClientSecurity::default()
+    };
+    let error = connect(broker.addr("SSL"), without_ca)
+        .await
+        .err()
+        .expect("refused");
+    assert!(error.to_string().contains("ssl.ca.location"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_is_a_typed_error_without_the_password() {
+    let broker = SecuredBroker::start("");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    for mechanism in [Mechanism::ScramSha512, Mechanism::Plain] {
+        let wrong = sasl(
+            &broker,
+            SecurityProtocol::SaslSsl,
+            mechanism,
+            "alice",
+            WRONG,
+        );
+        let error = connect(broker.addr("SASL_SSL"), wrong)
+            .await
+            .err()
+            .expect("refused");
+        let ClientError::Authentication { user, .. } = &error else {
+            panic!("not an authentication error: {error:?}");
+        };
+        assert_eq!(user, "alice");
+        let text = format!("{error} {error:?}");
+        assert!(
+            text.contains("authentication failed for user alice"),
+            "{text}"
+        );
+        assert!(!text.contains(WRONG), "{text}");
+    }
+}
+
+/// Runs `strata ARGS` with `stdin`, and `envs` set.
+fn strata(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
+    let mut child = Command::new(STRATA)
+        .args(args)
+        .env_remove("STRATA_SASL_PASSWORD")
+        .envs(envs.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strata starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn succeeded(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "strata failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// `topics create`, `produce` and `consume --end` through `flags`.
+fn cli_round_trip<'a>(flags: &[&'a str], envs: &[(&str, &str)], topic: &'a str) {
+    let with = |args: &[&'a str]| -> Vec<&'a str> { [args, flags].concat() };
+    succeeded(&strata(
+        &[&["topics", "create", topic, "--partitions", "1"], flags].concat(),
+        envs,
+        "",
+    ));
+    let lines: String = (0..COUNT).map(|i| format!("line {i}\n")).collect();
+    succeeded(&strata(&with(&["produce", topic]), envs, &lines));
+    let consumed = succeeded(&strata(&with(&["consume", topic, "--end"]), envs, ""));
+    assert_eq!(consumed, lines, "{topic}");
+}
+
+#[test]
+fn the_cli_round_trips_with_flags_a_properties_file_and_env_vars() {
+    let broker = SecuredBroker::start("");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    broker.add_user("bob", PASSWORD, Mechanism::ScramSha256);
+    let ca = broker.ca.pem.to_str().unwrap();
+    let password_file = broker.path().join("password");
+    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
+
+    // SSL by flags.
+    cli_round_trip(
+        &[
+            "--bootstrap",
+            broker.addr("SSL"),
+            "--security-protocol",
+            "SSL",
+            "--ssl-ca-location",
+            ca,
+        ],
+        &[],
+        "cli-ssl",
+    );
+    // SASL_PLAINTEXT SCRAM-SHA-512, password from a file.
+    cli_round_trip(
+        &[
+            "--bootstrap",
+            broker.addr("SASL_PLAINTEXT"),
+            "--security-protocol",
+            "SASL_PLAINTEXT",
+            "--sasl-mechanism",
+            "SCRAM-SHA-512",
+            "--sasl-username",
+            "alice",
+            "--sasl-password-file",
+            password_file.to_str().unwrap(),
+        ],
+        &[],
+        "cli-sasl-plaintext",
+    );
+    // SASL_SSL SCRAM-SHA-256 from the environment alone.
+    cli_round_trip(
+        &[],
+        &[
+            ("STRATA_BOOTSTRAP", broker.addr("SASL_SSL")),
+            ("STRATA_SECURITY_PROTOCOL", "SASL_SSL"),
+            ("STRATA_SSL_CA_LOCATION", ca),
+            ("STRATA_SASL_MECHANISM", "SCRAM-SHA-256"),
+            ("STRATA_SASL_USERNAME", "bob"),
+            ("STRATA_SASL_PASSWORD", PASSWORD),
+        ],
+        "cli-sasl-ssl-env",
+    );
+    // SASL_SSL PLAIN from a properties file, under Kafka's flag name.
+    let properties = broker.path().join("client.properties");
+    std::fs::write(
+        &properties,
+        format!(
+            "# Kafka's format\nclient.id=cli\nsecurity.protocol=SASL_SSL\nssl.ca.location={ca}\n\
+             sasl.mechanism=PLAIN\nsasl.username=alice\nsasl.password={PASSWORD}\n"
+        ),
+    )
+    .unwrap();
+    cli_round_trip(
+        &[
+            "--bootstrap",
+            broker.addr("SASL_SSL"),
+            "--command-config",
+            properties.to_str().unwrap(),
+        ],
+        &[],
+        "cli-sasl-ssl-properties",
+    );
+}
+
+#[test]
+fn the_cli_refuses_a_wrong_password_and_an_untrusted_broker_without_echoing_secrets() {
+    let broker = SecuredBroker::start("");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    let output = strata(
+        &[
+            "topics",
+            "list",
+            "--bootstrap",
+            broker.addr("SASL_SSL"),
+            "--security-protocol",
+            "SASL_SSL",
+            "--ssl-ca-location",
+            broker.ca.pem.to_str().unwrap(),
+            "--sasl-mechanism",
+            "SCRAM-SHA-512",
+            "--sasl-username",
+            "alice",
+        ],
+        &[("STRATA_SASL_PASSWORD", WRONG)],
+        "",
+    );
+    assert!(!output.status.success());
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        all.contains("authentication failed for user alice"),
+        "{all}"
+    );
+    assert!(!all.contains(WRONG), "{all}");
+
+    let output = strata(
+        &[
+            "topics",
+            "list",
+            "--bootstrap",
+            broker.addr("SSL"),
+            "--security-protocol",
+            "SSL",
+            "--ssl-ca-location",
+            broker.stranger.pem.to_str().unwrap(),
+        ],
+        &[],
+        "",
+    );
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("not trusted"), "{stderr}");
+}
+
+#[test]
+fn wordcount_runs_remotely_over_sasl_ssl() {
+    let broker = SecuredBroker::start("");
+    broker.add_user("app", PASSWORD, Mechanism::ScramSha256);
+    let ca = broker.ca.pem.to_str().unwrap().to_string();
+    let env = [
+        ("STRATA_BOOTSTRAP", broker.addr("SASL_SSL")),
+        ("STRATA_SECURITY_PROTOCOL", "SASL_SSL"),
+        ("STRATA_SSL_CA_LOCATION", ca.as_str()),
+        ("STRATA_SASL_MECHANISM", "SCRAM-SHA-256"),
+        ("STRATA_SASL_USERNAME", "app"),
+        ("STRATA_SASL_PASSWORD", PASSWORD),
+    ];
+    succeeded(&strata(
+        &["topics", "create", "lines", "--partitions", "1"],
+        &env,
+        "",
+    ));
+    succeeded(&strata(&["produce", "lines"], &env, "a b a\nb a c\n"));
+    let state = broker.path().join("app-state");
+    let output = Command::new(support::example::example("wordcount"))
+        .args(["--state-dir", state.to_str().unwrap(), "run", "--until-end"])
+        .envs(env.iter().copied())
+        .output()
+        .expect("wordcount runs");
+    assert!(
+        output.status.success(),
+        "wordcount failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let counts = succeeded(&strata(
+        &["consume", "word-counts", "--end", "--format", "json"],
+        &env,
+        "",
+    ));
+    let mut last = std::collections::BTreeMap::new();
+    for line in counts.lines() {
+        let record: serde_json::Value = serde_json::from_str(line).unwrap();
+        last.insert(
+            record["key"].as_str().unwrap().to_string(),
+            record["value"].as_str().unwrap().to_string(),
+        );
+    }
+    let expected: std::collections::BTreeMap<String, String> = [("a", "3"), ("b", "2"), ("c", "1")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert_eq!(last, expected, "{counts}");
+}
