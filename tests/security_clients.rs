@@ -355,3 +355,103 @@ fn kafkajs_is_refused_for_a_wrong_password_and_an_untrusted_certificate() {
         ],
     );
 }
+
+/// `strata acls add` through the broker's PLAINTEXT listener.
+fn acl(broker: &SecuredBroker, args: &[&str]) {
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["acls", "add", "--bootstrap", broker.addr("PLAINTEXT")])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn on_a_sasl_listener_only_what_an_acl_allows_the_authenticated_user_is_done() {
+    let broker = SecuredBroker::start_locked("");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    for (operation, resource) in [
+        ("all", "--topic"),
+        ("read", "--group"),
+        ("create", "--topic"),
+    ] {
+        let name = if resource == "--group" {
+            "security-check"
+        } else {
+            "granted"
+        };
+        acl(
+            &broker,
+            &[
+                "--allow-principal",
+                "User:alice",
+                "--operation",
+                operation,
+                resource,
+                name,
+            ],
+        );
+    }
+    let config = merged(&[
+        json!({"security.protocol": "SASL_PLAINTEXT"}),
+        sasl(Mechanism::ScramSha512, "alice", PASSWORD),
+    ]);
+    let granted = round_trip(
+        CONFLUENT,
+        broker.addr("SASL_PLAINTEXT"),
+        config.clone(),
+        "granted",
+    );
+    assert_round_trip(&granted, "alice on her topic");
+    let denied = round_trip(CONFLUENT, broker.addr("SASL_PLAINTEXT"), config, "not-hers");
+    let error = denied["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("Authorization") || error.contains("authorization"),
+        "{denied}"
+    );
+}
+
+#[test]
+fn a_client_certificate_is_the_principal_acls_name() {
+    let broker = SecuredBroker::start_locked("");
+    let app = broker.client_cert(
+        "app",
+        &[
+            (rcgen::DnType::OrganizationName, "Example"),
+            (rcgen::DnType::CommonName, "app"),
+        ],
+    );
+    // The SSL listener only requests certificates, so it allows what no
+    // ACL denies: a DENY for the certificate's subject tells the two apart.
+    acl(
+        &broker,
+        &[
+            "--deny-principal",
+            "User:CN=app,O=Example",
+            "--operation",
+            "write",
+            "--topic",
+            "fenced",
+        ],
+    );
+    let anonymous = merged(&[json!({"security.protocol": "SSL"}), tls(&broker)]);
+    let with_cert = merged(&[
+        anonymous.clone(),
+        json!({"ssl.certificate.location": app.cert, "ssl.key.location": app.key}),
+    ]);
+    assert_round_trip(
+        &round_trip(CONFLUENT, broker.addr("SSL"), anonymous, "fenced"),
+        "without a certificate",
+    );
+    let denied = round_trip(CONFLUENT, broker.addr("SSL"), with_cert.clone(), "fenced");
+    let error = denied["error"].as_str().unwrap_or_default();
+    assert!(error.contains("uthorization"), "{denied}");
+    assert_round_trip(
+        &round_trip(CONFLUENT, broker.addr("SSL"), with_cert, "open-to-app"),
+        "with the certificate, another topic",
+    );
+}

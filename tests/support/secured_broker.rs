@@ -5,6 +5,11 @@
 //! requested: a client with one is `User:<its subject>`), `SASL_PLAINTEXT`
 //! and `SASL_SSL`. The client-facing addresses are read off the broker's
 //! start-up lines.
+//!
+//! [`SecuredBroker::start`] allows every authenticated principal every
+//! operation (an ACL for `User:*`, made through the PLAINTEXT listener), for
+//! tests about authentication; [`SecuredBroker::start_locked`] leaves the
+//! secured listeners' default, deny, for tests about ACLs.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -36,8 +41,40 @@ pub struct SecuredBroker {
 }
 
 impl SecuredBroker {
-    /// Starts the broker; `extra` is appended to its strata.toml.
+    /// Starts the broker with every authenticated principal allowed
+    /// everything; `extra` is appended to its strata.toml.
     pub fn start(extra: &str) -> Self {
+        let broker = Self::start_locked(extra);
+        broker.allow_everyone();
+        broker
+    }
+
+    /// Allows `User:*` every operation on every resource.
+    pub fn allow_everyone(&self) {
+        let output = Command::new(STRATA)
+            .args(["acls", "add", "--bootstrap", self.addr("PLAINTEXT")])
+            .args(["--allow-principal", "User:*", "--operation", "all"])
+            .args([
+                "--topic",
+                "*",
+                "--group",
+                "*",
+                "--transactional-id",
+                "*",
+                "--cluster",
+            ])
+            .output()
+            .expect("strata acls runs");
+        assert!(
+            output.status.success(),
+            "strata acls add: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Starts the broker with no ACLs: its secured listeners deny whatever
+    /// no ACL allows.
+    pub fn start_locked(extra: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let ca = Authority::new(dir.path(), "ca");
         let stranger = Authority::new(dir.path(), "stranger-ca");
