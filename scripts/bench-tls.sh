@@ -5,7 +5,7 @@
 # made here with openssl; nothing is kept.
 #
 #   scripts/bench-tls.sh STRATA_BINARY [MIB_PER_RUN] [RUNS]
-set -euo pipefail
+set -eu
 
 strata=${1:?usage: bench-tls.sh STRATA_BINARY [MIB_PER_RUN] [RUNS]}
 mib=${2:-256}
