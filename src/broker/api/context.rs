@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::broker::auth::CredentialStore;
 use crate::broker::acl::Authorizer;
+use crate::broker::auth::CredentialStore;
 use crate::broker::group::GroupCoordinator;
 use crate::broker::txn::TxnCoordinator;
 use crate::broker::{AppendSignals, BrokerConfig, Metrics};

@@ -13,9 +13,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use super::metadata::CLUSTER_ID;
-use crate::broker::listener::Endpoint;
 use crate::broker::acl::{Operation, Resource};
 use crate::broker::auth::Caller;
+use crate::broker::listener::Endpoint;
 
 const ENDPOINT_BROKERS: i8 = 1;
 /// UNSUPPORTED_ENDPOINT_TYPE.

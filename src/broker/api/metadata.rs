@@ -18,9 +18,9 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
-use crate::broker::listener::Endpoint;
 use crate::broker::acl::{Operation, Resource};
 use crate::broker::auth::Caller;
+use crate::broker::listener::Endpoint;
 use crate::log::{LogError, Topic};
 
 /// Metadata v4 added allow_auto_topic_creation; before it, requests allowed it.
