@@ -16,6 +16,8 @@ const CORRUPT_MESSAGE: i16 = 2;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 const INVALID_TOPIC: i16 = 17;
+const ILLEGAL_SASL_STATE: i16 = 34;
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 const INVALID_REQUIRED_ACKS: i16 = 21;
 const INVALID_SESSION_TIMEOUT: i16 = 26;
 const UNSUPPORTED_VERSION: i16 = 35;
@@ -187,14 +189,15 @@ pub(crate) fn version_cases() -> Vec<Case> {
             )),
             Closed,
         ),
+        // Served, but out of place on a listener without SASL.
         case(
-            "api_key_not_served_sasl_handshake",
+            "sasl_handshake_on_a_plaintext_listener",
             sized(&raw_request_unchecked(
                 ApiKey::SaslHandshake as i16,
                 1,
                 &[0, 5, b'P', b'L', b'A', b'I', b'N'],
             )),
-            Closed,
+            Error(ILLEGAL_SASL_STATE),
         ),
         case(
             "metadata_version_99",
@@ -497,13 +500,15 @@ pub(crate) fn handler_cases() -> Vec<Case> {
             ),
             Error(UNKNOWN_PRODUCER_ID),
         ),
+        // Transactional records in a request naming no transactional id:
+        // refused before the producer is looked at, as Kafka refuses them.
         case(
             "produce_transactional_from_a_producer_never_handed_out",
             produce(
                 9,
                 produce_request(1, TARGET_TOPIC, 0, reseal(stray_transactional)),
             ),
-            Error(UNKNOWN_PRODUCER_ID),
+            Error(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
         ),
         case("fetch_max_bytes_i32_max", fetch(&[0], 0, i32::MAX), Served),
         case("fetch_max_bytes_negative", fetch(&[0], 0, -1), Served),

@@ -308,6 +308,13 @@ fn first_error(response: &ResponseKind) -> i16 {
         },
         ResponseKind::CreateTopics(r) => r.topics[0].error_code,
         ResponseKind::JoinGroup(r) => r.error_code,
+        ResponseKind::SaslHandshake(r) => r.error_code,
+        ResponseKind::SaslAuthenticate(r) => r.error_code,
+        ResponseKind::DescribeAcls(r) => r.error_code,
+        ResponseKind::CreateAcls(r) => r.results.first().map_or(0, |r| r.error_code),
+        ResponseKind::DeleteAcls(r) => r.filter_results.first().map_or(0, |r| r.error_code),
+        ResponseKind::DescribeUserScramCredentials(r) => r.error_code,
+        ResponseKind::AlterUserScramCredentials(r) => r.results.first().map_or(0, |r| r.error_code),
         other => panic!("no error code read from {other:?}"),
     }
 }
