@@ -3,7 +3,7 @@
 //! Produce answering a resend with the original offset, a gap with
 //! OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch with INVALID_PRODUCER_EPOCH, a
 //! forgotten resend with DUPLICATE_SEQUENCE_NUMBER and a transactional batch
-//! with INVALID_TXN_STATE.
+//! without a transactional id with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 mod support;
 
@@ -19,11 +19,11 @@ use support::wire::{call, init_producer_id_request, produce_answer, produce_requ
 use support::{InProcessBroker, producer_batch};
 use tokio::net::TcpStream;
 
+const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 const TOPIC: &str = "idem";
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
-const INVALID_TXN_STATE: i16 = 48;
 const INVALID_REQUEST: i16 = 42;
 const PRODUCER_FENCED: i16 = 90;
 
@@ -200,8 +200,9 @@ async fn a_transactional_id_keeps_its_producer_id_and_fences_older_instances() {
         (INVALID_PRODUCER_EPOCH, -1, -1),
         "before v4 there is no PRODUCER_FENCED"
     );
-    // Its batches are idempotent, not transactional; a transactional one is
-    // refused.
+    // Its batches are idempotent, not transactional; a transactional one in
+    // a request naming no transactional id is refused, as Kafka refuses it,
+    // before the producer's state is looked at.
     assert_eq!(
         produce(&mut stream, 9, 1, 1, batch(id, 6, 0, &["x"])).await,
         (0, 0)
@@ -216,7 +217,7 @@ async fn a_transactional_id_keeps_its_producer_id_and_fences_older_instances() {
         produce(&mut stream, 9, 1, 1, builder.build().unwrap())
             .await
             .0,
-        INVALID_TXN_STATE
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     );
     assert_eq!(partition(&broker, 1).log_end_offset(), 1);
 }

@@ -22,6 +22,30 @@ const HANDSHAKE_VERSION: i16 = 1;
 /// Newest SaslAuthenticate this client speaks (v2 is flexible).
 const AUTHENTICATE_VERSION_MAX: i16 = 2;
 
+/// Share of a SASL session's lifetime after which the connection is
+/// replaced (the broker closes it at the end; a request then in flight
+/// would fail).
+const SESSION_MARGIN: f64 = 0.1;
+
+/// Connects as `security` says: TLS before the first request, ApiVersions,
+/// then SASL; a connection whose session has a lifetime counts as broken
+/// once `SESSION_MARGIN` of it is left.
+pub async fn connect_secured(
+    addr: &str,
+    client_id: &str,
+    timeout: std::time::Duration,
+    security: &ClientSecurity,
+) -> Result<Connection, ClientError> {
+    let mut connection = Connection::connect_transport(addr, client_id, timeout, security).await?;
+    if security.protocol.uses_sasl() {
+        let started = std::time::Instant::now();
+        if let Some(lifetime) = authenticate(&connection, security).await? {
+            connection.expire_at(started + lifetime.mul_f64(1.0 - SESSION_MARGIN));
+        }
+    }
+    Ok(connection)
+}
+
 /// Logs in on `connection`; returns the session lifetime the broker set
 /// (after which it closes the connection), if any.
 pub(crate) async fn authenticate(

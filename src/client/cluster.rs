@@ -146,7 +146,7 @@ impl Cluster {
         // Connected without the lock: one unreachable broker does not hold
         // up requests to the others.
         let connection = Arc::new(
-            Connection::connect_secured(
+            super::authenticate::connect_secured(
                 addr,
                 &self.config.client_id,
                 self.config.request_timeout,

@@ -9,11 +9,11 @@
 //! (KIP-511) and is asked again in a version it offers. A request with no response
 //! (Produce with acks=0) is written and not waited for.
 //!
-//! Secured ([`Connection::connect_secured`]): TLS is set up before the
+//! Secured ([`super::authenticate::connect_secured`]): TLS is set up before the
 //! first request, and SASL right after ApiVersions. A broker that sets a
 //! session lifetime closes the connection when it ends; the connection
 //! counts as broken (so the cluster opens a new one, logging in again)
-//! once [`SESSION_MARGIN`] of it is left, rather than re-authenticating in
+//! once `SESSION_MARGIN` of it is left, rather than re-authenticating in
 //! place.
 
 use std::collections::{HashMap, VecDeque};
@@ -46,11 +46,6 @@ const UNSUPPORTED_VERSION: i16 = 35;
 const API_VERSIONS_ATTEMPTS: usize = 3;
 /// Bytes of one api key's entry in the v0 layout (key, min, max).
 const API_VERSION_ENTRY_BYTES: usize = 6;
-
-/// Share of a SASL session's lifetime after which the connection is
-/// replaced (the broker closes it at the end; a request then in flight
-/// would fail).
-const SESSION_MARGIN: f64 = 0.1;
 
 type Waiter = oneshot::Sender<Result<Bytes, ClientError>>;
 /// Either half of a plain or a TLS stream.
@@ -88,12 +83,12 @@ impl Connection {
         client_id: &str,
         timeout: Duration,
     ) -> Result<Self, ClientError> {
-        Self::connect_secured(addr, client_id, timeout, &ClientSecurity::default()).await
+        Self::connect_transport(addr, client_id, timeout, &ClientSecurity::default()).await
     }
 
     /// Connects as `security` says (TLS, then SASL after ApiVersions) and
     /// negotiates API versions.
-    pub async fn connect_secured(
+    pub(crate) async fn connect_transport(
         addr: &str,
         client_id: &str,
         timeout: Duration,
@@ -153,14 +148,13 @@ impl Connection {
             reader,
         };
         connection.versions = connection.negotiate().await?;
-        if security.protocol.uses_sasl() {
-            let started = Instant::now();
-            if let Some(lifetime) = super::authenticate::authenticate(&connection, security).await?
-            {
-                connection.expires_at = Some(started + lifetime.mul_f64(1.0 - SESSION_MARGIN));
-            }
-        }
         Ok(connection)
+    }
+
+    /// From `at` on, the connection counts as broken (its SASL session is
+    /// about to end).
+    pub(crate) fn expire_at(&mut self, at: Instant) {
+        self.expires_at = Some(at);
     }
 
     /// Asks ApiVersions, newest version first. A broker that does not know

@@ -193,7 +193,7 @@ impl Membership {
         // JoinGroup may be held for the whole rebalance timeout.
         let timeout = self.config.rebalance_timeout + self.cluster.config().request_timeout;
         let connection = Arc::new(
-            Connection::connect_secured(
+            super::authenticate::connect_secured(
                 shared.addr(),
                 &self.cluster.config().client_id,
                 timeout,
