@@ -119,6 +119,9 @@ impl Authorizer {
         let mut denied_literal = std::collections::HashSet::new();
         let mut denied_prefixes = std::collections::HashSet::new();
         let mut allowed = Vec::new();
+        // An ALLOW on every name decides only once every DENY has been seen:
+        // the ACLs come in no particular order.
+        let mut every_name_allowed = false;
         for (pattern_type, name, entry) in acls.of_type(resource_type) {
             if !entry.concerns(caller)
                 || !(entry.operation == operation || entry.operation == Operation::All)
@@ -136,11 +139,14 @@ impl Authorizer {
                     denied_prefixes.insert(name);
                 }
                 (Permission::Allow, PatternType::Literal) if name == WILDCARD_RESOURCE => {
-                    return true;
+                    every_name_allowed = true;
                 }
                 (Permission::Allow, _) => allowed.push((pattern_type, name)),
                 (Permission::Any, _) => {}
             }
+        }
+        if every_name_allowed {
+            return true;
         }
         allowed.into_iter().any(|(pattern_type, name)| {
             let shadowed_literally =
