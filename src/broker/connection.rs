@@ -51,7 +51,6 @@ use bytes::Bytes;
 use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc, watch};
-use tokio_rustls::TlsAcceptor;
 
 use super::BrokerError;
 use super::api::{self, BrokerContext, Reply};
@@ -61,10 +60,6 @@ use super::frame::{read_frame_body, read_frame_size};
 use super::listener::Endpoint;
 use super::metrics::Metrics;
 use super::transport::{ResponseWriter, TlsWriter};
-use crate::security;
-
-/// How long a client has to complete the TLS handshake after connecting.
-pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What a connection knows of the listener it arrived on.
 pub(crate) struct Link {
@@ -123,22 +118,21 @@ impl Drop for Gauge {
 /// Serves one accepted connection: the TLS handshake first on a TLS
 /// listener, then requests until the connection ends.
 pub(crate) async fn serve(
-    stream: TcpStream,
+    mut stream: TcpStream,
     link: Arc<Link>,
     ctx: Arc<BrokerContext>,
     request_memory: Arc<Semaphore>,
     shutdown: watch::Receiver<bool>,
 ) {
     let peer = stream.peer_addr().ok();
-    let host = peer.map_or_else(String::new, |p| p.ip().to_string());
+    let caller = |principal| Caller {
+        principal,
+        host: peer.map_or_else(String::new, |p| p.ip().to_string()),
+        secured: link.secured,
+    };
     let Some(tls) = &link.tls else {
-        let mut stream = stream;
         let (reader, writer) = stream.split();
-        let caller = Caller {
-            principal: Principal::anonymous(),
-            host,
-            secured: link.secured,
-        };
+        let caller = caller(Principal::anonymous());
         return run(
             reader,
             writer,
@@ -151,53 +145,22 @@ pub(crate) async fn serve(
         )
         .await;
     };
-    let acceptor: TlsAcceptor = tls.acceptor();
-    let stream = match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => {
+    let (stream, principal) = match tls.accept(stream).await {
+        Ok(accepted) => accepted,
+        Err(reason) => {
             ctx.metrics
                 .tls_handshake_failures
                 .fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(?peer, "closing connection: TLS handshake failed: {error}");
+            tracing::debug!(?peer, "closing connection: {reason}");
             return;
         }
-        Err(_) => {
-            ctx.metrics
-                .tls_handshake_failures
-                .fetch_add(1, Ordering::Relaxed);
-            tracing::debug!(
-                ?peer,
-                "closing connection: no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:?}"
-            );
-            return;
-        }
-    };
-    // A verified client certificate names the principal (Kafka's default
-    // principal builder: `User:` and the subject's distinguished name).
-    let principal = match stream
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|c| c.first())
-    {
-        Some(certificate) => match security::subject_name(certificate) {
-            Ok(name) => Principal::user(name),
-            Err(error) => {
-                tracing::warn!(?peer, "closing connection: {error}");
-                return;
-            }
-        },
-        None => Principal::anonymous(),
-    };
-    let caller = Caller {
-        principal,
-        host,
-        secured: link.secured,
     };
     let (reader, writer) = tokio::io::split(stream);
+    let writer = TlsWriter::new(writer);
+    let caller = caller(principal);
     run(
         reader,
-        TlsWriter { stream: writer },
+        writer,
         &link,
         caller,
         ctx,

@@ -47,9 +47,21 @@ impl ResponseWriter for WriteHalf<'_> {
     }
 }
 
-/// A TLS connection's write half: file ranges copied through the cipher.
+/// A TLS connection's write half: file ranges copied through the cipher,
+/// by way of one buffer kept for the connection's life (at most
+/// [`TLS_FILE_CHUNK_BYTES`]), not one per fetched range.
 pub(crate) struct TlsWriter<W> {
-    pub stream: W,
+    stream: W,
+    buffer: Vec<u8>,
+}
+
+impl<W> TlsWriter<W> {
+    pub fn new(stream: W) -> Self {
+        Self {
+            stream,
+            buffer: Vec::new(),
+        }
+    }
 }
 
 impl<W: AsyncWrite + Unpin + Send> ResponseWriter for TlsWriter<W> {
@@ -57,7 +69,9 @@ impl<W: AsyncWrite + Unpin + Send> ResponseWriter for TlsWriter<W> {
         for part in parts {
             match part {
                 Part::Bytes(bytes) => write_bytes(&mut self.stream, bytes, stall).await?,
-                Part::File(slice) => copy_file(&mut self.stream, slice, stall).await?,
+                Part::File(slice) => {
+                    copy_file(&mut self.stream, &mut self.buffer, slice, stall).await?;
+                }
             }
         }
         // rustls buffers what it encrypted; push it out before the next
@@ -124,30 +138,31 @@ async fn send_file(stream: &TcpStream, slice: &FileSlice, stall: Duration) -> st
 
 async fn copy_file<W: AsyncWrite + Unpin>(
     stream: &mut W,
+    buffer: &mut Vec<u8>,
     slice: &FileSlice,
     stall: Duration,
 ) -> std::io::Result<()> {
     let mut position = slice.position;
     let end = slice.position.saturating_add(slice.len);
-    let mut buffer = Vec::new();
     while position < end {
         let want = usize::try_from((end - position).min(TLS_FILE_CHUNK_BYTES as u64))
             .expect("a chunk fits in memory");
         let file = std::sync::Arc::clone(&slice.file);
-        buffer.resize(want, 0);
+        let mut chunk = std::mem::take(buffer);
+        chunk.resize(want, 0);
         // A read may miss the page cache: never on the executor's threads.
         let (read, returned) = tokio::task::spawn_blocking(move || {
-            let read = file.read_exact_at(&mut buffer, position);
-            (read, buffer)
+            let read = file.read_exact_at(&mut chunk, position);
+            (read, chunk)
         })
         .await
         .map_err(std::io::Error::other)?;
-        buffer = returned;
+        *buffer = returned;
         read.map_err(|e| match e.kind() {
             std::io::ErrorKind::UnexpectedEof => file_ended_early(),
             _ => e,
         })?;
-        write_bytes(stream, &buffer, stall).await?;
+        write_bytes(stream, buffer, stall).await?;
         position += want as u64;
     }
     Ok(())

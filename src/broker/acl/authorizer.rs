@@ -373,6 +373,14 @@ mod tests {
             topic_acl("orders", "User:alice", Write, Allow),
             topic_acl("payments", "User:alice", Write, Deny),
         ]));
+        // A DENY on every topic wins over an ALLOW on every topic, whichever
+        // of the two the set yields first (it orders them by principal).
+        for (allowed, denied) in [("User:alice", "User:*"), ("User:*", "User:alice")] {
+            assert!(!check(vec![
+                topic_acl("*", allowed, Write, Allow),
+                topic_acl("*", denied, Write, Deny),
+            ]));
+        }
         let (unsecured, _dir) = authorizer(vec![], &[]);
         assert!(unsecured.allows_any(&caller("User:ANONYMOUS", false), Write, ResourceType::Topic));
     }

@@ -16,4 +16,4 @@ pub use principal::{Caller, Principal};
 pub use sasl_session::SASL_FRAME_BYTES_MAX;
 pub(crate) use sasl_session::{SaslSession, Step};
 pub use sasl_settings::SaslSettings;
-pub use tls::{ClientAuth, RELOAD_CHECK_INTERVAL, TlsReloader, TlsSettings};
+pub use tls::{ClientAuth, RELOAD_CHECK_INTERVAL, TLS_HANDSHAKE_TIMEOUT, TlsReloader, TlsSettings};

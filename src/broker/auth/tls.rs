@@ -16,12 +16,18 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;
+use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 
+use super::Principal;
 use crate::security::{self, TlsFileError};
 
 /// How often a new connection may look at the files for a change.
 pub const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a client has to complete the TLS handshake after connecting.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Whether clients must present a certificate (mTLS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -137,6 +143,34 @@ impl TlsReloader {
             }
         }
         state.acceptor.clone()
+    }
+}
+
+impl TlsReloader {
+    /// The TLS handshake, within [`TLS_HANDSHAKE_TIMEOUT`], and the
+    /// connection's principal: a verified client certificate's subject
+    /// (Kafka's default principal builder), else `User:ANONYMOUS`. The
+    /// error says why the connection is to be closed.
+    pub async fn accept(
+        &self,
+        stream: TcpStream,
+    ) -> Result<(TlsStream<TcpStream>, Principal), String> {
+        let stream = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, self.acceptor().accept(stream))
+            .await
+            .map_err(|_| format!("no TLS handshake within {TLS_HANDSHAKE_TIMEOUT:?}"))?
+            .map_err(|e| format!("TLS handshake failed: {e}"))?;
+        let certificate = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first());
+        let principal = match certificate {
+            Some(certificate) => {
+                Principal::user(security::subject_name(certificate).map_err(|e| e.to_string())?)
+            }
+            None => Principal::anonymous(),
+        };
+        Ok((stream, principal))
     }
 }
 
