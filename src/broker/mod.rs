@@ -38,14 +38,16 @@ mod huge_alloc;
 mod latency;
 pub mod listener;
 mod metrics;
+mod security_config;
 mod server;
 mod transport;
 pub mod txn;
 
 pub use append_signals::{AppendSignals, AppendWatch};
-pub use config::{BrokerConfig, ConfigFile, LISTEN_BACKLOG, parse_mechanisms};
+pub use config::{BrokerConfig, ConfigFile, LISTEN_BACKLOG};
 pub use error::{BrokerError, ErrorCode};
 pub use huge_alloc::{HugeReservingAllocator, huge_claims_survivable};
 pub use metrics::Metrics;
 pub(crate) use metrics::serve as serve_metrics;
+pub use security_config::{ListenerTable, SaslTable, TlsTable, parse_mechanisms};
 pub use server::Broker;

@@ -22,9 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
-use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, ApiVersionsResponse, RequestHeader, ResponseHeader,
-};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -32,6 +30,10 @@ use tokio::sync::{Mutex, oneshot};
 
 use super::ClientError;
 use super::security::ClientSecurity;
+
+mod api_versions;
+
+use api_versions::{VersionsAnswer, read_api_versions};
 
 /// Largest response frame accepted (a fetch answer is bounded by the
 /// request's max_bytes; this only stops a corrupt size from allocating).
@@ -480,79 +482,6 @@ pub(crate) fn decode_or_error_code<T: Decodable>(
     }
 }
 
-/// What an ApiVersions answer says.
-#[derive(Debug, PartialEq, Eq)]
-enum VersionsAnswer {
-    /// API key → (min, max) version the broker speaks.
-    Versions(HashMap<i16, (i16, i16)>),
-    /// The version asked is unknown to the broker: ask again in this one.
-    RetryAt(i16),
-}
-
-/// Reads the answer to an ApiVersions request sent in `version`.
-///
-/// An UNSUPPORTED_VERSION answer is laid out as v0 whatever was asked
-/// (KIP-511: the broker cannot know the layout of a version it does not
-/// know), listing at least the ApiVersions range it speaks:
-///
-/// ```text
-/// error_code i16 | count i32 | count × (api_key i16, min i16, max i16) | …
-/// ```
-///
-/// The newest listed version below the one refused is asked next. An
-/// answer not in that layout (librdkafka's mock writes the count of a
-/// flexible request as one byte) or listing no usable version is asked
-/// again in v0, which every broker answers.
-fn read_api_versions(mut body: Bytes, version: i16) -> Result<VersionsAnswer, ClientError> {
-    if body.len() < 2 {
-        return Err(ClientError::Protocol(format!(
-            "an ApiVersions answer of {} bytes",
-            body.len()
-        )));
-    }
-    let code = i16::from_be_bytes([body[0], body[1]]);
-    if code == UNSUPPORTED_VERSION {
-        if version == 0 {
-            return Err(ClientError::kafka(code, None, None));
-        }
-        let offered = read_v0_ranges(&body)
-            .and_then(|ranges| ranges.get(&(ApiKey::ApiVersions as i16)).copied())
-            .map(|(_, max)| max)
-            .filter(|max| (0..version).contains(max));
-        return Ok(VersionsAnswer::RetryAt(offered.unwrap_or(0)));
-    }
-    // Bytes after the answer are ignored, as for any response.
-    let response = ApiVersionsResponse::decode(&mut body, version)
-        .map_err(|e| ClientError::Protocol(format!("ApiVersions answer: {e}")))?;
-    if response.error_code != 0 {
-        return Err(ClientError::kafka(response.error_code, None, None));
-    }
-    Ok(VersionsAnswer::Versions(
-        response
-            .api_keys
-            .iter()
-            .map(|k| (k.api_key, (k.min_version, k.max_version)))
-            .collect(),
-    ))
-}
-
-/// The api key ranges of an ApiVersions answer in the v0 layout (anything
-/// after them, as v1's throttle time, is ignored); `None` when the body is
-/// not in that layout.
-fn read_v0_ranges(body: &[u8]) -> Option<HashMap<i16, (i16, i16)>> {
-    let count = body.get(2..6)?;
-    let count = usize::try_from(i32::from_be_bytes(count.try_into().ok()?)).ok()?;
-    let end = count.checked_mul(API_VERSION_ENTRY_BYTES)?.checked_add(6)?;
-    let entries = body.get(6..end)?;
-    let i16_at = |entry: &[u8], at: usize| i16::from_be_bytes([entry[at], entry[at + 1]]);
-    Some(
-        entries
-            .chunks_exact(API_VERSION_ENTRY_BYTES)
-            .map(|entry| (i16_at(entry, 0), (i16_at(entry, 2), i16_at(entry, 4))))
-            .collect(),
-    )
-}
-
 /// Reads response frames and hands each to the oldest waiting request.
 async fn read_responses(
     mut read: ReadHalf,
@@ -602,154 +531,4 @@ async fn read_responses(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An ApiVersions body in the v0 layout.
-    fn v0_body(code: i16, ranges: &[(i16, i16, i16)]) -> Bytes {
-        let mut body = Vec::new();
-        body.extend_from_slice(&code.to_be_bytes());
-        body.extend_from_slice(&(ranges.len() as i32).to_be_bytes());
-        for (key, min, max) in ranges {
-            for field in [key, min, max] {
-                body.extend_from_slice(&field.to_be_bytes());
-            }
-        }
-        Bytes::from(body)
-    }
-
-    /// A successful answer in `version`, listing `ranges`.
-    fn answer(version: i16, ranges: &[(i16, i16, i16)]) -> Bytes {
-        use kafka_protocol::messages::api_versions_response::ApiVersion;
-        let response = ApiVersionsResponse::default().with_api_keys(
-            ranges
-                .iter()
-                .map(|(key, min, max)| {
-                    ApiVersion::default()
-                        .with_api_key(*key)
-                        .with_min_version(*min)
-                        .with_max_version(*max)
-                })
-                .collect(),
-        );
-        let mut body = BytesMut::new();
-        response.encode(&mut body, version).unwrap();
-        body.freeze()
-    }
-
-    const API_VERSIONS: i16 = ApiKey::ApiVersions as i16;
-    const METADATA: i16 = ApiKey::Metadata as i16;
-
-    #[test]
-    fn an_unsupported_version_answer_in_the_v0_layout_names_the_version_to_ask() {
-        let body = v0_body(UNSUPPORTED_VERSION, &[(API_VERSIONS, 0, 2)]);
-        assert_eq!(
-            read_api_versions(body, 3).unwrap(),
-            VersionsAnswer::RetryAt(2)
-        );
-    }
-
-    #[test]
-    fn an_unsupported_version_answer_out_of_the_v0_layout_falls_back_to_v0() {
-        // librdkafka's mock: a one-byte count, then the one entry and a
-        // throttle time.
-        let body = Bytes::from_static(&[0, 35, 1, 0, 18, 0, 0, 0, 2, 0, 0, 0, 0]);
-        assert_eq!(
-            read_api_versions(body, 3).unwrap(),
-            VersionsAnswer::RetryAt(0)
-        );
-    }
-
-    #[test]
-    fn an_offered_version_not_below_the_refused_one_falls_back_to_v0() {
-        let body = v0_body(UNSUPPORTED_VERSION, &[(API_VERSIONS, 0, 3)]);
-        assert_eq!(
-            read_api_versions(body, 3).unwrap(),
-            VersionsAnswer::RetryAt(0)
-        );
-        let listing_none = v0_body(UNSUPPORTED_VERSION, &[(METADATA, 0, 12)]);
-        assert_eq!(
-            read_api_versions(listing_none, 3).unwrap(),
-            VersionsAnswer::RetryAt(0)
-        );
-    }
-
-    #[test]
-    fn unsupported_v0_is_an_error() {
-        let body = v0_body(UNSUPPORTED_VERSION, &[]);
-        let error = read_api_versions(body, 0).unwrap_err();
-        assert_eq!(error.code(), Some(UNSUPPORTED_VERSION));
-    }
-
-    #[test]
-    fn a_v0_layout_with_a_count_past_the_body_is_not_read() {
-        let mut body = v0_body(UNSUPPORTED_VERSION, &[(API_VERSIONS, 0, 2)]).to_vec();
-        body[2..6].copy_from_slice(&i32::MAX.to_be_bytes());
-        assert_eq!(read_v0_ranges(&body), None);
-        body[2..6].copy_from_slice(&(-1i32).to_be_bytes());
-        assert_eq!(read_v0_ranges(&body), None);
-    }
-
-    #[test]
-    fn a_supported_answer_lists_the_ranges() {
-        let body = answer(3, &[(API_VERSIONS, 0, 3), (METADATA, 1, 12)]);
-        let VersionsAnswer::Versions(versions) = read_api_versions(body, 3).unwrap() else {
-            panic!("a retry asked for a supported version");
-        };
-        assert_eq!(versions[&METADATA], (1, 12));
-    }
-
-    /// Reads one request frame: (api version, correlation id).
-    async fn read_request(stream: &mut TcpStream) -> (i16, i32) {
-        let mut size = [0u8; 4];
-        stream.read_exact(&mut size).await.unwrap();
-        let mut frame = vec![0u8; i32::from_be_bytes(size) as usize];
-        stream.read_exact(&mut frame).await.unwrap();
-        assert_eq!(i16::from_be_bytes([frame[0], frame[1]]), API_VERSIONS);
-        let version = i16::from_be_bytes([frame[2], frame[3]]);
-        let correlation = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-        (version, correlation)
-    }
-
-    /// Writes a response: size, correlation id (ApiVersions answers have a
-    /// v0 header whatever the version), body.
-    async fn write_response(stream: &mut TcpStream, correlation: i32, body: &[u8]) {
-        let mut frame = Vec::new();
-        frame.extend_from_slice(&((body.len() + 4) as i32).to_be_bytes());
-        frame.extend_from_slice(&correlation.to_be_bytes());
-        frame.extend_from_slice(body);
-        stream.write_all(&frame).await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn connect_asks_again_in_the_version_an_older_broker_offers() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let broker = tokio::spawn(async move {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            let mut asked = Vec::new();
-            loop {
-                let (version, correlation) = read_request(&mut stream).await;
-                asked.push(version);
-                if version > 2 {
-                    // A broker whose newest ApiVersions is v2, as Kafka
-                    // answers a version it does not know.
-                    let body = v0_body(UNSUPPORTED_VERSION, &[(API_VERSIONS, 0, 2)]);
-                    write_response(&mut stream, correlation, &body).await;
-                    continue;
-                }
-                let body = answer(version, &[(API_VERSIONS, 0, 2), (METADATA, 0, 9)]);
-                write_response(&mut stream, correlation, &body).await;
-                return asked;
-            }
-        });
-        let connection = Connection::connect(&addr, "test", Duration::from_secs(10))
-            .await
-            .unwrap();
-        assert_eq!(broker.await.unwrap(), vec![API_VERSIONS_FIRST, 2]);
-        let metadata = connection
-            .version::<kafka_protocol::messages::MetadataRequest>(12)
-            .unwrap();
-        assert_eq!(metadata, 9);
-    }
-}
+mod tests;
