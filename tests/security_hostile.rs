@@ -306,3 +306,48 @@ fn sessions_expire_and_re_authentication_keeps_the_connection_for_the_same_user_
         Some(SASL_AUTHENTICATION_FAILED)
     );
 }
+
+#[test]
+fn only_a_caller_allowed_on_the_cluster_manages_or_lists_credentials() {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+    use kafka_protocol::messages::{
+        AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+        DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
+    };
+    const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+    let broker = SecuredBroker::start_locked("");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    broker.add_user("admin", PASSWORD, Mechanism::ScramSha512);
+    let salted =
+        strata::sasl::SaltedPassword::generate(Mechanism::ScramSha512, "taken-over", 4096).unwrap();
+    let take_over = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+        ScramCredentialUpsertion::default()
+            .with_name(StrBytes::from_static_str("admin"))
+            .with_mechanism(Mechanism::ScramSha512.scram_type().unwrap())
+            .with_iterations(4096)
+            .with_salt(Bytes::from(salted.salt.clone()))
+            .with_salted_password(Bytes::from(salted.salted_password.clone())),
+    ]);
+    let (mut stream, answer) = login(broker.addr("SASL_PLAINTEXT"), "alice", PASSWORD);
+    assert_eq!(answer.unwrap().error_code, 0);
+    let altered: AlterUserScramCredentialsResponse = call_blocking(
+        &mut stream,
+        ApiKey::AlterUserScramCredentials,
+        0,
+        &take_over,
+    )
+    .unwrap();
+    assert_eq!(altered.results[0].error_code, CLUSTER_AUTHORIZATION_FAILED);
+    let listed: DescribeUserScramCredentialsResponse = call_blocking(
+        &mut stream,
+        ApiKey::DescribeUserScramCredentials,
+        0,
+        &DescribeUserScramCredentialsRequest::default(),
+    )
+    .unwrap();
+    assert_eq!(listed.error_code, CLUSTER_AUTHORIZATION_FAILED);
+    assert!(listed.results.is_empty());
+    // The refused change changed nothing: admin's password still works.
+    let (_, answer) = login(broker.addr("SASL_PLAINTEXT"), "admin", PASSWORD);
+    assert_eq!(answer.unwrap().error_code, 0);
+}

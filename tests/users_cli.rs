@@ -168,6 +168,11 @@ fn users_are_added_listed_and_deleted_in_a_data_directory() {
     for secret in ["alice-from-file", "bob-from-env", "carol-from-stdin"] {
         assert!(!text.contains(secret) && !file.contains(secret), "{secret}");
     }
+    // What the file does hold (salts and keys) is the broker's user's alone.
+    let dir = credentials_file(&data).parent().unwrap().to_path_buf();
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&dir).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o700, "{} is {mode:o}", dir.display());
 
     ok(
         &[

@@ -45,7 +45,7 @@ use crate::log::storage::Disk;
 /// The directory of the broker's security state, inside the data
 /// directory (no partition directory can have this name: those end in
 /// `-<partition>`).
-pub const SECURITY_DIR: &str = "security";
+pub use crate::broker::auth::SECURITY_DIR;
 /// The ACL file, inside [`SECURITY_DIR`].
 pub const ACLS_FILE: &str = "acls.json";
 /// Where a new version is written before it is renamed over the file.
@@ -232,11 +232,7 @@ impl AclStore {
                 max: acls.len().saturating_sub(1),
             });
         }
-        let dir = self.data_dir.join(SECURITY_DIR);
-        if !dir.is_dir() {
-            self.disk.create_dir_all(&dir)?;
-            self.disk.sync_dir(&self.data_dir)?;
-        }
+        let dir = crate::broker::auth::security_dir(&self.disk, &self.data_dir)?;
         self.disk
             .replace_durably(&dir.join(ACLS_FILE), &dir.join(ACLS_TMP_FILE), &bytes)?;
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(acls);

@@ -373,13 +373,13 @@ pub(crate) fn handle(
             key,
             version,
             correlation_id,
-            &scram_credentials::describe(ctx, &request),
+            &scram_credentials::describe(ctx, &request, caller),
         )?,
         RequestKind::AlterUserScramCredentials(request) => respond(
             key,
             version,
             correlation_id,
-            &scram_credentials::alter(ctx, &request),
+            &scram_credentials::alter(ctx, &request, caller),
         )?,
         // `decode_request` only decodes the APIs in SUPPORTED_APIS, and
         // each has its arm above.

@@ -32,6 +32,8 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::BrokerContext;
 use crate::broker::ErrorCode;
+use crate::broker::acl::{Operation, Resource};
+use crate::broker::auth::Caller;
 use crate::broker::auth::{CredentialError, CredentialStore, UserCredentials};
 use crate::sasl::{ITERATIONS_MAX, ITERATIONS_MIN, Mechanism, ScramCredential};
 
@@ -40,17 +42,54 @@ const EMPTY_NAME: &str = "Username must not be empty";
 const UNKNOWN_MECHANISM: &str = "Unknown SCRAM mechanism";
 const NO_SUCH_CREDENTIAL: &str = "Attempt to delete a user credential that does not exist";
 
+const NOT_AUTHORIZED: &str =
+    "Not authorized to manage user credentials: needs the cluster's ALTER (DESCRIBE to list them)";
+
+/// Needs DESCRIBE on the cluster, as Kafka asks: the list names every user.
 pub(super) fn describe(
     ctx: &BrokerContext,
     request: &DescribeUserScramCredentialsRequest,
+    caller: &Caller,
 ) -> DescribeUserScramCredentialsResponse {
+    if !ctx
+        .acls
+        .authorize(caller, Operation::Describe, Resource::cluster())
+    {
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(ErrorCode::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(StrBytes::from_static_str(NOT_AUTHORIZED)));
+    }
     describe_in(&ctx.credentials, request)
 }
 
+/// Needs ALTER on the cluster, as Kafka asks: whoever may set a password
+/// may log in as that user.
 pub(super) fn alter(
     ctx: &BrokerContext,
     request: &AlterUserScramCredentialsRequest,
+    caller: &Caller,
 ) -> AlterUserScramCredentialsResponse {
+    if !ctx
+        .acls
+        .authorize(caller, Operation::Alter, Resource::cluster())
+    {
+        let users = request
+            .upsertions
+            .iter()
+            .map(|u| u.name.as_str())
+            .chain(request.deletions.iter().map(|d| d.name.as_str()));
+        let refused = |user: &str| {
+            altered(
+                user,
+                Err((
+                    ErrorCode::ClusterAuthorizationFailed,
+                    NOT_AUTHORIZED.to_string(),
+                )),
+            )
+        };
+        return AlterUserScramCredentialsResponse::default()
+            .with_results(users.map(refused).collect());
+    }
     alter_in(&ctx.credentials, request)
 }
 

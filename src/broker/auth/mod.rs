@@ -7,13 +7,13 @@ mod credentials;
 mod principal;
 mod sasl_session;
 mod sasl_settings;
+mod security_dir;
 mod tls;
 
-pub use credentials::{
-    CredentialError, CredentialStore, Credentials, SECURITY_DIR, USERS_MAX, UserCredentials,
-};
+pub use credentials::{CredentialError, CredentialStore, Credentials, USERS_MAX, UserCredentials};
 pub use principal::{Caller, Principal};
 pub use sasl_session::SASL_FRAME_BYTES_MAX;
 pub(crate) use sasl_session::{SaslSession, Step};
 pub use sasl_settings::SaslSettings;
+pub use security_dir::{SECURITY_DIR, security_dir};
 pub use tls::{ClientAuth, RELOAD_CHECK_INTERVAL, TLS_HANDSHAKE_TIMEOUT, TlsReloader, TlsSettings};

@@ -49,7 +49,6 @@ use file::{decode, encode, read};
 
 /// The directory of security state inside the data directory (no
 /// partition directory can have this name: those end in `-<partition>`).
-pub const SECURITY_DIR: &str = "security";
 const FILE: &str = "scram-credentials.json";
 const LOCK_FILE: &str = "scram-credentials.lock";
 const TMP_FILE: &str = ".scram-credentials.json.tmp";
@@ -217,11 +216,7 @@ impl CredentialStore {
 
     /// [`open`](Self::open) on the given storage.
     pub fn open_on(disk: &Disk, data_dir: &Path) -> Result<Self, CredentialError> {
-        let dir = data_dir.join(SECURITY_DIR);
-        if !dir.is_dir() {
-            disk.create_dir_all(&dir)?;
-            disk.sync_dir(data_dir)?;
-        }
+        let dir = super::security_dir(disk, data_dir)?;
         let path = dir.join(FILE);
         let (credentials, stamp) = read(&path)?;
         Ok(Self {
