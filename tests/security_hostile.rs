@@ -166,8 +166,9 @@ fn sasl_frames_that_lie_about_their_size_are_refused_before_any_allocation() {
 fn requests_before_authentication_close_the_connection_and_sasl_is_refused_on_plaintext() {
     let broker = broker_with_alice("");
     let mut early = connect(broker.addr("SASL_PLAINTEXT"));
+    early.write_all(&metadata_frame()).unwrap();
     assert!(
-        metadata(&mut early).is_err(),
+        closed(&mut early),
         "Metadata answered before authentication"
     );
     // An unknown mechanism is answered with the enabled ones; the client
@@ -291,13 +292,22 @@ fn sessions_expire_and_re_authentication_keeps_the_connection_for_the_same_user_
     // Past the first session's end, within the renewed one.
     std::thread::sleep(Duration::from_millis(2500));
     metadata(&mut stream).expect("the renewed session is still valid");
-    // Past expiry, a request closes the connection.
+    // Past expiry, a request closes the connection; ApiVersions too, so
+    // an expired session cannot be kept open with it.
     std::thread::sleep(Duration::from_millis(2500));
+    stream.write_all(&metadata_frame()).unwrap();
+    assert!(closed(&mut stream), "a request after the session expired");
+    let (mut expired, _) = login(addr, "alice", PASSWORD);
+    std::thread::sleep(Duration::from_millis(4500));
+    let versions = kafka_protocol::messages::ApiVersionsRequest::default();
+    expired
+        .write_all(&frame(ApiKey::ApiVersions, 3, 2, &versions))
+        .unwrap();
     assert!(
-        metadata(&mut stream).is_err(),
-        "a request after the session expired"
+        closed(&mut expired),
+        "ApiVersions after the session expired"
     );
-    // Re-authenticating as someone else fails.
+    // Re-authenticating as someone else fails, and closes the connection.
     let (mut stream, _) = login(addr, "alice", PASSWORD);
     assert_eq!(handshake(&mut stream, 1, "PLAIN").error_code, 0);
     let other = authenticate(&mut stream, 2, plain("bob", PASSWORD));
@@ -305,6 +315,22 @@ fn sessions_expire_and_re_authentication_keeps_the_connection_for_the_same_user_
         other.map(|a| a.error_code),
         Some(SASL_AUTHENTICATION_FAILED)
     );
+    assert!(closed(&mut stream), "a refused re-authentication");
+    // Re-authenticating with a v0 handshake (bare tokens) is refused.
+    let (mut stream, _) = login(addr, "alice", PASSWORD);
+    stream
+        .write_all(&frame(
+            ApiKey::SaslHandshake,
+            0,
+            3,
+            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+        ))
+        .unwrap();
+    assert!(closed(&mut stream), "a v0 re-authentication");
+}
+
+fn metadata_frame() -> Vec<u8> {
+    frame(ApiKey::Metadata, 12, 1, &MetadataRequest::default())
 }
 
 #[test]

@@ -63,8 +63,9 @@ use super::transport::{ResponseWriter, TlsWriter};
 
 /// What a connection knows of the listener it arrived on.
 pub(crate) struct Link {
-    /// What its clients are told to connect to.
-    pub endpoint: Endpoint,
+    /// What its clients are told to connect to (shared with each request's
+    /// handler, not copied).
+    pub endpoint: Arc<Endpoint>,
     /// The TLS acceptor of an SSL or SASL_SSL listener.
     pub tls: Option<Arc<super::auth::TlsReloader>>,
     /// The listener knows who its clients are (SASL, or required client
@@ -585,7 +586,7 @@ async fn handle_one(
     loop {
         let final_pass = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
         let (handler_ctx, handler_frame) = (Arc::clone(ctx), frame.clone());
-        let (caller, endpoint) = (Arc::clone(caller), link.endpoint.clone());
+        let (caller, endpoint) = (Arc::clone(caller), Arc::clone(&link.endpoint));
         let handled = tokio::task::spawn_blocking(move || {
             api::handle(&handler_ctx, handler_frame, final_pass, &caller, &endpoint)
         })

@@ -110,12 +110,12 @@ impl Broker {
                 .clone()
                 .unwrap_or_else(|| (config.advertised_host.clone(), local.port()));
             let link = Link {
-                endpoint: Endpoint {
+                endpoint: Arc::new(Endpoint {
                     name: listener.name.clone(),
                     protocol: listener.protocol,
                     host,
                     port: i32::from(port),
-                },
+                }),
                 tls: listener.protocol.uses_tls().then(|| tls.clone()).flatten(),
                 secured: authenticates(listener.protocol, config.tls.as_ref()),
                 sasl: listener.protocol.uses_sasl().then(|| config.sasl.clone()),

@@ -92,13 +92,20 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if !listener.is_empty() {
         config.listeners = listener;
     }
+    // The flags name the certificate and key; what the file says of client
+    // certificates stays.
     if let (Some(cert), Some(key)) = (tls_cert, tls_key) {
-        config.tls = Some(TlsSettings {
-            cert,
-            key,
-            client_ca: None,
-            client_auth: ClientAuth::None,
-        });
+        match &mut config.tls {
+            Some(tls) => (tls.cert, tls.key) = (cert, key),
+            None => {
+                config.tls = Some(TlsSettings {
+                    cert,
+                    key,
+                    client_ca: None,
+                    client_auth: ClientAuth::None,
+                });
+            }
+        }
     }
     if let Some(tls) = &mut config.tls {
         if let Some(ca) = tls_client_ca {

@@ -141,20 +141,24 @@ impl SaslSession {
                         &response,
                     )
                 };
+                if !matches!(self.state, State::Idle) {
+                    return Step::Close("a second SaslHandshake before authenticating".into());
+                }
+                // Re-authentication (KIP-368) goes through SaslAuthenticate:
+                // bare tokens would be read as requests of the session.
+                if version == 0 && self.authenticated.is_some() {
+                    return Step::Close("re-authentication with a v0 SaslHandshake".into());
+                }
                 let chosen = asked
                     .parse::<Mechanism>()
                     .ok()
                     .filter(|m| self.settings.mechanisms.contains(m));
                 let Some(mechanism) = chosen else {
-                    self.state = State::Idle;
                     return match answer(ErrorCode::UnsupportedSaslMechanism) {
                         Ok(part) => Step::Answer(part),
                         Err(error) => Step::Close(error.to_string()),
                     };
                 };
-                if !matches!(self.state, State::Idle) {
-                    return Step::Close("a second SaslHandshake before authenticating".into());
-                }
                 self.state = State::Chosen {
                     mechanism,
                     raw: version == 0,
@@ -171,11 +175,12 @@ impl SaslSession {
                 let reply = (header.request_api_version, header.correlation_id);
                 self.token(&request.auth_bytes, Some(reply), credentials, now)
             }
-            (ApiKey::ApiVersions, ..) if matches!(self.state, State::Idle) => Step::Pass,
             (key, ..) => match &self.authenticated {
                 Some((_, Some(expiry))) if now >= *expiry => Step::Close(format!(
                     "{key:?} after the SASL session expired: the client must re-authenticate"
                 )),
+                // ApiVersions is served before authentication too.
+                _ if key == ApiKey::ApiVersions && matches!(self.state, State::Idle) => Step::Pass,
                 Some(_) if matches!(self.state, State::Idle) => Step::Pass,
                 _ => Step::Close(format!("{key:?} before SASL authentication completed")),
             },
