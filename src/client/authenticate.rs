@@ -18,6 +18,8 @@ use super::{ClientError, Connection};
 use crate::sasl::{Mechanism, PlainToken, ScramClient};
 
 /// SaslHandshake v1: the tokens that follow go in SaslAuthenticate.
+/// Kafka's UNSUPPORTED_SASL_MECHANISM.
+const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const HANDSHAKE_VERSION: i16 = 1;
 /// Newest SaslAuthenticate this client speaks (v2 is flexible).
 const AUTHENTICATE_VERSION_MAX: i16 = 2;
@@ -70,12 +72,23 @@ pub(crate) async fn authenticate(
             HANDSHAKE_VERSION,
         )
         .await?;
-    if handshake.error_code != 0 {
-        let offered: Vec<&str> = handshake.mechanisms.iter().map(|m| m.as_str()).collect();
-        return Err(refused(format!(
-            "the broker does not offer {mechanism} (it offers {}): set sasl.mechanism to one of those",
-            offered.join(", ")
-        )));
+    match handshake.error_code {
+        0 => {}
+        UNSUPPORTED_SASL_MECHANISM => {
+            let offered: Vec<&str> = handshake.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(refused(format!(
+                "the broker does not offer {mechanism} (it offers {}): set sasl.mechanism to one of those",
+                offered.join(", ")
+            )));
+        }
+        // ILLEGAL_SASL_STATE and the like: the listener is not a SASL one,
+        // or the exchange is out of step.
+        code => {
+            return Err(refused(format!(
+                "the broker refused the SASL handshake with {}: check security.protocol against the listener",
+                super::error::code_name(code)
+            )));
+        }
     }
     let version = connection.version::<SaslAuthenticateRequest>(AUTHENTICATE_VERSION_MAX)?;
     let exchange = Exchange {

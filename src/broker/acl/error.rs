@@ -19,6 +19,11 @@ pub enum AclError {
     Corrupt { path: PathBuf, reason: String },
     #[error("the broker holds at most {max} ACLs; delete some before adding more")]
     TooMany { max: usize },
+    /// The ACLs would make a file past the size read back at start.
+    #[error(
+        "the ACLs would take {bytes} bytes, past the {max}-byte limit of the ACL file; delete some, or use prefixed ACLs"
+    )]
+    TooLarge { bytes: usize, max: usize },
     /// Writing the ACL file failed; nothing changed.
     #[error("storing ACLs: {0}")]
     Storage(#[from] LogError),

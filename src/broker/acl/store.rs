@@ -228,8 +228,9 @@ impl AclStore {
         };
         let bytes = serde_json::to_vec_pretty(&file).expect("ACLs serialize");
         if bytes.len() > ACLS_FILE_BYTES_MAX {
-            return Err(AclError::TooMany {
-                max: acls.len().saturating_sub(1),
+            return Err(AclError::TooLarge {
+                bytes: bytes.len(),
+                max: ACLS_FILE_BYTES_MAX,
             });
         }
         let dir = crate::broker::auth::security_dir(&self.disk, &self.data_dir)?;

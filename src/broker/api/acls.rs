@@ -238,7 +238,7 @@ impl Failure {
     fn of(error: &AclError) -> Self {
         let code = match error {
             AclError::Invalid(_) => ErrorCode::InvalidRequest,
-            AclError::TooMany { .. } => ErrorCode::PolicyViolation,
+            AclError::TooMany { .. } | AclError::TooLarge { .. } => ErrorCode::PolicyViolation,
             AclError::Corrupt { .. } | AclError::Storage(_) => ErrorCode::UnknownServerError,
         };
         Self {

@@ -34,6 +34,8 @@ use crate::log::storage::Disk;
 use crate::log::{LogConfig, LogManager};
 use crate::record::{BatchBuilder, Compression, NewRecord};
 
+/// Kafka's MEMBER_ID_REQUIRED: a v4+ join's first answer.
+const MEMBER_ID_REQUIRED: i16 = 79;
 const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 const GROUP_AUTHORIZATION_FAILED: i16 = 30;
 const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
@@ -314,6 +316,7 @@ fn a_secured_caller_is_served_what_its_acls_allow_and_nothing_else() {
     // v4 asks for a member id first: the join got past authorization.
     let joined: JoinGroupResponse = call(&ctx, &alice, ApiKey::JoinGroup, 5, &join("billing"));
     assert_ne!(joined.error_code, GROUP_AUTHORIZATION_FAILED);
+    assert_eq!(joined.error_code, MEMBER_ID_REQUIRED);
     let other: JoinGroupResponse = call(&ctx, &alice, ApiKey::JoinGroup, 5, &join("payroll"));
     assert_eq!(other.error_code, GROUP_AUTHORIZATION_FAILED);
     // Someone else gets nothing from alice's ACLs.
