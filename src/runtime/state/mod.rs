@@ -51,6 +51,7 @@ mod tests;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use rocksdb::{ColumnFamilyDescriptor, DB, Options, WriteBatch};
 
@@ -91,6 +92,9 @@ pub struct TaskState {
     maps: Vec<StoreMap>,
     producer: Option<(i64, i16)>,
     next_outbox: u64,
+    /// No outbox batch lies below this sequence: the lower bound of every
+    /// outbox read, raised as batches are shipped (see `outbox`).
+    outbox_floor: AtomicU64,
     /// The input offsets of the last commit begun (durable once it is
     /// settled).
     offsets: BTreeMap<String, i64>,
@@ -195,6 +199,7 @@ impl TaskState {
             sync,
             producer: None,
             next_outbox: 0,
+            outbox_floor: AtomicU64::new(0),
             offsets: BTreeMap::new(),
             lineage: None,
             commit_number: 0,
