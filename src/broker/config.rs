@@ -242,6 +242,12 @@ impl BrokerConfig {
         }
     }
 
+    /// What the configuration allows but should not be left so, one
+    /// sentence each (printed at start).
+    pub fn warnings(&self) -> Vec<String> {
+        listener::listener_warnings(&self.effective_listeners(), &self.sasl.mechanisms)
+    }
+
     /// Checks the limits against each other; the message names the keys.
     pub fn check(&self) -> Result<(), String> {
         listener::check_listeners(

@@ -13,13 +13,6 @@ pub const WILDCARD_HOST: &str = "*";
 /// principal (of any kind), as Kafka's.
 const WILDCARD_PRINCIPAL: (&str, &str) = ("User", "*");
 
-/// `User:*`.
-pub fn wildcard_principal() -> Principal {
-    Principal {
-        kind: WILDCARD_PRINCIPAL.0.to_string(),
-        name: WILDCARD_PRINCIPAL.1.to_string(),
-    }
-}
 
 /// Kafka's permission types, with their wire codes. ANY appears only in
 /// filters.

@@ -34,7 +34,7 @@ mod store;
 pub use acl_set::AclSet;
 pub use authorizer::Authorizer;
 pub use binding::{ACL_TEXT_BYTES_MAX, AclBinding};
-pub use entry::{AccessControlEntry, Permission, WILDCARD_HOST, wildcard_principal};
+pub use entry::{AccessControlEntry, Permission, WILDCARD_HOST};
 pub use error::AclError;
 pub use filter::{AclBindingFilter, EntryFilter, PatternFilter};
 pub use operation::Operation;

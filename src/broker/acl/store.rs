@@ -176,11 +176,6 @@ impl AclStore {
         })
     }
 
-    /// The ACL file's path.
-    pub fn path(&self) -> PathBuf {
-        self.data_dir.join(SECURITY_DIR).join(ACLS_FILE)
-    }
-
     /// The ACLs now. Cheap: a reference count, taken under a lock only ever
     /// held to swap a pointer.
     pub fn snapshot(&self) -> Arc<AclSet> {

@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use super::{ListenerConfig, SecurityProtocol};
 use crate::broker::auth::{ClientAuth, TlsSettings};
+use crate::sasl::Mechanism;
 
 /// Refuses listener sets that could not serve or would serve unsafely;
 /// the message names the listener and what to change.
@@ -53,6 +54,26 @@ pub fn check_listeners(
     Ok(())
 }
 
+/// What is allowed but unwise in the listener set, one sentence each: PLAIN
+/// on a SASL_PLAINTEXT listener beyond loopback sends every password in
+/// clear (Kafka allows it too; TLS or SCRAM do not).
+pub fn listener_warnings(listeners: &[ListenerConfig], mechanisms: &[Mechanism]) -> Vec<String> {
+    if !mechanisms.contains(&Mechanism::Plain) {
+        return Vec::new();
+    }
+    listeners
+        .iter()
+        .filter(|l| l.protocol == SecurityProtocol::SaslPlaintext && !l.listen.ip().is_loopback())
+        .map(|l| {
+            format!(
+                "listener {} (SASL_PLAINTEXT on {}) accepts PLAIN: passwords cross the network \
+                 in clear; use SASL_SSL, or leave PLAIN out of [sasl] mechanisms",
+                l.name, l.listen
+            )
+        })
+        .collect()
+}
+
 /// Whether a listener knows who its clients are: SASL, or TLS with
 /// required client certificates.
 pub fn authenticates(protocol: SecurityProtocol, tls: Option<&TlsSettings>) -> bool {
@@ -92,6 +113,21 @@ mod tests {
         assert!(check_listeners(&ssl, Some(&tls(ClientAuth::Requested)), false).is_err());
         check_listeners(&ssl, Some(&tls(ClientAuth::Required)), false).unwrap();
         check_listeners(&[listener("SASL_PLAINTEXT://0.0.0.0:9094")], None, false).unwrap();
+    }
+
+    #[test]
+    fn plain_beyond_loopback_without_tls_is_warned_about() {
+        let all = [Mechanism::ScramSha512, Mechanism::Plain];
+        let remote = [listener("SASL_PLAINTEXT://0.0.0.0:9094")];
+        let warnings = listener_warnings(&remote, &all);
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("in clear"), "{warnings:?}");
+        assert!(listener_warnings(&remote, &[Mechanism::ScramSha512]).is_empty());
+        let safe = [
+            listener("SASL_PLAINTEXT://127.0.0.1:9094"),
+            listener("SASL_SSL://0.0.0.0:9095"),
+        ];
+        assert!(listener_warnings(&safe, &all).is_empty());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 
 pub use crate::security::SecurityProtocol;
-pub use check::{authenticates, check_listeners};
+pub use check::{authenticates, check_listeners, listener_warnings};
 
 /// One listener as configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
