@@ -13,7 +13,6 @@ pub const WILDCARD_HOST: &str = "*";
 /// principal (of any kind), as Kafka's.
 const WILDCARD_PRINCIPAL: (&str, &str) = ("User", "*");
 
-
 /// Kafka's permission types, with their wire codes. ANY appears only in
 /// filters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
