@@ -1,8 +1,9 @@
 //! The secured paths under hostile and odd input, against `strata serve`:
 //! garbage before and inside the TLS handshake, a client that never
 //! finishes it, SASL frames that lie about their sizes, requests before
-//! authentication, a flood of failed logins, the raw-token exchange of a
-//! v0 handshake, and session expiry with re-authentication (KIP-368).
+//! authentication, a flood of failed logins, many clients holding large
+//! frames before authentication, the raw-token exchange of a v0
+//! handshake, and session expiry with re-authentication (KIP-368).
 //! Each time: no panic, the connection closed or answered as Kafka would,
 //! memory bounded, and other clients still served.
 
@@ -10,17 +11,26 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    ApiKey, MetadataRequest, MetadataResponse, SaslAuthenticateRequest, SaslAuthenticateResponse,
-    SaslHandshakeRequest, SaslHandshakeResponse,
+    ApiKey, FetchResponse, MetadataRequest, MetadataResponse, ProduceResponse,
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use strata::broker::auth::SASL_FRAME_BYTES_MAX;
+use strata::broker::{LOGIN_FRAME_BYTES_MAX, PRE_AUTH_MEMORY_BYTES_MAX};
+use strata::record::Compression;
 use strata::sasl::{Mechanism, PlainToken};
 use support::secured_broker::SecuredBroker;
-use support::wire::{call_blocking, frame};
+use support::wait_until;
+use support::wire::{
+    call_blocking, fetch_request, frame, produce_answer, produce_request, topic_name,
+};
 
 const PASSWORD: &str = "s3cret-enough";
 /// Kafka's SASL_AUTHENTICATION_FAILED and ILLEGAL_SASL_STATE.
@@ -244,6 +254,185 @@ fn a_flood_of_failed_logins_is_delayed_counted_and_does_not_stop_other_clients()
     assert_eq!(broker.metric("strata_sasl_authentications_total"), 1);
     let log = broker.log();
     assert!(!log.contains("guess-"), "the broker logged a password");
+}
+
+/// Just under the largest frame read before authentication.
+const PRE_AUTH_FRAME_BYTES: usize = SASL_FRAME_BYTES_MAX - 1024;
+/// Clients that send a large frame's size, then a byte of it at a time:
+/// more than the pre-authentication budget holds at once.
+const TRICKLERS: usize = 40;
+/// Clients that pipeline large frames behind a failed login, never
+/// reading an answer.
+const PIPELINERS: usize = 8;
+/// The large frames each pipelines after its failed login.
+const FRAMES_AFTER_FAILED_LOGIN: usize = 4;
+/// The shared request memory budget: four large frames would spend it.
+const REQUEST_MEMORY_BYTES: usize = 2 << 20;
+
+/// Unauthenticated clients holding large frames half-sent, and others
+/// pipelining large frames behind a failed login, while alice logs in,
+/// produces and consumes: she is served, none of the shared request budget
+/// is held before authentication, each unauthenticated connection has one
+/// request in flight at most, and the memory held for them stays within
+/// the pre-auth bounds.
+#[test]
+fn large_frames_before_authentication_neither_starve_an_authenticated_client_nor_grow_memory() {
+    // A failed login is answered after two minutes: the pipeliners' frames
+    // after it stay unread that long, unless the broker reads ahead.
+    let broker = broker_with_alice(&format!(
+        "request_bytes_max = {}\nrequest_memory_bytes_max = {REQUEST_MEMORY_BYTES}\n\
+         [sasl]\nfailed_login_delay_ms = 120000\n",
+        1 << 20
+    ));
+    let addr = broker.addr("SASL_PLAINTEXT").to_string();
+    let before = broker.rss_bytes();
+    let trickling = Trickling::start(&addr);
+    let _pipeliners: Vec<TcpStream> = (0..PIPELINERS)
+        .map(|_| pipeline_after_failed_login(&addr))
+        .collect();
+    // The tricklers beyond what the pre-auth budget holds (32 frames) wait
+    // for it. Were their frames taken from the shared budget, its four would
+    // be gone and every client's next frame would wait behind them.
+    let fit = PRE_AUTH_MEMORY_BYTES_MAX / PRE_AUTH_FRAME_BYTES;
+    wait_until(
+        "the tricklers to spend a budget",
+        Duration::from_secs(60),
+        || {
+            broker.metric("strata_pre_auth_memory_waits_total")
+                + broker.metric("strata_request_memory_waits_total")
+                >= (TRICKLERS - fit) as u64
+        },
+    );
+
+    let mut good = connect(&addr);
+    let chosen = call_blocking::<_, SaslHandshakeResponse>(
+        &mut good,
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    );
+    let chosen = chosen.expect("alice's handshake is answered while the others hold frames");
+    assert_eq!(chosen.error_code, 0);
+    let answer = authenticate(&mut good, 2, plain("alice", PASSWORD));
+    assert_eq!(answer.expect("alice's login is answered").error_code, 0);
+    produce_and_consume(&mut good);
+
+    wait_until(
+        "every pipeliner's login to fail",
+        Duration::from_secs(60),
+        || broker.metric("strata_sasl_authentication_failures_total") == PIPELINERS as u64,
+    );
+    assert_eq!(
+        broker.metric("strata_request_bytes_buffered"),
+        0,
+        "unauthenticated connections hold part of the shared request budget"
+    );
+    // One request each: the failed login in its delay, nothing read ahead
+    // (a trickler's frame is not whole, so not yet a request).
+    assert_eq!(
+        broker.metric("strata_requests_in_flight"),
+        PIPELINERS as u64
+    );
+    let held = broker.metric("strata_pre_auth_request_bytes_buffered");
+    let bound = PRE_AUTH_MEMORY_BYTES_MAX + (TRICKLERS + PIPELINERS) * LOGIN_FRAME_BYTES_MAX;
+    assert!(
+        (fit * PRE_AUTH_FRAME_BYTES) as u64 <= held && held <= bound as u64,
+        "{held} bytes held before authentication; expected the tricklers' \
+         {fit} frames, and at most {bound}"
+    );
+    let grown = broker.rss_bytes().saturating_sub(before);
+    assert!(grown < 64 << 20, "the broker grew by {grown} bytes");
+    drop(trickling);
+}
+
+/// Connects and writes, without reading any answer: a PLAIN handshake, a
+/// login with a wrong password, and [`FRAMES_AFTER_FAILED_LOGIN`] large
+/// frames. The writing goes on in a thread of its own (the broker need not
+/// read it all); the stream is returned to be held open.
+fn pipeline_after_failed_login(addr: &str) -> TcpStream {
+    let stream = connect(addr);
+    let chosen = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+    let mut bytes = frame(ApiKey::SaslHandshake, 1, 1, &chosen);
+    let wrong =
+        SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(plain("alice", "wrong")));
+    bytes.extend(frame(ApiKey::SaslAuthenticate, 2, 2, &wrong));
+    for _ in 0..FRAMES_AFTER_FAILED_LOGIN {
+        bytes.extend((PRE_AUTH_FRAME_BYTES as i32).to_be_bytes());
+        bytes.resize(bytes.len() + PRE_AUTH_FRAME_BYTES, 0);
+    }
+    let mut writer = stream.try_clone().unwrap();
+    std::thread::spawn(move || {
+        // Ends when the broker closes the connection or is stopped.
+        let _ = writer.write_all(&bytes);
+    });
+    stream
+}
+
+/// [`TRICKLERS`] connections, each having sent the size of a large frame
+/// and then one more of its bytes every half second (well within the
+/// broker's stall timeout), until dropped.
+struct Trickling {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Trickling {
+    fn start(addr: &str) -> Self {
+        let mut streams: Vec<TcpStream> = (0..TRICKLERS).map(|_| connect(addr)).collect();
+        for stream in &mut streams {
+            stream
+                .write_all(&(PRE_AUTH_FRAME_BYTES as i32).to_be_bytes())
+                .unwrap();
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                for stream in &mut streams {
+                    let _ = stream.write_all(&[0]);
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Trickling {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Creates a topic, produces a batch of 256 KiB to it and reads it back.
+fn produce_and_consume(stream: &mut TcpStream) {
+    const TOPIC: &str = "served-while-attacked";
+    let create = MetadataRequest::default()
+        .with_topics(Some(vec![
+            MetadataRequestTopic::default().with_name(Some(topic_name(TOPIC))),
+        ]))
+        .with_allow_auto_topic_creation(true);
+    let created: MetadataResponse = call_blocking(stream, ApiKey::Metadata, 12, &create).unwrap();
+    assert_eq!(created.topics[0].error_code, 0);
+    let values: Vec<Vec<u8>> = (0..4u8).map(|i| vec![b'a' + i; 64 << 10]).collect();
+    let records = values.iter().map(|v| (None, &v[..], support::TIMESTAMP_MS));
+    let batch = support::batch_with(Compression::None, records);
+    let produce = produce_request(1, TOPIC, 0, batch);
+    let produced: ProduceResponse = call_blocking(stream, ApiKey::Produce, 9, &produce).unwrap();
+    assert_eq!(produce_answer(&produced), (0, 0));
+    let fetch = fetch_request(TOPIC, &[0], 0, 1 << 20, 0);
+    let fetched: FetchResponse = call_blocking(stream, ApiKey::Fetch, 12, &fetch).unwrap();
+    let partition = &fetched.responses[0].partitions[0];
+    assert_eq!(partition.error_code, 0);
+    let read = support::decode(partition.records.as_deref().unwrap_or_default());
+    let read: Vec<Vec<u8>> = read.into_iter().filter_map(|r| r.value).collect();
+    assert_eq!(read, values, "the records read back are those produced");
 }
 
 #[test]

@@ -8,7 +8,9 @@
 //!   size prefix, reserves that many bytes from the broker-wide request
 //!   memory budget, and only then allocates the frame, reads it and queues
 //!   it. Out of slots or out of budget, it stops reading the socket, so the
-//!   client's sends back up (TCP backpressure); nothing fails.
+//!   client's sends back up (TCP backpressure); nothing fails. Until a
+//!   connection on a SASL listener has authenticated, it reads one request
+//!   at a time instead, from a budget of its own ([`pre_auth`]).
 //! - The **handler** takes queued requests in order and runs each one's
 //!   handler off the executor's threads (handlers block on disk I/O), then
 //!   returns the frame's bytes to the budget. A request's effects are
@@ -28,7 +30,9 @@
 //! Memory per connection is bounded: at most `in_flight_requests_max`
 //! frames (each at most `request_bytes_max`, all connections together at
 //! most `request_memory_bytes_max`) plus the responses of handled requests
-//! not yet written (at most one per slot). A response is written before
+//! not yet written (at most one per slot); before authentication, one
+//! frame of at most [`SASL_FRAME_BYTES_MAX`](super::auth::SASL_FRAME_BYTES_MAX)
+//! and none of `request_memory_bytes_max`. A response is written before
 //! the next one, and a fetch response's records are file ranges sent with
 //! sendfile, never copied into memory, so a client that stops reading
 //! holds small in-memory parts; once writing (or reading a frame's body)
@@ -42,6 +46,9 @@
 //! and requests read ahead but not begun are dropped unanswered (never
 //! handled, so a producer's retry of them cannot duplicate anything).
 
+mod pre_auth;
+mod reader;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -50,16 +57,17 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError, mpsc, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use super::BrokerError;
 use super::api::{self, BrokerContext, Reply};
-use super::auth::{Caller, Principal, SASL_FRAME_BYTES_MAX, SaslSession, SaslSettings, Step};
+use super::auth::{Caller, Principal, SaslSession, SaslSettings, Step};
 use super::fetch_frame::Part;
-use super::frame::{read_frame_body, read_frame_size};
 use super::listener::Endpoint;
 use super::metrics::Metrics;
 use super::transport::{ResponseWriter, TlsWriter};
+pub use pre_auth::{LOGIN_FRAME_BYTES_MAX, PRE_AUTH_MEMORY_BYTES_MAX};
+use reader::Reader;
 
 /// What a connection knows of the listener it arrived on.
 pub(crate) struct Link {
@@ -75,21 +83,76 @@ pub(crate) struct Link {
     pub sasl: Option<SaslSettings>,
 }
 
+/// The broker-wide budgets request frames are reserved from, shared by
+/// every connection.
+pub(crate) struct RequestMemory {
+    /// Frames of connections that have authenticated, or need not:
+    /// `request_memory_bytes_max` bytes.
+    shared: Budget,
+    /// The larger frames read before authentication:
+    /// [`PRE_AUTH_MEMORY_BYTES_MAX`] bytes, apart from `shared` so that
+    /// clients that never authenticate cannot hold what the others need.
+    pre_auth: Budget,
+}
+
+/// Bytes of request frames that may be held at once, and the metrics that
+/// show them.
+struct Budget {
+    bytes: Arc<Semaphore>,
+    /// Gauge of the bytes held.
+    buffered: fn(&Metrics) -> &AtomicU64,
+    /// Counter of the times a connection waited for the budget.
+    waits: fn(&Metrics) -> &AtomicU64,
+}
+
+impl RequestMemory {
+    pub(crate) fn new(request_memory_bytes_max: usize) -> Self {
+        Self {
+            shared: Budget {
+                bytes: Arc::new(Semaphore::new(request_memory_bytes_max)),
+                buffered: |m| &m.request_bytes_buffered,
+                waits: |m| &m.request_memory_waits,
+            },
+            pre_auth: Budget {
+                bytes: Arc::new(Semaphore::new(PRE_AUTH_MEMORY_BYTES_MAX)),
+                buffered: |m| &m.pre_auth_request_bytes_buffered,
+                waits: |m| &m.pre_auth_memory_waits,
+            },
+        }
+    }
+}
+
 /// A request read and not yet answered.
 struct Request {
     frame: Bytes,
-    /// The frame's share of the request memory budget, returned as soon as
+    /// The frame's share of a request memory budget, returned as soon as
     /// the request is handled.
     memory: Held,
-    /// The connection's in-flight slot, freed once the response is written.
+    /// The connection's in-flight slot (before authentication, all of
+    /// them), freed once the response is written.
     slot: Held,
 }
 
-/// A reservation (an in-flight slot, or bytes of the request memory budget)
-/// counted in one of the broker's gauges; both end on drop.
+/// A reservation (in-flight slots, or bytes of a request memory budget, or
+/// nothing for the small frames of a login) counted in one of the broker's
+/// gauges; both end on drop.
 struct Held {
-    _permit: OwnedSemaphorePermit,
+    _permit: Option<OwnedSemaphorePermit>,
     _gauge: Gauge,
+}
+
+impl Held {
+    fn new(
+        ctx: &Arc<BrokerContext>,
+        permit: Option<OwnedSemaphorePermit>,
+        gauge: fn(&Metrics) -> &AtomicU64,
+        amount: usize,
+    ) -> Self {
+        Self {
+            _permit: permit,
+            _gauge: Gauge::add(ctx, gauge, amount as u64),
+        }
+    }
 }
 
 /// An amount added to one of the broker's gauges until dropped.
@@ -122,7 +185,7 @@ pub(crate) async fn serve(
     mut stream: TcpStream,
     link: Arc<Link>,
     ctx: Arc<BrokerContext>,
-    request_memory: Arc<Semaphore>,
+    memory: Arc<RequestMemory>,
     shutdown: watch::Receiver<bool>,
 ) {
     let peer = stream.peer_addr().ok();
@@ -134,17 +197,7 @@ pub(crate) async fn serve(
     let Some(tls) = &link.tls else {
         let (reader, writer) = stream.split();
         let caller = caller(Principal::anonymous());
-        return run(
-            reader,
-            writer,
-            &link,
-            caller,
-            ctx,
-            request_memory,
-            shutdown,
-            peer,
-        )
-        .await;
+        return run(reader, writer, &link, caller, ctx, &memory, shutdown, peer).await;
     };
     let (stream, principal) = match tls.accept(stream).await {
         Ok(accepted) => accepted,
@@ -159,17 +212,7 @@ pub(crate) async fn serve(
     let (reader, writer) = tokio::io::split(stream);
     let writer = TlsWriter::new(writer);
     let caller = caller(principal);
-    run(
-        reader,
-        writer,
-        &link,
-        caller,
-        ctx,
-        request_memory,
-        shutdown,
-        peer,
-    )
-    .await;
+    run(reader, writer, &link, caller, ctx, &memory, shutdown, peer).await;
 }
 
 #[expect(
@@ -182,7 +225,7 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
     link: &Link,
     caller: Caller,
     ctx: Arc<BrokerContext>,
-    request_memory: Arc<Semaphore>,
+    memory: &RequestMemory,
     shutdown: watch::Receiver<bool>,
     peer: Option<SocketAddr>,
 ) {
@@ -190,18 +233,20 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
     let (queue, queued) = mpsc::channel(ctx.config.in_flight_requests_max);
     // The writer's "a response went out", which restarts the idle clock.
     let answered = Notify::new();
-    // Until a SASL connection authenticates, its frames are small.
+    // Until a SASL connection authenticates, it reads one small frame at a
+    // time.
     let authenticated = AtomicBool::new(link.sasl.is_none());
-    let reading = read_requests(
-        reader,
-        &ctx,
-        &request_memory,
+    let reader = Reader {
+        stream: reader,
+        ctx: &ctx,
+        memory,
+        slots: Arc::new(Semaphore::new(ctx.config.in_flight_requests_max)),
         queue,
-        &answered,
-        shutdown.clone(),
+        answered: &answered,
+        shutdown: shutdown.clone(),
         peer,
-        &authenticated,
-    );
+    };
+    let reading = read_requests(reader, &authenticated);
     let (outgoing, to_write) = mpsc::channel(ctx.config.in_flight_requests_max);
     let handling = handle_requests(
         &ctx,
@@ -231,116 +276,23 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
     }
 }
 
-/// Reads requests into `queue` until EOF, a bad frame, idleness or
-/// shutdown, holding back while the connection's in-flight slots or the
-/// request memory budget are used up.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the reader's share of one connection's parts, passed once"
-)]
+/// Reads requests into the queue until EOF, a bad frame, idleness or
+/// shutdown (then `None`): one at a time until the connection has
+/// authenticated, then reading ahead, holding back only while its
+/// in-flight slots or the request memory budget are used up.
 async fn read_requests<R: AsyncRead + Unpin>(
-    mut stream: R,
-    ctx: &Arc<BrokerContext>,
-    request_memory: &Arc<Semaphore>,
-    queue: mpsc::Sender<Request>,
-    answered: &Notify,
-    mut shutdown: watch::Receiver<bool>,
-    peer: Option<SocketAddr>,
+    mut reader: Reader<'_, R>,
     authenticated: &AtomicBool,
-) {
-    let config = &ctx.config;
-    let slots = Arc::new(Semaphore::new(config.in_flight_requests_max));
+) -> Option<()> {
+    pre_auth::read_until_authenticated(&mut reader, authenticated).await?;
+    let limit = reader.ctx.config.request_bytes_max;
+    let budgets = reader.memory;
     loop {
-        let slot = tokio::select! {
-            biased;
-            _ = shutdown.wait_for(|stop| *stop) => return,
-            slot = Arc::clone(&slots).acquire_owned() => slot.expect("the slots are never closed"),
-        };
-        let size = {
-            let read = read_frame_size(&mut stream, config.request_bytes_max);
-            tokio::pin!(read);
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = shutdown.wait_for(|stop| *stop) => return,
-                    size = &mut read => break size,
-                    () = answered.notified() => {}
-                    () = tokio::time::sleep(config.connection_idle_timeout) => {
-                        // Idle only with nothing in flight: an earlier
-                        // request may be a fetch waiting for data.
-                        if slots.available_permits() + 1 == config.in_flight_requests_max {
-                            tracing::debug!(?peer, "closing an idle connection");
-                            return;
-                        }
-                    }
-                }
-            }
-        };
-        let size = match size {
-            Ok(Some(size)) => size,
-            Ok(None) => return,
-            Err(error) => {
-                tracing::debug!(?peer, "closing connection: {error}");
-                return;
-            }
-        };
-        // Checked once the size has arrived: a client sends its first
-        // request after the answer that authenticated it, by which time
-        // the flag is set.
-        if size > SASL_FRAME_BYTES_MAX && !authenticated.load(Ordering::Acquire) {
-            tracing::debug!(
-                ?peer,
-                "closing connection: a {size}-byte frame before SASL authentication (at most {SASL_FRAME_BYTES_MAX})"
-            );
-            return;
-        }
-        // Sizes are at most request_bytes_max, which is at most i32::MAX
-        // and at most the whole budget: the reservation can always succeed.
-        let bytes = u32::try_from(size).unwrap_or(u32::MAX);
-        let memory = match Arc::clone(request_memory).try_acquire_many_owned(bytes) {
-            Ok(permit) => permit,
-            Err(TryAcquireError::NoPermits) => {
-                ctx.metrics
-                    .request_memory_waits
-                    .fetch_add(1, Ordering::Relaxed);
-                tokio::select! {
-                    biased;
-                    _ = shutdown.wait_for(|stop| *stop) => return,
-                    permit = Arc::clone(request_memory).acquire_many_owned(bytes) => match permit {
-                        Ok(permit) => permit,
-                        Err(_) => return,
-                    },
-                }
-            }
-            Err(TryAcquireError::Closed) => return,
-        };
-        let memory = Held {
-            _permit: memory,
-            _gauge: Gauge::add(ctx, |m| &m.request_bytes_buffered, size as u64),
-        };
-        let frame = tokio::select! {
-            biased;
-            _ = shutdown.wait_for(|stop| *stop) => return,
-            frame = read_frame_body(&mut stream, size, config.socket_stall_timeout) => frame,
-        };
-        let frame = match frame {
-            Ok(frame) => frame.freeze(),
-            Err(error) => {
-                tracing::debug!(?peer, "closing connection: {error}");
-                return;
-            }
-        };
-        let request = Request {
-            frame,
-            memory,
-            slot: Held {
-                _permit: slot,
-                _gauge: Gauge::add(ctx, |m| &m.requests_in_flight, 1),
-            },
-        };
-        if queue.send(request).await.is_err() {
-            return;
-        }
+        let slot = reader.slots(1).await?;
+        let size = reader.size(limit, 1).await?;
+        let memory = reader.reserve(&budgets.shared, size).await?;
+        let frame = reader.body(size).await?;
+        reader.queue(frame, memory, slot).await?;
     }
 }
 

@@ -3,7 +3,8 @@
 //! handling, and an acks=all answer's wait for its fdatasync), bytes in and
 //! out,
 //! the state of the broker's limits (requests in flight, request and
-//! response bytes held in memory, waits for the request memory budget),
+//! response bytes held in memory, waits for the request memory budget and
+//! for the budget of frames read before authentication),
 //! fetch long-polls (waiting now, woken by appends), each partition's
 //! offsets and size, and each consumer group's committed offset and lag per
 //! partition, served as text on `GET /metrics` when `--metrics ADDR` is
@@ -41,6 +42,12 @@ pub struct Metrics {
     /// Counter: times a connection paused reading because the request
     /// memory budget was spent.
     pub(crate) request_memory_waits: AtomicU64,
+    /// Gauge: request frame bytes held for connections that have not
+    /// authenticated (none of them from the request memory budget).
+    pub(crate) pre_auth_request_bytes_buffered: AtomicU64,
+    /// Counter: times a connection that has not authenticated paused
+    /// reading because the pre-authentication budget was spent.
+    pub(crate) pre_auth_memory_waits: AtomicU64,
     /// Gauge: response bytes held in memory, produced and not yet written
     /// (file ranges sent with sendfile are not held, so not counted).
     pub(crate) response_bytes_buffered: AtomicU64,
@@ -67,6 +74,8 @@ impl Default for Metrics {
             requests_in_flight: AtomicU64::new(0),
             request_bytes_buffered: AtomicU64::new(0),
             request_memory_waits: AtomicU64::new(0),
+            pre_auth_request_bytes_buffered: AtomicU64::new(0),
+            pre_auth_memory_waits: AtomicU64::new(0),
             response_bytes_buffered: AtomicU64::new(0),
             fetches_waiting: AtomicU64::new(0),
             fetch_wakeups: AtomicU64::new(0),
@@ -154,6 +163,16 @@ impl Metrics {
                 "strata_request_memory_waits_total",
                 "counter",
                 &self.request_memory_waits,
+            ),
+            (
+                "strata_pre_auth_request_bytes_buffered",
+                "gauge",
+                &self.pre_auth_request_bytes_buffered,
+            ),
+            (
+                "strata_pre_auth_memory_waits_total",
+                "counter",
+                &self.pre_auth_memory_waits,
             ),
             (
                 "strata_response_bytes_buffered",

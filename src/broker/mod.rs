@@ -4,7 +4,10 @@
 //! size checked against [`BrokerConfig::request_bytes_max`] and reserved
 //! from the broker-wide [`BrokerConfig::request_memory_bytes_max`] budget
 //! before anything is allocated), reads ahead up to
-//! [`BrokerConfig::in_flight_requests_max`] requests, decodes each request
+//! [`BrokerConfig::in_flight_requests_max`] requests (on a SASL listener,
+//! once authenticated: before that, one frame at a time of at most
+//! [`auth::SASL_FRAME_BYTES_MAX`], from a budget of its own,
+//! [`PRE_AUTH_MEMORY_BYTES_MAX`]), decodes each request
 //! header with the `kafka-protocol` crate, dispatches to one handler per API
 //! in [`api`] one request at a time, and writes responses in request order.
 //! The broker never parses segment files itself: it goes through
@@ -45,6 +48,7 @@ pub mod txn;
 
 pub use append_signals::{AppendSignals, AppendWatch};
 pub use config::{BrokerConfig, ConfigFile, LISTEN_BACKLOG};
+pub use connection::{LOGIN_FRAME_BYTES_MAX, PRE_AUTH_MEMORY_BYTES_MAX};
 pub use error::{BrokerError, ErrorCode};
 pub use huge_alloc::{HugeReservingAllocator, huge_claims_survivable};
 pub use metrics::Metrics;

@@ -202,8 +202,11 @@ impl Broker {
             }))
         });
         let permits = Arc::new(Semaphore::new(self.ctx.config.connections_max));
-        // Shared by every connection: request bytes held at once.
-        let request_memory = Arc::new(Semaphore::new(self.ctx.config.request_memory_bytes_max));
+        // Shared by every connection: request bytes held at once (those
+        // read before authentication from a budget of their own).
+        let request_memory = Arc::new(connection::RequestMemory::new(
+            self.ctx.config.request_memory_bytes_max,
+        ));
         let (stop, stopped) = watch::channel(false);
         let mut connections = JoinSet::new();
         // One accept loop per listener, all drawing on the same connection

@@ -42,7 +42,8 @@ pub struct SecuredBroker {
 
 impl SecuredBroker {
     /// Starts the broker with every authenticated principal allowed
-    /// everything; `extra` is appended to its strata.toml.
+    /// everything; `extra` goes into its strata.toml (keys before its first
+    /// table at the top level).
     pub fn start(extra: &str) -> Self {
         let broker = Self::start_locked(extra);
         broker.allow_everyone();
@@ -79,12 +80,13 @@ impl SecuredBroker {
         let ca = Authority::new(dir.path(), "ca");
         let stranger = Authority::new(dir.path(), "stranger-ca");
         let server = ca.server(dir.path(), "server");
+        let (top_level, tables) = split_top_level(extra);
         let config = format!(
-            "metrics = \"127.0.0.1:0\"\n\n[[listeners]]\nprotocol = \"PLAINTEXT\"\nlisten = \"127.0.0.1:0\"\n\n\
+            "metrics = \"127.0.0.1:0\"\n{top_level}\n[[listeners]]\nprotocol = \"PLAINTEXT\"\nlisten = \"127.0.0.1:0\"\n\n\
              [[listeners]]\nprotocol = \"SSL\"\nlisten = \"127.0.0.1:0\"\n\n\
              [[listeners]]\nprotocol = \"SASL_PLAINTEXT\"\nlisten = \"127.0.0.1:0\"\n\n\
              [[listeners]]\nprotocol = \"SASL_SSL\"\nlisten = \"127.0.0.1:0\"\n\n\
-             [tls]\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\nclient_auth = \"requested\"\n\n{extra}\n",
+             [tls]\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\nclient_auth = \"requested\"\n\n{tables}\n",
             server.cert, server.key, ca.pem
         );
         let config_path = dir.path().join("strata.toml");
@@ -206,6 +208,20 @@ impl SecuredBroker {
             .expect("VmRSS in /proc/<pid>/status");
         kib * 1024
     }
+}
+
+/// `extra` as its top-level keys (the lines before its first table) and
+/// its tables: the keys must come before the file's own tables for TOML to
+/// read them as top-level.
+fn split_top_level(extra: &str) -> (&str, &str) {
+    let mut at = 0;
+    for line in extra.split_inclusive('\n') {
+        if line.trim_start().starts_with('[') {
+            break;
+        }
+        at += line.len();
+    }
+    extra.split_at(at)
 }
 
 impl Drop for SecuredBroker {
