@@ -4,6 +4,10 @@
 //! SASL_PLAINTEXT (SCRAM-SHA-512) and SASL_SSL (SCRAM-SHA-256 and PLAIN);
 //! a client certificate; an untrusted broker certificate and a wrong
 //! password refused with errors that say so, the password in no output.
+//! The CLI and the app, as a user the broker's ACLs refuse, stop at once
+//! with an error naming what was refused (and, for the CLI, the
+//! `strata acls add` that allows it), write nothing, and succeed once the
+//! ACLs allow them.
 
 mod support;
 
@@ -198,9 +202,16 @@ async fn a_wrong_password_is_a_typed_error_without_the_password() {
     }
 }
 
-/// Runs `strata ARGS` with `stdin`, and `envs` set.
+/// Seconds a `strata` command or the app may run before it is stopped: a
+/// refused client must fail, not hang the test.
+const RUN_LIMIT_S: &str = "60";
+/// The exit status of `timeout` when it stopped the command.
+const TIMED_OUT: i32 = 124;
+
+/// Runs `strata ARGS` with `stdin`, and `envs` set, for RUN_LIMIT_S at most.
 fn strata(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
-    let mut child = Command::new(STRATA)
+    let mut child = Command::new("timeout")
+        .args(["--kill-after=5", RUN_LIMIT_S, STRATA])
         .args(args)
         .env_remove("STRATA_SASL_PASSWORD")
         .envs(envs.iter().copied())
@@ -415,5 +426,283 @@ fn wordcount_runs_remotely_over_sasl_ssl() {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
+    assert_eq!(last, expected, "{counts}");
+}
+
+/// `strata acls add|remove ARGS` through the PLAINTEXT listener.
+fn acls(broker: &SecuredBroker, action: &str, args: &[&str]) {
+    let bootstrap = ["acls", action, "--bootstrap", broker.addr("PLAINTEXT")];
+    succeeded(&strata(&[&bootstrap[..], args].concat(), &[], ""));
+}
+
+/// A command that failed on its own, neither stopped by the limit nor
+/// successful: what it printed (stdout and stderr).
+fn refused(output: &Output, what: &str) -> String {
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_ne!(output.status.code(), Some(TIMED_OUT), "{what} hung: {all}");
+    assert!(!output.status.success(), "{what} succeeded: {all}");
+    assert!(
+        !all.contains(PASSWORD),
+        "{what} printed the password: {all}"
+    );
+    all
+}
+
+/// The records `topic` holds, as an administrator reads them.
+fn records_in(broker: &SecuredBroker, topic: &str) -> usize {
+    let args = [
+        "consume",
+        topic,
+        "--end",
+        "--bootstrap",
+        broker.addr("PLAINTEXT"),
+    ];
+    succeeded(&strata(&args, &[], "")).lines().count()
+}
+
+#[test]
+fn the_cli_is_refused_what_acls_deny_naming_the_operation_and_the_acl_that_allows_it() {
+    let broker = SecuredBroker::start_locked("");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    let admin = ["--bootstrap", broker.addr("PLAINTEXT")];
+    succeeded(&strata(
+        &[&["topics", "create", "ledger"], &admin[..]].concat(),
+        &[],
+        "",
+    ));
+    succeeded(&strata(
+        &[&["produce", "ledger"], &admin[..]].concat(),
+        &[],
+        "a\nb\n",
+    ));
+    let ca = broker.ca.pem.to_str().unwrap();
+    let alice = [
+        ("STRATA_BOOTSTRAP", broker.addr("SASL_SSL")),
+        ("STRATA_SECURITY_PROTOCOL", "SASL_SSL"),
+        ("STRATA_SSL_CA_LOCATION", ca),
+        ("STRATA_SASL_MECHANISM", "SCRAM-SHA-512"),
+        ("STRATA_SASL_USERNAME", "alice"),
+        ("STRATA_SASL_PASSWORD", PASSWORD),
+    ];
+    let lines: String = (0..COUNT).map(|i| format!("line {i}\n")).collect();
+    let expect_refusal = |args: &[&str], stdin: &str, said: &[&str]| {
+        let all = refused(&strata(args, &alice, stdin), &args.join(" "));
+        for words in said {
+            assert!(all.contains(words), "{args:?}: no {words:?} in: {all}");
+        }
+    };
+
+    expect_refusal(
+        &["topics", "create", "fresh"],
+        "",
+        &[
+            "not authorized to create topic fresh as User:alice",
+            "TopicAuthorizationFailed",
+            "strata acls add --allow-principal User:alice --operation create --topic fresh",
+        ],
+    );
+    expect_refusal(
+        &["produce", "ledger"],
+        &lines,
+        &[
+            "not authorized to write to topic ledger as User:alice",
+            "TopicAuthorizationFailed",
+            "strata acls add --allow-principal User:alice --operation write --topic ledger",
+        ],
+    );
+    // DESCRIBE alone: the produce request itself is refused, and the fetch.
+    acls(
+        &broker,
+        "add",
+        &[
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "describe",
+            "--topic",
+            "ledger",
+        ],
+    );
+    expect_refusal(
+        &["produce", "ledger", "--acks", "1"],
+        &lines,
+        &["not authorized to write to topic ledger as User:alice"],
+    );
+    expect_refusal(
+        &["consume", "ledger", "--end"],
+        "",
+        &[
+            "not authorized to read topic ledger as User:alice",
+            "--operation read --topic ledger",
+        ],
+    );
+    acls(
+        &broker,
+        "add",
+        &[
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "read",
+            "--topic",
+            "ledger",
+        ],
+    );
+    expect_refusal(
+        &["consume", "ledger", "--end", "--group", "auditors"],
+        "",
+        &[
+            "not authorized to read group auditors as User:alice",
+            "GroupAuthorizationFailed",
+            "strata acls add --allow-principal User:alice --operation read --group auditors",
+        ],
+    );
+    assert_eq!(
+        records_in(&broker, "ledger"),
+        2,
+        "a refused produce wrote nothing"
+    );
+
+    // Allowed, the same commands succeed.
+    for (operation, resource, name) in [
+        ("create", "--topic", "fresh"),
+        ("write", "--topic", "ledger"),
+        ("read", "--group", "auditors"),
+    ] {
+        acls(
+            &broker,
+            "add",
+            &[
+                "--allow-principal",
+                "User:alice",
+                "--operation",
+                operation,
+                resource,
+                name,
+            ],
+        );
+    }
+    succeeded(&strata(&["topics", "create", "fresh"], &alice, ""));
+    succeeded(&strata(&["produce", "ledger"], &alice, &lines));
+    let read = succeeded(&strata(
+        &["consume", "ledger", "--end", "--group", "auditors"],
+        &alice,
+        "",
+    ));
+    assert_eq!(read, format!("a\nb\n{lines}"));
+}
+
+#[test]
+fn wordcount_run_remotely_stops_at_once_naming_what_the_acls_deny() {
+    let broker = SecuredBroker::start_locked("");
+    broker.add_user("app", PASSWORD, Mechanism::ScramSha256);
+    let admin = ["--bootstrap", broker.addr("PLAINTEXT")];
+    succeeded(&strata(
+        &[&["topics", "create", "lines"], &admin[..]].concat(),
+        &[],
+        "",
+    ));
+    succeeded(&strata(
+        &[&["produce", "lines"], &admin[..]].concat(),
+        &[],
+        "a b a\nb a c\n",
+    ));
+    // The output exists before any run, to show the refused runs wrote
+    // nothing to it.
+    succeeded(&strata(
+        &[&["topics", "create", "word-counts"], &admin[..]].concat(),
+        &[],
+        "",
+    ));
+    let everything = [
+        "--allow-principal",
+        "User:app",
+        "--operation",
+        "all",
+        "--topic",
+        "*",
+        "--group",
+        "*",
+        "--transactional-id",
+        "*",
+        "--cluster",
+    ];
+    acls(&broker, "add", &everything);
+    let ca = broker.ca.pem.to_str().unwrap().to_string();
+    let env = [
+        ("STRATA_BOOTSTRAP", broker.addr("SASL_SSL")),
+        ("STRATA_SECURITY_PROTOCOL", "SASL_SSL"),
+        ("STRATA_SSL_CA_LOCATION", ca.as_str()),
+        ("STRATA_SASL_MECHANISM", "SCRAM-SHA-256"),
+        ("STRATA_SASL_USERNAME", "app"),
+        ("STRATA_SASL_PASSWORD", PASSWORD),
+    ];
+    let wordcount = support::example::example("wordcount");
+    let state = broker.path().join("app-state");
+    let run = || {
+        Command::new("timeout")
+            .args(["--kill-after=5", RUN_LIMIT_S])
+            .arg(&wordcount)
+            .args(["--state-dir", state.to_str().unwrap(), "run", "--until-end"])
+            .envs(env.iter().copied())
+            .output()
+            .expect("wordcount runs")
+    };
+
+    // A DENY wins over the ALLOW of everything.
+    for (denied, said) in [
+        (
+            ["--operation", "read", "--topic", "lines"],
+            "not authorized: lines/0: TopicAuthorizationFailed",
+        ),
+        (
+            ["--operation", "read", "--group", "wordcount"],
+            "group wordcount: not authorized: GroupAuthorizationFailed",
+        ),
+        (
+            ["--operation", "write", "--transactional-id", "*"],
+            "not authorized: TransactionalIdAuthorizationFailed",
+        ),
+    ] {
+        let deny = [&["--deny-principal", "User:app"][..], &denied[..]].concat();
+        acls(&broker, "add", &deny);
+        let all = refused(&run(), &format!("wordcount denied {denied:?}"));
+        assert!(
+            all.contains(said),
+            "denied {denied:?}: no {said:?} in: {all}"
+        );
+        assert!(all.contains("strata acls add"), "{all}");
+        assert!(
+            !all.contains("shipping it again"),
+            "a refusal is not retried: {all}"
+        );
+        acls(&broker, "remove", &deny);
+    }
+    assert_eq!(
+        records_in(&broker, "word-counts"),
+        0,
+        "refused runs wrote nothing"
+    );
+
+    // Allowed again, the same app and user count the words.
+    succeeded(&run());
+    let counts = succeeded(&strata(
+        &[
+            &["consume", "word-counts", "--end", "--format", "key-value"],
+            &admin[..],
+        ]
+        .concat(),
+        &[],
+        "",
+    ));
+    let last: std::collections::BTreeMap<&str, &str> = counts
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .collect();
+    let expected = std::collections::BTreeMap::from([("a", "3"), ("b", "2"), ("c", "1")]);
     assert_eq!(last, expected, "{counts}");
 }

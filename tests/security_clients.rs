@@ -5,6 +5,13 @@
 //! with the clients' own errors for them. kafka-python, aiokafka and
 //! kafkajs do the same over SSL, SASL_PLAINTEXT and SASL_SSL with
 //! SCRAM-SHA-512.
+//!
+//! ACLs: confluent-kafka is refused a topic no ACL allows it and takes a
+//! client certificate's subject as its principal; kafka-python, aiokafka,
+//! kafkajs and kcat, as a SCRAM user over SASL_SSL, are refused a produce
+//! without WRITE and a consume without READ on the group or the topic with
+//! their own names for Kafka's errors, write nothing while refused, and
+//! succeed once the ACLs allow them.
 
 mod support;
 
@@ -62,6 +69,12 @@ const KAFKAJS: &str = "kafkajs_roundtrip.js";
 /// The round trip of `tests/security/<script>` (Python from the venv,
 /// JavaScript with node) under `config`: the script's JSON answer.
 fn round_trip(script: &str, bootstrap: &str, config: Value, topic: &str) -> Value {
+    let request = json!({"bootstrap": bootstrap, "config": config, "topic": topic, "count": COUNT});
+    run_script(script, &request)
+}
+
+/// Runs `tests/security/<script>` on `request`: its JSON answer.
+fn run_script(script: &str, request: &Value) -> Value {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/security")
         .join(script);
@@ -81,7 +94,6 @@ fn round_trip(script: &str, bootstrap: &str, config: Value, topic: &str) -> Valu
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let request = json!({"bootstrap": bootstrap, "config": config, "topic": topic, "count": COUNT});
     child
         .stdin
         .take()
@@ -187,15 +199,20 @@ fn a_wrong_password_an_unknown_user_and_an_untrusted_certificate_are_refused() {
     );
 }
 
+/// Seconds kcat may run before it is stopped: a client a broker refuses
+/// may retry, and must not hang the test.
+const KCAT_WAIT_S: &str = "60";
+
 /// kcat: `-X` takes librdkafka's settings as they are.
 fn kcat(args: &[&str], input: Option<&str>) -> std::process::Output {
-    let mut child = Command::new("kcat")
+    let mut child = Command::new("timeout")
+        .args(["--kill-after=5", KCAT_WAIT_S, "kcat"])
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("kcat is installed (`make deps`)");
+        .expect("timeout (coreutils) runs kcat, which `make deps` installs");
     let mut stdin = child.stdin.take().unwrap();
     if let Some(input) = input {
         stdin.write_all(input.as_bytes()).unwrap();
@@ -453,5 +470,277 @@ fn a_client_certificate_is_the_principal_acls_name() {
     assert_round_trip(
         &round_trip(CONFLUENT, broker.addr("SSL"), with_cert, "open-to-app"),
         "with the certificate, another topic",
+    );
+}
+
+/// The topic the ACL tests guard, the group its readers join, and how many
+/// records an administrator put there before alice tries.
+const GUARDED: &str = "guarded";
+const READERS: &str = "readers";
+const ALREADY_THERE: usize = 3;
+
+/// One half of a round trip as alice over SASL_SSL (SCRAM-SHA-512):
+/// produce COUNT records to GUARDED, or read up to ALREADY_THERE of its
+/// records as a member of READERS.
+#[derive(Debug, Clone, Copy)]
+enum Half {
+    Produce,
+    Consume,
+}
+
+/// What a client did: the records it produced or consumed, or its own
+/// name for the error that stopped it; `said` is everything it answered.
+struct Outcome {
+    records: usize,
+    refusal: Option<String>,
+    said: String,
+}
+
+/// A client's own names for Kafka's TOPIC_AUTHORIZATION_FAILED and
+/// GROUP_AUTHORIZATION_FAILED.
+struct Refusals {
+    topic: &'static str,
+    group: &'static str,
+}
+
+fn alice_over_sasl_ssl(broker: &SecuredBroker) -> Value {
+    merged(&[
+        json!({"security.protocol": "SASL_SSL"}),
+        sasl(Mechanism::ScramSha512, "alice", PASSWORD),
+        tls(broker),
+    ])
+}
+
+/// `half` through `tests/security/<script>` in its "produce" or "consume"
+/// mode.
+fn script_half(script: &str, broker: &SecuredBroker, half: Half) -> Outcome {
+    let (mode, count, done) = match half {
+        Half::Produce => ("produce", COUNT, "produced"),
+        Half::Consume => ("consume", ALREADY_THERE, "consumed"),
+    };
+    let request = json!({
+        "bootstrap": broker.addr("SASL_SSL"),
+        "config": alice_over_sasl_ssl(broker),
+        "topic": GUARDED,
+        "count": count,
+        "mode": mode,
+        "group": READERS,
+    });
+    let answer = run_script(script, &request);
+    Outcome {
+        records: answer[done].as_u64().unwrap_or(0) as usize,
+        refusal: answer["error_name"].as_str().map(str::to_string),
+        said: answer.to_string(),
+    }
+}
+
+/// `half` with kcat: `-P` from stdin, or `-G READERS -e` (a group member
+/// that stops at the end). Its refusal is librdkafka's text for the
+/// broker's error code ("Topic authorization failed").
+fn kcat_half(broker: &SecuredBroker, half: Half) -> Outcome {
+    let ca = format!("ssl.ca.location={}", broker.ca.pem.display());
+    let password = format!("sasl.password={PASSWORD}");
+    let mut args = vec![
+        "-b",
+        broker.addr("SASL_SSL"),
+        "-X",
+        "security.protocol=SASL_SSL",
+        "-X",
+        &ca,
+        "-X",
+        "sasl.mechanism=SCRAM-SHA-512",
+        "-X",
+        "sasl.username=alice",
+        "-X",
+        &password,
+    ];
+    let lines: String = (0..COUNT).map(|i| format!("line-{i}\n")).collect();
+    let output = match half {
+        Half::Produce => {
+            args.extend(["-t", GUARDED, "-P"]);
+            kcat(&args, Some(&lines))
+        }
+        Half::Consume => {
+            // kcat stopped by an error leaves no LeaveGroup behind: the
+            // next member waits out its session, the shortest the broker
+            // allows.
+            args.extend(["-X", "session.timeout.ms=6000"]);
+            args.extend(["-G", READERS, "-o", "beginning", "-e", GUARDED]);
+            kcat(&args, None)
+        }
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let refusal = stderr
+        .split("Broker: ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .map(|text| text.trim().to_string())
+        .filter(|_| !output.status.success());
+    let records = match half {
+        Half::Produce if output.status.success() => COUNT,
+        Half::Produce => 0,
+        Half::Consume => String::from_utf8_lossy(&output.stdout).lines().count(),
+    };
+    Outcome {
+        records,
+        refusal,
+        said: format!("exit {}: {stderr}", output.status),
+    }
+}
+
+/// `strata ARGS` through the PLAINTEXT listener, as an administrator.
+fn administer(broker: &SecuredBroker, args: &[&str], input: &str) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .args(["--bootstrap", broker.addr("PLAINTEXT")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "strata {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The records `topic` holds, as an administrator reads them.
+fn records_in(broker: &SecuredBroker, topic: &str) -> usize {
+    administer(broker, &["consume", topic, "--end"], "")
+        .lines()
+        .count()
+}
+
+/// Allows alice `operation` on `resources` (`--topic T`, `--group G`).
+fn allow(broker: &SecuredBroker, operation: &str, resources: &[&str]) {
+    let principal = ["--allow-principal", "User:alice", "--operation", operation];
+    acl(broker, &[&principal[..], resources].concat());
+}
+
+/// `client`, as alice over SASL_SSL, is refused with its own name for
+/// TOPIC_AUTHORIZATION_FAILED or GROUP_AUTHORIZATION_FAILED while the ACLs
+/// deny what it does, writes nothing while refused, and succeeds once they
+/// allow it (so it is not refused for being broken).
+fn refused_what_acls_deny_until_they_allow_it(
+    client: impl Fn(&SecuredBroker, Half) -> Outcome,
+    refusals: Refusals,
+) {
+    let broker = SecuredBroker::start_locked("");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    administer(&broker, &["topics", "create", GUARDED], "");
+    administer(&broker, &["produce", GUARDED], "one\ntwo\nthree\n");
+    // A topic of her own: an idempotent producer (kafka-python's default)
+    // gets its producer id with WRITE on some topic.
+    allow(&broker, "write", &["--topic", "alices-own"]);
+    let refused = |half: Half, name: &str, what: &str| {
+        let outcome = client(&broker, half);
+        assert_eq!(
+            outcome.refusal.as_deref(),
+            Some(name),
+            "{what}: {}",
+            outcome.said
+        );
+        assert_eq!(outcome.records, 0, "{what}: {}", outcome.said);
+    };
+
+    refused(
+        Half::Produce,
+        refusals.topic,
+        "produce, no ACL on the topic",
+    );
+    // DESCRIBE on both: the produce request itself is refused, and so is
+    // the group's join.
+    allow(
+        &broker,
+        "describe",
+        &["--topic", GUARDED, "--group", READERS],
+    );
+    refused(Half::Produce, refusals.topic, "produce without WRITE");
+    refused(
+        Half::Consume,
+        refusals.group,
+        "consume without READ on the group",
+    );
+    allow(&broker, "read", &["--group", READERS]);
+    refused(
+        Half::Consume,
+        refusals.topic,
+        "consume without READ on the topic",
+    );
+    assert_eq!(
+        records_in(&broker, GUARDED),
+        ALREADY_THERE,
+        "a refused produce wrote nothing"
+    );
+
+    allow(&broker, "read", &["--topic", GUARDED]);
+    let consumed = client(&broker, Half::Consume);
+    assert_eq!(
+        consumed.refusal, None,
+        "consume with READ: {}",
+        consumed.said
+    );
+    assert_eq!(consumed.records, ALREADY_THERE, "{}", consumed.said);
+    allow(&broker, "write", &["--topic", GUARDED]);
+    let produced = client(&broker, Half::Produce);
+    assert_eq!(
+        produced.refusal, None,
+        "produce with WRITE: {}",
+        produced.said
+    );
+    assert_eq!(produced.records, COUNT, "{}", produced.said);
+    assert_eq!(records_in(&broker, GUARDED), ALREADY_THERE + COUNT);
+}
+
+#[test]
+fn kafka_python_is_refused_what_acls_deny_until_they_allow_it() {
+    refused_what_acls_deny_until_they_allow_it(
+        |broker, half| script_half(KAFKA_PYTHON, broker, half),
+        Refusals {
+            topic: "TopicAuthorizationFailedError",
+            group: "GroupAuthorizationFailedError",
+        },
+    );
+}
+
+#[test]
+fn aiokafka_is_refused_what_acls_deny_until_they_allow_it() {
+    refused_what_acls_deny_until_they_allow_it(
+        |broker, half| script_half(AIOKAFKA, broker, half),
+        Refusals {
+            topic: "TopicAuthorizationFailedError",
+            group: "GroupAuthorizationFailedError",
+        },
+    );
+}
+
+#[test]
+fn kafkajs_is_refused_what_acls_deny_until_they_allow_it() {
+    refused_what_acls_deny_until_they_allow_it(
+        |broker, half| script_half(KAFKAJS, broker, half),
+        Refusals {
+            topic: "TOPIC_AUTHORIZATION_FAILED",
+            group: "GROUP_AUTHORIZATION_FAILED",
+        },
+    );
+}
+
+#[test]
+fn kcat_is_refused_what_acls_deny_until_they_allow_it() {
+    refused_what_acls_deny_until_they_allow_it(
+        kcat_half,
+        Refusals {
+            topic: "Topic authorization failed",
+            group: "Group authorization failed",
+        },
     );
 }

@@ -9,8 +9,11 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
+use super::not_authorized::Needs;
 use super::{BrokerArgs, StartAt, bytes_json};
-use crate::client::{Admin, Consumer, ConsumerConfig, ConsumerRecord, LATEST, OffsetReset, Seek};
+use crate::client::{
+    Admin, Cluster, Consumer, ConsumerConfig, ConsumerRecord, LATEST, OffsetReset, Seek,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RecordFormat {
@@ -50,6 +53,14 @@ pub struct ConsumeArgs {
 
 pub async fn run(broker: &BrokerArgs, args: ConsumeArgs) -> anyhow::Result<()> {
     let cluster = broker.connect().await?;
+    let needs =
+        Needs::new(&cluster.config().security, "read", &args.topic).in_group(args.group.as_deref());
+    consume(cluster, args)
+        .await
+        .map_err(|error| needs.explain(error))
+}
+
+async fn consume(cluster: Arc<Cluster>, args: ConsumeArgs) -> anyhow::Result<()> {
     let topic = cluster.topic(&args.topic).await?;
     let partitions: Vec<i32> = match args.partition {
         Some(p) if (0..topic.partitions.len() as i32).contains(&p) => vec![p],

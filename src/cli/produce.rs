@@ -1,11 +1,14 @@
 //! `strata produce TOPIC`: stdin to a topic, one record per line.
 
 use std::io::BufRead;
+use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 
 use super::BrokerArgs;
-use crate::client::{Acks, Producer, ProducerConfig, ProducerRecord};
+use super::not_authorized::Needs;
+use crate::client::error::codes;
+use crate::client::{Acks, ClientError, Cluster, Producer, ProducerConfig, ProducerRecord};
 use crate::record::Compression;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -66,10 +69,22 @@ pub struct ProduceArgs {
 
 pub async fn run(broker: &BrokerArgs, args: ProduceArgs) -> anyhow::Result<()> {
     let cluster = broker.connect().await?;
-    let topic = cluster
-        .topic(&args.topic)
+    let needs = Needs::new(&cluster.config().security, "write", &args.topic);
+    produce(cluster, args)
         .await
-        .map_err(|e| anyhow::anyhow!("{e} (create it with `strata topics create`)"))?;
+        .map_err(|error| needs.explain(error))
+}
+
+async fn produce(cluster: Arc<Cluster>, args: ProduceArgs) -> anyhow::Result<()> {
+    let topic = cluster.topic(&args.topic).await.map_err(|e| {
+        let unknown = matches!(e, ClientError::UnknownTopic(_))
+            || e.code() == Some(codes::UNKNOWN_TOPIC_OR_PARTITION);
+        if unknown {
+            anyhow::anyhow!("{e} (create it with `strata topics create`)")
+        } else {
+            e.into()
+        }
+    })?;
     if let Some(partition) = args.partition
         && !(0..topic.partitions.len() as i32).contains(&partition)
     {

@@ -3,6 +3,7 @@
 use clap::Subcommand;
 use serde_json::json;
 
+use super::not_authorized::Needs;
 use super::{BrokerArgs, Format, parse_key_value, print_json, print_table};
 use crate::client::Admin;
 
@@ -34,7 +35,9 @@ pub enum TopicsCommand {
 }
 
 pub async fn run(broker: &BrokerArgs, command: TopicsCommand) -> anyhow::Result<()> {
-    let admin = Admin::new(broker.connect().await?);
+    let cluster = broker.connect().await?;
+    let security = cluster.config().security.clone();
+    let admin = Admin::new(cluster);
     match command {
         TopicsCommand::Create {
             name,
@@ -47,7 +50,13 @@ pub async fn run(broker: &BrokerArgs, command: TopicsCommand) -> anyhow::Result<
             admin
                 .create_topic(&name, partitions, &configs)
                 .await
-                .map_err(|e| anyhow::anyhow!("creating topic {name}: {e}"))?;
+                .map_err(|e| {
+                    if e.is_authorization_failure() {
+                        Needs::new(&security, "create", &name).explain(e.into())
+                    } else {
+                        anyhow::anyhow!("creating topic {name}: {e}")
+                    }
+                })?;
             eprintln!("created topic {name} with {partitions} partition(s)");
         }
         TopicsCommand::List { format } => {

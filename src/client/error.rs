@@ -160,6 +160,13 @@ impl ClientError {
         }
     }
 
+    /// Whether the broker's ACLs refused the call (TOPIC_, GROUP_,
+    /// CLUSTER_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED): asking again
+    /// cannot help until an administrator adds an ACL.
+    pub fn is_authorization_failure(&self) -> bool {
+        self.code().is_some_and(codes::is_authorization_failure)
+    }
+
     /// Whether the connection, not the broker's answer, failed: the
     /// request may be sent again on a new connection.
     pub fn is_connection_failure(&self) -> bool {
@@ -203,12 +210,16 @@ pub mod codes {
     pub const ILLEGAL_GENERATION: i16 = 22;
     pub const UNKNOWN_MEMBER_ID: i16 = 25;
     pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+    pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+    pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
     pub const INVALID_PRODUCER_EPOCH: i16 = 47;
     pub const INVALID_TXN_STATE: i16 = 48;
     pub const CONCURRENT_TRANSACTIONS: i16 = 51;
+    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
     pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
     pub const PRODUCER_FENCED: i16 = 90;
@@ -236,6 +247,17 @@ pub mod codes {
                 | UNKNOWN_TOPIC_ID
                 | CONCURRENT_TRANSACTIONS
                 | UNSTABLE_OFFSET_COMMIT
+        )
+    }
+
+    /// The refusals of the broker's ACLs, one per kind of resource.
+    pub fn is_authorization_failure(code: i16) -> bool {
+        matches!(
+            code,
+            TOPIC_AUTHORIZATION_FAILED
+                | GROUP_AUTHORIZATION_FAILED
+                | CLUSTER_AUTHORIZATION_FAILED
+                | TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         )
     }
 }

@@ -54,12 +54,22 @@ fn s(text: &str) -> StrBytes {
     StrBytes::from_string(text.to_string())
 }
 
-/// The first error code of a response's per-item codes, or NONE.
-fn first_error(codes: impl IntoIterator<Item = i16>) -> i16 {
-    codes
+/// The first failure among a response's per-partition codes, or None.
+/// A code about the topic names the partition; one about the group or the
+/// producer (every partition carries it alike) does not.
+fn first_failure<'a>(codes: impl IntoIterator<Item = (&'a str, i32, i16)>) -> Option<ClientError> {
+    let (topic, partition, code) = codes
         .into_iter()
-        .find(|&code| code != codes::NONE)
-        .unwrap_or(codes::NONE)
+        .find(|&(_, _, code)| code != codes::NONE)?;
+    let about_the_topic = matches!(
+        code,
+        codes::TOPIC_AUTHORIZATION_FAILED | codes::UNKNOWN_TOPIC_OR_PARTITION
+    );
+    Some(if about_the_topic {
+        ClientError::kafka(code, Some(topic), Some(partition))
+    } else {
+        ClientError::kafka(code, None, None)
+    })
 }
 
 impl<'c> Transactional<'c> {
@@ -199,15 +209,14 @@ impl<'c> Transactional<'c> {
                 let response = connection
                     .send(&request, TXN_OFFSET_COMMIT_VERSION_MAX)
                     .await?;
-                let code = first_error(
-                    response
-                        .topics
+                let failure = first_failure(response.topics.iter().flat_map(|t| {
+                    t.partitions
                         .iter()
-                        .flat_map(|t| t.partitions.iter().map(|p| p.error_code)),
-                );
-                match code {
-                    codes::NONE => Ok(()),
-                    code => Err(ClientError::kafka(code, None, None)),
+                        .map(|p| (t.name.0.as_str(), p.partition_index, p.error_code))
+                }));
+                match failure {
+                    None => Ok(()),
+                    Some(error) => Err(error),
                 }
             })
             .await
@@ -245,4 +254,29 @@ pub fn is_fenced(error: &ClientError) -> bool {
         ClientError::Kafka { code, .. }
             if *code == codes::PRODUCER_FENCED || *code == codes::INVALID_PRODUCER_EPOCH
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_topic_names_its_partition_and_a_refused_group_names_none() {
+        let topic = first_failure([
+            ("lines", 0, codes::NONE),
+            ("lines", 1, codes::TOPIC_AUTHORIZATION_FAILED),
+        ])
+        .expect("a failure");
+        assert_eq!(
+            topic.to_string(),
+            "lines/1: TopicAuthorizationFailed (Kafka error 29)"
+        );
+        let group =
+            first_failure([("lines", 0, codes::GROUP_AUTHORIZATION_FAILED)]).expect("a failure");
+        assert_eq!(
+            group.to_string(),
+            "GroupAuthorizationFailed (Kafka error 30)"
+        );
+        assert!(first_failure([("lines", 0, codes::NONE)]).is_none());
+    }
 }

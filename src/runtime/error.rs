@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use crate::client::ClientError;
+use crate::client::error::codes;
 use crate::log::LogError;
 
 use super::layout::LayoutError;
@@ -99,7 +100,16 @@ pub enum RuntimeError {
     #[error(transparent)]
     Log(#[from] LogError),
     #[error(transparent)]
-    Client(#[from] ClientError),
+    Client(ClientError),
+    /// The cluster's ACLs refuse the app's user something the app needs
+    /// (`error` is the broker's TOPIC_, GROUP_, CLUSTER_ or
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED); `concerning` names the task
+    /// or group when known. Retrying cannot help, so the run stops.
+    #[error("{}not authorized: {error}; {}; an administrator adds ACLs with `strata acls add`", prefix(.concerning), acl_needed(.error))]
+    NotAuthorized {
+        concerning: String,
+        error: ClientError,
+    },
     /// A processor returned an error; its run was not committed.
     #[error("processor {processor:?} failed on {topic}/{partition} at offset {offset}: {error}")]
     Processor {
@@ -174,10 +184,106 @@ impl From<LayoutError> for RuntimeError {
     }
 }
 
+/// A refusal of the cluster's ACLs is [`RuntimeError::NotAuthorized`].
+impl From<ClientError> for RuntimeError {
+    fn from(error: ClientError) -> Self {
+        if error.is_authorization_failure() {
+            Self::NotAuthorized {
+                concerning: String::new(),
+                error,
+            }
+        } else {
+            Self::Client(error)
+        }
+    }
+}
+
+fn prefix(concerning: &str) -> String {
+    if concerning.is_empty() {
+        String::new()
+    } else {
+        format!("{concerning}: ")
+    }
+}
+
+/// The ACLs an app's user needs, for the kind of resource refused.
+fn acl_needed(error: &ClientError) -> &'static str {
+    match error.code() {
+        Some(codes::TOPIC_AUTHORIZATION_FAILED) => {
+            "the app's user needs READ on the topics the app reads, WRITE on those it writes (its outputs, internal and changelog topics) and CREATE for those it creates"
+        }
+        Some(codes::GROUP_AUTHORIZATION_FAILED) => {
+            "the app's user needs READ on the app's consumer groups (`<app>` and `<app>-<processor>`)"
+        }
+        Some(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED) => {
+            "the app's user needs WRITE on the app's transactional ids (`<app>-<processor>-<partition>`)"
+        }
+        _ => "the app's user needs an ACL on the cluster for this",
+    }
+}
+
 impl RuntimeError {
+    /// `self`, naming what it concerns (a task, a group) if it is a
+    /// refusal of the ACLs that does not say yet.
+    pub(crate) fn concerning(self, what: impl FnOnce() -> String) -> Self {
+        match self {
+            Self::NotAuthorized { concerning, error } if concerning.is_empty() => {
+                Self::NotAuthorized {
+                    concerning: what(),
+                    error,
+                }
+            }
+            other => other,
+        }
+    }
+
     /// An I/O error with what was being done.
     pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
         let context = context.into();
         move |error| Self::Io { context, error }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kafka(code: i16) -> ClientError {
+        ClientError::Kafka {
+            code,
+            topic: Some("lines".into()),
+            partition: Some(0),
+            message: None,
+        }
+    }
+
+    #[test]
+    fn a_refusal_of_the_acls_says_so_and_what_the_app_needs() {
+        let error = RuntimeError::from(kafka(codes::TOPIC_AUTHORIZATION_FAILED));
+        assert!(matches!(error, RuntimeError::NotAuthorized { .. }));
+        let text = error.concerning(|| "task split/0".into()).to_string();
+        assert!(
+            text.starts_with(
+                "task split/0: not authorized: lines/0: TopicAuthorizationFailed (Kafka error 29); the app's user needs READ"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("`strata acls add`"), "{text}");
+    }
+
+    #[test]
+    fn what_a_refusal_concerns_is_named_once_and_other_errors_keep_theirs() {
+        let named = RuntimeError::from(kafka(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+            .concerning(|| "task count/0 (transactional id wordcount-count-0)".into())
+            .concerning(|| "task count/0".into());
+        assert!(
+            named
+                .to_string()
+                .starts_with("task count/0 (transactional id wordcount-count-0): not authorized"),
+            "{named}"
+        );
+        let other = RuntimeError::from(kafka(codes::NOT_LEADER_OR_FOLLOWER))
+            .concerning(|| "task count/0".into());
+        assert!(matches!(other, RuntimeError::Client(_)), "{other}");
     }
 }

@@ -1,11 +1,14 @@
 """Produce `count` records to `topic` with aiokafka under the given
 Kafka-style client settings, then read them back in a group; prints one
 JSON line: {"produced": n, "consumed": n} or {"error": "<what the client
-said>"}.
+said>", "error_name": "<the client's name for it>"}.
 
 Reads {"bootstrap", "config", "topic", "count"} as JSON on stdin; `config`
 holds `security.protocol`, `ssl.ca.location`, `sasl.mechanism`,
 `sasl.username` and `sasl.password`, mapped here to aiokafka's options.
+An optional "mode" does one half: "produce" ({"produced": n}) or
+"consume" (up to `count` records as a member of "group", default
+"security-check": {"consumed": n}).
 """
 
 import asyncio
@@ -20,6 +23,7 @@ from aiokafka.helpers import create_ssl_context
 
 # The whole run, refused or not, ends within this.
 WAIT_S = 25.0
+GROUP = "security-check"
 
 
 class Collected(logging.Handler):
@@ -53,7 +57,7 @@ def options(request):
     return out
 
 
-async def round_trip(request):
+async def produce(request):
     producer = AIOKafkaProducer(**options(request), linger_ms=5)
     try:
         await producer.start()
@@ -61,13 +65,16 @@ async def round_trip(request):
             await producer.send(request["topic"], key=str(i).encode(), value=b"v" * 1000)
             for i in range(request["count"])
         ]
-        produced = len(await asyncio.gather(*sent))
+        return {"produced": len(await asyncio.gather(*sent))}
     finally:
         await producer.stop()
+
+
+async def consume(request):
     consumer = AIOKafkaConsumer(
         request["topic"],
         **options(request),
-        group_id="security-check",
+        group_id=request.get("group", GROUP),
         auto_offset_reset="earliest",
     )
     consumed = 0
@@ -78,17 +85,30 @@ async def round_trip(request):
                 consumed += len(records)
     finally:
         await consumer.stop()
-    return {"produced": produced, "consumed": consumed}
+    return {"consumed": consumed}
+
+
+async def run(request):
+    mode = request.get("mode", "round-trip")
+    if mode == "consume":
+        return await consume(request)
+    produced = await produce(request)
+    if mode == "produce":
+        return produced
+    return {**produced, **await consume(request)}
 
 
 async def main(reasons):
     request = json.load(sys.stdin)
     try:
-        return await asyncio.wait_for(round_trip(request), WAIT_S)
+        return await asyncio.wait_for(run(request), WAIT_S)
     except asyncio.TimeoutError:
         return {"error": "; ".join(["timed out"] + reasons.reasons)}
     except (KafkaError, OSError) as e:
-        return {"error": "; ".join([f"{type(e).__name__}: {e}"] + reasons.reasons)}
+        return {
+            "error": "; ".join([f"{type(e).__name__}: {e}"] + reasons.reasons),
+            "error_name": type(e).__name__,
+        }
 
 
 if __name__ == "__main__":

@@ -1,11 +1,14 @@
 """Produce `count` records to `topic` with kafka-python under the given
 Kafka-style client settings, then read them back in a group; prints one
 JSON line: {"produced": n, "consumed": n} or {"error": "<what the client
-said>"}.
+said>", "error_name": "<the client's name for it>"}.
 
 Reads {"bootstrap", "config", "topic", "count"} as JSON on stdin; `config`
 holds `security.protocol`, `ssl.ca.location`, `sasl.mechanism`,
 `sasl.username` and `sasl.password`, mapped here to kafka-python's options.
+An optional "mode" does one half: "produce" ({"produced": n}) or
+"consume" (up to `count` records as a member of "group", default
+"security-check": {"consumed": n}).
 """
 
 import json
@@ -21,6 +24,7 @@ from kafka.errors import KafkaError
 
 # The whole run, refused or not, ends within this.
 WAIT_S = 25.0
+GROUP = "security-check"
 
 
 class Collected(logging.Handler):
@@ -59,9 +63,7 @@ def options(request):
     return out
 
 
-def main(reasons):
-    request = json.load(sys.stdin)
-    deadline = time.monotonic() + WAIT_S - 5
+def produce(request, reasons, deadline):
     producer = KafkaProducer(**options(request), max_block_ms=10000, linger_ms=5)
     futures = [
         producer.send(request["topic"], key=str(i).encode(), value=b"v" * 1000)
@@ -71,20 +73,41 @@ def main(reasons):
     produced = sum(1 for f in futures if f.succeeded())
     producer.close(timeout=5)
     if produced < request["count"]:
-        failed = [str(f.exception) for f in futures if f.failed()][:1]
-        return {"error": "; ".join(failed + reasons.reasons) or "records not delivered"}
+        failed = [f.exception for f in futures if f.failed()][:1]
+        return {
+            "error": "; ".join([str(e) for e in failed] + reasons.reasons) or "records not delivered",
+            "error_name": type(failed[0]).__name__ if failed else None,
+        }
+    return {"produced": produced}
+
+
+def consume(request, deadline):
     consumer = KafkaConsumer(
         request["topic"],
         **options(request),
-        group_id="security-check",
+        group_id=request.get("group", GROUP),
         auto_offset_reset="earliest",
     )
     consumed = 0
-    while consumed < request["count"] and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=1000).values():
-            consumed += len(records)
-    consumer.close()
-    return {"produced": produced, "consumed": consumed}
+    try:
+        while consumed < request["count"] and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=1000).values():
+                consumed += len(records)
+    finally:
+        consumer.close()
+    return {"consumed": consumed}
+
+
+def main(reasons):
+    request = json.load(sys.stdin)
+    deadline = time.monotonic() + WAIT_S - 5
+    mode = request.get("mode", "round-trip")
+    if mode == "consume":
+        return consume(request, deadline)
+    produced = produce(request, reasons, deadline)
+    if mode == "produce" or "error" in produced:
+        return produced
+    return {**produced, **consume(request, deadline)}
 
 
 def give_up(reasons):
@@ -102,6 +125,9 @@ if __name__ == "__main__":
     try:
         answer = main(reasons)
     except (KafkaError, OSError) as e:
-        answer = {"error": "; ".join([f"{type(e).__name__}: {e}"] + reasons.reasons)}
+        answer = {
+            "error": "; ".join([f"{type(e).__name__}: {e}"] + reasons.reasons),
+            "error_name": type(e).__name__,
+        }
     print(json.dumps(answer), flush=True)
     os._exit(0)

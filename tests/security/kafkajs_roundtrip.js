@@ -1,18 +1,21 @@
 // Produce `count` records to `topic` with kafkajs under the given
 // Kafka-style client settings, then read them back in a group; prints one
 // JSON line: {"produced": n, "consumed": n} or {"error": "<what the client
-// said>"}.
+// said>", "error_name": "<the client's name for it>"}.
 //
 // Reads {"bootstrap", "config", "topic", "count"} as JSON on stdin; `config`
 // holds `security.protocol`, `ssl.ca.location`, `sasl.mechanism`,
 // `sasl.username` and `sasl.password`, mapped here to kafkajs's options.
-// kafkajs is found through NODE_PATH.
+// An optional "mode" does one half: "produce" ({"produced": n}) or
+// "consume" (up to `count` records as a member of "group", default
+// "security-check": {"consumed": n}). kafkajs is found through NODE_PATH.
 
 const fs = require('fs')
 const { Kafka, logLevel } = require('kafkajs')
 
 // The whole run, refused or not, ends within this.
 const WAIT_MS = 25000
+const GROUP = 'security-check'
 
 function answer (value) {
   process.stdout.write(JSON.stringify(value) + '\n', () => process.exit(0))
@@ -45,23 +48,24 @@ function clientOptions (request) {
   return options
 }
 
-async function roundTrip (request) {
-  const kafka = new Kafka(clientOptions(request))
+async function produce (kafka, request) {
   const producer = kafka.producer({ allowAutoTopicCreation: true })
   await producer.connect()
   const messages = []
   for (let i = 0; i < request.count; i++) {
     messages.push({ key: String(i), value: 'v'.repeat(1000) })
   }
-  let produced = 0
   try {
     // Resolves once every record is acknowledged.
     await producer.send({ topic: request.topic, messages })
-    produced = messages.length
   } finally {
     await producer.disconnect()
   }
-  const consumer = kafka.consumer({ groupId: 'security-check' })
+  return { produced: messages.length }
+}
+
+async function consume (kafka, request) {
+  const consumer = kafka.consumer({ groupId: request.group || GROUP })
   await consumer.connect()
   let consumed = 0
   try {
@@ -78,7 +82,25 @@ async function roundTrip (request) {
   } finally {
     await consumer.disconnect()
   }
-  return { produced, consumed }
+  return { consumed }
+}
+
+async function run (request) {
+  const kafka = new Kafka(clientOptions(request))
+  const mode = request.mode || 'round-trip'
+  if (mode === 'consume') return consume(kafka, request)
+  const produced = await produce(kafka, request)
+  if (mode === 'produce') return produced
+  return { ...produced, ...await consume(kafka, request) }
+}
+
+// kafkajs names a broker's error by its `type` (TOPIC_AUTHORIZATION_FAILED),
+// on the error or on the one it wraps.
+function errorName (e) {
+  for (let at = e; at; at = at.originalError || at.cause) {
+    if (at.type) return at.type
+  }
+  return e.name
 }
 
 function describe (e) {
@@ -94,5 +116,5 @@ process.stdin.on('data', (chunk) => { input += chunk })
 process.stdin.on('end', () => {
   const request = JSON.parse(input)
   setTimeout(() => answer({ error: 'timed out' }), WAIT_MS)
-  roundTrip(request).then(answer, (e) => answer({ error: describe(e) }))
+  run(request).then(answer, (e) => answer({ error: describe(e), error_name: errorName(e) }))
 })

@@ -303,7 +303,8 @@ async fn member_loop(
                 shared.lost.store(true, Ordering::Relaxed);
             }
             let bytes = tokio::select! {
-                joined = membership.join(&protocol) => joined?,
+                joined = membership.join(&protocol) => joined
+                    .map_err(|e| RuntimeError::from(e).concerning(|| format!("group {group}")))?,
                 _ = stop.changed() => continue,
             };
             if let Some(path) = &saved {

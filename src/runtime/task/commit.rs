@@ -145,7 +145,11 @@ impl Task {
         loop {
             match txn.ship(&remote.cluster, &outbox, &offsets, mark).await {
                 Ok(()) => break,
-                Err(error @ RuntimeError::Fenced { .. }) => return Err(error),
+                // Another epoch, or a refusal of the ACLs: shipping
+                // again cannot help.
+                Err(error @ (RuntimeError::Fenced { .. } | RuntimeError::NotAuthorized { .. })) => {
+                    return Err(error);
+                }
                 // Nothing of the failed transaction becomes visible: abort
                 // it, take the next epoch and ship the commit again.
                 Err(error) if attempt < SHIP_ATTEMPTS_MAX => {

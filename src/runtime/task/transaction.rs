@@ -239,7 +239,7 @@ impl TaskTxn {
                     reason: e.to_string(),
                 })?;
                 if let Err(error) = sent {
-                    return Err(if is_fenced(&error) {
+                    return Err(if is_fenced(&error) || error.is_authorization_failure() {
                         fail(error)
                     } else {
                         RuntimeError::Ship {
@@ -265,7 +265,8 @@ impl TaskTxn {
 }
 
 /// A client error of a transactional call, as the runtime reports it: a
-/// fenced producer means another instance owns the task.
+/// fenced producer means another instance owns the task; a refusal of the
+/// ACLs names the task's transactional id and group.
 fn fenced_or(error: ClientError, task: &str, names: &TxnNames) -> RuntimeError {
     if is_fenced(&error) {
         RuntimeError::Fenced {
@@ -273,7 +274,12 @@ fn fenced_or(error: ClientError, task: &str, names: &TxnNames) -> RuntimeError {
             transactional_id: names.transactional_id.clone(),
         }
     } else {
-        RuntimeError::Client(error)
+        RuntimeError::from(error).concerning(|| {
+            format!(
+                "task {task} (transactional id {}, group {})",
+                names.transactional_id, names.group
+            )
+        })
     }
 }
 

@@ -401,6 +401,7 @@ async fn run_tasks(
                         rejoin = true;
                     }
                     Err(error) => {
+                        let error = error.concerning(|| format!("task {id}"));
                         tracing::error!(task = %id, "{error}");
                         failure.get_or_insert(error);
                         stopping = true;

@@ -1,0 +1,202 @@
+//! What `produce`, `consume` and `topics create` say when the cluster's
+//! ACLs refuse them: the operation and the resource refused, the principal
+//! the broker saw, and the `strata acls add` an administrator runs to
+//! allow it. Kafka's answer (TOPIC_AUTHORIZATION_FAILED, …) names only the
+//! kind of resource, and retrying it cannot help, so the command stops at
+//! the first one.
+
+use std::fmt;
+
+use crate::client::error::codes;
+use crate::client::{ClientError, ClientSecurity};
+use crate::security::SecurityProtocol;
+
+/// A resource an ACL names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resource {
+    Topic(String),
+    Group(String),
+}
+
+impl Resource {
+    /// The resource as `strata acls` flags.
+    fn flags(&self) -> String {
+        match self {
+            Self::Topic(name) => format!("--topic {name}"),
+            Self::Group(name) => format!("--group {name}"),
+        }
+    }
+}
+
+impl fmt::Display for Resource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Topic(name) => write!(f, "topic {name}"),
+            Self::Group(name) => write!(f, "group {name}"),
+        }
+    }
+}
+
+/// A command the broker's ACLs refused; `error` is the broker's answer.
+#[derive(Debug)]
+pub struct NotAuthorized {
+    pub principal: String,
+    /// The operation as `strata acls add --operation` takes it.
+    pub operation: &'static str,
+    pub resource: Resource,
+    pub error: ClientError,
+}
+
+impl fmt::Display for NotAuthorized {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Self {
+            principal,
+            operation,
+            resource,
+            error,
+        } = self;
+        let to = if *operation == "write" { " to" } else { "" };
+        write!(
+            f,
+            "not authorized to {operation}{to} {resource} as {principal} ({error}); \
+             an administrator can allow it with \
+             `strata acls add --allow-principal {principal} --operation {operation} {}`",
+            resource.flags()
+        )
+    }
+}
+
+/// No source: the broker's answer is in the message already, and
+/// `strata` prints an error's sources after it.
+impl std::error::Error for NotAuthorized {}
+
+/// What a command does, to name what the ACLs refused it: `operation` on
+/// `topic`, as a member of `group` if it joins one.
+#[derive(Debug)]
+pub struct Needs {
+    principal: String,
+    operation: &'static str,
+    topic: String,
+    group: Option<String>,
+}
+
+impl Needs {
+    pub fn new(security: &ClientSecurity, operation: &'static str, topic: &str) -> Self {
+        Self {
+            principal: principal(security),
+            operation,
+            topic: topic.to_string(),
+            group: None,
+        }
+    }
+
+    pub fn in_group(mut self, group: Option<&str>) -> Self {
+        self.group = group.map(str::to_string);
+        self
+    }
+
+    /// `error` as a [`NotAuthorized`] if the ACLs refused it; otherwise
+    /// unchanged. A refusal on the cluster is one of the topic operation
+    /// too: an idempotent producer may write with WRITE on the topic, and
+    /// a topic may be created with CREATE on it.
+    pub fn explain(&self, error: anyhow::Error) -> anyhow::Error {
+        let error = match error.downcast::<ClientError>() {
+            Ok(error) => error,
+            Err(other) => return other,
+        };
+        let (operation, resource) = match (error.code(), &self.group) {
+            (Some(codes::GROUP_AUTHORIZATION_FAILED), Some(group)) => {
+                ("read", Resource::Group(group.clone()))
+            }
+            (Some(codes::TOPIC_AUTHORIZATION_FAILED | codes::CLUSTER_AUTHORIZATION_FAILED), _) => {
+                (self.operation, Resource::Topic(self.topic.clone()))
+            }
+            _ => return error.into(),
+        };
+        NotAuthorized {
+            principal: self.principal.clone(),
+            operation,
+            resource,
+            error,
+        }
+        .into()
+    }
+}
+
+/// The principal the broker sees, as far as the client's settings say:
+/// the SASL user, the subject of a client certificate, or the anonymous
+/// user.
+fn principal(security: &ClientSecurity) -> String {
+    match security.protocol {
+        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
+            format!("User:{}", security.username.as_deref().unwrap_or_default())
+        }
+        SecurityProtocol::Ssl if security.certificate_location.is_some() => {
+            "User:<your certificate's subject>".to_string()
+        }
+        _ => "User:ANONYMOUS".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sasl_user(name: &str) -> ClientSecurity {
+        ClientSecurity {
+            protocol: SecurityProtocol::SaslSsl,
+            username: Some(name.to_string()),
+            ..ClientSecurity::default()
+        }
+    }
+
+    fn refused(code: i16) -> anyhow::Error {
+        ClientError::Kafka {
+            code,
+            topic: Some("orders".into()),
+            partition: Some(0),
+            message: None,
+        }
+        .into()
+    }
+
+    #[test]
+    fn a_refused_write_names_the_topic_the_user_and_the_acl_that_allows_it() {
+        let needs = Needs::new(&sasl_user("alice"), "write", "orders");
+        let text = needs
+            .explain(refused(codes::TOPIC_AUTHORIZATION_FAILED))
+            .to_string();
+        assert_eq!(
+            text,
+            "not authorized to write to topic orders as User:alice \
+             (orders/0: TopicAuthorizationFailed (Kafka error 29)); an administrator can allow \
+             it with `strata acls add --allow-principal User:alice --operation write --topic orders`"
+        );
+    }
+
+    #[test]
+    fn a_refused_join_names_the_group() {
+        let needs = Needs::new(&sasl_user("bob"), "read", "orders").in_group(Some("billing"));
+        let error = needs.explain(refused(codes::GROUP_AUTHORIZATION_FAILED));
+        let refusal = error.downcast_ref::<NotAuthorized>().expect("typed");
+        assert_eq!(refusal.resource, Resource::Group("billing".into()));
+        assert_eq!(refusal.operation, "read");
+        assert!(
+            error
+                .to_string()
+                .contains("--operation read --group billing")
+        );
+    }
+
+    #[test]
+    fn other_errors_pass_unchanged() {
+        let needs = Needs::new(&ClientSecurity::default(), "read", "orders");
+        let error = needs.explain(refused(codes::UNKNOWN_TOPIC_OR_PARTITION));
+        assert!(error.downcast_ref::<NotAuthorized>().is_none());
+        let error = needs.explain(anyhow::anyhow!("no such file"));
+        assert_eq!(error.to_string(), "no such file");
+        // A group refusal of a command that joins no group names no group.
+        let error = needs.explain(refused(codes::GROUP_AUTHORIZATION_FAILED));
+        assert!(error.downcast_ref::<NotAuthorized>().is_none());
+    }
+}
