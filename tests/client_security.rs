@@ -132,16 +132,64 @@ async fn the_library_round_trips_over_every_secured_protocol() {
     .await;
 }
 
+/// The SSL listener only requests client certificates, so it allows what
+/// no ACL denies: with ANONYMOUS (no certificate) denied everything, only
+/// a client that presents its certificate gets the round trip through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_certificate_is_presented_when_configured() {
-    let broker = SecuredBroker::start("");
+    let broker = SecuredBroker::start_locked("");
     let issued = broker.client_cert("app", &[(rcgen::DnType::CommonName, "app")]);
+    let deny = ["--deny-principal", "User:ANONYMOUS", "--operation", "all"];
+    acls(
+        &broker,
+        "add",
+        &[&deny[..], &["--topic", "with-cert", "--cluster"]].concat(),
+    );
+    let anonymous = connect(broker.addr("SSL"), security(&broker, SecurityProtocol::Ssl))
+        .await
+        .expect("connects without a certificate");
+    let refused = Admin::new(anonymous)
+        .create_topic("with-cert", 1, &[])
+        .await
+        .err()
+        .expect("refused without the certificate");
+    assert!(refused.is_authorization_failure(), "{refused}");
     let with_cert = ClientSecurity {
         certificate_location: Some(issued.cert.clone()),
         key_location: Some(issued.key.clone()),
         ..security(&broker, SecurityProtocol::Ssl)
     };
     library_round_trip(broker.addr("SSL"), with_cert, "with-cert").await;
+}
+
+/// A broker certificate that does not name the host connected to is
+/// refused, unless `ssl.endpoint.identification.algorithm` is empty. The
+/// broker takes the new certificate without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_certificate_for_another_host_is_refused_unless_host_checks_are_off() {
+    let broker = SecuredBroker::start("");
+    broker
+        .ca
+        .server_for(broker.dir.path(), "server", "broker.example");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let error = loop {
+        match connect(broker.addr("SSL"), security(&broker, SecurityProtocol::Ssl)).await {
+            Err(error) if error.to_string().contains("does not name the host") => break error,
+            _ if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            other => panic!(
+                "the reloaded certificate was never refused: {:?}",
+                other.err()
+            ),
+        }
+    };
+    assert!(matches!(error, ClientError::Tls { .. }), "{error:?}");
+    let unchecked = ClientSecurity {
+        verify_host_name: false,
+        ..security(&broker, SecurityProtocol::Ssl)
+    };
+    library_round_trip(broker.addr("SSL"), unchecked, "host-unchecked").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -705,4 +753,25 @@ fn wordcount_run_remotely_stops_at_once_naming_what_the_acls_deny() {
         .collect();
     let expected = std::collections::BTreeMap::from([("a", "3"), ("b", "2"), ("c", "1")]);
     assert_eq!(last, expected, "{counts}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_lifetime_is_outlived_by_logging_in_again() {
+    let broker = SecuredBroker::start("[sasl]\nsession_lifetime_ms = 2000\n");
+    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    let security = sasl(
+        &broker,
+        SecurityProtocol::SaslSsl,
+        Mechanism::ScramSha512,
+        "alice",
+        PASSWORD,
+    );
+    let cluster = connect(broker.addr("SASL_SSL"), security).await.unwrap();
+    let admin = Admin::new(Arc::clone(&cluster));
+    admin.create_topic("outlived", 1, &[]).await.unwrap();
+    // Past the session's end the old connection counts as broken: the
+    // next request goes over a new one, logged in afresh.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let topics = admin.list_topics().await.expect("a new session");
+    assert!(topics.contains(&"outlived".to_string()), "{topics:?}");
 }

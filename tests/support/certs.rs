@@ -52,6 +52,13 @@ impl Authority {
         self.issue(dir, name, params)
     }
 
+    /// A server certificate naming `host` only (no address).
+    pub fn server_for(&self, dir: &Path, name: &str, host: &str) -> Issued {
+        let mut params = CertificateParams::new(vec![host.to_string()]).unwrap();
+        params.distinguished_name = names(&[(DnType::CommonName, host)]);
+        self.issue(dir, name, params)
+    }
+
     /// A client certificate whose subject is `subject`, in encoding order
     /// (e.g. O then CN).
     pub fn client(&self, dir: &Path, name: &str, subject: &[(DnType, &str)]) -> Issued {
