@@ -512,21 +512,28 @@ fn records_in(broker: &SecuredBroker, topic: &str) -> usize {
     succeeded(&strata(&args, &[], "")).lines().count()
 }
 
-#[test]
-fn the_cli_is_refused_what_acls_deny_naming_the_operation_and_the_acl_that_allows_it() {
+/// A broker whose secured listeners deny by default, with `user` and
+/// `topic` holding `input`'s lines (written by an administrator).
+fn locked_with_records(user: (&str, Mechanism), topic: &str, input: &str) -> SecuredBroker {
     let broker = SecuredBroker::start_locked("");
-    broker.add_user("alice", PASSWORD, Mechanism::ScramSha512);
+    broker.add_user(user.0, PASSWORD, user.1);
     let admin = ["--bootstrap", broker.addr("PLAINTEXT")];
     succeeded(&strata(
-        &[&["topics", "create", "ledger"], &admin[..]].concat(),
+        &[&["topics", "create", topic], &admin[..]].concat(),
         &[],
         "",
     ));
     succeeded(&strata(
-        &[&["produce", "ledger"], &admin[..]].concat(),
+        &[&["produce", topic], &admin[..]].concat(),
         &[],
-        "a\nb\n",
+        input,
     ));
+    broker
+}
+
+#[test]
+fn the_cli_is_refused_what_acls_deny_naming_the_operation_and_the_acl_that_allows_it() {
+    let broker = locked_with_records(("alice", Mechanism::ScramSha512), "ledger", "a\nb\n");
     let ca = broker.ca.pem.to_str().unwrap();
     let alice = [
         ("STRATA_BOOTSTRAP", broker.addr("SASL_SSL")),
@@ -646,19 +653,8 @@ fn the_cli_is_refused_what_acls_deny_naming_the_operation_and_the_acl_that_allow
 
 #[test]
 fn wordcount_run_remotely_stops_at_once_naming_what_the_acls_deny() {
-    let broker = SecuredBroker::start_locked("");
-    broker.add_user("app", PASSWORD, Mechanism::ScramSha256);
+    let broker = locked_with_records(("app", Mechanism::ScramSha256), "lines", "a b a\nb a c\n");
     let admin = ["--bootstrap", broker.addr("PLAINTEXT")];
-    succeeded(&strata(
-        &[&["topics", "create", "lines"], &admin[..]].concat(),
-        &[],
-        "",
-    ));
-    succeeded(&strata(
-        &[&["produce", "lines"], &admin[..]].concat(),
-        &[],
-        "a b a\nb a c\n",
-    ));
     // The output exists before any run, to show the refused runs wrote
     // nothing to it.
     succeeded(&strata(
