@@ -2,8 +2,9 @@
 //! protocol: the library, the CLI (`strata produce`, `consume`, `topics`
 //! as processes) and the wordcount app in remote mode, over SSL,
 //! SASL_PLAINTEXT (SCRAM-SHA-512) and SASL_SSL (SCRAM-SHA-256 and PLAIN);
-//! a client certificate; an untrusted broker certificate and a wrong
-//! password refused with errors that say so, the password in no output.
+//! a client certificate; a broker certificate for another host; an
+//! untrusted broker certificate and a wrong password refused with errors
+//! that say so (the app's too), the password in no output.
 //! The CLI and the app, as a user the broker's ACLs refuse, stop at once
 //! with an error naming what was refused (and, for the CLI, the
 //! `strata acls add` that allows it), write nothing, and succeed once the
@@ -427,54 +428,104 @@ fn the_cli_refuses_a_wrong_password_and_an_untrusted_broker_without_echoing_secr
     assert!(stderr.contains("not trusted"), "{stderr}");
 }
 
+/// The wordcount app in remote mode over each secured protocol, set up
+/// with the `STRATA_*` variables, counts its input; a wrong password and
+/// an untrusted broker stop it at once, saying so, the password in no
+/// output.
 #[test]
-fn wordcount_runs_remotely_over_sasl_ssl() {
-    let broker = SecuredBroker::start("");
-    broker.add_user("app", PASSWORD, Mechanism::ScramSha256);
-    let ca = broker.ca.pem.to_str().unwrap().to_string();
-    let env = [
-        ("STRATA_BOOTSTRAP", broker.addr("SASL_SSL")),
-        ("STRATA_SECURITY_PROTOCOL", "SASL_SSL"),
-        ("STRATA_SSL_CA_LOCATION", ca.as_str()),
-        ("STRATA_SASL_MECHANISM", "SCRAM-SHA-256"),
-        ("STRATA_SASL_USERNAME", "app"),
-        ("STRATA_SASL_PASSWORD", PASSWORD),
+fn wordcount_runs_remotely_over_every_secured_protocol_and_is_refused_bad_credentials() {
+    let cases = [
+        ("SSL", None),
+        ("SASL_PLAINTEXT", Some("SCRAM-SHA-512")),
+        ("SASL_SSL", Some("SCRAM-SHA-256")),
     ];
-    succeeded(&strata(
-        &["topics", "create", "lines", "--partitions", "1"],
-        &env,
-        "",
-    ));
-    succeeded(&strata(&["produce", "lines"], &env, "a b a\nb a c\n"));
-    let state = broker.path().join("app-state");
-    let output = Command::new(support::example::example("wordcount"))
+    for (protocol, mechanism) in cases {
+        let broker = SecuredBroker::start("");
+        let ca = broker.ca.pem.to_str().unwrap().to_string();
+        let mut env = vec![
+            ("STRATA_BOOTSTRAP", broker.addr(protocol)),
+            ("STRATA_SECURITY_PROTOCOL", protocol),
+            ("STRATA_SSL_CA_LOCATION", ca.as_str()),
+        ];
+        if let Some(mechanism) = mechanism {
+            let parsed = Mechanism::ALL.into_iter().find(|m| m.name() == mechanism);
+            broker.add_user("app", PASSWORD, parsed.unwrap());
+            env.extend([
+                ("STRATA_SASL_MECHANISM", mechanism),
+                ("STRATA_SASL_USERNAME", "app"),
+                ("STRATA_SASL_PASSWORD", PASSWORD),
+            ]);
+        }
+        succeeded(&strata(
+            &["topics", "create", "lines", "--partitions", "1"],
+            &env,
+            "",
+        ));
+        succeeded(&strata(&["produce", "lines"], &env, "a b a\nb a c\n"));
+        let state = broker.path().join("app-state");
+        let output = wordcount_run(&state, &env);
+        assert!(
+            output.status.success(),
+            "wordcount over {protocol} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(
+            last_counts(&succeeded(&strata(
+                &["consume", "word-counts", "--end", "--format", "json"],
+                &env,
+                "",
+            ))),
+            std::collections::BTreeMap::from([
+                ("a".to_string(), "3".to_string()),
+                ("b".to_string(), "2".to_string()),
+                ("c".to_string(), "1".to_string()),
+            ]),
+            "over {protocol}"
+        );
+
+        let stranger = broker.stranger.pem.to_str().unwrap().to_string();
+        let mut untrusting = env.clone();
+        untrusting.retain(|(key, _)| *key != "STRATA_SSL_CA_LOCATION");
+        untrusting.push(("STRATA_SSL_CA_LOCATION", stranger.as_str()));
+        let mut wrong = env.clone();
+        wrong.retain(|(key, _)| *key != "STRATA_SASL_PASSWORD");
+        wrong.push(("STRATA_SASL_PASSWORD", WRONG));
+        let refusals = [
+            (protocol != "SASL_PLAINTEXT", untrusting, "not trusted"),
+            (mechanism.is_some(), wrong, "authentication failed"),
+        ];
+        for (_, env, says) in refusals.into_iter().filter(|(applies, ..)| *applies) {
+            let output = wordcount_run(&broker.path().join("refused-state"), &env);
+            let said = refused(&output, &format!("wordcount over {protocol}"));
+            assert!(said.contains(says), "over {protocol}: {said}");
+            assert!(!said.contains(WRONG), "{said}");
+        }
+    }
+}
+
+/// `wordcount run --until-end` in remote mode with `env`, for RUN_LIMIT_S
+/// at most.
+fn wordcount_run(state: &std::path::Path, env: &[(&str, &str)]) -> Output {
+    Command::new("timeout")
+        .args(["--kill-after=5", RUN_LIMIT_S])
+        .arg(support::example::example("wordcount"))
         .args(["--state-dir", state.to_str().unwrap(), "run", "--until-end"])
+        .env_remove("STRATA_SASL_PASSWORD")
         .envs(env.iter().copied())
         .output()
-        .expect("wordcount runs");
-    assert!(
-        output.status.success(),
-        "wordcount failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let counts = succeeded(&strata(
-        &["consume", "word-counts", "--end", "--format", "json"],
-        &env,
-        "",
-    ));
-    let mut last = std::collections::BTreeMap::new();
-    for line in counts.lines() {
-        let record: serde_json::Value = serde_json::from_str(line).unwrap();
-        last.insert(
-            record["key"].as_str().unwrap().to_string(),
-            record["value"].as_str().unwrap().to_string(),
-        );
-    }
-    let expected: std::collections::BTreeMap<String, String> = [("a", "3"), ("b", "2"), ("c", "1")]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    assert_eq!(last, expected, "{counts}");
+        .expect("wordcount runs")
+}
+
+/// Per key, the last value of `strata consume --format json`'s lines.
+fn last_counts(consumed: &str) -> std::collections::BTreeMap<String, String> {
+    consumed
+        .lines()
+        .map(|line| {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            let text = |field: &str| record[field].as_str().unwrap().to_string();
+            (text("key"), text("value"))
+        })
+        .collect()
 }
 
 /// `strata acls add|remove ARGS` through the PLAINTEXT listener.
