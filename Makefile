@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-overload bench-scale bench-tls fuzz clean
+.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-overload bench-scale bench-tls bench-sasl fuzz clean
 
 all: build
 
@@ -115,6 +115,15 @@ bench-overload: deps
 bench-tls: deps
 	$(CARGO) build $(DEMO_BUILD) --bin strata
 	scripts/bench-tls.sh $${CARGO_TARGET_DIR:-target}/debug/strata
+
+# SASL connection set-up through one optimized broker, in one run:
+# connections/s for PLAIN, SCRAM-SHA-256/512 (SASL_PLAINTEXT) and
+# SCRAM-SHA-512 over SASL_SSL beside plain TCP and TLS connects, with the
+# broker's CPU per connection and PBKDF2's rate as the CPU floor; then a
+# producer's MB/s alone and beside a SCRAM login storm, with the ratio
+# (optimized inside the dev profile, as `make bench-overload`; a minute).
+bench-sasl: deps
+	$(CARGO) bench --bench sasl --profile dev $(DEMO_BUILD)
 
 # The wordcount example in remote mode, one instance and then two side by
 # side against one `strata serve`, with the CPU each case used and the

@@ -152,8 +152,7 @@ async fn a_client_certificate_is_presented_when_configured() {
     let refused = Admin::new(anonymous)
         .create_topic("with-cert", 1, &[])
         .await
-        .err()
-        .expect("refused without the certificate");
+        .expect_err("refused without the certificate");
     assert!(refused.is_authorization_failure(), "{refused}");
     let with_cert = ClientSecurity {
         certificate_location: Some(issued.cert.clone()),
