@@ -25,6 +25,7 @@
 //! elsewhere that reached the same commit number is never taken for it.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
 use rocksdb::{Direction, IteratorMode, WriteBatch};
 
@@ -251,6 +252,10 @@ impl TaskState {
         self.offsets = self.read_input_offsets()?;
         (self.lineage, self.commit_number) = self.read_lineage()?;
         self.next_outbox = from.next_outbox;
+        // The outbox is `from`'s now, and so is the floor below it: this
+        // state's own, raised over batches of its own, could lie above
+        // `from`'s unshipped ones and hide them.
+        (self.outbox_floor).store(from.outbox_floor.load(Ordering::Relaxed), Ordering::Relaxed);
         Ok(())
     }
 }

@@ -496,3 +496,24 @@ fn reading_the_outbox_steps_over_no_shipped_batch() {
     set_perf_stats(PerfStatsLevel::Disable);
     assert_eq!(skipped, 0, "outbox reads stepped over shipped batches");
 }
+
+/// A rebuilt state that takes over the live one's outbox ships every
+/// batch of it, whatever it had shipped of its own before.
+#[test]
+fn adopted_outbox_batches_are_all_read_whatever_the_adopters_floor() {
+    let (live_dir, rebuilt_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut live = open(live_dir.path());
+    live.emit("out", 0, record(b"a")).unwrap();
+    live.emit("out", 1, record(b"b")).unwrap();
+    live.commit(&[("in", 1)]).unwrap();
+    let mut rebuilt = open(rebuilt_dir.path());
+    for offset in 1..=5 {
+        rebuilt.emit("out", 0, record(b"r")).unwrap();
+        rebuilt.commit(&[("in", offset)]).unwrap();
+        let (last, _) = *rebuilt.outbox().unwrap().last().unwrap();
+        rebuilt.remove_shipped(last).unwrap();
+    }
+    rebuilt.adopt_bookkeeping(&live).unwrap();
+    assert_eq!(outbox_shape(&rebuilt), outbox_shape(&live));
+    assert_eq!(outbox_shape(&rebuilt).len(), 2);
+}
