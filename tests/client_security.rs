@@ -761,6 +761,18 @@ fn wordcount_run_remotely_stops_at_once_naming_what_the_acls_deny() {
             ["--operation", "write", "--transactional-id", "*"],
             "not authorized: TransactionalIdAuthorizationFailed",
         ),
+        // The count task writes `word-counts` and its changelog in one
+        // transaction: the refused topic is named, not the other one the
+        // coordinator did not attempt, and the commit is not shipped again.
+        (
+            [
+                "--operation",
+                "write",
+                "--topic",
+                "wordcount-counts-changelog",
+            ],
+            "wordcount-counts-changelog/0: TopicAuthorizationFailed",
+        ),
     ] {
         let deny = [&["--deny-principal", "User:app"][..], &denied[..]].concat();
         acls(&broker, "add", &deny);

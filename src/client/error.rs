@@ -220,6 +220,7 @@ pub mod codes {
     pub const INVALID_TXN_STATE: i16 = 48;
     pub const CONCURRENT_TRANSACTIONS: i16 = 51;
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+    pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
     pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
     pub const PRODUCER_FENCED: i16 = 90;

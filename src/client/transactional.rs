@@ -58,9 +58,14 @@ fn s(text: &str) -> StrBytes {
 /// A code about the topic names the partition; one about the group or the
 /// producer (every partition carries it alike) does not.
 fn first_failure<'a>(codes: impl IntoIterator<Item = (&'a str, i32, i16)>) -> Option<ClientError> {
-    let (topic, partition, code) = codes
-        .into_iter()
-        .find(|&(_, _, code)| code != codes::NONE)?;
+    // When one partition is refused, the others are answered
+    // OPERATION_NOT_ATTEMPTED: the refusal is the one that explains it.
+    let failed: Vec<_> = (codes.into_iter())
+        .filter(|&(_, _, code)| code != codes::NONE)
+        .collect();
+    let (topic, partition, code) = *(failed.iter())
+        .find(|&&(_, _, code)| code != codes::OPERATION_NOT_ATTEMPTED)
+        .or(failed.first())?;
     let about_the_topic = matches!(
         code,
         codes::TOPIC_AUTHORIZATION_FAILED | codes::UNKNOWN_TOPIC_OR_PARTITION
@@ -131,22 +136,14 @@ impl<'c> Transactional<'c> {
                 let response = connection
                     .send(&request, ADD_PARTITIONS_VERSION_MAX)
                     .await?;
-                let failed = response
-                    .results_by_topic_v3_and_below
-                    .iter()
-                    .flat_map(|t| {
-                        t.results_by_partition
-                            .iter()
-                            .map(move |p| (t.name.0.as_str(), p))
+                let results = response.results_by_topic_v3_and_below.iter();
+                match first_failure(results.flat_map(|t| {
+                    (t.results_by_partition.iter()).map(move |p| {
+                        (t.name.0.as_str(), p.partition_index, p.partition_error_code)
                     })
-                    .find(|(_, p)| p.partition_error_code != codes::NONE);
-                match failed {
+                })) {
                     None => Ok(()),
-                    Some((topic, p)) => Err(ClientError::kafka(
-                        p.partition_error_code,
-                        Some(topic),
-                        Some(p.partition_index),
-                    )),
+                    Some(error) => Err(error),
                 }
             })
             .await
@@ -278,5 +275,20 @@ mod tests {
             "GroupAuthorizationFailed (Kafka error 30)"
         );
         assert!(first_failure([("lines", 0, codes::NONE)]).is_none());
+    }
+
+    #[test]
+    fn a_refused_partition_explains_the_answer_not_the_ones_not_attempted() {
+        let refused = first_failure([
+            ("a-topic", 0, codes::OPERATION_NOT_ATTEMPTED),
+            ("b-topic", 0, codes::NONE),
+            ("c-topic", 1, codes::TOPIC_AUTHORIZATION_FAILED),
+        ])
+        .expect("a failure");
+        assert!(refused.is_authorization_failure(), "{refused}");
+        assert!(refused.to_string().starts_with("c-topic/1: "), "{refused}");
+        let not_attempted =
+            first_failure([("a-topic", 0, codes::OPERATION_NOT_ATTEMPTED)]).expect("a failure");
+        assert_eq!(not_attempted.code(), Some(codes::OPERATION_NOT_ATTEMPTED));
     }
 }
