@@ -17,6 +17,8 @@
 //! `STRATA_BENCH_OVERLOAD_PRODUCES` (round trips per phase, 2000),
 //! `STRATA_BENCH_DIR` (parent of the temporary directory).
 
+mod scrape;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -329,16 +331,7 @@ fn read_frame(stream: &mut TcpStream) -> Result<Bytes> {
 
 /// An unlabelled metric's value.
 fn metric(broker: &Broker, name: &str) -> Result<u64> {
-    let mut stream = TcpStream::connect(&broker.metrics)?;
-    stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
-    let prefix = format!("{name} ");
-    let value = text
-        .lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .with_context(|| format!("no metric {name}"))?;
-    Ok(value.trim().parse()?)
+    scrape::metric(&broker.metrics, name)
 }
 
 /// The broker's `VmHWM`, in bytes.

@@ -46,8 +46,10 @@
 //! `STRATA_BENCH_SASL_PRODUCE_SECONDS` (each produce phase, 6),
 //! `STRATA_BENCH_DIR` (parent of the temporary directory).
 
+mod scrape;
+
 use std::collections::{BTreeMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -683,14 +685,5 @@ fn mark(broker: &Broker, count: u64) -> Result<Mark> {
 
 /// An unlabelled metric's value.
 fn metric(broker: &Broker, name: &str) -> Result<u64> {
-    let mut stream = std::net::TcpStream::connect(broker.addr("metrics")?)?;
-    stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text)?;
-    let prefix = format!("{name} ");
-    let value = text
-        .lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .with_context(|| format!("no metric {name}"))?;
-    Ok(value.trim().parse()?)
+    scrape::metric(broker.addr("metrics")?, name)
 }

@@ -3,7 +3,6 @@
 
 mod support;
 
-use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
@@ -33,21 +32,9 @@ impl Cli {
 
     /// Runs `strata ARGS` with `stdin`; returns its output.
     fn run_with_input(&self, args: &[&str], stdin: &str) -> Output {
-        let mut child = Command::new(STRATA)
-            .args(args)
-            .env("STRATA_BOOTSTRAP", &self.server.addr)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+        let mut strata = Command::new(STRATA);
+        strata.args(args).env("STRATA_BOOTSTRAP", &self.server.addr);
+        support::process::run_with_input(&mut strata, stdin.as_bytes())
     }
 
     /// Runs `strata ARGS`, which must succeed; returns its stdout.

@@ -12,8 +12,7 @@
 
 mod support;
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Arc;
 
 use strata::client::{
@@ -22,6 +21,7 @@ use strata::client::{
 };
 use strata::sasl::Mechanism;
 use strata::security::SecurityProtocol;
+use support::process::run_with_input;
 use support::secured_broker::SecuredBroker;
 
 const STRATA: &str = env!("CARGO_BIN_EXE_strata");
@@ -258,23 +258,13 @@ const TIMED_OUT: i32 = 124;
 
 /// Runs `strata ARGS` with `stdin`, and `envs` set, for RUN_LIMIT_S at most.
 fn strata(args: &[&str], envs: &[(&str, &str)], stdin: &str) -> Output {
-    let mut child = Command::new("timeout")
+    let mut strata = Command::new("timeout");
+    strata
         .args(["--kill-after=5", RUN_LIMIT_S, STRATA])
         .args(args)
         .env_remove("STRATA_SASL_PASSWORD")
-        .envs(envs.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("strata starts");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+        .envs(envs.iter().copied());
+    run_with_input(&mut strata, stdin.as_bytes())
 }
 
 fn succeeded(output: &Output) -> String {
@@ -527,6 +517,13 @@ fn last_counts(consumed: &str) -> std::collections::BTreeMap<String, String> {
         .collect()
 }
 
+/// Allows `principal` `operation` on one resource (`["--topic", NAME]`,
+/// `["--group", NAME]`, …), through the PLAINTEXT listener.
+fn allow(broker: &SecuredBroker, principal: &str, operation: &str, resource: [&str; 2]) {
+    let allow = ["--allow-principal", principal, "--operation", operation];
+    acls(broker, "add", &[&allow[..], &resource[..]].concat());
+}
+
 /// `strata acls add|remove ARGS` through the PLAINTEXT listener.
 fn acls(broker: &SecuredBroker, action: &str, args: &[&str]) {
     let bootstrap = ["acls", action, "--bootstrap", broker.addr("PLAINTEXT")];
@@ -620,18 +617,7 @@ fn the_cli_is_refused_what_acls_deny_naming_the_operation_and_the_acl_that_allow
         ],
     );
     // DESCRIBE alone: the produce request itself is refused, and the fetch.
-    acls(
-        &broker,
-        "add",
-        &[
-            "--allow-principal",
-            "User:alice",
-            "--operation",
-            "describe",
-            "--topic",
-            "ledger",
-        ],
-    );
+    allow(&broker, "User:alice", "describe", ["--topic", "ledger"]);
     expect_refusal(
         &["produce", "ledger", "--acks", "1"],
         &lines,
@@ -645,18 +631,7 @@ fn the_cli_is_refused_what_acls_deny_naming_the_operation_and_the_acl_that_allow
             "--operation read --topic ledger",
         ],
     );
-    acls(
-        &broker,
-        "add",
-        &[
-            "--allow-principal",
-            "User:alice",
-            "--operation",
-            "read",
-            "--topic",
-            "ledger",
-        ],
-    );
+    allow(&broker, "User:alice", "read", ["--topic", "ledger"]);
     expect_refusal(
         &["consume", "ledger", "--end", "--group", "auditors"],
         "",
@@ -678,18 +653,7 @@ fn the_cli_is_refused_what_acls_deny_naming_the_operation_and_the_acl_that_allow
         ("write", "--topic", "ledger"),
         ("read", "--group", "auditors"),
     ] {
-        acls(
-            &broker,
-            "add",
-            &[
-                "--allow-principal",
-                "User:alice",
-                "--operation",
-                operation,
-                resource,
-                name,
-            ],
-        );
+        allow(&broker, "User:alice", operation, [resource, name]);
     }
     succeeded(&strata(&["topics", "create", "fresh"], &alice, ""));
     succeeded(&strata(&["produce", "ledger"], &alice, &lines));
@@ -712,20 +676,7 @@ fn wordcount_run_remotely_stops_at_once_naming_what_the_acls_deny() {
         &[],
         "",
     ));
-    let everything = [
-        "--allow-principal",
-        "User:app",
-        "--operation",
-        "all",
-        "--topic",
-        "*",
-        "--group",
-        "*",
-        "--transactional-id",
-        "*",
-        "--cluster",
-    ];
-    acls(&broker, "add", &everything);
+    broker.allow_everything("User:app");
     let ca = broker.ca.pem.to_str().unwrap().to_string();
     let env = [
         ("STRATA_BOOTSTRAP", broker.addr("SASL_SSL")),
@@ -832,4 +783,8 @@ async fn a_session_lifetime_is_outlived_by_logging_in_again() {
     tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
     let topics = admin.list_topics().await.expect("a new session");
     assert!(topics.contains(&"outlived".to_string()), "{topics:?}");
+    // Replaced before its end, not sent on and closed by the broker (a
+    // retry on a new connection would hide that).
+    let log = broker.log();
+    assert!(!log.contains("after the SASL session expired"), "{log}");
 }

@@ -5,8 +5,7 @@
 
 mod support;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use strata::log::{LogConfig, LogManager};
 use strata::record::BatchHeader;
@@ -14,20 +13,8 @@ use strata::record::BatchHeader;
 const TOPIC: &str = "idempotent";
 
 fn kcat(args: &[&str], input: &str) -> String {
-    let mut child = Command::new("kcat")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kcat is installed (make test installs it)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
+    let output =
+        support::process::run_with_input(Command::new("kcat").args(args), input.as_bytes());
     assert!(
         output.status.success(),
         "kcat {args:?} failed: {}",

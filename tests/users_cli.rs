@@ -9,9 +9,8 @@
 
 mod support;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 use strata::broker::auth::CredentialStore;
@@ -21,23 +20,13 @@ const STRATA: &str = env!("CARGO_BIN_EXE_strata");
 
 /// Runs `strata ARGS` with `stdin` and extra environment; returns its output.
 fn strata(args: &[&str], stdin: &str, envs: &[(&str, &str)]) -> Output {
-    let mut child = Command::new(STRATA)
+    let mut strata = Command::new(STRATA);
+    strata
         .args(args)
         .env_remove("STRATA_USER_PASSWORD")
         .env_remove("STRATA_BOOTSTRAP")
-        .envs(envs.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+        .envs(envs.iter().copied());
+    support::process::run_with_input(&mut strata, stdin.as_bytes())
 }
 
 /// Runs `strata ARGS`, which must succeed; returns stdout and stderr.

@@ -243,7 +243,7 @@ impl BrokerConfig {
     }
 
     /// What the configuration allows but should not be left so, one
-    /// sentence each (printed at start).
+    /// sentence each (logged when a broker binds).
     pub fn warnings(&self) -> Vec<String> {
         listener::listener_warnings(&self.effective_listeners(), &self.sasl.mechanisms)
     }

@@ -47,6 +47,9 @@ impl Broker {
     /// Binds the listening socket.
     pub async fn bind(config: BrokerConfig, log: Arc<LogManager>) -> Result<Self, BrokerError> {
         config.check().map_err(BrokerError::Config)?;
+        for warning in config.warnings() {
+            tracing::warn!("{warning}");
+        }
         if !super::huge_alloc::huge_claims_survivable() {
             tracing::warn!(
                 "this process serves the Kafka protocol without \

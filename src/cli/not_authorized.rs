@@ -9,7 +9,7 @@ use std::fmt;
 
 use crate::client::error::codes;
 use crate::client::{ClientError, ClientSecurity};
-use crate::security::SecurityProtocol;
+use crate::security::{SecurityProtocol, certificates, subject_name};
 
 /// A resource an ACL names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,9 +60,21 @@ impl fmt::Display for NotAuthorized {
             f,
             "not authorized to {operation}{to} {resource} as {principal} ({error}); \
              an administrator can allow it with \
-             `strata acls add --allow-principal {principal} --operation {operation} {}`",
+             `strata acls add --allow-principal {} --operation {operation} {}`",
+            shell_word(principal),
             resource.flags()
         )
+    }
+}
+
+/// `text` as one shell word: quoted when it holds anything but letters,
+/// digits and `:._-@=` (a certificate's subject holds commas and spaces).
+fn shell_word(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || ":._-@=".contains(c);
+    if text.chars().all(plain) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
     }
 }
 
@@ -124,15 +136,24 @@ impl Needs {
 }
 
 /// The principal the broker sees, as far as the client's settings say:
-/// the SASL user, the subject of a client certificate, or the anonymous
+/// the SASL user, the subject of the client certificate (read from its
+/// file, as the broker reads it from the handshake), or the anonymous
 /// user.
 fn principal(security: &ClientSecurity) -> String {
-    match security.protocol {
-        SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
+    match (security.protocol, &security.certificate_location) {
+        (SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl, _) => {
             format!("User:{}", security.username.as_deref().unwrap_or_default())
         }
-        SecurityProtocol::Ssl if security.certificate_location.is_some() => {
-            "User:<your certificate's subject>".to_string()
+        (SecurityProtocol::Ssl, Some(certificate)) => {
+            let subject = certificates(certificate)
+                .ok()
+                .and_then(|chain| subject_name(chain.first()?).ok());
+            // The file was read for the connection just made, so it
+            // rarely fails here.
+            match subject {
+                Some(subject) => format!("User:{subject}"),
+                None => format!("User:<the subject of {}>", certificate.display()),
+            }
         }
         _ => "User:ANONYMOUS".to_string(),
     }
@@ -198,5 +219,34 @@ mod tests {
         // A group refusal of a command that joins no group names no group.
         let error = needs.explain(refused(codes::GROUP_AUTHORIZATION_FAILED));
         assert!(error.downcast_ref::<NotAuthorized>().is_none());
+    }
+
+    #[test]
+    fn a_certificates_subject_is_the_principal_quoted_for_the_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut params = rcgen::CertificateParams::default();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "Example");
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "app");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let path = dir.path().join("app.pem");
+        std::fs::write(&path, params.self_signed(&key).unwrap().pem()).unwrap();
+        let security = ClientSecurity {
+            protocol: SecurityProtocol::Ssl,
+            certificate_location: Some(path),
+            ..ClientSecurity::default()
+        };
+        let text = Needs::new(&security, "write", "orders")
+            .explain(refused(codes::TOPIC_AUTHORIZATION_FAILED))
+            .to_string();
+        assert!(text.contains("as User:CN=app,O=Example ("), "{text}");
+        assert!(
+            text.contains("--allow-principal 'User:CN=app,O=Example' --operation write"),
+            "{text}"
+        );
     }
 }

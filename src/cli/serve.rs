@@ -127,9 +127,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 .map_err(|e| anyhow::anyhow!(e))?;
     }
     config.check().map_err(|e| anyhow::anyhow!(e))?;
-    for warning in config.warnings() {
-        tracing::warn!("{warning}");
-    }
     if let Some(host) = advertised_host {
         config.advertised_host = host;
     }

@@ -13,13 +13,12 @@ use bytes::Bytes;
 use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::StrBytes;
 
+use super::error::codes;
 use super::security::ClientSecurity;
 use super::{ClientError, Connection};
 use crate::sasl::{Mechanism, PlainToken, ScramClient};
 
 /// SaslHandshake v1: the tokens that follow go in SaslAuthenticate.
-/// Kafka's UNSUPPORTED_SASL_MECHANISM.
-const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
 const HANDSHAKE_VERSION: i16 = 1;
 /// Newest SaslAuthenticate this client speaks (v2 is flexible).
 const AUTHENTICATE_VERSION_MAX: i16 = 2;
@@ -74,7 +73,7 @@ pub(crate) async fn authenticate(
         .await?;
     match handshake.error_code {
         0 => {}
-        UNSUPPORTED_SASL_MECHANISM => {
+        codes::UNSUPPORTED_SASL_MECHANISM => {
             let offered: Vec<&str> = handshake.mechanisms.iter().map(|m| m.as_str()).collect();
             return Err(refused(format!(
                 "the broker does not offer {mechanism} (it offers {}): set sasl.mechanism to one of those",

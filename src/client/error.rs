@@ -213,6 +213,7 @@ pub mod codes {
     pub const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
     pub const GROUP_AUTHORIZATION_FAILED: i16 = 30;
     pub const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+    pub const UNSUPPORTED_SASL_MECHANISM: i16 = 33;
     pub const TOPIC_ALREADY_EXISTS: i16 = 36;
     pub const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
     pub const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;

@@ -213,10 +213,10 @@ fn acl_needed(error: &ClientError) -> &'static str {
             "the app's user needs READ on the topics the app reads, WRITE on those it writes (its outputs, internal and changelog topics) and CREATE for those it creates"
         }
         Some(codes::GROUP_AUTHORIZATION_FAILED) => {
-            "the app's user needs READ on the app's consumer groups (`<app>` and `<app>-<processor>`)"
+            "the app's user needs READ on the app's consumer groups (`<app>` and `<app>-<processor>`, `<app>` with a replayed version's suffix)"
         }
         Some(codes::TRANSACTIONAL_ID_AUTHORIZATION_FAILED) => {
-            "the app's user needs WRITE on the app's transactional ids (`<app>-<processor>-<partition>`)"
+            "the app's user needs WRITE on the app's transactional ids (`<app>-<processor>-<partition>`, `<app>` with a replayed version's suffix)"
         }
         _ => "the app's user needs an ACL on the cluster for this",
     }

@@ -9,6 +9,7 @@
 //! - `example`: example binaries built in the test's own profile;
 //! - `member`: a consumer-group member polling in a task;
 //! - `mock_cluster`: librdkafka's mock Kafka cluster of several brokers;
+//! - `process`: a command run as a process, with input on its stdin;
 //! - `wait`: waiting for a condition, with a limit;
 //! - `rng`: reproducible pseudo-random data.
 
@@ -21,6 +22,7 @@ pub mod example;
 pub mod log;
 pub mod member;
 pub mod mock_cluster;
+pub mod process;
 pub mod records;
 pub mod rng;
 pub mod secured_broker;

@@ -46,15 +46,16 @@ impl SecuredBroker {
     /// table at the top level).
     pub fn start(extra: &str) -> Self {
         let broker = Self::start_locked(extra);
-        broker.allow_everyone();
+        broker.allow_everything("User:*");
         broker
     }
 
-    /// Allows `User:*` every operation on every resource.
-    pub fn allow_everyone(&self) {
+    /// Allows `principal` (`User:*`: everyone) every operation on every
+    /// resource.
+    pub fn allow_everything(&self, principal: &str) {
         let output = Command::new(STRATA)
             .args(["acls", "add", "--bootstrap", self.addr("PLAINTEXT")])
-            .args(["--allow-principal", "User:*", "--operation", "all"])
+            .args(["--allow-principal", principal, "--operation", "all"])
             .args([
                 "--topic",
                 "*",
@@ -97,7 +98,7 @@ impl SecuredBroker {
             .arg(&config_path)
             .arg("--data-dir")
             .arg(dir.path().join("data"))
-            .env("RUST_LOG", "strata=debug")
+            .env("STRATA_LOG", "strata=debug")
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()

@@ -40,7 +40,7 @@ pub use filter::{AclBindingFilter, EntryFilter, PatternFilter};
 pub use operation::Operation;
 pub use pattern::{PatternType, ResourcePattern};
 pub use resource::{CLUSTER_NAME, Resource, ResourceType, WILDCARD_RESOURCE};
-pub use store::{ACLS_FILE, ACLS_MAX, AclStore, SECURITY_DIR};
+pub use store::{ACLS_FILE, ACLS_MAX, AclStore};
 
 /// A name as the command line may write it (`transactional-id`,
 /// `DESCRIBE_CONFIGS`, `describeConfigs`), reduced to compare with

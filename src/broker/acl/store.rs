@@ -42,10 +42,8 @@ use crate::broker::auth::Principal;
 use crate::log::LogError;
 use crate::log::storage::Disk;
 
-/// The directory of the broker's security state, inside the data
-/// directory (no partition directory can have this name: those end in
-/// `-<partition>`).
-pub use crate::broker::auth::SECURITY_DIR;
+use crate::broker::auth::SECURITY_DIR;
+
 /// The ACL file, inside [`SECURITY_DIR`].
 pub const ACLS_FILE: &str = "acls.json";
 /// Where a new version is written before it is renamed over the file.

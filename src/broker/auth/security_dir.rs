@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use crate::log::LogError;
 use crate::log::storage::Disk;
 
-/// The directory's name inside the data directory.
+/// The directory's name inside the data directory (no partition
+/// directory can have this name: those end in `-<partition>`).
 pub const SECURITY_DIR: &str = "security";
 
 /// The directory's mode: the broker's user only.

@@ -56,7 +56,8 @@ pub fn check_listeners(
 
 /// What is allowed but unwise in the listener set, one sentence each: PLAIN
 /// on a SASL_PLAINTEXT listener beyond loopback sends every password in
-/// clear (Kafka allows it too; TLS or SCRAM do not).
+/// clear (Kafka allows it too). SCRAM never sends the password, and TLS
+/// encrypts it.
 pub fn listener_warnings(listeners: &[ListenerConfig], mechanisms: &[Mechanism]) -> Vec<String> {
     if !mechanisms.contains(&Mechanism::Plain) {
         return Vec::new();

@@ -4,6 +4,13 @@
 //! records, [`OUTBOX_BATCH_BYTES_MAX`] bytes, or at commit. The bytes
 //! committed are the bytes shipped, every time, so a batch shipped again
 //! after a crash carries the same sequences and the log recognises it.
+//!
+//! The outbox's keys are dense sequences, written by commits from
+//! `next_outbox` up and deleted once shipped. No live key lies below the
+//! floor (`outbox_floor`), which every read starts from; it lives in memory
+//! only, 0 at open (the first read steps over the deletes not yet
+//! compacted, once), and rises to the first key read and past each
+//! shipped batch.
 
 use std::sync::atomic::Ordering;
 
@@ -66,6 +73,15 @@ impl TaskState {
     /// took six times as long as with point deletes, and a million never
     /// finished).
     pub fn remove_shipped(&self, through: u64) -> Result<(), StateError> {
+        // Shipped batches were read from a settled commit: deleting past
+        // them, or under a commit still being written, could put the floor
+        // above batches never shipped.
+        debug_assert!(
+            through < self.next_outbox && self.in_flight.is_none(),
+            "removing outbox batches through {through} of {} with a commit in flight: {}",
+            self.next_outbox,
+            self.in_flight.is_some()
+        );
         let cf = self.cf(OUTBOX)?;
         let floor = self.outbox_floor.load(Ordering::Relaxed);
         let mut batch = WriteBatch::default();

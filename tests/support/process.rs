@@ -1,0 +1,21 @@
+//! Running a command as a real process with some input on its stdin.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+/// Runs `command` with `input` on its stdin (then closed), capturing stdout
+/// and stderr. Panics, naming the program, if it cannot start.
+pub fn run_with_input(command: &mut Command, input: &[u8]) -> Output {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{:?} starts: {e}", command.get_program()));
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    // A program that exits without reading all of it closes the pipe: what
+    // it answered is in the output all the same.
+    let _ = stdin.write_all(input);
+    drop(stdin);
+    child.wait_with_output().expect("the process is waited for")
+}
