@@ -225,8 +225,10 @@ fn kill(child: &mut Child) {
 /// start (opening state, shipping leftovers) up to a window that starts at
 /// about twice what one chunk of input took in the crash-free run and
 /// adapts: it shrinks after a kill that found the work done and grows after
-/// one that interrupted it, so that kills keep landing mid-processing on
-/// fast and slow machines alike.
+/// one that interrupted it or came before the app had opened its tasks, so
+/// that kills keep landing mid-processing on fast and slow machines alike.
+/// (Shrinking after a kill that came too early would feed on itself: every
+/// later kill would come earlier still.)
 struct KillClock {
     window_ms: u64,
     start_ms: u64,
@@ -245,17 +247,57 @@ impl KillClock {
         Duration::from_millis(rng.below(self.window_ms))
     }
 
-    fn killed(&mut self, interrupted: bool) {
-        self.window_ms = if interrupted {
-            (self.window_ms * 3 / 2).min(4 * self.start_ms)
-        } else {
-            (self.window_ms / 2).max(10)
+    fn killed(&mut self, landed: Landed) {
+        self.window_ms = match landed {
+            Landed::MidProcessing => (self.window_ms * 3 / 2).min(4 * self.start_ms),
+            // However long the app takes to start on this machine.
+            Landed::BeforeTheTasks => (self.window_ms * 2).min(4 * self.start_ms + 5_000),
+            Landed::AfterTheWork => (self.window_ms / 2).max(10),
         };
     }
 }
 
-/// Whether the app had work left when it was killed: lag on some input,
-/// or committed records not yet shipped.
+/// Where a kill landed, as `status` shows it afterwards.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Landed {
+    /// No task had state yet (embedded: the first runs, killed while the
+    /// app was still starting).
+    BeforeTheTasks,
+    /// Lag on some input, or committed records not yet shipped.
+    MidProcessing,
+    /// Nothing left to do.
+    AfterTheWork,
+}
+
+/// Tallies where the kills of one test landed.
+#[derive(Default)]
+struct Kills {
+    mid_processing: usize,
+    before_the_tasks: usize,
+}
+
+impl Kills {
+    fn count(&mut self, landed: Landed) {
+        match landed {
+            Landed::MidProcessing => self.mid_processing += 1,
+            Landed::BeforeTheTasks => self.before_the_tasks += 1,
+            Landed::AfterTheWork => {}
+        }
+    }
+
+    fn assert_enough_mid_processing(&self, seed: u64) {
+        let (mid, kills) = (self.mid_processing, kills());
+        let early = self.before_the_tasks;
+        eprintln!(
+            "{mid} of {kills} kills interrupted processing ({early} came before the app had opened its tasks)"
+        );
+        assert!(
+            mid * 3 >= kills,
+            "seed {seed}: only {mid} of {kills} kills interrupted processing ({early} came before the app had opened its tasks); the input is too small for this machine"
+        );
+    }
+}
+
 /// `status`'s task rows: not the header, warnings or "(no task has run
 /// yet …)".
 fn status_rows(location: &[&str]) -> Vec<String> {
@@ -271,20 +313,23 @@ fn task_rows(location: &[&str]) -> usize {
     status_rows(location).len()
 }
 
+/// Whether some task has work left: lag on some input, or committed
+/// records not yet shipped.
 fn work_left(location: &[&str]) -> bool {
-    status_rows(location).iter().any(|row| {
-        let columns: Vec<&str> = row.split_whitespace().collect();
-        columns.len() >= 6 && (columns[4] != "0" || columns[5] != "0")
-    })
+    landed(location) == Landed::MidProcessing
 }
 
-fn assert_kills_mid_processing(interrupted: usize, seed: u64) {
-    let kills = kills();
-    eprintln!("{interrupted} of {kills} kills interrupted processing");
-    assert!(
-        interrupted * 3 >= kills,
-        "seed {seed}: only {interrupted} of {kills} kills interrupted processing; the input is too small for this machine"
-    );
+fn landed(location: &[&str]) -> Landed {
+    let rows = status_rows(location);
+    let left = rows.iter().any(|row| {
+        let columns: Vec<&str> = row.split_whitespace().collect();
+        columns.len() >= 6 && (columns[4] != "0" || columns[5] != "0")
+    });
+    match (rows.is_empty(), left) {
+        (true, _) => Landed::BeforeTheTasks,
+        (false, true) => Landed::MidProcessing,
+        (false, false) => Landed::AfterTheWork,
+    }
 }
 
 /// The derived topics as a log directory holds them.
@@ -419,17 +464,17 @@ fn embedded_killed_at_random_moments(app: &Path) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let location = ["--data-dir", data.to_str().unwrap()];
-    let (mut interrupted, mut clock) = (0, KillClock::new());
+    let (mut tally, mut clock) = (Kills::default(), KillClock::new());
     for chunk in input() {
         append_embedded(&data, std::slice::from_ref(chunk));
         let mut child = spawn_run(app, &location);
         std::thread::sleep(clock.delay(&mut rng));
         kill(&mut child);
-        let left = work_left(&location);
-        clock.killed(left);
-        interrupted += usize::from(left);
+        let landed = landed(&location);
+        clock.killed(landed);
+        tally.count(landed);
     }
-    assert_kills_mid_processing(interrupted, seed);
+    tally.assert_enough_mid_processing(seed);
     app_cmd(app, &location, &["run", "--until-end"]);
     let outcome = Outcome {
         state: app_cmd(app, &location, &["dump-state"]),
@@ -454,7 +499,7 @@ fn remote_app_and_broker_killed_at_random_moments_end_as_a_crash_free_run() {
     let mut broker = expiring_broker(dir.path());
     let addr = broker.addr.clone();
     let location = ["--bootstrap", &addr, "--state-dir", state.to_str().unwrap()];
-    let (mut interrupted, mut clock) = (0, KillClock::new());
+    let (mut tally, mut clock) = (Kills::default(), KillClock::new());
     for chunk in input() {
         append_remote(&addr, chunk);
         let mut app = spawn_run(&wordcount(), &location);
@@ -474,11 +519,11 @@ fn remote_app_and_broker_killed_at_random_moments_end_as_a_crash_free_run() {
                 broker.kill_and_restart(strata, &data);
             }
         }
-        let left = work_left(&location);
-        clock.killed(left);
-        interrupted += usize::from(left);
+        let landed = landed(&location);
+        clock.killed(landed);
+        tally.count(landed);
     }
-    assert_kills_mid_processing(interrupted, seed);
+    tally.assert_enough_mid_processing(seed);
     wordcount_cmd(&location, &["run", "--until-end"]);
     assert_same(&remote_outcome(&location, broker, &data), seed);
 }
@@ -612,7 +657,7 @@ fn instances_scaled_up_and_down_and_killed_share_the_tasks_and_end_as_a_crash_fr
     let locations: Vec<[&str; 4]> = (states.iter())
         .map(|state| ["--bootstrap", addr.as_str(), "--state-dir", state.as_str()])
         .collect();
-    let mut running: Vec<Option<Child>> = (0..3).map(|_| None).collect();
+    let mut running: Vec<Option<(Child, Log)>> = (0..3).map(|_| None).collect();
     let (mut kills, mut broker_kills) = (0, 0);
     for (k, chunk) in input().iter().enumerate() {
         append_remote(&addr, chunk);
@@ -621,7 +666,7 @@ fn instances_scaled_up_and_down_and_killed_share_the_tasks_and_end_as_a_crash_fr
         let wanted = instances_wanted(k);
         for (i, slot) in running.iter_mut().enumerate() {
             match (i < wanted, slot.is_some()) {
-                (true, false) => *slot = Some(spawn_run(&wordcount(), &locations[i])),
+                (true, false) => *slot = Some(spawn_logged(&locations[i])),
                 (false, true) => stop(slot.take().unwrap()),
                 _ => {}
             }
@@ -631,10 +676,10 @@ fn instances_scaled_up_and_down_and_killed_share_the_tasks_and_end_as_a_crash_fr
             // A running instance killed, and started again.
             0 | 1 => {
                 let i = rng.below(wanted as u64) as usize;
-                kill(running[i].as_mut().unwrap());
+                kill(&mut running[i].as_mut().unwrap().0);
                 kills += 1;
                 std::thread::sleep(Duration::from_millis(rng.below(800)));
-                running[i] = Some(spawn_run(&wordcount(), &locations[i]));
+                running[i] = Some(spawn_logged(&locations[i]));
             }
             // The broker under them.
             2 => {
@@ -655,7 +700,7 @@ fn instances_scaled_up_and_down_and_killed_share_the_tasks_and_end_as_a_crash_fr
 }
 
 /// Stops an instance as an operator does (SIGTERM) and waits for it.
-fn stop(mut child: Child) {
+fn stop((mut child, log): (Child, Log)) {
     signal(&child, "-TERM");
     let status = child.wait().unwrap();
     // One stopped before it watches for SIGTERM (just started) dies of it,
@@ -663,7 +708,8 @@ fn stop(mut child: Child) {
     use std::os::unix::process::ExitStatusExt;
     assert!(
         status.success() || status.signal() == Some(15),
-        "an instance stopped with SIGTERM: {status}"
+        "an instance stopped with SIGTERM: {status}; it said:\n{}",
+        log.lock().unwrap()
     );
 }
 
@@ -748,7 +794,7 @@ fn a_static_instance_restarted_within_its_session_gets_its_tasks_back() {
     // A session long enough to restart in.
     let static_a = ["--instance-id", "host-a", "--session-timeout-ms", "8000"];
     let static_b = ["--instance-id", "host-b", "--session-timeout-ms", "8000"];
-    let (a, _) = spawn_logged_with(&first, &static_a);
+    let a = spawn_logged_with(&first, &static_a);
     let (mut b, _) = spawn_logged_with(&second, &static_b);
     let tasks_of = |instance: &str| -> Vec<String> {
         let described = Command::new(env!("CARGO_BIN_EXE_strata"))
@@ -800,8 +846,11 @@ fn two_instances(dir: &Path, chunks: &[Chunk]) -> (PathBuf, ServerProcess, Strin
     (data, broker, addr, [at("a"), at("b")])
 }
 
+/// What an instance wrote to stderr so far.
+type Log = std::sync::Arc<std::sync::Mutex<String>>;
+
 /// `run` in the background with its log (stderr) collected.
-fn spawn_logged(location: &[&str]) -> (Child, std::sync::Arc<std::sync::Mutex<String>>) {
+fn spawn_logged(location: &[&str]) -> (Child, Log) {
     spawn_logged_with(location, &[])
 }
 
@@ -823,10 +872,7 @@ fn scrape_metrics(addr: &str) -> String {
     answer
 }
 
-fn spawn_logged_with(
-    location: &[&str],
-    args: &[&str],
-) -> (Child, std::sync::Arc<std::sync::Mutex<String>>) {
+fn spawn_logged_with(location: &[&str], args: &[&str]) -> (Child, Log) {
     let mut child = Command::new(wordcount())
         .env("STRATA_SESSION_TIMEOUT_MS", SESSION_TIMEOUT_MS)
         .args(location)
