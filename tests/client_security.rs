@@ -578,18 +578,31 @@ fn locked_with_records(user: (&str, Mechanism), topic: &str, input: &str) -> Sec
     broker
 }
 
+/// The environment that makes `strata` a SCRAM-SHA-512 user over the
+/// broker's SASL_SSL listener.
+fn sasl_ssl_env(broker: &SecuredBroker, user: &str) -> [(&'static str, String); 6] {
+    [
+        ("STRATA_BOOTSTRAP", broker.addr("SASL_SSL").to_string()),
+        ("STRATA_SECURITY_PROTOCOL", "SASL_SSL".into()),
+        (
+            "STRATA_SSL_CA_LOCATION",
+            broker.ca.pem.to_str().unwrap().into(),
+        ),
+        ("STRATA_SASL_MECHANISM", "SCRAM-SHA-512".into()),
+        ("STRATA_SASL_USERNAME", user.into()),
+        ("STRATA_SASL_PASSWORD", PASSWORD.into()),
+    ]
+}
+
+fn pairs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
 #[test]
 fn the_cli_is_refused_what_acls_deny_naming_the_operation_and_the_acl_that_allows_it() {
     let broker = locked_with_records(("alice", Mechanism::ScramSha512), "ledger", "a\nb\n");
-    let ca = broker.ca.pem.to_str().unwrap();
-    let alice = [
-        ("STRATA_BOOTSTRAP", broker.addr("SASL_SSL")),
-        ("STRATA_SECURITY_PROTOCOL", "SASL_SSL"),
-        ("STRATA_SSL_CA_LOCATION", ca),
-        ("STRATA_SASL_MECHANISM", "SCRAM-SHA-512"),
-        ("STRATA_SASL_USERNAME", "alice"),
-        ("STRATA_SASL_PASSWORD", PASSWORD),
-    ];
+    let alice = sasl_ssl_env(&broker, "alice");
+    let alice = pairs(&alice);
     let lines: String = (0..COUNT).map(|i| format!("line {i}\n")).collect();
     let expect_refusal = |args: &[&str], stdin: &str, said: &[&str]| {
         let all = refused(&strata(args, &alice, stdin), &args.join(" "));
@@ -663,6 +676,149 @@ fn the_cli_is_refused_what_acls_deny_naming_the_operation_and_the_acl_that_allow
         "",
     ));
     assert_eq!(read, format!("a\nb\n{lines}"));
+}
+
+/// The administrative commands name what the ACLs refused them too, and
+/// a refused one changes nothing.
+#[test]
+fn the_admin_commands_are_refused_naming_the_operation_and_the_acl_that_allows_it() {
+    let broker = locked_with_records(("alice", Mechanism::ScramSha512), "ledger", "a\nb\n");
+    let admin = ["--bootstrap", broker.addr("PLAINTEXT")];
+    // A group with offsets, committed by an administrator.
+    succeeded(&strata(
+        &[
+            &["consume", "ledger", "--end", "--group", "auditors"],
+            &admin[..],
+        ]
+        .concat(),
+        &[],
+        "",
+    ));
+    let alice = sasl_ssl_env(&broker, "alice");
+    let alice = pairs(&alice);
+    let expect_refusal = |args: &[&str], said: &[&str]| {
+        let all = refused(&strata(args, &alice, ""), &args.join(" "));
+        for words in said {
+            assert!(all.contains(words), "{args:?}: no {words:?} in: {all}");
+        }
+    };
+    let acl = "strata acls add --allow-principal User:alice";
+
+    expect_refusal(
+        &["topics", "describe", "ledger"],
+        &[
+            "not authorized to describe topic ledger as User:alice",
+            &format!("{acl} --operation describe --topic ledger"),
+        ],
+    );
+    // DESCRIBE shows the partitions; the config needs DESCRIBE_CONFIGS.
+    allow(&broker, "User:alice", "describe", ["--topic", "ledger"]);
+    expect_refusal(
+        &["topics", "describe", "ledger"],
+        &[
+            "not authorized to describe-configs topic ledger",
+            &format!("{acl} --operation describe-configs --topic ledger"),
+        ],
+    );
+    expect_refusal(
+        &["topics", "delete", "ledger"],
+        &[
+            "not authorized to delete topic ledger",
+            &format!("{acl} --operation delete --topic ledger"),
+        ],
+    );
+    expect_refusal(
+        &["groups", "describe", "auditors"],
+        &[
+            "not authorized to describe group auditors",
+            "GroupAuthorizationFailed",
+            &format!("{acl} --operation describe --group auditors"),
+        ],
+    );
+    expect_refusal(
+        &["groups", "delete", "auditors"],
+        &[
+            "not authorized to delete group auditors",
+            &format!("{acl} --operation delete --group auditors"),
+        ],
+    );
+    expect_refusal(
+        &[
+            "groups",
+            "reset-offsets",
+            "auditors",
+            "--topic",
+            "ledger",
+            "--to",
+            "earliest",
+        ],
+        &[
+            "not authorized to read group auditors",
+            &format!("{acl} --operation read --group auditors"),
+        ],
+    );
+    expect_refusal(
+        &["acls", "list"],
+        &[
+            "not authorized to describe the cluster as User:alice",
+            "ClusterAuthorizationFailed",
+            &format!("{acl} --operation describe --cluster"),
+        ],
+    );
+    expect_refusal(
+        &[
+            "acls",
+            "add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "all",
+            "--topic",
+            "*",
+        ],
+        &[
+            "not authorized to alter the cluster",
+            &format!("{acl} --operation alter --cluster"),
+        ],
+    );
+    expect_refusal(
+        &["users", "list"],
+        &[
+            "not authorized to describe the cluster",
+            &format!("{acl} --operation describe --cluster"),
+        ],
+    );
+
+    // Nothing refused was done: the topic, the group's offsets and the
+    // ACLs are as they were.
+    assert_eq!(records_in(&broker, "ledger"), 2);
+    let group = succeeded(&strata(
+        &[&["groups", "describe", "auditors"], &admin[..]].concat(),
+        &[],
+        "",
+    ));
+    assert!(group.contains("ledger"), "{group}");
+    let listed = succeeded(&strata(&[&["acls", "list"], &admin[..]].concat(), &[], ""));
+    let operations: Vec<&str> = (listed.lines().skip(1))
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    assert_eq!(operations, ["DESCRIBE"], "{listed}");
+
+    // Allowed, the same commands succeed.
+    allow(
+        &broker,
+        "User:alice",
+        "describe-configs",
+        ["--topic", "ledger"],
+    );
+    allow(&broker, "User:alice", "describe", ["--group", "auditors"]);
+    let cluster = ["--allow-principal", "User:alice", "--operation", "describe"];
+    acls(&broker, "add", &[&cluster[..], &["--cluster"]].concat());
+    let described = succeeded(&strata(&["topics", "describe", "ledger"], &alice, ""));
+    assert!(described.contains("topic ledger"), "{described}");
+    let group = succeeded(&strata(&["groups", "describe", "auditors"], &alice, ""));
+    assert!(group.contains("ledger"), "{group}");
+    succeeded(&strata(&["acls", "list"], &alice, ""));
 }
 
 #[test]

@@ -10,6 +10,7 @@
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use super::not_authorized::Needs;
 use super::{BrokerArgs, Format, print_json, print_table};
 use crate::broker::acl::{
     AccessControlEntry, AclBinding, AclBindingFilter, CLUSTER_NAME, EntryFilter, Operation,
@@ -112,14 +113,17 @@ pub struct ListArgs {
 }
 
 pub async fn run(broker: &BrokerArgs, command: AclsCommand) -> anyhow::Result<()> {
-    let admin = Admin::new(broker.connect().await?);
+    let cluster = broker.connect().await?;
+    let security = cluster.config().security.clone();
+    let admin = Admin::new(cluster);
+    let needs = |operation| Needs::cluster(&security, operation);
     match command {
         AclsCommand::Add(args) => {
             let bindings = bindings_to_add(&args)?;
             admin
                 .create_acls(&bindings)
                 .await
-                .map_err(|e| anyhow::anyhow!("adding ACLs: {e}"))?;
+                .map_err(|e| needs("alter").explain_doing("adding ACLs", e))?;
             for binding in &bindings {
                 eprintln!("added: {binding}");
             }
@@ -129,7 +133,7 @@ pub async fn run(broker: &BrokerArgs, command: AclsCommand) -> anyhow::Result<()
             let removed = admin
                 .delete_acls(&filters)
                 .await
-                .map_err(|e| anyhow::anyhow!("removing ACLs: {e}"))?;
+                .map_err(|e| needs("alter").explain_doing("removing ACLs", e))?;
             for binding in &removed {
                 eprintln!("removed: {binding}");
             }
@@ -141,7 +145,7 @@ pub async fn run(broker: &BrokerArgs, command: AclsCommand) -> anyhow::Result<()
                 for binding in admin
                     .describe_acls(&filter)
                     .await
-                    .map_err(|e| anyhow::anyhow!("listing ACLs: {e}"))?
+                    .map_err(|e| needs("describe").explain_doing("listing ACLs", e))?
                 {
                     if !listed.contains(&binding) {
                         listed.push(binding);

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use clap::Subcommand;
 use serde_json::json;
 
+use super::not_authorized::Needs;
 use super::{BrokerArgs, Format, StartAt, print_json, print_table};
 use crate::client::{Admin, EARLIEST, LATEST};
 use crate::runtime::tasks_of_assignment;
@@ -43,7 +44,9 @@ pub enum GroupsCommand {
 }
 
 pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<()> {
-    let admin = Admin::new(broker.connect().await?);
+    let cluster = broker.connect().await?;
+    let security = cluster.config().security.clone();
+    let admin = Admin::new(cluster);
     match command {
         GroupsCommand::List { format } => {
             let groups = admin.list_groups().await?;
@@ -64,11 +67,13 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
             }
         }
         GroupsCommand::Describe { group, format } => {
-            let description = admin
-                .describe_group(&group)
-                .await
-                .map_err(|e| anyhow::anyhow!("describing group {group}: {e}"))?;
-            let lags = admin.group_lag(&group).await?;
+            // The group's offsets name its topics: DESCRIBE on each.
+            let needs = Needs::group(&security, "describe", &group).on_named_topics("describe");
+            let doing = format!("describing group {group}");
+            let description =
+                (admin.describe_group(&group).await).map_err(|e| needs.explain_doing(&doing, e))?;
+            let lags =
+                (admin.group_lag(&group).await).map_err(|e| needs.explain_doing(&doing, e))?;
             if description.state == "Dead" && lags.is_empty() {
                 anyhow::bail!("no group {group}: no members and no committed offsets");
             }
@@ -139,9 +144,11 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
         }
         GroupsCommand::Delete { group } => {
             admin.delete_group(&group).await.map_err(|e| {
-                anyhow::anyhow!(
-                    "deleting group {group}: {e} (a group with running members cannot be deleted)"
-                )
+                Needs::group(&security, "delete", &group).explain_or(e, |e| {
+                    anyhow::anyhow!(
+                        "deleting group {group}: {e} (a group with running members cannot be deleted)"
+                    )
+                })
             })?;
             eprintln!("deleted group {group}");
         }
@@ -151,7 +158,8 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
             to,
             partition,
         } => {
-            let info = admin.cluster().topic(&topic).await?;
+            let describing = Needs::new(&security, "describe", &topic);
+            let info = (admin.cluster().topic(&topic).await).map_err(|e| describing.explain(e))?;
             let count = info.partitions.len() as i32;
             let partitions: Vec<i32> = match partition {
                 Some(p) if (0..count).contains(&p) => vec![p],
@@ -173,10 +181,12 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
                         StartAt::Timestamp(ms) => ms,
                         _ => LATEST,
                     };
-                    let found = admin.list_offsets(&wanted, when).await?;
+                    let found = (admin.list_offsets(&wanted, when).await)
+                        .map_err(|e| describing.explain(e))?;
                     // A time past every record's means the end.
                     let ends = match to {
-                        StartAt::Timestamp(_) => admin.list_offsets(&wanted, LATEST).await?,
+                        StartAt::Timestamp(_) => (admin.list_offsets(&wanted, LATEST).await)
+                            .map_err(|e| describing.explain(e))?,
                         _ => BTreeMap::new(),
                     };
                     wanted
@@ -192,9 +202,13 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
                 .reset_group_offsets(&group, &offsets)
                 .await
                 .map_err(|e| {
-                    anyhow::anyhow!(
-                        "resetting group {group}: {e} (a group with running members cannot be reset)"
-                    )
+                    // An offset commit: READ on the group and the topic.
+                    let needs = Needs::new(&security, "read", &topic).in_group(Some(&group));
+                    needs.explain_or(e, |e| {
+                        anyhow::anyhow!(
+                            "resetting group {group}: {e} (a group with running members cannot be reset)"
+                        )
+                    })
                 })?;
             for (topic, partition, offset) in &offsets {
                 println!("{group} {topic}/{partition} -> {offset}");

@@ -1,9 +1,10 @@
-//! What `produce`, `consume` and `topics create` say when the cluster's
-//! ACLs refuse them: the operation and the resource refused, the principal
-//! the broker saw, and the `strata acls add` an administrator runs to
-//! allow it. Kafka's answer (TOPIC_AUTHORIZATION_FAILED, …) names only the
-//! kind of resource, and retrying it cannot help, so the command stops at
-//! the first one.
+//! What the commands that talk to a broker say when the cluster's ACLs
+//! refuse them: the operation and the resource refused, the principal the
+//! broker saw, and the `strata acls add` an administrator runs to allow
+//! it. Kafka's answer (TOPIC_AUTHORIZATION_FAILED, …) names only the kind
+//! of resource, and retrying it cannot help, so the command stops at the
+//! first one. Each command says what its step needs ([`Needs`]): which
+//! operation on which resource a refusal of each kind means.
 
 use std::fmt;
 
@@ -16,6 +17,7 @@ use crate::security::{SecurityProtocol, certificates, subject_name};
 pub enum Resource {
     Topic(String),
     Group(String),
+    Cluster,
 }
 
 impl Resource {
@@ -24,6 +26,7 @@ impl Resource {
         match self {
             Self::Topic(name) => format!("--topic {name}"),
             Self::Group(name) => format!("--group {name}"),
+            Self::Cluster => "--cluster".to_string(),
         }
     }
 }
@@ -33,6 +36,7 @@ impl fmt::Display for Resource {
         match self {
             Self::Topic(name) => write!(f, "topic {name}"),
             Self::Group(name) => write!(f, "group {name}"),
+            Self::Cluster => write!(f, "the cluster"),
         }
     }
 }
@@ -82,56 +86,140 @@ fn shell_word(text: &str) -> String {
 /// `strata` prints an error's sources after it.
 impl std::error::Error for NotAuthorized {}
 
-/// What a command does, to name what the ACLs refused it: `operation` on
-/// `topic`, as a member of `group` if it joins one.
+/// What a step of a command needs, to name what the ACLs refused it:
+/// per kind of refusal (Kafka's error code), the operation and the
+/// resource it means.
 #[derive(Debug)]
 pub struct Needs {
     principal: String,
+    refusals: Vec<Refusal>,
+}
+
+#[derive(Debug)]
+struct Refusal {
+    code: i16,
     operation: &'static str,
-    topic: String,
-    group: Option<String>,
+    /// `None`: the topic the broker's answer names.
+    resource: Option<Resource>,
 }
 
 impl Needs {
-    pub fn new(security: &ClientSecurity, operation: &'static str, topic: &str) -> Self {
+    /// Nothing yet: every refusal passes unchanged.
+    pub fn of(security: &ClientSecurity) -> Self {
         Self {
             principal: principal(security),
-            operation,
-            topic: topic.to_string(),
-            group: None,
+            refusals: Vec::new(),
         }
     }
 
-    pub fn in_group(mut self, group: Option<&str>) -> Self {
-        self.group = group.map(str::to_string);
+    /// `operation` on `topic`. A refusal on the cluster is one of the
+    /// topic operation too: an idempotent producer may write with WRITE on
+    /// the topic, and a topic may be created with CREATE on it.
+    pub fn new(security: &ClientSecurity, operation: &'static str, topic: &str) -> Self {
+        let topic = Resource::Topic(topic.to_string());
+        Self::of(security)
+            .when(codes::TOPIC_AUTHORIZATION_FAILED, operation, topic.clone())
+            .when(codes::CLUSTER_AUTHORIZATION_FAILED, operation, topic)
+    }
+
+    /// `operation` on the cluster.
+    pub fn cluster(security: &ClientSecurity, operation: &'static str) -> Self {
+        Self::of(security).when(
+            codes::CLUSTER_AUTHORIZATION_FAILED,
+            operation,
+            Resource::Cluster,
+        )
+    }
+
+    /// `operation` on `group`.
+    pub fn group(security: &ClientSecurity, operation: &'static str, group: &str) -> Self {
+        Self::of(security).when(
+            codes::GROUP_AUTHORIZATION_FAILED,
+            operation,
+            Resource::Group(group.to_string()),
+        )
+    }
+
+    /// READ on `group` too, if the command joins one.
+    pub fn in_group(self, group: Option<&str>) -> Self {
+        match group {
+            Some(group) => self.when(
+                codes::GROUP_AUTHORIZATION_FAILED,
+                "read",
+                Resource::Group(group.to_string()),
+            ),
+            None => self,
+        }
+    }
+
+    /// `operation` on whichever topic a topic refusal names (a step over
+    /// several topics: a group's offsets).
+    pub fn on_named_topics(mut self, operation: &'static str) -> Self {
+        self.refusals.push(Refusal {
+            code: codes::TOPIC_AUTHORIZATION_FAILED,
+            operation,
+            resource: None,
+        });
         self
     }
 
-    /// `error` as a [`NotAuthorized`] if the ACLs refused it; otherwise
-    /// unchanged. A refusal on the cluster is one of the topic operation
-    /// too: an idempotent producer may write with WRITE on the topic, and
-    /// a topic may be created with CREATE on it.
-    pub fn explain(&self, error: anyhow::Error) -> anyhow::Error {
-        let error = match error.downcast::<ClientError>() {
+    fn when(mut self, code: i16, operation: &'static str, resource: Resource) -> Self {
+        self.refusals.push(Refusal {
+            code,
+            operation,
+            resource: Some(resource),
+        });
+        self
+    }
+
+    /// [`explain`](Self::explain), or else the error after what the
+    /// command was `doing` ("deleting topic orders: …").
+    pub fn explain_doing(&self, doing: &str, error: ClientError) -> anyhow::Error {
+        self.explain_or(error, |error| anyhow::anyhow!("{doing}: {error}"))
+    }
+
+    /// [`explain`](Self::explain), or else `error` as `otherwise` words it.
+    pub fn explain_or(
+        &self,
+        error: ClientError,
+        otherwise: impl FnOnce(anyhow::Error) -> anyhow::Error,
+    ) -> anyhow::Error {
+        let explained = self.explain(error);
+        if explained.is::<NotAuthorized>() {
+            explained
+        } else {
+            otherwise(explained)
+        }
+    }
+
+    /// `error` as a [`NotAuthorized`] if the ACLs refused what this step
+    /// needs; otherwise unchanged.
+    pub fn explain(&self, error: impl Into<anyhow::Error>) -> anyhow::Error {
+        let error = match error.into().downcast::<ClientError>() {
             Ok(error) => error,
             Err(other) => return other,
         };
-        let (operation, resource) = match (error.code(), &self.group) {
-            (Some(codes::GROUP_AUTHORIZATION_FAILED), Some(group)) => {
-                ("read", Resource::Group(group.clone()))
-            }
-            (Some(codes::TOPIC_AUTHORIZATION_FAILED | codes::CLUSTER_AUTHORIZATION_FAILED), _) => {
-                (self.operation, Resource::Topic(self.topic.clone()))
-            }
-            _ => return error.into(),
+        let Some(code) = error.code() else {
+            return error.into();
         };
-        NotAuthorized {
-            principal: self.principal.clone(),
-            operation,
-            resource,
-            error,
+        let named_topic = match &error {
+            ClientError::Kafka {
+                topic: Some(topic), ..
+            } => Some(Resource::Topic(topic.clone())),
+            _ => None,
+        };
+        let found = (self.refusals.iter().filter(|r| r.code == code))
+            .find_map(|r| Some((r.operation, r.resource.clone().or(named_topic.clone())?)));
+        match found {
+            Some((operation, resource)) => NotAuthorized {
+                principal: self.principal.clone(),
+                operation,
+                resource,
+                error,
+            }
+            .into(),
+            None => error.into(),
         }
-        .into()
     }
 }
 
@@ -206,6 +294,44 @@ mod tests {
             error
                 .to_string()
                 .contains("--operation read --group billing")
+        );
+    }
+
+    #[test]
+    fn a_refusal_on_the_cluster_names_the_cluster_flag() {
+        let needs = Needs::cluster(&sasl_user("carol"), "alter");
+        let text = needs
+            .explain(ClientError::kafka(
+                codes::CLUSTER_AUTHORIZATION_FAILED,
+                None,
+                None,
+            ))
+            .to_string();
+        assert!(
+            text.starts_with("not authorized to alter the cluster as User:carol"),
+            "{text}"
+        );
+        assert!(text.ends_with("--operation alter --cluster`"), "{text}");
+    }
+
+    #[test]
+    fn a_step_over_a_groups_topics_names_the_topic_the_broker_refused() {
+        let needs =
+            Needs::group(&sasl_user("dan"), "describe", "billing").on_named_topics("describe");
+        let error = needs.explain(refused(codes::TOPIC_AUTHORIZATION_FAILED));
+        let refusal = error.downcast_ref::<NotAuthorized>().expect("typed");
+        assert_eq!(refusal.resource, Resource::Topic("orders".into()));
+        let error = needs.explain(refused(codes::GROUP_AUTHORIZATION_FAILED));
+        let refusal = error.downcast_ref::<NotAuthorized>().expect("typed");
+        assert_eq!(refusal.resource, Resource::Group("billing".into()));
+        assert_eq!(refusal.operation, "describe");
+        // A topic refusal naming no topic cannot be named: unchanged.
+        let unnamed = ClientError::kafka(codes::TOPIC_AUTHORIZATION_FAILED, None, None);
+        assert!(
+            needs
+                .explain(unnamed)
+                .downcast_ref::<NotAuthorized>()
+                .is_none()
         );
     }
 

@@ -47,16 +47,10 @@ pub async fn run(broker: &BrokerArgs, command: TopicsCommand) -> anyhow::Result<
             if partitions < 1 {
                 anyhow::bail!("--partitions must be at least 1");
             }
-            admin
-                .create_topic(&name, partitions, &configs)
-                .await
-                .map_err(|e| {
-                    if e.is_authorization_failure() {
-                        Needs::new(&security, "create", &name).explain(e.into())
-                    } else {
-                        anyhow::anyhow!("creating topic {name}: {e}")
-                    }
-                })?;
+            (admin.create_topic(&name, partitions, &configs).await).map_err(|e| {
+                Needs::new(&security, "create", &name)
+                    .explain_doing(&format!("creating topic {name}"), e)
+            })?;
             eprintln!("created topic {name} with {partitions} partition(s)");
         }
         TopicsCommand::List { format } => {
@@ -74,10 +68,12 @@ pub async fn run(broker: &BrokerArgs, command: TopicsCommand) -> anyhow::Result<
             };
             let mut described = Vec::new();
             for name in &names {
-                let topic = admin
-                    .describe_topic(name)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("describing topic {name}: {e}"))?;
+                let doing = format!("describing topic {name}");
+                let needs = |operation| Needs::new(&security, operation, name);
+                let mut topic = (admin.describe_partitions(name).await)
+                    .map_err(|e| needs("describe").explain_doing(&doing, e))?;
+                topic.config = (admin.topic_config(name).await)
+                    .map_err(|e| needs("describe-configs").explain_doing(&doing, e))?;
                 let sizes = admin.partition_sizes(name).await.unwrap_or_default();
                 described.push((topic, sizes));
             }
@@ -156,10 +152,10 @@ pub async fn run(broker: &BrokerArgs, command: TopicsCommand) -> anyhow::Result<
             }
         }
         TopicsCommand::Delete { name } => {
-            admin
-                .delete_topic(&name)
-                .await
-                .map_err(|e| anyhow::anyhow!("deleting topic {name}: {e}"))?;
+            (admin.delete_topic(&name).await).map_err(|e| {
+                Needs::new(&security, "delete", &name)
+                    .explain_doing(&format!("deleting topic {name}"), e)
+            })?;
             eprintln!("deleted topic {name}");
         }
     }

@@ -14,11 +14,14 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use super::not_authorized::Needs;
 use super::password::read_password;
 use super::{BrokerArgs, Format, print_json, print_table};
 use crate::broker::auth::CredentialStore;
 use crate::client::error::codes;
-use crate::client::{Admin, ScramAlteration, ScramCredentialInfo, UserScramCredentials};
+use crate::client::{
+    Admin, ClientError, ScramAlteration, ScramCredentialInfo, UserScramCredentials,
+};
 use crate::sasl::{ITERATIONS_DEFAULT, Mechanism, SaltedPassword, ScramCredential};
 
 #[derive(Debug, Subcommand)]
@@ -105,10 +108,10 @@ pub async fn run(broker: &BrokerArgs, command: UsersCommand) -> anyhow::Result<(
                         mechanism,
                         salted,
                     };
-                    admin(broker)
-                        .await?
+                    (admin(broker).await?)
                         .alter_user_scram_credentials(&[upsert])
-                        .await?;
+                        .await
+                        .map_err(|e| refused(broker, "alter", &format!("setting {name}"), e))?;
                 }
             }
             eprintln!("set the {mechanism} credential of {name} ({iterations} iterations)");
@@ -120,7 +123,7 @@ pub async fn run(broker: &BrokerArgs, command: UsersCommand) -> anyhow::Result<(
         } => {
             let deleted = match &store.data_dir {
                 Some(dir) => open_store(dir)?.delete(&name, mechanism)?,
-                None => delete_through(&admin(broker).await?, &name, mechanism).await?,
+                None => delete_through(broker, &name, mechanism).await?,
             };
             if deleted.is_empty() {
                 match mechanism {
@@ -149,12 +152,10 @@ pub async fn run(broker: &BrokerArgs, command: UsersCommand) -> anyhow::Result<(
                             .collect(),
                     })
                     .collect(),
-                None => {
-                    admin(broker)
-                        .await?
-                        .describe_user_scram_credentials(&[])
-                        .await?
-                }
+                None => (admin(broker).await?)
+                    .describe_user_scram_credentials(&[])
+                    .await
+                    .map_err(|e| refused(broker, "describe", "listing users", e))?,
             };
             print_users(&users, format);
         }
@@ -164,6 +165,20 @@ pub async fn run(broker: &BrokerArgs, command: UsersCommand) -> anyhow::Result<(
 
 async fn admin(broker: &BrokerArgs) -> anyhow::Result<Admin> {
     Ok(Admin::new(broker.connect().await?))
+}
+
+/// A request through the broker failed while `doing`: a refusal of the
+/// ACLs names the `operation` on the cluster it needs.
+fn refused(
+    broker: &BrokerArgs,
+    operation: &'static str,
+    doing: &str,
+    error: ClientError,
+) -> anyhow::Error {
+    match broker.security.security() {
+        Ok(security) => Needs::cluster(&security, operation).explain_doing(doing, error),
+        Err(_) => anyhow::anyhow!("{doing}: {error}"),
+    }
 }
 
 /// The credentials of a broker's data directory, which must exist (a typo
@@ -181,10 +196,12 @@ fn open_store(data_dir: &Path) -> anyhow::Result<CredentialStore> {
 /// Deletes through the broker, one mechanism per request: Kafka refuses a
 /// user named twice in one request.
 async fn delete_through(
-    admin: &Admin,
+    broker: &BrokerArgs,
     user: &str,
     mechanism: Option<Mechanism>,
 ) -> anyhow::Result<Vec<Mechanism>> {
+    let admin = admin(broker).await?;
+    let doing = format!("deleting {user}");
     let held: Vec<Mechanism> = match admin.describe_user_scram_credentials(&[user]).await {
         Ok(users) => users
             .iter()
@@ -192,7 +209,7 @@ async fn delete_through(
             .collect(),
         // The user has no credential.
         Err(error) if error.code() == Some(codes::RESOURCE_NOT_FOUND) => Vec::new(),
-        Err(error) => return Err(error.into()),
+        Err(error) => return Err(refused(broker, "describe", &doing, error)),
     };
     let doomed: Vec<Mechanism> = held
         .into_iter()
@@ -203,7 +220,8 @@ async fn delete_through(
             user: user.to_string(),
             mechanism: *mechanism,
         };
-        admin.alter_user_scram_credentials(&[delete]).await?;
+        (admin.alter_user_scram_credentials(&[delete]).await)
+            .map_err(|e| refused(broker, "alter", &doing, e))?;
     }
     Ok(doomed)
 }

@@ -217,7 +217,17 @@ impl Admin {
         Ok(names)
     }
 
+    /// A topic's partitions, their offsets and its config.
     pub async fn describe_topic(&self, name: &str) -> Result<TopicDescription, ClientError> {
+        let mut described = self.describe_partitions(name).await?;
+        described.config = self.topic_config(name).await?;
+        Ok(described)
+    }
+
+    /// [`describe_topic`](Self::describe_topic) without the config: only
+    /// what DESCRIBE on the topic allows (its config needs
+    /// DESCRIBE_CONFIGS too).
+    pub async fn describe_partitions(&self, name: &str) -> Result<TopicDescription, ClientError> {
         self.cluster.refresh(&[name.to_string()]).await?;
         let info = self.cluster.topic(name).await?;
         let wanted: Vec<(String, i32)> = info
@@ -245,11 +255,12 @@ impl Admin {
             name: info.name,
             id: info.id,
             partitions,
-            config: self.topic_config(name).await?,
+            config: BTreeMap::new(),
         })
     }
 
-    async fn topic_config(&self, name: &str) -> Result<BTreeMap<String, String>, ClientError> {
+    /// A topic's config, as DescribeConfigs answers it.
+    pub async fn topic_config(&self, name: &str) -> Result<BTreeMap<String, String>, ClientError> {
         let connection = self.cluster.any_connection().await?;
         let request = DescribeConfigsRequest::default().with_resources(vec![
             DescribeConfigsResource::default()
