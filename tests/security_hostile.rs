@@ -3,7 +3,8 @@
 //! finishes it, SASL frames that lie about their sizes, requests before
 //! authentication, a flood of failed logins, many clients holding large
 //! frames before authentication, the raw-token exchange of a v0
-//! handshake, and session expiry with re-authentication (KIP-368).
+//! handshake, session expiry with re-authentication (KIP-368), and
+//! connections that never log in.
 //! Each time: no panic, the connection closed or answered as Kafka would,
 //! memory bounded, and other clients still served.
 
@@ -278,10 +279,11 @@ const REQUEST_MEMORY_BYTES: usize = 2 << 20;
 #[test]
 fn large_frames_before_authentication_neither_starve_an_authenticated_client_nor_grow_memory() {
     // A failed login is answered after two minutes: the pipeliners' frames
-    // after it stay unread that long, unless the broker reads ahead.
+    // after it stay unread that long, unless the broker reads ahead. No
+    // connection is closed for not logging in while the test runs.
     let broker = broker_with_alice(&format!(
         "request_bytes_max = {}\nrequest_memory_bytes_max = {REQUEST_MEMORY_BYTES}\n\
-         [sasl]\nfailed_login_delay_ms = 120000\n",
+         [sasl]\nfailed_login_delay_ms = 120000\nlogin_timeout_ms = 600000\n",
         1 << 20
     ));
     let addr = broker.addr("SASL_PLAINTEXT").to_string();
@@ -520,6 +522,50 @@ fn sessions_expire_and_re_authentication_keeps_the_connection_for_the_same_user_
         ))
         .unwrap();
     assert!(closed(&mut stream), "a v0 re-authentication");
+}
+
+/// A connection that does not authenticate within `login_timeout_ms` is
+/// closed, however busy it keeps (the idle timeout alone would let one
+/// hold its slot by asking for ApiVersions now and then), and so is one
+/// that stops halfway through its exchange; a connection that logged in
+/// is not.
+#[test]
+fn connections_that_do_not_log_in_in_time_are_closed_however_busy() {
+    let broker = broker_with_alice("[sasl]\nlogin_timeout_ms = 1500\n");
+    let addr = broker.addr("SASL_PLAINTEXT");
+    let (mut alice, answer) = login(addr, "alice", PASSWORD);
+    assert_eq!(answer.unwrap().error_code, 0);
+    let mut halfway = connect(addr);
+    assert_eq!(handshake(&mut halfway, 1, "SCRAM-SHA-512").error_code, 0);
+    let mut busy = connect(addr);
+    let versions = kafka_protocol::messages::ApiVersionsRequest::default();
+    let mut answered = 0;
+    let started = std::time::Instant::now();
+    while call_blocking::<_, kafka_protocol::messages::ApiVersionsResponse>(
+        &mut busy,
+        ApiKey::ApiVersions,
+        3,
+        &versions,
+    )
+    .is_ok()
+    {
+        answered += 1;
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "a connection asking for ApiVersions stayed open a minute without logging in"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(answered >= 1, "the busy connection was never served");
+    assert!(
+        closed(&mut halfway),
+        "a connection stopped halfway through SCRAM"
+    );
+    wait_until("both timeouts counted", Duration::from_secs(10), || {
+        broker.metric("strata_sasl_login_timeouts_total") == 2
+    });
+    metadata(&mut alice).expect("a connection that logged in stays open");
+    assert!(broker.log().contains("did not authenticate within"));
 }
 
 fn metadata_frame() -> Vec<u8> {

@@ -540,6 +540,10 @@ mod tests {
             Some(("broker.example.com".to_string(), 9093))
         );
         assert_eq!(config.tls.unwrap().client_auth, ClientAuth::Requested);
+        let file = ConfigFile::parse("[sasl]\nlogin_timeout_ms = 5000").unwrap();
+        let mut config = BrokerConfig::default();
+        file.apply(&mut config).unwrap();
+        assert_eq!(config.sasl.login_timeout.as_millis(), 5000);
 
         for bad in [
             "listen = \"127.0.0.1:1\"\n[[listeners]]\nprotocol = \"PLAINTEXT\"\nlisten = \"127.0.0.1:2\"",
@@ -547,6 +551,7 @@ mod tests {
             "[[listeners]]\nprotocol = \"SSL\"\nlisten = \"127.0.0.1:2\"",
             "[[listeners]]\nprotocol = \"PLAINTEXT\"\nlisten = \"0.0.0.0:2\"",
             "[tls]\ncert = \"c\"\nkey = \"k\"\nclient_auth = \"always\"",
+            "[sasl]\nlogin_timeout_ms = 0",
         ] {
             let applied =
                 ConfigFile::parse(bad).and_then(|f| f.apply(&mut BrokerConfig::default()));

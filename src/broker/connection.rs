@@ -246,7 +246,8 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
         shutdown: shutdown.clone(),
         peer,
     };
-    let reading = read_requests(reader, &authenticated);
+    let login_timeout = link.sasl.as_ref().map(|sasl| sasl.login_timeout);
+    let reading = read_requests(reader, &authenticated, login_timeout);
     let (outgoing, to_write) = mpsc::channel(ctx.config.in_flight_requests_max);
     let handling = handle_requests(
         &ctx,
@@ -276,15 +277,33 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
     }
 }
 
-/// Reads requests into the queue until EOF, a bad frame, idleness or
-/// shutdown (then `None`): one at a time until the connection has
-/// authenticated, then reading ahead, holding back only while its
-/// in-flight slots or the request memory budget are used up.
+/// Reads requests into the queue until EOF, a bad frame, idleness,
+/// shutdown or the login timeout (then `None`): one at a time until the
+/// connection has authenticated, then reading ahead, holding back only
+/// while its in-flight slots or the request memory budget are used up.
 async fn read_requests<R: AsyncRead + Unpin>(
     mut reader: Reader<'_, R>,
     authenticated: &AtomicBool,
+    login_timeout: Option<Duration>,
 ) -> Option<()> {
-    pre_auth::read_until_authenticated(&mut reader, authenticated).await?;
+    let login = pre_auth::read_until_authenticated(&mut reader, authenticated);
+    match login_timeout {
+        None => login.await?,
+        Some(limit) => match tokio::time::timeout(limit, login).await {
+            Ok(read) => read?,
+            // Authenticated just now: the reader was waiting for the
+            // answer to be written, in the middle of no frame.
+            Err(_) if authenticated.load(Ordering::Acquire) => {}
+            Err(_) => {
+                (reader.ctx.metrics.sasl_login_timeouts).fetch_add(1, Ordering::Relaxed);
+                tracing::info!(
+                    peer = ?reader.peer,
+                    "closing a connection that did not authenticate within {limit:?}"
+                );
+                return None;
+            }
+        },
+    }
     let limit = reader.ctx.config.request_bytes_max;
     let budgets = reader.memory;
     loop {

@@ -61,6 +61,9 @@ pub struct Metrics {
     /// Counter: SASL authentications that succeeded, and that failed.
     pub(crate) sasl_authentications: AtomicU64,
     pub(crate) sasl_authentication_failures: AtomicU64,
+    /// Counter: connections closed because they had not authenticated
+    /// within the login timeout.
+    pub(crate) sasl_login_timeouts: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -82,6 +85,7 @@ impl Default for Metrics {
             tls_handshake_failures: AtomicU64::new(0),
             sasl_authentications: AtomicU64::new(0),
             sasl_authentication_failures: AtomicU64::new(0),
+            sasl_login_timeouts: AtomicU64::new(0),
         }
     }
 }
@@ -195,6 +199,11 @@ impl Metrics {
                 "strata_sasl_authentication_failures_total",
                 "counter",
                 &self.sasl_authentication_failures,
+            ),
+            (
+                "strata_sasl_login_timeouts_total",
+                "counter",
+                &self.sasl_login_timeouts,
             ),
         ] {
             let _ = writeln!(out, "# TYPE {name} {kind}");

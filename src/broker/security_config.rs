@@ -39,6 +39,8 @@ pub struct SaslTable {
     /// Kafka's `connections.max.reauth.ms`; 0 (the default) never expires.
     pub session_lifetime_ms: Option<u64>,
     pub failed_login_delay_ms: Option<u64>,
+    /// A connection not authenticated this long after it started is closed.
+    pub login_timeout_ms: Option<u64>,
 }
 
 impl SaslTable {
@@ -51,6 +53,12 @@ impl SaslTable {
         }
         if let Some(ms) = self.failed_login_delay_ms {
             settings.failed_login_delay = std::time::Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.login_timeout_ms {
+            if ms == 0 {
+                return Err("[sasl] login_timeout_ms must be above 0".into());
+            }
+            settings.login_timeout = std::time::Duration::from_millis(ms);
         }
         Ok(())
     }

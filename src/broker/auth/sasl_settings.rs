@@ -18,6 +18,11 @@ pub struct SaslSettings {
     /// How long a failed authentication waits before its answer and the
     /// close, so guessing passwords is slow.
     pub failed_login_delay: Duration,
+    /// How long a connection has from its start (after the TLS handshake,
+    /// on SASL_SSL) to authenticate before it is closed: one that never
+    /// does cannot hold a connection slot by sending a request now and
+    /// then (the idle timeout alone would let it).
+    pub login_timeout: Duration,
 }
 
 impl Default for SaslSettings {
@@ -30,6 +35,7 @@ impl Default for SaslSettings {
             ],
             session_lifetime: None,
             failed_login_delay: Duration::from_secs(1),
+            login_timeout: Duration::from_secs(30),
         }
     }
 }
