@@ -225,8 +225,8 @@ fn kill(child: &mut Child) {
 /// start (opening state, shipping leftovers) up to a window that starts at
 /// about twice what one chunk of input took in the crash-free run and
 /// adapts: it shrinks after a kill that found the work done and grows after
-/// one that interrupted it or came before the app had opened its tasks, so
-/// that kills keep landing mid-processing on fast and slow machines alike.
+/// one that interrupted it or came before anything was committed, so that
+/// kills keep landing mid-processing on fast and slow machines alike.
 /// (Shrinking after a kill that came too early would feed on itself: every
 /// later kill would come earlier still.)
 struct KillClock {
@@ -251,19 +251,21 @@ impl KillClock {
         self.window_ms = match landed {
             Landed::MidProcessing => (self.window_ms * 3 / 2).min(4 * self.start_ms),
             // However long the app takes to start on this machine.
-            Landed::BeforeTheTasks => (self.window_ms * 2).min(4 * self.start_ms + 5_000),
+            Landed::BeforeAnyCommit => (self.window_ms * 2).min(4 * self.start_ms + 5_000),
             Landed::AfterTheWork => (self.window_ms / 2).max(10),
         };
     }
 }
 
-/// Where a kill landed, as `status` shows it afterwards.
+/// Where a kill landed, as `status` shows it before the run and after the
+/// kill.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Landed {
-    /// No task had state yet (embedded: the first runs, killed while the
-    /// app was still starting).
-    BeforeTheTasks,
-    /// Lag on some input, or committed records not yet shipped.
+    /// Nothing committed in the run: the app was killed while starting,
+    /// or before its first commit.
+    BeforeAnyCommit,
+    /// Some of the chunk committed (or committed records waiting to be
+    /// shipped), some left.
     MidProcessing,
     /// Nothing left to do.
     AfterTheWork,
@@ -273,27 +275,25 @@ enum Landed {
 #[derive(Default)]
 struct Kills {
     mid_processing: usize,
-    before_the_tasks: usize,
+    before_any_commit: usize,
 }
 
 impl Kills {
     fn count(&mut self, landed: Landed) {
         match landed {
             Landed::MidProcessing => self.mid_processing += 1,
-            Landed::BeforeTheTasks => self.before_the_tasks += 1,
+            Landed::BeforeAnyCommit => self.before_any_commit += 1,
             Landed::AfterTheWork => {}
         }
     }
 
     fn assert_enough_mid_processing(&self, seed: u64) {
         let (mid, kills) = (self.mid_processing, kills());
-        let early = self.before_the_tasks;
-        eprintln!(
-            "{mid} of {kills} kills interrupted processing ({early} came before the app had opened its tasks)"
-        );
+        let early = self.before_any_commit;
+        eprintln!("{mid} of {kills} kills interrupted processing ({early} came before any commit)");
         assert!(
             mid * 3 >= kills,
-            "seed {seed}: only {mid} of {kills} kills interrupted processing ({early} came before the app had opened its tasks); the input is too small for this machine"
+            "seed {seed}: only {mid} of {kills} kills interrupted processing ({early} came before any commit); the input is too small for this machine"
         );
     }
 }
@@ -313,22 +313,43 @@ fn task_rows(location: &[&str]) -> usize {
     status_rows(location).len()
 }
 
+/// `status`'s rows as (task, input, offset, lag, outbox) columns.
+fn status_columns(location: &[&str]) -> Vec<[String; 5]> {
+    (status_rows(location).iter())
+        .filter_map(|row| {
+            let columns: Vec<&str> = row.split_whitespace().collect();
+            (columns.len() >= 6).then(|| [0, 1, 2, 4, 5].map(|i| columns[i].to_string()))
+        })
+        .collect()
+}
+
 /// Whether some task has work left: lag on some input, or committed
 /// records not yet shipped.
 fn work_left(location: &[&str]) -> bool {
-    landed(location) == Landed::MidProcessing
+    (status_columns(location).iter()).any(|[_, _, _, lag, outbox]| lag != "0" || outbox != "0")
 }
 
-fn landed(location: &[&str]) -> Landed {
-    let rows = status_rows(location);
-    let left = rows.iter().any(|row| {
-        let columns: Vec<&str> = row.split_whitespace().collect();
-        columns.len() >= 6 && (columns[4] != "0" || columns[5] != "0")
-    });
-    match (rows.is_empty(), left) {
-        (true, _) => Landed::BeforeTheTasks,
-        (false, true) => Landed::MidProcessing,
-        (false, false) => Landed::AfterTheWork,
+/// Per task and input, its committed offset as `status` shows it.
+type Positions = BTreeMap<(String, String), String>;
+
+fn positions(location: &[&str]) -> Positions {
+    (status_columns(location).into_iter())
+        .map(|[task, input, offset, ..]| ((task, input), offset))
+        .collect()
+}
+
+/// Where the kill of a run that started at `before` landed.
+fn landed(location: &[&str], before: &Positions) -> Landed {
+    let (mut progressed, mut left) = (false, false);
+    for [task, input, offset, lag, outbox] in status_columns(location) {
+        let was = before.get(&(task, input)).map_or("-", String::as_str);
+        progressed |= offset != was || outbox != "0";
+        left |= lag != "0" || outbox != "0";
+    }
+    match (progressed, left) {
+        (false, true) => Landed::BeforeAnyCommit,
+        (true, true) => Landed::MidProcessing,
+        (_, false) => Landed::AfterTheWork,
     }
 }
 
@@ -467,10 +488,11 @@ fn embedded_killed_at_random_moments(app: &Path) {
     let (mut tally, mut clock) = (Kills::default(), KillClock::new());
     for chunk in input() {
         append_embedded(&data, std::slice::from_ref(chunk));
+        let before = positions(&location);
         let mut child = spawn_run(app, &location);
         std::thread::sleep(clock.delay(&mut rng));
         kill(&mut child);
-        let landed = landed(&location);
+        let landed = landed(&location, &before);
         clock.killed(landed);
         tally.count(landed);
     }
@@ -502,6 +524,7 @@ fn remote_app_and_broker_killed_at_random_moments_end_as_a_crash_free_run() {
     let (mut tally, mut clock) = (Kills::default(), KillClock::new());
     for chunk in input() {
         append_remote(&addr, chunk);
+        let before = positions(&location);
         let mut app = spawn_run(&wordcount(), &location);
         std::thread::sleep(clock.delay(&mut rng));
         match rng.below(3) {
@@ -519,7 +542,7 @@ fn remote_app_and_broker_killed_at_random_moments_end_as_a_crash_free_run() {
                 broker.kill_and_restart(strata, &data);
             }
         }
-        let landed = landed(&location);
+        let landed = landed(&location, &before);
         clock.killed(landed);
         tally.count(landed);
     }

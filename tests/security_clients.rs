@@ -19,7 +19,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use strata::sasl::Mechanism;
-use support::process::run_with_input;
+use support::process::{TIMED_OUT, run_with_input};
 use support::secured_broker::SecuredBroker;
 
 const COUNT: usize = 50;
@@ -189,8 +189,6 @@ fn a_wrong_password_an_unknown_user_and_an_untrusted_certificate_are_refused() {
 /// Seconds kcat may run before it is stopped: a client a broker refuses
 /// may retry, and must not hang the test.
 const KCAT_WAIT_S: &str = "60";
-/// The exit status of `timeout` when it stopped the command.
-const TIMED_OUT: i32 = 124;
 
 /// kcat: `-X` takes librdkafka's settings as they are.
 fn kcat(args: &[&str], input: Option<&str>) -> std::process::Output {

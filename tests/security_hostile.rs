@@ -556,7 +556,10 @@ fn connections_that_do_not_log_in_in_time_are_closed_however_busy() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert!(answered >= 1, "the busy connection was never served");
+    assert!(
+        answered >= 2,
+        "the busy connection was closed after {answered} answers"
+    );
     assert!(
         closed(&mut halfway),
         "a connection stopped halfway through SCRAM"

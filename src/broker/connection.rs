@@ -42,7 +42,9 @@
 //! The connection ends on EOF or an oversized frame (after answering the
 //! requests read before it), on a request the broker cannot decode or does
 //! not serve, after `connection_idle_timeout` with nothing in flight and
-//! nothing arriving, or at shutdown: the requests handled are answered,
+//! nothing arriving, on a SASL listener when it has not logged in within
+//! the login timeout (see [`pre_auth`]), or at shutdown: the requests
+//! handled are answered,
 //! and requests read ahead but not begun are dropped unanswered (never
 //! handled, so a producer's retry of them cannot duplicate anything).
 
@@ -286,24 +288,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
     authenticated: &AtomicBool,
     login_timeout: Option<Duration>,
 ) -> Option<()> {
-    let login = pre_auth::read_until_authenticated(&mut reader, authenticated);
-    match login_timeout {
-        None => login.await?,
-        Some(limit) => match tokio::time::timeout(limit, login).await {
-            Ok(read) => read?,
-            // Authenticated just now: the reader was waiting for the
-            // answer to be written, in the middle of no frame.
-            Err(_) if authenticated.load(Ordering::Acquire) => {}
-            Err(_) => {
-                (reader.ctx.metrics.sasl_login_timeouts).fetch_add(1, Ordering::Relaxed);
-                tracing::info!(
-                    peer = ?reader.peer,
-                    "closing a connection that did not authenticate within {limit:?}"
-                );
-                return None;
-            }
-        },
-    }
+    pre_auth::log_in(&mut reader, authenticated, login_timeout).await?;
     let limit = reader.ctx.config.request_bytes_max;
     let budgets = reader.memory;
     loop {

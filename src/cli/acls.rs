@@ -17,7 +17,6 @@ use crate::broker::acl::{
     PatternFilter, PatternType, Permission, ResourcePattern, ResourceType, WILDCARD_HOST,
 };
 use crate::broker::auth::Principal;
-use crate::client::Admin;
 
 #[derive(Debug, Subcommand)]
 pub enum AclsCommand {
@@ -113,9 +112,7 @@ pub struct ListArgs {
 }
 
 pub async fn run(broker: &BrokerArgs, command: AclsCommand) -> anyhow::Result<()> {
-    let cluster = broker.connect().await?;
-    let security = cluster.config().security.clone();
-    let admin = Admin::new(cluster);
+    let (admin, security) = broker.admin().await?;
     let needs = |operation| Needs::cluster(&security, operation);
     match command {
         AclsCommand::Add(args) => {
@@ -123,7 +120,7 @@ pub async fn run(broker: &BrokerArgs, command: AclsCommand) -> anyhow::Result<()
             admin
                 .create_acls(&bindings)
                 .await
-                .map_err(|e| needs("alter").explain_doing("adding ACLs", e))?;
+                .map_err(|e| needs(Operation::Alter).explain_doing("adding ACLs", e))?;
             for binding in &bindings {
                 eprintln!("added: {binding}");
             }
@@ -133,7 +130,7 @@ pub async fn run(broker: &BrokerArgs, command: AclsCommand) -> anyhow::Result<()
             let removed = admin
                 .delete_acls(&filters)
                 .await
-                .map_err(|e| needs("alter").explain_doing("removing ACLs", e))?;
+                .map_err(|e| needs(Operation::Alter).explain_doing("removing ACLs", e))?;
             for binding in &removed {
                 eprintln!("removed: {binding}");
             }
@@ -145,7 +142,7 @@ pub async fn run(broker: &BrokerArgs, command: AclsCommand) -> anyhow::Result<()
                 for binding in admin
                     .describe_acls(&filter)
                     .await
-                    .map_err(|e| needs("describe").explain_doing("listing ACLs", e))?
+                    .map_err(|e| needs(Operation::Describe).explain_doing("listing ACLs", e))?
                 {
                     if !listed.contains(&binding) {
                         listed.push(binding);

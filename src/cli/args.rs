@@ -6,7 +6,7 @@ use std::sync::Arc;
 use clap::{Args, ValueEnum};
 
 use super::SecurityArgs;
-use crate::client::{ClientConfig, Cluster};
+use crate::client::{Admin, ClientConfig, ClientSecurity, Cluster};
 
 /// Where the cluster is.
 #[derive(Debug, Clone, Args)]
@@ -33,6 +33,14 @@ impl BrokerArgs {
         Cluster::connect(config)
             .await
             .map_err(|error| anyhow::anyhow!("cannot connect to {}: {error}", self.bootstrap))
+    }
+
+    /// An admin client of the cluster, and the security settings it
+    /// connected with (which name the principal when the ACLs refuse).
+    pub async fn admin(&self) -> anyhow::Result<(Admin, ClientSecurity)> {
+        let cluster = self.connect().await?;
+        let security = cluster.config().security.clone();
+        Ok((Admin::new(cluster), security))
     }
 }
 

@@ -11,6 +11,7 @@ use serde_json::json;
 
 use super::not_authorized::Needs;
 use super::{BrokerArgs, StartAt, bytes_json};
+use crate::broker::acl::Operation;
 use crate::client::{
     Admin, Cluster, Consumer, ConsumerConfig, ConsumerRecord, LATEST, OffsetReset, Seek,
 };
@@ -53,8 +54,8 @@ pub struct ConsumeArgs {
 
 pub async fn run(broker: &BrokerArgs, args: ConsumeArgs) -> anyhow::Result<()> {
     let cluster = broker.connect().await?;
-    let needs =
-        Needs::new(&cluster.config().security, "read", &args.topic).in_group(args.group.as_deref());
+    let needs = Needs::new(&cluster.config().security, Operation::Read, &args.topic)
+        .in_group(args.group.as_deref());
     consume(cluster, args)
         .await
         .map_err(|error| needs.explain(error))

@@ -7,7 +7,8 @@ use serde_json::json;
 
 use super::not_authorized::Needs;
 use super::{BrokerArgs, Format, StartAt, print_json, print_table};
-use crate::client::{Admin, EARLIEST, LATEST};
+use crate::broker::acl::Operation;
+use crate::client::{EARLIEST, LATEST};
 use crate::runtime::tasks_of_assignment;
 
 #[derive(Debug, Subcommand)]
@@ -44,9 +45,7 @@ pub enum GroupsCommand {
 }
 
 pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<()> {
-    let cluster = broker.connect().await?;
-    let security = cluster.config().security.clone();
-    let admin = Admin::new(cluster);
+    let (admin, security) = broker.admin().await?;
     match command {
         GroupsCommand::List { format } => {
             let groups = admin.list_groups().await?;
@@ -67,8 +66,8 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
             }
         }
         GroupsCommand::Describe { group, format } => {
-            // The group's offsets name its topics: DESCRIBE on each.
-            let needs = Needs::group(&security, "describe", &group).on_named_topics("describe");
+            // The topics of its offsets it may not describe are left out.
+            let needs = Needs::group(&security, Operation::Describe, &group);
             let doing = format!("describing group {group}");
             let description =
                 (admin.describe_group(&group).await).map_err(|e| needs.explain_doing(&doing, e))?;
@@ -144,7 +143,7 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
         }
         GroupsCommand::Delete { group } => {
             admin.delete_group(&group).await.map_err(|e| {
-                Needs::group(&security, "delete", &group).explain_or(e, |e| {
+                Needs::group(&security, Operation::Delete, &group).explain_or(e, |e| {
                     anyhow::anyhow!(
                         "deleting group {group}: {e} (a group with running members cannot be deleted)"
                     )
@@ -158,7 +157,7 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
             to,
             partition,
         } => {
-            let describing = Needs::new(&security, "describe", &topic);
+            let describing = Needs::new(&security, Operation::Describe, &topic);
             let info = (admin.cluster().topic(&topic).await).map_err(|e| describing.explain(e))?;
             let count = info.partitions.len() as i32;
             let partitions: Vec<i32> = match partition {
@@ -203,7 +202,7 @@ pub async fn run(broker: &BrokerArgs, command: GroupsCommand) -> anyhow::Result<
                 .await
                 .map_err(|e| {
                     // An offset commit: READ on the group and the topic.
-                    let needs = Needs::new(&security, "read", &topic).in_group(Some(&group));
+                    let needs = Needs::new(&security, Operation::Read, &topic).in_group(Some(&group));
                     needs.explain_or(e, |e| {
                         anyhow::anyhow!(
                             "resetting group {group}: {e} (a group with running members cannot be reset)"

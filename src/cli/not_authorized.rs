@@ -8,6 +8,7 @@
 
 use std::fmt;
 
+use crate::broker::acl::Operation;
 use crate::client::error::codes;
 use crate::client::{ClientError, ClientSecurity};
 use crate::security::{SecurityProtocol, certificates, subject_name};
@@ -45,10 +46,14 @@ impl fmt::Display for Resource {
 #[derive(Debug)]
 pub struct NotAuthorized {
     pub principal: String,
-    /// The operation as `strata acls add --operation` takes it.
-    pub operation: &'static str,
+    pub operation: Operation,
     pub resource: Resource,
     pub error: ClientError,
+}
+
+/// `operation` as `strata acls add --operation` takes it (`describe-configs`).
+fn flag(operation: Operation) -> String {
+    operation.name().to_ascii_lowercase().replace('_', "-")
 }
 
 impl fmt::Display for NotAuthorized {
@@ -59,7 +64,8 @@ impl fmt::Display for NotAuthorized {
             resource,
             error,
         } = self;
-        let to = if *operation == "write" { " to" } else { "" };
+        let operation = flag(*operation);
+        let to = if operation == "write" { " to" } else { "" };
         write!(
             f,
             "not authorized to {operation}{to} {resource} as {principal} ({error}); \
@@ -98,9 +104,8 @@ pub struct Needs {
 #[derive(Debug)]
 struct Refusal {
     code: i16,
-    operation: &'static str,
-    /// `None`: the topic the broker's answer names.
-    resource: Option<Resource>,
+    operation: Operation,
+    resource: Resource,
 }
 
 impl Needs {
@@ -115,7 +120,7 @@ impl Needs {
     /// `operation` on `topic`. A refusal on the cluster is one of the
     /// topic operation too: an idempotent producer may write with WRITE on
     /// the topic, and a topic may be created with CREATE on it.
-    pub fn new(security: &ClientSecurity, operation: &'static str, topic: &str) -> Self {
+    pub fn new(security: &ClientSecurity, operation: Operation, topic: &str) -> Self {
         let topic = Resource::Topic(topic.to_string());
         Self::of(security)
             .when(codes::TOPIC_AUTHORIZATION_FAILED, operation, topic.clone())
@@ -123,7 +128,7 @@ impl Needs {
     }
 
     /// `operation` on the cluster.
-    pub fn cluster(security: &ClientSecurity, operation: &'static str) -> Self {
+    pub fn cluster(security: &ClientSecurity, operation: Operation) -> Self {
         Self::of(security).when(
             codes::CLUSTER_AUTHORIZATION_FAILED,
             operation,
@@ -132,7 +137,7 @@ impl Needs {
     }
 
     /// `operation` on `group`.
-    pub fn group(security: &ClientSecurity, operation: &'static str, group: &str) -> Self {
+    pub fn group(security: &ClientSecurity, operation: Operation, group: &str) -> Self {
         Self::of(security).when(
             codes::GROUP_AUTHORIZATION_FAILED,
             operation,
@@ -145,29 +150,18 @@ impl Needs {
         match group {
             Some(group) => self.when(
                 codes::GROUP_AUTHORIZATION_FAILED,
-                "read",
+                Operation::Read,
                 Resource::Group(group.to_string()),
             ),
             None => self,
         }
     }
 
-    /// `operation` on whichever topic a topic refusal names (a step over
-    /// several topics: a group's offsets).
-    pub fn on_named_topics(mut self, operation: &'static str) -> Self {
-        self.refusals.push(Refusal {
-            code: codes::TOPIC_AUTHORIZATION_FAILED,
-            operation,
-            resource: None,
-        });
-        self
-    }
-
-    fn when(mut self, code: i16, operation: &'static str, resource: Resource) -> Self {
+    fn when(mut self, code: i16, operation: Operation, resource: Resource) -> Self {
         self.refusals.push(Refusal {
             code,
             operation,
-            resource: Some(resource),
+            resource,
         });
         self
     }
@@ -199,22 +193,12 @@ impl Needs {
             Ok(error) => error,
             Err(other) => return other,
         };
-        let Some(code) = error.code() else {
-            return error.into();
-        };
-        let named_topic = match &error {
-            ClientError::Kafka {
-                topic: Some(topic), ..
-            } => Some(Resource::Topic(topic.clone())),
-            _ => None,
-        };
-        let found = (self.refusals.iter().filter(|r| r.code == code))
-            .find_map(|r| Some((r.operation, r.resource.clone().or(named_topic.clone())?)));
+        let found = (self.refusals.iter()).find(|r| Some(r.code) == error.code());
         match found {
-            Some((operation, resource)) => NotAuthorized {
+            Some(refusal) => NotAuthorized {
                 principal: self.principal.clone(),
-                operation,
-                resource,
+                operation: refusal.operation,
+                resource: refusal.resource.clone(),
                 error,
             }
             .into(),
@@ -271,7 +255,7 @@ mod tests {
 
     #[test]
     fn a_refused_write_names_the_topic_the_user_and_the_acl_that_allows_it() {
-        let needs = Needs::new(&sasl_user("alice"), "write", "orders");
+        let needs = Needs::new(&sasl_user("alice"), Operation::Write, "orders");
         let text = needs
             .explain(refused(codes::TOPIC_AUTHORIZATION_FAILED))
             .to_string();
@@ -285,11 +269,12 @@ mod tests {
 
     #[test]
     fn a_refused_join_names_the_group() {
-        let needs = Needs::new(&sasl_user("bob"), "read", "orders").in_group(Some("billing"));
+        let needs =
+            Needs::new(&sasl_user("bob"), Operation::Read, "orders").in_group(Some("billing"));
         let error = needs.explain(refused(codes::GROUP_AUTHORIZATION_FAILED));
         let refusal = error.downcast_ref::<NotAuthorized>().expect("typed");
         assert_eq!(refusal.resource, Resource::Group("billing".into()));
-        assert_eq!(refusal.operation, "read");
+        assert_eq!(refusal.operation, Operation::Read);
         assert!(
             error
                 .to_string()
@@ -299,7 +284,7 @@ mod tests {
 
     #[test]
     fn a_refusal_on_the_cluster_names_the_cluster_flag() {
-        let needs = Needs::cluster(&sasl_user("carol"), "alter");
+        let needs = Needs::cluster(&sasl_user("carol"), Operation::Alter);
         let text = needs
             .explain(ClientError::kafka(
                 codes::CLUSTER_AUTHORIZATION_FAILED,
@@ -315,29 +300,27 @@ mod tests {
     }
 
     #[test]
-    fn a_step_over_a_groups_topics_names_the_topic_the_broker_refused() {
-        let needs =
-            Needs::group(&sasl_user("dan"), "describe", "billing").on_named_topics("describe");
-        let error = needs.explain(refused(codes::TOPIC_AUTHORIZATION_FAILED));
-        let refusal = error.downcast_ref::<NotAuthorized>().expect("typed");
-        assert_eq!(refusal.resource, Resource::Topic("orders".into()));
-        let error = needs.explain(refused(codes::GROUP_AUTHORIZATION_FAILED));
-        let refusal = error.downcast_ref::<NotAuthorized>().expect("typed");
-        assert_eq!(refusal.resource, Resource::Group("billing".into()));
-        assert_eq!(refusal.operation, "describe");
-        // A topic refusal naming no topic cannot be named: unchanged.
-        let unnamed = ClientError::kafka(codes::TOPIC_AUTHORIZATION_FAILED, None, None);
+    fn an_operation_is_named_as_the_acls_flag_takes_it() {
+        let needs = Needs::new(&sasl_user("erin"), Operation::DescribeConfigs, "orders");
+        let text = needs
+            .explain(refused(codes::TOPIC_AUTHORIZATION_FAILED))
+            .to_string();
         assert!(
-            needs
-                .explain(unnamed)
-                .downcast_ref::<NotAuthorized>()
-                .is_none()
+            text.starts_with("not authorized to describe-configs topic orders"),
+            "{text}"
         );
+        assert!(
+            text.contains("--operation describe-configs --topic orders`"),
+            "{text}"
+        );
+        for operation in Operation::ALL {
+            assert_eq!(Operation::parse(&flag(operation)), Ok(operation));
+        }
     }
 
     #[test]
     fn other_errors_pass_unchanged() {
-        let needs = Needs::new(&ClientSecurity::default(), "read", "orders");
+        let needs = Needs::new(&ClientSecurity::default(), Operation::Read, "orders");
         let error = needs.explain(refused(codes::UNKNOWN_TOPIC_OR_PARTITION));
         assert!(error.downcast_ref::<NotAuthorized>().is_none());
         let error = needs.explain(anyhow::anyhow!("no such file"));
@@ -366,7 +349,7 @@ mod tests {
             certificate_location: Some(path),
             ..ClientSecurity::default()
         };
-        let text = Needs::new(&security, "write", "orders")
+        let text = Needs::new(&security, Operation::Write, "orders")
             .explain(refused(codes::TOPIC_AUTHORIZATION_FAILED))
             .to_string();
         assert!(text.contains("as User:CN=app,O=Example ("), "{text}");

@@ -7,6 +7,7 @@ use clap::{Args, ValueEnum};
 
 use super::BrokerArgs;
 use super::not_authorized::Needs;
+use crate::broker::acl::Operation;
 use crate::client::error::codes;
 use crate::client::{Acks, ClientError, Cluster, Producer, ProducerConfig, ProducerRecord};
 use crate::record::Compression;
@@ -69,7 +70,7 @@ pub struct ProduceArgs {
 
 pub async fn run(broker: &BrokerArgs, args: ProduceArgs) -> anyhow::Result<()> {
     let cluster = broker.connect().await?;
-    let needs = Needs::new(&cluster.config().security, "write", &args.topic);
+    let needs = Needs::new(&cluster.config().security, Operation::Write, &args.topic);
     produce(cluster, args)
         .await
         .map_err(|error| needs.explain(error))

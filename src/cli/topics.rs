@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::not_authorized::Needs;
 use super::{BrokerArgs, Format, parse_key_value, print_json, print_table};
-use crate::client::Admin;
+use crate::broker::acl::Operation;
 
 #[derive(Debug, Subcommand)]
 pub enum TopicsCommand {
@@ -35,9 +35,7 @@ pub enum TopicsCommand {
 }
 
 pub async fn run(broker: &BrokerArgs, command: TopicsCommand) -> anyhow::Result<()> {
-    let cluster = broker.connect().await?;
-    let security = cluster.config().security.clone();
-    let admin = Admin::new(cluster);
+    let (admin, security) = broker.admin().await?;
     match command {
         TopicsCommand::Create {
             name,
@@ -48,7 +46,7 @@ pub async fn run(broker: &BrokerArgs, command: TopicsCommand) -> anyhow::Result<
                 anyhow::bail!("--partitions must be at least 1");
             }
             (admin.create_topic(&name, partitions, &configs).await).map_err(|e| {
-                Needs::new(&security, "create", &name)
+                Needs::new(&security, Operation::Create, &name)
                     .explain_doing(&format!("creating topic {name}"), e)
             })?;
             eprintln!("created topic {name} with {partitions} partition(s)");
@@ -71,9 +69,9 @@ pub async fn run(broker: &BrokerArgs, command: TopicsCommand) -> anyhow::Result<
                 let doing = format!("describing topic {name}");
                 let needs = |operation| Needs::new(&security, operation, name);
                 let mut topic = (admin.describe_partitions(name).await)
-                    .map_err(|e| needs("describe").explain_doing(&doing, e))?;
+                    .map_err(|e| needs(Operation::Describe).explain_doing(&doing, e))?;
                 topic.config = (admin.topic_config(name).await)
-                    .map_err(|e| needs("describe-configs").explain_doing(&doing, e))?;
+                    .map_err(|e| needs(Operation::DescribeConfigs).explain_doing(&doing, e))?;
                 let sizes = admin.partition_sizes(name).await.unwrap_or_default();
                 described.push((topic, sizes));
             }
@@ -153,7 +151,7 @@ pub async fn run(broker: &BrokerArgs, command: TopicsCommand) -> anyhow::Result<
         }
         TopicsCommand::Delete { name } => {
             (admin.delete_topic(&name).await).map_err(|e| {
-                Needs::new(&security, "delete", &name)
+                Needs::new(&security, Operation::Delete, &name)
                     .explain_doing(&format!("deleting topic {name}"), e)
             })?;
             eprintln!("deleted topic {name}");

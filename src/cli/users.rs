@@ -17,11 +17,10 @@ use serde_json::json;
 use super::not_authorized::Needs;
 use super::password::read_password;
 use super::{BrokerArgs, Format, print_json, print_table};
+use crate::broker::acl::Operation;
 use crate::broker::auth::CredentialStore;
 use crate::client::error::codes;
-use crate::client::{
-    Admin, ClientError, ScramAlteration, ScramCredentialInfo, UserScramCredentials,
-};
+use crate::client::{ScramAlteration, ScramCredentialInfo, UserScramCredentials};
 use crate::sasl::{ITERATIONS_DEFAULT, Mechanism, SaltedPassword, ScramCredential};
 
 #[derive(Debug, Subcommand)]
@@ -108,10 +107,11 @@ pub async fn run(broker: &BrokerArgs, command: UsersCommand) -> anyhow::Result<(
                         mechanism,
                         salted,
                     };
-                    (admin(broker).await?)
-                        .alter_user_scram_credentials(&[upsert])
-                        .await
-                        .map_err(|e| refused(broker, "alter", &format!("setting {name}"), e))?;
+                    let (admin, security) = broker.admin().await?;
+                    (admin.alter_user_scram_credentials(&[upsert]).await).map_err(|e| {
+                        Needs::cluster(&security, Operation::Alter)
+                            .explain_doing(&format!("setting {name}"), e)
+                    })?;
                 }
             }
             eprintln!("set the {mechanism} credential of {name} ({iterations} iterations)");
@@ -152,33 +152,18 @@ pub async fn run(broker: &BrokerArgs, command: UsersCommand) -> anyhow::Result<(
                             .collect(),
                     })
                     .collect(),
-                None => (admin(broker).await?)
-                    .describe_user_scram_credentials(&[])
-                    .await
-                    .map_err(|e| refused(broker, "describe", "listing users", e))?,
+                None => {
+                    let (admin, security) = broker.admin().await?;
+                    (admin.describe_user_scram_credentials(&[]).await).map_err(|e| {
+                        Needs::cluster(&security, Operation::Describe)
+                            .explain_doing("listing users", e)
+                    })?
+                }
             };
             print_users(&users, format);
         }
     }
     Ok(())
-}
-
-async fn admin(broker: &BrokerArgs) -> anyhow::Result<Admin> {
-    Ok(Admin::new(broker.connect().await?))
-}
-
-/// A request through the broker failed while `doing`: a refusal of the
-/// ACLs names the `operation` on the cluster it needs.
-fn refused(
-    broker: &BrokerArgs,
-    operation: &'static str,
-    doing: &str,
-    error: ClientError,
-) -> anyhow::Error {
-    match broker.security.security() {
-        Ok(security) => Needs::cluster(&security, operation).explain_doing(doing, error),
-        Err(_) => anyhow::anyhow!("{doing}: {error}"),
-    }
 }
 
 /// The credentials of a broker's data directory, which must exist (a typo
@@ -200,8 +185,10 @@ async fn delete_through(
     user: &str,
     mechanism: Option<Mechanism>,
 ) -> anyhow::Result<Vec<Mechanism>> {
-    let admin = admin(broker).await?;
-    let doing = format!("deleting {user}");
+    let (admin, security) = broker.admin().await?;
+    let refused = |operation, error| {
+        Needs::cluster(&security, operation).explain_doing(&format!("deleting {user}"), error)
+    };
     let held: Vec<Mechanism> = match admin.describe_user_scram_credentials(&[user]).await {
         Ok(users) => users
             .iter()
@@ -209,7 +196,7 @@ async fn delete_through(
             .collect(),
         // The user has no credential.
         Err(error) if error.code() == Some(codes::RESOURCE_NOT_FOUND) => Vec::new(),
-        Err(error) => return Err(refused(broker, "describe", &doing, error)),
+        Err(error) => return Err(refused(Operation::Describe, error)),
     };
     let doomed: Vec<Mechanism> = held
         .into_iter()
@@ -221,7 +208,7 @@ async fn delete_through(
             mechanism: *mechanism,
         };
         (admin.alter_user_scram_credentials(&[delete]).await)
-            .map_err(|e| refused(broker, "alter", &doing, e))?;
+            .map_err(|e| refused(Operation::Alter, e))?;
     }
     Ok(doomed)
 }

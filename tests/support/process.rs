@@ -13,9 +13,18 @@ pub fn run_with_input(command: &mut Command, input: &[u8]) -> Output {
         .spawn()
         .unwrap_or_else(|e| panic!("{:?} starts: {e}", command.get_program()));
     let mut stdin = child.stdin.take().expect("stdin is piped");
-    // A program that exits without reading all of it closes the pipe: what
-    // it answered is in the output all the same.
-    let _ = stdin.write_all(input);
-    drop(stdin);
-    child.wait_with_output().expect("the process is waited for")
+    let input = input.to_vec();
+    // Written beside the reading of its output: a program that answers
+    // before it has read all of its input cannot fill its pipes and stall.
+    // One that exits without reading all of it closes the pipe: what it
+    // answered is in the output all the same.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let output = child.wait_with_output().expect("the process is waited for");
+    writer.join().expect("the input is written");
+    output
 }
+
+/// The exit status of `timeout(1)` when it had to stop the command.
+pub const TIMED_OUT: i32 = 124;

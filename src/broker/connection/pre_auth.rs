@@ -23,6 +23,15 @@
 //! 16 MiB at the default 1024 connections), whatever the clients send, and
 //! none of the budget authenticated traffic uses.
 //!
+//! A SASL connection has the listener's login timeout to authenticate, from
+//! its start: one that keeps asking for ApiVersions, or stops halfway
+//! through its exchange, would otherwise hold its connection slot for as
+//! long as the idle timeout allows. At the deadline the reader stops where
+//! it is (a frame half read is dropped: the connection closes), except that
+//! a request already read is answered first, and if that answer completed
+//! the login the connection goes on: a client that logged in is never
+//! closed for being slow about it.
+//!
 //! A connection counts as authenticated once the answer that completed its
 //! exchange has been written: the handler sets the flag before passing the
 //! answer on, and the reader looks at it only once every slot is free
@@ -32,6 +41,7 @@
 //! this applies to it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use tokio::io::AsyncRead;
 
@@ -59,6 +69,39 @@ pub const LOGIN_FRAME_BYTES_MAX: usize = 8 << 10;
 // for it always ends.
 const _: () = assert!(SASL_FRAME_BYTES_MAX <= PRE_AUTH_MEMORY_BYTES_MAX);
 const _: () = assert!(LOGIN_FRAME_BYTES_MAX < SASL_FRAME_BYTES_MAX);
+
+/// [`read_until_authenticated`] within `timeout` (the SASL listener's login
+/// timeout; none on a listener without SASL); `None` when the connection
+/// is to stop reading, the deadline passed without a login among them.
+pub(super) async fn log_in<R: AsyncRead + Unpin>(
+    reader: &mut Reader<'_, R>,
+    authenticated: &AtomicBool,
+    timeout: Option<Duration>,
+) -> Option<()> {
+    let Some(limit) = timeout else {
+        return read_until_authenticated(reader, authenticated).await;
+    };
+    if let Ok(read) =
+        tokio::time::timeout(limit, read_until_authenticated(reader, authenticated)).await
+    {
+        return read;
+    }
+    // The request being answered, if any, may be the one that completes
+    // the login (PLAIN's key derivation, a busy blocking pool): its answer
+    // is waited for, and no frame more is read meanwhile.
+    let _answered = reader
+        .slots(reader.ctx.config.in_flight_requests_max)
+        .await?;
+    if authenticated.load(Ordering::Acquire) {
+        return Some(());
+    }
+    (reader.ctx.metrics.sasl_login_timeouts).fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(
+        peer = ?reader.peer,
+        "closing a connection that did not authenticate within {limit:?}"
+    );
+    None
+}
 
 /// Reads requests one at a time until the connection has authenticated
 /// (`Some`; at once for a connection that need not), or is to stop reading
@@ -279,6 +322,46 @@ mod tests {
         let large = queued.try_recv().expect("read once the budget has room");
         assert_eq!(large.frame.len(), LOGIN_FRAME_BYTES_MAX + 1);
         assert_eq!(connection.gauge(|m| &m.request_memory_waits), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_login_answered_after_the_deadline_keeps_the_connection() {
+        let connection = Connection::new();
+        let (mut client, server) = tokio::io::duplex(64 << 10);
+        client.write_all(&frame(100)).await.unwrap();
+        let (mut reader, mut queued) = connection.reader(server);
+        let limit = Some(Duration::from_secs(1));
+        let mut reading = pin!(log_in(&mut reader, &connection.authenticated, limit));
+
+        assert!(step(reading.as_mut()).await.is_pending());
+        let login = queued.try_recv().expect("the login frame is read");
+        // The deadline passes while its answer is being made.
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(step(reading.as_mut()).await.is_pending());
+        connection.authenticated.store(true, Ordering::Release);
+        drop(login);
+        assert_eq!(step(reading.as_mut()).await, Poll::Ready(Some(())));
+        assert_eq!(connection.gauge(|m| &m.sasl_login_timeouts), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_login_by_the_deadline_stops_the_reader_mid_frame() {
+        let connection = Connection::new();
+        let (mut client, server) = tokio::io::duplex(64 << 10);
+        // Answered, not a login; then half a frame, and nothing more.
+        client.write_all(&frame(100)).await.unwrap();
+        client.write_all(&frame(100)[..50]).await.unwrap();
+        let (mut reader, mut queued) = connection.reader(server);
+        let limit = Some(Duration::from_secs(1));
+        let mut reading = pin!(log_in(&mut reader, &connection.authenticated, limit));
+
+        assert!(step(reading.as_mut()).await.is_pending());
+        drop(queued.try_recv().expect("the first frame is read"));
+        assert!(step(reading.as_mut()).await.is_pending());
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(step(reading.as_mut()).await, Poll::Ready(None));
+        assert!(queued.try_recv().is_err(), "the half frame was queued");
+        assert_eq!(connection.gauge(|m| &m.sasl_login_timeouts), 1);
     }
 
     #[tokio::test]

@@ -185,7 +185,7 @@ async fn topic_retention_ms(location: &Location, admin: Option<&Admin>, topic: &
                 .map(|m| m.config)
                 .ok()
         }
-        (_, Some(admin)) => admin.describe_topic(topic).await.ok().map(|d| d.config),
+        (_, Some(admin)) => admin.topic_config(topic).await.ok(),
         _ => None,
     };
     config

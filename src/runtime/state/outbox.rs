@@ -76,11 +76,14 @@ impl TaskState {
         // Shipped batches were read from a settled commit: deleting past
         // them, or under a commit still being written, could put the floor
         // above batches never shipped.
-        debug_assert!(
-            through < self.next_outbox && self.in_flight.is_none(),
-            "removing outbox batches through {through} of {} with a commit in flight: {}",
-            self.next_outbox,
-            self.in_flight.is_some()
+        assert!(
+            self.in_flight.is_none(),
+            "outbox batches removed while a commit is in flight"
+        );
+        assert!(
+            through < self.next_outbox,
+            "outbox batches removed through {through}, past the last committed ({})",
+            self.next_outbox.wrapping_sub(1)
         );
         let cf = self.cf(OUTBOX)?;
         let floor = self.outbox_floor.load(Ordering::Relaxed);
