@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-overload bench-scale bench-tls bench-sasl fuzz clean
+.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-overload bench-scale bench-tls bench-sasl fuzz prune clean
 
 all: build
 
@@ -150,6 +150,13 @@ fuzz: deps
 			$$target $(FUZZ_CORPUS_DIR)/$$target corpus/$$target \
 			-- -max_total_time=$(FUZZ_SECONDS) || exit 1; \
 	done
+
+# Removes what earlier builds of the workspace left in the build directory
+# (old copies of the test binaries, stale incremental state), keeping the
+# dependencies: a persistent CARGO_TARGET_DIR otherwise grows by some
+# twenty GB with every change to the strata crate. CI runs it first.
+prune:
+	@scripts/prune-target.sh $${CARGO_TARGET_DIR:-target}
 
 clean:
 	$(CARGO) clean
