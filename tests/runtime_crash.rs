@@ -577,6 +577,54 @@ fn expiring_broker(dir: &Path) -> ServerProcess {
     ServerProcess::start_with(strata, &dir.join("broker"), &args, Stdio::null())
 }
 
+/// A remote app outlives its broker being down far longer than its
+/// client's retries last (a restart, an upgrade): its tasks wait for the
+/// cluster and start again from their last commit, the instance goes on,
+/// and it ends as the crash-free run.
+#[test]
+fn a_remote_app_waits_out_its_broker_being_down_and_ends_as_a_crash_free_run() {
+    reference();
+    let dir = tempfile::tempdir().unwrap();
+    let (data, state) = (dir.path().join("broker"), dir.path().join("app"));
+    append_embedded(&data, &[]);
+    let mut broker = expiring_broker(dir.path());
+    let addr = broker.addr.clone();
+    let location = ["--bootstrap", &addr, "--state-dir", state.to_str().unwrap()];
+    let (head, tail) = input().split_at(kills() / 2);
+    for chunk in head {
+        append_remote(&addr, chunk);
+    }
+    let (mut app, log) = spawn_logged(&location);
+    support::wait_until("the app catches up", Duration::from_secs(300), || {
+        !work_left(&location)
+    });
+    broker.kill_and_restart_after(env!("CARGO_BIN_EXE_strata"), &data, Duration::from_secs(10));
+    for chunk in tail {
+        append_remote(&addr, chunk);
+    }
+    support::wait_until(
+        "the app catches up after the outage",
+        Duration::from_secs(300),
+        || {
+            assert!(
+                matches!(app.try_wait(), Ok(None)),
+                "the app stopped while its broker was down:\n{}",
+                log.lock().unwrap()
+            );
+            !work_left(&location)
+        },
+    );
+    assert!(
+        log.lock()
+            .unwrap()
+            .contains("starts again from its last commit"),
+        "no task saw the outage:\n{}",
+        log.lock().unwrap()
+    );
+    stop((app, log));
+    assert_same(&remote_outcome(&location, broker, &data), 0);
+}
+
 #[test]
 fn remote_state_deleted_while_the_app_is_down_is_restored_from_the_changelogs() {
     reference();

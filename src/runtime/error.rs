@@ -237,6 +237,13 @@ impl RuntimeError {
         }
     }
 
+    /// Whether the cluster could not be reached, or was not ready, for as
+    /// long as the client retried (a broker restarting, a network cut):
+    /// waiting for it may help, unlike any other failure.
+    pub fn is_cluster_unavailable(&self) -> bool {
+        matches!(self, Self::Client(error) if error.is_retriable())
+    }
+
     /// An I/O error with what was being done.
     pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
         let context = context.into();

@@ -44,6 +44,9 @@ use protocol::TaskProtocol;
 const PROTOCOL: &str = "strata-tasks";
 /// How often the member looks whether it must join again.
 const REJOIN_CHECK: Duration = Duration::from_millis(50);
+/// How long a member waits before asking the cluster again when it could
+/// not reach it (Kafka's clients back off up to a second too).
+pub(crate) const UNAVAILABLE_BACKOFF: Duration = Duration::from_secs(1);
 
 /// One processor on one partition index of its inputs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -201,6 +204,15 @@ impl Member {
         self.shared.rejoin.notify_one();
     }
 
+    /// [`rejoin`](Self::rejoin), after `delay`.
+    pub fn rejoin_after(&self, delay: Duration) {
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            shared.rejoin.notify_one();
+        });
+    }
+
     /// Leaves the group (a static member keeps its place).
     pub async fn leave(self) -> Result<(), RuntimeError> {
         let _ = self.stop.send(true);
@@ -302,10 +314,29 @@ async fn member_loop(
                 protocol.info.owned.clear();
                 shared.lost.store(true, Ordering::Relaxed);
             }
-            let bytes = tokio::select! {
-                joined = membership.join(&protocol) => joined
-                    .map_err(|e| RuntimeError::from(e).concerning(|| format!("group {group}")))?,
+            let joined = tokio::select! {
+                joined = membership.join(&protocol) => joined,
                 _ = stop.changed() => continue,
+            };
+            let bytes = match joined {
+                Ok(bytes) => bytes,
+                // The cluster is away (a broker restarting): the instance
+                // waits for it, as Kafka's clients do, instead of stopping.
+                Err(error) if error.is_retriable() => {
+                    tracing::warn!(
+                        %group,
+                        "joining the app's group failed ({error}); trying again in {UNAVAILABLE_BACKOFF:?}"
+                    );
+                    must_join = true;
+                    tokio::select! {
+                        () = tokio::time::sleep(UNAVAILABLE_BACKOFF) => {}
+                        _ = stop.changed() => {}
+                    }
+                    continue;
+                }
+                Err(error) => {
+                    return Err(RuntimeError::from(error).concerning(|| format!("group {group}")));
+                }
             };
             if let Some(path) = &saved {
                 let _ = std::fs::write(path, protocol.info.encode());

@@ -22,7 +22,9 @@ use tokio::task::JoinSet;
 
 use crate::runtime::board::TaskBoard;
 use crate::runtime::error::RuntimeError;
-use crate::runtime::group::{Event, GroupOptions, GroupProcessor, Member, TaskId};
+use crate::runtime::group::{
+    Event, GroupOptions, GroupProcessor, Member, TaskId, UNAVAILABLE_BACKOFF,
+};
 use crate::runtime::layout::{self, lock_running};
 use crate::runtime::location::Location;
 use crate::runtime::log_access::{LogAccess, Remote};
@@ -389,6 +391,7 @@ async fn run_tasks(
                     _ => Phase::Away,
                 };
                 let mut rejoin = gave_up;
+                let mut unavailable = false;
                 match result {
                     Ok(()) if options.until_end && failure.is_none() => {
                         set_targets(&mut runner).await?;
@@ -399,6 +402,19 @@ async fn run_tasks(
                     Err(error @ RuntimeError::Fenced { .. }) => {
                         tracing::warn!(task = %id, "{error}");
                         rejoin = true;
+                    }
+                    // The cluster is away: what the task committed is in its
+                    // state, and it starts again from there once the group
+                    // has it again (the instance rejoins after a pause,
+                    // waiting for the cluster as long as it takes). Stopping,
+                    // its last commit ships at the next start.
+                    Err(error) if member.is_some() && error.is_cluster_unavailable() => {
+                        if stopping {
+                            tracing::warn!(task = %id, "{error}; its last commit ships at the next start");
+                        } else {
+                            tracing::warn!(task = %id, "{error}; the task starts again from its last commit once the cluster answers");
+                            unavailable = true;
+                        }
                     }
                     Err(error) => {
                         let error = error.concerning(|| format!("task {id}"));
@@ -418,6 +434,9 @@ async fn run_tasks(
                     // committed and closed, a new round gives them out.
                     if rejoin && !giving_up && !stopping {
                         member.rejoin();
+                    }
+                    if unavailable && !stopping {
+                        member.rejoin_after(UNAVAILABLE_BACKOFF);
                     }
                 }
             }
