@@ -239,9 +239,19 @@ impl RuntimeError {
 
     /// Whether the cluster could not be reached, or was not ready, for as
     /// long as the client retried (a broker restarting, a network cut):
-    /// waiting for it may help, unlike any other failure.
+    /// waiting for it may help, unlike any other failure. A topic that is
+    /// gone is not this: it is not waited for.
     pub fn is_cluster_unavailable(&self) -> bool {
-        matches!(self, Self::Client(error) if error.is_retriable())
+        match self {
+            Self::Client(error) => {
+                error.is_retriable()
+                    && !matches!(
+                        error.code(),
+                        Some(codes::UNKNOWN_TOPIC_OR_PARTITION | codes::UNKNOWN_TOPIC_ID)
+                    )
+            }
+            _ => false,
+        }
     }
 
     /// An I/O error with what was being done.
@@ -276,6 +286,23 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("`strata acls add`"), "{text}");
+    }
+
+    #[test]
+    fn only_a_cluster_away_or_not_ready_is_waited_for() {
+        let unreachable = ClientError::Unreachable {
+            addr: "127.0.0.1:9092".into(),
+            error: std::io::ErrorKind::ConnectionRefused.into(),
+        };
+        let waited = |error: ClientError| RuntimeError::from(error).is_cluster_unavailable();
+        assert!(waited(unreachable));
+        assert!(waited(kafka(codes::NOT_LEADER_OR_FOLLOWER)));
+        assert!(waited(kafka(codes::COORDINATOR_NOT_AVAILABLE)));
+        assert!(!waited(kafka(codes::UNKNOWN_TOPIC_OR_PARTITION)));
+        assert!(!waited(kafka(codes::TOPIC_AUTHORIZATION_FAILED)));
+        assert!(!waited(kafka(codes::INVALID_PRODUCER_EPOCH)));
+        assert!(!waited(ClientError::Invalid("a bad setting".into())));
+        assert!(!RuntimeError::Config("bad".into()).is_cluster_unavailable());
     }
 
     #[test]
