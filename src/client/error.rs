@@ -160,6 +160,26 @@ impl ClientError {
         }
     }
 
+    /// Whether the cluster was away or not ready for as long as the client
+    /// retried: no broker reachable, or no leader or coordinator in
+    /// place (a broker restarting, a network cut). Waiting may help; a
+    /// topic that is gone, a refusal or a bad request is not this.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::Kafka { code, .. } => matches!(
+                *code,
+                codes::LEADER_NOT_AVAILABLE
+                    | codes::NOT_LEADER_OR_FOLLOWER
+                    | codes::REQUEST_TIMED_OUT
+                    | codes::COORDINATOR_LOAD_IN_PROGRESS
+                    | codes::COORDINATOR_NOT_AVAILABLE
+                    | codes::NOT_COORDINATOR
+            ),
+            Self::UnknownBroker(_) => true,
+            _ => self.is_connection_failure(),
+        }
+    }
+
     /// Whether the broker's ACLs refused the call (TOPIC_, GROUP_,
     /// CLUSTER_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED): asking again
     /// cannot help until an administrator adds an ACL.

@@ -138,6 +138,16 @@ pub enum RuntimeError {
         start: i64,
         position: i64,
     },
+    /// A remote task kept failing for want of the cluster longer than it
+    /// may wait.
+    #[error(
+        "task {task} could not reach the cluster for {secs} s, starting again after each failure: {error}; check the brokers and the topic's leaders"
+    )]
+    ClusterAway {
+        task: String,
+        secs: u64,
+        error: ClientError,
+    },
     #[error("task {task}: shipping to {topic}/{partition}: {reason}")]
     Ship {
         task: String,
@@ -238,20 +248,10 @@ impl RuntimeError {
     }
 
     /// Whether the cluster could not be reached, or was not ready, for as
-    /// long as the client retried (a broker restarting, a network cut):
-    /// waiting for it may help, unlike any other failure. A topic that is
-    /// gone is not this: it is not waited for.
+    /// long as the client retried (see [`ClientError::is_unavailable`]):
+    /// waiting for it may help, unlike any other failure.
     pub fn is_cluster_unavailable(&self) -> bool {
-        match self {
-            Self::Client(error) => {
-                error.is_retriable()
-                    && !matches!(
-                        error.code(),
-                        Some(codes::UNKNOWN_TOPIC_OR_PARTITION | codes::UNKNOWN_TOPIC_ID)
-                    )
-            }
-            _ => false,
-        }
+        matches!(self, Self::Client(error) if error.is_unavailable())
     }
 
     /// An I/O error with what was being done.

@@ -167,20 +167,20 @@ impl ServerProcess {
     /// directory, with the arguments it was first started with, waiting
     /// until it listens.
     pub fn kill_and_restart(&mut self, binary: &str, data_dir: &std::path::Path) {
-        self.kill_and_restart_after(binary, data_dir, std::time::Duration::ZERO);
+        self.kill();
+        self.restart(binary, data_dir);
     }
 
-    /// [`kill_and_restart`](Self::kill_and_restart), with the broker down
-    /// for `down` in between.
-    pub fn kill_and_restart_after(
-        &mut self,
-        binary: &str,
-        data_dir: &std::path::Path,
-        down: std::time::Duration,
-    ) {
+    /// SIGKILLs the broker and waits for it to be gone.
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        std::thread::sleep(down);
+    }
+
+    /// Starts a killed broker again on the same address and data
+    /// directory, with the arguments it was first started with, waiting
+    /// until it listens.
+    pub fn restart(&mut self, binary: &str, data_dir: &std::path::Path) {
         self.child = std::process::Command::new(binary)
             .args(["serve", "--listen", &self.addr, "--data-dir"])
             .arg(data_dir)

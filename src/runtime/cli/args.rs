@@ -260,6 +260,7 @@ impl GroupArgs {
             instance_id: self.instance_id.clone(),
             session_timeout: Duration::from_millis(self.session_timeout_ms),
             standbys: self.standbys,
+            wait_for_cluster: true,
         }
     }
 }

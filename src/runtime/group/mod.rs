@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
+use crate::client::error::codes;
 use crate::client::membership::{Membership, MembershipConfig};
 use crate::client::{self, Cluster};
 use crate::runtime::error::RuntimeError;
@@ -47,6 +48,9 @@ const REJOIN_CHECK: Duration = Duration::from_millis(50);
 /// How long a member waits before asking the cluster again when it could
 /// not reach it (Kafka's clients back off up to a second too).
 pub(crate) const UNAVAILABLE_BACKOFF: Duration = Duration::from_secs(1);
+/// How long a stopping member tries to leave its group: with the cluster
+/// away it stops without, and its session expires instead.
+const LEAVE_WAIT: Duration = Duration::from_secs(5);
 
 /// One processor on one partition index of its inputs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -82,6 +86,11 @@ pub struct GroupOptions {
     /// Warm copies of each stateful task kept on other instances (as the
     /// group's leader has it set).
     pub standbys: usize,
+    /// Whether the instance waits for a cluster that is away, rejoining
+    /// every [`UNAVAILABLE_BACKOFF`] for as long as it takes (a run that
+    /// goes on), or fails once the client's retries are spent (a run to
+    /// the end of its inputs).
+    pub wait_for_cluster: bool,
 }
 
 impl Default for GroupOptions {
@@ -90,6 +99,7 @@ impl Default for GroupOptions {
             instance_id: None,
             session_timeout: Duration::from_secs(10),
             standbys: 0,
+            wait_for_cluster: true,
         }
     }
 }
@@ -179,6 +189,7 @@ impl Member {
             assigned_tx,
             stop_rx,
             saved,
+            options.wait_for_cluster,
         ));
         Self {
             shared,
@@ -282,6 +293,7 @@ async fn member_loop(
     assigned: watch::Sender<Option<Assigned>>,
     mut stop: watch::Receiver<bool>,
     saved: Option<PathBuf>,
+    wait_for_cluster: bool,
 ) -> Result<(), RuntimeError> {
     let group = protocol.group.clone();
     // A static member restarted presents itself as it last joined, so the
@@ -295,7 +307,13 @@ async fn member_loop(
     let mut must_join = true;
     loop {
         if *stop.borrow() {
-            membership.leave().await?;
+            match tokio::time::timeout(LEAVE_WAIT, membership.leave()).await {
+                Ok(left) => left?,
+                Err(_) => tracing::warn!(
+                    %group,
+                    "could not leave the group within {LEAVE_WAIT:?}; its tasks move once its session expires"
+                ),
+            }
             return Ok(());
         }
         // A join of our own waits until the runner has taken up the last
@@ -320,9 +338,21 @@ async fn member_loop(
             };
             let bytes = match joined {
                 Ok(bytes) => bytes,
-                // The cluster is away (a broker restarting): the instance
-                // waits for it, as Kafka's clients do, instead of stopping.
-                Err(error) if error.is_retriable() => {
+                // The cluster is away (a broker restarting) or the group
+                // still settling after it: the instance waits for it, as
+                // Kafka's clients do, instead of stopping.
+                Err(error)
+                    if wait_for_cluster
+                        && (error.is_unavailable()
+                            || matches!(
+                                error.code(),
+                                Some(
+                                    codes::REBALANCE_IN_PROGRESS
+                                        | codes::UNKNOWN_MEMBER_ID
+                                        | codes::ILLEGAL_GENERATION
+                                )
+                            )) =>
+                {
                     tracing::warn!(
                         %group,
                         "joining the app's group failed ({error}); trying again in {UNAVAILABLE_BACKOFF:?}"

@@ -239,16 +239,23 @@ impl TaskTxn {
                     reason: e.to_string(),
                 })?;
                 if let Err(error) = sent {
-                    return Err(if is_fenced(&error) || error.is_authorization_failure() {
-                        fail(error)
-                    } else {
-                        RuntimeError::Ship {
-                            task: self.task.clone(),
-                            topic,
-                            partition,
-                            reason: error.to_string(),
-                        }
-                    });
+                    // Fenced, refused, or the cluster away: what the error
+                    // is decides what the run does about it.
+                    return Err(
+                        if is_fenced(&error)
+                            || error.is_authorization_failure()
+                            || error.is_unavailable()
+                        {
+                            fail(error)
+                        } else {
+                            RuntimeError::Ship {
+                                task: self.task.clone(),
+                                topic,
+                                partition,
+                                reason: error.to_string(),
+                            }
+                        },
+                    );
                 }
             }
         }

@@ -35,6 +35,7 @@ use crate::runtime::topology::App;
 use super::open::{ensure_changelogs, open, resolve, serve};
 use super::query::http::{self as query_http, QueryEndpoint};
 
+mod outage;
 mod runner;
 
 use runner::{Phase, Runner, set_targets};
@@ -271,6 +272,7 @@ async fn run_tasks(
     }
     tokio::pin!(stop);
     let mut stopping = false;
+    let mut outages = outage::Outages::default();
     let mut failure: Option<RuntimeError> = None;
     let every = options.progress_every.unwrap_or(Duration::from_secs(3600));
     let mut report = ProgressReport::new(&app.name, every);
@@ -405,19 +407,34 @@ async fn run_tasks(
                     }
                     // The cluster is away: what the task committed is in its
                     // state, and it starts again from there once the group
-                    // has it again (the instance rejoins after a pause,
-                    // waiting for the cluster as long as it takes). Stopping,
-                    // its last commit ships at the next start.
-                    Err(error) if member.is_some() && error.is_cluster_unavailable() => {
+                    // has it again (the instance rejoins after a pause; see
+                    // `outage`). Stopping, its last commit ships when the
+                    // task next starts, here or wherever the group puts it.
+                    Err(error)
+                        if member.is_some()
+                            && !options.until_end
+                            && error.is_cluster_unavailable()
+                            && (stopping
+                                || outages.failed(&id, Instant::now()) < outage::TASK_WAIT_MAX) =>
+                    {
                         if stopping {
-                            tracing::warn!(task = %id, "{error}; its last commit ships at the next start");
+                            tracing::warn!(task = %id, "{error}; its last commit ships when the task next starts");
                         } else {
                             tracing::warn!(task = %id, "{error}; the task starts again from its last commit once the cluster answers");
                             unavailable = true;
                         }
                     }
                     Err(error) => {
-                        let error = error.concerning(|| format!("task {id}"));
+                        let error = match error {
+                            RuntimeError::Client(error) if error.is_unavailable() && member.is_some() && !options.until_end => {
+                                RuntimeError::ClusterAway {
+                                    task: id.to_string(),
+                                    secs: outage::TASK_WAIT_MAX.as_secs(),
+                                    error,
+                                }
+                            }
+                            other => other.concerning(|| format!("task {id}")),
+                        };
                         tracing::error!(task = %id, "{error}");
                         failure.get_or_insert(error);
                         stopping = true;
@@ -491,12 +508,18 @@ fn join_group(
         })
         .collect();
     let saved = (options.group.instance_id.is_some()).then(|| layout::group_member_file(state_dir));
+    // A run to the end of its inputs fails when the cluster is away, as it
+    // did before it waited for anything: its next run resumes exactly once.
+    let group = GroupOptions {
+        wait_for_cluster: options.group.wait_for_cluster && !options.until_end,
+        ..options.group.clone()
+    };
     Member::start(
         Arc::clone(&remote.cluster),
         app.versioned_name(),
         processors,
         stored,
-        &options.group,
+        &group,
         saved,
         query,
     )
