@@ -577,14 +577,14 @@ fn expiring_broker(dir: &Path) -> ServerProcess {
     ServerProcess::start_with(strata, &dir.join("broker"), &args, Stdio::null())
 }
 
+/// Twice what strata's client rides out alone before a task fails.
+const OUTAGE: Duration = Duration::from_secs(15);
+
 /// A remote app outlives its broker being down far longer than its
 /// client's retries last (a restart, an upgrade), killed while the app has
 /// work: its tasks wait for the cluster and start again from their last
 /// commit, and the instance goes on. Stopped while the cluster is away, it
 /// stops cleanly. It ends as the crash-free run.
-/// Twice what strata's client rides out alone before a task fails.
-const OUTAGE: Duration = Duration::from_secs(15);
-
 #[test]
 fn a_remote_app_waits_out_its_broker_being_down_and_ends_as_a_crash_free_run() {
     reference();

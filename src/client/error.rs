@@ -174,6 +174,9 @@ impl ClientError {
                     | codes::COORDINATOR_LOAD_IN_PROGRESS
                     | codes::COORDINATOR_NOT_AVAILABLE
                     | codes::NOT_COORDINATOR
+                    | codes::NOT_ENOUGH_REPLICAS
+                    | codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                    | codes::CONCURRENT_TRANSACTIONS
             ),
             Self::UnknownBroker(_) => true,
             _ => self.is_connection_failure(),

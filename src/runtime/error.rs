@@ -298,6 +298,8 @@ mod tests {
         assert!(waited(unreachable));
         assert!(waited(kafka(codes::NOT_LEADER_OR_FOLLOWER)));
         assert!(waited(kafka(codes::COORDINATOR_NOT_AVAILABLE)));
+        assert!(waited(kafka(codes::NOT_ENOUGH_REPLICAS)));
+        assert!(waited(kafka(codes::CONCURRENT_TRANSACTIONS)));
         assert!(!waited(kafka(codes::UNKNOWN_TOPIC_OR_PARTITION)));
         assert!(!waited(kafka(codes::TOPIC_AUTHORIZATION_FAILED)));
         assert!(!waited(kafka(codes::INVALID_PRODUCER_EPOCH)));
