@@ -545,6 +545,14 @@ fn refused(output: &Output, what: &str) -> String {
     all
 }
 
+/// `strata ARGS` refused, its output holding each of `said`.
+fn refused_saying(output: &Output, args: &[&str], said: &[&str]) {
+    let all = refused(output, &args.join(" "));
+    for words in said {
+        assert!(all.contains(words), "{args:?}: no {words:?} in: {all}");
+    }
+}
+
 /// The records `topic` holds, as an administrator reads them.
 fn records_in(broker: &SecuredBroker, topic: &str) -> usize {
     let args = [
@@ -603,10 +611,7 @@ fn the_cli_is_refused_what_acls_deny_naming_the_operation_and_the_acl_that_allow
     let alice = pairs(&alice);
     let lines: String = (0..COUNT).map(|i| format!("line {i}\n")).collect();
     let expect_refusal = |args: &[&str], stdin: &str, said: &[&str]| {
-        let all = refused(&strata(args, &alice, stdin), &args.join(" "));
-        for words in said {
-            assert!(all.contains(words), "{args:?}: no {words:?} in: {all}");
-        }
+        refused_saying(&strata(args, &alice, stdin), args, said)
     };
 
     expect_refusal(
@@ -694,12 +699,8 @@ fn the_admin_commands_are_refused_naming_the_operation_and_the_acl_that_allows_i
     ));
     let alice = sasl_ssl_env(&broker, "alice");
     let alice = pairs(&alice);
-    let expect_refusal = |args: &[&str], said: &[&str]| {
-        let all = refused(&strata(args, &alice, ""), &args.join(" "));
-        for words in said {
-            assert!(all.contains(words), "{args:?}: no {words:?} in: {all}");
-        }
-    };
+    let expect_refusal =
+        |args: &[&str], said: &[&str]| refused_saying(&strata(args, &alice, ""), args, said);
     let acl = "strata acls add --allow-principal User:alice";
 
     expect_refusal(

@@ -42,13 +42,13 @@
 //! The connection ends on EOF or an oversized frame (after answering the
 //! requests read before it), on a request the broker cannot decode or does
 //! not serve, after `connection_idle_timeout` with nothing in flight and
-//! nothing arriving, on a SASL listener when it has not logged in within
-//! the login timeout (see [`pre_auth`]), or at shutdown: the requests
-//! handled are answered,
+//! nothing arriving, not logged in by the login timeout ([`pre_auth`]), or
+//! at shutdown: the requests handled are answered,
 //! and requests read ahead but not begun are dropped unanswered (never
 //! handled, so a producer's retry of them cannot duplicate anything).
 
 mod pre_auth;
+mod read_loop;
 mod reader;
 
 use std::net::SocketAddr;
@@ -249,7 +249,7 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
         peer,
     };
     let login_timeout = link.sasl.as_ref().map(|sasl| sasl.login_timeout);
-    let reading = read_requests(reader, &authenticated, login_timeout);
+    let reading = read_loop::read_requests(reader, &authenticated, login_timeout);
     let (outgoing, to_write) = mpsc::channel(ctx.config.in_flight_requests_max);
     let handling = handle_requests(
         &ctx,
@@ -276,27 +276,6 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
             reading.await;
             std::future::pending::<()>().await;
         } => {}
-    }
-}
-
-/// Reads requests into the queue until EOF, a bad frame, idleness,
-/// shutdown or the login timeout (then `None`): one at a time until the
-/// connection has authenticated, then reading ahead, holding back only
-/// while its in-flight slots or the request memory budget are used up.
-async fn read_requests<R: AsyncRead + Unpin>(
-    mut reader: Reader<'_, R>,
-    authenticated: &AtomicBool,
-    login_timeout: Option<Duration>,
-) -> Option<()> {
-    pre_auth::log_in(&mut reader, authenticated, login_timeout).await?;
-    let limit = reader.ctx.config.request_bytes_max;
-    let budgets = reader.memory;
-    loop {
-        let slot = reader.slots(1).await?;
-        let size = reader.size(limit, 1).await?;
-        let memory = reader.reserve(&budgets.shared, size).await?;
-        let frame = reader.body(size).await?;
-        reader.queue(frame, memory, slot).await?;
     }
 }
 

@@ -97,7 +97,9 @@ impl std::error::Error for NotAuthorized {}
 /// resource it means.
 #[derive(Debug)]
 pub struct Needs {
-    principal: String,
+    /// What names the principal, looked at only when something is refused
+    /// (a client certificate's subject is read from its file).
+    security: ClientSecurity,
     refusals: Vec<Refusal>,
 }
 
@@ -110,9 +112,9 @@ struct Refusal {
 
 impl Needs {
     /// Nothing yet: every refusal passes unchanged.
-    pub fn of(security: &ClientSecurity) -> Self {
+    fn of(security: &ClientSecurity) -> Self {
         Self {
-            principal: principal(security),
+            security: security.clone(),
             refusals: Vec::new(),
         }
     }
@@ -196,7 +198,7 @@ impl Needs {
         let found = (self.refusals.iter()).find(|r| Some(r.code) == error.code());
         match found {
             Some(refusal) => NotAuthorized {
-                principal: self.principal.clone(),
+                principal: principal(&self.security),
                 operation: refusal.operation,
                 resource: refusal.resource.clone(),
                 error,

@@ -165,22 +165,11 @@ impl ClientError {
     /// place (a broker restarting, a network cut). Waiting may help; a
     /// topic that is gone, a refusal or a bad request is not this.
     pub fn is_unavailable(&self) -> bool {
-        match self {
-            Self::Kafka { code, .. } => matches!(
-                *code,
-                codes::LEADER_NOT_AVAILABLE
-                    | codes::NOT_LEADER_OR_FOLLOWER
-                    | codes::REQUEST_TIMED_OUT
-                    | codes::COORDINATOR_LOAD_IN_PROGRESS
-                    | codes::COORDINATOR_NOT_AVAILABLE
-                    | codes::NOT_COORDINATOR
-                    | codes::NOT_ENOUGH_REPLICAS
-                    | codes::NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                    | codes::CONCURRENT_TRANSACTIONS
-            ),
-            Self::UnknownBroker(_) => true,
-            _ => self.is_connection_failure(),
-        }
+        self.is_retriable()
+            && !matches!(
+                self.code(),
+                Some(codes::UNKNOWN_TOPIC_OR_PARTITION | codes::UNKNOWN_TOPIC_ID)
+            )
     }
 
     /// Whether the broker's ACLs refused the call (TOPIC_, GROUP_,
