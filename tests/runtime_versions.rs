@@ -558,6 +558,7 @@ fn a_rebuild_refuses_a_deleted_start_unless_a_checkpoint_covers_it() {
         store: None,
         from_checkpoint,
         version: None,
+        fetch_bytes: None,
     };
     let refused = execute(&fixed, data, rebuild(false)).unwrap_err();
     assert!(refused.contains("retention deleted"), "{refused}");
@@ -742,8 +743,7 @@ fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
         query: None,
         commit: CommitArgs {
             commit_records: Some(50),
-            commit_ms: None,
-            changelogs: false,
+            ..CommitArgs::default()
         },
         checkpoints: no_checkpoints(),
         group: GroupArgs::default(),

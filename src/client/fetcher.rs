@@ -149,9 +149,27 @@ impl Fetcher {
         offset: i64,
         max_bytes: i32,
     ) -> Result<Fetched, ClientError> {
+        self.fetch_within(topic, partition, offset, max_bytes, self.options.max_wait)
+            .await
+    }
+
+    /// As [`Fetcher::fetch`], waiting at most `max_wait` for data to arrive
+    /// (zero: the broker answers at once with what it has).
+    pub async fn fetch_within(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: i32,
+        max_wait: Duration,
+    ) -> Result<Fetched, ClientError> {
+        let options = FetchOptions {
+            max_wait,
+            ..self.options
+        };
         self.cluster
             .retry(&[topic], || {
-                self.fetch_once(topic, partition, offset, max_bytes)
+                self.fetch_once(topic, partition, offset, max_bytes, options)
             })
             .await
     }
@@ -217,10 +235,11 @@ impl Fetcher {
         partition: i32,
         offset: i64,
         max_bytes: i32,
+        options: FetchOptions,
     ) -> Result<Fetched, ClientError> {
         let connection = self.cluster.leader(topic, partition).await?;
         let wanted = [(topic.to_string(), partition, offset)];
-        let mut answers = fetch_from(&connection, &wanted, max_bytes, self.options)
+        let mut answers = fetch_from(&connection, &wanted, max_bytes, options)
             .await
             .map_err(|e| e.for_partition(topic, partition))?;
         let (_, _, answer) = answers.pop().expect("one answer per partition asked");

@@ -29,7 +29,7 @@ pub use header::{
     BATCH_HEADER_BYTES, BatchHeader, LOG_OVERHEAD_BYTES, MAGIC_V2, NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID, NO_SEQUENCE, TimestampType, set_base_offset, set_partition_leader_epoch,
 };
-pub use records::{Header, Record, RecordIter, Records};
+pub use records::{Header, Record, RecordCursor, RecordIter, Records};
 pub use restamp::restamp_producer;
 pub use retain::retain_records;
 

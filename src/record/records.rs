@@ -67,7 +67,16 @@ impl<'a> Records<'a> {
     /// the first malformed record, or if bytes remain after the last one.
     pub fn iter(&self) -> RecordIter<'_> {
         RecordIter {
-            rest: &self.data,
+            section: &self.data,
+            cursor: self.cursor(),
+        }
+    }
+
+    /// A cursor at the first record, for a reader that keeps the records
+    /// section ([`Records::into_section`]) and reads it a record at a time.
+    pub fn cursor(&self) -> RecordCursor {
+        RecordCursor {
+            at: 0,
             base_offset: self.base_offset,
             base_timestamp: self.base_timestamp,
             log_append_time: self.log_append_time,
@@ -75,6 +84,12 @@ impl<'a> Records<'a> {
             index: 0,
             failed: false,
         }
+    }
+
+    /// The records section: borrowed from the batch when it is not
+    /// compressed, else the decompressed bytes.
+    pub fn into_section(self) -> Cow<'a, [u8]> {
+        self.data
     }
 }
 
@@ -135,9 +150,32 @@ impl<'a> Header<'a> {
     }
 }
 
-/// Iterator over [`Records`].
+/// Iterator over [`Records`]: a [`RecordCursor`] over borrowed bytes.
 pub struct RecordIter<'a> {
-    rest: &'a [u8],
+    section: &'a [u8],
+    cursor: RecordCursor,
+}
+
+impl<'a> Iterator for RecordIter<'a> {
+    type Item = Result<Record<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.cursor.next(self.section)
+    }
+}
+
+/// Where a reader stands in a batch's records section, kept apart from
+/// the bytes: a reader holding the section in a buffer of its own (a task
+/// that takes turns between the batches of its inputs) reads it a record
+/// at a time across turns, without reading any record twice.
+///
+/// Each call must be given the same section the cursor came from
+/// ([`Records::cursor`], [`Records::into_section`]). Copying a cursor
+/// peeks: the copy reads on, the original stays where it was.
+#[derive(Debug, Clone, Copy)]
+pub struct RecordCursor {
+    /// Bytes of the section read so far.
+    at: usize,
     base_offset: i64,
     base_timestamp: i64,
     log_append_time: Option<i64>,
@@ -146,26 +184,28 @@ pub struct RecordIter<'a> {
     failed: bool,
 }
 
-impl<'a> Iterator for RecordIter<'a> {
-    type Item = Result<Record<'a>>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl RecordCursor {
+    /// The next record of `section`; an error (then nothing) at the first
+    /// malformed record, or if bytes remain after the last one.
+    pub fn next<'a>(&mut self, section: &'a [u8]) -> Option<Result<Record<'a>>> {
         if self.failed {
             return None;
         }
+        let rest = section.get(self.at..).unwrap_or_default();
         if self.remaining == 0 {
-            if self.rest.is_empty() {
+            if rest.is_empty() {
                 return None;
             }
             self.failed = true;
             return Some(Err(RecordError::Invalid(format!(
                 "{} bytes follow the last of {} records",
-                self.rest.len(),
+                rest.len(),
                 self.index
             ))));
         }
-        match self.parse_next() {
+        match self.parse_next(rest) {
             Ok(record) => {
+                self.at += record.raw.len();
                 self.remaining -= 1;
                 self.index += 1;
                 Some(Ok(record))
@@ -179,18 +219,18 @@ impl<'a> Iterator for RecordIter<'a> {
             }
         }
     }
-}
 
-impl<'a> RecordIter<'a> {
-    fn parse_next(&mut self) -> std::result::Result<Record<'a>, String> {
-        let (length, used) = read_varint(self.rest).ok_or("truncated record length")?;
+    /// Records not read yet.
+    pub fn remaining(&self) -> usize {
+        if self.failed { 0 } else { self.remaining }
+    }
+
+    fn parse_next<'a>(&self, rest: &'a [u8]) -> std::result::Result<Record<'a>, String> {
+        let (length, used) = read_varint(rest).ok_or("truncated record length")?;
         let length = usize::try_from(length).map_err(|_| format!("negative length {length}"))?;
-        let body = self.rest[used..].get(..length).ok_or_else(|| {
-            format!(
-                "length {length} but {} bytes remain",
-                self.rest.len() - used
-            )
-        })?;
+        let body = rest[used..]
+            .get(..length)
+            .ok_or_else(|| format!("length {length} but {} bytes remain", rest.len() - used))?;
         let mut cursor = Cursor { bytes: body, at: 0 };
         let _attributes = cursor.take(1).ok_or("missing attributes")?;
         let timestamp_delta = cursor.varlong().ok_or("bad timestampDelta")?;
@@ -211,8 +251,6 @@ impl<'a> RecordIter<'a> {
                 cursor.at
             ));
         }
-        let raw = &self.rest[..used + length];
-        self.rest = &self.rest[used + length..];
         let timestamp = self
             .log_append_time
             .unwrap_or(self.base_timestamp.wrapping_add(timestamp_delta));
@@ -223,7 +261,7 @@ impl<'a> RecordIter<'a> {
             value,
             headers: &body[headers_start..],
             header_count,
-            raw,
+            raw: &rest[..used + length],
         })
     }
 }
@@ -270,5 +308,81 @@ impl<'a> Cursor<'a> {
         self.take(length)
             .map(Some)
             .ok_or_else(|| format!("{what} of {length} bytes runs past the record"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{BatchBuilder, NewRecord, RecordBatch};
+
+    fn batch_of(codec: Compression, count: usize) -> Vec<u8> {
+        let mut builder = BatchBuilder::new(codec);
+        for i in 0..count {
+            let (key, value) = (format!("k{i}"), format!("v{i}"));
+            let record = NewRecord::new(Some(key.as_bytes()), value.as_bytes(), 1_000 - i as i64);
+            builder.push(record).unwrap();
+        }
+        let mut bytes = builder.build().unwrap();
+        crate::record::set_base_offset(&mut bytes, 50);
+        bytes
+    }
+
+    #[test]
+    fn a_cursor_over_the_kept_section_reads_what_the_iterator_reads() {
+        for codec in [Compression::None, Compression::Lz4, Compression::Zstd] {
+            let bytes = batch_of(codec, 7);
+            let batch = RecordBatch::parse_and_verify(&bytes).unwrap();
+            let records = batch.records(1 << 20).unwrap();
+            let expected: Vec<(i64, i64, Vec<u8>)> = (records.iter())
+                .map(|r| r.unwrap())
+                .map(|r| (r.offset, r.timestamp, r.value.unwrap().to_vec()))
+                .collect();
+            let mut cursor = records.cursor();
+            let section = records.into_section().into_owned();
+            let mut read = Vec::new();
+            while let Some(record) = cursor.next(&section) {
+                let r = record.unwrap();
+                read.push((r.offset, r.timestamp, r.value.unwrap().to_vec()));
+            }
+            assert_eq!(read, expected, "{codec:?}");
+            assert_eq!(read[6], (56, 994, b"v6".to_vec()));
+            assert_eq!(cursor.remaining(), 0);
+        }
+    }
+
+    #[test]
+    fn a_copied_cursor_peeks_and_the_original_resumes_where_it_stood() {
+        let bytes = batch_of(Compression::None, 3);
+        let batch = RecordBatch::parse_and_verify(&bytes).unwrap();
+        let records = batch.records(1 << 20).unwrap();
+        let mut cursor = records.cursor();
+        let section = records.into_section();
+        assert_eq!(cursor.next(&section).unwrap().unwrap().offset, 50);
+        let mut peek = cursor;
+        assert_eq!(peek.next(&section).unwrap().unwrap().offset, 51);
+        assert_eq!(peek.remaining(), 1);
+        assert_eq!(cursor.remaining(), 2);
+        assert_eq!(cursor.next(&section).unwrap().unwrap().offset, 51);
+    }
+
+    #[test]
+    fn a_cursor_stops_at_the_first_malformed_record() {
+        let mut bytes = batch_of(Compression::None, 3);
+        let batch = RecordBatch::parse(&bytes).unwrap();
+        let records = batch.records(1 << 20).unwrap();
+        let mut cursor = records.cursor();
+        let cut = records.into_section().len() - 2;
+        let payload = crate::record::BATCH_HEADER_BYTES;
+        bytes.truncate(payload + cut);
+        let section = &bytes[payload..];
+        assert!(cursor.next(section).unwrap().is_ok());
+        assert!(cursor.next(section).unwrap().is_ok());
+        assert!(
+            cursor.next(section).unwrap().is_err(),
+            "the last record is cut"
+        );
+        assert!(cursor.next(section).is_none());
+        assert_eq!(cursor.remaining(), 0);
     }
 }

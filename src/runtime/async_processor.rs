@@ -19,6 +19,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 
 use serde::de::DeserializeOwned;
@@ -82,9 +83,10 @@ pub trait AsyncProcessor<K, V>: Send + Sync + 'static {
 pub(crate) struct AsyncAdapter<P: AsyncProcessor<K, V>, K, V> {
     inner: P,
     codecs: (Codec, Codec),
-    /// The batch's records with their prepared values (or why not), by
-    /// offset, in order.
-    ready: VecDeque<Ready<K, V, P::Prepared>>,
+    /// Per input topic, its open batch's records with their prepared
+    /// values (or why not), by offset, in order: a task with several
+    /// inputs takes turns between their batches.
+    ready: Vec<(Arc<str>, VecDeque<Ready<K, V, P::Prepared>>)>,
     types: PhantomData<fn(K, V)>,
 }
 
@@ -93,9 +95,16 @@ impl<P: AsyncProcessor<K, V>, K, V> AsyncAdapter<P, K, V> {
         Self {
             inner,
             codecs,
-            ready: VecDeque::new(),
+            ready: Vec::new(),
             types: PhantomData,
         }
+    }
+
+    /// The records prepared for input `topic`.
+    fn ready_for(&mut self, topic: &str) -> Option<&mut VecDeque<Ready<K, V, P::Prepared>>> {
+        (self.ready.iter_mut())
+            .find(|(t, _)| &**t == topic)
+            .map(|(_, ready)| ready)
     }
 }
 
@@ -111,7 +120,8 @@ where
 
     fn process(&mut self, _raw: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         let offset = ctx.offset();
-        let (prepared_offset, entry) = self.ready.pop_front().ok_or_else(|| {
+        let ready = self.ready_for(ctx.topic()).and_then(VecDeque::pop_front);
+        let (prepared_offset, entry) = ready.ok_or_else(|| {
             ProcessError::msg(format!("offset {offset} reached apply without its prepare"))
         })?;
         if prepared_offset != offset {
@@ -131,13 +141,21 @@ where
         self.inner.on_timer(timer, ctx)
     }
 
+    fn prepares(&self) -> bool {
+        true
+    }
+
     fn prepare<'a>(
         &'a mut self,
         records: &[crate::record::Record<'_>],
         position: &Position,
         offsets: std::ops::Range<i64>,
     ) -> Option<Prepare<'a>> {
-        self.ready.clear();
+        if self.ready_for(&position.topic).is_none() {
+            (self.ready).push((Arc::clone(&position.topic), VecDeque::new()));
+        }
+        let ready = self.ready_for(&position.topic).expect("added above");
+        ready.clear();
         let decoded: Vec<Decoded<K, V>> = records
             .iter()
             .filter(|r| offsets.contains(&r.offset))
@@ -146,7 +164,10 @@ where
         if decoded.is_empty() {
             return None;
         }
-        let (inner, ready) = (&self.inner, &mut self.ready);
+        let topic = &position.topic;
+        let at = (self.ready.iter()).position(|(t, _)| t == topic);
+        let ready = &mut self.ready[at.expect("added above")].1;
+        let inner = &self.inner;
         Some(Box::pin(async move {
             // Made before the first await, each boxed: the lookups of one
             // batch, not a future per record on the sync path.

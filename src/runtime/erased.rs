@@ -36,6 +36,13 @@ pub(crate) trait ErasedProcessor: Send {
     /// A timer of the processor's is due (see `runtime::timer`).
     fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
 
+    /// Whether [`ErasedProcessor::prepare`] has work to do (an async
+    /// processor): a task with several inputs only decodes a batch ahead
+    /// for a processor that asks.
+    fn prepares(&self) -> bool {
+        false
+    }
+
     /// Before the task processes `records` of one batch (those at offsets
     /// in `from..until`, in order): the work to await first, if the
     /// processor has any (an async processor's `prepare`); None for the
@@ -89,6 +96,10 @@ impl ErasedProcessor for WithTimerFn {
 
     fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         (self.on_timer)(timer, ctx)
+    }
+
+    fn prepares(&self) -> bool {
+        self.inner.prepares()
     }
 
     fn prepare<'a>(

@@ -64,7 +64,7 @@ pub(crate) struct Remote {
 }
 
 /// How long a remote fetch waits on the broker for records to arrive.
-const FETCH_WAIT_MAX: Duration = Duration::from_millis(200);
+pub(crate) const FETCH_WAIT_MAX: Duration = Duration::from_millis(200);
 
 impl Remote {
     pub fn new(cluster: Arc<Cluster>) -> Self {
@@ -193,6 +193,19 @@ impl LogAccess {
         offset: i64,
         max_bytes: u32,
     ) -> Result<Fetched, RuntimeError> {
+        (self.fetch_within(topic, partition, offset, max_bytes, FETCH_WAIT_MAX)).await
+    }
+
+    /// As [`LogAccess::fetch`]; a remote fetch waits at most `max_wait`
+    /// for data at the end (zero: it only asks what there is).
+    pub async fn fetch_within(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: u32,
+        max_wait: Duration,
+    ) -> Result<Fetched, RuntimeError> {
         match self {
             Self::Embedded(log, _) => {
                 let log = log.partition(topic, partition)?;
@@ -206,7 +219,9 @@ impl LogAccess {
             }
             Self::Remote(remote) => {
                 let max = i32::try_from(max_bytes).unwrap_or(i32::MAX);
-                let fetched = remote.fetcher.fetch(topic, partition, offset, max).await?;
+                let fetcher = &remote.fetcher;
+                let fetched =
+                    (fetcher.fetch_within(topic, partition, offset, max, max_wait)).await?;
                 Ok(Fetched {
                     records: fetched.records,
                     log_start_offset: fetched.log_start_offset,

@@ -106,6 +106,10 @@ pub struct TaskConfig {
     /// Repeated writes of one key within a commit merged into one database
     /// write (on by default; see [`App::write_cache`]).
     pub write_cache: bool,
+    /// How long a task with several inputs waits for one that is caught
+    /// up and has nothing buffered before it processes the others without
+    /// it (see [`App::max_task_idle`]).
+    pub max_task_idle: Duration,
 }
 
 impl Default for TaskConfig {
@@ -117,6 +121,7 @@ impl Default for TaskConfig {
             checkpoints: CheckpointPolicy::default(),
             changelogs: false,
             write_cache: true,
+            max_task_idle: Duration::ZERO,
         }
     }
 }
@@ -350,6 +355,24 @@ impl App {
         self
     }
 
+    /// How long a task with several inputs (a join, a merge) waits for an
+    /// input that is caught up with its log and has nothing buffered,
+    /// before it goes on with the records of the others (Kafka Streams'
+    /// `max.task.idle.ms`; default 0).
+    ///
+    /// A task always processes its inputs' records in timestamp order,
+    /// and never passes by an input whose partition holds records it has
+    /// not fetched yet, nor (in `run --until-end`, a rebuild or a replay
+    /// to the end) one that has records before its end. What this trades
+    /// is live only: with 0, a record arriving late on a quiet input may
+    /// find the other inputs already past its time; waiting longer lets it
+    /// take its place in timestamp order, at the cost of that much latency
+    /// whenever an input is quiet.
+    pub fn max_task_idle(mut self, idle: Duration) -> Self {
+        self.config.max_task_idle = idle;
+        self
+    }
+
     pub fn fetch_bytes(mut self, bytes: u32) -> Self {
         self.config.fetch_bytes = bytes.max(1024);
         self
@@ -446,8 +469,8 @@ impl App {
         self.error.get_or_insert(error);
     }
 
-    /// Checks the declarations: every processor has an input, no topic is
-    /// both an input and an output of one processor.
+    /// Checks the declarations: every processor has an input, reads each
+    /// once, and no topic is both an input and an output of one processor.
     pub(crate) fn check(&self) -> Result<(), String> {
         if let Some(error) = &self.error {
             return Err(error.clone());
@@ -462,6 +485,14 @@ impl App {
             if p.timers && p.function && !p.on_timer {
                 return Err(format!(
                     "processor {:?} is a function and declares timers, which nothing would handle: give it .on_timer(f) instead of .timers()",
+                    p.name
+                ));
+            }
+            let twice = (p.inputs.iter().enumerate())
+                .find_map(|(at, topic)| p.inputs[..at].contains(topic).then_some(topic));
+            if let Some(topic) = twice {
+                return Err(format!(
+                    "processor {:?} reads {topic:?} twice: declare each input once",
                     p.name
                 ));
             }

@@ -181,6 +181,9 @@ pub enum Command {
         /// Another version than the live one.
         #[arg(long)]
         version: Option<String>,
+        /// Bytes a task asks for per fetch of one input (at least 1024).
+        #[arg(long, value_name = "BYTES")]
+        fetch_bytes: Option<u32>,
     },
     /// Checkpoint every task's state now (running or not).
     Checkpoint {
@@ -190,7 +193,7 @@ pub enum Command {
     },
 }
 
-/// When the tasks commit, overriding the app's setting.
+/// How the tasks read and commit, overriding the app's settings.
 #[derive(Debug, Clone, Default, Args)]
 pub struct CommitArgs {
     /// Commit a task's run after this many records.
@@ -204,6 +207,14 @@ pub struct CommitArgs {
     /// always do.
     #[arg(long)]
     pub changelogs: bool,
+    /// Bytes a task asks for per fetch of one input (at least 1024).
+    #[arg(long, value_name = "BYTES")]
+    pub fetch_bytes: Option<u32>,
+    /// How long a task with several inputs waits for a caught-up input
+    /// before processing the others without it, in milliseconds (live
+    /// only: a run to the end never passes by an input before its end).
+    #[arg(long, value_name = "MS")]
+    pub max_task_idle_ms: Option<u64>,
 }
 
 impl CommitArgs {
@@ -215,6 +226,12 @@ impl CommitArgs {
             config.commit.interval = Duration::from_millis(ms);
         }
         config.changelogs |= self.changelogs;
+        if let Some(bytes) = self.fetch_bytes {
+            config.fetch_bytes = bytes.max(1024);
+        }
+        if let Some(ms) = self.max_task_idle_ms {
+            config.max_task_idle = Duration::from_millis(ms);
+        }
     }
 }
 

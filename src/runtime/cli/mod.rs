@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! <app> run [--until-end] [--serve ADDR] [--query ADDR] [--commit-records N] [--commit-ms MS]
+//!           [--fetch-bytes B] [--max-task-idle-ms MS]
 //!           [--checkpoint-records N] [--checkpoint-secs S] [--checkpoints-kept K]
 //!                                                 process (embedded or remote)
 //! <app> status [--version V]                      per task: offsets, lag, outbox
@@ -17,7 +18,7 @@
 //! <app> diff A B                                  exit status 1 when they differ
 //! <app> promote V                                 make a version live
 //! <app> versions                                  list them
-//! <app> rebuild [--store S] [--from-checkpoint] [--version V]
+//! <app> rebuild [--store S] [--from-checkpoint] [--version V] [--fetch-bytes B]
 //!                                                 fresh state from the log, swapped in
 //! <app> checkpoint [--version V]                  checkpoint every task's state
 //! ```
@@ -280,8 +281,12 @@ async fn dispatch(
             store,
             from_checkpoint,
             version: name,
+            fetch_bytes,
         } => {
-            let (app, location) = app.as_version(location, &version(name)?);
+            let (mut app, location) = app.as_version(location, &version(name)?);
+            if let Some(bytes) = fetch_bytes {
+                app = app.fetch_bytes(*bytes);
+            }
             let options = RebuildOptions {
                 store: store.clone(),
                 from_checkpoint: *from_checkpoint,

@@ -17,6 +17,8 @@
 //!
 //! - `process`: fetching and processing batches, `init` and `close`;
 //!   `prefetch`: asking for store entries ahead of their records.
+//! - `merge` and `input`: a task with several inputs, which processes
+//!   their records in timestamp order across them.
 //! - `commit`: commit, settle and ship.
 //! - `timers`: due timers fired (event time after the record that moved
 //!   the stream time, processing time between batches and while idle).
@@ -30,6 +32,8 @@
 mod checkpoint_request;
 mod commit;
 pub(crate) mod handover;
+mod input;
+mod merge;
 mod prefetch;
 mod process;
 mod restore;
@@ -60,6 +64,7 @@ use super::timer::{TimeDomain, timer_store_name};
 use super::topology::{ProcessorSpec, TaskConfig};
 
 use handover::{Handover, SWAPPED};
+use input::Input;
 use prefetch::Prefetch;
 use resume::Resumed;
 pub use start::StartAt;
@@ -145,6 +150,10 @@ pub(crate) struct TaskSetup {
     pub stop: Arc<AtomicBool>,
     /// Set (for `--until-end`) once the ends of every input are known.
     pub targets: watch::Receiver<Option<Targets>>,
+    /// Whether the run stops at the inputs' ends (`--until-end`): until
+    /// the targets come, a writer of an input may still be running, and a
+    /// task with several inputs passes none by (see `merge`).
+    pub until_end: bool,
     pub progress: Arc<TaskProgress>,
     /// The instance's board, where the task says what it does.
     pub board: TaskBoard,
@@ -154,15 +163,6 @@ impl TaskSetup {
     pub fn name(&self) -> String {
         format!("{}/{}", self.spec.name, self.partition)
     }
-}
-
-/// An input topic's position in this task.
-struct Input {
-    /// As the processor names it.
-    topic: Arc<str>,
-    /// Its name in the log.
-    log_topic: String,
-    next: i64,
 }
 
 /// What the current run holds since its last commit.
@@ -296,11 +296,7 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
                 first
             }
         };
-        inputs.push(Input {
-            topic: Arc::from(topic.as_str()),
-            log_topic,
-            next,
-        });
+        inputs.push(Input::new(Arc::from(topic.as_str()), log_topic, next));
     }
     use_timers(&setup.spec, &mut state)?;
     let processor = (setup.spec.factory)(setup.spec.key_codec, setup.spec.value_codec);
@@ -370,7 +366,6 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
 impl Task {
     /// The fetch-process-commit loop.
     async fn pump(&mut self) -> Result<Pumped, RuntimeError> {
-        let mut turn = 0usize;
         loop {
             if self.setup.stop.load(Ordering::Relaxed) {
                 return Ok(Pumped::Stopped);
@@ -403,27 +398,22 @@ impl Task {
             }
             // What a restart or a long sweep left due, and the wall clock's.
             self.fire_due_timers().await?;
-            let mut fetched_any = false;
-            for step in 0..self.inputs.len() {
-                let at = (turn + step) % self.inputs.len();
-                let limit = targets
+            self.fetching_since = Some(Instant::now());
+            // One input is read a fetch at a time, in place; several are
+            // read in timestamp order across them (see `merge`).
+            let fetched_any = if self.inputs.len() > 1 {
+                self.merge_turn().await?
+            } else {
+                let at_target = targets
                     .as_ref()
-                    .and_then(|t| t.get(&*self.inputs[at].topic).copied());
-                if limit.is_some_and(|end| self.inputs[at].next >= end) {
-                    continue;
-                }
-                self.fetching_since = Some(Instant::now());
-                let fetched = self.fetch_and_process(at).await?;
-                if let Some(since) = self.fetching_since.take()
-                    && fetched
-                {
-                    self.busy += since.elapsed();
-                }
-                if fetched {
-                    fetched_any = true;
-                    turn = at + 1;
-                    break;
-                }
+                    .and_then(|t| t.get(&*self.inputs[0].topic))
+                    .is_some_and(|end| self.inputs[0].next >= *end);
+                !at_target && self.fetch_and_process(0).await?
+            };
+            if let Some(since) = self.fetching_since.take()
+                && fetched_any
+            {
+                self.busy += since.elapsed();
             }
             if self.pending.due(&self.setup.config) {
                 self.commit().await?;
@@ -472,6 +462,11 @@ impl Task {
         if self.pending.moved {
             let due_in = self.setup.config.commit.interval;
             bound = bound.min(due_in.saturating_sub(self.pending.since.elapsed()));
+        }
+        if let Some(deadline) = self.idle_deadline() {
+            // Woken when an input waited for has been idle long enough to
+            // be passed by.
+            bound = bound.min(deadline.saturating_duration_since(Instant::now()));
         }
         if let Some(at) = self.state.earliest_timer(TimeDomain::ProcessingTime) {
             // Woken when the earliest processing-time timer is due.

@@ -7,39 +7,55 @@
 //! target offset is a hard stop: nothing at or past it is processed.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::record::RecordBatch;
+use crate::record::{Record, RecordBatch};
 use crate::runtime::context::{Context, Position};
 use crate::runtime::erased::RawRecord;
 use crate::runtime::error::RuntimeError;
-use crate::runtime::log_access::LogAccess;
+use crate::runtime::log_access::{FETCH_WAIT_MAX, Fetched, LogAccess};
 use crate::runtime::state::TaskState;
 use crate::runtime::timer::TimeDomain;
 
 use super::{DECOMPRESSED_BYTES_MAX, PREFETCH_AHEAD, Task, TaskSetup};
 
 impl Task {
-    /// Fetches from input `at` and processes what came; false if nothing did.
-    pub(super) async fn fetch_and_process(&mut self, at: usize) -> Result<bool, RuntimeError> {
-        let (topic, partition) = (self.inputs[at].log_topic.clone(), self.setup.partition);
+    /// Fetches from input `at`'s position; a remote fetch waits at most
+    /// `max_wait` for records at the end. A position the log no longer
+    /// holds stops the task (records are never skipped).
+    pub(super) async fn fetch_input(
+        &self,
+        at: usize,
+        max_wait: Duration,
+    ) -> Result<Fetched, RuntimeError> {
+        let (topic, partition) = (&self.inputs[at].log_topic, self.setup.partition);
         let next = self.inputs[at].next;
-        let fetched = match self
-            .setup
-            .log
-            .fetch(&topic, partition, next, self.setup.config.fetch_bytes)
+        let max_bytes = self.setup.config.fetch_bytes;
+        let log = &self.setup.log;
+        let fetched = match log
+            .fetch_within(topic, partition, next, max_bytes, max_wait)
             .await
         {
             Ok(fetched) => fetched,
             Err(RuntimeError::Client(crate::client::ClientError::OffsetOutOfRange { .. }))
             | Err(RuntimeError::Log(crate::log::LogError::OffsetOutOfRange { .. })) => {
-                let start = self.setup.log.start_offset(&topic, partition).await?;
-                return Err(self.input_gone(&topic, start, next));
+                let start = log.start_offset(topic, partition).await?;
+                return Err(self.input_gone(topic, start, next));
             }
             Err(error) => return Err(error),
         };
         if fetched.log_start_offset > next {
-            return Err(self.input_gone(&topic, fetched.log_start_offset, next));
+            return Err(self.input_gone(topic, fetched.log_start_offset, next));
         }
+        Ok(fetched)
+    }
+
+    /// Fetches from input `at` (a task's only one) and processes what came
+    /// in place; false if nothing did.
+    pub(super) async fn fetch_and_process(&mut self, at: usize) -> Result<bool, RuntimeError> {
+        let fetched = self.fetch_input(at, FETCH_WAIT_MAX).await?;
+        let (topic, partition) = (self.inputs[at].log_topic.clone(), self.setup.partition);
+        let next = self.inputs[at].next;
         let mut rest: &[u8] = &fetched.records;
         let mut any = false;
         // Remote (read_committed): batches of aborted transactions are
@@ -71,17 +87,25 @@ impl Task {
                 continue;
             }
             self.process_batch(at, &batch).await?;
-            if self.state.has_timers() {
-                self.fire_timers(TimeDomain::ProcessingTime).await?;
-            }
-            if self.pending.due(&self.setup.config) {
-                self.commit().await?;
-            }
-            if self.state.commit_landed() {
-                self.settle().await?;
-            }
+            self.after_run().await?;
         }
         Ok(any)
+    }
+
+    /// After a batch (or a run of one input's records): the processing-time
+    /// timers due, the commit if due, and the shipping of the one before
+    /// once it landed.
+    pub(super) async fn after_run(&mut self) -> Result<(), RuntimeError> {
+        if self.state.has_timers() {
+            self.fire_timers(TimeDomain::ProcessingTime).await?;
+        }
+        if self.pending.due(&self.setup.config) {
+            self.commit().await?;
+        }
+        if self.state.commit_landed() {
+            self.settle().await?;
+        }
+        Ok(())
     }
 
     pub(super) async fn process_batch(
@@ -157,54 +181,17 @@ impl Task {
             if record.offset >= limit {
                 break;
             }
-            debug_assert!(
-                record.offset >= self.inputs[at].next,
-                "records are processed in offset order, each once"
-            );
-            position.offset = record.offset;
-            position.timestamp = record.timestamp;
-            position.headers.clear();
-            position.headers.extend(record.headers().map(|h| {
-                (
-                    String::from_utf8_lossy(h.key).into_owned(),
-                    h.value.map(<[u8]>::to_vec),
-                )
-            }));
-            let raw = RawRecord {
-                key: record.key,
-                value: record.value,
-            };
-            let mut ctx = context(&mut self.state, &self.setup, &position);
-            if let Err(error) = self.processor.process(raw, &mut ctx) {
-                self.state.discard();
-                return Err(RuntimeError::Processor {
-                    processor: self.setup.spec.name.clone(),
-                    topic: topic.to_string(),
-                    partition: self.setup.partition,
-                    offset: record.offset,
-                    error,
-                });
-            }
+            self.apply(at, record, &mut position)?;
             self.inputs[at].next = record.offset + 1;
-            self.pending.records += 1;
-            self.checkpointed.1 += 1;
-            self.pending.moved = true;
             counted += 1;
             // Event-time timers fire right after the record that brought
             // the stream time to them, before the next record.
-            self.state.advance_stream_time(record.timestamp);
             if let Some(now) = self.state.stream_time()
                 && self.state.timer_due(TimeDomain::EventTime, now)
             {
                 self.fire_timers(TimeDomain::EventTime).await?;
             }
-            // Remote only: the cluster may be Kafka, which recognises a
-            // resend among a producer's last 5 batches per partition; the
-            // embedded log recognises any earlier batch.
-            let remote = matches!(self.setup.log, LogAccess::Remote(_));
-            if self.pending.records >= self.setup.config.commit.records
-                || (remote && self.state.outbox_full())
-            {
+            if self.commit_full() {
                 let progress = &self.setup.progress;
                 progress.add(std::mem::take(&mut counted), self.counted);
                 self.commit().await?;
@@ -214,6 +201,65 @@ impl Task {
         let past_batch = header.next_offset().min(limit);
         self.inputs[at].next = self.inputs[at].next.max(past_batch);
         Ok(())
+    }
+
+    /// Runs the processor on `record` of input `at`, at `position` (whose
+    /// topic is the input's): its writes and emits go to the run, and the
+    /// stream time moves up to its timestamp. The caller moves the input's
+    /// position past it.
+    #[inline]
+    pub(super) fn apply(
+        &mut self,
+        at: usize,
+        record: &Record<'_>,
+        position: &mut Position,
+    ) -> Result<(), RuntimeError> {
+        debug_assert!(
+            record.offset >= self.inputs[at].next,
+            "records are processed in offset order, each once"
+        );
+        position.offset = record.offset;
+        position.timestamp = record.timestamp;
+        position.headers.clear();
+        position.headers.extend(record.headers().map(|h| {
+            (
+                String::from_utf8_lossy(h.key).into_owned(),
+                h.value.map(<[u8]>::to_vec),
+            )
+        }));
+        let raw = RawRecord {
+            key: record.key,
+            value: record.value,
+        };
+        let mut ctx = context(&mut self.state, &self.setup, position);
+        if let Err(error) = self.processor.process(raw, &mut ctx) {
+            self.state.discard();
+            return Err(RuntimeError::Processor {
+                processor: self.setup.spec.name.clone(),
+                topic: self.inputs[at].topic.to_string(),
+                partition: self.setup.partition,
+                offset: record.offset,
+                error,
+            });
+        }
+        self.pending.records += 1;
+        self.checkpointed.1 += 1;
+        self.pending.moved = true;
+        self.state.advance_stream_time(record.timestamp);
+        Ok(())
+    }
+
+    /// Whether the run must be committed before the next record: it holds
+    /// the records a commit takes at most, or (remote) as many batches as
+    /// the outbox may ship at once.
+    #[inline]
+    pub(super) fn commit_full(&self) -> bool {
+        // Remote only: the cluster may be Kafka, which recognises a resend
+        // among a producer's last 5 batches per partition; the embedded
+        // log recognises any earlier batch.
+        let remote = matches!(self.setup.log, LogAccess::Remote(_));
+        self.pending.records >= self.setup.config.commit.records
+            || (remote && self.state.outbox_full())
     }
 
     /// Where input `at` must stop: its target offset, if it has one.

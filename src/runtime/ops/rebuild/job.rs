@@ -150,6 +150,8 @@ pub(super) async fn run_to(
         log: shared.log.clone(),
         stop: Arc::clone(&shared.stop),
         targets,
+        // A rebuild runs to the targets it has from the start.
+        until_end: true,
         progress: Arc::clone(&shared.progress),
         board: TaskBoard::default(),
     };

@@ -121,6 +121,7 @@ impl Runner<'_> {
             log: self.log.clone(),
             stop: Arc::clone(&stop),
             targets: targets_rx,
+            until_end: self.options.until_end,
             progress: Arc::clone(&self.progress),
             board: self.board.clone(),
         };

@@ -1,0 +1,255 @@
+//! [`Input`]: one input topic's partition as a task reads it — its
+//! position, and, in a task with several inputs, what it holds of the
+//! partition between turns.
+//!
+//! A task with several inputs processes their records in timestamp order,
+//! a record at a time (see `merge`), so it may leave a batch half read,
+//! process another input's records, and come back. The input keeps the
+//! fetched batches it has not taken up yet and the batch being read: its
+//! records section (borrowed from the fetch, or decompressed once) with a
+//! [`RecordCursor`] into it. Nothing is parsed, checked or decompressed
+//! twice.
+//!
+//! Invariants:
+//! - `next` is the offset after the last record processed (or passed
+//!   over: a control batch, an aborted transaction's batch); it is what a
+//!   commit writes, and it only grows.
+//! - Records come out of the buffer in offset order, each at most once,
+//!   none below `next`, none at or past the input's target.
+//! - A batch is taken up only once the one before is read to its end, so
+//!   moving `next` past a batch never skips an unread record.
+//!
+//! What is buffered is never committed: after a restart the task fetches
+//! again from `next`, and the same records come out in the same order.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::client::AbortedFilter;
+use crate::record::{BatchHeader, RecordBatch, RecordCursor, RecordError};
+use crate::runtime::log_access::Fetched;
+
+use super::DECOMPRESSED_BYTES_MAX;
+
+/// An input topic's position in this task, and what it holds of it.
+pub(super) struct Input {
+    /// As the processor names it.
+    pub topic: Arc<str>,
+    /// Its name in the log.
+    pub log_topic: String,
+    pub next: i64,
+    /// Fetched batches not taken up yet, back to back (several inputs
+    /// only; a task with one reads its fetches in place).
+    fetched: Bytes,
+    /// Whether a batch was taken up from `fetched` (a fetch may end inside
+    /// a batch: a partial batch after a whole one is cut, not an error).
+    took_from_fetch: bool,
+    /// Remote (read_committed): the fetch's aborted transactions.
+    aborted: Option<AbortedFilter>,
+    /// The batch being read.
+    open: Option<OpenBatch>,
+    /// The partition's end as the last fetch saw it: its log end offset
+    /// (remote: its last stable offset). None before the first fetch.
+    pub end: Option<i64>,
+    /// Since when the input has been caught up with its partition with
+    /// nothing buffered (see [`App::max_task_idle`]).
+    ///
+    /// [`App::max_task_idle`]: crate::runtime::App::max_task_idle
+    pub idle_since: Option<Instant>,
+}
+
+/// A batch being read: its header, its records section and where the
+/// reading stands in it.
+pub(super) struct OpenBatch {
+    pub header: BatchHeader,
+    pub section: Bytes,
+    pub cursor: RecordCursor,
+    /// Whether an async processor's lookups for it were made.
+    prepared: bool,
+}
+
+/// The first record an input has to offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Head {
+    /// A record at `offset` with `timestamp`, the next to process.
+    Record { offset: i64, timestamp: i64 },
+    /// Nothing buffered: the input must be fetched.
+    Empty,
+    /// The input reached its target: nothing more of it is processed.
+    AtTarget,
+}
+
+/// A batch that fails its checks, at `offset`.
+pub(super) struct Unreadable {
+    pub offset: i64,
+    pub error: RecordError,
+}
+
+impl Input {
+    pub fn new(topic: Arc<str>, log_topic: String, next: i64) -> Self {
+        Self {
+            topic,
+            log_topic,
+            next,
+            fetched: Bytes::new(),
+            took_from_fetch: false,
+            aborted: None,
+            open: None,
+            end: None,
+            idle_since: None,
+        }
+    }
+
+    /// Whether nothing is buffered: no batch being read, none fetched.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_none() && self.fetched.is_empty()
+    }
+
+    /// Keeps what a fetch from `next` brought, and the partition's end it
+    /// saw. Only for an empty input.
+    pub fn fill(&mut self, fetched: Fetched) {
+        debug_assert!(self.is_empty(), "a fetch is kept only by an empty input");
+        self.aborted = (!fetched.aborted.is_empty()).then(|| AbortedFilter::new(fetched.aborted));
+        self.fetched = fetched.records;
+        self.took_from_fetch = false;
+        self.end = Some(fetched.end);
+    }
+
+    /// The next record to process, taking up fetched batches as needed:
+    /// batches wholly below `next`, control batches and aborted
+    /// transactions' batches are passed over (moving `next`; `bytes`
+    /// counts what was taken up, for the commit's byte limit). Returns
+    /// whether `next` moved too.
+    pub fn head(&mut self, limit: i64, bytes: &mut u64) -> Result<(Head, bool), Unreadable> {
+        let before = self.next;
+        loop {
+            if self.next >= limit {
+                self.clear();
+                return Ok((Head::AtTarget, self.next != before));
+            }
+            let Some(open) = &mut self.open else {
+                if !self.take_up(limit, bytes)? {
+                    return Ok((Head::Empty, self.next != before));
+                }
+                continue;
+            };
+            let mut peek = open.cursor;
+            match peek.next(&open.section) {
+                Some(Ok(record)) if record.offset < self.next => open.cursor = peek,
+                Some(Ok(record)) if record.offset >= limit => self.next = limit,
+                Some(Ok(record)) => {
+                    let head = Head::Record {
+                        offset: record.offset,
+                        timestamp: record.timestamp,
+                    };
+                    return Ok((head, self.next != before));
+                }
+                Some(Err(error)) => {
+                    let offset = open.header.base_offset;
+                    return Err(Unreadable { offset, error });
+                }
+                None => self.close_batch(limit),
+            }
+        }
+    }
+
+    /// The batch being read, to read records from with a copy of its
+    /// cursor, written back with [`Input::advance`].
+    pub fn open_batch(&self) -> Option<&OpenBatch> {
+        self.open.as_ref()
+    }
+
+    /// The open batch, if an async processor's lookups for it are still
+    /// to be made (they are made once: this marks them made).
+    pub fn open_batch_to_prepare(&mut self) -> Option<&OpenBatch> {
+        let open = self.open.as_mut().filter(|open| !open.prepared)?;
+        open.prepared = true;
+        Some(open)
+    }
+
+    /// Records of the open batch up to `cursor` were processed, the last at
+    /// `offset` (None: only records below `next` were passed).
+    pub fn advance(&mut self, cursor: RecordCursor, offset: Option<i64>) {
+        let open = self
+            .open
+            .as_mut()
+            .expect("records are read from an open batch");
+        open.cursor = cursor;
+        if let Some(offset) = offset {
+            debug_assert!(offset >= self.next, "records are processed in offset order");
+            self.next = offset + 1;
+        }
+    }
+
+    /// The open batch was read to its end: `next` moves past it (as far as
+    /// `limit`).
+    fn close_batch(&mut self, limit: i64) {
+        if let Some(open) = self.open.take() {
+            self.next = self.next.max(open.header.next_offset().min(limit));
+        }
+    }
+
+    /// Takes up the next fetched batch; false when none is left.
+    fn take_up(&mut self, limit: i64, bytes: &mut u64) -> Result<bool, Unreadable> {
+        while !self.fetched.is_empty() {
+            let batch = match RecordBatch::parse_and_verify(&self.fetched) {
+                Ok(batch) => batch,
+                // A fetch may end inside a batch; the next fetch starts there.
+                Err(_) if self.took_from_fetch => {
+                    self.fetched = Bytes::new();
+                    return Ok(false);
+                }
+                Err(error) => {
+                    return Err(Unreadable {
+                        offset: self.next,
+                        error,
+                    });
+                }
+            };
+            self.took_from_fetch = true;
+            let size = batch.size_bytes();
+            let header = *batch.header();
+            let rest = self.fetched.slice(size..);
+            if header.next_offset() <= self.next {
+                self.fetched = rest;
+                continue;
+            }
+            *bytes += size as u64;
+            let visible = self.aborted.as_mut().is_none_or(|f| f.visible(&batch));
+            if header.is_control() || !visible {
+                self.next = header.next_offset().min(limit.max(self.next));
+                self.fetched = rest;
+                continue;
+            }
+            let records = batch
+                .records(DECOMPRESSED_BYTES_MAX)
+                .map_err(|error| Unreadable {
+                    offset: header.base_offset,
+                    error,
+                })?;
+            let cursor = records.cursor();
+            let section = match records.into_section() {
+                std::borrow::Cow::Borrowed(section) => self.fetched.slice_ref(section),
+                std::borrow::Cow::Owned(section) => Bytes::from(section),
+            };
+            self.open = Some(OpenBatch {
+                header,
+                section,
+                cursor,
+                prepared: false,
+            });
+            self.fetched = rest;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Drops everything buffered (the input reached its target).
+    fn clear(&mut self) {
+        self.open = None;
+        self.fetched = Bytes::new();
+        self.aborted = None;
+    }
+}
