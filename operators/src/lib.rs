@@ -60,5 +60,6 @@ pub use stream_join::JoinWindows;
 pub use table::Table;
 pub use topic::Topic;
 pub use window::{
-    Emit, Hopping, SessionStream, Sessions, Tumbling, Windowed, WindowedStream, Windows,
+    Emit, Hopping, OnClose, OnUpdate, SessionEmit, SessionStream, Sessions, Tumbling, Windowed,
+    WindowedStream, Windows,
 };
