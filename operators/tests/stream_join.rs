@@ -1,11 +1,12 @@
 //! Stream–stream joins within a window, through the real runtime against
 //! a naive model over random inputs: both sides branched off one topic
 //! (so the task reads them in one defined order), keys that are byte
-//! prefixes of each other, timestamps out of order, late records past
-//! the grace period, inner, left and outer joins, and the app stopped and
-//! started again halfway. Then two real topics joined by key across
-//! partitions, a re-keyed side repartitioned, and inputs that are not
-//! co-partitioned refused with the topics named.
+//! prefixes of each other, timestamps out of order, windows symmetric and
+//! not (`before` and `after` drawn apart), late records past the grace
+//! period, inner, left and outer joins, and the app stopped and started
+//! again halfway. Then an asymmetric window on chosen records, two real
+//! topics joined by key across partitions, a re-keyed side repartitioned,
+//! and inputs that are not co-partitioned refused with the topics named.
 
 mod support;
 
@@ -52,10 +53,21 @@ struct Buffered {
     joined: bool,
 }
 
-/// The inner join's results in order; the left and outer joins' results
-/// as sets (a record that never joined comes when a scan finds it
-/// expired, which the model does not place).
-fn model(records: &[Rec], within: i64, grace: i64) -> (Vec<Rec>, Vec<Rec>, Vec<Rec>) {
+/// What the joins must write: the inner join's results in order, the
+/// left and outer joins' results as sets (a record that never joined
+/// comes when a scan finds it expired, which the model does not place).
+struct Expected {
+    inner: Vec<Rec>,
+    left: Vec<Rec>,
+    outer: Vec<Rec>,
+}
+
+/// The join the obvious way: a left record at `t` pairs with the right
+/// records at `t - before ..= t + after`; a left record lives until the
+/// watermark passes `t + after + grace`, a right one `t + before +
+/// grace`; both must be live when the second arrives.
+fn model(records: &[Rec], before: i64, after: i64, grace: i64) -> Expected {
+    let life = |left: bool| if left { after + grace } else { before + grace };
     let mut watermark = i64::MIN;
     let mut buffered: Vec<Buffered> = Vec::new();
     let mut inner = Vec::new();
@@ -63,15 +75,19 @@ fn model(records: &[Rec], within: i64, grace: i64) -> (Vec<Rec>, Vec<Rec>, Vec<R
     for r in records {
         let (key, t, value) = (r.key_text(), r.timestamp, r.value_text());
         watermark = watermark.max(t);
-        if t + within + grace < watermark {
-            continue;
-        }
         let left = value.starts_with("L:");
         let value = value[2..].to_string();
+        if t + life(left) < watermark {
+            continue;
+        }
         let mut partners: Vec<&mut Buffered> = buffered
             .iter_mut()
             .filter(|b| b.left != left && b.key == key)
-            .filter(|b| (b.t - t).abs() <= within && b.t + within + grace >= watermark)
+            .filter(|b| {
+                let (t_left, t_right) = if left { (t, b.t) } else { (b.t, t) };
+                let within = -before <= t_right - t_left && t_right - t_left <= after;
+                within && b.t + life(b.left) >= watermark
+            })
             .collect();
         partners.sort_by_key(|b| (b.t, b.seq));
         let joined = !partners.is_empty();
@@ -97,7 +113,7 @@ fn model(records: &[Rec], within: i64, grace: i64) -> (Vec<Rec>, Vec<Rec>, Vec<R
     let (mut left, mut outer) = (inner.clone(), inner.clone());
     for b in buffered
         .iter()
-        .filter(|b| !b.joined && b.t + within + grace < watermark)
+        .filter(|b| !b.joined && b.t + life(b.left) < watermark)
     {
         if b.left {
             let row = Rec::text(&b.key, &show(&b.key, Some(&b.value), None), b.t);
@@ -109,7 +125,7 @@ fn model(records: &[Rec], within: i64, grace: i64) -> (Vec<Rec>, Vec<Rec>, Vec<R
     }
     left.sort();
     outer.sort();
-    (inner, left, outer)
+    Expected { inner, left, outer }
 }
 
 const KEYS: [&str; 3] = ["a", "ab", "b"];
@@ -149,13 +165,15 @@ proptest! {
     #[test]
     fn window_joins_match_the_model(
         steps in proptest::collection::vec((any::<bool>(), 0usize..3, step()), 1..100),
-        within_ms in prop_oneof![Just(0i64), Just(300), Just(1_000)],
+        before_ms in prop_oneof![Just(0i64), Just(300), Just(1_000)],
+        after_ms in prop_oneof![Just(0i64), Just(300), Just(1_000)],
         grace_ms in prop_oneof![Just(0i64), Just(500)],
         split in any::<prop::sample::Index>(),
     ) {
         let records = input(&steps);
-        let (inner, left, outer) = model(&records, within_ms, grace_ms);
-        let windows = JoinWindows::of(Duration::from_millis(within_ms as u64))
+        let expected = model(&records, before_ms, after_ms, grace_ms);
+        let windows = JoinWindows::before(Duration::from_millis(before_ms as u64))
+            .after(Duration::from_millis(after_ms as u64))
             .grace(Duration::from_millis(grace_ms as u64));
 
         let dir = tempfile::tempdir().unwrap();
@@ -167,11 +185,49 @@ proptest! {
         support::append(data, "events", 1, 0, &records[at..]);
         support::run(&app, data);
 
-        let got: Vec<Rec> = support::read(data, "inner").into_iter().flatten().collect();
-        prop_assert_eq!(got, inner);
-        prop_assert_eq!(support::read_sorted(data, "left"), left);
-        prop_assert_eq!(support::read_sorted(data, "outer"), outer);
+        let in_order = |topic: &str| -> Vec<Rec> {
+            support::read(data, topic).into_iter().flatten().collect()
+        };
+        prop_assert_eq!(in_order("inner"), expected.inner);
+        prop_assert_eq!(support::read_sorted(data, "left"), expected.left);
+        prop_assert_eq!(support::read_sorted(data, "outer"), expected.outer);
     }
+}
+
+/// The inner join's values over `records` (each `(side and value,
+/// offset from a base)`), run once.
+fn inner_of(windows: JoinWindows, records: &[(&str, i64)]) -> Vec<String> {
+    let base = support::base_ms();
+    let records: Vec<Rec> = (records.iter())
+        .map(|&(value, at)| Rec::text("k", value, base + at))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    support::append(data, "events", 1, 0, &records);
+    support::run(&pipeline(windows).app().unwrap(), data);
+    (support::read(data, "inner").into_iter().flatten())
+        .map(|r| r.value_text())
+        .collect()
+}
+
+#[test]
+fn a_left_record_joins_the_right_records_from_before_it_to_after_it() {
+    // A right record must come 0 to 1 s after its left one.
+    let windows = JoinWindows::before(Duration::ZERO)
+        .after(Duration::from_secs(1))
+        .grace(Duration::from_secs(5));
+    let inner = inner_of(
+        windows,
+        &[
+            ("L:a", 0),
+            ("R:early", -1),
+            ("R:edge0", 0),
+            ("R:mid", 500),
+            ("R:edge1", 1_000),
+            ("R:beyond", 1_001),
+        ],
+    );
+    assert_eq!(inner, ["k|a|edge0", "k|a|mid", "k|a|edge1"]);
 }
 
 const CLICKS: Topic<String, String> = Topic::new("clicks");

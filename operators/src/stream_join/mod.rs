@@ -1,18 +1,21 @@
 //! Stream–stream joins within a window of event time:
 //! [`Stream::join_window`] (inner), [`Stream::left_join_window`] and
-//! [`Stream::outer_join_window`], over [`JoinWindows`].
+//! [`Stream::outer_join_window`], over [`JoinWindows`] (`windows`: which
+//! records join, relative to the left record, and when each side's
+//! records expire).
 //!
 //! Both sides' records are buffered per task, each in its side's store,
-//! and a record of one side joins every buffered record of the other side
-//! with the same key and `|t₁ − t₂| ≤ within`, as it arrives (so each
+//! and a record of one side joins every live buffered record of the
+//! other side with the same key in its window, as it arrives (so each
 //! pair is joined once, by whichever of the two came second). Per record,
 //! in this order:
 //!
 //! 1. The task's watermark moves up to the record's timestamp (one
 //!    watermark for both sides: they run in one task).
-//! 2. A record at `t` is **live** while the watermark is at most
-//!    `t + within + grace`; one that arrives already expired is late:
-//!    counted (`late` in the time store) and dropped.
+//! 2. A left record at `t` is **live** while the watermark is at most
+//!    `t + after + grace`, a right record while it is at most `t + before
+//!    + grace`; one that arrives already expired is **late**: counted
+//!    (`late` in the time store) and dropped.
 //! 3. The record is joined, `f(key, left, right)` with timestamp
 //!    `max(t₁, t₂)`, with each live buffered record of the other side in
 //!    its window, in the order of their timestamps (then arrival), and is
@@ -49,10 +52,10 @@
 
 mod key;
 mod operator;
+mod windows;
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -60,54 +63,12 @@ use strata::codec::Codec;
 use strata::runtime::{App, Store};
 
 use crate::expiry::ExpiryStores;
-use crate::graph::{make_op, share};
+use crate::graph::{Make, make_op, share};
 use crate::item::Data;
 use crate::stream::Stream;
 
-use operator::{JoinStores, Joiner, Kind, WindowJoin};
-
-/// How close in event time two records must be to join, and how long
-/// after that a late record is still taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JoinWindows {
-    within_ms: i64,
-    grace_ms: i64,
-}
-
-impl JoinWindows {
-    /// Records `within` of each other join (`|t₁ − t₂| ≤ within`).
-    pub fn of(within: Duration) -> Self {
-        Self {
-            within_ms: millis(within),
-            grace_ms: 0,
-        }
-    }
-
-    /// How long past `t + within` a record at `t` is still buffered for
-    /// late partners (default 0).
-    pub fn grace(mut self, grace: Duration) -> Self {
-        self.grace_ms = millis(grace);
-        self
-    }
-
-    pub fn within_ms(&self) -> i64 {
-        self.within_ms
-    }
-
-    pub fn grace_ms(&self) -> i64 {
-        self.grace_ms
-    }
-
-    /// The last watermark at which a record at `t` is live.
-    fn expires_at(&self, t: i64) -> i64 {
-        t.saturating_add(self.within_ms)
-            .saturating_add(self.grace_ms)
-    }
-}
-
-fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
+use operator::{JoinSpec, JoinStores, Joiner, Kind, WindowJoin};
+pub use windows::JoinWindows;
 
 /// A record of either side, as the join's one operator takes them.
 #[derive(Clone)]
@@ -121,9 +82,10 @@ where
     K: Data + Serialize + DeserializeOwned,
     V: Data + Serialize + DeserializeOwned,
 {
-    /// Every pair of records, one of this stream and one of `other`, with
-    /// the same key and timestamps within `windows` of each other, joined
-    /// by `f(key, left, right)` (an inner join); see the module doc.
+    /// Every pair of records, one of this stream (left, at `t`) and one
+    /// of `other` (right) with the same key and a timestamp in `t −
+    /// before ..= t + after` of `windows`, joined by `f(key, left, right)`
+    /// (an inner join); see the module doc.
     pub fn join_window<V2, O, F>(
         &self,
         other: &Stream<K, V2>,
@@ -240,10 +202,13 @@ where
                 time: Store::named(name("time")),
             },
         };
-        let make = make_op::<K, Side<V, V2>, K, O, _>(move |next| {
-            let f = Arc::clone(&f);
-            Box::new(WindowJoin::new(windows, kind, codec, stores, f, next))
-        });
+        let spec = JoinSpec {
+            windows,
+            kind,
+            key_codec: codec,
+            f,
+        };
+        let make = make_join(spec, stores);
         let node = graph.add(&[left.node, right.node], make, share::<K, Side<V, V2>>);
         graph.declare(
             node,
@@ -260,14 +225,15 @@ where
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_record_is_live_until_the_watermark_passes_its_window_and_grace() {
-        let w = JoinWindows::of(Duration::from_millis(100)).grace(Duration::from_millis(50));
-        assert_eq!(w.expires_at(1_000), 1_150);
-        assert_eq!(JoinWindows::of(Duration::MAX).expires_at(5), i64::MAX);
-    }
+/// The `make` of a join's node: its operator, built for each task.
+fn make_join<K, L, R, O>(spec: JoinSpec<K, L, R, O>, stores: JoinStores<L, R>) -> Make
+where
+    K: Data + Serialize + DeserializeOwned,
+    L: Data + Serialize + DeserializeOwned,
+    R: Data + Serialize + DeserializeOwned,
+    O: Data,
+{
+    make_op::<K, Side<L, R>, K, O, _>(move |next| {
+        Box::new(WindowJoin::new(spec.clone(), stores, next))
+    })
 }
