@@ -56,7 +56,7 @@ pub use index::{Found, Index, IndexQuery};
 pub use item::{Data, Item};
 pub use pipeline::{Pipeline, PipelineError};
 pub use stream::Stream;
-pub use stream_join::JoinWindows;
+pub use stream_join::{JoinWindows, WindowJoined};
 pub use table::Table;
 pub use topic::Topic;
 pub use window::{

@@ -3,10 +3,12 @@
 //! (so the task reads them in one defined order), keys that are byte
 //! prefixes of each other, timestamps out of order, windows symmetric and
 //! not (`before` and `after` drawn apart), late records past the grace
-//! period, inner, left and outer joins, and the app stopped and started
-//! again halfway. Then an asymmetric window on chosen records, two real
-//! topics joined by key across partitions, a re-keyed side repartitioned,
-//! and inputs that are not co-partitioned refused with the topics named.
+//! period (each side's written to its own late topic), inner, left and
+//! outer joins, and the app stopped and started again halfway. Then
+//! asymmetric windows and each side's lateness on chosen records, two
+//! real topics joined by key across partitions, a re-keyed side
+//! repartitioned, and inputs that are not co-partitioned refused with the
+//! topics named.
 
 mod support;
 
@@ -22,6 +24,8 @@ const EVENTS: Topic<String, String> = Topic::new("events");
 const INNER: Topic<String, String> = Topic::new("inner");
 const LEFT: Topic<String, String> = Topic::new("left");
 const OUTER: Topic<String, String> = Topic::new("outer");
+const LATE_LEFT: Topic<String, String> = Topic::new("late-left");
+const LATE_RIGHT: Topic<String, String> = Topic::new("late-right");
 
 fn show(k: &str, l: Option<&String>, r: Option<&String>) -> String {
     let side = |v: Option<&String>| v.cloned().unwrap_or_else(|| "-".into());
@@ -29,13 +33,15 @@ fn show(k: &str, l: Option<&String>, r: Option<&String>) -> String {
 }
 
 /// `events` values are `L:<v>` or `R:<v>`: the two sides, joined three
-/// ways.
+/// ways; the inner join's late records written to a topic per side.
 fn pipeline(windows: JoinWindows) -> Pipeline {
     let pipeline = Pipeline::new("joins");
     let (left, right) = pipeline.from(EVENTS).branch(|_, v| v.starts_with("L:"));
     let strip = |s: &Stream<String, String>| s.map_values(|v| v[2..].to_string());
     let (left, right) = (strip(&left), strip(&right));
     left.join_window(&right, windows, |k, l, r| show(k, Some(l), Some(r)))
+        .late_left_to(LATE_LEFT)
+        .late_right_to(LATE_RIGHT)
         .to(INNER);
     left.left_join_window(&right, windows, |k, l, r| show(k, Some(l), r))
         .to(LEFT);
@@ -55,11 +61,14 @@ struct Buffered {
 
 /// What the joins must write: the inner join's results in order, the
 /// left and outer joins' results as sets (a record that never joined
-/// comes when a scan finds it expired, which the model does not place).
+/// comes when a scan finds it expired, which the model does not place),
+/// and each side's late records in order.
 struct Expected {
     inner: Vec<Rec>,
     left: Vec<Rec>,
     outer: Vec<Rec>,
+    late_left: Vec<Rec>,
+    late_right: Vec<Rec>,
 }
 
 /// The join the obvious way: a left record at `t` pairs with the right
@@ -70,7 +79,7 @@ fn model(records: &[Rec], before: i64, after: i64, grace: i64) -> Expected {
     let life = |left: bool| if left { after + grace } else { before + grace };
     let mut watermark = i64::MIN;
     let mut buffered: Vec<Buffered> = Vec::new();
-    let mut inner = Vec::new();
+    let (mut inner, mut late_left, mut late_right) = (Vec::new(), Vec::new(), Vec::new());
     let mut seq = 0;
     for r in records {
         let (key, t, value) = (r.key_text(), r.timestamp, r.value_text());
@@ -78,6 +87,12 @@ fn model(records: &[Rec], before: i64, after: i64, grace: i64) -> Expected {
         let left = value.starts_with("L:");
         let value = value[2..].to_string();
         if t + life(left) < watermark {
+            let late = if left {
+                &mut late_left
+            } else {
+                &mut late_right
+            };
+            late.push(Rec::text(&key, &value, t));
             continue;
         }
         let mut partners: Vec<&mut Buffered> = buffered
@@ -125,7 +140,13 @@ fn model(records: &[Rec], before: i64, after: i64, grace: i64) -> Expected {
     }
     left.sort();
     outer.sort();
-    Expected { inner, left, outer }
+    Expected {
+        inner,
+        left,
+        outer,
+        late_left,
+        late_right,
+    }
 }
 
 const KEYS: [&str; 3] = ["a", "ab", "b"];
@@ -191,12 +212,15 @@ proptest! {
         prop_assert_eq!(in_order("inner"), expected.inner);
         prop_assert_eq!(support::read_sorted(data, "left"), expected.left);
         prop_assert_eq!(support::read_sorted(data, "outer"), expected.outer);
+        prop_assert_eq!(in_order("late-left"), expected.late_left);
+        prop_assert_eq!(in_order("late-right"), expected.late_right);
     }
 }
 
-/// The inner join's values over `records` (each `(side and value,
-/// offset from a base)`), run once.
-fn inner_of(windows: JoinWindows, records: &[(&str, i64)]) -> Vec<String> {
+/// Runs `pipeline(windows)` once over `records` (each `(side and value,
+/// offset from a base)`), returning the inner join's values and each
+/// side's late values.
+fn run_once(windows: JoinWindows, records: &[(&str, i64)]) -> [Vec<String>; 3] {
     let base = support::base_ms();
     let records: Vec<Rec> = (records.iter())
         .map(|&(value, at)| Rec::text("k", value, base + at))
@@ -205,9 +229,11 @@ fn inner_of(windows: JoinWindows, records: &[(&str, i64)]) -> Vec<String> {
     let data = dir.path();
     support::append(data, "events", 1, 0, &records);
     support::run(&pipeline(windows).app().unwrap(), data);
-    (support::read(data, "inner").into_iter().flatten())
-        .map(|r| r.value_text())
-        .collect()
+    ["inner", "late-left", "late-right"].map(|topic| {
+        (support::read(data, topic).into_iter().flatten())
+            .map(|r| r.value_text())
+            .collect()
+    })
 }
 
 #[test]
@@ -216,7 +242,7 @@ fn a_left_record_joins_the_right_records_from_before_it_to_after_it() {
     let windows = JoinWindows::before(Duration::ZERO)
         .after(Duration::from_secs(1))
         .grace(Duration::from_secs(5));
-    let inner = inner_of(
+    let [inner, ..] = run_once(
         windows,
         &[
             ("L:a", 0),
@@ -228,6 +254,27 @@ fn a_left_record_joins_the_right_records_from_before_it_to_after_it() {
         ],
     );
     assert_eq!(inner, ["k|a|edge0", "k|a|mid", "k|a|edge1"]);
+}
+
+#[test]
+fn each_sides_late_records_go_to_its_own_late_topic() {
+    // A left record lives to t + after (0 ms), a right one to t + before.
+    let windows = JoinWindows::before(Duration::from_secs(1));
+    let [inner, late_left, late_right] = run_once(
+        windows,
+        &[
+            ("L:now", 5_000),
+            // Expired at 4 999 + 0: late on the left.
+            ("L:old", 4_999),
+            // Live to 4 500 + 1 000: joins the left record at 5 000.
+            ("R:recent", 4_500),
+            // Expired at 3 999 + 1 000: late on the right.
+            ("R:old", 3_999),
+        ],
+    );
+    assert_eq!(inner, ["k|now|recent"]);
+    assert_eq!(late_left, ["old"]);
+    assert_eq!(late_right, ["old"]);
 }
 
 const CLICKS: Topic<String, String> = Topic::new("clicks");

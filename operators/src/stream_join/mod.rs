@@ -15,7 +15,9 @@
 //! 2. A left record at `t` is **live** while the watermark is at most
 //!    `t + after + grace`, a right record while it is at most `t + before
 //!    + grace`; one that arrives already expired is **late**: counted
-//!    (`late` in the time store) and dropped.
+//!    (`late` in the time store), dropped, and written to its side's late
+//!    topic if the join was given one ([`WindowJoined::late_left_to`],
+//!    [`WindowJoined::late_right_to`]).
 //! 3. The record is joined, `f(key, left, right)` with timestamp
 //!    `max(t₁, t₂)`, with each live buffered record of the other side in
 //!    its window, in the order of their timestamps (then arrival), and is
@@ -50,6 +52,7 @@
 //! them as the first run did. A key's records are a byte range ordered by
 //! time: the key length makes no key's range overlap another's.
 
+mod joined;
 mod key;
 mod operator;
 mod windows;
@@ -67,7 +70,8 @@ use crate::graph::{Make, make_op, share};
 use crate::item::Data;
 use crate::stream::Stream;
 
-use operator::{JoinSpec, JoinStores, Joiner, Kind, WindowJoin};
+pub use joined::WindowJoined;
+use operator::{JoinSpec, JoinStores, Joiner, Kind, LateOutputs, WindowJoin};
 pub use windows::JoinWindows;
 
 /// A record of either side, as the join's one operator takes them.
@@ -85,13 +89,14 @@ where
     /// Every pair of records, one of this stream (left, at `t`) and one
     /// of `other` (right) with the same key and a timestamp in `t −
     /// before ..= t + after` of `windows`, joined by `f(key, left, right)`
-    /// (an inner join); see the module doc.
+    /// (an inner join); see the module doc. The result also takes each
+    /// side's late topic ([`WindowJoined::late_left_to`]).
     pub fn join_window<V2, O, F>(
         &self,
         other: &Stream<K, V2>,
         windows: JoinWindows,
         f: F,
-    ) -> Stream<K, O>
+    ) -> WindowJoined<K, V, V2, O>
     where
         V2: Data + Serialize + DeserializeOwned,
         O: Data,
@@ -116,7 +121,7 @@ where
         other: &Stream<K, V2>,
         windows: JoinWindows,
         f: F,
-    ) -> Stream<K, O>
+    ) -> WindowJoined<K, V, V2, O>
     where
         V2: Data + Serialize + DeserializeOwned,
         O: Data,
@@ -138,7 +143,7 @@ where
         other: &Stream<K, V2>,
         windows: JoinWindows,
         f: F,
-    ) -> Stream<K, O>
+    ) -> WindowJoined<K, V, V2, O>
     where
         V2: Data + Serialize + DeserializeOwned,
         O: Data,
@@ -157,7 +162,7 @@ where
         windows: JoinWindows,
         kind: Kind,
         f: Arc<Joiner<K, V, V2, O>>,
-    ) -> Stream<K, O>
+    ) -> WindowJoined<K, V, V2, O>
     where
         V2: Data + Serialize + DeserializeOwned,
         O: Data,
@@ -168,7 +173,8 @@ where
                 "join_window: the two streams belong to different pipelines ({:?} and {:?})",
                 self.pipeline.name, other.pipeline.name
             ));
-            return Stream::at(self.pipeline.clone(), self.node, self.key_codec, false);
+            let stream = Stream::at(self.pipeline.clone(), self.node, self.key_codec, false);
+            return WindowJoined::refused(stream);
         }
         // One key encoding for both sides: the first side partitioned by
         // its keys keeps its own.
@@ -207,8 +213,12 @@ where
             kind,
             key_codec: codec,
             f,
+            late: LateOutputs {
+                left: None,
+                right: None,
+            },
         };
-        let make = make_join(spec, stores);
+        let make = make_join(spec.clone(), stores);
         let node = graph.add(&[left.node, right.node], make, share::<K, Side<V, V2>>);
         graph.declare(
             node,
@@ -221,7 +231,8 @@ where
             }),
         );
         drop(graph);
-        Stream::at(self.pipeline.clone(), node, Some(codec), true)
+        let stream = Stream::at(self.pipeline.clone(), node, Some(codec), true);
+        WindowJoined::new(stream, spec, stores)
     }
 }
 

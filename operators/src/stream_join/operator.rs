@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use strata::codec::Codec;
-use strata::runtime::{Context, ProcessError, Store};
+use strata::runtime::{Context, EmitOptions, Output, ProcessError, Store};
 
 use crate::expiry::{Expiry, ExpiryStores};
 use crate::item::{Data, Item};
@@ -43,6 +43,21 @@ pub(crate) struct Kind {
 /// The join function of every kind: inner joins get both sides.
 pub(crate) type Joiner<K, L, R, O> = dyn Fn(&K, Option<&L>, Option<&R>) -> O + Send + Sync;
 
+/// Where each side's late records go besides being counted, if anywhere.
+pub(crate) struct LateOutputs<K, L, R> {
+    pub left: Option<Output<K, L>>,
+    pub right: Option<Output<K, R>>,
+}
+
+// Copy for any K, L and R (a derive would ask it of them).
+impl<K, L, R> Clone for LateOutputs<K, L, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, L, R> Copy for LateOutputs<K, L, R> {}
+
 /// The time store's entries besides the watermark.
 const LATE: &str = "late";
 const SEQ_ENTRY: &str = "seq";
@@ -62,12 +77,14 @@ impl<L, R> Clone for JoinStores<L, R> {
 
 impl<L, R> Copy for JoinStores<L, R> {}
 
-/// What a join is, apart from its stores.
+/// What a join is, apart from its stores: built once per pipeline, and
+/// again when a late topic is given after the join.
 pub(crate) struct JoinSpec<K, L, R, O> {
     pub windows: JoinWindows,
     pub kind: Kind,
     pub key_codec: Codec,
     pub f: Arc<Joiner<K, L, R, O>>,
+    pub late: LateOutputs<K, L, R>,
 }
 
 impl<K, L, R, O> Clone for JoinSpec<K, L, R, O> {
@@ -183,6 +200,32 @@ where
         self.next.push(item, ctx)
     }
 
+    /// Counts a record that arrived expired, and writes it to its side's
+    /// late topic if it has one.
+    fn late(
+        &mut self,
+        item: Item<K, Side<L, R>>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        self.expiry.count(LATE, ctx)?;
+        let options = EmitOptions::default().timestamp(item.timestamp);
+        match (item.value, self.spec.late) {
+            (
+                Side::Left(value),
+                LateOutputs {
+                    left: Some(out), ..
+                },
+            ) => ctx.emit_with(out, &item.key, &value, options),
+            (
+                Side::Right(value),
+                LateOutputs {
+                    right: Some(out), ..
+                },
+            ) => ctx.emit_with(out, &item.key, &value, options),
+            _ => Ok(()),
+        }
+    }
+
     /// Deletes the expired records, emitting those a left or outer join
     /// emits without a partner.
     fn expire(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
@@ -277,7 +320,7 @@ where
         };
         let expires_at = self.spec.windows.expires_at(side, t);
         if !self.expiry.is_live(expires_at) {
-            self.expiry.count(LATE, ctx)?;
+            self.late(item, ctx)?;
             return self.expire(ctx);
         }
         self.spec
