@@ -52,6 +52,7 @@ mod table_join;
 mod topic;
 pub mod window;
 
+pub use dedup::Deduped;
 pub use index::{Found, Index, IndexQuery};
 pub use item::{Data, Item};
 pub use pipeline::{Pipeline, PipelineError};
