@@ -18,37 +18,64 @@
 //!    advance; liveness is decided at every record, so the scans change
 //!    no output).
 //!
-//! A record older than `window` behind the watermark passes (nothing is
-//! kept to compare it with, as after its entry expired) and leaves no
-//! entry. Invariants: a key has at most one entry, listed once in the
-//! expiry list under `t₀ + window − 1`; a live entry is never replaced
-//! (a record that passes beside a live entry is always expired itself).
+//! A record is **late** when it is not a duplicate and is expired itself
+//! (`t + window ≤ watermark`): an earlier record of its key within
+//! `window` may have been let through and forgotten, so whether it is a
+//! duplicate cannot be told. Without a late topic it passes (as after
+//! its key's entry expired) and leaves no entry. With one
+//! ([`Deduped::late_to`]) it goes to that topic instead of downstream,
+//! and is counted (`late` in the time store). A record that is a
+//! duplicate of a live entry is dropped as a duplicate, late or not.
+//!
+//! Invariants: a key has at most one entry, listed once in the expiry
+//! list under `t₀ + window − 1`; a live entry is never replaced (a record
+//! that passes beside a live entry is always expired itself).
 //!
 //! Stores (`dedup-<node>` by default, or `stored_as`): the entries (key →
 //! `t₀`, keys in the stream's key codec), `<name>-expiring` (the expiry
-//! list) and `<name>-time` (`watermark`, `duplicates`).
+//! list) and `<name>-time` (`watermark`, `duplicates`, `late`).
 
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use strata::codec::Codec;
-use strata::runtime::{App, Context, ProcessError, Store};
+use strata::runtime::{App, Context, EmitOptions, Output, ProcessError, Store};
 
 use crate::expiry::{Expiry, ExpiryStores};
-use crate::graph::{key_codec_or_default, make_op};
+use crate::graph::{Make, key_codec_or_default, make_op};
 use crate::item::{Data, Item};
 use crate::operator::{Next, Operator};
 use crate::stream::Stream;
+use crate::topic::Topic;
 
 /// The time store's count of the records dropped as duplicates.
 pub(crate) const DUPLICATES: &str = "duplicates";
+/// The time store's count of the late records sent to the late topic.
+const LATE: &str = "late";
 
-struct Dedup<K, V> {
+/// A de-duplication as built: built again when a late topic is given.
+struct DedupSpec<K, V> {
     window_ms: i64,
     key_codec: Codec,
     kept: Store<K, i64>,
+    stores: ExpiryStores,
+    late: Option<Output<K, V>>,
+}
+
+// Copy for any K and V (a derive would ask it of them).
+impl<K, V> Clone for DedupSpec<K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K, V> Copy for DedupSpec<K, V> {}
+
+struct Dedup<K, V> {
+    spec: DedupSpec<K, V>,
     expiry: Expiry,
     next: Next<K, V>,
     encoded: Vec<u8>,
@@ -57,22 +84,39 @@ struct Dedup<K, V> {
 impl<K, V> Dedup<K, V>
 where
     K: Data + Serialize + DeserializeOwned,
-    V: Data,
+    V: Data + Serialize,
 {
     /// The last instant an entry kept at `t0` is live.
     fn expires_at(&self, t0: i64) -> i64 {
-        t0.saturating_add(self.window_ms - 1)
+        t0.saturating_add(self.spec.window_ms - 1)
+    }
+
+    /// Makes a record at `t` its key's entry, replacing an expired one.
+    fn keep(
+        &mut self,
+        key: &K,
+        t: i64,
+        kept: Option<i64>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        self.spec.key_codec.encode_into(key, &mut self.encoded)?;
+        if let Some(t0) = kept {
+            self.expiry
+                .remove(self.expires_at(t0), &self.encoded, ctx)?;
+        }
+        ctx.put(self.spec.kept, key, &t)?;
+        self.expiry.add(self.expires_at(t), &self.encoded, ctx)
     }
 
     fn expire(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         for (at, key) in self.expiry.take_expired(ctx)? {
-            let key: K = self.key_codec.decode(&key)?;
+            let key: K = self.spec.key_codec.decode(&key)?;
             // The entry listed is the key's entry (a replaced entry's
             // listing is removed with it); checked, not assumed.
-            if let Some(t0) = ctx.get(self.kept, &key)?
+            if let Some(t0) = ctx.get(self.spec.kept, &key)?
                 && self.expires_at(t0) == at
             {
-                ctx.delete(self.kept, &key)?;
+                ctx.delete(self.spec.kept, &key)?;
             }
         }
         Ok(())
@@ -82,7 +126,7 @@ where
 impl<K, V> Operator<K, V> for Dedup<K, V>
 where
     K: Data + Serialize + DeserializeOwned,
-    V: Data,
+    V: Data + Serialize,
 {
     fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         self.expiry.init(ctx)?;
@@ -92,26 +136,91 @@ where
     fn push(&mut self, item: Item<K, V>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         let t = item.timestamp;
         self.expiry.advance(t, ctx)?;
-        let kept = ctx.get(self.kept, &item.key)?;
+        let kept = ctx.get(self.spec.kept, &item.key)?;
         let live_entry = kept.filter(|&t0| self.expiry.is_live(self.expires_at(t0)));
         if let Some(t0) = live_entry
-            && t.abs_diff(t0) < self.window_ms.unsigned_abs()
+            && t.abs_diff(t0) < self.spec.window_ms.unsigned_abs()
         {
             self.expiry.count(DUPLICATES, ctx)?;
             return self.expire(ctx);
         }
         if self.expiry.is_live(self.expires_at(t)) {
             debug_assert!(live_entry.is_none(), "a live entry is never replaced");
-            self.key_codec.encode_into(&item.key, &mut self.encoded)?;
-            if let Some(t0) = kept {
-                self.expiry
-                    .remove(self.expires_at(t0), &self.encoded, ctx)?;
-            }
-            ctx.put(self.kept, &item.key, &t)?;
-            self.expiry.add(self.expires_at(t), &self.encoded, ctx)?;
+            self.keep(&item.key, t, kept, ctx)?;
+        } else if let Some(output) = self.spec.late {
+            self.expiry.count(LATE, ctx)?;
+            let options = EmitOptions::default().timestamp(t);
+            ctx.emit_with(output, &item.key, &item.value, options)?;
+            return self.expire(ctx);
         }
         self.next.push(item, ctx)?;
         self.expire(ctx)
+    }
+}
+
+/// The `make` of a de-duplication's node.
+fn make_dedup<K, V>(spec: DedupSpec<K, V>) -> Make
+where
+    K: Data + Serialize + DeserializeOwned,
+    V: Data + Serialize + DeserializeOwned,
+{
+    make_op::<K, V, K, V, _>(move |next| {
+        Box::new(Dedup {
+            spec,
+            expiry: Expiry::new(spec.stores, spec.window_ms / 8),
+            next,
+            encoded: Vec::new(),
+        })
+    })
+}
+
+/// What [`Stream::dedup`] returns: the stream of the records let through
+/// (it dereferences to a [`Stream`]), and where late records go.
+pub struct Deduped<K, V> {
+    stream: Stream<K, V>,
+    spec: DedupSpec<K, V>,
+}
+
+impl<K, V> Deduped<K, V>
+where
+    K: Data + Serialize + DeserializeOwned,
+    V: Data + Serialize + DeserializeOwned,
+{
+    /// Writes late records (see the `dedup` module doc) to `topic`, and
+    /// counts them, instead of letting them through.
+    pub fn late_to(mut self, topic: Topic<K, V>) -> Self {
+        self.spec.late = Some(topic.output());
+        let mut graph = self.stream.pipeline.graph.borrow_mut();
+        // The node is built when the pipeline becomes an app: its builder
+        // is replaced by one that writes late records to `topic`.
+        graph.nodes[self.stream.node].make = make_dedup(self.spec);
+        let declare = Arc::new(move |app: App| app.output(topic.output()));
+        graph.declare(
+            self.stream.node,
+            format!("output {}", topic.name()),
+            declare,
+        );
+        drop(graph);
+        self
+    }
+
+    /// The stream of the records let through.
+    pub fn stream(&self) -> Stream<K, V> {
+        self.stream.clone()
+    }
+}
+
+impl<K, V> Deref for Deduped<K, V> {
+    type Target = Stream<K, V>;
+
+    fn deref(&self) -> &Stream<K, V> {
+        &self.stream
+    }
+}
+
+impl<K, V> From<Deduped<K, V>> for Stream<K, V> {
+    fn from(deduped: Deduped<K, V>) -> Self {
+        deduped.stream
     }
 }
 
@@ -124,7 +233,7 @@ where
     /// their timestamp (event time), the others dropped as duplicates;
     /// see the `dedup` module doc for late records and expiry. A stream
     /// whose keys changed is repartitioned first.
-    pub fn dedup(&self, window: Duration) -> Stream<K, V> {
+    pub fn dedup(&self, window: Duration) -> Deduped<K, V> {
         let label = "dedup";
         let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
         if window_ms <= 0 {
@@ -145,27 +254,23 @@ where
                 graph.store_name(node, label, Some(&format!("{name}-time"))),
             )
         };
-        let kept = Store::<K, i64>::named(kept).codecs(key_codec, Codec::Postcard);
-        let stores = ExpiryStores {
-            list: Store::named(list).codecs(Codec::Raw, Codec::Postcard),
-            time: Store::named(time),
+        let spec = DedupSpec {
+            window_ms: window_ms.max(1),
+            key_codec,
+            kept: Store::<K, i64>::named(kept).codecs(key_codec, Codec::Postcard),
+            stores: ExpiryStores {
+                list: Store::named(list).codecs(Codec::Raw, Codec::Postcard),
+                time: Store::named(time),
+            },
+            late: None,
         };
-        let make = make_op::<K, V, K, V, _>(move |next| {
-            Box::new(Dedup {
-                window_ms: window_ms.max(1),
-                key_codec,
-                kept,
-                expiry: Expiry::new(stores, window_ms / 8),
-                next,
-                encoded: Vec::new(),
-            })
-        });
-        let out = input.child::<K, V>(make, input.key_codec, true);
+        let out = input.child::<K, V>(make_dedup(spec), input.key_codec, true);
+        let (kept, stores) = (spec.kept, spec.stores);
         let declare =
             Arc::new(move |app: App| app.store(kept).store(stores.list).store(stores.time));
         let mut graph = out.pipeline.graph.borrow_mut();
         graph.declare(out.node, format!("store {}", kept.name()), declare);
         drop(graph);
-        out
+        Deduped { stream: out, spec }
     }
 }

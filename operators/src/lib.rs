@@ -52,13 +52,15 @@ mod table_join;
 mod topic;
 pub mod window;
 
+pub use dedup::Deduped;
 pub use index::{Found, Index, IndexQuery};
 pub use item::{Data, Item};
 pub use pipeline::{Pipeline, PipelineError};
 pub use stream::Stream;
-pub use stream_join::JoinWindows;
+pub use stream_join::{JoinWindows, WindowJoined};
 pub use table::Table;
 pub use topic::Topic;
 pub use window::{
-    Emit, Hopping, SessionStream, Sessions, Tumbling, Windowed, WindowedStream, Windows,
+    Emit, Hopping, OnClose, OnUpdate, SessionEmit, SessionStream, Sessions, Tumbling, Windowed,
+    WindowedStream, Windows,
 };

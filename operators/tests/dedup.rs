@@ -2,8 +2,9 @@
 //! random inputs: keys that are byte prefixes of each other, timestamps
 //! out of order, records late past the window, and the app stopped and
 //! started again halfway (the watermark and the entries are kept with
-//! the state, so the second half is decided as one run would). A re-keyed
-//! stream is repartitioned before it is de-duplicated.
+//! the state, so the second half is decided as one run would), with and
+//! without a late topic (late records let through, or sent there). A
+//! re-keyed stream is repartitioned before it is de-duplicated.
 
 mod support;
 
@@ -16,23 +17,30 @@ use support::Rec;
 
 const EVENTS: Topic<String, String> = Topic::new("events");
 const UNIQUE: Topic<String, String> = Topic::new("unique");
+const LATE: Topic<String, String> = Topic::new("late");
 
-fn pipeline(window_ms: u64) -> Pipeline {
+fn pipeline(window_ms: u64, late: bool) -> Pipeline {
     let pipeline = Pipeline::new("dedup");
-    pipeline
+    let deduped = pipeline
         .from(EVENTS)
-        .dedup(Duration::from_millis(window_ms))
-        .to(UNIQUE);
+        .dedup(Duration::from_millis(window_ms));
+    if late {
+        deduped.late_to(LATE).to(UNIQUE);
+    } else {
+        deduped.to(UNIQUE);
+    }
     pipeline
 }
 
-/// The records that pass, in order: per key, the record let through last
-/// at `t0` is live while the watermark is below `t0 + window`, and drops
-/// the records within `window` of it.
-fn model(records: &[Rec], window: i64) -> Vec<Rec> {
+/// The records that pass and the late ones, in order: per key, the
+/// record let through last at `t0` is live while the watermark is below
+/// `t0 + window`, and drops the records within `window` of it; a record
+/// that is no duplicate but expired itself (`t + window ≤ watermark`) is
+/// late: it passes, or with a late topic goes there.
+fn model(records: &[Rec], window: i64, late_topic: bool) -> (Vec<Rec>, Vec<Rec>) {
     let mut watermark = i64::MIN;
     let mut kept: BTreeMap<String, i64> = BTreeMap::new();
-    let mut out = Vec::new();
+    let (mut out, mut late) = (Vec::new(), Vec::new());
     for r in records {
         let (key, t) = (r.key_text(), r.timestamp);
         watermark = watermark.max(t);
@@ -45,10 +53,13 @@ fn model(records: &[Rec], window: i64) -> Vec<Rec> {
         }
         if live(t) {
             kept.insert(key, t);
+        } else if late_topic {
+            late.push(r.clone());
+            continue;
         }
         out.push(r.clone());
     }
-    out
+    (out, late)
 }
 
 const KEYS: [&str; 4] = ["a", "ab", "b", "abc"];
@@ -85,14 +96,15 @@ proptest! {
     fn dedup_passes_what_the_model_passes(
         steps in proptest::collection::vec((0usize..4, step()), 1..120),
         window_ms in prop_oneof![Just(1u64), Just(400), Just(1_500), Just(4_000)],
+        late_topic in any::<bool>(),
         split in any::<prop::sample::Index>(),
     ) {
         let records = input(&steps);
-        let expected = model(&records, window_ms as i64);
+        let (expected, expected_late) = model(&records, window_ms as i64, late_topic);
 
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path();
-        let app = pipeline(window_ms).app().unwrap();
+        let app = pipeline(window_ms, late_topic).app().unwrap();
         let at = split.index(records.len() + 1);
         support::append(data, "events", 1, 0, &records[..at]);
         support::run(&app, data);
@@ -101,6 +113,8 @@ proptest! {
 
         let got: Vec<Rec> = support::read(data, "unique").into_iter().flatten().collect();
         prop_assert_eq!(got, expected);
+        let late: Vec<Rec> = support::read(data, "late").into_iter().flatten().collect();
+        prop_assert_eq!(late, expected_late);
     }
 }
 
@@ -119,13 +133,48 @@ fn a_repeat_within_the_window_is_dropped_and_one_after_it_passes() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path();
     support::append(data, "events", 1, 0, &records);
-    support::run(&pipeline(1_000).app().unwrap(), data);
+    support::run(&pipeline(1_000, false).app().unwrap(), data);
     let got: Vec<String> = support::read(data, "unique")
         .into_iter()
         .flatten()
         .map(|r| r.value_text())
         .collect();
     assert_eq!(got, ["1", "4", "5"]);
+}
+
+#[test]
+fn a_record_too_old_to_be_told_goes_to_the_late_topic_when_there_is_one() {
+    let base = support::base_ms();
+    let records = [
+        Rec::text("k", "1", base + 4_500),
+        Rec::text("other", "2", base + 5_000),
+        // Within a second of k's live entry: a duplicate, though its own
+        // window is behind the watermark.
+        Rec::text("k", "3", base + 3_600),
+        // Its window (1 s) is behind the watermark and no live entry is
+        // near: late.
+        Rec::text("other", "4", base + 3_999),
+        // A new key within the window: passes.
+        Rec::text("new", "5", base + 4_500),
+    ];
+    let values = |data: &std::path::Path, topic: &str| -> Vec<String> {
+        (support::read(data, topic).into_iter().flatten())
+            .map(|r| r.value_text())
+            .collect()
+    };
+    for late in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        support::append(data, "events", 1, 0, &records);
+        support::run(&pipeline(1_000, late).app().unwrap(), data);
+        if late {
+            assert_eq!(values(data, "unique"), ["1", "2", "5"]);
+            assert_eq!(values(data, "late"), ["4"]);
+        } else {
+            assert_eq!(values(data, "unique"), ["1", "2", "4", "5"]);
+            assert!(values(data, "late").is_empty());
+        }
+    }
 }
 
 #[test]
@@ -168,6 +217,6 @@ fn a_re_keyed_stream_is_repartitioned_then_de_duplicated_across_partitions() {
 
 #[test]
 fn a_window_of_zero_is_refused_when_the_pipeline_becomes_an_app() {
-    let error = pipeline(0).app().err().expect("refused");
+    let error = pipeline(0, false).app().err().expect("refused");
     assert!(error.to_string().contains("at least 1 ms"), "{error}");
 }

@@ -1,11 +1,14 @@
 //! Stream–stream joins within a window, through the real runtime against
 //! a naive model over random inputs: both sides branched off one topic
 //! (so the task reads them in one defined order), keys that are byte
-//! prefixes of each other, timestamps out of order, late records past
-//! the grace period, inner, left and outer joins, and the app stopped and
-//! started again halfway. Then two real topics joined by key across
-//! partitions, a re-keyed side repartitioned, and inputs that are not
-//! co-partitioned refused with the topics named.
+//! prefixes of each other, timestamps out of order, windows symmetric and
+//! not (`before` and `after` drawn apart), late records past the grace
+//! period (each side's written to its own late topic), inner, left and
+//! outer joins, and the app stopped and started again halfway. Then
+//! asymmetric windows and each side's lateness on chosen records, two
+//! real topics joined by key across partitions, a re-keyed side
+//! repartitioned, and inputs that are not co-partitioned refused with the
+//! topics named.
 
 mod support;
 
@@ -21,6 +24,8 @@ const EVENTS: Topic<String, String> = Topic::new("events");
 const INNER: Topic<String, String> = Topic::new("inner");
 const LEFT: Topic<String, String> = Topic::new("left");
 const OUTER: Topic<String, String> = Topic::new("outer");
+const LATE_LEFT: Topic<String, String> = Topic::new("late-left");
+const LATE_RIGHT: Topic<String, String> = Topic::new("late-right");
 
 fn show(k: &str, l: Option<&String>, r: Option<&String>) -> String {
     let side = |v: Option<&String>| v.cloned().unwrap_or_else(|| "-".into());
@@ -28,13 +33,15 @@ fn show(k: &str, l: Option<&String>, r: Option<&String>) -> String {
 }
 
 /// `events` values are `L:<v>` or `R:<v>`: the two sides, joined three
-/// ways.
+/// ways; the inner join's late records written to a topic per side.
 fn pipeline(windows: JoinWindows) -> Pipeline {
     let pipeline = Pipeline::new("joins");
     let (left, right) = pipeline.from(EVENTS).branch(|_, v| v.starts_with("L:"));
     let strip = |s: &Stream<String, String>| s.map_values(|v| v[2..].to_string());
     let (left, right) = (strip(&left), strip(&right));
     left.join_window(&right, windows, |k, l, r| show(k, Some(l), Some(r)))
+        .late_left_to(LATE_LEFT)
+        .late_right_to(LATE_RIGHT)
         .to(INNER);
     left.left_join_window(&right, windows, |k, l, r| show(k, Some(l), r))
         .to(LEFT);
@@ -52,26 +59,50 @@ struct Buffered {
     joined: bool,
 }
 
-/// The inner join's results in order; the left and outer joins' results
-/// as sets (a record that never joined comes when a scan finds it
-/// expired, which the model does not place).
-fn model(records: &[Rec], within: i64, grace: i64) -> (Vec<Rec>, Vec<Rec>, Vec<Rec>) {
+/// What the joins must write: the inner join's results in order, the
+/// left and outer joins' results as sets (a record that never joined
+/// comes when a scan finds it expired, which the model does not place),
+/// and each side's late records in order.
+struct Expected {
+    inner: Vec<Rec>,
+    left: Vec<Rec>,
+    outer: Vec<Rec>,
+    late_left: Vec<Rec>,
+    late_right: Vec<Rec>,
+}
+
+/// The join the obvious way: a left record at `t` pairs with the right
+/// records at `t - before ..= t + after`; a left record lives until the
+/// watermark passes `t + after + grace`, a right one `t + before +
+/// grace`; both must be live when the second arrives.
+fn model(records: &[Rec], before: i64, after: i64, grace: i64) -> Expected {
+    let life = |left: bool| if left { after + grace } else { before + grace };
     let mut watermark = i64::MIN;
     let mut buffered: Vec<Buffered> = Vec::new();
-    let mut inner = Vec::new();
+    let (mut inner, mut late_left, mut late_right) = (Vec::new(), Vec::new(), Vec::new());
     let mut seq = 0;
     for r in records {
         let (key, t, value) = (r.key_text(), r.timestamp, r.value_text());
         watermark = watermark.max(t);
-        if t + within + grace < watermark {
-            continue;
-        }
         let left = value.starts_with("L:");
         let value = value[2..].to_string();
+        if t + life(left) < watermark {
+            let late = if left {
+                &mut late_left
+            } else {
+                &mut late_right
+            };
+            late.push(Rec::text(&key, &value, t));
+            continue;
+        }
         let mut partners: Vec<&mut Buffered> = buffered
             .iter_mut()
             .filter(|b| b.left != left && b.key == key)
-            .filter(|b| (b.t - t).abs() <= within && b.t + within + grace >= watermark)
+            .filter(|b| {
+                let (t_left, t_right) = if left { (t, b.t) } else { (b.t, t) };
+                let within = -before <= t_right - t_left && t_right - t_left <= after;
+                within && b.t + life(b.left) >= watermark
+            })
             .collect();
         partners.sort_by_key(|b| (b.t, b.seq));
         let joined = !partners.is_empty();
@@ -97,7 +128,7 @@ fn model(records: &[Rec], within: i64, grace: i64) -> (Vec<Rec>, Vec<Rec>, Vec<R
     let (mut left, mut outer) = (inner.clone(), inner.clone());
     for b in buffered
         .iter()
-        .filter(|b| !b.joined && b.t + within + grace < watermark)
+        .filter(|b| !b.joined && b.t + life(b.left) < watermark)
     {
         if b.left {
             let row = Rec::text(&b.key, &show(&b.key, Some(&b.value), None), b.t);
@@ -109,7 +140,13 @@ fn model(records: &[Rec], within: i64, grace: i64) -> (Vec<Rec>, Vec<Rec>, Vec<R
     }
     left.sort();
     outer.sort();
-    (inner, left, outer)
+    Expected {
+        inner,
+        left,
+        outer,
+        late_left,
+        late_right,
+    }
 }
 
 const KEYS: [&str; 3] = ["a", "ab", "b"];
@@ -149,13 +186,15 @@ proptest! {
     #[test]
     fn window_joins_match_the_model(
         steps in proptest::collection::vec((any::<bool>(), 0usize..3, step()), 1..100),
-        within_ms in prop_oneof![Just(0i64), Just(300), Just(1_000)],
+        before_ms in prop_oneof![Just(0i64), Just(300), Just(1_000)],
+        after_ms in prop_oneof![Just(0i64), Just(300), Just(1_000)],
         grace_ms in prop_oneof![Just(0i64), Just(500)],
         split in any::<prop::sample::Index>(),
     ) {
         let records = input(&steps);
-        let (inner, left, outer) = model(&records, within_ms, grace_ms);
-        let windows = JoinWindows::of(Duration::from_millis(within_ms as u64))
+        let expected = model(&records, before_ms, after_ms, grace_ms);
+        let windows = JoinWindows::before(Duration::from_millis(before_ms as u64))
+            .after(Duration::from_millis(after_ms as u64))
             .grace(Duration::from_millis(grace_ms as u64));
 
         let dir = tempfile::tempdir().unwrap();
@@ -167,11 +206,75 @@ proptest! {
         support::append(data, "events", 1, 0, &records[at..]);
         support::run(&app, data);
 
-        let got: Vec<Rec> = support::read(data, "inner").into_iter().flatten().collect();
-        prop_assert_eq!(got, inner);
-        prop_assert_eq!(support::read_sorted(data, "left"), left);
-        prop_assert_eq!(support::read_sorted(data, "outer"), outer);
+        let in_order = |topic: &str| -> Vec<Rec> {
+            support::read(data, topic).into_iter().flatten().collect()
+        };
+        prop_assert_eq!(in_order("inner"), expected.inner);
+        prop_assert_eq!(support::read_sorted(data, "left"), expected.left);
+        prop_assert_eq!(support::read_sorted(data, "outer"), expected.outer);
+        prop_assert_eq!(in_order("late-left"), expected.late_left);
+        prop_assert_eq!(in_order("late-right"), expected.late_right);
     }
+}
+
+/// Runs `pipeline(windows)` once over `records` (each `(side and value,
+/// offset from a base)`), returning the inner join's values and each
+/// side's late values.
+fn run_once(windows: JoinWindows, records: &[(&str, i64)]) -> [Vec<String>; 3] {
+    let base = support::base_ms();
+    let records: Vec<Rec> = (records.iter())
+        .map(|&(value, at)| Rec::text("k", value, base + at))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    support::append(data, "events", 1, 0, &records);
+    support::run(&pipeline(windows).app().unwrap(), data);
+    ["inner", "late-left", "late-right"].map(|topic| {
+        (support::read(data, topic).into_iter().flatten())
+            .map(|r| r.value_text())
+            .collect()
+    })
+}
+
+#[test]
+fn a_left_record_joins_the_right_records_from_before_it_to_after_it() {
+    // A right record must come 0 to 1 s after its left one.
+    let windows = JoinWindows::before(Duration::ZERO)
+        .after(Duration::from_secs(1))
+        .grace(Duration::from_secs(5));
+    let [inner, ..] = run_once(
+        windows,
+        &[
+            ("L:a", 0),
+            ("R:early", -1),
+            ("R:edge0", 0),
+            ("R:mid", 500),
+            ("R:edge1", 1_000),
+            ("R:beyond", 1_001),
+        ],
+    );
+    assert_eq!(inner, ["k|a|edge0", "k|a|mid", "k|a|edge1"]);
+}
+
+#[test]
+fn each_sides_late_records_go_to_its_own_late_topic() {
+    // A left record lives to t + after (0 ms), a right one to t + before.
+    let windows = JoinWindows::before(Duration::from_secs(1));
+    let [inner, late_left, late_right] = run_once(
+        windows,
+        &[
+            ("L:now", 5_000),
+            // Expired at 4 999 + 0: late on the left.
+            ("L:old", 4_999),
+            // Live to 4 500 + 1 000: joins the left record at 5 000.
+            ("R:recent", 4_500),
+            // Expired at 3 999 + 1 000: late on the right.
+            ("R:old", 3_999),
+        ],
+    );
+    assert_eq!(inner, ["k|now|recent"]);
+    assert_eq!(late_left, ["old"]);
+    assert_eq!(late_right, ["old"]);
 }
 
 const CLICKS: Topic<String, String> = Topic::new("clicks");

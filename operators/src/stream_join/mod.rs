@@ -1,18 +1,23 @@
 //! Stream–stream joins within a window of event time:
 //! [`Stream::join_window`] (inner), [`Stream::left_join_window`] and
-//! [`Stream::outer_join_window`], over [`JoinWindows`].
+//! [`Stream::outer_join_window`], over [`JoinWindows`] (`windows`: which
+//! records join, relative to the left record, and when each side's
+//! records expire).
 //!
 //! Both sides' records are buffered per task, each in its side's store,
-//! and a record of one side joins every buffered record of the other side
-//! with the same key and `|t₁ − t₂| ≤ within`, as it arrives (so each
+//! and a record of one side joins every live buffered record of the
+//! other side with the same key in its window, as it arrives (so each
 //! pair is joined once, by whichever of the two came second). Per record,
 //! in this order:
 //!
 //! 1. The task's watermark moves up to the record's timestamp (one
 //!    watermark for both sides: they run in one task).
-//! 2. A record at `t` is **live** while the watermark is at most
-//!    `t + within + grace`; one that arrives already expired is late:
-//!    counted (`late` in the time store) and dropped.
+//! 2. A left record at `t` is **live** while the watermark is at most
+//!    `t + after + grace`, a right record while it is at most `t + before
+//!    + grace`; one that arrives already expired is **late**: counted
+//!    (`late` in the time store), dropped, and written to its side's late
+//!    topic if the join was given one ([`WindowJoined::late_left_to`],
+//!    [`WindowJoined::late_right_to`]).
 //! 3. The record is joined, `f(key, left, right)` with timestamp
 //!    `max(t₁, t₂)`, with each live buffered record of the other side in
 //!    its window, in the order of their timestamps (then arrival), and is
@@ -47,12 +52,13 @@
 //! them as the first run did. A key's records are a byte range ordered by
 //! time: the key length makes no key's range overlap another's.
 
+mod joined;
 mod key;
 mod operator;
+mod windows;
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -60,54 +66,13 @@ use strata::codec::Codec;
 use strata::runtime::{App, Store};
 
 use crate::expiry::ExpiryStores;
-use crate::graph::{make_op, share};
+use crate::graph::{Make, make_op, share};
 use crate::item::Data;
 use crate::stream::Stream;
 
-use operator::{JoinStores, Joiner, Kind, WindowJoin};
-
-/// How close in event time two records must be to join, and how long
-/// after that a late record is still taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JoinWindows {
-    within_ms: i64,
-    grace_ms: i64,
-}
-
-impl JoinWindows {
-    /// Records `within` of each other join (`|t₁ − t₂| ≤ within`).
-    pub fn of(within: Duration) -> Self {
-        Self {
-            within_ms: millis(within),
-            grace_ms: 0,
-        }
-    }
-
-    /// How long past `t + within` a record at `t` is still buffered for
-    /// late partners (default 0).
-    pub fn grace(mut self, grace: Duration) -> Self {
-        self.grace_ms = millis(grace);
-        self
-    }
-
-    pub fn within_ms(&self) -> i64 {
-        self.within_ms
-    }
-
-    pub fn grace_ms(&self) -> i64 {
-        self.grace_ms
-    }
-
-    /// The last watermark at which a record at `t` is live.
-    fn expires_at(&self, t: i64) -> i64 {
-        t.saturating_add(self.within_ms)
-            .saturating_add(self.grace_ms)
-    }
-}
-
-fn millis(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
+pub use joined::WindowJoined;
+use operator::{JoinSpec, JoinStores, Joiner, Kind, LateOutputs, WindowJoin};
+pub use windows::JoinWindows;
 
 /// A record of either side, as the join's one operator takes them.
 #[derive(Clone)]
@@ -121,15 +86,17 @@ where
     K: Data + Serialize + DeserializeOwned,
     V: Data + Serialize + DeserializeOwned,
 {
-    /// Every pair of records, one of this stream and one of `other`, with
-    /// the same key and timestamps within `windows` of each other, joined
-    /// by `f(key, left, right)` (an inner join); see the module doc.
+    /// Every pair of records, one of this stream (left, at `t`) and one
+    /// of `other` (right) with the same key and a timestamp in `t −
+    /// before ..= t + after` of `windows`, joined by `f(key, left, right)`
+    /// (an inner join); see the module doc. The result also takes each
+    /// side's late topic ([`WindowJoined::late_left_to`]).
     pub fn join_window<V2, O, F>(
         &self,
         other: &Stream<K, V2>,
         windows: JoinWindows,
         f: F,
-    ) -> Stream<K, O>
+    ) -> WindowJoined<K, V, V2, O>
     where
         V2: Data + Serialize + DeserializeOwned,
         O: Data,
@@ -154,7 +121,7 @@ where
         other: &Stream<K, V2>,
         windows: JoinWindows,
         f: F,
-    ) -> Stream<K, O>
+    ) -> WindowJoined<K, V, V2, O>
     where
         V2: Data + Serialize + DeserializeOwned,
         O: Data,
@@ -176,7 +143,7 @@ where
         other: &Stream<K, V2>,
         windows: JoinWindows,
         f: F,
-    ) -> Stream<K, O>
+    ) -> WindowJoined<K, V, V2, O>
     where
         V2: Data + Serialize + DeserializeOwned,
         O: Data,
@@ -195,7 +162,7 @@ where
         windows: JoinWindows,
         kind: Kind,
         f: Arc<Joiner<K, V, V2, O>>,
-    ) -> Stream<K, O>
+    ) -> WindowJoined<K, V, V2, O>
     where
         V2: Data + Serialize + DeserializeOwned,
         O: Data,
@@ -206,7 +173,8 @@ where
                 "join_window: the two streams belong to different pipelines ({:?} and {:?})",
                 self.pipeline.name, other.pipeline.name
             ));
-            return Stream::at(self.pipeline.clone(), self.node, self.key_codec, false);
+            let stream = Stream::at(self.pipeline.clone(), self.node, self.key_codec, false);
+            return WindowJoined::refused(stream);
         }
         // One key encoding for both sides: the first side partitioned by
         // its keys keeps its own.
@@ -240,10 +208,17 @@ where
                 time: Store::named(name("time")),
             },
         };
-        let make = make_op::<K, Side<V, V2>, K, O, _>(move |next| {
-            let f = Arc::clone(&f);
-            Box::new(WindowJoin::new(windows, kind, codec, stores, f, next))
-        });
+        let spec = JoinSpec {
+            windows,
+            kind,
+            key_codec: codec,
+            f,
+            late: LateOutputs {
+                left: None,
+                right: None,
+            },
+        };
+        let make = make_join(spec.clone(), stores);
         let node = graph.add(&[left.node, right.node], make, share::<K, Side<V, V2>>);
         graph.declare(
             node,
@@ -256,18 +231,20 @@ where
             }),
         );
         drop(graph);
-        Stream::at(self.pipeline.clone(), node, Some(codec), true)
+        let stream = Stream::at(self.pipeline.clone(), node, Some(codec), true);
+        WindowJoined::new(stream, spec, stores)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_record_is_live_until_the_watermark_passes_its_window_and_grace() {
-        let w = JoinWindows::of(Duration::from_millis(100)).grace(Duration::from_millis(50));
-        assert_eq!(w.expires_at(1_000), 1_150);
-        assert_eq!(JoinWindows::of(Duration::MAX).expires_at(5), i64::MAX);
-    }
+/// The `make` of a join's node: its operator, built for each task.
+fn make_join<K, L, R, O>(spec: JoinSpec<K, L, R, O>, stores: JoinStores<L, R>) -> Make
+where
+    K: Data + Serialize + DeserializeOwned,
+    L: Data + Serialize + DeserializeOwned,
+    R: Data + Serialize + DeserializeOwned,
+    O: Data,
+{
+    make_op::<K, Side<L, R>, K, O, _>(move |next| {
+        Box::new(WindowJoin::new(spec.clone(), stores, next))
+    })
 }

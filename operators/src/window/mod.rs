@@ -6,14 +6,18 @@
 //!
 //! [`Stream::session`] with [`Sessions`] makes a [`SessionStream`]: per
 //! key, runs of records closer than an inactivity gap (see `session`).
+//! Emitting on update, its aggregations are streams of `Option`s, a
+//! `None` retracting a session merged away or whose bounds moved (see
+//! `session_spec`).
 //!
 //! `spec`: the fixed windows; `key`: the byte layouts of the window
-//! stores; `aggregate`: the fixed windows' operator; `session`: sessions
-//! and theirs.
+//! stores; `aggregate`: the fixed windows' operator; `session_spec`: the
+//! session windows and their emission modes; `session`: their operator.
 
 mod aggregate;
 pub(crate) mod key;
 mod session;
+mod session_spec;
 mod spec;
 
 use std::sync::Arc;
@@ -30,8 +34,8 @@ use crate::stream::Stream;
 use crate::topic::Topic;
 
 use aggregate::{WindowAggregate, WindowStores};
-pub use session::Sessions;
-use session::{Merge, SessionAggregate, SessionStores};
+use session::{Merge, SessionAggregate, SessionFns, SessionStores};
+pub use session_spec::{OnClose, OnUpdate, SessionEmit, Sessions};
 pub use spec::{Emit, Hopping, Tumbling, Windowed, Windows};
 
 /// A stream grouped into windows, awaiting its aggregation.
@@ -166,10 +170,12 @@ where
     }
 }
 
-/// A stream grouped into sessions per key, awaiting its aggregation.
-pub struct SessionStream<K, V> {
+/// A stream grouped into sessions per key, awaiting its aggregation;
+/// `E` is when the aggregation emits, and so what its stream carries
+/// (see [`SessionEmit`]).
+pub struct SessionStream<K, V, E = OnUpdate> {
     stream: Stream<K, V>,
-    sessions: Sessions,
+    sessions: Sessions<E>,
     late: Option<Topic<K, V>>,
 }
 
@@ -179,7 +185,7 @@ where
     V: Data + Serialize + DeserializeOwned,
 {
     /// Groups the stream's records by key into sessions of activity.
-    pub fn session(&self, sessions: Sessions) -> SessionStream<K, V> {
+    pub fn session<E: SessionEmit>(&self, sessions: Sessions<E>) -> SessionStream<K, V, E> {
         if let Err(error) = sessions.check() {
             self.pipeline.graph.borrow_mut().fail(error);
         }
@@ -191,10 +197,11 @@ where
     }
 }
 
-impl<K, V> SessionStream<K, V>
+impl<K, V, E> SessionStream<K, V, E>
 where
     K: Data + Serialize + DeserializeOwned,
     V: Data + Serialize + DeserializeOwned,
+    E: SessionEmit,
 {
     /// Writes late records (that open a session already closed and join
     /// none) to `topic` besides counting them.
@@ -204,14 +211,14 @@ where
     }
 
     /// The number of records per key and session.
-    pub fn count(self) -> Stream<Windowed<K>, u64> {
+    pub fn count(self) -> Stream<Windowed<K>, E::Value<u64>> {
         let fold = Arc::new(|n: Option<u64>, _: &K, _: &V| n.unwrap_or(0) + 1);
         self.fold(fold, Arc::new(|_: &K, a: u64, b: u64| a + b))
     }
 
     /// Per key and session, `f(last, value)` of its records; two sessions
     /// a record joins are merged with `f` too.
-    pub fn reduce<F>(self, f: F) -> Stream<Windowed<K>, V>
+    pub fn reduce<F>(self, f: F) -> Stream<Windowed<K>, E::Value<V>>
     where
         F: Fn(V, &V) -> V + Send + Sync + 'static,
     {
@@ -227,7 +234,7 @@ where
 
     /// Per key and session, `f(aggregate, key, value)` from `init()`; two
     /// sessions a record joins are merged with `merge(key, a, b)`.
-    pub fn aggregate<A, I, F, M>(self, init: I, f: F, merge: M) -> Stream<Windowed<K>, A>
+    pub fn aggregate<A, I, F, M>(self, init: I, f: F, merge: M) -> Stream<Windowed<K>, E::Value<A>>
     where
         A: Data + Serialize + DeserializeOwned,
         I: Fn() -> A + Send + Sync + 'static,
@@ -238,7 +245,11 @@ where
         self.fold(Arc::new(fold), Arc::new(merge))
     }
 
-    fn fold<A>(self, fold: Arc<Fold<K, V, A>>, merge: Arc<Merge<K, A>>) -> Stream<Windowed<K>, A>
+    fn fold<A>(
+        self,
+        fold: Arc<Fold<K, V, A>>,
+        merge: Arc<Merge<K, A>>,
+    ) -> Stream<Windowed<K>, E::Value<A>>
     where
         A: Data + Serialize + DeserializeOwned,
     {
@@ -262,13 +273,15 @@ where
         };
         let spec = self.sessions;
         let late = self.late.map(|t| t.output());
-        let make = make_op::<K, V, Windowed<K>, A, _>(move |next| {
-            let (fold, merge) = (Arc::clone(&fold), Arc::clone(&merge));
-            Box::new(SessionAggregate::new(
-                spec, key_codec, stores, fold, merge, late, next,
-            ))
+        let make = make_op::<K, V, Windowed<K>, E::Value<A>, _>(move |next| {
+            let fns = SessionFns {
+                fold: Arc::clone(&fold),
+                merge: Arc::clone(&merge),
+                late,
+            };
+            Box::new(SessionAggregate::new(spec, key_codec, stores, fns, next))
         });
-        let out = input.child::<Windowed<K>, A>(make, Some(Codec::Postcard), true);
+        let out = input.child::<Windowed<K>, E::Value<A>>(make, Some(Codec::Postcard), true);
         let mut graph = out.pipeline.graph.borrow_mut();
         graph.declare(
             out.node,
