@@ -1,6 +1,8 @@
 //! The stateless operators: each a function of one item, keeping nothing.
 //! `filter`, `map`, `map_values`, `flat_map`, `key_by` and `inspect` (see
-//! [`Stream`](crate::Stream)); `to`, the sink that emits to a topic.
+//! [`Stream`](crate::Stream)); `to`, the sink that emits to a topic, and
+//! `to_upserts`, the one that writes a table's changes (a `None` as a
+//! tombstone).
 
 use std::sync::Arc;
 
@@ -127,5 +129,26 @@ where
     fn push(&mut self, item: Item<K, V>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         let options = EmitOptions::default().timestamp(item.timestamp);
         ctx.emit_with(self.output, &item.key, &item.value, options)
+    }
+}
+
+/// The sink of `to_upserts`: a `Some` emitted as the key's value, a `None`
+/// as a tombstone (no value), with the item's timestamp.
+pub(crate) struct ToUpserts<K, V> {
+    pub output: Output<K, V>,
+}
+
+impl<K, V> Operator<K, Option<V>> for ToUpserts<K, V>
+where
+    K: Data + Serialize,
+    V: Data + Serialize,
+{
+    #[inline]
+    fn push(&mut self, item: Item<K, Option<V>>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        let options = EmitOptions::default().timestamp(item.timestamp);
+        match &item.value {
+            Some(value) => ctx.emit_with(self.output, &item.key, value, options),
+            None => ctx.emit_tombstone(self.output, &item.key, options),
+        }
     }
 }

@@ -218,6 +218,30 @@ impl<K: Data, V: Data> Stream<K, V> {
     }
 }
 
+impl<K, V> Stream<K, Option<V>>
+where
+    K: Data + Serialize + DeserializeOwned,
+    V: Data + Serialize + DeserializeOwned,
+{
+    /// Writes a stream of a table's changes to `topic` as Kafka keeps a
+    /// table: `Some(v)` as the key's value, `None` (a deleted row, a
+    /// session window retracted) as a tombstone, a record with no value,
+    /// which deletes the key from a compacted topic and from a table read
+    /// from it (`Pipeline::table`). Partitioned by key, like `to`.
+    pub fn to_upserts(&self, topic: Topic<K, V>) {
+        let output = topic.output();
+        let make = make_op::<K, Option<V>, K, Option<V>, _>(
+            move |_: crate::operator::Next<K, Option<V>>| {
+                Box::new(crate::stateless::ToUpserts { output })
+            },
+        );
+        let mut graph = self.pipeline.graph.borrow_mut();
+        let node = graph.add(&[self.node], make, share::<K, Option<V>>);
+        let declare = Arc::new(move |app: strata::runtime::App| app.output(output));
+        graph.declare(node, format!("output {}", topic.name()), declare);
+    }
+}
+
 impl<K, V> Stream<K, V>
 where
     K: Data + Serialize + DeserializeOwned,

@@ -6,9 +6,13 @@
 //! their topics, which must be co-partitioned (the runtime refuses them
 //! otherwise, naming the topics): partition i of the stream meets
 //! partition i of the table, so a key's records find its row. The task
-//! reads its inputs in the order it fetches them, so a record joins the
-//! row as the table held it when the record was processed; a stream
-//! record that arrives before its row in the table finds none.
+//! reads its inputs in timestamp order across them (docs/design.md,
+//! "Order across inputs"), so a record joins the row current at its
+//! timestamp: the latest table record stamped at or before it (a table
+//! declared before the stream wins a tie), over a backlog as live; a
+//! stream record older than its key's first row finds none. Live, a
+//! table update arriving after the stream has moved past its time is
+//! applied when it comes (see `App::max_task_idle`).
 
 use std::sync::Arc;
 

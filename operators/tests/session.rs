@@ -6,8 +6,8 @@
 //! stream kept as a table (retractions deleting) ends as the model's
 //! sessions, open and closed, every superseded windowed key retracted.
 //!
-//! The runtime's emits carry a value, so a retraction (`None`) is written
-//! here as the text `RETRACTED`.
+//! The update stream is written with `to_upserts`: a retraction (`None`)
+//! reaches the topic as a tombstone, a record with no value.
 
 mod support;
 
@@ -21,7 +21,6 @@ use support::Rec;
 const CLICKS: Topic<String, String> = Topic::new("clicks");
 const OUT: Topic<String, String> = Topic::new("sessions");
 const LATE: Topic<String, String> = Topic::new("late");
-const RETRACTED: &str = "(retracted)";
 
 fn shown(w: &Windowed<String>) -> String {
     format!("{}|{}|{}", w.key, w.start, w.end)
@@ -34,11 +33,8 @@ fn on_update(sessions: Sessions<OnUpdate>) -> Pipeline {
         .session(sessions)
         .late_to(LATE)
         .count()
-        .map(|w: Windowed<String>, n: Option<u64>| {
-            let value = n.map_or_else(|| RETRACTED.to_string(), |n| n.to_string());
-            (shown(&w), value)
-        })
-        .to(OUT);
+        .map(|w: Windowed<String>, n: Option<u64>| (shown(&w), n.map(|n| n.to_string())))
+        .to_upserts(OUT);
     pipeline
 }
 
@@ -72,6 +68,11 @@ struct Model {
 
 fn row(key: &str, start: i64, end: i64, value: &str, ts: i64) -> Rec {
     Rec::text(&format!("{key}|{start}|{}", end + 1), value, ts)
+}
+
+/// The retraction of a session's windowed key: a tombstone.
+fn retraction(key: &str, start: i64, end: i64, ts: i64) -> Rec {
+    Rec::tombstone(&format!("{key}|{start}|{}", end + 1), ts)
 }
 
 impl Model {
@@ -119,7 +120,7 @@ impl Model {
         self.open.insert((key.clone(), start), (end, n));
         if !self.on_close {
             for (old_start, old_end) in gone.into_iter().filter(|&g| g != (start, end)) {
-                self.out.push(row(&key, old_start, old_end, RETRACTED, ts));
+                self.out.push(retraction(&key, old_start, old_end, ts));
             }
             self.out.push(row(&key, start, end, &n.to_string(), ts));
         }
@@ -232,31 +233,26 @@ proptest! {
         let pipeline = on_update(sessions(gap_ms, grace_ms));
         let dir = run_split(&pipeline, &records, split.index(records.len() + 1));
 
-        let rows: Vec<(String, String)> = support::read(dir.path(), "sessions")
-            .into_iter()
-            .flatten()
-            .map(|r| (r.key_text(), r.value_text()))
-            .collect();
-        // Per windowed key, its last record; a retraction only ever
-        // follows an aggregate (a key that exists).
-        let mut last: BTreeMap<&str, &str> = BTreeMap::new();
+        let rows = rows(dir.path());
+        // Per windowed key, its last record; a retraction (a tombstone)
+        // only ever follows an aggregate (a key that exists).
+        let mut last: BTreeMap<&str, Option<&str>> = BTreeMap::new();
         for (key, value) in &rows {
-            if value == RETRACTED {
+            if value.is_none() {
                 let before = last.get(key.as_str()).copied();
-                prop_assert!(before.is_some_and(|v| v != RETRACTED), "{} retracted unseen", key);
+                prop_assert!(before.is_some_and(|v| v.is_some()), "{} retracted unseen", key);
             }
-            last.insert(key, value);
+            last.insert(key, value.as_deref());
         }
         let expected = model.table();
         // Every windowed key emitted and superseded ends retracted.
         for (key, value) in &last {
             if !expected.contains_key(*key) {
-                prop_assert_eq!(*value, RETRACTED, "{} superseded, not retracted", key);
+                prop_assert_eq!(*value, None, "{} superseded, not retracted", key);
             }
         }
         let table: BTreeMap<String, String> = (last.into_iter())
-            .filter(|(_, value)| *value != RETRACTED)
-            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .filter_map(|(key, value)| Some((key.to_string(), value?.to_string())))
             .collect();
         prop_assert_eq!(table, expected);
     }
@@ -298,28 +294,32 @@ fn a_session_merged_or_grown_is_retracted_before_its_successor() {
         Rec::text("u", "5", base + 2_000),
     ];
     let dir = run_split(&on_update(sessions(1_000, 1_000)), &records, records.len());
-    let got: Vec<(String, String)> = support::read(dir.path(), "sessions")
-        .into_iter()
-        .flatten()
-        .map(|r| (r.key_text(), r.value_text()))
-        .collect();
-    let session = |start: i64, end: i64, value: &str| {
+    let session = |start: i64, end: i64, value: Option<&str>| {
         (
             format!("u|{}|{}", base + start, base + end + 1),
-            value.to_string(),
+            value.map(str::to_string),
         )
     };
     assert_eq!(
-        got,
+        rows(dir.path()),
         [
-            session(0, 0, "1"),
-            session(1_500, 1_500, "1"),
-            session(0, 0, RETRACTED),
-            session(1_500, 1_500, RETRACTED),
-            session(0, 1_500, "3"),
-            session(0, 1_500, "4"),
-            session(0, 1_500, RETRACTED),
-            session(0, 2_000, "5"),
+            session(0, 0, Some("1")),
+            session(1_500, 1_500, Some("1")),
+            session(0, 0, None),
+            session(1_500, 1_500, None),
+            session(0, 1_500, Some("3")),
+            session(0, 1_500, Some("4")),
+            session(0, 1_500, None),
+            session(0, 2_000, Some("5")),
         ]
     );
+}
+
+/// The update stream's records in order: windowed key, and the count as
+/// text or none for a tombstone.
+fn rows(data: &std::path::Path) -> Vec<(String, Option<String>)> {
+    let text = |v: Vec<u8>| String::from_utf8(v).expect("a text value");
+    (support::read(data, "sessions").into_iter().flatten())
+        .map(|r| (r.key_text(), r.value.map(text)))
+        .collect()
 }

@@ -283,7 +283,7 @@ impl Context<'_> {
         Q: Serialize + ?Sized,
         W: Serialize + ?Sized,
     {
-        self.emit_record(&output, Some(key), value, EmitOptions::default())
+        self.emit_record(&output, Some(key), Some(value), EmitOptions::default())
     }
 
     /// Emits with an explicit partition, headers or timestamp.
@@ -300,7 +300,24 @@ impl Context<'_> {
         Q: Serialize + ?Sized,
         W: Serialize + ?Sized,
     {
-        self.emit_record(&output, Some(key), value, options)
+        self.emit_record(&output, Some(key), Some(value), options)
+    }
+
+    /// Emits a tombstone for `key`: a record with no value, partitioned by
+    /// key, which deletes the key from a compacted topic and from a table
+    /// read from the topic (Kafka's null value).
+    pub fn emit_tombstone<K, V, Q>(
+        &mut self,
+        output: Output<K, V>,
+        key: &Q,
+        options: EmitOptions,
+    ) -> Result<(), ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: 'static,
+        Q: Serialize + ?Sized,
+    {
+        self.emit_record::<K, V, Q, [u8]>(&output, Some(key), None, options)
     }
 
     /// Emits a record without a key: it goes to the options' partition, or
@@ -317,14 +334,14 @@ impl Context<'_> {
         V: Borrow<W> + 'static,
         W: Serialize + ?Sized,
     {
-        self.emit_record::<K, V, [u8], W>(&output, None, value, options)
+        self.emit_record::<K, V, [u8], W>(&output, None, Some(value), options)
     }
 
     fn emit_record<K: 'static, V: 'static, Q, W>(
         &mut self,
         output: &Output<K, V>,
         key: Option<&Q>,
-        value: &W,
+        value: Option<&W>,
         options: EmitOptions,
     ) -> Result<(), ProcessError>
     where
@@ -407,7 +424,7 @@ fn emit_encoded<Q, W>(
     position: &Position,
     emits: bool,
     output: &TopicOutput,
-    (key, value, options): (Option<&Q>, &W, EmitOptions),
+    (key, value, options): (Option<&Q>, Option<&W>, EmitOptions),
     buffers: &mut EncodeBuffers,
 ) -> Result<(), ProcessError>
 where
@@ -422,11 +439,13 @@ where
         }
         None => None,
     };
-    output
-        .spec
-        .value_codec
-        .encode_into(value, &mut buffers.value)?;
-    let value = &buffers.value[..];
+    let value = match value {
+        Some(v) => {
+            output.spec.value_codec.encode_into(v, &mut buffers.value)?;
+            Some(&buffers.value[..])
+        }
+        None => None,
+    };
     let partition = match (options.partition, key) {
         (Some(p), _) if (0..output.partitions).contains(&p) => p,
         (Some(p), _) => {
@@ -441,7 +460,7 @@ where
     let headers = Header::from_pairs(&options.headers);
     let record = NewRecord {
         key,
-        value: Some(value),
+        value,
         timestamp: options.timestamp.unwrap_or(position.timestamp),
         headers: &headers,
     };

@@ -17,11 +17,10 @@
 //! sessions that some records are retractions, and spares a user of
 //! emit-on-close sessions an `Option` that is never `None`.
 //!
-//! Kafka Streams writes a retraction to a topic as a tombstone (a null
-//! value). The runtime's emits always carry a value, so `.to(topic)`
-//! writes a `None` as the topic's value codec encodes it (postcard's
-//! `0x00`, JSON's `null`); a pipeline whose readers expect tombstones
-//! maps it to a value of their own first.
+//! Written with [`Stream::to_upserts`](crate::Stream::to_upserts), a
+//! retraction reaches the topic as a tombstone (a record with no value),
+//! as Kafka Streams writes it; `.to(topic)` of an `Option` value type
+//! would instead write `None` as the topic's value codec encodes it.
 
 use std::marker::PhantomData;
 use std::time::Duration;

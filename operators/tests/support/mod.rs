@@ -11,11 +11,12 @@ use strata::log::{LogConfig, LogManager, now_ms};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
 use strata::runtime::{App, Location, RunOptions, RunSummary};
 
-/// A record as written or read: key, value, timestamp.
+/// A record as written or read: key, value (none: a tombstone),
+/// timestamp.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Rec {
     pub key: Vec<u8>,
-    pub value: Vec<u8>,
+    pub value: Option<Vec<u8>>,
     pub timestamp: i64,
 }
 
@@ -23,7 +24,16 @@ impl Rec {
     pub fn text(key: &str, value: &str, timestamp: i64) -> Self {
         Self {
             key: key.as_bytes().to_vec(),
-            value: value.as_bytes().to_vec(),
+            value: Some(value.as_bytes().to_vec()),
+            timestamp,
+        }
+    }
+
+    /// A record with no value.
+    pub fn tombstone(key: &str, timestamp: i64) -> Self {
+        Self {
+            key: key.as_bytes().to_vec(),
+            value: None,
             timestamp,
         }
     }
@@ -33,7 +43,8 @@ impl Rec {
     }
 
     pub fn value_text(&self) -> String {
-        String::from_utf8(self.value.clone()).expect("a text value")
+        let value = self.value.clone().expect("a value, not a tombstone");
+        String::from_utf8(value).expect("a text value")
     }
 }
 
@@ -57,7 +68,12 @@ pub fn append(data: &Path, topic: &str, partitions: i32, partition: i32, records
         let mut builder = BatchBuilder::new(Compression::None);
         for r in chunk {
             builder
-                .push(NewRecord::new(Some(&r.key), &r.value, r.timestamp))
+                .push(NewRecord {
+                    key: Some(&r.key),
+                    value: r.value.as_deref(),
+                    timestamp: r.timestamp,
+                    headers: &[],
+                })
                 .expect("record fits");
         }
         log_partition
@@ -111,7 +127,7 @@ pub fn read(data: &Path, topic: &str) -> Vec<Vec<Rec>> {
                 let record = record.expect("record decodes");
                 records.push(Rec {
                     key: record.key.unwrap_or_default().to_vec(),
-                    value: record.value.unwrap_or_default().to_vec(),
+                    value: record.value.map(<[u8]>::to_vec),
                     timestamp: record.timestamp,
                 });
             }
