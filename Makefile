@@ -61,6 +61,7 @@ CRASH_LINES ?= 1000000
 TXN_KILLS ?= 100
 FLOOD_CONNECTIONS ?= 6000
 OVERLOAD_PRODUCES ?= 5000
+DETERMINISM_CASES ?= 200
 soak: deps
 	STRATA_SOAK_FLOOD_CONNECTIONS=$(FLOOD_CONNECTIONS) $(CARGO) test --test broker_connection_flood -- --nocapture
 	STRATA_SOAK_OVERLOAD_PRODUCES=$(OVERLOAD_PRODUCES) $(CARGO) test --test broker_overload_readers -- --nocapture
@@ -70,6 +71,7 @@ soak: deps
 	STRATA_SOAK_CRASH_KILLS=$(CRASH_KILLS) STRATA_SOAK_CRASH_LINES=$(CRASH_LINES) \
 		STRATA_EXAMPLE_CONFIG='$(OPTIMIZED)' \
 		$(CARGO) test $(DEMO_BUILD) --test runtime_crash killed_at_random_moments -- --nocapture --test-threads 1
+	STRATA_SOAK_DETERMINISM_CASES=$(DETERMINISM_CASES) $(CARGO) test --test runtime_determinism -- --nocapture
 
 # Formatting and lints, as CI checks them.
 lint: deps

@@ -105,7 +105,9 @@ impl Backlog {
 
 fn append_batches(data: &Path, topic: &str, records: &[(String, String, i64)], rng: &mut Rng) {
     let log = LogManager::open(data, LogConfig::default()).unwrap();
-    let created = log.create_topic(topic, PARTITIONS, Default::default()).unwrap();
+    let created = log
+        .create_topic(topic, PARTITIONS, Default::default())
+        .unwrap();
     let mut per_partition: Vec<Vec<&(String, String, i64)>> = vec![Vec::new(); PARTITIONS as usize];
     for record in records {
         per_partition[partition_for_key(record.0.as_bytes(), PARTITIONS) as usize].push(record);
@@ -163,7 +165,10 @@ fn assert_time_correct(backlog: &Backlog, got: &BTreeMap<String, Option<String>>
         .filter(|v| got[&v.page].as_deref() != backlog.expected_name(v))
         .map(|v| {
             let expected = backlog.expected_name(v);
-            format!("{} of {} at {}: {:?}, not {expected:?}", v.page, v.user, v.at, got[&v.page])
+            format!(
+                "{} of {} at {}: {:?}, not {expected:?}",
+                v.page, v.user, v.at, got[&v.page]
+            )
         })
         .collect();
     assert!(

@@ -36,7 +36,7 @@ const CUSTOMERS: usize = 100;
 const ORDERS: usize = 1_500;
 /// Cases of `make test`; `STRATA_SOAK_DETERMINISM_CASES` sets others.
 const CASES_QUICK: usize = 3;
-/// The orders span this much event time, ending an hour ago (recent
+/// The orders span this much event time, from yesterday's start (recent
 /// enough for the default retention of 7 days).
 const SPAN_MS: i64 = 40 * 60 * 1000;
 const TIERS: [&str; 4] = ["bronze", "silver", "gold", "platinum"];
@@ -93,7 +93,9 @@ fn reference() -> &'static Reference {
 /// Profiles changing over time, orders and payments interleaved with
 /// them, a few records of each topic out of order within its partition.
 fn write_inputs(data: &Path, rng: &mut Rng) {
-    let start_ms = strata::log::now_ms() - SPAN_MS - 3_600_000;
+    // Yesterday at midnight (UTC): a seed gives the same records all day.
+    const DAY_MS: i64 = 24 * 3_600_000;
+    let start_ms = (strata::log::now_ms() / DAY_MS - 1) * DAY_MS;
     let customer = |n: u64| format!("c{n}");
     let mut customers = Records::new();
     for c in 0..CUSTOMERS as u64 {

@@ -7,9 +7,12 @@
 //! or below `expires_at`; once the watermark passes it, the entry is
 //! **expired** and the next scan hands it back to be deleted. Whether an
 //! entry is live is decided from the watermark alone, at every record
-//! (`is_live`), so the operators' outputs never depend on when a scan
-//! runs: a scan only reclaims space. Scans run once per `step_ms` of
-//! watermark advance, not at every record.
+//! (`is_live`), so what the operators decide never depends on when a
+//! scan runs; a scan reclaims space, and hands back what expired (a
+//! join emits its unjoined records then). Scans run once per `step_ms` of
+//! watermark advance, not at every record: with the record that moves the
+//! watermark into a step of its own (`watermark / step_ms`), so at the
+//! same places in every run of the same records, restarts included.
 //!
 //! The list is a store whose keys sort by expiry, so the expired entries
 //! are one range scan from its start:
@@ -46,7 +49,8 @@ pub(crate) struct Expiry {
     step_ms: i64,
     /// i64::MIN until the task has seen a record.
     watermark: i64,
-    /// The watermark of the last scan; i64::MIN for none since `init`.
+    /// The watermark of the last scan (i64::MIN for none yet): always in
+    /// the watermark's step, scanned when the watermark moves into a step.
     scanned_at: i64,
 }
 
@@ -79,10 +83,14 @@ impl Expiry {
         }
     }
 
-    /// Reads the watermark back (a restarted task resumes with it).
+    /// Reads the watermark back (a restarted task resumes with it). The
+    /// scan of its step was made with the record that moved the watermark
+    /// there, in the same commit: scans go on at the same watermarks as
+    /// in a run without the restart, so what they emit (a join's unjoined
+    /// records) comes at the same places.
     pub fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         self.watermark = ctx.get(self.stores.time, WATERMARK)?.unwrap_or(i64::MIN);
-        self.scanned_at = i64::MIN;
+        self.scanned_at = self.watermark;
         Ok(())
     }
 

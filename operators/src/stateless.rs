@@ -144,7 +144,11 @@ where
     V: Data + Serialize,
 {
     #[inline]
-    fn push(&mut self, item: Item<K, Option<V>>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+    fn push(
+        &mut self,
+        item: Item<K, Option<V>>,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
         let options = EmitOptions::default().timestamp(item.timestamp);
         match &item.value {
             Some(value) => ctx.emit_with(self.output, &item.key, value, options),

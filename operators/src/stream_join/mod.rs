@@ -26,9 +26,9 @@
 //!    `f(key, left, None)` for each left record that expired without
 //!    joining (an outer join also for right records), with the record's
 //!    own timestamp: once, and only when no partner can come any more.
-//!    Such results come at the first scan after the expiry, so their
-//!    place among the other results depends on the scans; which results
-//!    there are does not.
+//!    Such results come at the first scan after the expiry (scans run
+//!    at fixed steps of the watermark, see `expiry`), so a run of the
+//!    same records gives them at the same places, restarts included.
 //!
 //! Both sides run in one processor, so their input topics must be
 //! co-partitioned: the runtime refuses inputs with different partition

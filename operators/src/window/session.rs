@@ -26,9 +26,11 @@
 //! 5. Closed sessions are emitted (on close) and deleted. Whether a
 //!    session is closed is decided from the watermark alone, at every
 //!    record; the closing list is scanned once per `gap / 8` of watermark
-//!    advance, so an emission on close may come that much later, never
-//!    earlier, and never with another value. On update, closing emits
-//!    nothing: the session's last update stands.
+//!    advance (by the record that moves the watermark into a step of its
+//!    own, also after a restart), so an emission on close may come that
+//!    much later, never earlier, never with another value, and at the
+//!    same place in every run of the same records. On update, closing
+//!    emits nothing: the session's last update stands.
 //!
 //! Invariant (emit on update): the stream's records applied in order to a
 //! map (`Some` upserting, `None` deleting) leave exactly the sessions
@@ -288,7 +290,9 @@ where
 {
     fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         self.watermark = ctx.get(self.stores.time, WATERMARK)?.unwrap_or(i64::MIN);
-        self.scanned_at = i64::MIN;
+        // The watermark's step was scanned by the record that moved it
+        // there, in the same commit (see the module doc).
+        self.scanned_at = self.watermark;
         self.next.init(ctx)
     }
 
