@@ -15,7 +15,13 @@
 //! - `windowed count, pipeline`: 1 s tumbling windows per key, emitted on
 //!   close (about 300,000 windows).
 //! - `join, pipeline`: every record left-joined with its key's row of
-//!   `profiles` (loaded in the same run: 100,000 more records) and emitted.
+//!   `profiles` (read in the same run: 100,000 more records, stamped before
+//!   the events, so the task, which reads its inputs in timestamp order,
+//!   takes the whole table first) and emitted.
+//! - `join, table updates interleaved`: the same over `profile-updates`,
+//!   whose 100,000 rows are stamped across the events' time: the task
+//!   turns from one input to the other every 20 records or so, the order
+//!   across inputs at its busiest.
 //! - `wordcount, by hand` / `wordcount, pipeline`: `examples/wordcount.rs`
 //!   and `examples/wordcount_dsl.rs`, two processors through `words`;
 //!   records/s counts words.
@@ -52,6 +58,7 @@ const ZIPF: Topic<String, Vec<u8>> = Topic::new("zipf");
 /// The Zipf law's exponent for the write cache's input.
 const ZIPF_S: f64 = 1.1;
 const PROFILES: Topic<String, String> = Topic::new("profiles");
+const PROFILE_UPDATES: Topic<String, String> = Topic::new("profile-updates");
 
 fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -75,6 +82,7 @@ fn main() -> anyhow::Result<()> {
         "count + emit, pipeline",
         "windowed count, pipeline",
         "join, pipeline",
+        "join, table updates interleaved",
         "wordcount, by hand",
         "wordcount, pipeline",
         "zipf count, write cache",
@@ -101,7 +109,11 @@ fn main() -> anyhow::Result<()> {
             ),
             (windowed(&format!("window-{round}"), round)?, RECORDS),
             (
-                join(&format!("join-{round}"), round)?,
+                join(&format!("join-{round}"), PROFILES, round)?,
+                RECORDS + common::KEYS,
+            ),
+            (
+                join(&format!("join-updates-{round}"), PROFILE_UPDATES, round)?,
                 RECORDS + common::KEYS,
             ),
             (wordcount_by_hand(&format!("wc-hand-{round}"), round), 0),
@@ -279,9 +291,9 @@ fn windowed(name: &str, round: usize) -> anyhow::Result<App> {
     Ok(pipeline.app()?)
 }
 
-fn join(name: &str, round: usize) -> anyhow::Result<App> {
+fn join(name: &str, table: Topic<String, String>, round: usize) -> anyhow::Result<App> {
     let pipeline = Pipeline::new(name);
-    let profiles = pipeline.table(PROFILES);
+    let profiles = pipeline.table(table);
     pipeline
         .from(EVENTS)
         .left_join(&profiles, |_, _, profile: Option<String>| {
@@ -341,11 +353,32 @@ fn wordcount_pipeline(name: &str, round: usize) -> anyhow::Result<App> {
 }
 
 /// One row per key in `profiles`, one partition like `events`.
+/// One row per key in `profiles`, stamped a minute before the first
+/// event; the same rows in `profile-updates`, stamped evenly across the
+/// events' time.
 fn write_profiles(data: &Path) -> anyhow::Result<()> {
     let rows: Vec<(String, String)> = (0..common::KEYS)
         .map(|n| (format!("key-{n:06}"), format!("profile of {n}")))
         .collect();
-    write_keyed(data, "profiles", &rows)
+    let (first, last) = events_span(data)?;
+    write_keyed(data, "profiles", &rows, |_| first - 60_000)?;
+    let step = (last - first) as f64 / rows.len() as f64;
+    write_keyed(data, "profile-updates", &rows, |n| {
+        first + (n as f64 * step) as i64
+    })
+}
+
+/// The first and last timestamps of `events`.
+fn events_span(data: &Path) -> anyhow::Result<(i64, i64)> {
+    let log = LogManager::open(data, LogConfig::default())?;
+    let events = log.partition("events", 0)?;
+    let first = events.read(0, 1)?.read_to_vec()?;
+    let last = events.read(events.log_end_offset() - 1, 1)?.read_to_vec()?;
+    let header = |bytes: &[u8]| strata::record::BatchHeader::parse(bytes);
+    let span = (header(&first)?.base_timestamp, header(&last)?.max_timestamp);
+    drop(events);
+    log.close()?;
+    Ok(span)
 }
 
 /// `LINES` lines of `WORDS_PER_LINE` words out of 100,000, keyless.
@@ -364,19 +397,25 @@ fn write_lines(data: &Path) -> anyhow::Result<()> {
             (String::new(), words.join(" "))
         })
         .collect();
-    write_keyed(data, "lines", &rows)
+    write_keyed(data, "lines", &rows, |_| strata::log::now_ms())
 }
 
-fn write_keyed(data: &Path, topic: &str, rows: &[(String, String)]) -> anyhow::Result<()> {
+/// Writes `rows` to `topic` (one partition), row n stamped `stamp(n)`.
+fn write_keyed(
+    data: &Path,
+    topic: &str,
+    rows: &[(String, String)],
+    stamp: impl Fn(usize) -> i64,
+) -> anyhow::Result<()> {
     let log = LogManager::open(data, LogConfig::default())?;
     let created = log.create_topic(topic, 1, BTreeMap::new())?;
-    let now = strata::log::now_ms();
-    for chunk in rows.chunks(1_000) {
+    for (at, chunk) in rows.chunks(1_000).enumerate() {
         let mut builder = BatchBuilder::new(Compression::None);
-        for (key, value) in chunk {
+        for (n, (key, value)) in chunk.iter().enumerate() {
             let key = (!key.is_empty()).then_some(key.as_bytes());
             debug_assert_eq!(key.map_or(0, |k| partition_for_key(k, 1)), 0);
-            builder.push(NewRecord::new(key, value.as_bytes(), now))?;
+            let timestamp = stamp(at * 1_000 + n);
+            builder.push(NewRecord::new(key, value.as_bytes(), timestamp))?;
         }
         created.partitions[0].append(&builder.build()?)?;
     }

@@ -82,6 +82,7 @@ pub(super) enum Head {
 }
 
 /// A batch that fails its checks, at `offset`.
+#[derive(Debug)]
 pub(super) struct Unreadable {
     pub offset: i64,
     pub error: RecordError,
@@ -251,5 +252,166 @@ impl Input {
         self.open = None;
         self.fetched = Bytes::new();
         self.aborted = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{BatchBuilder, Compression, ControlRecord, MarkerKind, NewRecord};
+
+    /// A batch of `values` at `base_offset`, stamped 1000 + offset.
+    fn batch(base_offset: i64, values: &[&str], codec: Compression) -> Vec<u8> {
+        let mut builder = BatchBuilder::new(codec);
+        for (i, value) in values.iter().enumerate() {
+            let at = 1_000 + base_offset + i as i64;
+            builder
+                .push(NewRecord::new(None, value.as_bytes(), at))
+                .unwrap();
+        }
+        let mut bytes = builder.build().unwrap();
+        crate::record::set_base_offset(&mut bytes, base_offset);
+        bytes
+    }
+
+    fn marker(offset: i64) -> Vec<u8> {
+        let commit = ControlRecord {
+            kind: MarkerKind::Commit,
+            coordinator_epoch: 0,
+        };
+        let mut bytes = commit.batch(7, 0, 1_000);
+        crate::record::set_base_offset(&mut bytes, offset);
+        bytes
+    }
+
+    fn fetched(batches: &[Vec<u8>], end: i64) -> Fetched {
+        Fetched {
+            records: Bytes::from(batches.concat()),
+            log_start_offset: 0,
+            end,
+            aborted: Vec::new(),
+        }
+    }
+
+    fn input_at(next: i64) -> Input {
+        Input::new(Arc::from("in"), "in".into(), next)
+    }
+
+    /// Reads the input a record at a time as the task does: its head, then
+    /// the record at the open batch's cursor; returns the records' offsets
+    /// and values, and the head that ended the reading.
+    fn drain(input: &mut Input, limit: i64) -> (Vec<(i64, String)>, Head) {
+        let mut read = Vec::new();
+        let mut bytes = 0;
+        loop {
+            let (head, _) = input.head(limit, &mut bytes).expect("readable");
+            let Head::Record { offset, .. } = head else {
+                return (read, head);
+            };
+            let open = input.open_batch().unwrap();
+            let (section, mut cursor) = (open.section.clone(), open.cursor);
+            let record = cursor.next(&section).unwrap().unwrap();
+            assert_eq!(record.offset, offset, "the head is the record read next");
+            read.push((
+                offset,
+                String::from_utf8_lossy(record.value.unwrap()).into_owned(),
+            ));
+            input.advance(cursor, Some(offset));
+        }
+    }
+
+    #[test]
+    fn records_come_out_in_offset_order_from_the_position_on() {
+        let mut input = input_at(1);
+        let batches = [
+            batch(0, &["a", "b", "c"], Compression::None),
+            batch(3, &["d", "e"], Compression::Zstd),
+        ];
+        input.fill(fetched(&batches, 5));
+        let (read, ended) = drain(&mut input, i64::MAX);
+        let offsets: Vec<i64> = read.iter().map(|r| r.0).collect();
+        assert_eq!(offsets, [1, 2, 3, 4]);
+        assert_eq!(read[3].1, "e");
+        assert_eq!(ended, Head::Empty);
+        assert_eq!(input.next, 5);
+        assert!(input.is_empty());
+    }
+
+    #[test]
+    fn a_control_batch_is_passed_over_and_moves_the_position() {
+        let mut input = input_at(0);
+        let batches = [
+            batch(0, &["a"], Compression::None),
+            marker(1),
+            batch(2, &["b"], Compression::Lz4),
+        ];
+        input.fill(fetched(&batches, 3));
+        let mut bytes = 0;
+        let (head, _) = input.head(i64::MAX, &mut bytes).unwrap();
+        assert_eq!(
+            head,
+            Head::Record {
+                offset: 0,
+                timestamp: 1_000
+            }
+        );
+        let (read, _) = drain(&mut input, i64::MAX);
+        assert_eq!(read, [(0, "a".into()), (2, "b".into())]);
+        assert_eq!(input.next, 3);
+    }
+
+    #[test]
+    fn a_batch_after_a_marker_alone_moves_the_position_without_a_record() {
+        let mut input = input_at(1);
+        input.fill(fetched(&[marker(1)], 2));
+        let mut bytes = 0;
+        let (head, moved) = input.head(i64::MAX, &mut bytes).unwrap();
+        assert_eq!((head, moved), (Head::Empty, true));
+        assert_eq!(input.next, 2);
+        assert!(
+            bytes > 0,
+            "a batch taken up counts towards the commit's bytes"
+        );
+    }
+
+    #[test]
+    fn a_target_inside_a_batch_stops_the_input_exactly_there() {
+        let mut input = input_at(0);
+        input.fill(fetched(
+            &[batch(0, &["a", "b", "c", "d"], Compression::None)],
+            4,
+        ));
+        let (read, ended) = drain(&mut input, 2);
+        assert_eq!(read.len(), 2);
+        assert_eq!(ended, Head::AtTarget);
+        assert_eq!(input.next, 2, "nothing at or past the target");
+        assert!(input.is_empty(), "what lies past the target is dropped");
+    }
+
+    #[test]
+    fn a_partial_batch_after_a_whole_one_is_left_for_the_next_fetch() {
+        let mut input = input_at(0);
+        let whole = batch(0, &["a"], Compression::None);
+        let mut cut = batch(1, &["b", "c"], Compression::None);
+        cut.truncate(cut.len() - 3);
+        input.fill(fetched(&[whole, cut], 3));
+        let (read, ended) = drain(&mut input, i64::MAX);
+        assert_eq!(read, [(0, "a".into())]);
+        assert_eq!((ended, input.next), (Head::Empty, 1));
+    }
+
+    #[test]
+    fn a_first_batch_that_fails_its_checks_is_an_error_at_the_position() {
+        let mut input = input_at(4);
+        let mut bad = batch(4, &["a"], Compression::None);
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        input.fill(fetched(&[bad], 5));
+        let mut bytes = 0;
+        let Err(unreadable) = input.head(i64::MAX, &mut bytes) else {
+            panic!("a corrupt batch is not read");
+        };
+        assert_eq!(unreadable.offset, 4);
+        assert_eq!(input.next, 4, "nothing skipped");
     }
 }

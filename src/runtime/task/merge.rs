@@ -40,13 +40,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::record::RecordCursor;
 use crate::runtime::context::Position;
 use crate::runtime::error::RuntimeError;
 use crate::runtime::log_access::FETCH_WAIT_MAX;
 use crate::runtime::timer::TimeDomain;
 
-use super::Task;
 use super::input::{Head, Input, Unreadable};
+use super::{PREFETCH_AHEAD, Task};
 
 /// How patient the choice is with an input that has nothing buffered.
 #[derive(Debug, Clone, Copy)]
@@ -159,13 +160,13 @@ impl Task {
     /// Processes records in timestamp order until an input that must be
     /// waited for has nothing buffered, or none has anything.
     async fn merge(&mut self) -> Result<bool, RuntimeError> {
+        // The targets come once; a turn reads them once.
+        let patience: Vec<Patience> = (0..self.inputs.len()).map(|at| self.patience(at)).collect();
         let mut moved = false;
         loop {
-            let now = Instant::now();
             let mut first: Option<Pick> = None;
             let mut second: Option<Pick> = None;
-            for at in 0..self.inputs.len() {
-                let patience = self.patience(at);
+            for (at, patience) in patience.iter().enumerate() {
                 let limit = patience.target.unwrap_or(i64::MAX);
                 let (head, passed) = self.inputs[at]
                     .head(limit, &mut self.pending.bytes)
@@ -185,23 +186,28 @@ impl Task {
                         }
                     }
                     Head::AtTarget => {}
-                    Head::Empty if patience.may_pass_by(&self.inputs[at], now) => {}
+                    Head::Empty if patience.may_pass_by(&self.inputs[at], Instant::now()) => {}
                     Head::Empty => return Ok(moved),
                 }
             }
             let Some((_, at)) = first else {
                 return Ok(moved);
             };
-            self.run_input(at, second).await?;
+            let limit = patience[at].target.unwrap_or(i64::MAX);
+            self.run_input(at, limit, second).await?;
             moved = true;
         }
     }
 
     /// Processes records of input `at` from its open batch while they come
     /// before `bound` (the next input's first record), up to the batch's
-    /// end.
-    async fn run_input(&mut self, at: usize, bound: Option<Pick>) -> Result<(), RuntimeError> {
-        let limit = self.patience(at).target.unwrap_or(i64::MAX);
+    /// end or `limit`.
+    async fn run_input(
+        &mut self,
+        at: usize,
+        limit: i64,
+        bound: Option<Pick>,
+    ) -> Result<(), RuntimeError> {
         if self.processor.prepares() {
             self.prepare_open_batch(at, limit).await?;
         }
@@ -218,6 +224,15 @@ impl Task {
             headers: Vec::new(),
         };
         let mut counted = 0u64;
+        // Store entries of the keys a few records ahead, asked for as in
+        // `process` (see `Prefetch`): a cursor that runs ahead.
+        let prefetching = !self.prefetch.active.is_empty();
+        let mut ahead = cursor;
+        if prefetching {
+            for _ in 0..PREFETCH_AHEAD {
+                self.prefetch_next(&mut ahead, &section);
+            }
+        }
         loop {
             let mut after = cursor;
             // A malformed record ends the run; the next look at the input
@@ -225,6 +240,9 @@ impl Task {
             let Some(Ok(record)) = after.next(&section) else {
                 break;
             };
+            if prefetching {
+                self.prefetch_next(&mut ahead, &section);
+            }
             if record.offset < self.inputs[at].next {
                 cursor = after;
                 continue;
@@ -249,7 +267,17 @@ impl Task {
         }
         self.inputs[at].advance(cursor, None);
         self.setup.progress.add(counted, self.counted);
+        self.prefetch.review(&mut self.state, counted as usize);
         self.after_run().await
+    }
+
+    /// Asks for the store entries of the record at `ahead`'s key, and moves
+    /// it on.
+    fn prefetch_next(&mut self, ahead: &mut RecordCursor, section: &[u8]) {
+        if let Some(Ok(record)) = ahead.next(section) {
+            let key = record.key.unwrap_or_default();
+            self.state.prefetch(key, &self.prefetch.active);
+        }
     }
 
     /// An async processor's lookups for the open batch of input `at`, once
