@@ -96,34 +96,11 @@ fn main() -> anyhow::Result<()> {
     for round in 0..ROUNDS {
         plain.push(common::plain_loop(&data, RECORDS)?);
         rows[0].1.push(common::hashmap_loop(&data, RECORDS)?);
-        let apps: Vec<(App, u64)> = vec![
-            (by_hand_count(&format!("hand-{round}"), None), RECORDS),
-            (pipeline_count(&format!("dsl-{round}"), None)?, RECORDS),
-            (
-                by_hand_count(&format!("hand-emit-{round}"), Some(round)),
-                RECORDS,
-            ),
-            (
-                pipeline_count(&format!("dsl-emit-{round}"), Some(round))?,
-                RECORDS,
-            ),
-            (windowed(&format!("window-{round}"), round)?, RECORDS),
-            (
-                join(&format!("join-{round}"), PROFILES, round)?,
-                RECORDS + common::KEYS,
-            ),
-            (
-                join(&format!("join-updates-{round}"), PROFILE_UPDATES, round)?,
-                RECORDS + common::KEYS,
-            ),
-            (wordcount_by_hand(&format!("wc-hand-{round}"), round), 0),
-            (wordcount_pipeline(&format!("wc-dsl-{round}"), round)?, 0),
-        ];
         let zipf = [
             ("zipf count, write cache", true),
             ("zipf count, no write cache", false),
         ];
-        for (at, (app, records)) in apps.into_iter().enumerate() {
+        for (at, (app, records)) in apps(round)?.into_iter().enumerate() {
             let location = Location::embedded(&data, app.name());
             let rate = if records == 0 {
                 // The word counts: lines through split, then the words.
@@ -178,6 +155,35 @@ fn main() -> anyhow::Result<()> {
         println!("{name}: store writes per record {}", rounds.join(" "));
     }
     Ok(())
+}
+
+/// The apps of one round with the records each processes (0: the word
+/// counts, which count words), in the order of the rows after the
+/// HashMap count.
+fn apps(round: usize) -> anyhow::Result<Vec<(App, u64)>> {
+    Ok(vec![
+        (by_hand_count(&format!("hand-{round}"), None), RECORDS),
+        (pipeline_count(&format!("dsl-{round}"), None)?, RECORDS),
+        (
+            by_hand_count(&format!("hand-emit-{round}"), Some(round)),
+            RECORDS,
+        ),
+        (
+            pipeline_count(&format!("dsl-emit-{round}"), Some(round))?,
+            RECORDS,
+        ),
+        (windowed(&format!("window-{round}"), round)?, RECORDS),
+        (
+            join(&format!("join-{round}"), PROFILES, round)?,
+            RECORDS + common::KEYS,
+        ),
+        (
+            join(&format!("join-updates-{round}"), PROFILE_UPDATES, round)?,
+            RECORDS + common::KEYS,
+        ),
+        (wordcount_by_hand(&format!("wc-hand-{round}"), round), 0),
+        (wordcount_pipeline(&format!("wc-dsl-{round}"), round)?, 0),
+    ])
 }
 
 fn until_end() -> strata::runtime::RunOptions {

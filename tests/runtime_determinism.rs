@@ -9,11 +9,15 @@
 //! The reference is one crash-free `run --until-end` with the defaults.
 //! Each case runs the pipeline with random `--fetch-bytes` (1 KiB to 4
 //! MiB), `--commit-records` and `--commit-ms`, killed at random moments and
-//! restarted (each restart with settings of its own), then compares every
+//! restarted (each restart with settings of its own, a live `run` or a run
+//! to the end), then compares every
 //! derived partition record by record (offset, timestamp, key, value) and
 //! every store entry (`dump-state`) with the reference. Each output
 //! partition has one writer (the outputs keep the input's key), so its
 //! records are in one order only.
+//!
+//! Remote, one case runs through `strata serve` (transactions, changelogs):
+//! its records and state must be the reference's too.
 //!
 //! The seed is printed; `STRATA_SEED=<seed>` replays it.
 //! `STRATA_SOAK_DETERMINISM_CASES` sets the number of cases (`make soak`).
@@ -27,15 +31,15 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use strata::client::partitioner::partition_for_key;
-use strata::log::{LogConfig, LogManager};
+use strata::log::{LogConfig, LogManager, PartitionLog};
 use strata::record::{BatchBuilder, Compression, NewRecord};
-use support::{Rng, Stored};
+use support::{Rng, ServerProcess, Stored};
 
 const PARTITIONS: i32 = 3;
 const CUSTOMERS: usize = 100;
 const ORDERS: usize = 1_500;
 /// Cases of `make test`; `STRATA_SOAK_DETERMINISM_CASES` sets others.
-const CASES_QUICK: usize = 3;
+const CASES_QUICK: usize = 5;
 /// The orders span this much event time, from yesterday's start (recent
 /// enough for the default retention of 7 days).
 const SPAN_MS: i64 = 40 * 60 * 1000;
@@ -45,10 +49,13 @@ const DERIVED: [&str; 3] = ["orders-by-tier", "spend-per-minute", "order-payment
 /// (key, value, timestamp) in the order appended.
 type Records = Vec<(String, String, i64)>;
 
+/// Per derived topic, each partition's records.
+type Topics = BTreeMap<String, Vec<Vec<Stored>>>;
+
 /// Every derived partition's records, and `dump-state`'s lines.
 #[derive(Debug, PartialEq, Eq)]
 struct Outcome {
-    topics: BTreeMap<String, Vec<Vec<Stored>>>,
+    topics: Topics,
     state: String,
 }
 
@@ -196,18 +203,7 @@ fn checked(command: &mut Command) -> Output {
 
 /// The derived topics (named with `suffix`, a version's) and the state.
 fn outcome(data: &Path, suffix: &str) -> Outcome {
-    let log = LogManager::open(data, LogConfig::default()).unwrap();
-    let mut topics = BTreeMap::new();
-    for topic in DERIVED {
-        let partitions = (0..PARTITIONS)
-            .map(|p| {
-                let partition = log.partition(&format!("{topic}{suffix}"), p).unwrap();
-                support::read_all(&partition, 0)
-            })
-            .collect();
-        topics.insert(topic.to_string(), partitions);
-    }
-    log.close().unwrap();
+    let topics = derived(data, suffix, support::read_all);
     let mut dump = checkout(data);
     dump.arg("dump-state");
     if !suffix.is_empty() {
@@ -217,36 +213,75 @@ fn outcome(data: &Path, suffix: &str) -> Outcome {
     Outcome { topics, state }
 }
 
-/// Random settings for one run: fetch size, commit interval.
-fn settings(rng: &mut Rng) -> Vec<String> {
-    let log_uniform = |rng: &mut Rng, low: u64, high: u64| {
-        let (low, high) = ((low as f64).ln(), (high as f64).ln());
-        let unit = rng.below(1 << 20) as f64 / f64::from(1 << 20);
-        (low + unit * (high - low)).exp() as u64
-    };
-    let fetch_bytes = log_uniform(rng, 1 << 10, 4 << 20);
-    let commit_records = log_uniform(rng, 1, 20_000);
-    let commit_ms = 1 + rng.below(200);
-    [
-        format!("--fetch-bytes={fetch_bytes}"),
-        format!("--commit-records={commit_records}"),
-        format!("--commit-ms={commit_ms}"),
-    ]
-    .into()
+/// Every derived partition's records (the topics named with `suffix`), as
+/// `read` reads a partition.
+fn derived(data: &Path, suffix: &str, read: fn(&PartitionLog, i64) -> Vec<Stored>) -> Topics {
+    let log = LogManager::open(data, LogConfig::default()).unwrap();
+    let mut topics = BTreeMap::new();
+    for topic in DERIVED {
+        let partitions = (0..PARTITIONS)
+            .map(|p| read(&log.partition(&format!("{topic}{suffix}"), p).unwrap(), 0))
+            .collect();
+        topics.insert(topic.to_string(), partitions);
+    }
+    log.close().unwrap();
+    topics
 }
 
-/// Runs `command` (to its end) with random settings, killed `kills` times
-/// at random moments and started again each time; returns how many kills
-/// landed before the run ended. The moments fall within the reference's
-/// run time at first, and within half as long after a kill that came too
-/// late (a restart has less left to do).
-fn run_with_kills(data: &Path, command: &[&str], kills: usize, rng: &mut Rng) -> usize {
+/// The derived topics as a read_committed consumer sees them.
+fn committed_topics(data: &Path) -> Topics {
+    derived(data, "", support::read_committed)
+}
+
+fn log_uniform(rng: &mut Rng, low: u64, high: u64) -> u64 {
+    let (low, high) = ((low as f64).ln(), (high as f64).ln());
+    let unit = rng.below(1 << 20) as f64 / f64::from(1 << 20);
+    (low + unit * (high - low)).exp() as u64
+}
+
+fn fetch_bytes(rng: &mut Rng) -> String {
+    format!("--fetch-bytes={}", log_uniform(rng, 1 << 10, 4 << 20))
+}
+
+/// `command` with random settings: fetch size, commit interval.
+fn with_settings(command: &[&str], rng: &mut Rng) -> Vec<String> {
+    let mut args: Vec<String> = command.iter().map(|a| a.to_string()).collect();
+    args.push(fetch_bytes(rng));
+    args.push(format!("--commit-records={}", log_uniform(rng, 1, 20_000)));
+    args.push(format!("--commit-ms={}", 1 + rng.below(200)));
+    args
+}
+
+/// A run to the end with random settings; killed, it may as well be a
+/// live run (`run`, which never ends by itself).
+fn live_or_to_the_end(rng: &mut Rng, last: bool) -> Vec<String> {
+    let live = !last && rng.below(2) == 0;
+    let command: &[&str] = if live {
+        &["run"]
+    } else {
+        &["run", "--until-end"]
+    };
+    with_settings(command, rng)
+}
+
+/// Runs the example at `location` with the arguments `attempt(rng, last)`
+/// gives, killed `kills` times at random moments and started again each
+/// time, then once more to its end; returns how many kills landed before
+/// their run ended. The moments fall within the reference's run time at
+/// first, and within half as long after a kill that came too late (a
+/// restart has less left to do).
+fn run_with_kills(
+    location: &[&str],
+    kills: usize,
+    rng: &mut Rng,
+    attempt: impl Fn(&mut Rng, bool) -> Vec<String>,
+) -> usize {
     let mut window_ms = reference().run_ms.max(50) * 3 / 2;
     let mut landed = 0;
     for _ in 0..kills {
-        let mut child = checkout(data)
-            .args(command)
-            .args(settings(rng))
+        let mut child = Command::new(support::example::example("checkout"))
+            .args(location)
+            .args(attempt(rng, false))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -260,8 +295,14 @@ fn run_with_kills(data: &Path, command: &[&str], kills: usize, rng: &mut Rng) ->
         }
         child.wait().unwrap();
     }
-    checked(checkout(data).args(command).args(settings(rng)));
+    let mut last = Command::new(support::example::example("checkout"));
+    checked(last.args(location).args(attempt(rng, true)));
     landed
+}
+
+/// The location flags of an embedded run over `data`.
+fn embedded(data: &Path) -> [&str; 2] {
+    ["--data-dir", data.to_str().unwrap()]
 }
 
 fn cases() -> usize {
@@ -329,7 +370,7 @@ fn any_fetch_size_commit_interval_and_kill_gives_the_reference_bytes() {
         let dir = tempfile::tempdir().unwrap();
         copy_dir(reference.pristine.path(), dir.path());
         let kills = 1 + rng.below(3) as usize;
-        landed += run_with_kills(dir.path(), &["run", "--until-end"], kills, &mut rng);
+        landed += run_with_kills(&embedded(dir.path()), kills, &mut rng, live_or_to_the_end);
         assert_same(
             &reference.outcome,
             &outcome(dir.path(), ""),
@@ -346,8 +387,10 @@ fn a_rebuild_gives_the_state_of_the_live_run() {
     let mut rng = Rng(reference.seed ^ 0xb1d);
     let dir = tempfile::tempdir().unwrap();
     copy_dir(reference.ran.path(), dir.path());
-    let fetch_bytes = settings(&mut rng).swap_remove(0);
-    checked(checkout(dir.path()).args(["rebuild", &fetch_bytes]));
+    // A killed rebuild goes on from its last commit at the next.
+    let rebuild = |rng: &mut Rng, _| vec!["rebuild".to_string(), fetch_bytes(rng)];
+    run_with_kills(&embedded(dir.path()), 1, &mut rng, rebuild);
+    // The rebuild writes no topic: the state is what it built.
     assert_same(&reference.outcome, &outcome(dir.path(), ""), "the rebuild");
 }
 
@@ -357,8 +400,9 @@ fn a_replay_of_the_same_version_gives_the_live_topics_and_diff_finds_nothing() {
     let mut rng = Rng(reference.seed ^ 0x2e91a7);
     let dir = tempfile::tempdir().unwrap();
     copy_dir(reference.ran.path(), dir.path());
-    let replay = ["replay", "--version", "v2", "--until-end"];
-    run_with_kills(dir.path(), &replay, 1, &mut rng);
+    let replay =
+        |rng: &mut Rng, _| with_settings(&["replay", "--version", "v2", "--until-end"], rng);
+    run_with_kills(&embedded(dir.path()), 1, &mut rng, replay);
     assert_same(
         &reference.outcome,
         &outcome(dir.path(), ".v2"),
@@ -375,4 +419,45 @@ fn a_replay_of_the_same_version_gives_the_live_topics_and_diff_finds_nothing() {
         diff.status,
         String::from_utf8_lossy(&diff.stderr)
     );
+}
+
+#[test]
+fn remote_runs_through_a_broker_give_the_reference_records() {
+    let reference = reference();
+    let mut rng = Rng(reference.seed ^ 0x7e30);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    copy_dir(reference.pristine.path(), &data);
+    let state = dir.path().join("state");
+    let server = ServerProcess::start(env!("CARGO_BIN_EXE_strata"), &data);
+    let location = [
+        "--bootstrap",
+        server.addr.as_str(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
+    let to_the_end = |rng: &mut Rng, _| with_settings(&["run", "--until-end"], rng);
+    run_with_kills(&location, 1, &mut rng, to_the_end);
+    let dump = Command::new(support::example::example("checkout"))
+        .args(location)
+        .arg("dump-state")
+        .output()
+        .unwrap();
+    drop(server);
+    // Remote, derived topics hold transaction markers between the
+    // records: compared without offsets.
+    let without_offsets = |topics: &Topics| {
+        let mut topics = topics.clone();
+        (topics.values_mut().flatten().flatten()).for_each(|r| r.offset = 0);
+        topics
+    };
+    let got = Outcome {
+        topics: without_offsets(&committed_topics(&data)),
+        state: String::from_utf8(dump.stdout).unwrap(),
+    };
+    let expected = Outcome {
+        topics: without_offsets(&reference.outcome.topics),
+        state: reference.outcome.state.clone(),
+    };
+    assert_same(&expected, &got, "the remote run");
 }

@@ -21,11 +21,12 @@
 //! A record is **late** when it is not a duplicate and is expired itself
 //! (`t + window ≤ watermark`): an earlier record of its key within
 //! `window` may have been let through and forgotten, so whether it is a
-//! duplicate cannot be told. Without a late topic it passes (as after
-//! its key's entry expired) and leaves no entry. With one
-//! ([`Deduped::late_to`]) it goes to that topic instead of downstream,
-//! and is counted (`late` in the time store). A record that is a
-//! duplicate of a live entry is dropped as a duplicate, late or not.
+//! duplicate cannot be told. It is counted (`late` in the time store,
+//! as windows and joins count theirs); without a late topic it passes (as
+//! after its key's entry expired) and leaves no entry, and with one
+//! ([`Deduped::late_to`]) it goes to that topic instead of downstream. A
+//! record that is a duplicate of a live entry is dropped as a duplicate,
+//! late or not.
 //!
 //! Invariants: a key has at most one entry, listed once in the expiry
 //! list under `t₀ + window − 1`; a live entry is never replaced (a record
@@ -53,7 +54,8 @@ use crate::topic::Topic;
 
 /// The time store's count of the records dropped as duplicates.
 pub(crate) const DUPLICATES: &str = "duplicates";
-/// The time store's count of the late records sent to the late topic.
+/// The time store's count of the late records (passed, or sent to the
+/// late topic).
 const LATE: &str = "late";
 
 /// A de-duplication as built: built again when a late topic is given.
@@ -147,11 +149,13 @@ where
         if self.expiry.is_live(self.expires_at(t)) {
             debug_assert!(live_entry.is_none(), "a live entry is never replaced");
             self.keep(&item.key, t, kept, ctx)?;
-        } else if let Some(output) = self.spec.late {
+        } else {
             self.expiry.count(LATE, ctx)?;
-            let options = EmitOptions::default().timestamp(t);
-            ctx.emit_with(output, &item.key, &item.value, options)?;
-            return self.expire(ctx);
+            if let Some(output) = self.spec.late {
+                let options = EmitOptions::default().timestamp(t);
+                ctx.emit_with(output, &item.key, &item.value, options)?;
+                return self.expire(ctx);
+            }
         }
         self.next.push(item, ctx)?;
         self.expire(ctx)
@@ -191,15 +195,7 @@ where
     pub fn late_to(mut self, topic: Topic<K, V>) -> Self {
         self.spec.late = Some(topic.output());
         let mut graph = self.stream.pipeline.graph.borrow_mut();
-        // The node is built when the pipeline becomes an app: its builder
-        // is replaced by one that writes late records to `topic`.
-        graph.nodes[self.stream.node].make = make_dedup(self.spec);
-        let declare = Arc::new(move |app: App| app.output(topic.output()));
-        graph.declare(
-            self.stream.node,
-            format!("output {}", topic.name()),
-            declare,
-        );
+        graph.rebuild_writing_to(self.stream.node, make_dedup(self.spec), topic);
         drop(graph);
         self
     }

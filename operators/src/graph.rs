@@ -126,6 +126,20 @@ impl Graph {
         self.nodes[node].declares.push((key, declare));
     }
 
+    /// Builds `node` with `make` instead (a node is built only when the
+    /// pipeline becomes an app), and declares `topic`, which the new
+    /// builder writes to, as an output of its processor.
+    pub fn rebuild_writing_to<K: 'static, V: 'static>(
+        &mut self,
+        node: usize,
+        make: Make,
+        topic: crate::topic::Topic<K, V>,
+    ) {
+        self.nodes[node].make = make;
+        let declare = Arc::new(move |app: App| app.output(topic.output()));
+        self.declare(node, format!("output {}", topic.name()), declare);
+    }
+
     /// Names the segment `node` is in (the processor's name, which its
     /// state directory is named after: name it to keep it across changes).
     pub fn name(&mut self, node: usize, name: &str) {

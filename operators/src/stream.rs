@@ -184,9 +184,11 @@ impl<K: Data, V: Data> Stream<K, V> {
         )
     }
 
-    /// The records of both streams, in the order the task reads them.
-    /// Both become one processor: their input topics must be
-    /// co-partitioned (the runtime checks, naming the topics).
+    /// The records of both streams, in the order the task reads them: of
+    /// their topics' records, in timestamp order across the topics (see
+    /// `App::max_task_idle` for live quiet inputs). Both become one
+    /// processor: their input topics must be co-partitioned (the runtime
+    /// checks, naming the topics).
     pub fn merge(&self, other: &Stream<K, V>) -> Stream<K, V> {
         let make = make_op::<K, V, K, V, _>(|next| Box::new(next) as BoxOp<K, V>);
         let node = {
@@ -218,6 +220,18 @@ impl<K: Data, V: Data> Stream<K, V> {
     }
 }
 
+impl<K: Data, V: Data> Stream<K, V> {
+    /// Adds a sink built by `make` under this stream, writing to `topic`
+    /// (declared as an output of the stream's processor).
+    fn sink<K2: 'static, V2: 'static>(&self, topic: Topic<K2, V2>, make: crate::graph::Make) {
+        let output = topic.output();
+        let mut graph = self.pipeline.graph.borrow_mut();
+        let node = graph.add(&[self.node], make, share::<K, V>);
+        let declare = Arc::new(move |app: strata::runtime::App| app.output(output));
+        graph.declare(node, format!("output {}", topic.name()), declare);
+    }
+}
+
 impl<K, V> Stream<K, Option<V>>
 where
     K: Data + Serialize + DeserializeOwned,
@@ -235,10 +249,7 @@ where
                 Box::new(crate::stateless::ToUpserts { output })
             },
         );
-        let mut graph = self.pipeline.graph.borrow_mut();
-        let node = graph.add(&[self.node], make, share::<K, Option<V>>);
-        let declare = Arc::new(move |app: strata::runtime::App| app.output(output));
-        graph.declare(node, format!("output {}", topic.name()), declare);
+        self.sink(topic, make);
     }
 }
 
@@ -253,10 +264,7 @@ where
         let output = topic.output();
         let make =
             make_op::<K, V, K, V, _>(move |_: crate::operator::Next<K, V>| Box::new(To { output }));
-        let mut graph = self.pipeline.graph.borrow_mut();
-        let node = graph.add(&[self.node], make, share::<K, V>);
-        let declare = Arc::new(move |app: strata::runtime::App| app.output(output));
-        graph.declare(node, format!("output {}", topic.name()), declare);
+        self.sink(topic, make);
     }
 
     /// Writes every record to `topic` and reads them back from it, in a

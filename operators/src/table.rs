@@ -7,12 +7,12 @@
 //! otherwise, naming the topics): partition i of the stream meets
 //! partition i of the table, so a key's records find its row. The task
 //! reads its inputs in timestamp order across them (docs/design.md,
-//! "Order across inputs"), so a record joins the row current at its
-//! timestamp: the latest table record stamped at or before it (a table
-//! declared before the stream wins a tie), over a backlog as live; a
-//! stream record older than its key's first row finds none. Live, a
-//! table update arriving after the stream has moved past its time is
-//! applied when it comes (see `App::max_task_idle`).
+//! "Order across inputs"), so a record of a backlog joins the row current
+//! at its timestamp: the latest table record stamped at or before it (a
+//! table declared before the stream wins a tie); a stream record older
+//! than its key's first row finds none. Live, a table update arriving
+//! after the stream has moved past its time is applied when it comes
+//! (see `App::max_task_idle`).
 
 use std::sync::Arc;
 

@@ -2,8 +2,9 @@
 //! its topic (latest value per key, tombstones delete) joined with a
 //! stream of the same keys, inner and left, against a model. The table's
 //! updates are written and processed before the stream records that must
-//! see them (a task reads its inputs in fetch order, so only that order is
-//! defined); then rows change and are deleted, and later records see that.
+//! see them (here in an earlier run; `tests/operators_enrich_backlog.rs`
+//! has both written at once, read in timestamp order); then rows change
+//! and are deleted, and later records see that.
 
 mod support;
 

@@ -184,6 +184,16 @@ impl Fetcher {
         wants: &[(String, i32, i64)],
         partition_max_bytes: i32,
     ) -> Vec<(String, i32, Result<Fetched, ClientError>)> {
+        (self.fetch_many_within(wants, partition_max_bytes, self.options.max_wait)).await
+    }
+
+    /// As [`Fetcher::fetch_many`], each request waiting at most `max_wait`.
+    pub async fn fetch_many_within(
+        &self,
+        wants: &[(String, i32, i64)],
+        partition_max_bytes: i32,
+        max_wait: Duration,
+    ) -> Vec<(String, i32, Result<Fetched, ClientError>)> {
         let mut by_leader: HashMap<String, (Arc<Connection>, Vec<PartitionAt>)> = HashMap::new();
         let mut results = Vec::with_capacity(wants.len());
         for (topic, partition, offset) in wants {
@@ -200,7 +210,10 @@ impl Fetcher {
         }
         let mut requests = tokio::task::JoinSet::new();
         for (connection, partitions) in by_leader.into_values() {
-            let options = self.options;
+            let options = FetchOptions {
+                max_wait,
+                ..self.options
+            };
             requests.spawn(async move {
                 let answer =
                     fetch_from(&connection, &partitions, partition_max_bytes, options).await;

@@ -86,7 +86,7 @@ pub(crate) struct AsyncAdapter<P: AsyncProcessor<K, V>, K, V> {
     /// Per input topic, its open batch's records with their prepared
     /// values (or why not), by offset, in order: a task with several
     /// inputs takes turns between their batches.
-    ready: Vec<(Arc<str>, VecDeque<Ready<K, V, P::Prepared>>)>,
+    ready: Vec<TopicQueue<K, V, P::Prepared>>,
     types: PhantomData<fn(K, V)>,
 }
 
@@ -101,7 +101,7 @@ impl<P: AsyncProcessor<K, V>, K, V> AsyncAdapter<P, K, V> {
     }
 
     /// The records prepared for input `topic`.
-    fn ready_for(&mut self, topic: &str) -> Option<&mut VecDeque<Ready<K, V, P::Prepared>>> {
+    fn ready_for(&mut self, topic: &str) -> Option<&mut ReadyQueue<K, V, P::Prepared>> {
         (self.ready.iter_mut())
             .find(|(t, _)| &**t == topic)
             .map(|(_, ready)| ready)
@@ -195,6 +195,10 @@ where
 
 /// A record at its offset with its prepared value, or why not.
 type Ready<K, V, T> = (i64, Result<(Record<K, V>, T), ProcessError>);
+/// One input's open batch's records, ready, in order.
+type ReadyQueue<K, V, T> = VecDeque<Ready<K, V, T>>;
+/// An input topic and its queue.
+type TopicQueue<K, V, T> = (Arc<str>, ReadyQueue<K, V, T>);
 /// A record at its offset, decoded or why not.
 type Decoded<K, V> = (i64, Result<Record<K, V>, ProcessError>);
 /// A future in flight and, once done, its output.

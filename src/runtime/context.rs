@@ -37,6 +37,20 @@ pub(crate) struct Position {
     pub headers: Vec<RecordHeader>,
 }
 
+impl Position {
+    /// On `topic`'s `partition`, at no record yet (offset -1): for `init`,
+    /// `close` and timers at `timestamp`, or to be set per record.
+    pub fn before_records(topic: &Arc<str>, partition: i32, timestamp: i64) -> Self {
+        Self {
+            topic: Arc::clone(topic),
+            partition,
+            offset: -1,
+            timestamp,
+            headers: Vec::new(),
+        }
+    }
+}
+
 pub struct Context<'c> {
     pub(crate) state: &'c mut TaskState,
     pub(crate) stores: &'c [StoreSpec],

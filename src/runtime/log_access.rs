@@ -38,6 +38,23 @@ pub(crate) struct Fetched {
     pub aborted: Vec<(i64, i64)>,
 }
 
+impl From<client::Fetched> for Fetched {
+    /// Remote, read_committed: the end is the last stable offset (the high
+    /// watermark when the broker did not say).
+    fn from(fetched: client::Fetched) -> Self {
+        Self {
+            records: fetched.records,
+            log_start_offset: fetched.log_start_offset,
+            end: if fetched.last_stable_offset >= 0 {
+                fetched.last_stable_offset
+            } else {
+                fetched.high_watermark
+            },
+            aborted: fetched.aborted,
+        }
+    }
+}
+
 #[derive(Clone)]
 pub(crate) enum LogAccess {
     /// The log, and the signals of appends to it: the in-process broker's
@@ -222,18 +239,40 @@ impl LogAccess {
                 let fetcher = &remote.fetcher;
                 let fetched =
                     (fetcher.fetch_within(topic, partition, offset, max, max_wait)).await?;
-                Ok(Fetched {
-                    records: fetched.records,
-                    log_start_offset: fetched.log_start_offset,
-                    end: if fetched.last_stable_offset >= 0 {
-                        fetched.last_stable_offset
-                    } else {
-                        fetched.high_watermark
-                    },
-                    aborted: fetched.aborted,
-                })
+                Ok(Fetched::from(fetched))
             }
         }
+    }
+
+    /// Whole batches from each of `wants` (topic, partition, offset), in
+    /// its order. Remote: one Fetch per leader, answered as soon as any of
+    /// its partitions has records or after `max_wait`, and not retried (a
+    /// failure is the caller's to look at again); embedded: reads.
+    pub async fn fetch_many_within(
+        &self,
+        wants: &[(String, i32, i64)],
+        max_bytes: u32,
+        max_wait: Duration,
+    ) -> Vec<Result<Fetched, RuntimeError>> {
+        let Self::Remote(remote) = self else {
+            let mut answers = Vec::with_capacity(wants.len());
+            for (topic, partition, offset) in wants {
+                let read = self.fetch_within(topic, *partition, *offset, max_bytes, max_wait);
+                answers.push(read.await);
+            }
+            return answers;
+        };
+        let max = i32::try_from(max_bytes).unwrap_or(i32::MAX);
+        let mut answers = (remote.fetcher.fetch_many_within(wants, max, max_wait)).await;
+        (wants.iter())
+            .map(|(topic, partition, _)| {
+                let at = (answers.iter())
+                    .position(|(t, p, _)| t == topic && p == partition)
+                    .expect("fetch_many answers every partition it is asked for");
+                let (_, _, answer) = answers.swap_remove(at);
+                answer.map(Fetched::from).map_err(RuntimeError::from)
+            })
+            .collect()
     }
 
     /// The offset after the last record of `topic`/`partition`.

@@ -7,11 +7,9 @@
 //! giving one replaces the node's builder with one that writes there.
 
 use std::ops::Deref;
-use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strata::runtime::App;
 
 use crate::item::Data;
 use crate::stream::Stream;
@@ -59,10 +57,7 @@ where
     pub fn late_left_to(mut self, topic: Topic<K, L>) -> Self {
         if let Some((spec, _)) = &mut self.join {
             spec.late.left = Some(topic.output());
-            self.rebuild(
-                topic.name(),
-                Arc::new(move |app: App| app.output(topic.output())),
-            );
+            self.rebuild(topic);
         }
         self
     }
@@ -72,10 +67,7 @@ where
     pub fn late_right_to(mut self, topic: Topic<K, R>) -> Self {
         if let Some((spec, _)) = &mut self.join {
             spec.late.right = Some(topic.output());
-            self.rebuild(
-                topic.name(),
-                Arc::new(move |app: App| app.output(topic.output())),
-            );
+            self.rebuild(topic);
         }
         self
     }
@@ -85,16 +77,15 @@ where
         self.stream.clone()
     }
 
-    /// Builds the join's node anew from its spec, and declares the late
-    /// topic `topic` on its processor.
-    fn rebuild(&self, topic: &str, declare: crate::graph::Declare) {
+    /// Builds the join's node anew from its spec, which now writes to the
+    /// late topic `topic`.
+    fn rebuild<V: 'static>(&self, topic: Topic<K, V>) {
         let Some((spec, stores)) = &self.join else {
             return;
         };
         let mut graph = self.stream.pipeline.graph.borrow_mut();
-        let node = self.stream.node;
-        graph.nodes[node].make = make_join(spec.clone(), *stores);
-        graph.declare(node, format!("output {topic}"), declare);
+        let make = make_join(spec.clone(), *stores);
+        graph.rebuild_writing_to(self.stream.node, make, topic);
     }
 }
 

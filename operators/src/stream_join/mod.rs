@@ -66,7 +66,7 @@ use strata::codec::Codec;
 use strata::runtime::{App, Store};
 
 use crate::expiry::ExpiryStores;
-use crate::graph::{Make, make_op, share};
+use crate::graph::{Graph, Make, make_op, share};
 use crate::item::Data;
 use crate::stream::Stream;
 
@@ -198,16 +198,7 @@ where
             Some(name) => name.clone(),
             None => format!("{label}-{node}"),
         };
-        let mut name =
-            |suffix: &str| graph.store_name(node, label, Some(&format!("{base}-{suffix}")));
-        let stores: JoinStores<V, V2> = JoinStores {
-            left: Store::named(name("left")).codecs(Codec::Raw, Codec::Postcard),
-            right: Store::named(name("right")).codecs(Codec::Raw, Codec::Postcard),
-            clock: ExpiryStores {
-                list: Store::named(name("expiring")).codecs(Codec::Raw, Codec::Postcard),
-                time: Store::named(name("time")),
-            },
-        };
+        let stores = join_stores::<V, V2>(&mut graph, node, label, &base);
         let spec = JoinSpec {
             windows,
             kind,
@@ -233,6 +224,23 @@ where
         drop(graph);
         let stream = Stream::at(self.pipeline.clone(), node, Some(codec), true);
         WindowJoined::new(stream, spec, stores)
+    }
+}
+
+/// The stores of the join at `node`, named after `base`.
+fn join_stores<L, R>(graph: &mut Graph, node: usize, label: &str, base: &str) -> JoinStores<L, R>
+where
+    L: Data + Serialize + DeserializeOwned,
+    R: Data + Serialize + DeserializeOwned,
+{
+    let mut name = |suffix: &str| graph.store_name(node, label, Some(&format!("{base}-{suffix}")));
+    JoinStores {
+        left: Store::named(name("left")).codecs(Codec::Raw, Codec::Postcard),
+        right: Store::named(name("right")).codecs(Codec::Raw, Codec::Postcard),
+        clock: ExpiryStores {
+            list: Store::named(name("expiring")).codecs(Codec::Raw, Codec::Postcard),
+            time: Store::named(name("time")),
+        },
     }
 }
 

@@ -7,8 +7,9 @@
 //! process another input's records, and come back. The input keeps the
 //! fetched batches it has not taken up yet and the batch being read: its
 //! records section (borrowed from the fetch, or decompressed once) with a
-//! [`RecordCursor`] into it. Nothing is parsed, checked or decompressed
-//! twice.
+//! [`RecordCursor`] into it. No batch is checked or decompressed twice;
+//! a record is parsed again only where the task looks at its head again
+//! (a few varints).
 //!
 //! Invariants:
 //! - `next` is the offset after the last record processed (or passed
@@ -66,6 +67,9 @@ pub(super) struct OpenBatch {
     pub header: BatchHeader,
     pub section: Bytes,
     pub cursor: RecordCursor,
+    /// The cursor asking for store entries a few records ahead of
+    /// `cursor` (see `Prefetch`), once the task prefetches.
+    pub ahead: Option<RecordCursor>,
     /// Whether an async processor's lookups for it were made.
     prepared: bool,
 }
@@ -108,14 +112,28 @@ impl Input {
         self.open.is_none() && self.fetched.is_empty()
     }
 
-    /// Keeps what a fetch from `next` brought, and the partition's end it
-    /// saw. Only for an empty input.
-    pub fn fill(&mut self, fetched: Fetched) {
+    /// Keeps what a fetch from `next` brought at `now`, and the
+    /// partition's end it saw. Only for an empty input. An input that got
+    /// nothing and is caught up is idle from now (if not already).
+    pub fn fill(&mut self, fetched: Fetched, now: Instant) {
         debug_assert!(self.is_empty(), "a fetch is kept only by an empty input");
         self.aborted = (!fetched.aborted.is_empty()).then(|| AbortedFilter::new(fetched.aborted));
         self.fetched = fetched.records;
         self.took_from_fetch = false;
         self.end = Some(fetched.end);
+        if !self.fetched.is_empty() {
+            self.idle_since = None;
+        } else if self.next >= fetched.end {
+            self.idle_since.get_or_insert(now);
+        }
+    }
+
+    /// Drops what is buffered, as a restart does: the next fetch starts at
+    /// `next` again (a processor made anew has none of the lookups made
+    /// for the open batch).
+    pub fn drop_buffered(&mut self) {
+        self.clear();
+        self.took_from_fetch = false;
     }
 
     /// The next record to process, taking up fetched batches as needed:
@@ -171,13 +189,20 @@ impl Input {
     }
 
     /// Records of the open batch up to `cursor` were processed, the last at
-    /// `offset` (None: only records below `next` were passed).
-    pub fn advance(&mut self, cursor: RecordCursor, offset: Option<i64>) {
+    /// `offset` (None: only records below `next` were passed); `ahead` is
+    /// where prefetching stands.
+    pub fn advance(
+        &mut self,
+        cursor: RecordCursor,
+        ahead: Option<RecordCursor>,
+        offset: Option<i64>,
+    ) {
         let open = self
             .open
             .as_mut()
             .expect("records are read from an open batch");
         open.cursor = cursor;
+        open.ahead = ahead;
         if let Some(offset) = offset {
             debug_assert!(offset >= self.next, "records are processed in offset order");
             self.next = offset + 1;
@@ -239,6 +264,7 @@ impl Input {
                 header,
                 section,
                 cursor,
+                ahead: None,
                 prepared: false,
             });
             self.fetched = rest;
@@ -316,7 +342,7 @@ mod tests {
                 offset,
                 String::from_utf8_lossy(record.value.unwrap()).into_owned(),
             ));
-            input.advance(cursor, Some(offset));
+            input.advance(cursor, None, Some(offset));
         }
     }
 
@@ -327,7 +353,7 @@ mod tests {
             batch(0, &["a", "b", "c"], Compression::None),
             batch(3, &["d", "e"], Compression::Zstd),
         ];
-        input.fill(fetched(&batches, 5));
+        input.fill(fetched(&batches, 5), Instant::now());
         let (read, ended) = drain(&mut input, i64::MAX);
         let offsets: Vec<i64> = read.iter().map(|r| r.0).collect();
         assert_eq!(offsets, [1, 2, 3, 4]);
@@ -345,7 +371,7 @@ mod tests {
             marker(1),
             batch(2, &["b"], Compression::Lz4),
         ];
-        input.fill(fetched(&batches, 3));
+        input.fill(fetched(&batches, 3), Instant::now());
         let mut bytes = 0;
         let (head, _) = input.head(i64::MAX, &mut bytes).unwrap();
         assert_eq!(
@@ -363,7 +389,7 @@ mod tests {
     #[test]
     fn a_batch_after_a_marker_alone_moves_the_position_without_a_record() {
         let mut input = input_at(1);
-        input.fill(fetched(&[marker(1)], 2));
+        input.fill(fetched(&[marker(1)], 2), Instant::now());
         let mut bytes = 0;
         let (head, moved) = input.head(i64::MAX, &mut bytes).unwrap();
         assert_eq!((head, moved), (Head::Empty, true));
@@ -377,10 +403,8 @@ mod tests {
     #[test]
     fn a_target_inside_a_batch_stops_the_input_exactly_there() {
         let mut input = input_at(0);
-        input.fill(fetched(
-            &[batch(0, &["a", "b", "c", "d"], Compression::None)],
-            4,
-        ));
+        let abcd = batch(0, &["a", "b", "c", "d"], Compression::None);
+        input.fill(fetched(&[abcd], 4), Instant::now());
         let (read, ended) = drain(&mut input, 2);
         assert_eq!(read.len(), 2);
         assert_eq!(ended, Head::AtTarget);
@@ -394,7 +418,7 @@ mod tests {
         let whole = batch(0, &["a"], Compression::None);
         let mut cut = batch(1, &["b", "c"], Compression::None);
         cut.truncate(cut.len() - 3);
-        input.fill(fetched(&[whole, cut], 3));
+        input.fill(fetched(&[whole, cut], 3), Instant::now());
         let (read, ended) = drain(&mut input, i64::MAX);
         assert_eq!(read, [(0, "a".into())]);
         assert_eq!((ended, input.next), (Head::Empty, 1));
@@ -406,7 +430,7 @@ mod tests {
         let mut bad = batch(4, &["a"], Compression::None);
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
-        input.fill(fetched(&[bad], 5));
+        input.fill(fetched(&[bad], 5), Instant::now());
         let mut bytes = 0;
         let Err(unreadable) = input.head(i64::MAX, &mut bytes) else {
             panic!("a corrupt batch is not read");

@@ -17,8 +17,8 @@
 //!
 //! - `process`: fetching and processing batches, `init` and `close`;
 //!   `prefetch`: asking for store entries ahead of their records.
-//! - `merge` and `input`: a task with several inputs, which processes
-//!   their records in timestamp order across them.
+//! - `merge`, `patience` and `input`: a task with several inputs, which
+//!   processes their records in timestamp order across them.
 //! - `commit`: commit, settle and ship.
 //! - `timers`: due timers fired (event time after the record that moved
 //!   the stream time, processing time between batches and while idle).
@@ -34,6 +34,7 @@ mod commit;
 pub(crate) mod handover;
 mod input;
 mod merge;
+mod patience;
 mod prefetch;
 mod process;
 mod restore;
@@ -346,6 +347,8 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
             }
         }
         files.clear()?;
+        // What was buffered is fetched again, as after a restart.
+        task.inputs.iter_mut().for_each(Input::drop_buffered);
         task.state.set_write_cache(task.setup.config.write_cache);
         use_timers(&task.setup.spec, &mut task.state)?;
         // The task goes on as after a restart: a fresh processor (none of

@@ -139,13 +139,7 @@ impl Task {
             .map_err(|e| unreadable(e.to_string()))?;
         // One position for the batch, updated per record (no per-record
         // reference count or header vector).
-        let mut position = Position {
-            topic: Arc::clone(&topic),
-            partition: self.setup.partition,
-            offset: -1,
-            timestamp: 0,
-            headers: Vec::new(),
-        };
+        let mut position = Position::before_records(&topic, self.setup.partition, 0);
         // Decoded first, so that a record's store entries can be asked for
         // a few records ahead of its turn.
         let records = records
@@ -184,18 +178,7 @@ impl Task {
             self.apply(at, record, &mut position)?;
             self.inputs[at].next = record.offset + 1;
             counted += 1;
-            // Event-time timers fire right after the record that brought
-            // the stream time to them, before the next record.
-            if let Some(now) = self.state.stream_time()
-                && self.state.timer_due(TimeDomain::EventTime, now)
-            {
-                self.fire_timers(TimeDomain::EventTime).await?;
-            }
-            if self.commit_full() {
-                let progress = &self.setup.progress;
-                progress.add(std::mem::take(&mut counted), self.counted);
-                self.commit().await?;
-            }
+            self.after_record(&mut counted).await?;
         }
         self.setup.progress.add(counted, self.counted);
         let past_batch = header.next_offset().min(limit);
@@ -249,6 +232,25 @@ impl Task {
         Ok(())
     }
 
+    /// After a record (its input's position moved past it, counted in
+    /// `counted`): the event-time timers it brought the stream time to,
+    /// fired before the next record, and a commit when the run is full
+    /// (`counted` then goes to the progress).
+    #[inline]
+    pub(super) async fn after_record(&mut self, counted: &mut u64) -> Result<(), RuntimeError> {
+        if let Some(now) = self.state.stream_time()
+            && self.state.timer_due(TimeDomain::EventTime, now)
+        {
+            self.fire_timers(TimeDomain::EventTime).await?;
+        }
+        if self.commit_full() {
+            let progress = &self.setup.progress;
+            progress.add(std::mem::take(counted), self.counted);
+            self.commit().await?;
+        }
+        Ok(())
+    }
+
     /// Whether the run must be committed before the next record: it holds
     /// the records a commit takes at most, or (remote) as many batches as
     /// the outbox may ship at once.
@@ -286,13 +288,8 @@ impl Task {
     /// Runs the processor's `init` or `close`.
     pub(super) async fn lifecycle(&mut self, which: &str) -> Result<(), RuntimeError> {
         let first = &self.inputs[0];
-        let position = Position {
-            topic: Arc::clone(&first.topic),
-            partition: self.setup.partition,
-            offset: -1,
-            timestamp: crate::time::now_ms(),
-            headers: Vec::new(),
-        };
+        let now = crate::time::now_ms();
+        let position = Position::before_records(&first.topic, self.setup.partition, now);
         let mut ctx = context(&mut self.state, &self.setup, &position);
         let result = if which == "init" {
             self.processor.init(&mut ctx)

@@ -16,8 +16,6 @@
 //! processing-time sweep after each batch and in the task's loop, whose
 //! idle wait ends by the earliest processing-time timer.
 
-use std::sync::Arc;
-
 use crate::runtime::context::Position;
 use crate::runtime::error::RuntimeError;
 use crate::runtime::timer::{TIMERS_FIRED_PER_PASS_MAX, TimeDomain, Timer};
@@ -72,13 +70,8 @@ impl Task {
 
     /// Calls the processor's `on_timer` with `timer` (already removed).
     fn fire(&mut self, timer: Timer) -> Result<(), RuntimeError> {
-        let position = Position {
-            topic: Arc::clone(&self.inputs[0].topic),
-            partition: self.setup.partition,
-            offset: -1,
-            timestamp: timer.time_ms,
-            headers: Vec::new(),
-        };
+        let topic = &self.inputs[0].topic;
+        let position = Position::before_records(topic, self.setup.partition, timer.time_ms);
         self.pending.moved = true;
         let described = timer.to_string();
         let mut ctx = context(&mut self.state, &self.setup, &position);
