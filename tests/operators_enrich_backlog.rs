@@ -13,9 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use strata::client::partitioner::partition_for_key;
 use strata::log::{LogConfig, LogManager, now_ms};
-use strata::record::{BatchBuilder, Compression, NewRecord};
 use support::{Rng, ServerProcess};
 
 const PARTITIONS: i32 = 3;
@@ -84,7 +82,7 @@ impl Backlog {
     }
 
     /// Writes both topics into the log at `data`, in batches of up to 16
-    /// records, as a producer keyed by user would place them.
+    /// records, some compressed, as a producer keyed by user places them.
     fn write(&self, data: &Path, rng: &mut Rng) {
         let mut profiles: Vec<(String, String, i64)> = (self.profiles.iter())
             .flat_map(|(user, versions)| {
@@ -98,33 +96,9 @@ impl Backlog {
         let views: Vec<(String, String, i64)> = (self.views.iter())
             .map(|v| (v.user.clone(), v.page.clone(), v.at))
             .collect();
-        append_batches(data, "profiles", &profiles, rng);
-        append_batches(data, "page-views", &views, rng);
+        support::append_keyed_batches(data, "profiles", PARTITIONS, &profiles, 16, rng);
+        support::append_keyed_batches(data, "page-views", PARTITIONS, &views, 16, rng);
     }
-}
-
-fn append_batches(data: &Path, topic: &str, records: &[(String, String, i64)], rng: &mut Rng) {
-    let log = LogManager::open(data, LogConfig::default()).unwrap();
-    let created = log
-        .create_topic(topic, PARTITIONS, Default::default())
-        .unwrap();
-    let mut per_partition: Vec<Vec<&(String, String, i64)>> = vec![Vec::new(); PARTITIONS as usize];
-    for record in records {
-        per_partition[partition_for_key(record.0.as_bytes(), PARTITIONS) as usize].push(record);
-    }
-    for (partition, records) in per_partition.iter().enumerate() {
-        for chunk in records.chunks(1 + rng.below(16) as usize) {
-            let mut builder = BatchBuilder::new(Compression::Lz4);
-            for (key, value, at) in chunk {
-                let record = NewRecord::new(Some(key.as_bytes()), value.as_bytes(), *at);
-                builder.push(record).unwrap();
-            }
-            created.partitions[partition]
-                .append(&builder.build().unwrap())
-                .unwrap();
-        }
-    }
-    log.close().unwrap();
 }
 
 fn enrich(location: &[&str], args: &[&str]) -> Output {

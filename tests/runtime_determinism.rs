@@ -30,9 +30,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use strata::client::partitioner::partition_for_key;
 use strata::log::{LogConfig, LogManager, PartitionLog};
-use strata::record::{BatchBuilder, Compression, NewRecord};
 use support::{Rng, ServerProcess, Stored};
 
 const PARTITIONS: i32 = 3;
@@ -141,35 +139,8 @@ fn write_inputs(data: &Path, rng: &mut Rng) {
                 record.2 -= rng.below(120_000) as i64;
             }
         }
-        append_batches(data, topic, &records, rng);
+        support::append_keyed_batches(data, topic, PARTITIONS, &records, 64, rng);
     }
-}
-
-/// Appends `records` to their keys' partitions of `topic` in batches of 1
-/// to 64 records, each uncompressed, lz4 or zstd.
-fn append_batches(data: &Path, topic: &str, records: &Records, rng: &mut Rng) {
-    let log = LogManager::open(data, LogConfig::default()).unwrap();
-    let created = log
-        .create_topic(topic, PARTITIONS, Default::default())
-        .unwrap();
-    let mut per_partition: Vec<Vec<&(String, String, i64)>> = vec![Vec::new(); PARTITIONS as usize];
-    for record in records {
-        let partition = partition_for_key(record.0.as_bytes(), PARTITIONS);
-        per_partition[partition as usize].push(record);
-    }
-    let codecs = [Compression::None, Compression::Lz4, Compression::Zstd];
-    for (partition, records) in per_partition.iter().enumerate() {
-        for chunk in records.chunks(1 + rng.below(64) as usize) {
-            let mut builder = BatchBuilder::new(codecs[rng.below(3) as usize]);
-            for (key, value, at) in chunk {
-                let record = NewRecord::new(Some(key.as_bytes()), value.as_bytes(), *at);
-                builder.push(record).unwrap();
-            }
-            let batch = builder.build().unwrap();
-            created.partitions[partition].append(&batch).unwrap();
-        }
-    }
-    log.close().unwrap();
 }
 
 fn copy_dir(from: &Path, to: &Path) {

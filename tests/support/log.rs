@@ -8,6 +8,7 @@ use anyhow::Result;
 use strata::log::{LogConfig, LogManager, PartitionLog, Topic};
 
 use super::records::{Stored, batch, decode, decode_committed};
+use super::rng::Rng;
 
 /// The timestamp [`append_values`] gives its records.
 const APPENDED_AT_MS: i64 = 1_000;
@@ -140,6 +141,43 @@ pub fn append_keyed(
             t.partitions[partition as usize]
                 .append(&builder.build().expect("batch builds"))
                 .expect("append succeeds");
+        }
+    });
+}
+
+/// Appends keyed records `(key, value, timestamp)` to `topic` (created
+/// with `partitions` partitions if missing), each in its key's partition
+/// (murmur2), in batches of 1 to `batch_max` records, each uncompressed,
+/// lz4 or zstd, as `rng` draws them.
+pub fn append_keyed_batches(
+    data: &Path,
+    topic: &str,
+    partitions: i32,
+    records: &[(String, String, i64)],
+    batch_max: u64,
+    rng: &mut Rng,
+) {
+    use strata::record::{BatchBuilder, Compression, NewRecord};
+    let mut per_partition = vec![Vec::new(); partitions as usize];
+    for record in records {
+        let partition =
+            strata::client::partitioner::partition_for_key(record.0.as_bytes(), partitions);
+        per_partition[partition as usize].push(record);
+    }
+    let codecs = [Compression::None, Compression::Lz4, Compression::Zstd];
+    with_topic(data, topic, partitions, &[], |t| {
+        for (partition, records) in per_partition.iter().enumerate() {
+            for chunk in records.chunks(1 + rng.below(batch_max) as usize) {
+                let mut builder = BatchBuilder::new(codecs[rng.below(3) as usize]);
+                for (key, value, at) in chunk {
+                    let record = NewRecord::new(Some(key.as_bytes()), value.as_bytes(), *at);
+                    builder.push(record).expect("record fits");
+                }
+                let batch = builder.build().expect("batch builds");
+                t.partitions[partition]
+                    .append(&batch)
+                    .expect("append succeeds");
+            }
         }
     });
 }

@@ -32,8 +32,8 @@ pub mod wire;
 
 pub use broker::InProcessBroker;
 pub use log::{
-    append_and_decode, append_keyed, append_values, read_all, read_committed, read_text_sorted,
-    segment_bases, segment_logs, small_config, with_topic,
+    append_and_decode, append_keyed, append_keyed_batches, append_values, read_all, read_committed,
+    read_text_sorted, segment_bases, segment_logs, small_config, with_topic,
 };
 pub use mock_cluster::MockCluster;
 pub use records::{
