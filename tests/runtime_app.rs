@@ -503,3 +503,29 @@ async fn an_embedded_app_asked_for_changelogs_writes_each_commit_of_its_stores_t
     drop(changelog);
     log.close().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changelog_that_retention_would_delete_from_is_refused_saying_how_to_fix_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    append(&data, "lines", 2, 0, &["a one"]);
+    let app = pipeline().changelogs(true);
+    for policy in ["delete", "compact,delete"] {
+        // The app's own changelog, made by hand with retention on.
+        let config = [("cleanup.policy", policy)];
+        support::with_topic(&data, "pipeline-tally-changelog", 2, &config, |_| ());
+        let location = Location::embedded(&data, app.name());
+        let error = strata::runtime::ops::run(&app, &location, until_end())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains(&format!("has cleanup.policy={policy}"))
+                && error.contains("cleanup.policy=compact"),
+            "{error}"
+        );
+        let log = LogManager::open(&data, LogConfig::default()).unwrap();
+        log.delete_topic("pipeline-tally-changelog").unwrap();
+        log.close().unwrap();
+    }
+}

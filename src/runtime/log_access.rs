@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use crate::broker::AppendSignals;
 use crate::client::{self, Admin, ClientError, Cluster, FetchOptions, Fetcher};
-use crate::log::{LogError, LogManager};
+use crate::log::{CleanupPolicy, LogError, LogManager};
 
 use super::error::RuntimeError;
 
@@ -198,6 +198,26 @@ impl LogAccess {
                     "topic {topic:?} was created but the cluster does not report it"
                 )))
             }
+        }
+    }
+
+    /// `topic`'s `cleanup.policy`; None when the cluster does not answer
+    /// DescribeConfigs (librdkafka's mock cluster), so it cannot be checked.
+    pub async fn cleanup_policy(&self, topic: &str) -> Result<Option<CleanupPolicy>, RuntimeError> {
+        match self {
+            Self::Embedded(log, _) => Ok(Some(log.partition(topic, 0)?.config().cleanup)),
+            Self::Remote(remote) => match remote.admin.topic_config(topic).await {
+                Ok(config) => Ok(Some(match config.get("cleanup.policy") {
+                    Some(value) => CleanupPolicy::parse(value).ok_or_else(|| {
+                        RuntimeError::Config(format!(
+                            "topic {topic:?} has cleanup.policy={value:?}, which is not Kafka's"
+                        ))
+                    })?,
+                    None => CleanupPolicy::default(),
+                })),
+                Err(ClientError::UnsupportedApi { .. }) => Ok(None),
+                Err(error) => Err(error.into()),
+            },
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::log::{LogConfig, LogError, LogManager};
+use crate::log::{CleanupPolicy, LogConfig, LogError, LogManager};
 use crate::runtime::error::RuntimeError;
 use crate::runtime::layout;
 use crate::runtime::location::Location;
@@ -96,7 +96,9 @@ pub(crate) async fn resolve(
 
 /// Creates the changelog topic of every store when the app writes
 /// changelogs (remote, or asked for): compacted, one partition per task;
-/// an existing one must have as many partitions as its processor's inputs.
+/// an existing one must have as many partitions as its processor's inputs
+/// and be compacted only (retention would delete the state a restore
+/// reads).
 pub(crate) async fn ensure_changelogs(
     app: &App,
     log: &LogAccess,
@@ -117,9 +119,33 @@ pub(crate) async fn ensure_changelogs(
                     spec.name, spec.inputs
                 )));
             }
+            check_compacted(log, &topic).await?;
         }
     }
     Ok(())
+}
+
+/// Refuses a changelog whose `cleanup.policy` is not `compact`: with
+/// `delete` retention drops state the changelog is the only copy of, and
+/// a restore would bring back less than was committed.
+async fn check_compacted(log: &LogAccess, topic: &str) -> Result<(), RuntimeError> {
+    let compacted_only = CleanupPolicy {
+        delete: false,
+        compact: true,
+    };
+    match log.cleanup_policy(topic).await? {
+        Some(policy) if policy != compacted_only => Err(RuntimeError::Config(format!(
+            "changelog topic {topic:?} has cleanup.policy={}, but a changelog must be compacted only (retention would delete state a restore needs): set cleanup.policy=compact on it (kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config cleanup.policy=compact), or delete it for the app to create it anew",
+            policy.name()
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            tracing::warn!(
+                "the cluster does not describe topic configs: changelog {topic:?} is not checked to be compacted"
+            );
+            Ok(())
+        }
+    }
 }
 
 /// Opens the log (embedded) or connects (remote).
