@@ -660,3 +660,54 @@ async fn a_group_without_members_is_deleted_with_its_offsets_in_every_version() 
     );
     broker.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_of_a_group_without_members_expire_after_the_retention_as_in_kafka() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = LogManager::open(dir.path(), LogConfig::default()).unwrap();
+        log.create_topic("orders", 1, Default::default()).unwrap();
+        log.close().unwrap();
+    }
+    let mut config = BrokerConfig::default();
+    config.groups.offsets_retention = std::time::Duration::from_secs(1);
+    config.offsets_retention_check_interval = std::time::Duration::from_millis(100);
+    let broker = InProcessBroker::start_in(dir.path(), config).await;
+    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+    // Committed outside any membership, as the runtime's transactions
+    // commit a task's offsets: nothing keeps the group alive.
+    let committed: OffsetCommitResponse = call(
+        &mut stream,
+        ApiKey::OffsetCommit,
+        8,
+        &commit_request("standalone", -1, "", &[("orders", 0, 99, "")]),
+    )
+    .await;
+    assert_eq!(committed.topics[0].partitions[0].error_code, 0);
+    let offsets = fetch_offsets(&mut stream, "standalone", Some(&[("orders", 0)]), 8).await;
+    assert_eq!(offsets[0].2, 99);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let offsets = fetch_offsets(&mut stream, "standalone", Some(&[("orders", 0)]), 8).await;
+        if offsets[0].2 == -1 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never expired: {offsets:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let listed: ListGroupsResponse = call(
+        &mut stream,
+        ApiKey::ListGroups,
+        4,
+        &ListGroupsRequest::default(),
+    )
+    .await;
+    assert!(
+        listed.groups.is_empty(),
+        "the group is gone with its offsets"
+    );
+    broker.stop().await;
+}

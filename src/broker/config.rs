@@ -106,6 +106,10 @@ pub struct BrokerConfig {
     /// How often compacted topics are checked for a clean (Kafka's
     /// `log.cleaner.backoff.ms`).
     pub cleaner_check_interval: std::time::Duration,
+    /// How often committed offsets are checked for expiry (Kafka's
+    /// `offsets.retention.check.interval.ms`); the retention itself is
+    /// `groups.offsets_retention`.
+    pub offsets_retention_check_interval: std::time::Duration,
     /// The cleaner's memory and I/O budgets.
     pub cleaner: crate::log::CleanerConfig,
     /// Principals allowed everything, whatever the ACLs say (Kafka's
@@ -142,6 +146,7 @@ impl Default for BrokerConfig {
             groups: crate::broker::group::GroupConfig::default(),
             transactions: crate::broker::txn::TxnConfig::default(),
             cleaner_check_interval: std::time::Duration::from_secs(15),
+            offsets_retention_check_interval: crate::broker::group::OFFSETS_RETENTION_CHECK_DEFAULT,
             cleaner: crate::log::CleanerConfig::default(),
             super_users: Vec::new(),
         }
@@ -165,6 +170,7 @@ impl Default for BrokerConfig {
 /// shutdown_grace_ms = 10000
 /// retention_check_interval_ms = 300000
 /// producer_id_expiration_ms = 86400000  # idle idempotent producers forgotten
+/// offsets_retention_ms = 604800000      # committed offsets outlive their group's members
 /// super_users = ["User:admin"]          # allowed everything, whatever the ACLs
 ///
 /// [topic_defaults]
@@ -201,6 +207,11 @@ pub struct ConfigFile {
     /// (defaults 6000 and 1800000, as Kafka's).
     pub group_min_session_timeout_ms: Option<u64>,
     pub group_max_session_timeout_ms: Option<u64>,
+    /// How long committed offsets outlive their group's members (Kafka's
+    /// `offsets.retention.minutes`, here in ms; default 7 days).
+    pub offsets_retention_ms: Option<u64>,
+    /// Kafka's `offsets.retention.check.interval.ms` (default 600000).
+    pub offsets_retention_check_interval_ms: Option<u64>,
     /// Kafka's `log.cleaner.backoff.ms`.
     pub cleaner_check_interval_ms: Option<u64>,
     /// Kafka's `log.cleaner.io.max.bytes.per.second`.
@@ -366,6 +377,15 @@ impl ConfigFile {
         }
         if let Some(max) = self.group_max_session_timeout_ms {
             config.groups.session_timeout_max = millis(max);
+        }
+        if let Some(ms) = self.offsets_retention_ms {
+            config.groups.offsets_retention = millis(ms);
+        }
+        if let Some(ms) = self.offsets_retention_check_interval_ms {
+            if ms == 0 {
+                return Err("offsets_retention_check_interval_ms must be positive".into());
+            }
+            config.offsets_retention_check_interval = millis(ms);
         }
         if config.groups.session_timeout_min > config.groups.session_timeout_max {
             return Err(format!(

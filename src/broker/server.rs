@@ -320,9 +320,9 @@ async fn clean(ctx: Arc<BrokerContext>) {
     }
 }
 
-/// Retention, the `flush.ms` policy and transaction timeouts, on their
-/// intervals, off the executor's threads (all touch the disk); group
-/// session expiry.
+/// Retention, the `flush.ms` policy, transaction timeouts and the expiry
+/// of committed offsets, on their intervals, off the executor's threads
+/// (all touch the disk); group session expiry.
 async fn maintain(ctx: Arc<BrokerContext>) {
     // The first pass waits one interval, as Kafka's does, rather than
     // deleting at the instant of start-up.
@@ -340,6 +340,11 @@ async fn maintain(ctx: Arc<BrokerContext>) {
         ctx.config.transactions.abort_check_interval,
     );
     transactions.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut offsets = tokio::time::interval_at(
+        start + ctx.config.offsets_retention_check_interval,
+        ctx.config.offsets_retention_check_interval,
+    );
+    offsets.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut groups = tokio::time::interval(GROUP_TICK);
     groups.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     retention.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -359,6 +364,17 @@ async fn maintain(ctx: Arc<BrokerContext>) {
             _ = transactions.tick() => {
                 let ctx = Arc::clone(&ctx);
                 let _ = tokio::task::spawn_blocking(move || ctx.transactions.tick(&ctx.groups)).await;
+            }
+            _ = offsets.tick() => {
+                let ctx = Arc::clone(&ctx);
+                let now_ms = crate::time::now_ms();
+                match tokio::task::spawn_blocking(move || ctx.groups.expire_offsets(now_ms)).await {
+                    Ok(Ok(expired)) => for (group, count) in expired {
+                        tracing::info!(group, offsets = count, "committed offsets expired (offsets_retention_ms)");
+                    },
+                    Ok(Err(error)) => tracing::error!("expiring committed offsets failed: {error}"),
+                    Err(_) => {}
+                }
             }
             // In memory only, and quick: no need to leave the executor.
             _ = groups.tick() => ctx.groups.tick(std::time::Instant::now()),

@@ -6,6 +6,13 @@ use std::time::Duration;
 /// `offset.metadata.max.bytes` default).
 pub const OFFSET_METADATA_BYTES_MAX: usize = 4096;
 
+/// Kafka's default `offsets.retention.minutes`: 7 days.
+pub const OFFSETS_RETENTION_DEFAULT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How often expired offsets are looked for (Kafka's
+/// `offsets.retention.check.interval.ms` default).
+pub const OFFSETS_RETENTION_CHECK_DEFAULT: Duration = Duration::from_secs(600);
+
 /// Timing rules for groups.
 #[derive(Debug, Clone)]
 pub struct GroupConfig {
@@ -15,6 +22,10 @@ pub struct GroupConfig {
     /// Session timeouts a member may ask for.
     pub session_timeout_min: Duration,
     pub session_timeout_max: Duration,
+    /// How long committed offsets outlive their group's members (Kafka's
+    /// `offsets.retention.minutes`, KIP-211): see
+    /// `GroupCoordinator::expire_offsets`.
+    pub offsets_retention: Duration,
 }
 
 impl Default for GroupConfig {
@@ -23,6 +34,7 @@ impl Default for GroupConfig {
             initial_rebalance_delay: Duration::from_secs(3),
             session_timeout_min: Duration::from_secs(6),
             session_timeout_max: Duration::from_secs(30 * 60),
+            offsets_retention: OFFSETS_RETENTION_DEFAULT,
         }
     }
 }

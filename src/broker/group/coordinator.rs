@@ -416,6 +416,55 @@ impl GroupCoordinator {
         ErrorCode::None
     }
 
+    /// Deletes the committed offsets that outlived their group by
+    /// `offsets_retention`, as Kafka does (KIP-211), at wall-clock time
+    /// `now_ms`:
+    ///
+    /// - a group with members (or rebalancing) keeps every offset;
+    /// - an empty group that had members keeps an offset for the retention
+    ///   after its last member left, or after the offset's commit if that
+    ///   was later (or the broker has restarted since);
+    /// - a group that never had members (offsets committed by standalone
+    ///   consumers, or in transactions) keeps each offset for the retention
+    ///   after its commit.
+    ///
+    /// A group left with neither members nor offsets is gone. Returns each
+    /// group that lost offsets and how many. (Kafka also expires, in a
+    /// stable consumer group, offsets of topics the members no longer
+    /// subscribe to; this coordinator never reads the members'
+    /// subscriptions, and keeps those.)
+    pub fn expire_offsets(&self, now_ms: i64) -> Result<Vec<(String, usize)>, OffsetStoreError> {
+        let retention_ms =
+            i64::try_from(self.config.offsets_retention.as_millis()).unwrap_or(i64::MAX);
+        let mut groups = self.lock();
+        let mut expired_by_group = Vec::new();
+        for (id, group) in groups.iter_mut() {
+            let empty = group.members.is_empty() && group.state == GroupState::Empty;
+            if !group.has_offsets || !empty {
+                continue;
+            }
+            let offsets = self.offsets.group(id)?;
+            let expired: Vec<(String, i32)> = (offsets.iter())
+                .filter(|o| {
+                    let committed = o.committed.commit_time_ms;
+                    let base = group
+                        .empty_since_ms
+                        .map_or(committed, |since| since.max(committed));
+                    now_ms.saturating_sub(base) >= retention_ms
+                })
+                .map(|o| (o.topic.clone(), o.partition))
+                .collect();
+            if expired.is_empty() {
+                continue;
+            }
+            self.offsets.forget(id, &expired)?;
+            group.has_offsets = expired.len() < offsets.len();
+            expired_by_group.push((id.clone(), expired.len()));
+        }
+        groups.retain(|_, group| group.is_listed() || !group.pending_members.is_empty());
+        Ok(expired_by_group)
+    }
+
     /// Drops committed offsets of a deleted topic.
     pub fn forget_topic(&self, topic: &str) -> Result<(), OffsetStoreError> {
         self.offsets.forget_topic(topic)

@@ -57,6 +57,10 @@ pub(super) struct Group {
     /// Offsets have been committed for this group (it is listed even when
     /// it has no members).
     pub(super) has_offsets: bool,
+    /// When (ms since the epoch) the group's last member left; None while
+    /// it has members, and for a group that never had any in this
+    /// broker's life.
+    pub(super) empty_since_ms: Option<i64>,
 }
 
 impl Group {
@@ -72,6 +76,7 @@ impl Group {
             rebalance_deadline: None,
             join_not_before: None,
             has_offsets: false,
+            empty_since_ms: None,
         }
     }
 
@@ -189,8 +194,10 @@ impl Group {
             self.state = GroupState::Empty;
             self.protocol = None;
             self.leader = None;
+            self.empty_since_ms = Some(crate::time::now_ms());
             return;
         }
+        self.empty_since_ms = None;
         self.protocol = self.select_protocol();
         let protocol = self.protocol.clone().unwrap_or_default();
         if self

@@ -31,7 +31,10 @@ mod membership;
 mod messages;
 pub mod offsets;
 
-pub use config::{GroupConfig, OFFSET_METADATA_BYTES_MAX};
+pub use config::{
+    GroupConfig, OFFSET_METADATA_BYTES_MAX, OFFSETS_RETENTION_CHECK_DEFAULT,
+    OFFSETS_RETENTION_DEFAULT,
+};
 pub use coordinator::GroupCoordinator;
 pub use messages::{
     Committer, GroupDescription, GroupListing, GroupState, JoinOutcome, JoinRequest, JoinedMember,

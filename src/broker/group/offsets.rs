@@ -146,6 +146,22 @@ impl OffsetStore {
         Ok(())
     }
 
+    /// Removes the offsets of `group` for `partitions` (they expired).
+    pub fn forget(
+        &self,
+        group: &str,
+        partitions: &[(String, i32)],
+    ) -> Result<(), OffsetStoreError> {
+        let mut batch = WriteBatch::default();
+        for (topic, partition) in partitions {
+            batch.delete(key(group, topic, *partition));
+        }
+        let mut options = WriteOptions::default();
+        options.set_sync(true);
+        self.db.write_opt(batch, &options)?;
+        Ok(())
+    }
+
     /// Removes every group's offsets for `topic` (the topic was deleted).
     pub fn forget_topic(&self, topic: &str) -> Result<(), OffsetStoreError> {
         let mut batch = WriteBatch::default();

@@ -385,3 +385,67 @@ fn groups_with_committed_offsets_are_listed_after_a_restart() {
     assert_eq!(listed[0].state, GroupState::Empty);
     assert_eq!(c.committed("kept", "t", 0).unwrap().unwrap().offset, 42);
 }
+
+fn offset_committed_at(commit_time_ms: i64) -> [PartitionOffset; 1] {
+    [PartitionOffset {
+        topic: "t".into(),
+        partition: 0,
+        committed: CommittedOffset {
+            offset: 7,
+            leader_epoch: -1,
+            metadata: None,
+            commit_time_ms,
+        },
+    }]
+}
+
+const RETENTION_MS: i64 = 60_000;
+
+fn retaining_a_minute() -> (tempfile::TempDir, GroupCoordinator) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = GroupConfig {
+        initial_rebalance_delay: Duration::ZERO,
+        offsets_retention: Duration::from_millis(RETENTION_MS as u64),
+        ..GroupConfig::default()
+    };
+    let coordinator = GroupCoordinator::open(dir.path(), config).unwrap();
+    (dir, coordinator)
+}
+
+#[test]
+fn offsets_of_a_group_without_members_expire_the_retention_after_their_commit() {
+    let (_dir, c) = retaining_a_minute();
+    let committed_at = 1_000_000;
+    c.commit("standalone", &offset_committed_at(committed_at))
+        .unwrap();
+    let just_before = committed_at + RETENTION_MS - 1;
+    assert_eq!(c.expire_offsets(just_before).unwrap(), []);
+    assert!(c.committed("standalone", "t", 0).unwrap().is_some());
+    let expired = c.expire_offsets(committed_at + RETENTION_MS).unwrap();
+    assert_eq!(expired, [("standalone".to_string(), 1)]);
+    assert_eq!(c.committed("standalone", "t", 0).unwrap(), None);
+    assert!(c.list().is_empty(), "a group with nothing left is gone");
+}
+
+#[test]
+fn a_group_with_members_keeps_its_offsets_and_loses_them_the_retention_after_it_empties() {
+    let (_dir, c) = retaining_a_minute();
+    let t0 = Instant::now();
+    let (a, mut joined) = join_new(&c, &[("range", "")], t0);
+    joined.try_recv().unwrap();
+    let long_ago = crate::time::now_ms() - 10 * RETENTION_MS;
+    c.commit("g", &offset_committed_at(long_ago)).unwrap();
+    let later_on = crate::time::now_ms() + 10 * RETENTION_MS;
+    assert_eq!(c.expire_offsets(later_on).unwrap(), [], "a member is there");
+
+    assert_eq!(c.leave("g", &[(a, None)], t0), vec![ErrorCode::None]);
+    let emptied = crate::time::now_ms();
+    assert_eq!(
+        c.expire_offsets(emptied + RETENTION_MS / 2).unwrap(),
+        [],
+        "the retention counts from when the group emptied, not from the commit"
+    );
+    let expired = c.expire_offsets(emptied + RETENTION_MS + 1_000).unwrap();
+    assert_eq!(expired, [("g".to_string(), 1)]);
+    assert_eq!(c.committed("g", "t", 0).unwrap(), None);
+}
