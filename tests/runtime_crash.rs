@@ -565,16 +565,29 @@ fn remote_outcome(location: &[&str], broker: ServerProcess, data: &Path) -> Outc
 /// `strata serve` with a producer-state expiry of half a second (see the
 /// remote crash test), in `dir`; and the app's location against it.
 fn expiring_broker(dir: &Path) -> ServerProcess {
+    broker_configured(dir, "")
+}
+
+/// `expiring_broker`, with more lines of `strata.toml`.
+fn broker_configured(dir: &Path, more: &str) -> ServerProcess {
+    broker_configured_with_env(dir, more, &[])
+}
+
+/// `broker_configured`, with `envs` in the broker's environment (for its
+/// first start only).
+fn broker_configured_with_env(dir: &Path, more: &str, envs: &[(&str, &str)]) -> ServerProcess {
     let config = dir.join("strata.toml");
     std::fs::write(
         &config,
-        "producer_id_expiration_ms = 500\nretention_check_interval_ms = 100\n\
-         group_initial_rebalance_delay_ms = 0\ngroup_min_session_timeout_ms = 500\n",
+        format!(
+            "producer_id_expiration_ms = 500\nretention_check_interval_ms = 100\n\
+             group_initial_rebalance_delay_ms = 0\ngroup_min_session_timeout_ms = 500\n{more}"
+        ),
     )
     .unwrap();
     let args = [std::ffi::OsStr::new("--config"), config.as_os_str()];
     let strata = env!("CARGO_BIN_EXE_strata");
-    ServerProcess::start_with(strata, &dir.join("broker"), &args, Stdio::null())
+    ServerProcess::start_with_args_and_env(strata, &dir.join("broker"), &args, envs)
 }
 
 /// Twice what strata's client rides out alone before a task fails.
@@ -671,6 +684,107 @@ fn remote_state_deleted_while_the_app_is_down_is_restored_from_the_changelogs() 
     }
     wordcount_cmd(&location, &["run", "--until-end"]);
     assert_same(&remote_outcome(&location, broker, &data), 0);
+}
+
+/// Longer than strata's client retries a request to a broker that is
+/// gone (10 retries, backoff doubling from 100 ms to at most 1 s: about
+/// 7.5 s), shorter than twice that: a task's ship fails, and the
+/// InitProducerId that follows finds the broker back.
+const PAST_RETRIES: Duration = Duration::from_secs(11);
+
+/// The broker dies the moment a transaction's commit is decided, before
+/// any marker is written (`STRATA_CRASH_POINT=txn-prepared`), under a
+/// running remote app, and stays down past the client's retries: the
+/// task's ship fails though its transaction committed, as when only
+/// EndTxn's answer is lost. The broker completes the commit when it starts
+/// again (its recovery passes the crash point too, so it starts without
+/// it). The task must learn that its transaction committed before
+/// shipping anything again: the app ends as the crash-free run.
+#[test]
+fn a_commit_decided_while_its_answer_was_lost_is_not_shipped_again() {
+    reference();
+    let strata = env!("CARGO_BIN_EXE_strata");
+    let dir = tempfile::tempdir().unwrap();
+    let (data, state) = (dir.path().join("broker"), dir.path().join("app"));
+    append_embedded(&data, &[]);
+    let crash = [("STRATA_CRASH_POINT", "txn-prepared")];
+    let mut broker = broker_configured_with_env(dir.path(), "", &crash);
+    let addr = broker.addr.clone();
+    let location = ["--bootstrap", &addr, "--state-dir", state.to_str().unwrap()];
+    let (head, tail) = input().split_at(kills() / 2);
+    for chunk in head {
+        append_remote(&addr, chunk);
+    }
+    let (mut app, log) = spawn_logged(&location);
+    support::wait_until(
+        "the broker dies at a decided commit",
+        Duration::from_secs(120),
+        || !broker.is_running(),
+    );
+    std::thread::sleep(PAST_RETRIES);
+    assert!(
+        matches!(app.try_wait(), Ok(None)),
+        "the app stopped while its broker was down:\n{}",
+        log.lock().unwrap()
+    );
+    broker.restart(strata, &data);
+    support::wait_until("the app catches up", Duration::from_secs(300), || {
+        !work_left(&location)
+    });
+    stop((app, log));
+    for chunk in tail {
+        append_remote(&addr, chunk);
+    }
+    wordcount_cmd(&location, &["run", "--until-end"]);
+    assert_same(&remote_outcome(&location, broker, &data), 0);
+}
+
+/// Kafka forgets the offsets of a group without members
+/// `offsets.retention.minutes` after their last commit (KIP-211), and a
+/// task's offsets group never has members: a task whose input went quiet
+/// loses them. Its positions live in its positions log too, beside its
+/// state: with its group's offsets expired and its state directory lost,
+/// the app restores the state and goes on from the positions, exactly
+/// once.
+#[test]
+fn a_remote_app_whose_offsets_expired_and_whose_state_is_lost_goes_on_exactly_once() {
+    reference();
+    let dir = tempfile::tempdir().unwrap();
+    let (data, state) = (dir.path().join("broker"), dir.path().join("app"));
+    append_embedded(&data, &[]);
+    let broker = broker_configured(
+        dir.path(),
+        "offsets_retention_ms = 300\noffsets_retention_check_interval_ms = 100\n",
+    );
+    let addr = broker.addr.clone();
+    let location = ["--bootstrap", &addr, "--state-dir", state.to_str().unwrap()];
+    let (first, rest) = input().split_at(kills() / 2);
+    for chunk in first {
+        append_remote(&addr, chunk);
+    }
+    wordcount_cmd(&location, &["run", "--until-end"]);
+    support::wait_until("the app's groups expire", Duration::from_secs(60), || {
+        groups(&addr).is_empty()
+    });
+    std::fs::remove_dir_all(&state).unwrap();
+    for chunk in rest {
+        append_remote(&addr, chunk);
+    }
+    wordcount_cmd(&location, &["run", "--until-end"]);
+    assert_same(&remote_outcome(&location, broker, &data), 0);
+}
+
+/// The groups the broker at `addr` knows (`strata groups list`).
+fn groups(addr: &str) -> Vec<String> {
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["groups", "list", "--format", "json", "--bootstrap", addr])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    (listed.iter())
+        .map(|g| g["group"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]

@@ -110,6 +110,19 @@ pub enum RuntimeError {
         concerning: String,
         error: ClientError,
     },
+    /// A remote task's committed positions in its positions log and its
+    /// group's committed offsets disagree, though every transaction writes
+    /// both: the group's were changed from outside.
+    #[error(
+        "task {task}: the positions in {log} are {in_log}, but group {group} has {in_group}; the app writes both in one transaction, so the group's offsets were changed from outside (a reset?). To go on from the positions, delete the group's offsets (`strata groups delete {group}` while the app is stopped); to run from other offsets, replay into a new version (`replay --version V --from ...`)"
+    )]
+    PositionsDisagree {
+        task: String,
+        log: String,
+        in_log: String,
+        group: String,
+        in_group: String,
+    },
     /// A processor returned an error; its run was not committed.
     #[error("processor {processor:?} failed on {topic}/{partition} at offset {offset}: {error}")]
     Processor {

@@ -83,7 +83,16 @@ pub(crate) struct Remote {
 /// How long a remote fetch waits on the broker for records to arrive.
 pub(crate) const FETCH_WAIT_MAX: Duration = Duration::from_millis(200);
 
+/// Kafka's default `delete.retention.ms` (a day).
+const DELETE_RETENTION_DEFAULT_MS: i64 = 86_400_000;
+
 impl Remote {
+    /// The fetcher of this access (the task's own connections, for a
+    /// task's).
+    pub fn fetcher(&self) -> &Fetcher {
+        &self.fetcher
+    }
+
     pub fn new(cluster: Arc<Cluster>) -> Self {
         Self::fetching_through(Arc::clone(&cluster), cluster)
     }
@@ -216,6 +225,32 @@ impl LogAccess {
                     None => CleanupPolicy::default(),
                 })),
                 Err(ClientError::UnsupportedApi { .. }) => Ok(None),
+                Err(error) => Err(error.into()),
+            },
+        }
+    }
+
+    /// `topic`'s `delete.retention.ms`: how long its cleaner keeps a
+    /// tombstone. A cluster that does not describe topic configs is taken
+    /// to keep Kafka's default (a day), with a warning.
+    pub async fn delete_retention_ms(&self, topic: &str) -> Result<i64, RuntimeError> {
+        match self {
+            Self::Embedded(log, _) => Ok(log.partition(topic, 0)?.config().delete_retention_ms),
+            Self::Remote(remote) => match remote.admin.topic_config(topic).await {
+                Ok(config) => match config.get("delete.retention.ms") {
+                    None => Ok(DELETE_RETENTION_DEFAULT_MS),
+                    Some(value) => value.parse().map_err(|_| {
+                        RuntimeError::Config(format!(
+                            "topic {topic:?} has delete.retention.ms={value:?}, not a number of milliseconds"
+                        ))
+                    }),
+                },
+                Err(ClientError::UnsupportedApi { .. }) => {
+                    tracing::warn!(
+                        "the cluster does not describe topic configs: taking {topic:?} to keep tombstones for delete.retention.ms={DELETE_RETENTION_DEFAULT_MS} (Kafka's default)"
+                    );
+                    Ok(DELETE_RETENTION_DEFAULT_MS)
+                }
                 Err(error) => Err(error.into()),
             },
         }

@@ -414,6 +414,12 @@ impl App {
         format!("{}-{store}-changelog", self.versioned_name())
     }
 
+    /// The positions log of `processor`'s tasks (remote):
+    /// `<app>-<processor>-positions`.
+    pub(crate) fn positions_topic(&self, processor: &str) -> String {
+        format!("{}-{processor}-positions", self.versioned_name())
+    }
+
     /// Whether a processor of the app writes `topic`.
     pub(crate) fn is_derived(&self, topic: &str) -> bool {
         self.processors

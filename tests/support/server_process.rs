@@ -51,6 +51,18 @@ impl ServerProcess {
         )
     }
 
+    /// Like `start_with_env`, with more `strata serve` arguments (given
+    /// again at a restart, unlike `envs`).
+    pub fn start_with_args_and_env(
+        binary: &str,
+        data_dir: &std::path::Path,
+        args: &[&std::ffi::OsStr],
+        envs: &[(&str, &str)],
+    ) -> Self {
+        let stderr = std::process::Stdio::null();
+        Self::spawn(binary, data_dir, "127.0.0.1:0", args, envs, stderr)
+    }
+
     /// Like `start_with`, listening on `listen` (an address a killed broker
     /// had, to start it again where its clients look for it).
     pub fn start_listening(

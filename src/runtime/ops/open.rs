@@ -95,10 +95,10 @@ pub(crate) async fn resolve(
 }
 
 /// Creates the changelog topic of every store when the app writes
-/// changelogs (remote, or asked for): compacted, one partition per task;
-/// an existing one must have as many partitions as its processor's inputs
-/// and be compacted only (retention would delete the state a restore
-/// reads).
+/// changelogs (remote, or asked for), and, remote, every processor's
+/// positions log: compacted, one partition per task; an existing one must
+/// have as many partitions as its processor's inputs and be compacted only
+/// (retention would delete the state a restore reads).
 pub(crate) async fn ensure_changelogs(
     app: &App,
     log: &LogAccess,
@@ -108,21 +108,33 @@ pub(crate) async fn ensure_changelogs(
         return Ok(());
     }
     let compacted = [("cleanup.policy".to_string(), "compact".to_string())];
+    let remote = matches!(log, LogAccess::Remote(_));
     for spec in &app.processors {
         let tasks = partitions[&spec.inputs[0]];
-        for store in &spec.stores {
-            let topic = app.changelog_topic(&store.name);
+        let positions = remote.then(|| app.positions_topic(&spec.name));
+        let stores = spec.stores.iter().map(|s| app.changelog_topic(&s.name));
+        for topic in stores.chain(positions) {
             let count = log.ensure_topic_with(&topic, tasks, &compacted).await?;
             if count != tasks {
                 return Err(RuntimeError::Config(format!(
-                    "changelog topic {topic:?} has {count} partitions, but processor {:?} runs {tasks} tasks (the partitions of {:?}); a changelog holds one partition per task: delete it, or give the inputs {count} partitions",
-                    spec.name, spec.inputs
+                    "{} topic {topic:?} has {count} partitions, but processor {:?} runs {tasks} tasks (the partitions of {:?}); it holds one partition per task: delete it, or give the inputs {count} partitions",
+                    kind_of(&topic),
+                    spec.name,
+                    spec.inputs
                 )));
             }
             check_compacted(log, &topic).await?;
         }
     }
     Ok(())
+}
+
+/// What `topic` (one `ensure_changelogs` makes) is, for messages.
+fn kind_of(topic: &str) -> &'static str {
+    match topic.ends_with("-changelog") {
+        true => "changelog",
+        false => "positions log",
+    }
 }
 
 /// Refuses a changelog whose `cleanup.policy` is not `compact`: with
@@ -135,13 +147,15 @@ async fn check_compacted(log: &LogAccess, topic: &str) -> Result<(), RuntimeErro
     };
     match log.cleanup_policy(topic).await? {
         Some(policy) if policy != compacted_only => Err(RuntimeError::Config(format!(
-            "changelog topic {topic:?} has cleanup.policy={}, but a changelog must be compacted only (retention would delete state a restore needs): set cleanup.policy=compact on it (kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config cleanup.policy=compact), or delete it for the app to create it anew",
+            "{} topic {topic:?} has cleanup.policy={}, but it must be compacted only (retention would delete state a restore needs): set cleanup.policy=compact on it (kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config cleanup.policy=compact), or delete it for the app to create it anew",
+            kind_of(topic),
             policy.name()
         ))),
         Some(_) => Ok(()),
         None => {
             tracing::warn!(
-                "the cluster does not describe topic configs: changelog {topic:?} is not checked to be compacted"
+                "the cluster does not describe topic configs: {} {topic:?} is not checked to be compacted",
+                kind_of(topic)
             );
             Ok(())
         }

@@ -19,13 +19,17 @@ use rocksdb::WriteBatch;
 use crate::record::NewRecord;
 use crate::runtime::layout;
 
-use super::meta::{RESTORED_PREFIX, topic_key};
+use super::meta::{RESTORED_PREFIX, Restored, topic_key};
 use super::restore_buffer::{HELD_BYTES_MAX, RestoreBuffer};
 use super::slot_table::DirtyEntries;
 use super::{META, StateError, TaskState};
 
 /// Most bytes of restored entries held before they are written.
 const HELD_BYTES_RUN: usize = 64 << 20;
+/// How far a standby copy idle at its changelog's end lets the time its
+/// position was current lag before writing it again (see
+/// [`Restoring::reached`]).
+const UNREAD_AFTER_STEP_MS: i64 = 1_000;
 /// Held bytes from which a run is written as a table file rather than a
 /// write batch (a table file costs a few file operations and a sync).
 const TABLE_FILE_BYTES_MIN: usize = 1 << 20;
@@ -62,11 +66,15 @@ impl TaskState {
     /// Starts putting a restored store back: see [`Restoring`].
     pub fn restoring(&self, store: &str) -> Result<Restoring<'_>, StateError> {
         self.index(store)?;
+        let restored = self.restored(store)?;
         Ok(Restoring {
             state: self,
             store: store.to_string(),
             held: RestoreBuffer::default(),
             position: None,
+            written: restored.map(|r| r.next),
+            unread_after_ms: restored.map_or(i64::MIN, |r| r.unread_after_ms),
+            began_ms: restored.map_or_else(crate::time::now_ms, |r| r.began_ms),
         })
     }
 }
@@ -88,6 +96,11 @@ pub struct Restoring<'s> {
     held: RestoreBuffer,
     /// The changelog offset reached since the last flush, written with it.
     position: Option<i64>,
+    /// The position last written (or found).
+    written: Option<i64>,
+    /// See [`Restored`].
+    unread_after_ms: i64,
+    began_ms: i64,
 }
 
 impl Restoring<'_> {
@@ -101,10 +114,18 @@ impl Restoring<'_> {
         Ok(())
     }
 
-    /// Notes that the changelog has been read up to `next` (exclusive):
-    /// written with the entries read before it.
-    pub fn reached(&mut self, next: i64) {
-        self.position = Some(next);
+    /// Notes that the changelog has been read up to `next` (exclusive),
+    /// every record past it written after `unread_after_ms` (see
+    /// [`Restored`]): written with the entries read before it.
+    /// A copy idle at the end moves its time on at most every
+    /// [`UNREAD_AFTER_STEP_MS`], not with every fetch.
+    pub fn reached(&mut self, next: i64, unread_after_ms: i64) {
+        let moved = self.written != Some(next)
+            || unread_after_ms >= self.unread_after_ms.saturating_add(UNREAD_AFTER_STEP_MS);
+        if moved {
+            self.position = Some(next);
+            self.unread_after_ms = self.unread_after_ms.max(unread_after_ms);
+        }
     }
 
     /// Whether enough is held that a flush now writes a table file.
@@ -116,8 +137,14 @@ impl Restoring<'_> {
     pub fn flush(&mut self) -> Result<(), StateError> {
         let mut batch = self.write_held()?;
         if let Some(next) = self.position.take() {
+            self.written = Some(next);
             let key = topic_key(RESTORED_PREFIX, &self.store);
-            batch.put_cf(self.state.cf(META)?, key, next.to_be_bytes());
+            let restored = Restored {
+                next,
+                unread_after_ms: self.unread_after_ms,
+                began_ms: self.began_ms,
+            };
+            batch.put_cf(self.state.cf(META)?, key, restored.encode());
         }
         if !batch.is_empty() {
             self.state.db.write(batch)?;

@@ -213,10 +213,16 @@ impl TaskState {
     /// Where a restore (or a standby copy) of `store` reads its changelog
     /// next, if one has begun.
     pub fn restored_position(&self, store: &str) -> Result<Option<i64>, StateError> {
+        Ok(self.restored(store)?.map(|restored| restored.next))
+    }
+
+    /// How far a restore (or a standby copy) of `store` read its changelog,
+    /// if one has begun.
+    pub fn restored(&self, store: &str) -> Result<Option<Restored>, StateError> {
         let meta = self.cf(META)?;
         match self.db.get_cf(meta, topic_key(RESTORED_PREFIX, store))? {
             None => Ok(None),
-            Some(raw) => Ok(Some(decode_i64(&raw)?)),
+            Some(raw) => Restored::decode(&raw).map(Some),
         }
     }
 
@@ -273,6 +279,65 @@ pub(super) fn sequence_key(topic: &str, partition: i32) -> Vec<u8> {
     key.push(0);
     key.extend_from_slice(&partition.to_be_bytes());
     key
+}
+
+/// How far a copy of a store read its changelog: `restored/<store>` in
+/// `meta`, three big-endian i64s (`next`, `unread_after_ms`, `began_ms`;
+/// a copy written before the two times holds `next` alone, and reads
+/// back with both unknown: [`i64::MIN`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restored {
+    /// The changelog offset read up to (exclusive).
+    pub next: i64,
+    /// Every changelog record past `next` was written after this (wall
+    /// clock): the greatest timestamp among the records read (a changelog
+    /// record carries its commit's wall clock), or when the copy last
+    /// found itself at the changelog's end.
+    pub unread_after_ms: i64,
+    /// When this copy began reading (wall clock): every entry it holds
+    /// was read since.
+    pub began_ms: i64,
+}
+
+impl Restored {
+    pub(super) fn encode(&self) -> [u8; 24] {
+        let mut raw = [0; 24];
+        raw[..8].copy_from_slice(&self.next.to_be_bytes());
+        raw[8..16].copy_from_slice(&self.unread_after_ms.to_be_bytes());
+        raw[16..].copy_from_slice(&self.began_ms.to_be_bytes());
+        raw
+    }
+
+    fn decode(raw: &[u8]) -> Result<Self, StateError> {
+        if raw.len() == 8 {
+            return Ok(Self {
+                next: decode_i64(raw)?,
+                unread_after_ms: i64::MIN,
+                began_ms: i64::MIN,
+            });
+        }
+        if raw.len() != 24 {
+            return Err(StateError::Corrupt(format!(
+                "{} bytes for a restored position",
+                raw.len()
+            )));
+        }
+        Ok(Self {
+            next: decode_i64(&raw[..8])?,
+            unread_after_ms: decode_i64(&raw[8..16])?,
+            began_ms: decode_i64(&raw[16..])?,
+        })
+    }
+
+    /// The earliest wall-clock time the cleaner may drop a tombstone this
+    /// copy has not read, given the changelog's `delete.retention.ms`. A
+    /// tombstone outlives by the retention both its own writing (after
+    /// `unread_after_ms`) and the first cleaning that saw it, which came
+    /// after the copy read the key's earlier value (else that value would
+    /// be gone, and the copy would not hold it), so after `began_ms`.
+    pub fn tombstones_kept_until(&self, delete_retention_ms: i64) -> i64 {
+        (self.unread_after_ms.max(self.began_ms)).saturating_add(delete_retention_ms)
+    }
 }
 
 pub(super) fn decode_i64(raw: &[u8]) -> Result<i64, StateError> {

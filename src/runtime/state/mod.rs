@@ -57,6 +57,7 @@ use rocksdb::{ColumnFamilyDescriptor, DB, Options, WriteBatch};
 
 pub use changelog::Restoring;
 pub use error::StateError;
+pub use meta::Restored;
 pub use outbox::{
     OUTBOX_BATCH_BYTES_MAX, OUTBOX_BATCH_RECORDS_MAX, OUTBOX_BATCHES_PER_PARTITION_MAX,
 };

@@ -378,7 +378,7 @@ fn a_restore_position_lands_with_its_entries_and_goes_when_the_restore_ends() {
         assert_eq!(state.restored_position("counts").unwrap(), None);
         let mut restoring = state.restoring("counts").unwrap();
         restoring.put(b"a", Some(b"1")).unwrap();
-        restoring.reached(8);
+        restoring.reached(8, 1_000);
         restoring.flush().unwrap();
         restoring.put(b"b", Some(b"1")).unwrap();
         // Not flushed: neither the entry nor the position lands.
@@ -392,6 +392,70 @@ fn a_restore_position_lands_with_its_entries_and_goes_when_the_restore_ends() {
         state.restored_position("counts").unwrap(),
         None,
         "a live state's changelog position would lie"
+    );
+}
+
+#[test]
+fn a_restore_position_keeps_how_recent_what_lies_past_it_is_and_when_the_copy_began() {
+    let dir = tempfile::tempdir().unwrap();
+    let before = crate::time::now_ms();
+    {
+        let state = TaskState::open(dir.path(), &["counts"], false).unwrap();
+        let mut restoring = state.restoring("counts").unwrap();
+        restoring.put(b"a", Some(b"1")).unwrap();
+        restoring.reached(8, 5_000);
+        restoring.reached(9, 4_000);
+        restoring.flush().unwrap();
+    }
+    let state = TaskState::open(dir.path(), &["counts"], false).unwrap();
+    let restored = state.restored("counts").unwrap().unwrap();
+    assert_eq!((restored.next, restored.unread_after_ms), (9, 5_000));
+    assert!(restored.began_ms >= before);
+    // Read on later: the copy still began then.
+    let mut restoring = state.restoring("counts").unwrap();
+    restoring.reached(12, 7_000);
+    restoring.flush().unwrap();
+    let later = state.restored("counts").unwrap().unwrap();
+    assert_eq!((later.next, later.unread_after_ms), (12, 7_000));
+    assert_eq!(later.began_ms, restored.began_ms);
+    // Tombstones past it are kept a retention past the later of the two.
+    let began = later.began_ms;
+    assert_eq!(later.tombstones_kept_until(100), began.max(7_000) + 100);
+}
+
+#[test]
+fn a_restore_position_written_before_its_times_reads_back_as_of_unknown_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = TaskState::open(dir.path(), &["counts"], false).unwrap();
+    let meta = state.cf(super::META).unwrap();
+    let key = super::meta::topic_key(super::meta::RESTORED_PREFIX, "counts");
+    state.db.put_cf(meta, key, 8i64.to_be_bytes()).unwrap();
+    let restored = state.restored("counts").unwrap().unwrap();
+    assert_eq!(restored.next, 8);
+    assert_eq!(
+        restored.tombstones_kept_until(86_400_000),
+        i64::MIN + 86_400_000
+    );
+}
+
+#[test]
+fn a_standby_idle_at_the_end_writes_its_position_again_only_when_its_time_moved_a_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = TaskState::open(dir.path(), &["counts"], false).unwrap();
+    let mut restoring = state.restoring("counts").unwrap();
+    restoring.reached(8, 10_000);
+    restoring.flush().unwrap();
+    restoring.reached(8, 10_500);
+    restoring.flush().unwrap();
+    assert_eq!(
+        state.restored("counts").unwrap().unwrap().unread_after_ms,
+        10_000
+    );
+    restoring.reached(8, 11_000);
+    restoring.flush().unwrap();
+    assert_eq!(
+        state.restored("counts").unwrap().unwrap().unread_after_ms,
+        11_000
     );
 }
 
@@ -421,7 +485,7 @@ fn a_long_restore_written_as_table_files_leaves_what_the_log_applied_in_order_do
                     applied.insert(key, v);
                 }
             }
-            restoring.reached(offset);
+            restoring.reached(offset, 1_000);
             restoring.flush().unwrap();
         }
         assert_eq!(state.restored_position("counts").unwrap(), Some(offset));

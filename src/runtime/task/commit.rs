@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use crate::runtime::error::RuntimeError;
 use crate::runtime::log_access::LogAccess;
 
+use super::positions::{self, Positions};
 use super::transaction::CommitMark;
 
 /// How often a remote task ships one commit, each time in a new
@@ -130,36 +131,57 @@ impl Task {
             return Ok(());
         }
         let partition = self.setup.partition;
-        let offsets: Vec<(String, i32, i64)> = self
-            .inputs
-            .iter()
-            .filter_map(|i| {
-                let next = self.state.input_offset(&i.topic)?;
-                Some((i.log_topic.clone(), partition, next))
-            })
-            .collect();
+        let mut offsets: Vec<(String, i32, i64)> = Vec::new();
+        let mut positions = Positions {
+            mark,
+            offsets: Default::default(),
+        };
+        for input in &self.inputs {
+            if let Some(next) = self.state.input_offset(&input.topic) {
+                offsets.push((input.log_topic.clone(), partition, next));
+                positions.offsets.insert(input.topic.to_string(), next);
+            }
+        }
         if outbox.is_empty() && offsets.is_empty() {
             return Ok(());
         }
+        // The positions record goes last, after the outbox's batches.
+        let mut batches = outbox.clone();
+        if let Some(topic) = &self.setup.positions {
+            batches.push((u64::MAX, positions.batch(topic, partition)?));
+        }
         let mut attempt = 1;
         loop {
-            match txn.ship(&remote.cluster, &outbox, &offsets, mark).await {
+            match txn.ship(&remote.cluster, &batches, &offsets, mark).await {
                 Ok(()) => break,
                 // Another epoch, or a refusal of the ACLs: shipping
                 // again cannot help.
                 Err(error @ (RuntimeError::Fenced { .. } | RuntimeError::NotAuthorized { .. })) => {
                     return Err(error);
                 }
-                // Nothing of the failed transaction becomes visible: abort
-                // it, take the next epoch and ship the commit again.
+                // Take the next epoch: the coordinator ends the failed
+                // transaction first, committing it if its commit was
+                // decided (only the answer was lost), else aborting it.
+                // Shipped again only if it did not commit.
                 Err(error) if attempt < SHIP_ATTEMPTS_MAX => {
-                    tracing::warn!(
-                        task = %self.setup.name(),
-                        "shipping commit {} failed ({error}); aborting its transaction and shipping it again",
-                        mark.commit
-                    );
                     attempt += 1;
                     txn.restart(&remote.cluster).await?;
+                    let group = &txn.names().group;
+                    let now = positions::committed(&self.setup, group, remote).await?;
+                    if now.is_some_and(|now| now.mark == mark) {
+                        tracing::warn!(
+                            task = %self.setup.name(),
+                            "shipping commit {} failed ({error}), but its transaction committed: not shipped again",
+                            mark.commit
+                        );
+                        txn.shipped = Some(mark);
+                        break;
+                    }
+                    tracing::warn!(
+                        task = %self.setup.name(),
+                        "shipping commit {} failed ({error}); its transaction was aborted: shipping it again",
+                        mark.commit
+                    );
                 }
                 Err(error) => return Err(error),
             }

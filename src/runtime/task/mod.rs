@@ -35,6 +35,7 @@ pub(crate) mod handover;
 mod input;
 mod merge;
 mod patience;
+pub(crate) mod positions;
 mod prefetch;
 mod process;
 mod restore;
@@ -143,6 +144,10 @@ pub(crate) struct TaskSetup {
     /// Per store (in the order of `spec.stores`), its changelog topic in
     /// the log, if it has one (partition: the task's).
     pub changelogs: Vec<Option<String>>,
+    /// Remote: the task's positions log (partition: the task's), where
+    /// every transaction writes its input offsets and commit mark (see
+    /// `positions`).
+    pub positions: Option<String>,
     /// Remote: the names the task's transactions go under; None embedded
     /// (and in a rebuild, which ships nothing).
     pub txn: Option<TxnNames>,

@@ -11,7 +11,10 @@
 //! and that one is past the position, so what the copy reads from there on
 //! brings it to the changelog's state. A position the changelog no longer
 //! holds (below its start, or past its end: a changelog made anew) is not
-//! resumable; the copy starts over.
+//! resumable; the copy starts over. Nor is one that stopped reading longer
+//! than the changelog's `delete.retention.ms` ago with records past it:
+//! the cleaner may have dropped a tombstone the copy never read, whose
+//! key it would keep (see `state::Restored`).
 
 use std::time::{Duration, Instant};
 
@@ -24,6 +27,10 @@ use crate::runtime::state::{Restoring, TaskState};
 
 use super::{DECOMPRESSED_BYTES_MAX, TaskSetup};
 
+/// How much earlier than its retention says a tombstone is taken to be
+/// gone: the changelog's timestamps come from other instances' clocks,
+/// and reading up to it takes time.
+const CLOCK_MARGIN_MS: i64 = 60_000;
 /// How often a long restore says how far it is.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
@@ -61,8 +68,11 @@ impl<'a> ChangelogReader<'a> {
     }
 
     /// Whether `state` can go on reading its changelogs from where it
-    /// stopped: no lineage (not a state the task ran on), and a position
-    /// still held by every changelog.
+    /// stopped: no lineage (not a state the task ran on), and, for every
+    /// changelog, a position it still holds, and (when the changelog holds
+    /// records past it) no tombstone past it the cleaner may have dropped
+    /// (`delete.retention.ms`: see `Restored::tombstones_kept_until`);
+    /// a copy that lagged longer would keep keys deleted meanwhile.
     pub async fn resumable(
         &self,
         state: &TaskState,
@@ -71,6 +81,7 @@ impl<'a> ChangelogReader<'a> {
         if state.lineage().is_some() {
             return Ok(false);
         }
+        let now_ms = crate::time::now_ms();
         for (store, changelog) in stores.iter().zip(self.changelogs) {
             let Some(changelog) = changelog else {
                 continue;
@@ -78,9 +89,25 @@ impl<'a> ChangelogReader<'a> {
             // No position: nothing of this store was read yet (a position
             // lands with every entry restored), so it goes on from the start.
             let start = self.log.start_offset(changelog, self.partition).await?;
-            let position = state.restored_position(store)?.unwrap_or(start);
+            let Some(restored) = state.restored(store)? else {
+                continue;
+            };
             let end = self.log.end_offset(changelog, self.partition).await?;
-            if position < start || position > end {
+            if restored.next < start || restored.next > end {
+                return Ok(false);
+            }
+            if restored.next == end {
+                continue;
+            }
+            let retention_ms = self.log.delete_retention_ms(changelog).await?;
+            let kept_until = restored.tombstones_kept_until(retention_ms);
+            if now_ms.saturating_add(CLOCK_MARGIN_MS) >= kept_until {
+                tracing::info!(
+                    task = %self.task,
+                    "the copy of {store} read {changelog}/{} up to offset {} (of {end}) too long ago: tombstones past it may be cleaned away (delete.retention.ms={retention_ms}); restoring from scratch",
+                    self.partition,
+                    restored.next
+                );
                 return Ok(false);
             }
         }
@@ -164,6 +191,7 @@ impl<'a> ChangelogReader<'a> {
         changelog: &str,
         next: i64,
     ) -> Result<ChangelogRead, RuntimeError> {
+        let asked_ms = crate::time::now_ms();
         let fetched = (self.log)
             .fetch(changelog, self.partition, next, self.fetch_bytes)
             .await?;
@@ -171,6 +199,7 @@ impl<'a> ChangelogReader<'a> {
         let mut filter = AbortedFilter::new(fetched.aborted);
         let mut rest: &[u8] = &fetched.records;
         let (before, mut next, mut records) = (next, next, 0u64);
+        let mut max_timestamp = i64::MIN;
         while !rest.is_empty() {
             let batch = match RecordBatch::parse_and_verify(rest) {
                 Ok(batch) => batch,
@@ -180,6 +209,7 @@ impl<'a> ChangelogReader<'a> {
             };
             rest = &rest[batch.size_bytes()..];
             let header = *batch.header();
+            max_timestamp = max_timestamp.max(header.max_timestamp);
             if filter.visible(&batch) {
                 let batch_records = batch
                     .records(DECOMPRESSED_BYTES_MAX)
@@ -202,8 +232,14 @@ impl<'a> ChangelogReader<'a> {
             }
             next = next.max(header.next_offset());
         }
-        if next > before {
-            restoring.reached(next);
+        // What lies past the end this fetch saw was written after it was
+        // asked; what lies past a record read, after that record.
+        let unread_after_ms = match next >= fetched.end {
+            true => asked_ms,
+            false => max_timestamp,
+        };
+        if next > before || next >= fetched.end {
+            restoring.reached(next, unread_after_ms);
         }
         Ok(ChangelogRead {
             reached: next,

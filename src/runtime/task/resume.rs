@@ -1,7 +1,8 @@
 //! Where a remote task resumes (docs/design.md §5, "restart"): once its
-//! transactional id is fenced for every older instance, the input offsets
-//! the cluster committed last name the state they belong to (lineage and
-//! commit number, in their metadata), and the local state is one of:
+//! transactional id is fenced for every older instance, the positions the
+//! cluster committed last (its positions log's, mirrored in its group's
+//! offsets: see `positions`) name the state they belong to (lineage and
+//! commit number), and the local state is one of:
 //!
 //! | the cluster's mark | local state | what it means | the task |
 //! |---|---|---|---|
@@ -23,6 +24,7 @@ use crate::runtime::log_access::Remote;
 use crate::runtime::state::TaskState;
 
 use super::TaskSetup;
+use super::positions;
 use super::restore::{ChangelogReader, remove_state};
 use super::transaction::{CommitMark, TaskTxn};
 
@@ -48,29 +50,13 @@ pub(crate) async fn resume(
     txn: &TaskTxn,
     remote: &Remote,
 ) -> Result<(TaskState, Resumed), RuntimeError> {
-    let partitions: Vec<(String, i32)> = setup
-        .log_topics
-        .iter()
-        .map(|t| (t.clone(), setup.partition))
-        .collect();
-    let committed = remote
-        .admin
-        .committed_with_metadata(&txn.names().group, &partitions, true)
-        .await?;
-    let mut offsets = Vec::new();
-    let mut mark = None;
-    for (at, topic) in setup.spec.inputs.iter().enumerate() {
-        let Some(found) = committed.get(&partitions[at]) else {
-            continue;
-        };
-        if found.offset >= 0 {
-            offsets.push((topic.as_str(), found.offset));
-            mark = mark.or(CommitMark::parse(&found.metadata));
-        }
-    }
-    let Some(mark) = mark else {
+    let Some(committed) = positions::committed(setup, &txn.names().group, remote).await? else {
         return Ok((state, Resumed::Local));
     };
+    let mark = committed.mark;
+    let offsets: Vec<(&str, i64)> = (committed.offsets.iter())
+        .map(|(topic, next)| (topic.as_str(), *next))
+        .collect();
     let local = state
         .lineage()
         .map(|lineage| (lineage, state.commit_number()));

@@ -146,6 +146,7 @@ pub(super) async fn run_to(
         outputs: job.outputs.clone(),
         changelogs: vec![None; job.spec.stores.len()],
         txn: None,
+        positions: None,
         config: shared.config,
         log: shared.log.clone(),
         stop: Arc::clone(&shared.stop),

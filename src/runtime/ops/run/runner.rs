@@ -117,6 +117,7 @@ impl Runner<'_> {
                 .map(|s| self.changelogs.then(|| app.changelog_topic(&s.name)))
                 .collect(),
             txn: remote.then(|| TxnNames::of(&app.versioned_name(), &spec.name, partition)),
+            positions: remote.then(|| app.positions_topic(&spec.name)),
             config: app.config,
             log: self.log.clone(),
             stop: Arc::clone(&stop),
