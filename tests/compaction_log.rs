@@ -185,6 +185,41 @@ proptest! {
     }
 }
 
+/// A tombstone whose segment the first clean leaves as it is (nothing of
+/// it superseded) still goes, at a clean `delete.retention.ms` after that
+/// one, as in Kafka: a reader of the changelog that fell behind for longer
+/// than that may miss it, and `runtime::task::restore` counts on it.
+#[test]
+fn a_tombstone_in_a_segment_its_first_clean_left_unchanged_goes_at_a_later_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = PartitionLog::open(dir.path(), "table-0", compacted_config(), true).unwrap();
+    let config = CleanerConfig {
+        io_bytes_per_second: u64::MAX,
+        ..CleanerConfig::default()
+    };
+    let clean = || {
+        let throttle = &mut Throttle::new(u64::MAX);
+        clean_partition(&log, now_ms(), &config, throttle).unwrap()
+    };
+    // Tombstones of keys never put, in segments of their own, then enough
+    // records to close them.
+    for key in 0..40 {
+        append(&log, &format!("gone{key}"), None);
+    }
+    for key in 0..40 {
+        append(&log, &format!("kept{key}"), Some("v"));
+    }
+    let tombstones = |log: &PartitionLog| served(log).iter().filter(|r| r.2.is_none()).count();
+    clean().expect("the first clean runs");
+    assert_eq!(tombstones(&log), 40, "kept through their first clean");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    for key in 0..40 {
+        append(&log, &format!("kept{key}"), Some("w"));
+    }
+    clean().expect("the second clean runs");
+    assert_eq!(tombstones(&log), 0, "gone at the clean after the horizon");
+}
+
 #[test]
 fn a_record_without_a_key_is_refused_by_a_compacted_topic() {
     let dir = tempfile::tempdir().unwrap();

@@ -285,8 +285,14 @@ struct RewriteState {
 }
 
 /// Writes the cleaned copy of `segment`; `None` when it would be the same
-/// (nothing removed). Returns the fsynced `.cleaned` path, the bytes
-/// written and the records removed.
+/// (nothing removed) and is marked cleaned already, or holds nothing a
+/// horizon applies to. A segment cleaned for the first time that keeps
+/// tombstones or markers is written anyway, unchanged, for its marker and
+/// its time: their horizon counts from this clean (Kafka, since KIP-534,
+/// stamps the batches' delete horizon at their first clean), and without
+/// it a segment the clean did not change would keep its tombstones for
+/// ever. Returns the fsynced `.cleaned` path, the bytes written and the
+/// records removed.
 fn rewrite_segment(
     view: &CleanView,
     segment: &SegmentSnapshot,
@@ -301,6 +307,8 @@ fn rewrite_segment(
     let mut written = 0u64;
     let mut removed = 0u64;
     let mut changed = false;
+    // Kept tombstones or markers, which a later clean removes.
+    let mut keeps_horizon_bound = false;
     let mut write = |bytes: &[u8], out: &mut Appender<'_>| -> Result<(), LogError> {
         out.write_all(bytes)
             .context(|| format!("writing {}", path.display()))?;
@@ -320,6 +328,7 @@ fn rewrite_segment(
                 removed += u64::try_from(header.record_count).unwrap_or(0);
                 return Ok(());
             }
+            keeps_horizon_bound = true;
             return write(batch.as_bytes(), &mut out);
         }
         let in_aborted = rules.aborted.contains(&header);
@@ -332,7 +341,11 @@ fn rewrite_segment(
             };
             match rules.map.latest(key) {
                 Some(latest) if latest > record.offset => false,
-                _ => !(record.value.is_none() && rules.horizon_passed),
+                _ if record.value.is_none() => {
+                    keeps_horizon_bound |= !rules.horizon_passed;
+                    !rules.horizon_passed
+                }
+                _ => true,
             }
         })?;
         let Some(rewritten) = rewritten else {
@@ -360,7 +373,7 @@ fn rewrite_segment(
     let file = out
         .into_file()
         .context(|| format!("writing {}", path.display()))?;
-    if !changed {
+    if !changed && (segment.compacted || !keeps_horizon_bound) {
         drop(file);
         swap::discard(&view.disk, &path)?;
         return Ok(None);
