@@ -219,6 +219,156 @@ fn changelog(addr: &str) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
+/// A loopback address no one listens on now.
+fn free_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().to_string()
+}
+
+/// `GET /metrics` from an instance's `--metrics` address: each sample's
+/// line without its value, and the value.
+fn metrics(addr: &str) -> BTreeMap<String, f64> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: strata\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    (answer.lines())
+        .filter(|l| l.starts_with("strata_"))
+        .filter_map(|l| {
+            let (name, value) = l.rsplit_once(' ')?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+const FAILOVER_PARTITIONS: u32 = 3;
+const FAILOVER_KEYS: u32 = 3_000;
+
+/// Three instances keeping one standby copy of each task: once the copies
+/// are caught up, the owner of a task is killed, and each of its tasks
+/// goes to the instance keeping its copy, whose restore reads (close to)
+/// nothing of the changelog.
+#[test]
+fn a_killed_instances_task_goes_to_the_holder_of_its_warm_copy() {
+    let (failover, restored) = failover(1);
+    eprintln!(
+        "failover to the warm copies: every task running {} ms after the kill, {restored} changelog records restored",
+        failover.as_millis()
+    );
+    assert!(
+        restored < f64::from(FAILOVER_KEYS / FAILOVER_PARTITIONS) / 10.0,
+        "{restored} records restored, though warm copies were kept"
+    );
+}
+
+/// The same without standbys: the new owner restores the task's whole
+/// changelog (the figure the warm copy saves).
+#[test]
+fn without_a_copy_a_killed_instances_task_restores_its_whole_changelog() {
+    let (failover, restored) = failover(0);
+    eprintln!(
+        "failover without copies: every task running {} ms after the kill, {restored} changelog records restored",
+        failover.as_millis()
+    );
+    assert!(
+        restored >= f64::from(FAILOVER_KEYS / FAILOVER_PARTITIONS) / 2.0,
+        "{restored} records restored"
+    );
+}
+
+/// Three instances with `standbys` copies of each task, all caught up;
+/// the first one killed. How long until the survivors run every task
+/// caught up, and how many changelog records they restored meanwhile. With
+/// copies, each moved task must have gone to the holder of its copy.
+fn failover(standbys: usize) -> (Duration, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = broker(dir.path());
+    let addr = broker.addr.clone();
+    let partitions = FAILOVER_PARTITIONS.to_string();
+    strata(&[
+        "topics",
+        "create",
+        "changes",
+        "--partitions",
+        &partitions,
+        "--bootstrap",
+        &addr,
+    ]);
+    produce(&addr, &puts(0..FAILOVER_KEYS, "first"));
+    let copies = standbys.to_string();
+    let mut instances: Vec<(Instance, String)> = ["a", "b", "c"]
+        .iter()
+        .map(|name| {
+            let metrics = free_address();
+            let args = ["--standbys", &copies, "--metrics", &metrics];
+            (
+                Instance::start(&addr, &dir.path().join(name), &args),
+                metrics,
+            )
+        })
+        .collect();
+    let tasks = FAILOVER_PARTITIONS as usize;
+    let lines = |instance: &Instance, ending: &str| -> Vec<String> {
+        (instance.status().lines())
+            .filter(|l| l.ends_with(ending))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .collect()
+    };
+    let runs = |instance: &Instance| lines(instance, "running");
+    let keeps = |instance: &Instance| lines(instance, "standby, 0 behind");
+    support::wait_until(
+        "every task runs, every copy caught up",
+        Duration::from_secs(120),
+        || {
+            let running: usize = instances.iter().map(|(i, _)| runs(i).len()).sum();
+            let kept: usize = instances.iter().map(|(i, _)| keeps(i).len()).sum();
+            running == tasks
+                && kept == tasks * standbys
+                && instances.iter().all(|(i, _)| caught_up(i))
+        },
+    );
+    // The victim runs a task; the others keep its tasks' copies.
+    let (victim, _) = instances.remove(0);
+    let moved = runs(&victim);
+    assert!(!moved.is_empty(), "a runs a task");
+    let holders: BTreeMap<String, usize> = (moved.iter())
+        .filter_map(|task| {
+            let at = (instances.iter()).position(|(i, _)| keeps(i).contains(task))?;
+            Some((task.clone(), at))
+        })
+        .collect();
+    let restored_before: Vec<f64> = (instances.iter())
+        .map(|(_, m)| metrics(m)["strata_restored_records_total"])
+        .collect();
+    let killed = std::time::Instant::now();
+    victim.kill();
+    support::wait_until(
+        "the survivors run every task",
+        Duration::from_secs(120),
+        || {
+            let running: usize = instances.iter().map(|(i, _)| runs(i).len()).sum();
+            running == tasks && instances.iter().all(|(i, _)| caught_up(i))
+        },
+    );
+    let failover = killed.elapsed();
+    for (task, holder) in &holders {
+        assert!(
+            runs(&instances[*holder].0).contains(task),
+            "{task} did not go to the holder of its copy"
+        );
+    }
+    let restored = (instances.iter().zip(&restored_before))
+        .map(|((_, m), before)| metrics(m)["strata_restored_records_total"] - before)
+        .sum();
+    for (instance, _) in instances {
+        instance.kill();
+    }
+    (failover, restored)
+}
+
 /// A standby copy that stopped reading, then missed deletes whose
 /// tombstones the cleaner dropped (`delete.retention.ms=0`), is not
 /// trusted when it starts again: it restores from scratch, and once it

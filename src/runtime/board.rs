@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -58,6 +59,12 @@ impl std::fmt::Display for TaskView {
 #[derive(Clone, Default)]
 pub(crate) struct TaskBoard {
     lines: Arc<Mutex<BTreeMap<String, TaskView>>>,
+    /// Per copy of a task's state held here and not run (a standby's, or
+    /// one a standby left), how far it read the task's changelogs, summed
+    /// over stores: what the instance tells its group at every join.
+    copies: Arc<Mutex<BTreeMap<String, i64>>>,
+    /// Changelog records put back by this instance's restores, in all.
+    restored: Arc<AtomicU64>,
 }
 
 /// A task's place on the board: its line goes when this is dropped, however
@@ -108,6 +115,31 @@ impl TaskBoard {
 
     pub fn snapshot(&self) -> BTreeMap<String, TaskView> {
         self.lines().clone()
+    }
+
+    /// Notes how far the copy of `task` held here read its changelogs.
+    pub fn set_copy(&self, task: &str, reached: i64) {
+        let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        copies.insert(task.to_string(), reached);
+    }
+
+    /// Forgets the copy of `task` (it runs here now, or its state went).
+    pub fn forget_copy(&self, task: &str) {
+        let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        copies.remove(task);
+    }
+
+    /// Every copy held here and how far it read.
+    pub fn copies(&self) -> BTreeMap<String, i64> {
+        self.copies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Counts `records` put back by a restore.
+    pub fn restored(&self, records: u64) {
+        self.restored.fetch_add(records, Ordering::Relaxed);
     }
 
     /// Restores in progress: changelog offsets done and in all, summed.
@@ -193,6 +225,11 @@ impl TaskBoard {
         let _ = writeln!(
             out,
             "# HELP strata_records_processed_total Input records processed by this instance.\n# TYPE strata_records_processed_total counter\nstrata_records_processed_total {records}"
+        );
+        let restored = self.restored.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "# HELP strata_restored_records_total Changelog records put back by this instance's restores.\n# TYPE strata_restored_records_total counter\nstrata_restored_records_total {restored}"
         );
         out
     }

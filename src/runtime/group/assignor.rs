@@ -4,9 +4,12 @@
 //! - Balanced: with n tasks and m members, every member gets ⌊n/m⌋ or
 //!   ⌈n/m⌉ tasks once the group has settled.
 //! - Sticky: a member keeps the tasks it runs, up to its share; a task
-//!   nobody runs goes first to a member holding its state on disk, else to
-//!   the member with the most room (then the fewest tasks of the same
-//!   processor, so a processor's tasks spread).
+//!   nobody runs (its owner failed or left) goes first to the member whose
+//!   copy of its state read the task's changelogs furthest (a standby's:
+//!   its restore reads the least), then to one holding its state on disk,
+//!   else to the member with the most room (then the fewest tasks of the
+//!   same processor, so a processor's tasks spread). Standbys stay with
+//!   the copies they keep, and go where none is kept yet.
 //! - Cooperative: a task that moves is never given to its new owner in the
 //!   round that takes it from the old one. The old owner's assignment
 //!   lacks it; the owner stops the task (committing it), then joins again,
@@ -50,10 +53,24 @@ pub(crate) fn assign(
         }
     }
     // Shares: the members running the most get the larger ones, so the
-    // fewest tasks move.
+    // fewest tasks move; then those holding the warmest copies of tasks
+    // nobody runs, so those go where their restore reads the least.
+    let mut warmest: BTreeMap<&str, usize> = BTreeMap::new();
+    for task in tasks.iter().filter(|t| !owners.contains_key(t)) {
+        let best = (members.iter())
+            .filter(|(_, info)| info.copies.contains_key(task))
+            .max_by_key(|(m, info)| (copy_reached(info, task), std::cmp::Reverse(*m)));
+        if let Some((member, _)) = best {
+            *warmest.entry(member.as_str()).or_default() += 1;
+        }
+    }
     let (base, extra) = (tasks.len() / members.len(), tasks.len() % members.len());
     let mut order: Vec<&String> = members.keys().collect();
-    order.sort_by_key(|m| std::cmp::Reverse(claims.get(m.as_str()).map_or(0, Vec::len)));
+    order.sort_by_key(|m| {
+        let running = claims.get(m.as_str()).map_or(0, Vec::len);
+        let warm = warmest.get(m.as_str()).copied().unwrap_or(0);
+        (std::cmp::Reverse(running), std::cmp::Reverse(warm))
+    });
     let share: BTreeMap<&str, usize> = order
         .iter()
         .enumerate()
@@ -79,8 +96,8 @@ pub(crate) fn assign(
         let holder = members
             .iter()
             .filter(|(m, info)| info.stored.contains(task) && room(m) > 0)
-            .map(|(m, _)| m.as_str())
-            .next();
+            .max_by_key(|(m, info)| (copy_reached(info, task), std::cmp::Reverse(*m)))
+            .map(|(m, _)| m.as_str());
         let chosen = holder.or_else(|| {
             members
                 .keys()
@@ -99,9 +116,16 @@ pub(crate) fn assign(
     assigned
 }
 
+/// How far `member`'s copy of `task` read its changelogs; -1 for none
+/// reported.
+fn copy_reached(member: &MemberInfo, task: &TaskId) -> i64 {
+    member.copies.get(task).copied().unwrap_or(-1)
+}
+
 /// Standby copies: each of `stateful` (tasks with state) on up to `copies`
-/// members that do not run it (nor claim it), preferring members that hold
-/// its state already, then those with the fewest copies.
+/// members that do not run it (nor claim it), preferring members whose
+/// copy read furthest (the one keeping it now), then those that hold its
+/// state, then those with the fewest copies.
 pub(crate) fn assign_standbys(
     stateful: &BTreeSet<TaskId>,
     copies: usize,
@@ -121,7 +145,11 @@ pub(crate) fn assign_standbys(
             .filter(|(m, info)| !active[*m].contains(task) && !info.owned.contains(task))
             .map(|(m, _)| m)
             .collect();
-        candidates.sort_by_key(|m| (!members[*m].stored.contains(task), standby[*m].len()));
+        candidates.sort_by_key(|m| {
+            let info = &members[*m];
+            let reached = std::cmp::Reverse(copy_reached(info, task));
+            (reached, !info.stored.contains(task), standby[*m].len())
+        });
         for member in candidates.into_iter().take(copies) {
             let member = member.clone();
             standby
@@ -148,9 +176,19 @@ mod tests {
     fn member(owned: &BTreeSet<TaskId>) -> MemberInfo {
         MemberInfo {
             owned: owned.clone(),
-            stored: BTreeSet::new(),
-            query: String::new(),
+            ..MemberInfo::default()
         }
+    }
+
+    /// A member holding copies of `tasks`, read as far as given.
+    fn holding(copies: &[(&str, i32, i64)]) -> MemberInfo {
+        let mut info = MemberInfo::default();
+        for (processor, partition, reached) in copies {
+            let task = TaskId::new(processor, *partition);
+            info.stored.insert(task.clone());
+            info.copies.insert(task, *reached);
+        }
+        info
     }
 
     /// Rounds of a group whose members run exactly what they were given,
@@ -242,6 +280,61 @@ mod tests {
         .into();
         let assigned = assign(&tasks, &members);
         assert!(assigned["b"].contains(&TaskId::new("count", 0)));
+    }
+
+    #[test]
+    fn a_failed_task_goes_to_the_member_whose_copy_read_furthest() {
+        // c's copy of count/0 is the warm one; b's was left on disk long
+        // ago (a stale state, or a copy that stopped).
+        let tasks = all_tasks(&["count"], 2);
+        let members = [
+            ("a".to_string(), MemberInfo::default()),
+            ("b".to_string(), holding(&[("count", 0, 10)])),
+            ("c".to_string(), holding(&[("count", 0, 9_000)])),
+        ]
+        .into();
+        let assigned = assign(&tasks, &members);
+        assert!(
+            assigned["c"].contains(&TaskId::new("count", 0)),
+            "{assigned:?}"
+        );
+    }
+
+    #[test]
+    fn standbys_stay_with_the_copies_kept_and_missing_ones_are_placed() {
+        let tasks = all_tasks(&["count"], 3);
+        let owned = |n: i32| member(&[TaskId::new("count", n)].into());
+        // Each runs one task; a keeps count/1's copy, c count/0's.
+        let mut members: BTreeMap<String, MemberInfo> =
+            [("a", owned(0)), ("b", owned(1)), ("c", owned(2))]
+                .map(|(m, info)| (m.to_string(), info))
+                .into();
+        members
+            .get_mut("a")
+            .unwrap()
+            .copies
+            .insert(TaskId::new("count", 1), 500);
+        members
+            .get_mut("c")
+            .unwrap()
+            .copies
+            .insert(TaskId::new("count", 0), 700);
+        let active = assign(&tasks, &members);
+        for _ in 0..3 {
+            let standby = assign_standbys(&tasks, 1, &active, &members);
+            assert!(
+                standby["a"].contains(&TaskId::new("count", 1)),
+                "{standby:?}"
+            );
+            assert!(
+                standby["c"].contains(&TaskId::new("count", 0)),
+                "{standby:?}"
+            );
+            let placed = standby
+                .iter()
+                .filter(|(_, s)| s.contains(&TaskId::new("count", 2)));
+            assert_eq!(placed.count(), 1, "the missing copy is placed");
+        }
     }
 
     #[test]

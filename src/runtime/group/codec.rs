@@ -13,6 +13,7 @@
 //! | list | owned: the tasks the instance runs now (stopping ones too) |
 //! | list | stored: tasks whose state the instance holds on disk |
 //! | string | query: the address its query endpoint answers on (`run --query`), empty when none; absent from older instances' data, which end before it |
+//! | copies | per task copy held here (a standby's, one left on disk), how far it read the task's changelogs: an i32 count and, per copy, its task and an i64 (the sum over its stores of the changelog offsets reached); absent from older instances' data |
 //!
 //! Assignment user data (version 0):
 //!
@@ -26,7 +27,7 @@
 //! Decoding checks every length against the bytes left before it
 //! allocates, and refuses a newer version with a message saying so.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
@@ -45,6 +46,10 @@ pub(crate) struct MemberInfo {
     /// Where the instance answers queries (`host:port`), empty when it
     /// does not.
     pub query: String,
+    /// Per copy of a task's state held here, how far it read the task's
+    /// changelogs (summed over stores): the leader gives a task to the
+    /// member whose copy is furthest along, and keeps standbys there.
+    pub copies: BTreeMap<TaskId, i64>,
 }
 
 /// The leader's answer to one member.
@@ -63,6 +68,11 @@ impl MemberInfo {
         put_tasks(&mut buf, &self.owned);
         put_tasks(&mut buf, &self.stored);
         put_string(&mut buf, &self.query);
+        buf.put_i32(self.copies.len() as i32);
+        for (task, reached) in &self.copies {
+            put_task(&mut buf, task);
+            buf.put_i64(*reached);
+        }
         buf.freeze()
     }
 
@@ -75,10 +85,16 @@ impl MemberInfo {
             true => String::new(),
             false => string(&mut bytes)?,
         };
+        // So did the copies.
+        let copies = match bytes.is_empty() {
+            true => BTreeMap::new(),
+            false => copies(&mut bytes)?,
+        };
         Ok(Self {
             owned,
             stored,
             query,
+            copies,
         })
     }
 }
@@ -127,9 +143,47 @@ fn put_string(buf: &mut BytesMut, text: &str) {
 fn put_tasks(buf: &mut BytesMut, tasks: &BTreeSet<TaskId>) {
     buf.put_i32(tasks.len() as i32);
     for task in tasks {
-        put_string(buf, &task.processor);
-        buf.put_i32(task.partition);
+        put_task(buf, task);
     }
+}
+
+fn put_task(buf: &mut BytesMut, task: &TaskId) {
+    put_string(buf, &task.processor);
+    buf.put_i32(task.partition);
+}
+
+fn copies(bytes: &mut &[u8]) -> Result<BTreeMap<TaskId, i64>, String> {
+    if bytes.remaining() < 4 {
+        return Err("a copy list cut short".into());
+    }
+    let count = bytes.get_i32();
+    // Each copy takes at least 14 bytes: checked before anything is read.
+    let count = usize::try_from(count)
+        .ok()
+        .filter(|&n| n <= bytes.remaining() / 14)
+        .ok_or_else(|| {
+            format!(
+                "a copy list of {count} with {} bytes left",
+                bytes.remaining()
+            )
+        })?;
+    let mut copies = BTreeMap::new();
+    for _ in 0..count {
+        let processor = string(bytes)?;
+        if bytes.remaining() < 12 {
+            return Err("a copy cut short".into());
+        }
+        let partition = bytes.get_i32();
+        let reached = bytes.get_i64();
+        copies.insert(
+            TaskId {
+                processor,
+                partition,
+            },
+            reached,
+        );
+    }
+    Ok(copies)
 }
 
 fn string(bytes: &mut &[u8]) -> Result<String, String> {
@@ -195,6 +249,11 @@ mod tests {
             owned: ids(&[("split", 0), ("count", 3)]),
             stored: ids(&[("count", 1)]),
             query: "127.0.0.1:8080".into(),
+            copies: [
+                (TaskId::new("count", 1), 4_711),
+                (TaskId::new("count", 2), 0),
+            ]
+            .into(),
         };
         assert_eq!(MemberInfo::decode(&info.encode()).unwrap(), info);
         let assignment = TaskAssignment {
@@ -214,13 +273,20 @@ mod tests {
             owned: ids(&[("split", 0)]),
             stored: ids(&[("count", 1)]),
             query: "h:1".into(),
+            copies: [(TaskId::new("count", 1), 9)].into(),
         };
         let bytes = info.encode();
         // Cut anywhere but where an older instance's data ends.
-        let without_query = bytes.len() - 2 - info.query.len();
-        for cut in (0..bytes.len()).filter(|&c| c != without_query) {
+        let without_copies = bytes.len() - 4 - (2 + 5 + 4 + 8);
+        let without_query = without_copies - 2 - info.query.len();
+        for cut in (0..bytes.len()).filter(|&c| c != without_query && c != without_copies) {
             assert!(MemberInfo::decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
+        let no_copies = MemberInfo::decode(&bytes[..without_copies]).unwrap();
+        assert_eq!(
+            (no_copies.query, no_copies.copies),
+            (info.query.clone(), BTreeMap::new())
+        );
         let older = MemberInfo::decode(&bytes[..without_query]).unwrap();
         assert_eq!(
             (older.owned, older.query),

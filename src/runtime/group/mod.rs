@@ -36,6 +36,7 @@ use tokio::sync::{Notify, watch};
 use crate::client::error::codes;
 use crate::client::membership::{Membership, MembershipConfig};
 use crate::client::{self, Cluster};
+use crate::runtime::board::TaskBoard;
 use crate::runtime::error::RuntimeError;
 
 pub(crate) use codec::{MemberInfo, TaskAssignment};
@@ -126,6 +127,8 @@ pub(crate) struct Assigned {
 struct Shared {
     /// The tasks the runner runs now (stopping ones included).
     owned: Mutex<BTreeSet<TaskId>>,
+    /// The instance's board: the copies of task state it holds.
+    board: TaskBoard,
     rejoin: Notify,
     /// Set when the membership was lost: the runner gives every task up.
     lost: AtomicBool,
@@ -144,13 +147,14 @@ pub(crate) struct Member {
 }
 
 impl Member {
-    /// Starts joining `group`. `stored` lists the tasks whose state this
-    /// instance holds on disk (the leader prefers giving them here).
+    /// Starts joining `group`. `board` says, at every join, which tasks'
+    /// state this instance holds on disk and how far each copy read its
+    /// changelogs (the leader gives a task to the furthest copy).
     pub fn start(
         cluster: Arc<Cluster>,
         group: String,
         processors: Vec<GroupProcessor>,
-        stored: BTreeSet<TaskId>,
+        board: TaskBoard,
         options: &GroupOptions,
         saved: Option<PathBuf>,
         query: Option<std::net::SocketAddr>,
@@ -165,6 +169,7 @@ impl Member {
         };
         let shared = Arc::new(Shared {
             owned: Mutex::new(BTreeSet::new()),
+            board,
             rejoin: Notify::new(),
             lost: AtomicBool::new(false),
             followed: std::sync::atomic::AtomicI32::new(0),
@@ -177,8 +182,9 @@ impl Member {
             processors,
             info: MemberInfo {
                 owned: BTreeSet::new(),
-                stored,
+                stored: BTreeSet::new(),
                 query: query.map(|a| a.to_string()).unwrap_or_default(),
+                copies: BTreeMap::new(),
             },
             standbys: options.standbys,
         };
@@ -324,6 +330,9 @@ async fn member_loop(
             if generation > 0 {
                 protocol.info.owned = shared.owned.lock().expect("never poisoned").clone();
             }
+            protocol.info.copies = copies_of(&shared.board);
+            let held = protocol.info.copies.keys().cloned();
+            protocol.info.stored.extend(held);
             if membership.take_lost() {
                 // The group went on without this member (paused, cut off):
                 // its tasks are someone else's now, or soon. It claims
@@ -521,6 +530,16 @@ fn short(member_id: &str) -> String {
 }
 
 /// The view a static member saved when it last joined, if readable.
+/// The copies on `board`, by task.
+fn copies_of(board: &TaskBoard) -> BTreeMap<TaskId, i64> {
+    (board.copies().into_iter())
+        .filter_map(|(name, reached)| {
+            let (processor, partition) = name.rsplit_once('/')?;
+            Some((TaskId::new(processor, partition.parse().ok()?), reached))
+        })
+        .collect()
+}
+
 fn read_saved(path: &std::path::Path) -> Option<MemberInfo> {
     let bytes = std::fs::read(path).ok()?;
     MemberInfo::decode(&bytes).ok()

@@ -173,6 +173,7 @@ impl<'a> ChangelogReader<'a> {
             }
         }
         restoring.flush()?;
+        self.board.restored(records);
         tracing::info!(
             task = %self.task,
             "restored {store} from {changelog}/{}: {records} records, offsets {from} to {end}, in {:.1} s",

@@ -68,6 +68,12 @@ pub(crate) async fn run(setup: StandbySetup) -> Result<(), RuntimeError> {
         state = TaskState::open(&setup.dir, &names, false)?;
     }
     tracing::info!(task = %setup.name(), "keeping a standby copy");
+    // Per store, the changelog offset the copy reached.
+    let mut reached = vec![0i64; stores.len()];
+    for (at, store) in stores.iter().enumerate() {
+        reached[at] = state.restored_position(store)?.unwrap_or(0);
+    }
+    setup.board.set_copy(&setup.name(), reached.iter().sum());
     while !setup.stop.load(Ordering::Relaxed) {
         for (index, (store, changelog)) in stores.iter().zip(&setup.changelogs).enumerate() {
             let Some(changelog) = changelog else {
@@ -80,6 +86,7 @@ pub(crate) async fn run(setup: StandbySetup) -> Result<(), RuntimeError> {
                 drop(state);
                 remove_state(&setup.dir)?;
                 state = TaskState::open(&setup.dir, &names, false)?;
+                reached.fill(0);
                 break;
             }
             // Remote, the fetch waits on the broker when nothing is new.
@@ -87,6 +94,8 @@ pub(crate) async fn run(setup: StandbySetup) -> Result<(), RuntimeError> {
             let read = (reader.read_once(&mut restoring, store, changelog, next)).await?;
             restoring.flush()?;
             behind[index] = (read.end - read.reached).max(0);
+            reached[index] = read.reached;
+            setup.board.set_copy(&setup.name(), reached.iter().sum());
             entry.set(TaskView::Standby {
                 behind: behind.iter().sum(),
             });

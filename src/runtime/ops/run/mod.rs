@@ -501,12 +501,14 @@ fn join_group(
             stateful: !spec.stores.is_empty(),
         })
         .collect();
+    // Task state left on disk is a copy of unknown reach (0) until a
+    // standby or the task itself takes it up.
     let state_dir = location.state_dir();
-    let stored = (runner.all_tasks().into_iter())
-        .filter(|id| {
-            layout::has_database(&layout::task_dir(state_dir, &id.processor, id.partition))
-        })
-        .collect();
+    for id in runner.all_tasks() {
+        if layout::has_database(&layout::task_dir(state_dir, &id.processor, id.partition)) {
+            runner.board.set_copy(&id.to_string(), 0);
+        }
+    }
     let saved = (options.group.instance_id.is_some()).then(|| layout::group_member_file(state_dir));
     // A run to the end of its inputs fails when the cluster is away, as it
     // did before it waited for anything: its next run resumes exactly once.
@@ -518,7 +520,7 @@ fn join_group(
         Arc::clone(&remote.cluster),
         app.versioned_name(),
         processors,
-        stored,
+        runner.board.clone(),
         &group,
         saved,
         query,

@@ -89,6 +89,8 @@ impl Runner<'_> {
         let partition = id.partition;
         let state_dir = self.location.state_dir();
         let remote = matches!(self.log, LogAccess::Remote(_));
+        // Run here, the state is no copy: the task runs where it is.
+        self.board.forget_copy(&id.to_string());
         let (targets, targets_rx) = watch::channel(None);
         let stop = Arc::new(AtomicBool::new(false));
         let start = (spec.inputs.iter())
