@@ -226,6 +226,34 @@ impl TaskBoard {
             out,
             "# HELP strata_records_processed_total Input records processed by this instance.\n# TYPE strata_records_processed_total counter\nstrata_records_processed_total {records}"
         );
+        let memory = super::state::memory::shared();
+        for (name, help, value) in [
+            (
+                "strata_state_memory_budget_bytes",
+                "Memory every task state of this instance shares (--state-memory).",
+                memory.budget(),
+            ),
+            (
+                "strata_state_block_cache_bytes",
+                "Bytes in the shared RocksDB block cache, memtables included.",
+                memory.cache_usage(),
+            ),
+            (
+                "strata_state_memtable_bytes",
+                "Bytes of RocksDB memtables across every task state.",
+                memory.memtable_usage(),
+            ),
+            (
+                "strata_state_store_caches_bound_bytes",
+                "The most the stores' write caches may hold, together.",
+                memory.store_caches_bound(),
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        }
         let restored = self.restored.load(Ordering::Relaxed);
         let _ = writeln!(
             out,

@@ -110,6 +110,19 @@ pub struct TaskConfig {
     /// up and has nothing buffered before it processes the others without
     /// it (see [`App::max_task_idle`]).
     pub max_task_idle: Duration,
+    /// The threads an instance's tasks share (0: one per core; see
+    /// `task::threads`).
+    pub task_threads: usize,
+}
+
+impl TaskConfig {
+    /// How many task threads to start: the setting, or one per core.
+    pub fn task_thread_count(&self) -> usize {
+        match self.task_threads {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            threads => threads,
+        }
+    }
 }
 
 impl Default for TaskConfig {
@@ -122,6 +135,7 @@ impl Default for TaskConfig {
             changelogs: false,
             write_cache: true,
             max_task_idle: Duration::ZERO,
+            task_threads: 0,
         }
     }
 }

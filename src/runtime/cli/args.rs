@@ -43,6 +43,33 @@ pub struct LocationArgs {
     /// How connections to the broker are secured (remote mode).
     #[command(flatten)]
     pub security: crate::cli::SecurityArgs,
+    /// Memory every task's state shares (RocksDB's block cache and
+    /// memtables, the stores' caches): bytes, or with KiB, MiB or GiB
+    /// [default: 512MiB].
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
+    pub state_memory: Option<usize>,
+}
+
+/// A size: bytes, or a number with KiB, MiB or GiB.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: usize = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (e.g. 268435456, 512MiB, 2GiB)"))?;
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => return Err(format!("unit {other:?}: give bytes, KiB, MiB or GiB")),
+    };
+    number
+        .checked_mul(scale)
+        .ok_or_else(|| format!("{text} is more than this machine can address"))
 }
 
 /// The subcommands (see the module docs).
@@ -215,6 +242,10 @@ pub struct CommitArgs {
     /// only: a run to the end never passes by an input before its end).
     #[arg(long, value_name = "MS")]
     pub max_task_idle_ms: Option<u64>,
+    /// Threads the instance's tasks and standby copies share [default:
+    /// one per core].
+    #[arg(long, value_name = "N")]
+    pub task_threads: Option<usize>,
 }
 
 impl CommitArgs {
@@ -231,6 +262,9 @@ impl CommitArgs {
         }
         if let Some(ms) = self.max_task_idle_ms {
             config.max_task_idle = Duration::from_millis(ms);
+        }
+        if let Some(threads) = self.task_threads {
+            config.task_threads = threads.max(1);
         }
     }
 }

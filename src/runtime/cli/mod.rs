@@ -110,7 +110,15 @@ pub fn execute(
     location: &LocationArgs,
     command: &Command,
 ) -> Result<Outcome, RuntimeError> {
+    let state_memory = location.state_memory;
     let location = location.location(app.name())?;
+    if let Some(budget) = state_memory
+        && !crate::runtime::state::memory::configure(budget)
+    {
+        return Err(RuntimeError::Config(
+            "--state-memory comes too late: this process opened task state with another budget already".into(),
+        ));
+    }
     let runtime =
         tokio::runtime::Runtime::new().map_err(RuntimeError::io("starting the async runtime"))?;
     runtime.block_on(dispatch(app, &location, command))

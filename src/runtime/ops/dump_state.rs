@@ -108,12 +108,28 @@ pub(crate) fn checkpoint_at(
         })
 }
 
+/// Opens a running task's state read only at most this many times: its
+/// own process may flush or compact while the files are listed and
+/// opened, and a file gone in between fails the open.
+const OPEN_ATTEMPTS: usize = 5;
+/// The pause before the next attempt.
+const OPEN_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// A task's state for reading, or None if it never finished its first
-/// open (and so never committed anything).
+/// open (and so never committed anything). Works while the task's own
+/// process runs it: an open that meets a file removed meanwhile lists the
+/// files again.
 pub(crate) fn open_committed(dir: &Path) -> Result<Option<TaskState>, RuntimeError> {
-    match TaskState::open_read_only(dir) {
-        Ok(state) => Ok(Some(state)),
-        Err(StateError::NeverOpened(_)) => Ok(None),
-        Err(error) => Err(error.into()),
+    let mut attempt = 1;
+    loop {
+        match TaskState::open_read_only(dir) {
+            Ok(state) => return Ok(Some(state)),
+            Err(StateError::NeverOpened(_)) => return Ok(None),
+            Err(_) if attempt < OPEN_ATTEMPTS => {
+                attempt += 1;
+                std::thread::sleep(OPEN_RETRY_DELAY);
+            }
+            Err(error) => return Err(error.into()),
+        }
     }
 }

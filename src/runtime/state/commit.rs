@@ -197,6 +197,7 @@ impl TaskState {
             // (dropped whole when it next outgrows its bound, not before
             // the write is settled).
             map.limit = 0;
+            map.reshare();
             map.dirty.clear();
         }
         let added = self.run.sealed.len();
@@ -256,7 +257,7 @@ impl TaskState {
             // readable.
             self.poison(&format!("a commit's write failed: {error}"));
             for map in &mut self.maps {
-                *map = StoreMap::default();
+                *map = StoreMap::open();
             }
         }
         written

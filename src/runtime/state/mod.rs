@@ -34,6 +34,7 @@ mod commit;
 mod error;
 pub(crate) mod inline_bytes;
 mod key_words;
+pub mod memory;
 mod meta;
 mod outbox;
 #[doc(hidden)]
@@ -146,8 +147,11 @@ impl TaskState {
         // flushed by size, while the WAL keeps every commit: flushed once
         // the WAL holds this much, so an open replays at most this.
         options.set_max_total_wal_size(WAL_BYTES_MAX);
+        let memory = memory::shared();
+        memory.apply_to_database(&mut options);
         let families = stores.iter().copied().chain([META, OUTBOX]).map(|name| {
             let mut family = Options::default();
+            memory.apply_to_family(&mut family);
             if name != META && name != OUTBOX {
                 // A commit rewrites the values of keys written before
                 // (counters, indexes): updated in place, the memtable
@@ -195,7 +199,7 @@ impl TaskState {
     fn with_db(db: Arc<DB>, stores: Vec<String>, sync: bool) -> Result<Self, StateError> {
         let mut state = Self {
             db,
-            maps: stores.iter().map(|_| StoreMap::default()).collect(),
+            maps: stores.iter().map(|_| StoreMap::open()).collect(),
             stores,
             sync,
             producer: None,

@@ -7,11 +7,8 @@
 //! writes, clean in the table, may not be in the database yet).
 
 use super::inline_bytes::InlineBytes;
+use super::memory::{self, OpenStore};
 use super::slot_table::{Probe, SlotTable};
-
-/// Bytes of keys and values one task keeps cached per store (emptied when
-/// full; the database stays the truth).
-const CACHE_BYTES_MAX: usize = 64 << 20;
 
 /// One store's values in memory: the run's writes and a cache of committed
 /// values, in one table.
@@ -28,19 +25,41 @@ pub(super) struct StoreMap {
     /// bound, raised past what the run's own writes hold (those stay until
     /// the commit), so eviction is never repeated for nothing.
     pub limit: usize,
+    /// The store's share of the process's state memory (see `memory`),
+    /// taken again at every commit.
+    pub cache_max: usize,
+    /// Counts the store among those sharing the memory while it is open.
+    _open: Option<OpenStore>,
 }
 
 impl StoreMap {
+    /// A store's map, counted among those sharing the process's state
+    /// memory.
+    pub fn open() -> Self {
+        let memory = memory::shared();
+        let open = memory.open_store();
+        Self {
+            cache_max: memory.store_cache_bytes(),
+            _open: Some(open),
+            ..Self::default()
+        }
+    }
+
+    /// Takes the store's share of the state memory again.
+    pub fn reshare(&mut self) {
+        self.cache_max = memory::shared().store_cache_bytes();
+    }
+
     /// Room for a new slot of `added` bytes: when the cache is full, the
     /// clean slots go (the run's writes stay), unless a commit is in
     /// flight: the values it writes, clean in the table, may not be in the
     /// database yet.
     pub fn make_room(&mut self, added: usize, committing: bool) {
         self.bytes += added;
-        if self.bytes > self.limit.max(CACHE_BYTES_MAX) && !committing {
+        if self.bytes > self.limit.max(self.cache_max) && !committing {
             self.slots.retain_dirty();
             self.bytes = self.slots.iter().map(|(k, s)| slot_bytes(k, s.value)).sum();
-            self.limit = self.bytes + CACHE_BYTES_MAX / 2;
+            self.limit = self.bytes + self.cache_max / 2;
         }
     }
 

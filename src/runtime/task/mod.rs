@@ -43,6 +43,7 @@ mod resume;
 pub(crate) mod standby;
 mod start;
 pub(crate) mod swap;
+pub(crate) mod threads;
 mod timers;
 pub(crate) mod transaction;
 

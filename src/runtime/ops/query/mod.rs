@@ -46,10 +46,6 @@ use super::dump_state::open_committed;
 pub const QUERY_ENTRIES_MAX: usize = 10_000;
 /// Entries an answer holds unless the query says otherwise.
 pub const QUERY_ENTRIES_DEFAULT: usize = 1_000;
-/// Opens of a task's database tried before a query fails.
-const OPEN_ATTEMPTS: usize = 3;
-/// The pause between two of them.
-const OPEN_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// What a query asks of its store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -375,20 +371,7 @@ fn read_task(
     bounds: &Bounds,
     limit: usize,
 ) -> Result<Option<Vec<Entry>>, RuntimeError> {
-    // The task's own process may flush or compact while the files are
-    // listed and opened: a file gone in between fails the open, and the
-    // next attempt lists them again.
-    let mut attempt = 1;
-    let opened = loop {
-        match open_committed(dir) {
-            Err(_) if attempt < OPEN_ATTEMPTS => {
-                attempt += 1;
-                std::thread::sleep(OPEN_RETRY_DELAY);
-            }
-            opened => break opened?,
-        }
-    };
-    let Some(state) = opened else {
+    let Some(state) = open_committed(dir)? else {
         return Ok(None);
     };
     if !state.stores().contains(&spec.name) {

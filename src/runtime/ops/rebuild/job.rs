@@ -15,6 +15,7 @@ use crate::runtime::error::RuntimeError;
 use crate::runtime::log_access::LogAccess;
 use crate::runtime::ops::dump_state::open_committed;
 use crate::runtime::spec::TopicOutput;
+use crate::runtime::task::threads::TaskThreads;
 use crate::runtime::task::{self, StartAt, Targets, TaskProgress, TaskSetup};
 use crate::runtime::topology::{App, ProcessorSpec, TaskConfig};
 
@@ -43,6 +44,8 @@ pub(super) struct Shared {
     pub progress: Arc<TaskProgress>,
     pub stop: Arc<AtomicBool>,
     pub config: TaskConfig,
+    /// The threads the jobs' tasks run on.
+    pub threads: TaskThreads,
 }
 
 /// Runs `step` for every job at once; the first error stops the others.
@@ -156,13 +159,15 @@ pub(super) async fn run_to(
         progress: Arc::clone(&shared.progress),
         board: TaskBoard::default(),
     };
-    let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || handle.block_on(task::run(setup)))
-        .await
-        .map_err(|e| RuntimeError::TaskPanicked {
-            task: format!("{}/{} (rebuild)", job.spec.name, job.partition),
-            reason: e.to_string(),
-        })??;
+    let panicked = |reason: String| RuntimeError::TaskPanicked {
+        task: format!("{}/{} (rebuild)", job.spec.name, job.partition),
+        reason,
+    };
+    match shared.threads.spawn(move || task::run(setup)).await {
+        Ok(Ok(outcome)) => outcome?,
+        Ok(Err(panic)) => return Err(panicked(panic)),
+        Err(_) => return Err(panicked("its task thread ended".into())),
+    }
     let reached = live_offsets(&job.rebuilt)?;
     if reached != wanted {
         return Err(RuntimeError::Rebuild {

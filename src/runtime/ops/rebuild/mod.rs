@@ -39,6 +39,7 @@ use crate::runtime::log_access::LogAccess;
 use crate::runtime::progress::ProgressReport;
 use crate::runtime::state::TaskState;
 use crate::runtime::task::handover::Handover;
+use crate::runtime::task::threads::TaskThreads;
 use crate::runtime::task::{TaskProgress, swap};
 use crate::runtime::topology::{App, CommitInterval, ProcessorSpec, TaskConfig};
 
@@ -189,7 +190,13 @@ pub async fn rebuild(
             ),
         });
     }
+    let threads = TaskThreads::start(
+        &tokio::runtime::Handle::current(),
+        app.config.task_thread_count(),
+    )
+    .map_err(RuntimeError::io("starting the task threads"))?;
     let shared = Arc::new(Shared {
+        threads,
         log,
         app: app.clone(),
         progress: Arc::new(TaskProgress::default()),

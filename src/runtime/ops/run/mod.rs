@@ -29,6 +29,7 @@ use crate::runtime::layout::{self, lock_running};
 use crate::runtime::location::Location;
 use crate::runtime::log_access::{LogAccess, Remote};
 use crate::runtime::progress::ProgressReport;
+use crate::runtime::task::threads::TaskThreads;
 use crate::runtime::task::{StartAt, TaskProgress};
 use crate::runtime::topology::App;
 
@@ -227,7 +228,11 @@ async fn run_tasks(
         changelogs: remote || app.config.changelogs,
         progress: Arc::new(TaskProgress::default()),
         board: TaskBoard::default(),
-        handle: tokio::runtime::Handle::current(),
+        threads: TaskThreads::start(
+            &tokio::runtime::Handle::current(),
+            app.config.task_thread_count(),
+        )
+        .map_err(RuntimeError::io("starting the task threads"))?,
         tasks: BTreeMap::new(),
         running: JoinSet::new(),
         started: 0,

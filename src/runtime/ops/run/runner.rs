@@ -15,12 +15,23 @@ use crate::runtime::layout;
 use crate::runtime::location::Location;
 use crate::runtime::log_access::LogAccess;
 use crate::runtime::task::standby::{self, StandbySetup};
+use crate::runtime::task::threads::{Ended, TaskThreads};
 use crate::runtime::task::transaction::TxnNames;
 use crate::runtime::task::{self, Checkpoints, StartAt, Targets, TaskProgress, TaskSetup};
 use crate::runtime::topology::App;
 
 use super::super::open::outputs;
 use super::RunOptions;
+
+/// What a task run on the task threads ended with; a panic there goes on
+/// as a panic of the runner's own task for it (the run fails, naming it).
+fn joined<T>(ended: Result<Ended<T>, tokio::sync::oneshot::error::RecvError>) -> T {
+    match ended {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(panic)) => panic!("{panic}"),
+        Err(_) => panic!("its task thread ended"),
+    }
+}
 
 /// One task as the runner tracks it.
 pub(super) struct TaskHandle {
@@ -53,7 +64,8 @@ pub(super) struct Runner<'a> {
     pub(super) changelogs: bool,
     pub(super) progress: Arc<TaskProgress>,
     pub(super) board: TaskBoard,
-    pub(super) handle: tokio::runtime::Handle,
+    /// The threads the tasks and standby copies run on.
+    pub(super) threads: TaskThreads,
     pub(super) tasks: BTreeMap<TaskId, TaskHandle>,
     pub(super) running: JoinSet<(TaskId, Result<(), RuntimeError>)>,
     /// Tasks started so far (a task started twice counts twice).
@@ -128,10 +140,10 @@ impl Runner<'_> {
             progress: Arc::clone(&self.progress),
             board: self.board.clone(),
         };
-        let handle = self.handle.clone();
+        let ended = self.threads.spawn(move || task::run(setup));
         let task = id.clone();
         self.running
-            .spawn_blocking(move || (task, handle.block_on(task::run(setup))));
+            .spawn(async move { (task, joined(ended.await)) });
         self.started += 1;
         self.tasks.insert(
             id.clone(),
@@ -237,10 +249,10 @@ impl Runner<'_> {
             stop: Arc::clone(&stop),
             board: self.board.clone(),
         };
-        let handle = self.handle.clone();
+        let ended = self.threads.spawn(move || standby::run(setup));
         let task = id.clone();
         self.standby_running
-            .spawn_blocking(move || (task, handle.block_on(standby::run(setup))));
+            .spawn(async move { (task, joined(ended.await)) });
         self.standbys.insert(id.clone(), stop);
     }
 
