@@ -13,11 +13,11 @@ use support::ServerProcess;
 const PARTITIONS: u32 = 600;
 /// `--state-memory` for the instance.
 const STATE_MEMORY: u64 = 64 << 20;
-/// What the instance holds beyond the budget (README, "Bounded resources"):
-/// a base, and per task its database's own structures, its fetch
-/// connection and buffers, its writer thread.
+/// What the instance holds beyond the budget (README, "Limits"): a base,
+/// and per task its database's own structures, its fetch connection and
+/// buffers.
 const OVERHEAD_BASE: u64 = 64 << 20;
-const OVERHEAD_PER_TASK: u64 = 5 << 18;
+const OVERHEAD_PER_TASK: u64 = 1 << 19;
 
 fn strata(args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_strata"))

@@ -175,7 +175,7 @@ impl TaskState {
             .into_iter()
             .map(|(index, entries)| (self.stores[index].clone(), entries))
             .collect();
-        if writer.jobs.send(CommitJob { batch, writes }).is_err() {
+        if writer.send(CommitJob { batch, writes }).is_err() {
             self.poison("the commit writer stopped");
             return Err(StateError::WriterStopped {
                 stores: self.stores.join(", "),

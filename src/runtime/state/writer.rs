@@ -1,16 +1,26 @@
-//! [`Writer`]: the thread a task's commits are written on, so the write and
-//! its fsync run while the task goes on with its next run.
+//! [`Writer`]: where a task's commits are written, off the task's thread,
+//! so the write and its fsync run while the task goes on with its next run.
 //!
-//! Jobs are written one at a time and answered in order; the task never
-//! sends a job before the answer to the one before (at most one commit in
-//! flight, see `commit`).
+//! Jobs of one task are written one at a time and answered in order; the
+//! task never sends a job before the answer to the one before (at most one
+//! commit in flight, see `commit`). The writes run on a pool of
+//! [`WRITER_THREADS`] threads every task of the process shares: a thread per
+//! task would grow with the tasks (600 tasks held 600 idle threads), while
+//! the disk serves only so many fsyncs at once. A job holds its database
+//! until written; a state settles its commit in flight before it closes,
+//! so its database closes with it.
 
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 
 use rocksdb::{DB, WriteBatch};
 
 use super::StateError;
 use super::slot_table::DirtyEntries;
+
+/// Threads writing commits, for the whole process: enough that commits of
+/// tasks on different disks, or fsyncs the file system batches, run side by
+/// side.
+const WRITER_THREADS: usize = 16;
 
 /// A commit for the writer: the write batch of the bookkeeping, and the
 /// run's store writes to add to it.
@@ -19,36 +29,97 @@ pub(super) struct CommitJob {
     pub writes: Vec<(String, Vec<u8>)>,
 }
 
-/// The thread a task's commits are written on (started with the first),
-/// one at a time, each answered in order.
+/// A commit queued for the pool, with where its answer goes.
+struct Queued {
+    db: Arc<DB>,
+    job: CommitJob,
+    sync: bool,
+    stores: Arc<str>,
+    answer: mpsc::Sender<Result<(), StateError>>,
+}
+
+/// One task's way to the writer pool.
 pub(super) struct Writer {
-    pub jobs: mpsc::Sender<CommitJob>,
+    db: Arc<DB>,
+    sync: bool,
+    stores: Arc<str>,
+    answers: mpsc::Sender<Result<(), StateError>>,
+    /// The answers, in the order the jobs were sent.
     pub done: mpsc::Receiver<Result<(), StateError>>,
-    thread: std::thread::JoinHandle<()>,
 }
 
 impl Writer {
+    /// A task's writer (the pool starts with the first).
     pub fn start(db: Arc<DB>, sync: bool, stores: String) -> std::io::Result<Self> {
-        let (jobs, incoming) = mpsc::channel::<CommitJob>();
-        let (finished, done) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("strata-commit".into())
-            .spawn(move || {
-                for job in incoming {
-                    let written = write_commit(&db, job.batch, &job.writes, sync, &stores);
-                    if finished.send(written).is_err() {
-                        break;
-                    }
-                }
-            })?;
-        Ok(Self { jobs, done, thread })
+        pool()?;
+        let (answers, done) = mpsc::channel();
+        Ok(Self {
+            db,
+            sync,
+            stores: stores.into(),
+            answers,
+            done,
+        })
     }
 
-    /// Stops the thread once its last job is done (the database closes
-    /// with the state, not after it).
-    pub fn stop(self) {
-        drop(self.jobs);
-        let _ = self.thread.join();
+    /// Queues a commit; an error when the pool is gone.
+    pub fn send(&self, job: CommitJob) -> Result<(), ()> {
+        let queued = Queued {
+            db: Arc::clone(&self.db),
+            job,
+            sync: self.sync,
+            stores: Arc::clone(&self.stores),
+            answer: self.answers.clone(),
+        };
+        let pool = pool().map_err(|_| ())?;
+        pool.send(queued).map_err(|_| ())
+    }
+}
+
+/// The process's writer pool: its queue, started on first use.
+fn pool() -> std::io::Result<&'static mpsc::Sender<Queued>> {
+    static POOL: OnceLock<Result<mpsc::Sender<Queued>, String>> = OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        let (jobs, incoming) = mpsc::channel::<Queued>();
+        let incoming = Arc::new(Mutex::new(incoming));
+        for at in 0..WRITER_THREADS {
+            let incoming = Arc::clone(&incoming);
+            std::thread::Builder::new()
+                .name(format!("strata-commit-{at}"))
+                .spawn(move || write_queued(&incoming))
+                .map_err(|error| error.to_string())?;
+        }
+        Ok(jobs)
+    });
+    pool.as_ref()
+        .map_err(|error| std::io::Error::other(error.clone()))
+}
+
+/// A pool thread: takes the next commit, writes it, answers.
+fn write_queued(incoming: &Mutex<mpsc::Receiver<Queued>>) {
+    loop {
+        let next = incoming.lock().unwrap_or_else(|e| e.into_inner()).recv();
+        let Ok(queued) = next else {
+            return;
+        };
+        let Queued {
+            db,
+            job,
+            sync,
+            stores,
+            answer,
+        } = queued;
+        // A write that panics fails its commit alone (the task's state is
+        // poisoned by it), not the pool.
+        let write = || write_commit(&db, job.batch, &job.writes, sync, &stores);
+        let written =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(write)).unwrap_or_else(|_| {
+                Err(StateError::WriterStopped {
+                    stores: stores.to_string(),
+                })
+            });
+        // A task gone meanwhile no longer asks.
+        let _ = answer.send(written);
     }
 }
 
