@@ -114,7 +114,7 @@ pub enum RuntimeError {
     /// group's committed offsets disagree, though every transaction writes
     /// both: the group's were changed from outside.
     #[error(
-        "task {task}: the positions in {log} are {in_log}, but group {group} has {in_group}; the app writes both in one transaction, so the group's offsets were changed from outside (a reset?). To go on from the positions, delete the group's offsets (`strata groups delete {group}` while the app is stopped); to run from other offsets, replay into a new version (`replay --version V --from ...`)"
+        "task {task}: the positions in {log} are {in_log}, but group {group} has {in_group}; the app writes both in one transaction, so the group's offsets were changed from outside, or written by an older version of the app (without positions logs) running beside this one. A reset: delete the group's offsets (`strata groups delete {group}` while the app is stopped) to go on from the positions, or replay into a new version to run from other offsets (`replay --version V --from ...`). An older version: stop it, delete the positions log (the topic of {log}) while the app is stopped, and start again: the group's offsets are taken"
     )]
     PositionsDisagree {
         task: String,

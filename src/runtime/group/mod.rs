@@ -529,7 +529,6 @@ fn short(member_id: &str) -> String {
     format!("~{tail}")
 }
 
-/// The view a static member saved when it last joined, if readable.
 /// The copies on `board`, by task.
 fn copies_of(board: &TaskBoard) -> BTreeMap<TaskId, i64> {
     (board.copies().into_iter())
@@ -540,6 +539,7 @@ fn copies_of(board: &TaskBoard) -> BTreeMap<TaskId, i64> {
         .collect()
 }
 
+/// The view a static member saved when it last joined, if readable.
 fn read_saved(path: &std::path::Path) -> Option<MemberInfo> {
     let bytes = std::fs::read(path).ok()?;
     MemberInfo::decode(&bytes).ok()

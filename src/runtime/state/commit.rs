@@ -170,7 +170,7 @@ impl TaskState {
                 }
             }
         }
-        let writer = self.writer.as_ref().expect("started above");
+        let writer = self.writer.as_mut().expect("started above");
         let writes = writes
             .into_iter()
             .map(|(index, entries)| (self.stores[index].clone(), entries))
@@ -212,11 +212,11 @@ impl TaskState {
 
     /// Whether a commit's write is running and has finished.
     pub fn commit_landed(&mut self) -> bool {
-        let (Some(flight), Some(writer)) = (&mut self.in_flight, &self.writer) else {
+        let (Some(flight), Some(writer)) = (&mut self.in_flight, &mut self.writer) else {
             return false;
         };
         if flight.landed.is_none()
-            && let Ok(written) = writer.done.try_recv()
+            && let Some(written) = writer.try_answer()
         {
             flight.landed = Some(written);
         }
@@ -232,15 +232,11 @@ impl TaskState {
         };
         let writer = self
             .writer
-            .as_ref()
+            .as_mut()
             .expect("a commit in flight has a writer");
         let written = match flight.landed.take() {
             Some(written) => written,
-            None => writer.done.recv().unwrap_or_else(|_| {
-                Err(StateError::WriterStopped {
-                    stores: self.stores.join(", "),
-                })
-            }),
+            None => writer.answer(),
         };
         if written.is_ok() {
             // What the commit wrote is what the database holds now.

@@ -7,9 +7,9 @@
 //! a write cache of its own of up to [`STORE_CACHE_BYTES_MAX`]: an instance
 //! given 600 tasks would grow past any machine. Instead:
 //!
-//! | share | what | bounded by |
+//! | share | what | held to it by |
 //! |---|---|---|
-//! | 1/2 | RocksDB: one LRU block cache for every database, memtables charged to it | the cache's capacity; a write-buffer manager of 1/4 flushes memtables past it |
+//! | 1/2 | RocksDB: one LRU block cache for every database, memtables charged to it | the cache's capacity (LRU, not strict: a block in use stays); a write-buffer manager of 1/4 flushes memtables past it (no stall) |
 //! | 1/2 | the stores' write caches (`StoreMap`) | divided among the stores open, each between [`STORE_CACHE_BYTES_MIN`] and [`STORE_CACHE_BYTES_MAX`] |
 //!
 //! A store's share is taken when its task opens and at every commit, so it

@@ -7,8 +7,10 @@
 //! [`WRITER_THREADS`] threads every task of the process shares: a thread per
 //! task would grow with the tasks (600 tasks held 600 idle threads), while
 //! the disk serves only so many fsyncs at once. A job holds its database
-//! until written; a state settles its commit in flight before it closes,
-//! so its database closes with it.
+//! until written and lets go of it before it answers; a state settles its
+//! commit in flight before it closes, so its database closes with it. A
+//! job dropped unanswered (its pool thread gone) answers as a stopped
+//! writer, never as a wait without end.
 
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
 
@@ -43,36 +45,62 @@ pub(super) struct Writer {
     db: Arc<DB>,
     sync: bool,
     stores: Arc<str>,
-    answers: mpsc::Sender<Result<(), StateError>>,
-    /// The answers, in the order the jobs were sent.
-    pub done: mpsc::Receiver<Result<(), StateError>>,
+    /// The answer of the job in flight.
+    pending: Option<mpsc::Receiver<Result<(), StateError>>>,
 }
 
 impl Writer {
     /// A task's writer (the pool starts with the first).
     pub fn start(db: Arc<DB>, sync: bool, stores: String) -> std::io::Result<Self> {
         pool()?;
-        let (answers, done) = mpsc::channel();
         Ok(Self {
             db,
             sync,
             stores: stores.into(),
-            answers,
-            done,
+            pending: None,
         })
     }
 
-    /// Queues a commit; an error when the pool is gone.
-    pub fn send(&self, job: CommitJob) -> Result<(), ()> {
+    /// Queues a commit (the one before it answered); an error when the
+    /// pool is gone.
+    pub fn send(&mut self, job: CommitJob) -> Result<(), ()> {
+        let (answer, pending) = mpsc::channel();
         let queued = Queued {
             db: Arc::clone(&self.db),
             job,
             sync: self.sync,
             stores: Arc::clone(&self.stores),
-            answer: self.answers.clone(),
+            answer,
         };
         let pool = pool().map_err(|_| ())?;
-        pool.send(queued).map_err(|_| ())
+        pool.send(queued).map_err(|_| ())?;
+        self.pending = Some(pending);
+        Ok(())
+    }
+
+    /// The answer of the commit in flight, if it came.
+    pub fn try_answer(&mut self) -> Option<Result<(), StateError>> {
+        let answer = match self.pending.as_ref()?.try_recv() {
+            Ok(answer) => answer,
+            Err(mpsc::TryRecvError::Empty) => return None,
+            Err(mpsc::TryRecvError::Disconnected) => Err(self.stopped()),
+        };
+        self.pending = None;
+        Some(answer)
+    }
+
+    /// Waits for the answer of the commit in flight.
+    pub fn answer(&mut self) -> Result<(), StateError> {
+        let Some(pending) = self.pending.take() else {
+            return Err(self.stopped());
+        };
+        pending.recv().unwrap_or_else(|_| Err(self.stopped()))
+    }
+
+    fn stopped(&self) -> StateError {
+        StateError::WriterStopped {
+            stores: self.stores.to_string(),
+        }
     }
 }
 
@@ -118,6 +146,9 @@ fn write_queued(incoming: &Mutex<mpsc::Receiver<Queued>>) {
                     stores: stores.to_string(),
                 })
             });
+        // The database is let go of first: a task that closes its state on
+        // the answer and opens it again finds it closed.
+        drop(db);
         // A task gone meanwhile no longer asks.
         let _ = answer.send(written);
     }

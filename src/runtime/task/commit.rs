@@ -148,7 +148,8 @@ impl Task {
         // The positions record goes last, after the outbox's batches.
         let mut batches = outbox.clone();
         if let Some(topic) = &self.setup.positions {
-            batches.push((u64::MAX, positions.batch(topic, partition)?));
+            let task = self.setup.name();
+            batches.push((u64::MAX, positions.batch(&task, topic, partition)?));
         }
         let mut attempt = 1;
         loop {
@@ -165,6 +166,11 @@ impl Task {
                 // Shipped again only if it did not commit.
                 Err(error) if attempt < SHIP_ATTEMPTS_MAX => {
                     attempt += 1;
+                    tracing::info!(
+                        task = %self.setup.name(),
+                        "shipping commit {} failed ({error}): ending its transaction to learn whether it committed",
+                        mark.commit
+                    );
                     txn.restart(&remote.cluster).await?;
                     let group = &txn.names().group;
                     let now = positions::committed(&self.setup, group, remote).await?;

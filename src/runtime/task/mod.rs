@@ -376,6 +376,9 @@ impl Task {
     /// The fetch-process-commit loop.
     async fn pump(&mut self) -> Result<Pumped, RuntimeError> {
         loop {
+            // The other tasks of this thread get their turn: embedded, a
+            // task with a backlog never waits on anything.
+            tokio::task::yield_now().await;
             if self.setup.stop.load(Ordering::Relaxed) {
                 return Ok(Pumped::Stopped);
             }

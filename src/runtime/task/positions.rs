@@ -33,7 +33,7 @@
 //! | P | none (expired, deleted) | P |
 //! | none | G | G (written before positions logs existed) |
 //! | P | G, the same | P |
-//! | P | G, another | neither: an error naming both (the group's were changed from outside) |
+//! | P | G, another, or offsets without a mark | neither: an error naming both (the group's were changed from outside, or written by an older version of the app: upgrade every instance) |
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -112,13 +112,18 @@ impl Positions {
 
     /// The batch that writes these positions to `topic`/`partition` (its
     /// producer fields are stamped when it is shipped, as the outbox's).
-    pub fn batch(&self, topic: &str, partition: i32) -> Result<OutboxBatch, RuntimeError> {
+    pub fn batch(
+        &self,
+        task: &str,
+        topic: &str,
+        partition: i32,
+    ) -> Result<OutboxBatch, RuntimeError> {
         let value = self.encode();
         let mut builder = BatchBuilder::new(Compression::None);
         let record = NewRecord::new(Some(KEY), &value, crate::time::now_ms());
         let built = builder.push(record).and_then(|()| builder.build());
         let batch = built.map_err(|error| RuntimeError::Ship {
-            task: format!("positions of {topic}/{partition}"),
+            task: task.to_string(),
             topic: topic.to_string(),
             partition,
             reason: error.to_string(),
@@ -153,11 +158,29 @@ pub(crate) async fn committed(
     group: &str,
     remote: &Remote,
 ) -> Result<Option<Positions>, RuntimeError> {
-    let in_group = in_group(setup, group, remote).await?;
+    let found = in_group(setup, group, remote).await?;
     let Some(topic) = &setup.positions else {
-        return Ok(in_group);
+        return Ok(found.and_then(Marked::positions));
     };
     let in_log = latest(remote, topic, setup.partition).await?;
+    // Offsets without a mark were set by a tool (a reset), not by a task.
+    if let (
+        Some(in_log),
+        Some(Marked {
+            mark: None,
+            offsets,
+        }),
+    ) = (&in_log, &found)
+    {
+        return Err(RuntimeError::PositionsDisagree {
+            task: setup.name(),
+            log: format!("{topic}/{}", setup.partition),
+            in_log: in_log.describe(),
+            group: group.to_string(),
+            in_group: format!("{offsets:?} with no commit mark (set by a tool?)"),
+        });
+    }
+    let in_group = found.and_then(Marked::positions);
     match (in_log, in_group) {
         (None, in_group) => Ok(in_group),
         (Some(in_log), None) => {
@@ -187,13 +210,29 @@ fn agree(in_log: &Positions, in_group: &Positions) -> bool {
         && (in_group.offsets.iter()).all(|(topic, next)| in_log.offsets.get(topic) == Some(next))
 }
 
-/// The task's offsets in its group, with the mark their metadata holds;
-/// None when the group holds no marked offset of the task.
+/// Offsets found in a group, with the mark their metadata holds (none for
+/// offsets a tool set).
+struct Marked {
+    mark: Option<CommitMark>,
+    offsets: BTreeMap<String, i64>,
+}
+
+impl Marked {
+    fn positions(self) -> Option<Positions> {
+        let mark = self.mark?;
+        Some(Positions {
+            mark,
+            offsets: self.offsets,
+        })
+    }
+}
+
+/// The task's offsets in its group; None when the group holds none.
 async fn in_group(
     setup: &TaskSetup,
     group: &str,
     remote: &Remote,
-) -> Result<Option<Positions>, RuntimeError> {
+) -> Result<Option<Marked>, RuntimeError> {
     let partitions: Vec<(String, i32)> = (setup.log_topics.iter())
         .map(|t| (t.clone(), setup.partition))
         .collect();
@@ -211,7 +250,7 @@ async fn in_group(
             mark = mark.or(CommitMark::parse(&found.metadata));
         }
     }
-    Ok(mark.map(|mark| Positions { mark, offsets }))
+    Ok((!offsets.is_empty()).then_some(Marked { mark, offsets }))
 }
 
 /// The last positions record a `read_committed` reader sees in
@@ -319,9 +358,13 @@ fn last_of(
         if record.offset < from || record.offset >= end || record.key != Some(KEY) {
             continue;
         }
-        let value = record.value.unwrap_or_default();
-        let positions = Positions::decode(value).map_err(|e| unreadable(record.offset, e))?;
-        found = Some(positions);
+        // A tombstone (the key deleted from outside) leaves no positions.
+        found = match record.value {
+            None => None,
+            Some(value) => {
+                Some(Positions::decode(value).map_err(|e| unreadable(record.offset, e))?)
+            }
+        };
     }
     Ok(found)
 }
@@ -377,7 +420,9 @@ mod tests {
 
     #[test]
     fn a_positions_batch_holds_one_keyed_record_of_the_value() {
-        let batch = positions().batch("app-count-positions", 3).unwrap();
+        let batch = positions()
+            .batch("count/3", "app-count-positions", 3)
+            .unwrap();
         assert_eq!(
             (batch.topic.as_str(), batch.partition),
             ("app-count-positions", 3)

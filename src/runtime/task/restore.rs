@@ -235,9 +235,11 @@ impl<'a> ChangelogReader<'a> {
         }
         // What lies past the end this fetch saw was written after it was
         // asked; what lies past a record read, after that record.
+        // A record stamped ahead of this clock (another instance's, run
+        // fast) says no more than that it is older than now.
         let unread_after_ms = match next >= fetched.end {
             true => asked_ms,
-            false => max_timestamp,
+            false => max_timestamp.min(crate::time::now_ms()),
         };
         if next > before || next >= fetched.end {
             restoring.reached(next, unread_after_ms);

@@ -12,8 +12,11 @@
 //!
 //! A task that panics ends alone (its result says so); its thread goes on
 //! with the others. What a task must not do is block its thread waiting
-//! for another task: nothing in a task does (the writer thread it waits
-//! for at a commit is its own, see `state::writer`).
+//! for another task: nothing in a task does. It may block on the commit
+//! writers' pool (`state::writer`) at a commit it settles, behind other
+//! tasks' writes, never on a task. Each task yields its thread once per
+//! turn of its loop, so one with a backlog (embedded, it never waits on the
+//! network) does not starve the others.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -23,13 +23,14 @@ use crate::runtime::topology::App;
 use super::super::open::outputs;
 use super::RunOptions;
 
-/// What a task run on the task threads ended with; a panic there goes on
-/// as a panic of the runner's own task for it (the run fails, naming it).
-fn joined<T>(ended: Result<Ended<T>, tokio::sync::oneshot::error::RecvError>) -> T {
+/// What task `id` run on the task threads ended with; a panic there goes
+/// on as a panic of the runner's own task for it (the run fails, naming
+/// it).
+fn joined<T>(id: &TaskId, ended: Result<Ended<T>, tokio::sync::oneshot::error::RecvError>) -> T {
     match ended {
         Ok(Ok(outcome)) => outcome,
-        Ok(Err(panic)) => panic!("{panic}"),
-        Err(_) => panic!("its task thread ended"),
+        Ok(Err(panic)) => panic!("task {id} panicked: {panic}"),
+        Err(_) => panic!("task {id}: its task thread ended"),
     }
 }
 
@@ -142,8 +143,10 @@ impl Runner<'_> {
         };
         let ended = self.threads.spawn(move || task::run(setup));
         let task = id.clone();
-        self.running
-            .spawn(async move { (task, joined(ended.await)) });
+        self.running.spawn(async move {
+            let outcome = joined(&task, ended.await);
+            (task, outcome)
+        });
         self.started += 1;
         self.tasks.insert(
             id.clone(),
@@ -251,8 +254,10 @@ impl Runner<'_> {
         };
         let ended = self.threads.spawn(move || standby::run(setup));
         let task = id.clone();
-        self.standby_running
-            .spawn(async move { (task, joined(ended.await)) });
+        self.standby_running.spawn(async move {
+            let outcome = joined(&task, ended.await);
+            (task, outcome)
+        });
         self.standbys.insert(id.clone(), stop);
     }
 
