@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use support::ServerProcess;
+use support::process::strata;
 
 /// The session timeout instances ask for: a killed one's tasks move this
 /// long after it died.
@@ -26,58 +27,18 @@ fn latest() -> PathBuf {
     support::example::example("latest")
 }
 
-fn strata(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "strata {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
-
 /// A broker whose cleaner looks for work every 100 ms.
 fn broker(dir: &Path) -> ServerProcess {
-    let config = dir.join("strata.toml");
-    std::fs::write(
-        &config,
+    support::server_process::start_configured(
+        dir,
         "cleaner_check_interval_ms = 100\ngroup_initial_rebalance_delay_ms = 0\n\
          group_min_session_timeout_ms = 500\n",
     )
-    .unwrap();
-    let args = [std::ffi::OsStr::new("--config"), config.as_os_str()];
-    let strata = env!("CARGO_BIN_EXE_strata");
-    ServerProcess::start_with(strata, &dir.join("broker"), &args, Stdio::null())
 }
 
 /// Appends `key=value` lines to `changes`.
 fn produce(addr: &str, lines: &[String]) {
-    let mut produce = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args([
-            "produce",
-            "changes",
-            "--key-separator",
-            "=",
-            "--bootstrap",
-            addr,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = produce.stdin.take().unwrap();
-        for line in lines {
-            writeln!(stdin, "{line}").unwrap();
-        }
-    }
-    let output = produce.wait_with_output().unwrap();
-    assert!(output.status.success(), "{output:?}");
+    support::process::produce_keyed(addr, "changes", lines);
 }
 
 fn puts(keys: std::ops::Range<u32>, value: &str) -> Vec<String> {

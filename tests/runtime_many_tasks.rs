@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use support::ServerProcess;
+use support::process::strata;
 
 const PARTITIONS: u32 = 600;
 /// `--state-memory` for the instance.
@@ -18,19 +19,6 @@ const STATE_MEMORY: u64 = 64 << 20;
 /// buffers.
 const OVERHEAD_BASE: u64 = 64 << 20;
 const OVERHEAD_PER_TASK: u64 = 1 << 19;
-
-fn strata(args: &[&str]) -> String {
-    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "strata {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
 
 /// `latest status`: the rows of the instance's tasks.
 fn status(location: &[&str]) -> String {
@@ -42,34 +30,15 @@ fn status(location: &[&str]) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-/// A process's resident and peak resident memory, in bytes.
-fn memory(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        (status.lines())
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.trim().strip_suffix("kB"))
-            .and_then(|kib| kib.trim().parse::<u64>().ok())
-            .unwrap()
-            * 1024
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
 fn threads(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |t| t.count())
 }
 
 fn broker(dir: &Path) -> ServerProcess {
-    let config = dir.join("strata.toml");
-    std::fs::write(
-        &config,
+    support::server_process::start_configured(
+        dir,
         "group_initial_rebalance_delay_ms = 0\ngroup_min_session_timeout_ms = 500\n",
     )
-    .unwrap();
-    let args = [std::ffi::OsStr::new("--config"), config.as_os_str()];
-    let strata = env!("CARGO_BIN_EXE_strata");
-    ServerProcess::start_with(strata, &dir.join("broker"), &args, Stdio::null())
 }
 
 #[test]
@@ -87,27 +56,8 @@ fn one_instance_runs_six_hundred_tasks_within_its_state_memory() {
         "--bootstrap",
         &addr,
     ]);
-    let mut produce = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args([
-            "produce",
-            "changes",
-            "--key-separator",
-            "=",
-            "--bootstrap",
-            &addr,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = produce.stdin.take().unwrap();
-        for key in 0..PARTITIONS * 20 {
-            writeln!(stdin, "k{key}=v{key}").unwrap();
-        }
-    }
-    assert!(produce.wait().unwrap().success());
+    let lines: Vec<String> = (0..PARTITIONS * 20).map(|k| format!("k{k}=v{k}")).collect();
+    support::process::produce_keyed(&addr, "changes", &lines);
 
     let state = dir.path().join("state");
     let location = ["--bootstrap", &addr, "--state-dir", state.to_str().unwrap()];
@@ -136,7 +86,7 @@ fn one_instance_runs_six_hundred_tasks_within_its_state_memory() {
         Duration::from_secs(600),
         || caught_up(&status(&location)),
     );
-    let (resident, peak) = memory(pid);
+    let (resident, peak) = support::server_process::memory_bytes_of(pid);
     let threads = threads(pid);
     let _ = app.kill();
     let _ = app.wait();

@@ -26,5 +26,35 @@ pub fn run_with_input(command: &mut Command, input: &[u8]) -> Output {
     output
 }
 
+/// Runs the `strata` CLI to success; its stdout.
+pub fn strata(args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "strata {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Appends `key=value` lines to `topic` through the broker at `addr`
+/// (`strata produce --key-separator =`).
+pub fn produce_keyed(addr: &str, topic: &str, lines: &[String]) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_strata"));
+    command.args([
+        "produce",
+        topic,
+        "--key-separator",
+        "=",
+        "--bootstrap",
+        addr,
+    ]);
+    let output = run_with_input(&mut command, lines.join("\n").as_bytes());
+    assert!(output.status.success(), "{output:?}");
+}
+
 /// The exit status of `timeout(1)` when it had to stop the command.
 pub const TIMED_OUT: i32 = 124;

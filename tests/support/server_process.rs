@@ -154,20 +154,9 @@ impl ServerProcess {
     }
 
     /// The broker's `VmRSS` and `VmHWM` (resident and peak resident
-    /// memory), in bytes, from `/proc/<pid>/status`.
+    /// memory), in bytes.
     pub fn memory_bytes(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("the broker's /proc status");
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix(name))
-                .and_then(|rest| rest.trim().strip_suffix("kB"))
-                .and_then(|kib| kib.trim().parse::<u64>().ok())
-                .unwrap_or_else(|| panic!("no {name} in the broker's status"))
-                * 1024
-        };
-        (field("VmRSS:"), field("VmHWM:"))
+        memory_bytes_of(self.child.id())
     }
 
     /// How many file descriptors the broker holds open.
@@ -221,6 +210,38 @@ impl ServerProcess {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+}
+
+/// Process `pid`'s `VmRSS` and `VmHWM` (resident and peak resident
+/// memory), in bytes, from `/proc/<pid>/status`.
+pub fn memory_bytes_of(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.trim().strip_suffix("kB"))
+            .and_then(|kib| kib.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in process {pid}'s status"))
+            * 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// `strata serve` on `dir/broker`, configured by `dir/strata.toml` holding
+/// `config`.
+pub fn start_configured(dir: &std::path::Path, config: &str) -> ServerProcess {
+    let path = dir.join("strata.toml");
+    std::fs::write(&path, config).unwrap();
+    let args = [std::ffi::OsStr::new("--config"), path.as_os_str()];
+    let strata = env!("CARGO_BIN_EXE_strata");
+    ServerProcess::start_with(
+        strata,
+        &dir.join("broker"),
+        &args,
+        std::process::Stdio::null(),
+    )
 }
 
 /// How many file descriptors process `pid` holds open (0 once it is gone).
