@@ -213,11 +213,7 @@ async fn demo() -> anyhow::Result<()> {
         "4. rebuild, through the app's port:   rebuild --bootstrap {addr} --state-dir {}",
         location.state_dir().display()
     );
-    let remote = Location::Remote {
-        bootstrap: addr.to_string(),
-        state_dir: location.state_dir().to_path_buf(),
-        security: Default::default(),
-    };
+    let remote = Location::remote(&addr.to_string(), location.state_dir());
     let options = RebuildOptions {
         progress_every: Some(Duration::from_secs(1)),
         ..RebuildOptions::default()

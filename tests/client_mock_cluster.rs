@@ -335,6 +335,16 @@ async fn a_broker_going_down_and_coming_back_loses_nothing() {
 }
 
 /// Requests of `api` the mock counted, by any broker.
+/// Waits until `broker` gets a request of `api` (counted from when the
+/// mock's requests were last read).
+async fn requested(mock: &MockCluster, broker: i32, api: ApiKey, what: &str) {
+    let deadline = Deadline::after(what, WAIT);
+    while !mock.requests().contains_key(&(broker, api as i16)) {
+        deadline.check("");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn count(requests: &BTreeMap<(i32, i16), usize>, api: ApiKey) -> usize {
     requests
         .iter()
@@ -733,13 +743,7 @@ async fn two_consumers_share_a_group_through_injected_errors_and_a_coordinator_m
     let mock = MockCluster::start(BROKERS as usize, &[(TOPIC, PARTITIONS)]);
     spread_leaders(&mock, TOPIC, PARTITIONS, 0);
     mock.set_initial_rebalance_delay(Duration::from_millis(100));
-    // The mock reads a flexible JoinGroup's protocol count and SyncGroup's
-    // assignment as if not flexible, and answers LeaveGroup v3+ without its
-    // members (librdkafka itself sends JoinGroup v5, SyncGroup v3,
-    // LeaveGroup v1): it offers no newer versions here.
-    mock.set_api_versions(ApiKey::JoinGroup, 0, 5);
-    mock.set_api_versions(ApiKey::SyncGroup, 0, 3);
-    mock.set_api_versions(ApiKey::LeaveGroup, 0, 2);
+    mock.offer_group_versions_it_parses();
     let cluster = connect(&mock).await;
     let consumer = || {
         Consumer::new(
@@ -759,8 +763,9 @@ async fn two_consumers_share_a_group_through_injected_errors_and_a_coordinator_m
     let consumed: Arc<Mutex<Vec<ConsumerRecord>>> = Arc::default();
 
     // The first member joins through a coordinator that is loading, not
-    // available, elsewhere, and a dropped connection; then a heartbeat
-    // finds the coordinator gone.
+    // available, elsewhere, and a dropped connection; then a heartbeat is
+    // told the coordinator moved: the member finds it again and goes on in
+    // its generation, as Kafka's clients do.
     mock.push_errors(
         ApiKey::FindCoordinator,
         &[codes::COORDINATOR_LOAD_IN_PROGRESS],
@@ -784,8 +789,22 @@ async fn two_consumers_share_a_group_through_injected_errors_and_a_coordinator_m
         ApiKey::Heartbeat,
         &[(codes::NOT_COORDINATOR, Duration::ZERO)],
     );
+    mock.track_requests();
     pushed_answers_used(&mock, coordinator, ApiKey::Heartbeat).await;
-    let alone = stable(&[&first], PARTITIONS, joined, "the first member to rejoin").await;
+    mock.requests();
+    requested(
+        &mock,
+        coordinator,
+        ApiKey::Heartbeat,
+        "a heartbeat after the refused one",
+    )
+    .await;
+    assert_eq!(
+        first.generation(),
+        Some(joined),
+        "a heartbeat refused by a coordinator that moved costs no rebalance"
+    );
+    let alone = joined;
 
     leader_syncs_last(&mock, coordinator);
     let second = GroupMember::spawn(consumer(), TOPIC, Arc::clone(&consumed));
@@ -813,24 +832,32 @@ async fn two_consumers_share_a_group_through_injected_errors_and_a_coordinator_m
     }
 
     // The second member leaves; the coordinator moves. The first finds it
-    // again, and what the pair committed at the old one is where the
-    // group stands at the new one.
+    // again and heartbeats there, still a member of its generation (the
+    // group's state moves with its coordinator: no rebalance, as with
+    // Kafka's clients), and what the pair committed at the old one is
+    // where the group stands at the new one.
     second.stop().await.close().await.unwrap();
-    let left = stable(
+    let moved = stable(
         &[&first],
         PARTITIONS,
         pair,
         "the first member to take all back",
     )
     .await;
+    mock.track_requests();
     mock.set_coordinator(Coordinator::Group, GROUP, elsewhere);
-    let moved = stable(
-        &[&first],
-        PARTITIONS,
-        left,
-        "the first member to rejoin at the new coordinator",
+    requested(
+        &mock,
+        elsewhere,
+        ApiKey::Heartbeat,
+        "a heartbeat at the new coordinator",
     )
     .await;
+    assert_eq!(
+        first.generation(),
+        Some(moved),
+        "the coordinator's move costs no rebalance"
+    );
     assert_eq!(
         committed(&cluster, GROUP, TOPIC, PARTITIONS).await,
         ends_of(&sent),
@@ -874,6 +901,58 @@ async fn two_consumers_share_a_group_through_injected_errors_and_a_coordinator_m
     for member in [first, third] {
         member.stop().await.close().await.unwrap();
     }
+}
+
+/// A member that gives a join up unfinished (its poll dropped: an app
+/// stopping mid-rebalance) leaves on a connection of its own: a
+/// coordinator answers a connection's requests in order, and may hold a
+/// JoinGroup for the whole rebalance, so a LeaveGroup sent behind it would
+/// wait as long, and the group would wait out the member's session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_gives_up_a_held_join_leaves_without_waiting_for_it() {
+    const TOPIC: &str = "held";
+    const GROUP: &str = "holding";
+    /// Far longer than the test waits for the member to leave.
+    const HELD: Duration = Duration::from_secs(120);
+    let mock = MockCluster::start(BROKERS as usize, &[(TOPIC, 2)]);
+    mock.offer_group_versions_it_parses();
+    mock.set_initial_rebalance_delay(Duration::from_millis(100));
+    let cluster = connect(&mock).await;
+    let (coordinator, _) = coordinator_and_another(&cluster, GROUP).await;
+    let mut consumer = Consumer::new(
+        Arc::clone(&cluster),
+        ConsumerConfig {
+            group_id: Some(GROUP.into()),
+            offset_reset: OffsetReset::Earliest,
+            ..ConsumerConfig::default()
+        },
+    );
+    consumer.subscribe(&[TOPIC]).unwrap();
+    let deadline = Deadline::after("the member to join", WAIT);
+    while consumer.generation().is_none() {
+        deadline.check("");
+        consumer.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    // Its next heartbeat is told of a rebalance; the JoinGroup it rejoins
+    // with is held.
+    mock.push_broker_errors(
+        coordinator,
+        ApiKey::Heartbeat,
+        &[(codes::REBALANCE_IN_PROGRESS, Duration::ZERO)],
+    );
+    mock.push_broker_errors(coordinator, ApiKey::JoinGroup, &[(codes::NONE, HELD)]);
+    tokio::select! {
+        () = async {
+            loop {
+                let _ = consumer.poll(Duration::from_millis(100)).await;
+            }
+        } => unreachable!("polls forever"),
+        () = pushed_answers_used(&mock, coordinator, ApiKey::JoinGroup) => {}
+    }
+    tokio::time::timeout(WAIT, consumer.close())
+        .await
+        .expect("the member left while its JoinGroup was held")
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

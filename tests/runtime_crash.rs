@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use strata::log::{LogConfig, LogManager};
 use strata::record::Compression;
+use support::process::Log;
 use support::{Rng, ServerProcess};
 
 /// Input lines and kills of `make test`; `STRATA_SOAK_CRASH_LINES` and
@@ -374,7 +375,7 @@ fn read_topics(data_dir: &Path) -> Topics {
                     })
                     .collect();
                 if name == "word-counts" {
-                    check_counts_in_order(&records);
+                    support::wordcount::counts_in_order(&records);
                 }
                 records.sort();
                 records
@@ -384,20 +385,6 @@ fn read_topics(data_dir: &Path) -> Topics {
     }
     log.close().unwrap();
     topics
-}
-
-/// Per word, the values of `word-counts` are 1, 2, …, N in log order.
-fn check_counts_in_order(records: &[(String, String)]) {
-    let mut last: BTreeMap<&str, u64> = BTreeMap::new();
-    for (word, count) in records {
-        let count: u64 = count.parse().expect("a decimal count");
-        let previous = last.insert(word, count).unwrap_or(0);
-        assert_eq!(
-            count,
-            previous + 1,
-            "word {word:?}: {count} after {previous}"
-        );
-    }
 }
 
 /// One crash-free embedded run over the input: what every test compares
@@ -1056,9 +1043,6 @@ fn two_instances(dir: &Path, chunks: &[Chunk]) -> (PathBuf, ServerProcess, Strin
     (data, broker, addr, [at("a"), at("b")])
 }
 
-/// What an instance wrote to stderr so far.
-type Log = std::sync::Arc<std::sync::Mutex<String>>;
-
 /// `run` in the background with its log (stderr) collected.
 fn spawn_logged(location: &[&str]) -> (Child, Log) {
     spawn_logged_with(location, &[])
@@ -1083,29 +1067,14 @@ fn scrape_metrics(addr: &str) -> String {
 }
 
 fn spawn_logged_with(location: &[&str], args: &[&str]) -> (Child, Log) {
-    let mut child = Command::new(wordcount())
-        .env("STRATA_SESSION_TIMEOUT_MS", SESSION_TIMEOUT_MS)
-        .args(location)
-        .arg("run")
-        .args(COMMIT_ARGS)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("wordcount starts");
-    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let stderr = child.stderr.take().unwrap();
-    let lines = std::sync::Arc::clone(&log);
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            lines.lock().unwrap().push_str(&(line + "\n"));
-        }
-    });
-    (child, log)
+    support::process::spawn_logged(
+        Command::new(wordcount())
+            .env("STRATA_SESSION_TIMEOUT_MS", SESSION_TIMEOUT_MS)
+            .args(location)
+            .arg("run")
+            .args(COMMIT_ARGS)
+            .args(args),
+    )
 }
 
 fn signal(child: &Child, signal: &str) {

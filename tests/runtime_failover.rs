@@ -10,12 +10,11 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use support::ServerProcess;
-use support::process::strata;
+use support::process::{Log, spawn_logged, strata};
 
 /// The session timeout instances ask for: a killed one's tasks move this
 /// long after it died.
@@ -49,9 +48,6 @@ fn deletes(keys: std::ops::Range<u32>) -> Vec<String> {
     keys.map(|k| format!("k{k:04}=")).collect()
 }
 
-/// What an instance wrote to stderr so far.
-type Log = Arc<Mutex<String>>;
-
 /// An instance of the app, running, with its log collected.
 struct Instance {
     child: Child,
@@ -67,27 +63,13 @@ impl Instance {
             "--state-dir".to_string(),
             state.to_str().unwrap().to_string(),
         ];
-        let mut child = Command::new(latest())
-            .env("STRATA_SESSION_TIMEOUT_MS", SESSION_TIMEOUT_MS)
-            .args(&location)
-            .args(["run", "--commit-ms", "100"])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = Log::default();
-        let stderr = child.stderr.take().unwrap();
-        let lines = Arc::clone(&log);
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stderr).lines() {
-                let Ok(line) = line else { return };
-                let mut log = lines.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
+        let (child, log) = spawn_logged(
+            Command::new(latest())
+                .env("STRATA_SESSION_TIMEOUT_MS", SESSION_TIMEOUT_MS)
+                .args(&location)
+                .args(["run", "--commit-ms", "100"])
+                .args(args),
+        );
         Self {
             child,
             log,

@@ -651,11 +651,7 @@ fn a_rebuild_under_load_is_swapped_in_by_the_running_app() {
     support::wait_until("3 rounds of load", WAIT_MAX, || {
         rounds.load(Ordering::Relaxed) >= 3
     });
-    let remote = Location::Remote {
-        bootstrap: addr.to_string(),
-        state_dir: location.state_dir().to_path_buf(),
-        security: Default::default(),
-    };
+    let remote = Location::remote(&addr.to_string(), location.state_dir());
     let before = rounds.load(Ordering::Relaxed);
     let summary = runtime
         .block_on(strata::runtime::ops::rebuild(

@@ -43,6 +43,12 @@ pub struct ClientConfig {
     pub allow_auto_create_topics: bool,
     /// How every connection is secured (TLS, SASL); PLAINTEXT by default.
     pub security: ClientSecurity,
+    /// Whether readers check each fetched batch's CRC before using its
+    /// records (Kafka's `check.crcs`, on by default). The runtime's readers
+    /// honour it; turn it off only for a cluster known to write batches
+    /// without one (librdkafka's mock cluster writes its transaction
+    /// markers with CRC 0).
+    pub check_crcs: bool,
 }
 
 impl Default for ClientConfig {
@@ -55,6 +61,7 @@ impl Default for ClientConfig {
             retry_backoff: Duration::from_millis(100),
             allow_auto_create_topics: false,
             security: ClientSecurity::default(),
+            check_crcs: true,
         }
     }
 }

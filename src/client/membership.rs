@@ -97,6 +97,11 @@ pub(crate) struct Membership {
     /// expired): whatever it was assigned is lost, not merely to be
     /// revoked (KIP-429's "lost" partitions).
     lost: Arc<AtomicBool>,
+    /// Whether a join is under way, or was given up unfinished (its future
+    /// dropped): the coordinator may hold that JoinGroup for the whole
+    /// rebalance, and answers a connection's requests in order, so a
+    /// LeaveGroup sent behind it would wait as long.
+    joining: bool,
 }
 
 impl Drop for Membership {
@@ -119,6 +124,7 @@ impl Membership {
             connection: None,
             reconnect: Arc::new(AtomicBool::new(false)),
             lost: Arc::new(AtomicBool::new(false)),
+            joining: false,
         }
     }
 
@@ -147,6 +153,16 @@ impl Membership {
     /// member's assignment (as the protocol encodes it) once the group is
     /// stable.
     pub async fn join<P: GroupProtocol>(&mut self, protocol: &P) -> Result<Bytes, ClientError> {
+        self.joining = true;
+        let joined = self.join_attempts(protocol).await;
+        self.joining = false;
+        joined
+    }
+
+    async fn join_attempts<P: GroupProtocol>(
+        &mut self,
+        protocol: &P,
+    ) -> Result<Bytes, ClientError> {
         if let Some(task) = self.heartbeat.take() {
             task.abort();
         }
@@ -189,20 +205,16 @@ impl Membership {
         {
             return Ok(Arc::clone(connection));
         }
-        let shared = coordinator(&self.cluster, &self.config.group).await?;
-        // JoinGroup may be held for the whole rebalance timeout.
-        let timeout = self.config.rebalance_timeout + self.cluster.config().request_timeout;
-        let connection = Arc::new(
-            super::authenticate::connect_secured(
-                shared.addr(),
-                &self.cluster.config().client_id,
-                timeout,
-                &self.cluster.config().security,
-            )
-            .await?,
-        );
+        let connection =
+            connect_to_coordinator(&self.cluster, &self.config.group, self.join_timeout()).await?;
         self.connection = Some(Arc::clone(&connection));
         Ok(connection)
+    }
+
+    /// How long a request to the coordinator may wait: a JoinGroup may be
+    /// held for the whole rebalance timeout.
+    fn join_timeout(&self) -> Duration {
+        self.config.rebalance_timeout + self.cluster.config().request_timeout
     }
 
     async fn join_once<P: GroupProtocol>(&mut self, protocol: &P) -> Result<Bytes, ClientError> {
@@ -316,6 +328,12 @@ impl Membership {
             .collect())
     }
 
+    /// Heartbeats in the background until the coordinator asks for a
+    /// rejoin. A coordinator that moved (NOT_COORDINATOR, or its connection
+    /// lost) is looked up again and heartbeated there, as Kafka's clients
+    /// do: the group's state moves with its coordinator, so the member
+    /// stands and the group does not rebalance. Only a session without an
+    /// answer gives the membership up for a rejoin.
     fn start_heartbeat(&mut self) {
         let Some(connection) = self.connection.clone() else {
             return;
@@ -330,30 +348,29 @@ impl Membership {
         // The connection waits as long as a JoinGroup may take; a heartbeat
         // unanswered for a session is a coordinator gone.
         let session = self.config.session_timeout;
+        let cluster = Arc::clone(&self.cluster);
+        let join_timeout = self.join_timeout();
         let group = self.config.group.clone();
         let reconnect = Arc::clone(&self.reconnect);
         let lost = Arc::clone(&self.lost);
         self.heartbeat = Some(tokio::spawn(async move {
+            let mut connection = connection;
+            let mut answered = tokio::time::Instant::now();
             loop {
                 tokio::time::sleep(interval).await;
                 let sent = connection.send(&request, HEARTBEAT_VERSION_MAX);
-                let Ok(answer) = tokio::time::timeout(session, sent).await else {
-                    tracing::debug!(%group, "no heartbeat answer within {session:?}; rejoining");
-                    reconnect.store(true, Ordering::Relaxed);
-                    rejoin.store(true, Ordering::Relaxed);
-                    return;
-                };
-                match answer {
-                    Ok(response) if response.error_code == codes::NONE => {}
-                    Ok(response) => {
+                let answer = tokio::time::timeout(session, sent).await;
+                let why = match answer {
+                    Ok(Ok(response)) if response.error_code == codes::NONE => {
+                        answered = tokio::time::Instant::now();
+                        continue;
+                    }
+                    Ok(Ok(response)) if !moved(response.error_code) => {
                         tracing::debug!(
                             %group,
                             "heartbeat answered with {}; rejoining",
                             crate::client::error::code_name(response.error_code)
                         );
-                        if moved(response.error_code) {
-                            reconnect.store(true, Ordering::Relaxed);
-                        }
                         if matches!(
                             response.error_code,
                             codes::UNKNOWN_MEMBER_ID | codes::ILLEGAL_GENERATION
@@ -363,13 +380,24 @@ impl Membership {
                         rejoin.store(true, Ordering::Relaxed);
                         return;
                     }
-                    // A lost connection: the next poll finds the
-                    // coordinator again and rejoins.
-                    Err(error) => {
-                        tracing::debug!(%group, "heartbeat failed: {error}; rejoining");
-                        rejoin.store(true, Ordering::Relaxed);
-                        return;
+                    Ok(Ok(response)) => {
+                        crate::client::error::code_name(response.error_code).to_string()
                     }
+                    Ok(Err(error)) => error.to_string(),
+                    Err(_) => format!("no answer within {session:?}"),
+                };
+                // Whatever connection the membership holds is to the old
+                // coordinator: the next join or leave connects afresh.
+                reconnect.store(true, Ordering::Relaxed);
+                if answered.elapsed() >= session {
+                    tracing::debug!(%group, "heartbeat failed ({why}) for a whole session; rejoining");
+                    rejoin.store(true, Ordering::Relaxed);
+                    return;
+                }
+                tracing::debug!(%group, "heartbeat failed ({why}); heartbeating the coordinator found now");
+                match connect_to_coordinator(&cluster, &group, join_timeout).await {
+                    Ok(found) => connection = found,
+                    Err(error) => tracing::debug!(%group, "finding the coordinator: {error}"),
                 }
             }
         }));
@@ -385,6 +413,11 @@ impl Membership {
         }
         if self.member_id.is_empty() || self.config.instance_id.is_some() {
             return Ok(());
+        }
+        // A join given up unfinished may still be held at the coordinator:
+        // leave on a connection of its own.
+        if std::mem::take(&mut self.joining) {
+            self.connection = None;
         }
         let mut attempts = 0;
         loop {
@@ -432,6 +465,25 @@ fn error_at(version: i16, throttled: i16) -> usize {
 
 /// Whether `code` says the coordinator is elsewhere (or not ready): the
 /// member finds it again rather than asking the same broker.
+/// A connection of its own to `group`'s coordinator, its requests waiting
+/// at most `timeout`.
+async fn connect_to_coordinator(
+    cluster: &Arc<Cluster>,
+    group: &str,
+    timeout: Duration,
+) -> Result<Arc<Connection>, ClientError> {
+    let shared = coordinator(cluster, group).await?;
+    let config = cluster.config();
+    let connection = super::authenticate::connect_secured(
+        shared.addr(),
+        &config.client_id,
+        timeout,
+        &config.security,
+    )
+    .await?;
+    Ok(Arc::new(connection))
+}
+
 fn moved(code: i16) -> bool {
     matches!(
         code,

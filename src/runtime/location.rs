@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use super::layout;
-use crate::client::ClientSecurity;
+use crate::client::{ClientConfig, ClientSecurity};
 
 /// Where an app's log and state are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +20,9 @@ pub enum Location {
         state_dir: PathBuf,
         /// How every connection to the broker is secured.
         security: ClientSecurity,
+        /// Whether fetched batches' CRCs are checked (Kafka's
+        /// `check.crcs`; see [`ClientConfig::check_crcs`]).
+        check_crcs: bool,
     },
 }
 
@@ -31,6 +34,34 @@ impl Location {
             data_dir: data_dir.to_path_buf(),
             state_dir: layout::embedded_state_dir(data_dir, app),
         }
+    }
+
+    /// Remote, through `bootstrap`, with plaintext connections and
+    /// fetched batches' CRCs checked; state under `state_dir`.
+    pub fn remote(bootstrap: &str, state_dir: &Path) -> Self {
+        Self::Remote {
+            bootstrap: bootstrap.to_string(),
+            state_dir: state_dir.to_path_buf(),
+            security: ClientSecurity::default(),
+            check_crcs: true,
+        }
+    }
+
+    /// The client settings of a remote location; None when embedded.
+    pub fn client_config(&self) -> Option<ClientConfig> {
+        let Self::Remote {
+            bootstrap,
+            security,
+            check_crcs,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let mut config = ClientConfig::new(bootstrap);
+        config.security = security.clone();
+        config.check_crcs = *check_crcs;
+        Some(config)
     }
 
     pub fn state_dir(&self) -> &Path {

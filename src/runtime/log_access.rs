@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use crate::broker::AppendSignals;
 use crate::client::{self, Admin, ClientError, Cluster, FetchOptions, Fetcher};
 use crate::log::{CleanupPolicy, LogError, LogManager};
+use crate::record::{RecordBatch, RecordError};
 
 use super::error::RuntimeError;
 
@@ -36,12 +37,15 @@ pub(crate) struct Fetched {
     /// may hold (remote; the embedded log's readers see every batch, and
     /// the runtime writes it without transactions).
     pub aborted: Vec<(i64, i64)>,
+    /// Whether a batch's CRC is checked before its records are used (the
+    /// client's `check.crcs`; always for the embedded log).
+    pub check_crcs: bool,
 }
 
-impl From<client::Fetched> for Fetched {
+impl Fetched {
     /// Remote, read_committed: the end is the last stable offset (the high
     /// watermark when the broker did not say).
-    fn from(fetched: client::Fetched) -> Self {
+    fn remote(fetched: client::Fetched, check_crcs: bool) -> Self {
         Self {
             records: fetched.records,
             log_start_offset: fetched.log_start_offset,
@@ -51,7 +55,22 @@ impl From<client::Fetched> for Fetched {
                 fetched.high_watermark
             },
             aborted: fetched.aborted,
+            check_crcs,
         }
+    }
+
+    /// The batch at the front of `bytes` (a part of `records`), its CRC
+    /// checked unless the client was told not to.
+    pub fn batch_at<'a>(&self, bytes: &'a [u8]) -> Result<RecordBatch<'a>, RecordError> {
+        parse_batch(bytes, self.check_crcs)
+    }
+}
+
+/// The batch at the front of `bytes`, its CRC checked when `check_crcs`.
+pub(crate) fn parse_batch(bytes: &[u8], check_crcs: bool) -> Result<RecordBatch<'_>, RecordError> {
+    match check_crcs {
+        true => RecordBatch::parse_and_verify(bytes),
+        false => RecordBatch::parse(bytes),
     }
 }
 
@@ -93,6 +112,11 @@ impl Remote {
         &self.fetcher
     }
 
+    /// Whether fetched batches' CRCs are checked (the client's setting).
+    pub fn check_crcs(&self) -> bool {
+        self.cluster.config().check_crcs
+    }
+
     pub fn new(cluster: Arc<Cluster>) -> Self {
         Self::fetching_through(Arc::clone(&cluster), cluster)
     }
@@ -112,14 +136,11 @@ impl Remote {
 }
 
 impl LogAccess {
-    /// Connects to a cluster through `bootstrap`; also returns the cluster,
-    /// for an admin client beside.
+    /// Connects to a cluster with `config`; also returns the cluster, for
+    /// an admin client beside.
     pub(crate) async fn connect(
-        bootstrap: &str,
-        security: &client::ClientSecurity,
+        config: client::ClientConfig,
     ) -> Result<(Self, Arc<Cluster>), RuntimeError> {
-        let mut config = client::ClientConfig::new(bootstrap);
-        config.security = security.clone();
         let cluster = Cluster::connect(config).await?;
         let access = Self::Remote(Arc::new(Remote::new(Arc::clone(&cluster))));
         Ok((access, cluster))
@@ -287,6 +308,7 @@ impl LogAccess {
                     log_start_offset: read.log_start_offset,
                     end: read.log_end_offset,
                     aborted: Vec::new(),
+                    check_crcs: true,
                 })
             }
             Self::Remote(remote) => {
@@ -294,7 +316,7 @@ impl LogAccess {
                 let fetcher = &remote.fetcher;
                 let fetched =
                     (fetcher.fetch_within(topic, partition, offset, max, max_wait)).await?;
-                Ok(Fetched::from(fetched))
+                Ok(Fetched::remote(fetched, remote.check_crcs()))
             }
         }
     }
@@ -319,13 +341,15 @@ impl LogAccess {
         };
         let max = i32::try_from(max_bytes).unwrap_or(i32::MAX);
         let mut answers = (remote.fetcher.fetch_many_within(wants, max, max_wait)).await;
+        let check_crcs = remote.check_crcs();
         (wants.iter())
             .map(|(topic, partition, _)| {
                 let at = (answers.iter())
                     .position(|(t, p, _)| t == topic && p == partition)
                     .expect("fetch_many answers every partition it is asked for");
                 let (_, _, answer) = answers.swap_remove(at);
-                answer.map(Fetched::from).map_err(RuntimeError::from)
+                (answer.map(|fetched| Fetched::remote(fetched, check_crcs)))
+                    .map_err(RuntimeError::from)
             })
             .collect()
     }

@@ -183,6 +183,16 @@ impl MockCluster {
         self.command(&format!("apiversion {} {min} {max}", api as i16));
     }
 
+    /// Offers group APIs only in the versions the mock parses: it reads a
+    /// flexible JoinGroup's protocol count and SyncGroup's assignment as if
+    /// not flexible, and answers LeaveGroup v3+ without its members
+    /// (librdkafka itself sends JoinGroup v5, SyncGroup v3, LeaveGroup v1).
+    pub fn offer_group_versions_it_parses(&self) {
+        self.set_api_versions(ApiKey::JoinGroup, 0, 5);
+        self.set_api_versions(ApiKey::SyncGroup, 0, 3);
+        self.set_api_versions(ApiKey::LeaveGroup, 0, 2);
+    }
+
     /// How long the first rebalance of a new group waits for more members.
     pub fn set_initial_rebalance_delay(&self, delay: Duration) {
         self.command(&format!("rebalance_delay {}", delay.as_millis()));

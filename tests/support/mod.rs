@@ -29,6 +29,7 @@ pub mod secured_broker;
 pub mod server_process;
 pub mod wait;
 pub mod wire;
+pub mod wordcount;
 
 pub use broker::InProcessBroker;
 pub use log::{

@@ -1,7 +1,37 @@
 //! Running a command as a real process with some input on its stdin.
 
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+/// What a process wrote to stderr so far, a line at a time.
+pub type Log = Arc<Mutex<String>>;
+
+/// Starts `command` with its stdout dropped and its stderr collected, line
+/// by line, into the returned log (read while it runs, shown when a test
+/// fails).
+pub fn spawn_logged(command: &mut Command) -> (Child, Log) {
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{:?} starts: {e}", command.get_program()));
+    let log = Log::default();
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let lines = Arc::clone(&log);
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let mut log = lines.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    (child, log)
+}
 
 /// Runs `command` with `input` on its stdin (then closed), capturing stdout
 /// and stderr. Panics, naming the program, if it cannot start.

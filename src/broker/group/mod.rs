@@ -17,8 +17,9 @@
 //! ```
 //!
 //! Membership lives in memory: after a restart members find their ids
-//! unknown and rejoin, as after a Kafka coordinator failover. Committed
-//! offsets are durable ([`offsets`]).
+//! unknown and rejoin. (Kafka keeps it in `__consumer_offsets`, so its
+//! members outlive a coordinator failover.) Committed offsets are durable
+//! ([`offsets`]).
 //!
 //! Requests that must wait (a JoinGroup until the rebalance completes, a
 //! SyncGroup until the leader's assignment arrives) get a channel that the

@@ -43,6 +43,11 @@ pub struct LocationArgs {
     /// How connections to the broker are secured (remote mode).
     #[command(flatten)]
     pub security: crate::cli::SecurityArgs,
+    /// `false`: use fetched batches without checking their CRCs (Kafka's
+    /// check.crcs, on by default); only for a cluster known to write
+    /// batches without one, such as librdkafka's mock cluster (remote mode).
+    #[arg(long, global = true, env = "STRATA_CHECK_CRCS", value_name = "BOOL")]
+    pub check_crcs: Option<bool>,
     /// Memory every task's state shares (RocksDB's block cache and
     /// memtables, the stores' caches): bytes, or with KiB, MiB or GiB
     /// [default: 512MiB].
@@ -367,6 +372,7 @@ impl LocationArgs {
                     .security
                     .security()
                     .map_err(|e| RuntimeError::Config(format!("security settings: {e}")))?,
+                check_crcs: self.check_crcs.unwrap_or(true),
             }),
             (None, Some(_), None) => Err(RuntimeError::Config(
                 "--bootstrap needs --state-dir: where the tasks' state is kept".into(),

@@ -158,11 +158,11 @@ pub async fn diff(
         }
     }
     let access = match location {
-        Location::Remote {
-            bootstrap,
-            security,
-            ..
-        } => Some(LogAccess::connect(bootstrap, security).await?.0),
+        remote @ Location::Remote { .. } => Some(
+            LogAccess::connect(remote.client_config().expect("a remote location"))
+                .await?
+                .0,
+        ),
         Location::Embedded { .. } => None,
     };
     let (app_a, app_b) = (app.as_version(location, a).0, app.as_version(location, b).0);

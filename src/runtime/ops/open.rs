@@ -190,11 +190,10 @@ pub(crate) async fn open(
                 Some(manager),
             ))
         }
-        Location::Remote {
-            bootstrap,
-            security,
-            ..
-        } => Ok((LogAccess::connect(bootstrap, security).await?.0, None)),
+        remote @ Location::Remote { .. } => {
+            let config = remote.client_config().expect("a remote location");
+            Ok((LogAccess::connect(config).await?.0, None))
+        }
     }
 }
 

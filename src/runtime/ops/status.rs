@@ -26,12 +26,9 @@ use super::dump_state::open_committed;
 /// One row per task and input topic.
 pub async fn status(app: &App, location: &Location) -> Result<Vec<StatusRow>, RuntimeError> {
     let remote = match location {
-        Location::Remote {
-            bootstrap,
-            security,
-            ..
-        } => {
-            let (access, cluster) = LogAccess::connect(bootstrap, security).await?;
+        remote @ Location::Remote { .. } => {
+            let (access, cluster) =
+                LogAccess::connect(remote.client_config().expect("a remote location")).await?;
             Some((access, Admin::new(cluster)))
         }
         Location::Embedded { .. } => None,

@@ -29,8 +29,8 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::client::AbortedFilter;
-use crate::record::{BatchHeader, RecordBatch, RecordCursor, RecordError};
-use crate::runtime::log_access::Fetched;
+use crate::record::{BatchHeader, RecordCursor, RecordError};
+use crate::runtime::log_access::{Fetched, parse_batch};
 
 use super::DECOMPRESSED_BYTES_MAX;
 
@@ -44,6 +44,8 @@ pub(super) struct Input {
     /// Fetched batches not taken up yet, back to back (several inputs
     /// only; a task with one reads its fetches in place).
     fetched: Bytes,
+    /// Whether `fetched`'s CRCs are checked (see [`Fetched::check_crcs`]).
+    check_crcs: bool,
     /// Whether a batch was taken up from `fetched` (a fetch may end inside
     /// a batch: a partial batch after a whole one is cut, not an error).
     took_from_fetch: bool,
@@ -99,6 +101,7 @@ impl Input {
             log_topic,
             next,
             fetched: Bytes::new(),
+            check_crcs: true,
             took_from_fetch: false,
             aborted: None,
             open: None,
@@ -119,6 +122,7 @@ impl Input {
         debug_assert!(self.is_empty(), "a fetch is kept only by an empty input");
         self.aborted = (!fetched.aborted.is_empty()).then(|| AbortedFilter::new(fetched.aborted));
         self.fetched = fetched.records;
+        self.check_crcs = fetched.check_crcs;
         self.took_from_fetch = false;
         self.end = Some(fetched.end);
         if !self.fetched.is_empty() {
@@ -220,7 +224,7 @@ impl Input {
     /// Takes up the next fetched batch; false when none is left.
     fn take_up(&mut self, limit: i64, bytes: &mut u64) -> Result<bool, Unreadable> {
         while !self.fetched.is_empty() {
-            let batch = match RecordBatch::parse_and_verify(&self.fetched) {
+            let batch = match parse_batch(&self.fetched, self.check_crcs) {
                 Ok(batch) => batch,
                 // A fetch may end inside a batch; the next fetch starts there.
                 Err(_) if self.took_from_fetch => {
@@ -316,6 +320,7 @@ mod tests {
             log_start_offset: 0,
             end,
             aborted: Vec::new(),
+            check_crcs: true,
         }
     }
 

@@ -64,7 +64,7 @@ impl Task {
             .then(|| crate::client::AbortedFilter::new(fetched.aborted.clone()));
         while !rest.is_empty() {
             // A fetch may end inside a batch; the next fetch starts there.
-            let batch = match RecordBatch::parse_and_verify(rest) {
+            let batch = match fetched.batch_at(rest) {
                 Ok(batch) => batch,
                 Err(_) if any => break,
                 Err(error) => {

@@ -19,7 +19,6 @@
 use std::time::{Duration, Instant};
 
 use crate::client::AbortedFilter;
-use crate::record::RecordBatch;
 use crate::runtime::board::{TaskBoard, TaskView};
 use crate::runtime::error::RuntimeError;
 use crate::runtime::log_access::LogAccess;
@@ -193,16 +192,16 @@ impl<'a> ChangelogReader<'a> {
         next: i64,
     ) -> Result<ChangelogRead, RuntimeError> {
         let asked_ms = crate::time::now_ms();
-        let fetched = (self.log)
+        let mut fetched = (self.log)
             .fetch(changelog, self.partition, next, self.fetch_bytes)
             .await?;
         let failed = |reason: String| self.failed(store, changelog, reason);
-        let mut filter = AbortedFilter::new(fetched.aborted);
+        let mut filter = AbortedFilter::new(std::mem::take(&mut fetched.aborted));
         let mut rest: &[u8] = &fetched.records;
         let (before, mut next, mut records) = (next, next, 0u64);
         let mut max_timestamp = i64::MIN;
         while !rest.is_empty() {
-            let batch = match RecordBatch::parse_and_verify(rest) {
+            let batch = match fetched.batch_at(rest) {
                 Ok(batch) => batch,
                 // A fetch may end inside a batch; the next starts there.
                 Err(_) if next > before => break,
