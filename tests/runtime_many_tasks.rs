@@ -1,6 +1,8 @@
 //! One instance of a remote app given hundreds of tasks: every one starts
-//! (none waits for a thread of its own), and the instance's memory stays
-//! within its state memory budget plus the overhead README documents.
+//! (none waits for a thread of its own), the instance's memory stays
+//! within its state memory budget plus the overhead README documents, and
+//! its connections do not grow with its tasks (they fetch through one pool
+//! per task thread).
 
 mod support;
 
@@ -28,6 +30,20 @@ fn status(location: &[&str]) -> String {
         .output()
         .unwrap();
     String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The most sockets the instance may hold, whatever its task count: per
+/// task thread a fetch connection to each broker (one here), and the
+/// shared cluster's connections (metadata, produce, group, transactions).
+const SOCKETS_MAX: usize = 16;
+
+/// How many sockets process `pid` holds.
+fn sockets(pid: u32) -> usize {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).expect("the process runs");
+    (fds.filter_map(Result::ok))
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter(|target| target.to_string_lossy().starts_with("socket:"))
+        .count()
 }
 
 fn threads(pid: u32) -> usize {
@@ -88,14 +104,19 @@ fn one_instance_runs_six_hundred_tasks_within_its_state_memory() {
     );
     let (resident, peak) = support::server_process::memory_bytes_of(pid);
     let threads = threads(pid);
+    let sockets = sockets(pid);
     let _ = app.kill();
     let _ = app.wait();
     let bound = STATE_MEMORY + OVERHEAD_BASE + OVERHEAD_PER_TASK * u64::from(PARTITIONS);
     eprintln!(
-        "{PARTITIONS} tasks running: resident {} MiB (peak {} MiB), {threads} threads; bound {} MiB",
+        "{PARTITIONS} tasks running: resident {} MiB (peak {} MiB), {threads} threads, {sockets} sockets; bound {} MiB",
         resident >> 20,
         peak >> 20,
         bound >> 20
     );
     assert!(peak <= bound, "peak resident {peak} past {bound}");
+    assert!(
+        sockets <= SOCKETS_MAX,
+        "{sockets} sockets for {PARTITIONS} tasks on 2 task threads"
+    );
 }

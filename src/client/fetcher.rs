@@ -130,6 +130,7 @@ fn whole_batches(records: Bytes) -> Bytes {
 /// (topic, partition, offset).
 type PartitionAt = (String, i32, i64);
 
+#[derive(Clone)]
 pub struct Fetcher {
     cluster: Arc<Cluster>,
     options: FetchOptions,
@@ -138,6 +139,16 @@ pub struct Fetcher {
 impl Fetcher {
     pub fn new(cluster: Arc<Cluster>, options: FetchOptions) -> Self {
         Self { cluster, options }
+    }
+
+    /// The cluster it fetches from.
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    /// The options every fetch takes (a call may wait less).
+    pub fn options(&self) -> &FetchOptions {
+        &self.options
     }
 
     /// Fetches from `offset`, at most about `max_bytes` (at least one whole

@@ -349,6 +349,7 @@ impl Membership {
         // unanswered for a session is a coordinator gone.
         let session = self.config.session_timeout;
         let cluster = Arc::clone(&self.cluster);
+        let request_timeout = self.cluster.config().request_timeout;
         let join_timeout = self.join_timeout();
         let group = self.config.group.clone();
         let reconnect = Arc::clone(&self.reconnect);
@@ -358,8 +359,11 @@ impl Membership {
             let mut answered = tokio::time::Instant::now();
             loop {
                 tokio::time::sleep(interval).await;
+                // An answer is waited for no longer than a request may take
+                // nor than the session has left, as Kafka's clients do.
+                let left = session.saturating_sub(answered.elapsed());
                 let sent = connection.send(&request, HEARTBEAT_VERSION_MAX);
-                let answer = tokio::time::timeout(session, sent).await;
+                let answer = tokio::time::timeout(left.min(request_timeout), sent).await;
                 let why = match answer {
                     Ok(Ok(response)) if response.error_code == codes::NONE => {
                         answered = tokio::time::Instant::now();
@@ -384,7 +388,7 @@ impl Membership {
                         crate::client::error::code_name(response.error_code).to_string()
                     }
                     Ok(Err(error)) => error.to_string(),
-                    Err(_) => format!("no answer within {session:?}"),
+                    Err(_) => "no answer in time".to_string(),
                 };
                 // Whatever connection the membership holds is to the old
                 // coordinator: the next join or leave connects afresh.
@@ -463,8 +467,6 @@ fn error_at(version: i16, throttled: i16) -> usize {
     if version >= throttled { 4 } else { 0 }
 }
 
-/// Whether `code` says the coordinator is elsewhere (or not ready): the
-/// member finds it again rather than asking the same broker.
 /// A connection of its own to `group`'s coordinator, its requests waiting
 /// at most `timeout`.
 async fn connect_to_coordinator(
@@ -484,6 +486,8 @@ async fn connect_to_coordinator(
     Ok(Arc::new(connection))
 }
 
+/// Whether `code` says the coordinator is elsewhere (or not ready): the
+/// member finds it again rather than asking the same broker.
 fn moved(code: i16) -> bool {
     matches!(
         code,

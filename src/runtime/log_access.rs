@@ -25,6 +25,7 @@ use crate::log::{CleanupPolicy, LogError, LogManager};
 use crate::record::{RecordBatch, RecordError};
 
 use super::error::RuntimeError;
+use super::fetch_pool::{self, FetchPool};
 
 /// Whole batches read from one partition.
 pub(crate) struct Fetched {
@@ -40,12 +41,16 @@ pub(crate) struct Fetched {
     /// Whether a batch's CRC is checked before its records are used (the
     /// client's `check.crcs`; always for the embedded log).
     pub check_crcs: bool,
+    /// When (ms since the epoch) the read was asked of the log: `end` was
+    /// true then. For an answer fetched ahead (remote, a task's
+    /// [`FetchPool`]), before the caller asked.
+    pub sent_ms: i64,
 }
 
 impl Fetched {
     /// Remote, read_committed: the end is the last stable offset (the high
     /// watermark when the broker did not say).
-    fn remote(fetched: client::Fetched, check_crcs: bool) -> Self {
+    fn remote(fetched: client::Fetched, check_crcs: bool, sent_ms: i64) -> Self {
         Self {
             records: fetched.records,
             log_start_offset: fetched.log_start_offset,
@@ -56,6 +61,7 @@ impl Fetched {
             },
             aborted: fetched.aborted,
             check_crcs,
+            sent_ms,
         }
     }
 
@@ -90,12 +96,18 @@ pub(crate) enum LogAccess {
 /// A broker answers the requests of one connection one at a time, in
 /// order (as Kafka's do), and holds an idle fetch up to its `max_wait`:
 /// a transaction's requests queued behind a task's waiting fetch would
-/// wait with it. So each task fetches on connections of its own
-/// ([`LogAccess::with_own_fetches`]), and commits, transactions and admin
-/// calls go through the shared `cluster`.
+/// wait with it. So a task's fetches go through its thread's
+/// [`FetchPool`] ([`LogAccess::with_thread_fetches`]), on connections of
+/// the pool's own, and commits, transactions and admin calls through the
+/// shared `cluster`.
 pub(crate) struct Remote {
     pub cluster: Arc<Cluster>,
+    /// Fetches on the shared cluster: for reads that do not wait
+    /// (`max_wait` zero: answered at once, they hold its connection no
+    /// longer than any request), and accesses that are not a task's.
     fetcher: Fetcher,
+    /// A task's: its thread's pool.
+    pool: Option<FetchPool>,
     pub admin: Admin,
 }
 
@@ -106,8 +118,8 @@ pub(crate) const FETCH_WAIT_MAX: Duration = Duration::from_millis(200);
 const DELETE_RETENTION_DEFAULT_MS: i64 = 86_400_000;
 
 impl Remote {
-    /// The fetcher of this access (the task's own connections, for a
-    /// task's).
+    /// A fetcher on the shared cluster, for reads that do not wait on the
+    /// broker (a task's waiting fetches go through its pool).
     pub fn fetcher(&self) -> &Fetcher {
         &self.fetcher
     }
@@ -118,22 +130,46 @@ impl Remote {
     }
 
     pub fn new(cluster: Arc<Cluster>) -> Self {
-        Self::fetching_through(Arc::clone(&cluster), cluster)
-    }
-
-    fn fetching_through(cluster: Arc<Cluster>, fetches: Arc<Cluster>) -> Self {
-        let options = FetchOptions {
-            min_bytes: 1,
-            max_wait: FETCH_WAIT_MAX,
-            read_committed: true,
-        };
         Self {
-            fetcher: Fetcher::new(fetches, options),
+            fetcher: Fetcher::new(Arc::clone(&cluster), FETCH_OPTIONS),
+            pool: None,
             admin: Admin::new(Arc::clone(&cluster)),
             cluster,
         }
     }
+
+    /// `remote`'s fetch of `topic`/`partition`, and when it was sent:
+    /// through the pool when it has one and the read may wait.
+    async fn fetch_within(
+        &self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        max_bytes: i32,
+        max_wait: Duration,
+    ) -> fetch_pool::Answer {
+        match &self.pool {
+            Some(pool) if !max_wait.is_zero() => {
+                (pool.fetch(topic, partition, offset, max_bytes, max_wait)).await
+            }
+            _ => {
+                let sent_ms = crate::time::now_ms();
+                let fetcher = &self.fetcher;
+                let fetched =
+                    (fetcher.fetch_within(topic, partition, offset, max_bytes, max_wait)).await?;
+                Ok((fetched, sent_ms))
+            }
+        }
+    }
 }
+
+/// Every remote fetch's options: answered at the first byte (or after
+/// its wait), read_committed.
+const FETCH_OPTIONS: FetchOptions = FetchOptions {
+    min_bytes: 1,
+    max_wait: FETCH_WAIT_MAX,
+    read_committed: true,
+};
 
 impl LogAccess {
     /// Connects to a cluster with `config`; also returns the cluster, for
@@ -146,17 +182,20 @@ impl LogAccess {
         Ok((access, cluster))
     }
 
-    /// The same access with fetches on connections of their own (remote;
-    /// see [`Remote`]), for one task.
-    pub(crate) async fn with_own_fetches(&self) -> Result<Self, RuntimeError> {
+    /// The same access with fetches through this task thread's
+    /// [`FetchPool`] (remote; see [`Remote`]), for one task. Only on a task
+    /// thread.
+    pub(crate) async fn with_thread_fetches(&self) -> Result<Self, RuntimeError> {
         match self {
             Self::Embedded(..) => Ok(self.clone()),
             Self::Remote(remote) => {
-                let fetches = Cluster::connect(remote.cluster.config().clone()).await?;
-                let shared = Arc::clone(&remote.cluster);
-                Ok(Self::Remote(Arc::new(Remote::fetching_through(
-                    shared, fetches,
-                ))))
+                let pool = FetchPool::of_this_thread(&remote.cluster, FETCH_OPTIONS).await?;
+                Ok(Self::Remote(Arc::new(Remote {
+                    cluster: Arc::clone(&remote.cluster),
+                    fetcher: remote.fetcher.clone(),
+                    pool: Some(pool),
+                    admin: Admin::new(Arc::clone(&remote.cluster)),
+                })))
             }
         }
     }
@@ -309,14 +348,14 @@ impl LogAccess {
                     end: read.log_end_offset,
                     aborted: Vec::new(),
                     check_crcs: true,
+                    sent_ms: crate::time::now_ms(),
                 })
             }
             Self::Remote(remote) => {
                 let max = i32::try_from(max_bytes).unwrap_or(i32::MAX);
-                let fetcher = &remote.fetcher;
-                let fetched =
-                    (fetcher.fetch_within(topic, partition, offset, max, max_wait)).await?;
-                Ok(Fetched::remote(fetched, remote.check_crcs()))
+                let (fetched, sent_ms) =
+                    (remote.fetch_within(topic, partition, offset, max, max_wait)).await?;
+                Ok(Fetched::remote(fetched, remote.check_crcs(), sent_ms))
             }
         }
     }
@@ -340,15 +379,27 @@ impl LogAccess {
             return answers;
         };
         let max = i32::try_from(max_bytes).unwrap_or(i32::MAX);
-        let mut answers = (remote.fetcher.fetch_many_within(wants, max, max_wait)).await;
         let check_crcs = remote.check_crcs();
+        if let Some(pool) = &remote.pool
+            && !max_wait.is_zero()
+        {
+            let answers = pool.fetch_many(wants, max, max_wait).await;
+            return (answers.into_iter())
+                .map(|answer| {
+                    (answer.map(|(fetched, sent_ms)| Fetched::remote(fetched, check_crcs, sent_ms)))
+                        .map_err(RuntimeError::from)
+                })
+                .collect();
+        }
+        let sent_ms = crate::time::now_ms();
+        let mut answers = (remote.fetcher.fetch_many_within(wants, max, max_wait)).await;
         (wants.iter())
             .map(|(topic, partition, _)| {
                 let at = (answers.iter())
                     .position(|(t, p, _)| t == topic && p == partition)
                     .expect("fetch_many answers every partition it is asked for");
                 let (_, _, answer) = answers.swap_remove(at);
-                (answer.map(|fetched| Fetched::remote(fetched, check_crcs)))
+                (answer.map(|fetched| Fetched::remote(fetched, check_crcs, sent_ms)))
                     .map_err(RuntimeError::from)
             })
             .collect()

@@ -72,6 +72,7 @@ pub mod cli;
 pub mod context;
 mod erased;
 mod error;
+mod fetch_pool;
 mod group;
 pub mod handles;
 pub mod index_key;

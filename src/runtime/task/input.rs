@@ -321,6 +321,7 @@ mod tests {
             end,
             aborted: Vec::new(),
             check_crcs: true,
+            sent_ms: 0,
         }
     }
 

@@ -246,7 +246,7 @@ const HANDOVER_CHECK_EVERY: Duration = Duration::from_millis(100);
 pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
     let name = setup.name();
     let entry = setup.board.enter(name.clone(), TaskView::Running);
-    setup.log = setup.log.with_own_fetches().await?;
+    setup.log = setup.log.with_thread_fetches().await?;
     std::fs::create_dir_all(&setup.dir).map_err(|error| RuntimeError::Io {
         context: format!("creating {}", setup.dir.display()),
         error,

@@ -233,11 +233,12 @@ impl<'a> ChangelogReader<'a> {
             next = next.max(header.next_offset());
         }
         // What lies past the end this fetch saw was written after it was
-        // asked; what lies past a record read, after that record.
+        // sent (an answer fetched ahead was sent before it was asked for);
+        // what lies past a record read, after that record.
         // A record stamped ahead of this clock (another instance's, run
         // fast) says no more than that it is older than now.
         let unread_after_ms = match next >= fetched.end {
-            true => asked_ms,
+            true => asked_ms.min(fetched.sent_ms),
             false => max_timestamp.min(crate::time::now_ms()),
         };
         if next > before || next >= fetched.end {

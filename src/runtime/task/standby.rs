@@ -41,7 +41,7 @@ impl StandbySetup {
 
 /// Keeps the copy until told to stop.
 pub(crate) async fn run(setup: StandbySetup) -> Result<(), RuntimeError> {
-    let log = setup.log.with_own_fetches().await?;
+    let log = setup.log.with_thread_fetches().await?;
     let stores: Vec<String> = setup.spec.stores.iter().map(|s| s.name.clone()).collect();
     let names: Vec<&str> = stores.iter().map(String::as_str).collect();
     std::fs::create_dir_all(&setup.dir).map_err(RuntimeError::io(format!(
