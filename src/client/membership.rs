@@ -360,10 +360,9 @@ impl Membership {
             loop {
                 tokio::time::sleep(interval).await;
                 // An answer is waited for no longer than a request may take
-                // nor than the session has left, as Kafka's clients do.
-                let left = session.saturating_sub(answered.elapsed());
+                // (nor than a session).
                 let sent = connection.send(&request, HEARTBEAT_VERSION_MAX);
-                let answer = tokio::time::timeout(left.min(request_timeout), sent).await;
+                let answer = tokio::time::timeout(request_timeout.min(session), sent).await;
                 let why = match answer {
                     Ok(Ok(response)) if response.error_code == codes::NONE => {
                         answered = tokio::time::Instant::now();
@@ -394,7 +393,10 @@ impl Membership {
                 // coordinator: the next join or leave connects afresh.
                 reconnect.store(true, Ordering::Relaxed);
                 if answered.elapsed() >= session {
+                    // The coordinator has expired the member by now:
+                    // whatever it was assigned is someone else's.
                     tracing::debug!(%group, "heartbeat failed ({why}) for a whole session; rejoining");
+                    lost.store(true, Ordering::Relaxed);
                     rejoin.store(true, Ordering::Relaxed);
                     return;
                 }
