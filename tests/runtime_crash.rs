@@ -272,6 +272,10 @@ enum Landed {
     AfterTheWork,
 }
 
+/// Runs on one chunk killed before any commit are tried again, up to this
+/// many runs per chunk.
+const RUNS_PER_CHUNK: usize = 4;
+
 /// Tallies where the kills of one test landed.
 #[derive(Default)]
 struct Kills {
@@ -280,21 +284,40 @@ struct Kills {
 }
 
 impl Kills {
-    fn count(&mut self, landed: Landed) {
-        match landed {
-            Landed::MidProcessing => self.mid_processing += 1,
-            Landed::BeforeAnyCommit => self.before_any_commit += 1,
-            Landed::AfterTheWork => {}
+    /// Runs `killed_run` (start the app on the chunk just appended, kill it
+    /// after `clock`'s delay, say where the kill landed) until a kill lands
+    /// after the run's first commit, at most `RUNS_PER_CHUNK` times. A kill
+    /// while the app is still starting leaves the chunk as it was and tests
+    /// little, and on a loaded machine starting can take longer than the
+    /// window the clock has learned so far.
+    fn kill_until_it_commits(
+        &mut self,
+        clock: &mut KillClock,
+        mut killed_run: impl FnMut(&KillClock) -> Landed,
+    ) {
+        for _ in 0..RUNS_PER_CHUNK {
+            let landed = killed_run(clock);
+            clock.killed(landed);
+            match landed {
+                Landed::MidProcessing => self.mid_processing += 1,
+                Landed::BeforeAnyCommit => self.before_any_commit += 1,
+                Landed::AfterTheWork => {}
+            }
+            if landed != Landed::BeforeAnyCommit {
+                return;
+            }
         }
     }
 
     fn assert_enough_mid_processing(&self, seed: u64) {
-        let (mid, kills) = (self.mid_processing, kills());
+        let (mid, chunks) = (self.mid_processing, kills());
         let early = self.before_any_commit;
-        eprintln!("{mid} of {kills} kills interrupted processing ({early} came before any commit)");
+        eprintln!(
+            "kills interrupted processing in {mid} of {chunks} chunks ({early} kills came before any commit)"
+        );
         assert!(
-            mid * 3 >= kills,
-            "seed {seed}: only {mid} of {kills} kills interrupted processing ({early} came before any commit); the input is too small for this machine"
+            mid * 3 >= chunks,
+            "seed {seed}: kills interrupted processing in only {mid} of {chunks} chunks ({early} came before any commit); the input is too small for this machine"
         );
     }
 }
@@ -475,13 +498,13 @@ fn embedded_killed_at_random_moments(app: &Path) {
     let (mut tally, mut clock) = (Kills::default(), KillClock::new());
     for chunk in input() {
         append_embedded(&data, std::slice::from_ref(chunk));
-        let before = positions(&location);
-        let mut child = spawn_run(app, &location);
-        std::thread::sleep(clock.delay(&mut rng));
-        kill(&mut child);
-        let landed = landed(&location, &before);
-        clock.killed(landed);
-        tally.count(landed);
+        tally.kill_until_it_commits(&mut clock, |clock| {
+            let before = positions(&location);
+            let mut child = spawn_run(app, &location);
+            std::thread::sleep(clock.delay(&mut rng));
+            kill(&mut child);
+            landed(&location, &before)
+        });
     }
     tally.assert_enough_mid_processing(seed);
     app_cmd(app, &location, &["run", "--until-end"]);
@@ -511,27 +534,27 @@ fn remote_app_and_broker_killed_at_random_moments_end_as_a_crash_free_run() {
     let (mut tally, mut clock) = (Kills::default(), KillClock::new());
     for chunk in input() {
         append_remote(&addr, chunk);
-        let before = positions(&location);
-        let mut app = spawn_run(&wordcount(), &location);
-        std::thread::sleep(clock.delay(&mut rng));
-        match rng.below(3) {
-            // The app alone.
-            0 => kill(&mut app),
-            // The broker under the running app, then the app.
-            1 => {
-                broker.kill_and_restart(strata, &data);
-                std::thread::sleep(Duration::from_millis(rng.below(400)));
-                kill(&mut app);
+        tally.kill_until_it_commits(&mut clock, |clock| {
+            let before = positions(&location);
+            let mut app = spawn_run(&wordcount(), &location);
+            std::thread::sleep(clock.delay(&mut rng));
+            match rng.below(3) {
+                // The app alone.
+                0 => kill(&mut app),
+                // The broker under the running app, then the app.
+                1 => {
+                    broker.kill_and_restart(strata, &data);
+                    std::thread::sleep(Duration::from_millis(rng.below(400)));
+                    kill(&mut app);
+                }
+                // Both at once.
+                _ => {
+                    kill(&mut app);
+                    broker.kill_and_restart(strata, &data);
+                }
             }
-            // Both at once.
-            _ => {
-                kill(&mut app);
-                broker.kill_and_restart(strata, &data);
-            }
-        }
-        let landed = landed(&location, &before);
-        clock.killed(landed);
-        tally.count(landed);
+            landed(&location, &before)
+        });
     }
     tally.assert_enough_mid_processing(seed);
     wordcount_cmd(&location, &["run", "--until-end"]);
