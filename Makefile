@@ -29,18 +29,17 @@ build: deps
 # it resume.
 #
 # Built optimized, so the records/s it prints is the runtime's real speed:
-# the strata crate (and the example) as in a release build, inside the dev
-# profile. Only strata is compiled again for it; its dependencies, RocksDB
-# first of all (already at opt-level 3 in the dev profile), are the ones
-# `make test` uses. A release build or a profile of its own would build
-# RocksDB a second time, in a target directory of its own. `make soak`
-# builds its million-line processor-crash run the same way.
-OPTIMIZED = profile.dev.package.strata.opt-level=3 \
-	profile.dev.package.strata.debug-assertions=false \
-	profile.dev.package.strata.overflow-checks=false \
-	profile.dev.package.strata-operators.opt-level=3 \
-	profile.dev.package.strata-operators.debug-assertions=false \
-	profile.dev.package.strata-operators.overflow-checks=false
+# the workspace's own crates (and the example) as in a release build,
+# inside the dev profile. Only they are compiled again for it; their
+# dependencies, RocksDB first of all (already at opt-level 3 in the dev
+# profile), are the ones `make test` uses. A release build or a profile of
+# its own would build RocksDB a second time, in a target directory of its
+# own. `make soak` builds its million-line processor-crash run the same way.
+WORKSPACE_CRATES = strata strata-record strata-log strata-protocol strata-client \
+	strata-broker strata-runtime strata-operators
+OPTIMIZED = $(foreach c,$(WORKSPACE_CRATES),profile.dev.package.$(c).opt-level=3 \
+	profile.dev.package.$(c).debug-assertions=false \
+	profile.dev.package.$(c).overflow-checks=false)
 DEMO_BUILD = $(addprefix --config ,$(OPTIMIZED))
 
 demo: deps
@@ -63,15 +62,15 @@ FLOOD_CONNECTIONS ?= 6000
 OVERLOAD_PRODUCES ?= 5000
 DETERMINISM_CASES ?= 200
 soak: deps
-	STRATA_SOAK_FLOOD_CONNECTIONS=$(FLOOD_CONNECTIONS) $(CARGO) test --test broker_connection_flood -- --nocapture
-	STRATA_SOAK_OVERLOAD_PRODUCES=$(OVERLOAD_PRODUCES) $(CARGO) test --test broker_overload_readers -- --nocapture
-	STRATA_SOAK_KILL_CYCLES=$(KILL_CYCLES) $(CARGO) test --test broker_kill9_queue -- --nocapture
-	STRATA_SOAK_TXN_KILLS=$(TXN_KILLS) $(CARGO) test --test transactions_kill9 -- --nocapture
-	STRATA_SOAK_POWER_SEEDS=$(POWER_SEEDS) $(CARGO) test --test power_loss -- --nocapture
+	STRATA_SOAK_FLOOD_CONNECTIONS=$(FLOOD_CONNECTIONS) $(CARGO) test --test broker connection_flood:: -- --nocapture
+	STRATA_SOAK_OVERLOAD_PRODUCES=$(OVERLOAD_PRODUCES) $(CARGO) test --test broker overload_readers:: -- --nocapture
+	STRATA_SOAK_KILL_CYCLES=$(KILL_CYCLES) $(CARGO) test --test broker kill9_queue:: -- --nocapture
+	STRATA_SOAK_TXN_KILLS=$(TXN_KILLS) $(CARGO) test --test broker transactions_kill9:: -- --nocapture
+	STRATA_SOAK_POWER_SEEDS=$(POWER_SEEDS) $(CARGO) test --test log power_loss:: -- --nocapture
 	STRATA_SOAK_CRASH_KILLS=$(CRASH_KILLS) STRATA_SOAK_CRASH_LINES=$(CRASH_LINES) \
 		STRATA_EXAMPLE_CONFIG='$(OPTIMIZED)' \
-		$(CARGO) test $(DEMO_BUILD) --test runtime_crash killed_at_random_moments -- --nocapture --test-threads 1
-	STRATA_SOAK_DETERMINISM_CASES=$(DETERMINISM_CASES) $(CARGO) test --test runtime_determinism -- --nocapture
+		$(CARGO) test $(DEMO_BUILD) --test runtime killed_at_random_moments -- --nocapture --test-threads 1
+	STRATA_SOAK_DETERMINISM_CASES=$(DETERMINISM_CASES) $(CARGO) test --test runtime determinism:: -- --nocapture
 
 # Formatting and lints, as CI checks them.
 lint: deps
@@ -139,7 +138,7 @@ bench-scale: deps
 # own, as it compiles with different flags. What the fuzzers find goes to
 # FUZZ_CORPUS_DIR, outside the clone; a crash stops the run and its input
 # is in fuzz/artifacts/<target>. Not part of `make test`, which replays the
-# checked-in corpus (tests/fuzz_corpus.rs).
+# checked-in corpus (tests/hostile/fuzz_corpus.rs).
 FUZZ_SECONDS ?= 30
 FUZZ_TARGET_DIR ?= $(STRATA_CACHE_DIR)/fuzz-target
 FUZZ_CORPUS_DIR ?= $(STRATA_CACHE_DIR)/fuzz-corpus

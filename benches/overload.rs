@@ -11,7 +11,7 @@
 //! target of the hardening issue: loaded within 2× of unloaded. The
 //! broker's peak resident memory is printed beside it. Missing the target
 //! does not fail the run: this is a measurement (the pass/fail half is
-//! tests/broker_overload_readers.rs).
+//! tests/broker/overload_readers.rs).
 //!
 //! Run it with `make bench-overload`. Settings (environment):
 //! `STRATA_BENCH_OVERLOAD_PRODUCES` (round trips per phase, 2000),

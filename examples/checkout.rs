@@ -18,7 +18,7 @@
 //! (partition i of each meets in one task), and the outputs keep the
 //! customer as their key, so each output partition has one writer. Run it
 //! over a backlog, again as a replay, or rebuild its stores: the answers
-//! are the same, byte for byte (`tests/runtime_determinism.rs`).
+//! are the same, byte for byte (`tests/runtime/determinism.rs`).
 //!
 //! ```text
 //! cargo run --example checkout -- --data-dir ./strata-data run --until-end

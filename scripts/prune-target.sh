@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Keeps a persistent build directory from filling the disk.
 #
-# Every change to the strata crate leaves a new copy of each test binary
+# Every change to a crate of the workspace leaves a new copy of each test binary
 # and example (a few hundred MB each, some twenty GB for a full `make
 # test`) beside the old ones, and cargo never removes them; nor the
 # incremental-compilation state of builds long gone. For the workspace's
@@ -25,7 +25,7 @@ before=$(du -sm "$target" | cut -f1)
 prune_copies() {
     find "$1" -maxdepth 1 -type f -regextype posix-extended \
         \( \( -regex '.*/[^/.]+-[0-9a-f]{16}' -perm -u+x \) \
-        -o -regex '.*/libstrata(_operators)?-[0-9a-f]{16}\.(rlib|rmeta)' \) \
+        -o -regex '.*/libstrata(_[a-z]+)?-[0-9a-f]{16}\.(rlib|rmeta)' \) \
         -printf '%T@ %p\n' |
         sort -rn |
         sed -E 's|^([^ ]+) ((.*/)?([^/]+)-[0-9a-f]{16}(\.[a-z]+)?)$|\1 \4\5 \2|' |

@@ -1,18 +1,27 @@
 //! strata: a stream-processing runtime on a durable, Kafka-compatible log.
 //!
-//! - [`record`]: Kafka v2 record batches (pure, no I/O).
-//! - [`log`]: the segment log on disk (synchronous, no network).
-//! - [`broker`]: the Kafka wire protocol over the log (tokio).
-//! - [`client`]: a Kafka-protocol client (producer, fetcher, consumer,
-//!   admin) for strata and Kafka clusters; [`cli`]: the commands on it.
-//! - [`sasl`]: the SASL mechanisms (PLAIN, SCRAM-SHA-256/512), both sides,
-//!   shared by the broker and the client (pure, no I/O).
-//! - [`codec`]: serde codecs for processors' keys and values.
-//! - [`runtime`]: the processor runtime: `Processor`s, `App` pipelines,
-//!   exactly-once RocksDB state and derived streams, on the embedded log or
-//!   any Kafka-protocol cluster; rebuilds, replays into versions, diffs,
-//!   promotion, checkpoints.
-//! - [`time`]: the wall clock and RFC 3339 date-times, shared by every layer.
+//! This crate is the `strata` command and the face of the workspace: each
+//! layer is a crate of its own, re-exported here under its old name, each
+//! depending only on those below it.
+//!
+//! - [`record`] (`strata-record`): Kafka v2 record batches (pure, no I/O);
+//!   with it [`codec`], serde codecs for processors' keys and values, and
+//!   [`time`], the wall clock and RFC 3339 date-times.
+//! - [`log`] (`strata-log`): the segment log on disk (synchronous, no
+//!   network).
+//! - [`sasl`], [`security`] (`strata-protocol`): what broker and client
+//!   share: the SASL mechanisms, security protocols and TLS files, the ACL
+//!   model.
+//! - [`broker`] (`strata-broker`): the Kafka wire protocol over the log
+//!   (tokio).
+//! - [`client`] (`strata-client`): a Kafka-protocol client (producer,
+//!   fetcher, consumer, admin) for strata and Kafka clusters; [`cli`]: the
+//!   commands on it.
+//! - [`runtime`] (`strata-runtime`): the processor runtime: `Processor`s,
+//!   `App` pipelines, exactly-once RocksDB state and derived streams, on the
+//!   embedded log or any Kafka-protocol cluster; rebuilds, replays into
+//!   versions, diffs, promotion, checkpoints. It builds without the broker;
+//!   through this crate it can also serve its embedded log (`--serve`).
 //!
 //! ```
 //! use strata::log::{LogConfig, LogManager};
@@ -41,14 +50,12 @@
 //! # }
 //! ```
 
-pub mod broker;
 pub mod cli;
-pub mod client;
-pub mod codec;
-pub mod hex;
-pub mod log;
-pub mod record;
-pub mod runtime;
-pub mod sasl;
-pub mod security;
-pub mod time;
+
+pub use strata_broker as broker;
+pub use strata_client as client;
+pub use strata_log as log;
+pub use strata_protocol::{sasl, security};
+pub use strata_record as record;
+pub use strata_record::{codec, hex, time};
+pub use strata_runtime as runtime;

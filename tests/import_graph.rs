@@ -1,6 +1,9 @@
-//! `src/` has no import cycles between files.
+//! No crate of the workspace has import cycles between its files.
 //!
-//! The check reads every file under `src/`, finds the paths it names —
+//! Between crates the compiler keeps the layers (a crate can only use the
+//! crates it depends on, and Cargo refuses a cycle of crates); inside one
+//! crate it allows any file to use any other. So each crate's `src/` is
+//! checked here: the check reads every file under it, finds the paths it names —
 //! `use crate::…`, `use super::…`, `use self::…`, paths written inline
 //! (`super::server::ACCEPT_RETRY_DELAY`, `crate::time::now_ms()`), and
 //! paths through a child module a file declares (`mod read;` then
@@ -329,7 +332,8 @@ fn read_file(source: &str, module: &Module, is_main: bool) -> (File, Vec<Module>
                 i += 3;
                 continue;
             }
-            "use" => {
+            // Not `impl Trait + use<'a>`, precise capturing.
+            "use" if tokens.get(i + 1).is_none_or(|t| t != "<") => {
                 let public = i > 0 && (tokens[i - 1] == "pub" || tokens[i - 1] == ")");
                 let (paths, next) = use_tree(&tokens, i + 1, &[]);
                 for path in paths {
@@ -346,7 +350,7 @@ fn read_file(source: &str, module: &Module, is_main: bool) -> (File, Vec<Module>
                         file.uses.push((current.clone(), path));
                     }
                 }
-                i = next;
+                i = next.max(i + 1);
                 continue;
             }
             _ if DEFINING_KEYWORDS.contains(&token) => {
@@ -556,8 +560,9 @@ fn cycles(edges: &BTreeMap<String, BTreeMap<String, BTreeSet<String>>>) -> Vec<V
     state.found
 }
 
-/// Each cycle with the edges inside it and the paths that draw them.
-fn describe(tree: &Tree) -> Vec<String> {
+/// Each cycle with the edges inside it and the paths that draw them, the
+/// files named under `src` (a crate's source folder).
+fn describe(tree: &Tree, src: &str) -> Vec<String> {
     let edges = tree.edges();
     cycles(&edges)
         .into_iter()
@@ -567,7 +572,10 @@ fn describe(tree: &Tree) -> Vec<String> {
                 for (to, paths) in &edges[from] {
                     if component.contains(to) {
                         let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
-                        text.push_str(&format!("\n  src/{from} -> src/{to}: {}", paths.join(", ")));
+                        text.push_str(&format!(
+                            "\n  {src}/{from} -> {src}/{to}: {}",
+                            paths.join(", ")
+                        ));
                     }
                 }
             }
@@ -603,21 +611,34 @@ fn read_sources(root: &Path) -> BTreeMap<String, String> {
     out
 }
 
+/// Every crate's source folder: the `strata` crate's, the layers' under
+/// `crates/`, and the operators'.
+fn crate_sources() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources = vec![root.join("src"), root.join("operators/src")];
+    let crates = std::fs::read_dir(root.join("crates")).expect("reading crates/");
+    sources.extend(crates.map(|entry| entry.unwrap().path().join("src")));
+    sources.sort();
+    sources
+}
+
 #[test]
-fn src_has_no_import_cycles() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let tree = Tree::new(&read_sources(&src));
-    assert!(
-        tree.files.len() > 50,
-        "read only {} files",
-        tree.files.len()
-    );
-    let found = describe(&tree);
-    assert!(
-        found.is_empty(),
-        "import cycles in src/:\n{}",
-        found.join("\n")
-    );
+fn no_crate_has_import_cycles() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    let mut files = 0;
+    for src in crate_sources() {
+        let tree = Tree::new(&read_sources(&src));
+        files += tree.files.len();
+        let label = src
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        found.extend(describe(&tree, &label));
+    }
+    assert!(files > 300, "read only {files} files");
+    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }
 
 fn tree_of(files: &[(&str, &str)]) -> Tree {
@@ -637,7 +658,7 @@ fn two_files_importing_each_other_are_a_cycle() {
         ("b.rs", "pub struct B;\nfn f() { let _ = crate::a::A; }"),
     ]);
     assert_eq!(
-        describe(&tree),
+        describe(&tree, "src"),
         [
             "cycle of 2 files:\n  src/a.rs -> src/b.rs: crate::b::B\n  src/b.rs -> src/a.rs: crate::a::A"
         ]
@@ -655,7 +676,7 @@ fn a_parent_re_export_is_followed_to_the_file_that_defines_the_item() {
         ("x/error.rs", "pub enum Error {}"),
         ("x/reader.rs", "use super::Error;\npub struct Reader;"),
     ]);
-    assert!(describe(&tree).is_empty());
+    assert!(describe(&tree, "src").is_empty());
     let edges = tree.edges();
     assert_eq!(
         edges["x/reader.rs"].keys().collect::<Vec<_>>(),
@@ -673,7 +694,7 @@ fn a_child_using_its_parent_is_part_of_the_parent() {
         ),
         ("x/child.rs", "use super::Config;\npub fn go() {}"),
     ]);
-    assert!(describe(&tree).is_empty());
+    assert!(describe(&tree, "src").is_empty());
     assert_eq!(
         tree.edges()["x/mod.rs"].keys().collect::<Vec<_>>(),
         ["x/child.rs"]
@@ -693,7 +714,7 @@ fn siblings_importing_each_other_are_a_cycle_beside_their_parent() {
         ("x/b.rs", "use super::a::A;\npub struct B;"),
     ]);
     assert_eq!(
-        describe(&tree),
+        describe(&tree, "src"),
         [
             "cycle of 2 files:\n  src/x/a.rs -> src/x/b.rs: super::b::B\n  src/x/b.rs -> src/x/a.rs: super::a::A"
         ]
@@ -708,7 +729,7 @@ fn a_folder_importing_a_folder_that_imports_it_is_a_cycle() {
         ("x/a.rs", "use crate::y::Y;\npub struct A;"),
         ("y/mod.rs", "use crate::x::a::A;\npub struct Y;"),
     ]);
-    assert_eq!(describe(&tree).len(), 1);
+    assert_eq!(describe(&tree, "src").len(), 1);
 }
 
 #[test]
@@ -722,5 +743,90 @@ fn comments_strings_and_test_modules_draw_no_edges() {
              #[cfg(test)]\nmod tests { use crate::a::A; }\n",
         ),
     ]);
-    assert!(describe(&tree).is_empty());
+    assert!(describe(&tree, "src").is_empty());
+}
+
+#[test]
+fn precise_capturing_is_read_as_no_use_and_the_paths_after_it_still_count() {
+    let tree = tree_of(&[
+        ("lib.rs", "mod a;\nmod b;\n"),
+        (
+            "a.rs",
+            "pub struct A;\npub fn starts() -> impl Iterator<Item = i64> + use<> { 0..1 }\n\
+             fn f() { let _ = crate::b::B; }",
+        ),
+        ("b.rs", "use crate::a::A;\npub struct B;"),
+    ]);
+    assert_eq!(describe(&tree, "src").len(), 1);
+}
+
+/// The workspace crates a `Cargo.toml` depends on (its `[dependencies]`,
+/// not dev-dependencies), without the `strata-` prefix.
+fn strata_dependencies(manifest: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(manifest)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", manifest.display()));
+    let mut section = "";
+    let mut found = BTreeSet::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[dependencies]"
+            && let Some(name) = line.strip_prefix("strata-")
+        {
+            let name = name.split([' ', '=']).next().unwrap_or_default();
+            found.insert(name.to_string());
+        }
+    }
+    found
+}
+
+/// README's table of crates: each crate's name (without `strata-`) and the
+/// crates its "depends on" column names.
+fn readme_crate_table(readme: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let section = readme
+        .split("## Crates\n")
+        .nth(1)
+        .expect("README has a ## Crates section");
+    let mut table = BTreeMap::new();
+    for row in section.lines().take_while(|l| !l.starts_with("## ")) {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let [_, name, depends, _, _] = cells[..] else {
+            continue;
+        };
+        let Some(name) = name.strip_prefix('`').and_then(|n| n.strip_suffix('`')) else {
+            continue;
+        };
+        let name = name.strip_prefix("strata-").unwrap_or(name).to_string();
+        let depends = (depends.split(','))
+            .filter_map(|d| d.split_whitespace().next())
+            .map(str::to_string)
+            .collect();
+        table.insert(name, depends);
+    }
+    table
+}
+
+#[test]
+fn the_readme_crate_table_is_what_the_manifests_say() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let table = readme_crate_table(&readme);
+    let mut manifests = BTreeMap::new();
+    manifests.insert(
+        "strata".to_string(),
+        strata_dependencies(&root.join("Cargo.toml")),
+    );
+    manifests.insert(
+        "operators".to_string(),
+        strata_dependencies(&root.join("operators/Cargo.toml")),
+    );
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        manifests.insert(name, strata_dependencies(&dir.join("Cargo.toml")));
+    }
+    assert_eq!(
+        table, manifests,
+        "README's ## Crates table (left) against the Cargo.toml files (right)"
+    );
 }

@@ -1,5 +1,5 @@
 //! The `group_offset_value` fuzz target: the checks in `fuzz/checks/group_offset_value.rs`, which
-//! `tests/fuzz_corpus.rs` also runs over every input of the checked-in
+//! `tests/hostile/fuzz_corpus.rs` also runs over every input of the checked-in
 //! corpus.
 
 #![no_main]

@@ -1,5 +1,5 @@
 //! The `handover_offsets` fuzz target: the checks in `fuzz/checks/handover_offsets.rs`, which
-//! `tests/fuzz_corpus.rs` also runs over every input of the checked-in
+//! `tests/hostile/fuzz_corpus.rs` also runs over every input of the checked-in
 //! corpus.
 
 #![no_main]

@@ -1,5 +1,5 @@
 //! The `request_body` fuzz target: the checks in `fuzz/checks/request_body.rs`, which
-//! `tests/fuzz_corpus.rs` also runs over every input of the checked-in
+//! `tests/hostile/fuzz_corpus.rs` also runs over every input of the checked-in
 //! corpus.
 
 #![no_main]

@@ -1,5 +1,5 @@
 //! The `retain_records` fuzz target: the checks in `fuzz/checks/retain_records.rs`, which
-//! `tests/fuzz_corpus.rs` also runs over every input of the checked-in
+//! `tests/hostile/fuzz_corpus.rs` also runs over every input of the checked-in
 //! corpus.
 
 #![no_main]

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strata::codec::Codec;
-use strata::runtime::{App, Context, ProcessError, Store};
+use strata_record::codec::Codec;
+use strata_runtime::{App, Context, ProcessError, Store};
 
 use crate::graph::{key_codec_or_default, make_op};
 use crate::item::{Data, Item};

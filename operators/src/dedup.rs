@@ -42,8 +42,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strata::codec::Codec;
-use strata::runtime::{App, Context, EmitOptions, Output, ProcessError, Store};
+use strata_record::codec::Codec;
+use strata_runtime::{App, Context, EmitOptions, Output, ProcessError, Store};
 
 use crate::expiry::{Expiry, ExpiryStores};
 use crate::graph::{Make, key_codec_or_default, make_op};

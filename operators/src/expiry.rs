@@ -27,7 +27,7 @@
 //! task restarted after a crash decides every replayed record as the
 //! crash-free run did.
 
-use strata::runtime::{Context, ProcessError, Store};
+use strata_runtime::{Context, ProcessError, Store};
 
 use crate::window::key::{time_bytes, time_of};
 

@@ -24,8 +24,8 @@ use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use strata::codec::Codec;
-use strata::runtime::{App, Context, ProcessError, Processor, Record};
+use strata_record::codec::Codec;
+use strata_runtime::{App, Context, ProcessError, Processor, Record};
 
 use crate::item::{Data, Item};
 use crate::operator::{BoxOp, Next, Operator};
@@ -163,7 +163,7 @@ impl Graph {
             self.fail(format!("two stores named {name:?}"));
         }
         self.stores.push(name.clone());
-        strata::runtime::Store::<(), ()>::named(&name).name()
+        strata_runtime::Store::<(), ()>::named(&name).name()
     }
 
     pub fn fail(&mut self, error: String) {

@@ -1,6 +1,6 @@
 //! strata's operators: a fluent pipeline of stateless steps, keyed and
 //! windowed aggregations, compiled into an ordinary strata
-//! [`App`](strata::runtime::App) of processors. Everything here is written
+//! [`App`](strata_runtime::App) of processors. Everything here is written
 //! on the runtime's public API (processors, the context's stores and
 //! emits), so a pipeline's app runs, rebuilds, replays, diffs and promotes
 //! exactly as a hand-written one, exactly once across crashes.

@@ -10,7 +10,7 @@
 //! step below it has taken what it emitted. Nothing is queued between
 //! steps, so a pipeline holds no records of its own between commits.
 
-use strata::runtime::{Context, ProcessError};
+use strata_runtime::{Context, ProcessError};
 
 use crate::item::{Data, Item};
 

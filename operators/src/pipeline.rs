@@ -1,4 +1,5 @@
-//! [`Pipeline`]: the fluent builder. Streams are read `from` topics,
+//! [`Pipeline`]: the fluent builder. Streams are read `from` topics
+//! (`Pipeline::from` is written beside [`crate::Stream`], which it makes),
 //! transformed, aggregated and written `to` topics; [`Pipeline::app`]
 //! compiles the whole into an ordinary [`App`] of processors, one per
 //! segment (see `graph`), which runs, rebuilds, replays, diffs and
@@ -34,15 +35,10 @@ use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use serde::de::DeserializeOwned;
-use strata::codec::Codec;
-use strata::runtime::App;
+use strata_record::codec::Codec;
+use strata_runtime::App;
 
-use crate::graph::{Frozen, FrozenNode, Graph, Typed, make_source, share};
-use crate::item::Data;
-use crate::source::{FromTopic, TypedSegment};
-use crate::stream::Stream;
-use crate::topic::Topic;
+use crate::graph::{Frozen, FrozenNode, Graph};
 
 /// A pipeline under construction: the app's name and the graph its
 /// streams add to. Cheap to clone (the clones share the graph).
@@ -72,30 +68,6 @@ impl Pipeline {
             name: Rc::from(name),
             graph: Rc::default(),
         }
-    }
-
-    /// A stream of the records of `topic`, decoded with its codecs; its
-    /// records are taken to be partitioned by their keys (as a producer
-    /// partitioning by key leaves them).
-    pub fn from<K, V>(&self, topic: Topic<K, V>) -> Stream<K, V>
-    where
-        K: Data + DeserializeOwned,
-        V: Data + DeserializeOwned,
-    {
-        let codecs = (topic.key_codec(), topic.value_codec());
-        let make = make_source::<K, V, _>(move |next| Box::new(FromTopic::new(codecs, next)));
-        let typed: Typed = Arc::new(move |app: App, name: &str, frozen: Arc<Frozen>| {
-            app.processor::<K, V, _>(name, move || TypedSegment::<K, V>::new(frozen.build()))
-                .input_codecs(codecs.0, codecs.1)
-        });
-        let node = {
-            let mut graph = self.graph.borrow_mut();
-            let node = graph.add(&[], make, share::<K, V>);
-            graph.nodes[node].source = Some(topic.name());
-            graph.nodes[node].typed = Some(typed);
-            node
-        };
-        Stream::at(self.clone(), node, Some(topic.key_codec()), true)
     }
 
     /// The app: one processor per segment, each with its inputs, stores

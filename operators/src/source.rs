@@ -2,8 +2,8 @@
 //! decoded with its codecs.
 
 use serde::de::DeserializeOwned;
-use strata::codec::Codec;
-use strata::runtime::{Context, ProcessError, Processor, Record};
+use strata_record::codec::Codec;
+use strata_runtime::{Context, ProcessError, Processor, Record};
 
 use crate::graph::{SegmentProcessor, Source};
 use crate::item::{Data, Item};

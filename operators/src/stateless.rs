@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use strata::runtime::{Context, EmitOptions, Output, ProcessError};
+use strata_runtime::{Context, EmitOptions, Output, ProcessError};
 
 use crate::item::{Data, Item};
 use crate::operator::{Next, Operator};

@@ -14,14 +14,43 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strata::codec::Codec;
+use strata_record::codec::Codec;
 
-use crate::graph::{make_op, share};
+use strata_runtime::App;
+
+use crate::graph::{Frozen, Typed, make_op, make_source, share};
 use crate::item::Data;
 use crate::operator::BoxOp;
 use crate::pipeline::Pipeline;
+use crate::source::{FromTopic, TypedSegment};
 use crate::stateless::{Filter, FlatMap, Inspect, Map, To};
 use crate::topic::Topic;
+
+impl Pipeline {
+    /// A stream of the records of `topic`, decoded with its codecs; its
+    /// records are taken to be partitioned by their keys (as a producer
+    /// partitioning by key leaves them).
+    pub fn from<K, V>(&self, topic: Topic<K, V>) -> Stream<K, V>
+    where
+        K: Data + DeserializeOwned,
+        V: Data + DeserializeOwned,
+    {
+        let codecs = (topic.key_codec(), topic.value_codec());
+        let make = make_source::<K, V, _>(move |next| Box::new(FromTopic::new(codecs, next)));
+        let typed: Typed = Arc::new(move |app: App, name: &str, frozen: Arc<Frozen>| {
+            app.processor::<K, V, _>(name, move || TypedSegment::<K, V>::new(frozen.build()))
+                .input_codecs(codecs.0, codecs.1)
+        });
+        let node = {
+            let mut graph = self.graph.borrow_mut();
+            let node = graph.add(&[], make, share::<K, V>);
+            graph.nodes[node].source = Some(topic.name());
+            graph.nodes[node].typed = Some(typed);
+            node
+        };
+        Stream::at(self.clone(), node, Some(topic.key_codec()), true)
+    }
+}
 
 pub struct Stream<K, V> {
     pub(crate) pipeline: Pipeline,
@@ -227,7 +256,7 @@ impl<K: Data, V: Data> Stream<K, V> {
         let output = topic.output();
         let mut graph = self.pipeline.graph.borrow_mut();
         let node = graph.add(&[self.node], make, share::<K, V>);
-        let declare = Arc::new(move |app: strata::runtime::App| app.output(output));
+        let declare = Arc::new(move |app: strata_runtime::App| app.output(output));
         graph.declare(node, format!("output {}", topic.name()), declare);
     }
 }

@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strata::codec::Codec;
-use strata::runtime::{App, Context, ProcessError, Record, Store};
+use strata_record::codec::Codec;
+use strata_runtime::{App, Context, ProcessError, Record, Store};
 
 use crate::graph::{Source, make_op, make_source, share};
 use crate::item::{Data, Item};

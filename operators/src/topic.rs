@@ -4,8 +4,8 @@
 
 use std::marker::PhantomData;
 
-use strata::codec::Codec;
-use strata::runtime::Output;
+use strata_record::codec::Codec;
+use strata_runtime::Output;
 
 /// A topic of `K` → `V` records, keys and values encoded with the raw
 /// codec by default (bytes and strings as they are, `()` as no bytes).

@@ -21,13 +21,13 @@ mod output;
 mod password;
 mod position;
 mod produce;
-mod security_args;
 mod serve;
 mod topics;
 mod users;
 
 use clap::Subcommand;
 
+pub use crate::runtime::cli::SecurityArgs;
 pub use acls::AclsCommand;
 pub use args::{BrokerArgs, Format, parse_key_value};
 pub use bench::BenchCommand;
@@ -39,7 +39,6 @@ pub(crate) use output::{bytes_json, print_json, print_table};
 pub use password::PASSWORD_ENV;
 pub use position::StartAt;
 pub use produce::ProduceArgs;
-pub use security_args::SecurityArgs;
 pub use serve::{ServeArgs, run as serve};
 pub use topics::TopicsCommand;
 pub use users::{StoreArgs, UsersCommand};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strata::runtime::{App, Context, ProcessError};
+use strata_runtime::{App, Context, ProcessError};
 
 use crate::graph::{key_codec_or_default, make_op};
 use crate::item::{Data, Item};

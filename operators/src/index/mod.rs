@@ -34,8 +34,8 @@ use std::ops::{Bound, RangeBounds};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strata::codec::Codec;
-use strata::runtime::{Context, ProcessError, Store};
+use strata_record::codec::Codec;
+use strata_runtime::{Context, ProcessError, Store};
 
 use crate::item::Data;
 

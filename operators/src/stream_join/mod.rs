@@ -62,8 +62,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strata::codec::Codec;
-use strata::runtime::{App, Store};
+use strata_record::codec::Codec;
+use strata_runtime::{App, Store};
 
 use crate::expiry::ExpiryStores;
 use crate::graph::{Graph, Make, make_op, share};

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! The window key is the runtime's public window-store layout
-//! (`strata::runtime::window_key`), so `query --window` reads these
+//! (`strata_runtime::window_key`), so `query --window` reads these
 //! stores; the closing list is this crate's own.
 //!
 //! Times are stored as `t ^ i64::MIN` big-endian, so byte order is time
@@ -19,8 +19,8 @@
 //! windows a byte prefix of no other key's (`"ab"` and `"abc"` differ in
 //! their first four bytes).
 
-use strata::runtime::window_key::{self, TIME_BYTES as TIME};
-pub(crate) use strata::runtime::window_key::{split_window_key, time_bytes, window_key};
+use strata_runtime::window_key::{self, TIME_BYTES as TIME};
+pub(crate) use strata_runtime::window_key::{split_window_key, time_bytes, window_key};
 
 /// Bytes of a window key's length field.
 const LEN: usize = 4;
@@ -70,7 +70,7 @@ mod tests {
     }
 
     // The window key's own properties are tested with its layout, in
-    // `strata::runtime::window_key`.
+    // `strata_runtime::window_key`.
     #[test]
     fn garbage_is_refused_not_misread() {
         assert!(split_window_key(&[0, 0, 0, 9, 1]).is_err());

@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strata::codec::Codec;
-use strata::runtime::{App, Store};
+use strata_record::codec::Codec;
+use strata_runtime::{App, Store};
 
 use crate::aggregate::Fold;
 use crate::graph::{key_codec_or_default, make_op};

@@ -44,8 +44,8 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use strata::codec::Codec;
-use strata::runtime::{Context, EmitOptions, Output, ProcessError, Store};
+use strata_record::codec::Codec;
+use strata_runtime::{Context, EmitOptions, Output, ProcessError, Store};
 
 use crate::aggregate::Fold;
 use crate::item::{Data, Item};

@@ -1,0 +1,367 @@
+//! The accumulator: records gathered into one open batch per partition,
+//! closed (its sequence numbers fixed) when full or lingered, and queued in
+//! order for the sender. [`Inner`] is the state the producer's callers and
+//! its sender share, behind one mutex.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::{Notify, Semaphore};
+
+use super::config::ProducerConfig;
+use super::delivery::CompletionHandle;
+use crate::Cluster;
+use strata_record::BatchBuilder;
+
+/// Most bytes reserved up front for a new batch's records (a batch grows
+/// past this by doubling, as any Vec).
+pub(super) const BUILDER_RESERVE_BYTES_MAX: usize = 64 << 10;
+/// Most bytes a record adds to a batch beyond its key, value and headers
+/// (length, attributes, deltas and header count varints).
+pub(super) const RECORD_OVERHEAD_BYTES: usize = 21;
+
+/// Records gathered for one partition, not yet sent.
+pub(super) struct OpenBatch {
+    pub(super) builder: BatchBuilder,
+    pub(super) completion: CompletionHandle,
+    pub(super) records: usize,
+    /// What its records count against `buffer_bytes`.
+    pub(super) buffered: usize,
+    pub(super) started: Instant,
+}
+
+/// A closed batch: its bytes are fixed (sequence numbers included).
+pub(super) struct ClosedBatch {
+    /// Order among the partition's batches.
+    pub(super) id: u64,
+    /// Records and header fields, until the sender builds `bytes`.
+    pub(super) unbuilt: Option<BatchBuilder>,
+    pub(super) bytes: Bytes,
+    pub(super) completion: CompletionHandle,
+    pub(super) records: usize,
+    pub(super) buffered: usize,
+    /// Failed attempts so far.
+    pub(super) attempts: u32,
+}
+
+#[derive(Default)]
+pub(super) struct PartitionQueue {
+    pub(super) open: Option<OpenBatch>,
+    /// Batches to send, in `id` order.
+    pub(super) closed: VecDeque<ClosedBatch>,
+    /// Ids of the batches in flight.
+    pub(super) in_flight: std::collections::BTreeSet<u64>,
+    pub(super) next_sequence: i32,
+    pub(super) next_batch_id: u64,
+    /// After a failed attempt: not before this instant.
+    pub(super) retry_at: Option<Instant>,
+    /// A retried batch is in flight: nothing else of the partition is sent
+    /// until it is answered.
+    pub(super) resending: bool,
+    /// The broker the batches in flight went to.
+    pub(super) leader_in_flight: Option<i32>,
+    /// A batch was held back because the leader changed under batches in
+    /// flight: nothing else of the partition is sent until they are
+    /// answered.
+    pub(super) held: bool,
+}
+
+/// Partition queues by topic, then partition: a send looks its queue up by
+/// the record's topic without allocating.
+#[derive(Default)]
+pub(super) struct Queues(HashMap<String, HashMap<i32, PartitionQueue>>);
+
+impl Queues {
+    pub(super) fn get_or_insert(&mut self, topic: &str, partition: i32) -> &mut PartitionQueue {
+        if !self.0.contains_key(topic) {
+            self.0.insert(topic.to_string(), HashMap::new());
+        }
+        self.0
+            .get_mut(topic)
+            .expect("inserted above")
+            .entry(partition)
+            .or_default()
+    }
+
+    pub(super) fn get_mut(&mut self, topic: &str, partition: i32) -> Option<&mut PartitionQueue> {
+        self.0.get_mut(topic)?.get_mut(&partition)
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (&String, i32, &mut PartitionQueue)> {
+        self.0.iter_mut().flat_map(|(topic, queues)| {
+            queues
+                .iter_mut()
+                .map(move |(partition, queue)| (topic, *partition, queue))
+        })
+    }
+
+    pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut PartitionQueue> {
+        self.0.values_mut().flat_map(HashMap::values_mut)
+    }
+}
+
+/// Where a topic's keyless records go now, and how many bytes of them
+/// went there.
+pub(super) struct Sticky {
+    partition: i32,
+    bytes: usize,
+}
+
+pub(super) struct State {
+    pub(super) partitions: Queues,
+    /// The current partition of each topic for records without a key.
+    pub(super) sticky: HashMap<String, Sticky>,
+    /// Picks the partitions keyless records move on to.
+    pub(super) random: Random,
+    pub(super) closing: bool,
+    /// Sends not yet answered (records queued or in flight).
+    pub(super) outstanding: usize,
+    /// Bytes of the records not yet answered (see `buffer_bytes`).
+    pub(super) buffered: usize,
+}
+
+pub(super) struct Inner {
+    pub(super) cluster: Arc<Cluster>,
+    pub(super) config: ProducerConfig,
+    /// Producer id and epoch; a transactional producer's epoch moves on
+    /// after an abort that followed a failed batch (KIP-360).
+    pub(super) identity: std::sync::Mutex<(i64, i16)>,
+    pub(super) state: std::sync::Mutex<State>,
+    /// Wakes the sender: a batch filled, a send finished, a flush began.
+    pub(super) wake: Notify,
+    /// Wakes flushers when outstanding reaches zero.
+    pub(super) drained: Notify,
+    /// Wakes senders waiting for buffer space.
+    pub(super) space: Notify,
+    pub(super) per_broker: std::sync::Mutex<HashMap<i32, Arc<Semaphore>>>,
+    /// The first batch that failed for good since the last time the
+    /// transaction ended (transactional producers must then abort).
+    pub(super) failure: std::sync::Mutex<Option<String>>,
+}
+
+impl Inner {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn fits(&self, state: &State, record_bytes: usize) -> bool {
+        state.buffered == 0 || state.buffered + record_bytes <= self.config.buffer_bytes
+    }
+
+    /// Makes every open batch due now (their linger is cut short).
+    pub(super) fn make_due(&self, state: &mut State) {
+        for queue in state.partitions.values_mut() {
+            if let Some(open) = &mut queue.open {
+                open.started = Instant::now() - self.config.linger;
+            }
+        }
+    }
+
+    pub(super) fn broker_slots(&self, node: i32) -> Arc<Semaphore> {
+        let mut slots = self.per_broker.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(
+            slots
+                .entry(node)
+                .or_insert_with(|| Arc::new(Semaphore::new(self.config.max_in_flight))),
+        )
+    }
+
+    pub(super) fn identity(&self) -> (i64, i16) {
+        *self.identity.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn note_failure(&self, what: String) {
+        let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        failure.get_or_insert(what);
+    }
+
+    pub(super) fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(super) fn take_failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    /// The partition of a record with neither key nor partition: the
+    /// topic's sticky one until a batch's worth of records went to it,
+    /// then another (KIP-794), so keyless records spread over every
+    /// partition a batch at a time. The move comes when the partition's
+    /// open batch has no room for the record (that batch is closed: true
+    /// in second place, the sender must be woken), or, when linger sent
+    /// its batches before they filled, once `batch_bytes` went there.
+    pub(super) fn sticky_partition(
+        &self,
+        state: &mut State,
+        topic: &str,
+        count: i32,
+        record_bytes: usize,
+    ) -> (i32, bool) {
+        let State {
+            partitions,
+            sticky,
+            random,
+            ..
+        } = state;
+        let sticky = match sticky.get_mut(topic) {
+            Some(sticky) => sticky,
+            None => sticky.entry(topic.to_string()).or_insert(Sticky {
+                partition: random.below(count),
+                bytes: 0,
+            }),
+        };
+        let batch_bytes = self.config.batch_bytes;
+        let open = (partitions.get_mut(topic, sticky.partition))
+            .filter(|queue| queue.open.as_ref().is_some_and(|open| open.records > 0));
+        let (full, closed) = match open {
+            Some(queue) => {
+                let open = queue.open.as_ref().expect("filtered above");
+                if open.builder.uncompressed_size_bytes() + record_bytes > batch_bytes {
+                    close_open_batch(self, queue);
+                    (true, true)
+                } else {
+                    (false, false)
+                }
+            }
+            None => (sticky.bytes >= batch_bytes, false),
+        };
+        if full || sticky.partition >= count {
+            sticky.partition = another_partition(sticky.partition, count, random);
+            sticky.bytes = 0;
+        }
+        sticky.bytes += record_bytes;
+        (sticky.partition, closed)
+    }
+
+    /// `count` records holding `buffered` bytes were answered.
+    pub(super) fn finish(&self, count: usize, buffered: usize) {
+        let mut state = self.lock();
+        state.outstanding -= count;
+        state.buffered -= buffered;
+        if state.outstanding == 0 {
+            self.drained.notify_waiters();
+        }
+        drop(state);
+        self.space.notify_waiters();
+    }
+}
+
+/// A partition other than `current` when there is one, picked at random.
+fn another_partition(current: i32, count: i32, random: &mut Random) -> i32 {
+    match count {
+        ..=1 => 0,
+        _ => {
+            let step = 1 + i64::from(random.below(count - 1));
+            ((i64::from(current.rem_euclid(count)) + step) % i64::from(count)) as i32
+        }
+    }
+}
+
+/// A xorshift generator: only the spread of keyless records over
+/// partitions rests on it.
+pub(super) struct Random(u64);
+
+impl Random {
+    pub(super) fn seeded() -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        // Never zero, or xorshift stays at zero.
+        Self((nanos ^ (u64::from(std::process::id()) << 32)) | 1)
+    }
+
+    /// A number in `0..n` (0 when `n` is not positive).
+    fn below(&mut self, n: i32) -> i32 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        match u64::try_from(n) {
+            Ok(n) if n > 0 => (x % n) as i32,
+            _ => 0,
+        }
+    }
+}
+
+/// Closes the partition's open batch: fixes its place (sequence numbers
+/// included) and queues it to be built and sent.
+pub(super) fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) {
+    let Some(open) = queue.open.take() else {
+        return;
+    };
+    let (pid, epoch) = inner.identity();
+    let count = i32::try_from(open.records).unwrap_or(i32::MAX);
+    let builder = if pid >= 0 {
+        let sequence = queue.next_sequence;
+        queue.next_sequence = sequence.wrapping_add(count) & i32::MAX;
+        open.builder
+            .producer(pid, epoch, sequence)
+            .transactional(inner.config.transactional_id.is_some())
+    } else {
+        open.builder
+    };
+    let id = queue.next_batch_id;
+    queue.next_batch_id += 1;
+    queue.closed.push_back(ClosedBatch {
+        id,
+        // Built (compressed, checksummed) by the sender, off the lock and
+        // off the sending caller's thread.
+        unbuilt: Some(builder),
+        bytes: Bytes::new(),
+        completion: open.completion,
+        records: open.records,
+        buffered: open.buffered,
+        attempts: 0,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::{Random, another_partition};
+
+    proptest! {
+        #[test]
+        fn keyless_records_move_to_another_partition_in_range(
+            current in 0i32..1_000,
+            count in 2i32..1_000,
+            seed in any::<u64>(),
+        ) {
+            let mut random = Random(seed | 1);
+            let current = current % count;
+            let next = another_partition(current, count, &mut random);
+            prop_assert!((0..count).contains(&next));
+            prop_assert_ne!(next, current);
+        }
+
+        #[test]
+        fn a_topic_of_one_partition_keeps_its_keyless_records_on_it(
+            current in -5i32..5,
+            seed in any::<u64>(),
+        ) {
+            prop_assert_eq!(another_partition(current, 1, &mut Random(seed | 1)), 0);
+        }
+    }
+
+    #[test]
+    fn the_moves_reach_every_partition() {
+        let mut random = Random::seeded();
+        let mut seen = [false; 4];
+        let mut at = 0;
+        for _ in 0..64 {
+            at = another_partition(at, 4, &mut random);
+            seen[at as usize] = true;
+        }
+        assert_eq!(seen, [true; 4]);
+    }
+}

@@ -1,0 +1,180 @@
+//! Reading a partition: whole batches by offset, the exact offset for a
+//! timestamp, and the record with the largest timestamp.
+
+use super::transactions::last_stable;
+use super::{PartitionLog, decompressed_limit};
+use crate::{AbortedTransaction, FileSlice, LogError};
+
+/// What a reader may see of open transactions (Kafka's `isolation.level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Everything appended, open transactions and aborted ones included.
+    #[default]
+    ReadUncommitted,
+    /// Only up to the last stable offset, with the aborted transactions of
+    /// the range listed so the reader can drop their records.
+    ReadCommitted,
+}
+
+/// The result of a read: whole batches, as file ranges.
+#[derive(Debug, Clone)]
+pub struct LogRead {
+    pub slices: Vec<FileSlice>,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    /// The first offset of the oldest open transaction, or the log end.
+    pub last_stable_offset: i64,
+    /// For a `read_committed` read: the aborted transactions its range may
+    /// meet, by first offset. Empty otherwise.
+    pub aborted: Vec<AbortedTransaction>,
+}
+
+impl LogRead {
+    pub fn size_bytes(&self) -> u64 {
+        self.slices.iter().map(|s| s.len).sum()
+    }
+
+    /// Copies all slices into one buffer.
+    pub fn read_to_vec(&self) -> Result<Vec<u8>, LogError> {
+        let mut out = Vec::with_capacity(self.size_bytes() as usize);
+        for slice in &self.slices {
+            out.extend_from_slice(&slice.read_to_vec()?);
+        }
+        Ok(out)
+    }
+}
+
+impl PartitionLog {
+    /// Whole batches starting with the one that holds `offset`, up to
+    /// `max_bytes` (but always at least one batch, so a consumer can make
+    /// progress past a batch larger than its limit). Reading at the log end
+    /// returns no slices, except on a corrupt partition, whose readable end
+    /// is where the corruption starts and reads there fail.
+    pub fn read(&self, offset: i64, max_bytes: u64) -> Result<LogRead, LogError> {
+        self.read_isolated(offset, max_bytes, Isolation::ReadUncommitted)
+    }
+
+    /// [`PartitionLog::read`] as a reader of `isolation` sees the log: a
+    /// `read_committed` read stops before the last stable offset (a read at
+    /// or past it, up to the log end, returns nothing) and lists the aborted
+    /// transactions it may meet.
+    pub fn read_isolated(
+        &self,
+        offset: i64,
+        max_bytes: u64,
+        isolation: Isolation,
+    ) -> Result<LogRead, LogError> {
+        let inner = self.shared();
+        let log_start_offset = inner.log_start_offset();
+        let log_end_offset = inner.next_offset;
+        let last_stable_offset = last_stable(&inner);
+        let mut read = LogRead {
+            slices: Vec::new(),
+            log_start_offset,
+            log_end_offset,
+            last_stable_offset,
+            aborted: Vec::new(),
+        };
+        if let Some(corruption) = &inner.corruption
+            && offset >= corruption.offset
+        {
+            return Err(self.corrupt_error(corruption));
+        }
+        if offset < log_start_offset || offset > log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                partition: self.name.clone(),
+                offset,
+                log_start_offset,
+                log_end_offset,
+            });
+        }
+        let upper = match isolation {
+            Isolation::ReadUncommitted => log_end_offset,
+            Isolation::ReadCommitted => last_stable_offset,
+        };
+        if isolation == Isolation::ReadCommitted && offset < upper {
+            read.aborted = inner.transactions.aborted_between(offset, upper);
+        }
+        let floor = inner
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(log_start_offset, |(&base, _)| base);
+        let mut budget = max_bytes;
+        let mut want = offset;
+        for segment in inner.segments.range(floor..).map(|(_, s)| s) {
+            if want >= upper {
+                break;
+            }
+            if want >= segment.next_offset() {
+                continue;
+            }
+            let Some((start, _)) = segment.locate(want)? else {
+                continue;
+            };
+            // The upper bound is a batch boundary (the first batch of an
+            // open transaction), so the cut leaves whole batches.
+            let limit = if upper < segment.next_offset() {
+                segment
+                    .locate(upper)?
+                    .map_or(segment.size_bytes(), |(position, _)| position)
+            } else {
+                segment.size_bytes()
+            };
+            let end = segment.slice_end(start, budget)?.min(limit);
+            if end <= start {
+                break;
+            }
+            if !read.slices.is_empty() && end - start > budget {
+                break;
+            }
+            budget = budget.saturating_sub(end - start);
+            read.slices.push(segment.slice(start, end));
+            want = segment.next_offset();
+            if end < segment.size_bytes() || budget == 0 {
+                break;
+            }
+        }
+        Ok(read)
+    }
+
+    /// The first record with timestamp ≥ `timestamp`, exact to the record
+    /// (Kafka's ListOffsets). Returns (offset, timestamp), or `None` when no
+    /// such record is retained.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, LogError> {
+        let inner = self.shared();
+        let limit = decompressed_limit(inner.config.max_message_bytes);
+        for segment in inner.segments.values() {
+            if segment.max_timestamp() < timestamp {
+                continue;
+            }
+            if let Some(found) =
+                segment.offset_for_timestamp(timestamp, limit, segment.size_bytes())?
+            {
+                return Ok(Some(found));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The record with the largest timestamp, exact to the record (Kafka's
+    /// ListOffsets MAX_TIMESTAMP): of several records sharing it, the one
+    /// with the lowest offset. Returns (offset, timestamp), or `None` when
+    /// no retained record carries a timestamp.
+    pub fn max_timestamp_record(&self) -> Result<Option<(i64, i64)>, LogError> {
+        let inner = self.shared();
+        let limit = decompressed_limit(inner.config.max_message_bytes);
+        // The first segment holding the largest timestamp: segments are in
+        // offset order and only a strictly larger one replaces it.
+        let mut newest = None;
+        for segment in inner.segments.values() {
+            if newest.is_none_or(|n: &crate::Segment| segment.max_timestamp() > n.max_timestamp()) {
+                newest = Some(segment);
+            }
+        }
+        match newest {
+            Some(segment) => segment.max_timestamp_record(limit),
+            None => Ok(None),
+        }
+    }
+}

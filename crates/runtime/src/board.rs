@@ -1,0 +1,325 @@
+//! What each task of a running instance is doing now: running, restoring
+//! its state (how far), or keeping a standby copy (how far behind).
+//!
+//! Tasks write their line as they go; the runner publishes the board
+//! three ways: `<state-dir>/tasks.json` once a second (for `status`, which
+//! runs as another process), Prometheus text on `--metrics ADDR`, and a
+//! restore bar on a terminal. The file is replaced whole (see `layout`)
+//! and stamped with the time it was written: `status` reads it only while
+//! an instance holds the state directory's run lock and the file is at
+//! most [`FRESH_FOR`] old (a killed instance's file says nothing).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::layout;
+
+/// How long a board file is taken to say what its instance does now.
+pub(crate) const FRESH_FOR: Duration = Duration::from_secs(10);
+
+/// One task's line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum TaskView {
+    /// Reading its changelogs into a fresh state before it processes:
+    /// `done` of `total` changelog offsets, `records` put back so far.
+    Restoring {
+        done: i64,
+        total: i64,
+        records: u64,
+    },
+    Running,
+    /// A warm copy of a task another instance runs: changelog offsets not
+    /// yet in the copy, as of its last read.
+    Standby {
+        behind: i64,
+    },
+}
+
+impl std::fmt::Display for TaskView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Restoring { done, total, .. } => {
+                let percent = *done as f64 * 100.0 / (*total).max(1) as f64;
+                write!(f, "restoring {percent:.0}% ({done}/{total})")
+            }
+            Self::Running => f.write_str("running"),
+            Self::Standby { behind } => write!(f, "standby, {behind} behind"),
+        }
+    }
+}
+
+/// The board of one instance, shared by its tasks (cheap to clone).
+#[derive(Clone, Default)]
+pub(crate) struct TaskBoard {
+    lines: Arc<Mutex<BTreeMap<String, TaskView>>>,
+    /// Per copy of a task's state held here and not run (a standby's, or
+    /// one a standby left), how far it read the task's changelogs, summed
+    /// over stores: what the instance tells its group at every join.
+    copies: Arc<Mutex<BTreeMap<String, i64>>>,
+    /// Changelog records put back by this instance's restores, in all.
+    restored: Arc<AtomicU64>,
+}
+
+/// A task's place on the board: its line goes when this is dropped, however
+/// the task ends.
+pub(crate) struct BoardEntry {
+    board: TaskBoard,
+    task: String,
+}
+
+impl BoardEntry {
+    pub fn set(&self, view: TaskView) {
+        self.board.set(&self.task, view);
+    }
+}
+
+impl Drop for BoardEntry {
+    fn drop(&mut self) {
+        self.board.lines().remove(&self.task);
+    }
+}
+
+/// The file's contents.
+#[derive(Serialize, Deserialize)]
+struct BoardFile {
+    written_ms: i64,
+    tasks: BTreeMap<String, TaskView>,
+}
+
+impl TaskBoard {
+    /// A place for `task` (a standby copy and the task itself are not on
+    /// one instance's board at once: the task starts once its copy has
+    /// stopped).
+    pub fn enter(&self, task: String, view: TaskView) -> BoardEntry {
+        self.lines().insert(task.clone(), view);
+        BoardEntry {
+            board: self.clone(),
+            task,
+        }
+    }
+
+    /// Changes the line of a task on the board (one without a place is
+    /// not put on it: its entry has gone).
+    pub fn set(&self, task: &str, view: TaskView) {
+        if let Some(line) = self.lines().get_mut(task) {
+            *line = view;
+        }
+    }
+
+    pub fn snapshot(&self) -> BTreeMap<String, TaskView> {
+        self.lines().clone()
+    }
+
+    /// Notes how far the copy of `task` held here read its changelogs.
+    pub fn set_copy(&self, task: &str, reached: i64) {
+        let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        copies.insert(task.to_string(), reached);
+    }
+
+    /// Forgets the copy of `task` (it runs here now, or its state went).
+    pub fn forget_copy(&self, task: &str) {
+        let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        copies.remove(task);
+    }
+
+    /// Every copy held here and how far it read.
+    pub fn copies(&self) -> BTreeMap<String, i64> {
+        self.copies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Counts `records` put back by a restore.
+    pub fn restored(&self, records: u64) {
+        self.restored.fetch_add(records, Ordering::Relaxed);
+    }
+
+    /// Restores in progress: changelog offsets done and in all, summed.
+    pub fn restoring(&self) -> Option<(u64, u64)> {
+        let lines = self.lines();
+        let mut sum = None;
+        for view in lines.values() {
+            if let TaskView::Restoring { done, total, .. } = view {
+                let (d, t) = sum.get_or_insert((0u64, 0u64));
+                *d += (*done).max(0) as u64;
+                *t += (*total).max(0) as u64;
+            }
+        }
+        sum
+    }
+
+    /// Writes the board to `<state_dir>/tasks.json`.
+    pub fn publish(&self, state_dir: &Path) -> Result<(), layout::LayoutError> {
+        let file = BoardFile {
+            written_ms: strata_record::time::now_ms(),
+            tasks: self.snapshot(),
+        };
+        let json = serde_json::to_string(&file).expect("the board serializes");
+        layout::write_whole(&layout::task_board_file(state_dir), &json)
+    }
+
+    /// Prometheus text: each task's state, its restore's progress or its
+    /// standby copy's lag, and `records` processed by the instance.
+    pub fn render_metrics(&self, records: u64) -> String {
+        let lines = self.snapshot();
+        let mut out = String::new();
+        let mut family =
+            |name: &str, kind: &str, help: &str, of: &dyn Fn(&TaskView) -> Option<String>| {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+                for (task, view) in &lines {
+                    if let Some(sample) = of(view) {
+                        let _ = writeln!(out, "{name}{{task=\"{task}\"{sample}");
+                    }
+                }
+            };
+        family(
+            "strata_task_state",
+            "gauge",
+            "1 for each task of this instance, by state.",
+            &|view| {
+                let state = match view {
+                    TaskView::Restoring { .. } => "restoring",
+                    TaskView::Running => "running",
+                    TaskView::Standby { .. } => "standby",
+                };
+                Some(format!(",state=\"{state}\"}} 1"))
+            },
+        );
+        family(
+            "strata_restore_offsets_remaining",
+            "gauge",
+            "Changelog offsets a restoring task has still to read.",
+            &|view| match view {
+                TaskView::Restoring { done, total, .. } => {
+                    Some(format!("}} {}", (total - done).max(0)))
+                }
+                _ => None,
+            },
+        );
+        family(
+            "strata_restore_records",
+            "gauge",
+            "Records a restoring task has put back so far.",
+            &|view| match view {
+                TaskView::Restoring { records, .. } => Some(format!("}} {records}")),
+                _ => None,
+            },
+        );
+        family(
+            "strata_standby_lag_offsets",
+            "gauge",
+            "Changelog offsets a standby copy has not read yet.",
+            &|view| match view {
+                TaskView::Standby { behind } => Some(format!("}} {behind}")),
+                _ => None,
+            },
+        );
+        let _ = writeln!(
+            out,
+            "# HELP strata_records_processed_total Input records processed by this instance.\n# TYPE strata_records_processed_total counter\nstrata_records_processed_total {records}"
+        );
+        let memory = super::state::memory::shared();
+        for (name, help, value) in [
+            (
+                "strata_state_memory_budget_bytes",
+                "Memory every task state of this instance shares (--state-memory).",
+                memory.budget(),
+            ),
+            (
+                "strata_state_block_cache_bytes",
+                "Bytes in the shared RocksDB block cache, memtables included.",
+                memory.cache_usage(),
+            ),
+            (
+                "strata_state_memtable_bytes",
+                "Bytes of RocksDB memtables across every task state.",
+                memory.memtable_usage(),
+            ),
+            (
+                "strata_state_store_caches_bound_bytes",
+                "The most the stores' write caches may hold, together.",
+                memory.store_caches_bound(),
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
+            );
+        }
+        let restored = self.restored.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "# HELP strata_restored_records_total Changelog records put back by this instance's restores.\n# TYPE strata_restored_records_total counter\nstrata_restored_records_total {restored}"
+        );
+        out
+    }
+
+    fn lines(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, TaskView>> {
+        // A task that panicked while holding the lock left a whole map.
+        self.lines.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The board a running instance last wrote in `state_dir`, if one runs
+/// there now (it holds the run lock) and the board is fresh.
+pub(crate) fn read_published(state_dir: &Path) -> Option<BTreeMap<String, TaskView>> {
+    if !layout::is_locked(&layout::running_lock(state_dir)) {
+        return None;
+    }
+    let text = std::fs::read_to_string(layout::task_board_file(state_dir)).ok()?;
+    let file: BoardFile = serde_json::from_str(&text).ok()?;
+    let age_ms = strata_record::time::now_ms() - file.written_ms;
+    (age_ms <= FRESH_FOR.as_millis() as i64).then_some(file.tasks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_leaves_the_board_when_its_entry_drops_and_the_file_says_what_was_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let board = TaskBoard::default();
+        let running = board.enter("count/0".into(), TaskView::Running);
+        let restoring = board.enter(
+            "count/1".into(),
+            TaskView::Restoring {
+                done: 0,
+                total: 10,
+                records: 0,
+            },
+        );
+        restoring.set(TaskView::Restoring {
+            done: 4,
+            total: 10,
+            records: 4,
+        });
+        assert_eq!(board.restoring(), Some((4, 10)));
+        board.publish(dir.path()).unwrap();
+        assert_eq!(
+            read_published(dir.path()),
+            None,
+            "no instance holds the run lock"
+        );
+        let _running = layout::lock_running(dir.path()).unwrap();
+        let published = read_published(dir.path()).unwrap();
+        assert_eq!(published, board.snapshot());
+        assert_eq!(published["count/1"].to_string(), "restoring 40% (4/10)");
+        let metrics = board.render_metrics(7);
+        assert!(metrics.contains("strata_task_state{task=\"count/0\",state=\"running\"} 1"));
+        assert!(metrics.contains("strata_restore_offsets_remaining{task=\"count/1\"} 6"));
+        assert!(metrics.contains("strata_records_processed_total 7"));
+        drop(restoring);
+        assert_eq!(board.restoring(), None);
+        drop(running);
+        assert!(board.snapshot().is_empty());
+    }
+}

@@ -1,0 +1,327 @@
+//! The command line every app binary gets from [`run_cli`]: argument
+//! structs and a dispatch into the library calls of `ops`. Nothing else in
+//! the runtime imports it.
+//!
+//!
+//! ```text
+//! <app> run [--until-end] [--serve ADDR] [--query ADDR] [--commit-records N] [--commit-ms MS]
+//!           [--fetch-bytes B] [--max-task-idle-ms MS]
+//!           [--checkpoint-records N] [--checkpoint-secs S] [--checkpoints-kept K]
+//!                                                 process (embedded or remote)
+//! <app> status [--version V]                      per task: offsets, lag, outbox
+//! <app> dump-state [--store S] [--at OFFSET]      sorted `store<TAB>key<TAB>value`
+//! <app> query STORE [KEY | --prefix P | --from A --to B | --window KEY --from T --to T | --field F]
+//!                   [--limit N] [--json] [--version V]
+//!                                                 committed entries of a store
+//! <app> replay --version V --from earliest|OFFSET|TIME [--until-end]
+//!              (and run's commit and checkpoint flags)
+//! <app> diff A B                                  exit status 1 when they differ
+//! <app> promote V                                 make a version live
+//! <app> versions                                  list them
+//! <app> rebuild [--store S] [--from-checkpoint] [--version V] [--fetch-bytes B]
+//!                                                 fresh state from the log, swapped in
+//! <app> checkpoint [--version V]                  checkpoint every task's state
+//! ```
+//!
+//! The version the app runs is `live` (see `versions`); `run` runs it, and
+//! the other commands look at it unless given `--version`.
+//!
+//! Every subcommand takes the same location flags: `--data-dir DIR`
+//! (embedded; state in `DIR/apps/<app>` unless `--state-dir`), or
+//! `--bootstrap ADDR --state-dir DIR` (remote, secured by the flags of
+//! [`crate::cli::SecurityArgs`]: `--security-protocol`, `--ssl-ca-location`,
+//! `--sasl-username`, `--client-properties FILE`, …). An app with flags of its
+//! own parses [`Cli<T>`] with its `clap::Args` type and passes the result to
+//! [`run_parsed`].
+//!
+//! Exit status: 0 done; 1 failed, or `diff` found differences; 2 `diff`
+//! failed. Neither function exits the process: they return the status.
+
+mod args;
+mod print;
+mod security_args;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+pub use args::{CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, LocationArgs, NoArgs};
+pub use security_args::SecurityArgs;
+
+use super::error::RuntimeError;
+use super::location::Location;
+use super::ops::query::http::QueryEndpoint;
+use super::ops::{self, RebuildOptions, RunOptions, StoreQuery};
+use super::topology::App;
+use super::versions::{BASE, LIVE, Versions};
+
+/// How often `run`, `replay` and `rebuild` print their progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// How a subcommand ended, for the exit status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// `diff` found differences (exit status 1).
+    Differs,
+}
+
+/// Parses the command line and runs the subcommand; an error is printed
+/// and given back as the exit status.
+pub fn run_cli(app: App) -> ExitCode {
+    let cli = Cli::<NoArgs>::parse();
+    run_parsed(&app, &cli.location, &cli.command)
+}
+
+/// Runs a parsed subcommand (for apps with flags of their own); prints an
+/// error and returns status 1 on failure (2 for an error of `diff`, whose
+/// 1 means the versions differ).
+pub fn run_parsed(app: &App, location: &LocationArgs, command: &Command) -> ExitCode {
+    init_logging();
+    match execute(app, location, command) {
+        Ok(Outcome::Done) => ExitCode::SUCCESS,
+        Ok(Outcome::Differs) => ExitCode::from(1),
+        Err(error) => {
+            eprintln!("{}: {error}", app.name());
+            if matches!(command, Command::Diff { .. }) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Logs to stderr: warnings, and the runtime's own notices (a task fenced,
+/// a state restored, a rebuilt state swapped in); `STRATA_LOG` (a tracing
+/// filter, e.g. `debug`) says otherwise. An app that installed a
+/// subscriber of its own keeps it.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("STRATA_LOG")
+        .unwrap_or_else(|_| "warn,strata_runtime=info".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Runs a subcommand, returning its error.
+pub fn execute(
+    app: &App,
+    location: &LocationArgs,
+    command: &Command,
+) -> Result<Outcome, RuntimeError> {
+    let state_memory = location.state_memory;
+    let location = location.location(app.name())?;
+    if let Some(budget) = state_memory
+        && !crate::state::memory::configure(budget)
+    {
+        return Err(RuntimeError::Config(
+            "--state-memory comes too late: this process opened task state with another budget already".into(),
+        ));
+    }
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(RuntimeError::io("starting the async runtime"))?;
+    runtime.block_on(dispatch(app, &location, command))
+}
+
+async fn dispatch(
+    app: &App,
+    location: &Location,
+    command: &Command,
+) -> Result<Outcome, RuntimeError> {
+    let name = app.name();
+    let versions = || Versions::load(location.state_dir());
+    let version = |name: &Option<String>| versions()?.get(name.as_deref().unwrap_or(LIVE));
+    match command {
+        Command::Run {
+            until_end,
+            serve,
+            metrics,
+            query,
+            commit,
+            checkpoints,
+            group,
+        } => {
+            let live = version(&None)?;
+            let root = location.clone();
+            let (mut app, location) = app.as_version(location, &live);
+            commit.apply(&mut app.config);
+            checkpoints.apply(&mut app.config);
+            let options = RunOptions {
+                until_end: *until_end,
+                serve: *serve,
+                metrics: *metrics,
+                query: query.map(|addr| QueryEndpoint {
+                    addr,
+                    root: root.clone(),
+                    version: live.name.clone(),
+                }),
+                progress_every: Some(PROGRESS_EVERY),
+                group: group.options(),
+                ..RunOptions::default()
+            };
+            if live.name != BASE {
+                eprintln!(
+                    "{name}: running version {} (derived topics end in {:?})",
+                    live.name, live.topic_suffix
+                );
+            }
+            let summary = ops::run(&app, &location, options).await?;
+            print::processed(name, &summary);
+            Ok(Outcome::Done)
+        }
+        Command::Replay {
+            version,
+            from,
+            until_end,
+            metrics,
+            commit,
+            checkpoints,
+            group,
+        } => {
+            let mut replay = ops::Replay::prepare(app, location, version, from)?;
+            commit.apply(&mut replay.app.config);
+            checkpoints.apply(&mut replay.app.config);
+            eprintln!(
+                "{name}: replaying into version {version} (state in {}, derived topics {})",
+                replay.version.state_dir.display(),
+                replay.app.derived_log_topics().join(", ")
+            );
+            let options = RunOptions {
+                until_end: *until_end,
+                metrics: *metrics,
+                progress_every: Some(PROGRESS_EVERY),
+                group: group.options(),
+                ..RunOptions::default()
+            };
+            let summary = replay.run(options).await?;
+            print::processed(name, &summary);
+            Ok(Outcome::Done)
+        }
+        Command::Status { version: name } => {
+            let (app, location) = app.as_version(location, &version(name)?);
+            print::status(&app, &location).await?;
+            Ok(Outcome::Done)
+        }
+        Command::DumpState {
+            store,
+            at,
+            version: name,
+        } => {
+            let (app, location) = app.as_version(location, &version(name)?);
+            print::dump_state(&app, &location, store.as_deref(), *at)?;
+            Ok(Outcome::Done)
+        }
+        Command::Query {
+            store,
+            key,
+            prefix,
+            from,
+            to,
+            window,
+            field,
+            limit,
+            json,
+            version: name,
+        } => {
+            let asked = version(name)?;
+            let (app, location) = app.as_version(location, &asked);
+            let lookup = match field {
+                Some(field) => ops::Lookup::Field(field.clone()),
+                None => print::lookup(key, prefix, from, to, window)?,
+            };
+            let query = StoreQuery {
+                store: store.clone(),
+                lookup,
+                limit: *limit,
+            };
+            let answer = ops::query::query_from_cli(&app, &location, &query, &asked.name).await?;
+            print::query(&query, &answer, *json)
+        }
+        Command::Diff { a, b, examples } => {
+            let versions = versions()?;
+            let (a, b) = (versions.get(a)?, versions.get(b)?);
+            let report = ops::diff(app, location, &a, &b, *examples).await?;
+            print::diff(&report)?;
+            Ok(if report.differs() {
+                Outcome::Differs
+            } else {
+                Outcome::Done
+            })
+        }
+        Command::Promote { version } => {
+            match ops::promote(app, location, version)? {
+                ops::Promoted::AlreadyLive(live) => {
+                    eprintln!("{name}: {} is already live", live.name);
+                }
+                ops::Promoted::Live {
+                    live,
+                    previous,
+                    derived_topics,
+                } => {
+                    println!(
+                        "{} is live: `run` uses its state ({}) and derived topics ({})",
+                        live.name,
+                        live.state_dir.display(),
+                        derived_topics.join(", ")
+                    );
+                    println!(
+                        "the previous live version, {}, is kept: `promote {}` rolls back",
+                        previous.name, previous.name
+                    );
+                }
+            }
+            Ok(Outcome::Done)
+        }
+        Command::Versions => {
+            let versions = versions()?;
+            for name in versions.names() {
+                let marker = if name == versions.live_name() {
+                    "  (live)"
+                } else {
+                    ""
+                };
+                println!("{name}{marker}");
+            }
+            Ok(Outcome::Done)
+        }
+        Command::Rebuild {
+            store,
+            from_checkpoint,
+            version: name,
+            fetch_bytes,
+        } => {
+            let (mut app, location) = app.as_version(location, &version(name)?);
+            if let Some(bytes) = fetch_bytes {
+                app = app.fetch_bytes(*bytes);
+            }
+            let options = RebuildOptions {
+                store: store.clone(),
+                from_checkpoint: *from_checkpoint,
+                progress_every: Some(PROGRESS_EVERY),
+                commit: None,
+            };
+            let summary = ops::rebuild(&app, &location, options).await?;
+            let by = if summary.handed_over > 0 {
+                "the running app swapped it in"
+            } else {
+                "swapped in"
+            };
+            eprintln!(
+                "{}: rebuilt {} task(s) from {} records in {:.1} s; {by}",
+                app.name(),
+                summary.tasks,
+                summary.records,
+                summary.elapsed.as_secs_f64()
+            );
+            Ok(Outcome::Done)
+        }
+        Command::Checkpoint { version: name } => {
+            let (app, location) = app.as_version(location, &version(name)?);
+            print::checkpoints(&ops::checkpoint(&app, &location).await?);
+            Ok(Outcome::Done)
+        }
+    }
+}

@@ -1,0 +1,535 @@
+//! [`Context`]: what a processor sees besides the record: the record's
+//! position, its stores (through [`Store`] handles) and `emit` to derived
+//! topics (through [`Output`] handles), and timers (`schedule`, `cancel`;
+//! see `timer`). Everything goes into the task's current run (see
+//! `state`) and is committed with the input offsets.
+//!
+//! Nothing here awaits: a store read that misses the task's tables reads
+//! RocksDB on the task's own (blocking) thread.
+
+use std::borrow::Borrow;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use strata_client::partitioner::partition_for_key;
+use strata_record::codec::Codec;
+use strata_record::{Header, NewRecord};
+
+use super::handles::{Output, Store};
+use super::process_error::ProcessError;
+use super::record::RecordHeader;
+use super::spec::{StoreSpec, TopicOutput};
+use super::state::{EncodeBuffers, TaskState, prefix_end};
+use super::timer::{TIMER_KEY_BYTES_MAX, TimeDomain};
+
+/// The record being processed, but for its key and value (offset -1 and no
+/// headers in `init` and `close`).
+#[derive(Debug, Clone)]
+pub(crate) struct Position {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp: i64,
+    pub headers: Vec<RecordHeader>,
+}
+
+impl Position {
+    /// On `topic`'s `partition`, at no record yet (offset -1): for `init`,
+    /// `close` and timers at `timestamp`, or to be set per record.
+    pub fn before_records(topic: &Arc<str>, partition: i32, timestamp: i64) -> Self {
+        Self {
+            topic: Arc::clone(topic),
+            partition,
+            offset: -1,
+            timestamp,
+            headers: Vec::new(),
+        }
+    }
+}
+
+pub struct Context<'c> {
+    pub(crate) state: &'c mut TaskState,
+    pub(crate) stores: &'c [StoreSpec],
+    pub(crate) outputs: &'c [TopicOutput],
+    pub(crate) position: &'c Position,
+    pub(crate) processor: &'c str,
+    /// False in a rebuild: the derived topics already hold what the
+    /// processor emits, so emits are checked and dropped.
+    pub(crate) emits: bool,
+}
+
+/// How to emit a record besides its topic, key and value.
+#[derive(Debug, Clone, Default)]
+pub struct EmitOptions {
+    /// The partition; by default the key's (Java-compatible murmur2).
+    pub partition: Option<i32>,
+    pub headers: Vec<RecordHeader>,
+    /// Milliseconds since the Unix epoch; by default the input record's.
+    pub timestamp: Option<i64>,
+}
+
+impl EmitOptions {
+    pub fn partition(mut self, partition: i32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    pub fn header(mut self, name: impl Into<String>, value: Option<&[u8]>) -> Self {
+        self.headers.push((name.into(), value.map(<[u8]>::to_vec)));
+        self
+    }
+
+    pub fn timestamp(mut self, timestamp_ms: i64) -> Self {
+        self.timestamp = Some(timestamp_ms);
+        self
+    }
+}
+
+impl Context<'_> {
+    /// The input topic of the record being processed.
+    pub fn topic(&self) -> &str {
+        &self.position.topic
+    }
+
+    pub fn partition(&self) -> i32 {
+        self.position.partition
+    }
+
+    /// The record's offset (-1 in `init` and `close`).
+    pub fn offset(&self) -> i64 {
+        self.position.offset
+    }
+
+    /// The record's timestamp, ms since the Unix epoch.
+    pub fn timestamp(&self) -> i64 {
+        self.position.timestamp
+    }
+
+    /// The record's headers, in order (none in `init` and `close`).
+    pub fn headers(&self) -> &[RecordHeader] {
+        &self.position.headers
+    }
+
+    /// The name of the running processor.
+    pub fn processor(&self) -> &str {
+        self.processor
+    }
+
+    /// Schedules a timer: the processor's `on_timer` is called once
+    /// `time_ms` is reached in `domain` (see [`TimeDomain`]), with `key`.
+    /// A timer is (domain, time, key): scheduling one that exists changes
+    /// nothing. Committed with the run; the processor must declare
+    /// `.timers()` (a function processor, `.on_timer(f)`).
+    pub fn schedule(
+        &mut self,
+        domain: TimeDomain,
+        time_ms: i64,
+        key: impl AsRef<[u8]>,
+    ) -> Result<(), ProcessError> {
+        self.set_timer(domain, time_ms, key.as_ref(), true)
+    }
+
+    /// Cancels the timer (domain, time, key), if there is one: it does not
+    /// fire (even if due in the same sweep).
+    pub fn cancel(
+        &mut self,
+        domain: TimeDomain,
+        time_ms: i64,
+        key: impl AsRef<[u8]>,
+    ) -> Result<(), ProcessError> {
+        self.set_timer(domain, time_ms, key.as_ref(), false)
+    }
+
+    /// The task's stream time: the greatest timestamp of the records it has
+    /// processed, this one included (kept with the timer store, so it
+    /// survives restarts). None before the first record, and for a
+    /// processor that declares no timers.
+    pub fn stream_time(&self) -> Option<i64> {
+        self.state.stream_time()
+    }
+
+    fn set_timer(
+        &mut self,
+        domain: TimeDomain,
+        time_ms: i64,
+        key: &[u8],
+        present: bool,
+    ) -> Result<(), ProcessError> {
+        if key.len() > TIMER_KEY_BYTES_MAX {
+            return Err(ProcessError::msg(format!(
+                "processor {:?}: a timer key of {} bytes, over the {TIMER_KEY_BYTES_MAX} allowed: use a shorter key (a hash, or an id the store maps)",
+                self.processor,
+                key.len()
+            )));
+        }
+        self.state
+            .set_timer(domain, time_ms, key, present)
+            .ok_or_else(|| {
+                ProcessError::msg(format!(
+                    "processor {:?} uses timers but declares none: add .timers() after .processor({:?}, ..) (a function processor, .on_timer(f))",
+                    self.processor, self.processor
+                ))
+            })
+    }
+
+    /// The value of `key` in `store`, as this run has left it (reads see
+    /// the writes made earlier in the run).
+    pub fn get<K, V, Q>(&mut self, store: Store<K, V>, key: &Q) -> Result<Option<V>, ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: DeserializeOwned + 'static,
+        Q: Serialize + ?Sized,
+    {
+        let index = self.store_index(&store)?;
+        let read = self.state.with_buffers(|state, buffers| {
+            store.key_codec().encode_into(key, &mut buffers.key)?;
+            let decode = |raw: Option<&[u8]>| raw.map(|raw| store.value_codec().decode(raw));
+            Ok::<_, ProcessError>(state.read_at(index, &buffers.key, decode)?)
+        })?;
+        Ok(read.transpose()?)
+    }
+
+    pub fn put<K, V, Q>(
+        &mut self,
+        store: Store<K, V>,
+        key: &Q,
+        value: &V,
+    ) -> Result<(), ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: Serialize + 'static,
+        Q: Serialize + ?Sized,
+    {
+        let index = self.store_index(&store)?;
+        self.state.with_buffers(|state, buffers| {
+            store.key_codec().encode_into(key, &mut buffers.key)?;
+            store.value_codec().encode_into(value, &mut buffers.value)?;
+            state.put_at(index, &buffers.key, &buffers.value);
+            Ok(())
+        })
+    }
+
+    pub fn delete<K, V, Q>(&mut self, store: Store<K, V>, key: &Q) -> Result<(), ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: 'static,
+        Q: Serialize + ?Sized,
+    {
+        let index = self.store_index(&store)?;
+        self.state.with_buffers(|state, buffers| {
+            store.key_codec().encode_into(key, &mut buffers.key)?;
+            state.delete_at(index, &buffers.key);
+            Ok(())
+        })
+    }
+
+    /// The entries of `store` whose keys are in `range` (`..` for all of
+    /// them), in the order of the encoded keys (with the raw and utf8
+    /// codecs, the order of the bytes), as this run has left them.
+    pub fn range<K, V, R>(
+        &mut self,
+        store: Store<K, V>,
+        range: R,
+    ) -> Result<Entries<K, V>, ProcessError>
+    where
+        K: Serialize + DeserializeOwned + 'static,
+        V: DeserializeOwned + 'static,
+        R: RangeBounds<K>,
+    {
+        self.store_index(&store)?;
+        let codec = store.key_codec();
+        // Bounds on encoded keys: the successor of a byte string `k` is
+        // `k` followed by a zero byte.
+        let after = |key: &K| -> Result<Vec<u8>, ProcessError> {
+            let mut bytes = codec.encode(key)?;
+            bytes.push(0);
+            Ok(bytes)
+        };
+        let from = match range.start_bound() {
+            Bound::Included(key) => codec.encode(key)?,
+            Bound::Excluded(key) => after(key)?,
+            Bound::Unbounded => Vec::new(),
+        };
+        let to = match range.end_bound() {
+            Bound::Included(key) => Some(after(key)?),
+            Bound::Excluded(key) => Some(codec.encode(key)?),
+            Bound::Unbounded => None,
+        };
+        let entries = self.state.range(store.name(), &from, to.as_deref())?;
+        Ok(Entries::new(entries, &store))
+    }
+
+    /// The entries of `store` whose encoded key starts with the encoded
+    /// `prefix` (meaningful with the raw and utf8 key codecs, where a
+    /// string prefix is a byte prefix), in order.
+    pub fn prefix<K, V, Q>(
+        &mut self,
+        store: Store<K, V>,
+        prefix: &Q,
+    ) -> Result<Entries<K, V>, ProcessError>
+    where
+        K: DeserializeOwned + 'static,
+        V: DeserializeOwned + 'static,
+        Q: Serialize + ?Sized,
+    {
+        self.store_index(&store)?;
+        let prefix = store.key_codec().encode(prefix)?;
+        let end = prefix_end(&prefix);
+        let entries = self.state.range(store.name(), &prefix, end.as_deref())?;
+        Ok(Entries::new(entries, &store))
+    }
+
+    /// Emits `key` → `value` to `output` (declared as an output of this
+    /// processor), partitioned by key, with the input record's timestamp.
+    pub fn emit<K, V, Q, W>(
+        &mut self,
+        output: Output<K, V>,
+        key: &Q,
+        value: &W,
+    ) -> Result<(), ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: Borrow<W> + 'static,
+        Q: Serialize + ?Sized,
+        W: Serialize + ?Sized,
+    {
+        self.emit_record(&output, Some(key), Some(value), EmitOptions::default())
+    }
+
+    /// Emits with an explicit partition, headers or timestamp.
+    pub fn emit_with<K, V, Q, W>(
+        &mut self,
+        output: Output<K, V>,
+        key: &Q,
+        value: &W,
+        options: EmitOptions,
+    ) -> Result<(), ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: Borrow<W> + 'static,
+        Q: Serialize + ?Sized,
+        W: Serialize + ?Sized,
+    {
+        self.emit_record(&output, Some(key), Some(value), options)
+    }
+
+    /// Emits a tombstone for `key`: a record with no value, partitioned by
+    /// key, which deletes the key from a compacted topic and from a table
+    /// read from the topic (Kafka's null value).
+    pub fn emit_tombstone<K, V, Q>(
+        &mut self,
+        output: Output<K, V>,
+        key: &Q,
+        options: EmitOptions,
+    ) -> Result<(), ProcessError>
+    where
+        K: Borrow<Q> + 'static,
+        V: 'static,
+        Q: Serialize + ?Sized,
+    {
+        self.emit_record::<K, V, Q, [u8]>(&output, Some(key), None, options)
+    }
+
+    /// Emits a record without a key: it goes to the options' partition, or
+    /// else to the input's partition number modulo the topic's partitions,
+    /// so a replay places it the same.
+    pub fn emit_keyless<K, V, W>(
+        &mut self,
+        output: Output<K, V>,
+        value: &W,
+        options: EmitOptions,
+    ) -> Result<(), ProcessError>
+    where
+        K: 'static,
+        V: Borrow<W> + 'static,
+        W: Serialize + ?Sized,
+    {
+        self.emit_record::<K, V, [u8], W>(&output, None, Some(value), options)
+    }
+
+    fn emit_record<K: 'static, V: 'static, Q, W>(
+        &mut self,
+        output: &Output<K, V>,
+        key: Option<&Q>,
+        value: Option<&W>,
+        options: EmitOptions,
+    ) -> Result<(), ProcessError>
+    where
+        Q: Serialize + ?Sized,
+        W: Serialize + ?Sized,
+    {
+        let Some(declared) = self.outputs.iter().find(|o| o.spec.is(output)) else {
+            return Err(self.undeclared_output(output));
+        };
+        // Encoded into the task's reused buffers: no allocation per emit.
+        let (position, emits) = (self.position, self.emits);
+        self.state.with_buffers(|state, buffers| {
+            let record = (key, value, options);
+            emit_encoded(state, position, emits, declared, record, buffers)
+        })
+    }
+
+    /// The position of `store` in the task's state (which holds its
+    /// stores in the order they are declared).
+    #[inline]
+    fn store_index<K: 'static, V: 'static>(
+        &self,
+        store: &Store<K, V>,
+    ) -> Result<usize, ProcessError> {
+        match self.stores.iter().position(|s| s.name == store.name()) {
+            Some(index) if self.stores[index].is(store) => {
+                debug_assert_eq!(self.state.stores()[index], store.name());
+                Ok(index)
+            }
+            Some(index) => {
+                let spec = &self.stores[index];
+                Err(ProcessError::msg(format!(
+                    "store {:?} holds {} → {} ({} / {} codecs), not {} → {} ({} / {})",
+                    spec.name,
+                    spec.key_type_name,
+                    spec.value_type_name,
+                    spec.key_codec.name(),
+                    spec.value_codec.name(),
+                    std::any::type_name::<K>(),
+                    std::any::type_name::<V>(),
+                    store.key_codec().name(),
+                    store.value_codec().name(),
+                )))
+            }
+            None => Err(ProcessError::msg(format!(
+                "no store {:?} declared for processor {:?} (declared: {})",
+                store.name(),
+                self.processor,
+                self.stores
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
+
+    #[cold]
+    fn undeclared_output<K, V>(&self, output: &Output<K, V>) -> ProcessError {
+        let topic = output.topic();
+        if self.outputs.iter().any(|o| o.spec.topic == topic) {
+            return ProcessError::msg(format!(
+                "processor {:?} emits {} → {} to {topic:?}, which it declared with other types or codecs",
+                self.processor,
+                std::any::type_name::<K>(),
+                std::any::type_name::<V>(),
+            ));
+        }
+        ProcessError::msg(format!(
+            "processor {:?} emits to {topic:?}, which is not one of its outputs (declare it with .output(..))",
+            self.processor
+        ))
+    }
+}
+
+/// Encodes a record for `output` into `buffers` and, when `emits`, adds it
+/// to the run's batch of its partition.
+fn emit_encoded<Q, W>(
+    state: &mut TaskState,
+    position: &Position,
+    emits: bool,
+    output: &TopicOutput,
+    (key, value, options): (Option<&Q>, Option<&W>, EmitOptions),
+    buffers: &mut EncodeBuffers,
+) -> Result<(), ProcessError>
+where
+    Q: Serialize + ?Sized,
+    W: Serialize + ?Sized,
+{
+    let topic = &output.spec.topic;
+    let key = match key {
+        Some(k) => {
+            output.spec.key_codec.encode_into(k, &mut buffers.key)?;
+            Some(&buffers.key[..])
+        }
+        None => None,
+    };
+    let value = match value {
+        Some(v) => {
+            output.spec.value_codec.encode_into(v, &mut buffers.value)?;
+            Some(&buffers.value[..])
+        }
+        None => None,
+    };
+    let partition = match (options.partition, key) {
+        (Some(p), _) if (0..output.partitions).contains(&p) => p,
+        (Some(p), _) => {
+            return Err(ProcessError::msg(format!(
+                "partition {p} of {topic:?}, which has {} partitions",
+                output.partitions
+            )));
+        }
+        (None, Some(key)) => partition_for_key(key, output.partitions),
+        (None, None) => position.partition.rem_euclid(output.partitions),
+    };
+    let headers = Header::from_pairs(&options.headers);
+    let record = NewRecord {
+        key,
+        value,
+        timestamp: options.timestamp.unwrap_or(position.timestamp),
+        headers: &headers,
+    };
+    if emits {
+        state.emit(&output.log_topic, partition, record)?;
+    }
+    Ok(())
+}
+
+/// The entries of a range or prefix scan, in key order, each decoded as it
+/// is taken.
+pub struct Entries<K, V> {
+    entries: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    key_codec: Codec,
+    value_codec: Codec,
+    types: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V> Entries<K, V> {
+    fn new(entries: Vec<(Vec<u8>, Vec<u8>)>, store: &Store<K, V>) -> Self {
+        Self {
+            entries: entries.into_iter(),
+            key_codec: store.key_codec(),
+            value_codec: store.value_codec(),
+            types: PhantomData,
+        }
+    }
+}
+
+impl<K, V> Iterator for Entries<K, V>
+where
+    K: DeserializeOwned + 'static,
+    V: DeserializeOwned + 'static,
+{
+    type Item = Result<(K, V), ProcessError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (key, value) = self.entries.next()?;
+        let decoded = (|| {
+            Ok((
+                self.key_codec.decode(&key)?,
+                self.value_codec.decode(&value)?,
+            ))
+        })();
+        Some(decoded)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.entries.size_hint()
+    }
+}
+
+impl<K, V> ExactSizeIterator for Entries<K, V>
+where
+    K: DeserializeOwned + 'static,
+    V: DeserializeOwned + 'static,
+{
+}

@@ -1,0 +1,113 @@
+//! A processor with its record types erased, as a task calls it: raw
+//! records in, the typed processor called directly (no future per record).
+//! The typed adapters are beside their traits (`processor`,
+//! `async_processor`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use strata_record::codec::Codec;
+
+use super::context::{Context, Position};
+use super::process_error::ProcessError;
+use super::timer::Timer;
+
+/// A record's key and value as read from the log, before decoding; the
+/// rest of the record is the context's position.
+pub(crate) struct RawRecord<'a> {
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+}
+
+/// Work a processor does over the records of a batch before the task
+/// applies them one by one (an async processor's lookups).
+pub(crate) type Prepare<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// A processor with its record types erased: decodes raw records with the
+/// input codecs and calls the typed processor, directly.
+pub(crate) trait ErasedProcessor: Send {
+    fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
+
+    fn process(&mut self, raw: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
+
+    fn close(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
+
+    /// A timer of the processor's is due (see `runtime::timer`).
+    fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
+
+    /// Whether [`ErasedProcessor::prepare`] has work to do (an async
+    /// processor): a task with several inputs only decodes a batch ahead
+    /// for a processor that asks.
+    fn prepares(&self) -> bool {
+        false
+    }
+
+    /// Before the task processes `records` of one batch (those at offsets
+    /// in `from..until`, in order): the work to await first, if the
+    /// processor has any (an async processor's `prepare`); None for the
+    /// others, which cost nothing here.
+    fn prepare<'a>(
+        &'a mut self,
+        _records: &[strata_record::Record<'_>],
+        _position: &Position,
+        _offsets: std::ops::Range<i64>,
+    ) -> Option<Prepare<'a>> {
+        None
+    }
+}
+
+/// Makes a task's processor, decoding with the given key and value codecs.
+pub(crate) type Factory = Arc<dyn Fn(Codec, Codec) -> Box<dyn ErasedProcessor> + Send + Sync>;
+
+/// Why a processor that does not handle timers cannot take one that is
+/// due: what its default `on_timer` returns.
+pub(crate) fn no_on_timer(timer: &Timer, ctx: &Context<'_>) -> ProcessError {
+    ProcessError::msg(format!(
+        "processor {:?} has a timer due ({timer}) but does not handle timers: implement on_timer (a function processor takes .on_timer(f) after .processor(..))",
+        ctx.processor()
+    ))
+}
+
+/// What a function processor's `.on_timer(f)` gives the builder.
+pub(crate) type TimerFn =
+    Arc<dyn Fn(Timer, &mut Context<'_>) -> Result<(), ProcessError> + Send + Sync>;
+
+/// A processor whose timers go to a function of their own (the builder's
+/// `.on_timer(f)`), everything else to the processor.
+pub(crate) struct WithTimerFn {
+    pub inner: Box<dyn ErasedProcessor>,
+    pub on_timer: TimerFn,
+}
+
+impl ErasedProcessor for WithTimerFn {
+    fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        self.inner.init(ctx)
+    }
+
+    #[inline]
+    fn process(&mut self, raw: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        self.inner.process(raw, ctx)
+    }
+
+    fn close(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        self.inner.close(ctx)
+    }
+
+    fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        (self.on_timer)(timer, ctx)
+    }
+
+    fn prepares(&self) -> bool {
+        self.inner.prepares()
+    }
+
+    fn prepare<'a>(
+        &'a mut self,
+        records: &[strata_record::Record<'_>],
+        position: &Position,
+        offsets: std::ops::Range<i64>,
+    ) -> Option<Prepare<'a>> {
+        self.inner.prepare(records, position, offsets)
+    }
+}

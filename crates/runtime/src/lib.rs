@@ -1,0 +1,120 @@
+//! strata-runtime, the processor runtime: users write processors; an [`App`] declares
+//! the topology, and [`ops::run`] runs one task per processor and input
+//! partition, each a pull loop that commits the processor's state, its
+//! emitted records (an outbox) and the next input offsets in one RocksDB
+//! write batch, then ships the outbox to derived topics with the task's
+//! stable producer id, so that effects are exactly-once across crashes
+//! (docs/design.md, §4 "The commit protocol").
+//!
+//! What a user writes: stores and outputs declared once as typed handles,
+//! shared by the builder and the processor, and the processor itself:
+//!
+//! ```no_run
+//! use strata_runtime::{App, Context, Output, ProcessError, Record, Store};
+//!
+//! const COUNTS: Store<String, u64> = Store::new("counts");
+//! const WORD_COUNTS: Output<String, String> = Output::new("word-counts");
+//!
+//! fn count(word: Record<String, ()>, ctx: &mut Context) -> Result<(), ProcessError> {
+//!     let n = ctx.get(COUNTS, &word.key)?.unwrap_or(0) + 1;
+//!     ctx.put(COUNTS, &word.key, &n)?;
+//!     ctx.emit(WORD_COUNTS, &word.key, &n.to_string())
+//! }
+//!
+//! let app = App::new("wordcount")
+//!     .processor("count", count).input("words").store(COUNTS).output(WORD_COUNTS);
+//! ```
+//!
+//! Which form of processor to write:
+//!
+//! - a **function or closure** (as above) for a processor without fields
+//!   of its own: the common case;
+//! - a [`Processor`] (given as a factory, `|| Sessions { .. }`) for one
+//!   with fields, or with `init` and `close`;
+//! - an [`AsyncProcessor`] only when a record needs I/O that must be
+//!   awaited (a lookup in an external service): its `prepare` runs for
+//!   several records at a time without the context, its `apply` in order
+//!   with it. The other two are called directly by the task, with nothing
+//!   allocated per record, and are the faster ones.
+//!
+//! The modules:
+//!
+//! - [`handles`]: `Store` and `Output`, the typed handles; `spec`: what the
+//!   builder keeps of them.
+//! - [`processor`]: the `Processor` trait and what `App::processor` takes;
+//!   `async_processor`: `AsyncProcessor`; `erased`: a processor as a task
+//!   calls it; `record`: `Record`; `process_error`: `ProcessError`.
+//! - [`context`]: `Context` (position, store reads and writes, scans, emit,
+//!   timers).
+//! - [`timer`]: `TimeDomain` and `Timer`; the timer store's layout and when
+//!   timers fire (event time: the task's stream time; processing time: the
+//!   wall clock), exactly once like everything else the run writes.
+//! - [`topology`]: the `App` builder and what it declares.
+//! - [`ops`]: run, status, dump-state, checkpoint, rebuild, replay, diff,
+//!   promote: each a library call.
+//! - [`cli`]: the subcommands every app binary gets; a leaf, dispatching
+//!   into `ops`.
+//! - `task`: one task's loop, its checkpoints, the rebuild handover and swap.
+//! - [`state`]: a task's RocksDB (stores, meta, outbox, commits,
+//!   checkpoints).
+//! - `layout`: every path and lock of a state directory.
+//! - `location`: where the log and state are; `log_access`: the embedded
+//!   log or a remote cluster, alike to a task.
+//! - [`versions`]: the live version and replayed ones; `progress`: the
+//!   progress bar.
+//!
+//! Imports go one way: `cli` → `ops` → `task` → `state` → `layout`; nothing
+//! below `cli` imports it.
+
+mod async_processor;
+pub(crate) mod board;
+pub mod cli;
+pub mod context;
+mod erased;
+mod error;
+mod fetch_pool;
+mod group;
+pub mod handles;
+pub mod index_key;
+mod layout;
+mod location;
+mod log_access;
+pub mod ops;
+mod process_error;
+pub mod processor;
+mod progress;
+mod record;
+mod spec;
+pub mod state;
+mod store_text;
+mod task;
+pub mod timer;
+pub mod topology;
+pub mod versions;
+pub mod window_key;
+
+pub use async_processor::{AsyncProcessor, CONCURRENCY_DEFAULT};
+pub use board::TaskView;
+pub use cli::{
+    CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, LocationArgs, NoArgs, Outcome, run_cli,
+    run_parsed,
+};
+pub use context::{Context, EmitOptions, Entries};
+pub use error::RuntimeError;
+pub use group::{GroupOptions, tasks_of_assignment};
+pub use handles::{Output, Store};
+pub use location::Location;
+pub use ops::{
+    DiffReport, PartitionDiff, REBUILD_COMMIT, RebuildOptions, RebuildSummary, RunOptions,
+    RunSummary, StatusRow, StoreDiff, TopicDiff,
+};
+pub use process_error::ProcessError;
+pub use processor::{IntoProcessor, Processor};
+pub use record::{Record, RecordHeader};
+pub use state::{Entry, OutboxBatch, StateError, TaskState};
+pub use task::StartAt;
+#[doc(hidden)]
+pub use task::handover::decode_offsets as decode_handover_offsets;
+pub use timer::{TIMER_KEY_BYTES_MAX, TIMERS_FIRED_PER_PASS_MAX, TimeDomain, Timer};
+pub use topology::{App, CheckpointPolicy, CommitInterval, TaskConfig};
+pub use versions::{Version, Versions};

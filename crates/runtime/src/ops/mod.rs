@@ -1,0 +1,41 @@
+//! What can be done with an app, each a library call in a file of its own:
+//! the command line (`cli`) is one caller, tests and examples are others.
+//!
+//! - [`run()`] / [`run_until`]: run the app (`run.rs`; the log opened and the
+//!   topology resolved in `open.rs`).
+//! - [`status()`]: per task and input, where it is and the catch-up check.
+//! - [`dump_state()`] / [`dump_state_at`]: every store entry, now or as of a
+//!   checkpoint.
+//! - [`checkpoint()`]: checkpoint every stateful task, running or not.
+//! - [`rebuild()`]: fresh state from the log, swapped in.
+//! - [`Replay`]: run a new build into a version of its own.
+//! - [`diff()`]: two versions' stores and derived topics compared.
+//! - [`promote()`]: make a version live.
+//! - [`query()`]: a store's committed entries by key, prefix, range or
+//!   window, as JSON; `query/http.rs` serves it while the app runs.
+//!
+//! Each takes the app (its topology, [`App`](crate::App)) and the
+//! [`Location`](crate::Location) of its log and state; a version
+//! other than the live one is reached with `App::as_version`.
+
+mod checkpoint;
+mod diff;
+pub(crate) mod dump_state;
+mod open;
+mod promote;
+pub mod query;
+mod rebuild;
+mod replay;
+mod run;
+mod serve;
+mod status;
+
+pub use checkpoint::{TaskCheckpoint, checkpoint};
+pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff, diff};
+pub use dump_state::{dump_state, dump_state_at};
+pub use promote::{Promoted, promote};
+pub use query::{Held, Lookup, QueryAnswer, StoreQuery, query};
+pub use rebuild::{REBUILD_COMMIT, RebuildOptions, RebuildSummary, rebuild};
+pub use replay::Replay;
+pub use run::{RunOptions, RunSummary, run, run_until, stop_signal};
+pub use status::{StatusRow, status};

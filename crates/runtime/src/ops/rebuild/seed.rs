@@ -1,0 +1,53 @@
+//! `rebuild --from-checkpoint`: a task's rebuild seeded from the live
+//! task's newest checkpoint (table files hard-linked: they never change;
+//! the rest copied), built aside and renamed into place, so a cut copy is
+//! never taken for a state.
+
+use std::path::Path;
+
+use crate::error::RuntimeError;
+use crate::layout::{self, checkpoints};
+use crate::topology::ProcessorSpec;
+
+/// Starts a task's rebuild from the live task's newest checkpoint: its
+/// table files hard-linked (they never change), the rest copied.
+pub(super) fn seed_from_checkpoint(
+    root: &Path,
+    spec: &ProcessorSpec,
+    partition: i32,
+    rebuilt: &Path,
+) -> Result<(), RuntimeError> {
+    let dir = layout::checkpoint_dir(root, &spec.name, partition);
+    let io = |context: String| move |error| RuntimeError::Io { context, error };
+    let newest = checkpoints(&dir)
+        .map_err(io(format!("listing {}", dir.display())))?
+        .pop()
+        .ok_or_else(|| RuntimeError::NoCheckpoint {
+            task: format!("{}/{partition}", spec.name),
+            wanted: "to start from".into(),
+        })?;
+    if rebuilt.exists() {
+        std::fs::remove_dir_all(rebuilt).map_err(io(format!("removing {}", rebuilt.display())))?;
+    }
+    // Copied aside and renamed into place: a cut copy is never taken for a
+    // state.
+    let seeding = layout::beside(rebuilt, ".seeding");
+    if seeding.exists() {
+        std::fs::remove_dir_all(&seeding).map_err(io(format!("removing {}", seeding.display())))?;
+    }
+    std::fs::create_dir_all(&seeding).map_err(io(format!("creating {}", seeding.display())))?;
+    let files = layout::copied_files(&newest.1, &seeding)
+        .map_err(io(format!("listing {}", newest.1.display())))?;
+    for (from, to) in files {
+        let linked =
+            from.extension().is_some_and(|e| e == "sst") && std::fs::hard_link(&from, &to).is_ok();
+        if !linked {
+            std::fs::copy(&from, &to).map_err(io(format!("copying {}", from.display())))?;
+        }
+        std::fs::File::open(&to)
+            .and_then(|file| file.sync_all())
+            .map_err(io(format!("syncing {}", to.display())))?;
+    }
+    std::fs::rename(&seeding, rebuilt).map_err(io(format!("renaming {}", seeding.display())))?;
+    Ok(())
+}

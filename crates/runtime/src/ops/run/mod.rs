@@ -1,0 +1,548 @@
+//! `run`: open the log (embedded) or connect (remote), resolve the
+//! topology (derived topics created, partition counts known), start the
+//! tasks (one per processor and input partition: embedded all of them,
+//! remote those the app's group assigns this instance, following each new
+//! assignment), and stop them on the stop signal (by default Ctrl-C or
+//! SIGTERM) or, with `until_end`, once everything the inputs held at start
+//! has flowed through the whole pipeline.
+//!
+//! `until_end` in a pipeline: a task whose inputs are all external (written
+//! by no processor of the app) stops at the end offsets those inputs had at
+//! start. A task reading a derived topic learns its end only once every
+//! task writing that topic has stopped (and so shipped everything); the
+//! derived topic's end offsets at that moment are its target.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+
+use crate::board::TaskBoard;
+use crate::error::RuntimeError;
+use crate::group::{Event, GroupOptions, GroupProcessor, Member, TaskId, UNAVAILABLE_BACKOFF};
+use crate::layout::{self, lock_running};
+use crate::location::Location;
+use crate::log_access::{LogAccess, Remote};
+use crate::progress::ProgressReport;
+use crate::task::threads::TaskThreads;
+use crate::task::{StartAt, TaskProgress};
+use crate::topology::App;
+
+use super::open::{ensure_changelogs, open, resolve};
+use super::query::http::{self as query_http, QueryEndpoint};
+use super::serve::serve;
+
+mod outage;
+mod runner;
+
+use runner::{Phase, Runner, set_targets};
+
+/// How `run` runs an app.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Stop once the external inputs are processed up to the ends they had
+    /// at start and everything derived from them inside the app too.
+    pub until_end: bool,
+    /// Embedded only: also serve the Kafka protocol on this address.
+    pub serve: Option<SocketAddr>,
+    /// Serve Prometheus metrics on this address (see `board`).
+    pub metrics: Option<SocketAddr>,
+    /// Answer queries of the stores over HTTP (see `query::http`).
+    pub query: Option<QueryEndpoint>,
+    /// Print a progress line this often (to stderr); never when `None`.
+    pub progress_every: Option<Duration>,
+    /// Where tasks without state start in the external inputs.
+    pub start: StartAt,
+    /// Remote: how this instance takes part in the app's group.
+    pub group: GroupOptions,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Tasks started: one per processor and input partition (remote, those
+    /// the group assigned this instance, counted again when one came back).
+    pub tasks: usize,
+    pub records: u64,
+    /// Store entries the commits wrote to the tasks' databases.
+    pub store_writes: u64,
+    pub elapsed: Duration,
+}
+
+/// Serves the instance's task board and records processed as Prometheus
+/// text on `addr`.
+async fn serve_metrics(
+    addr: SocketAddr,
+    runner: &Runner<'_>,
+) -> Result<tokio::task::JoinHandle<()>, RuntimeError> {
+    let listener =
+        (tokio::net::TcpListener::bind(addr).await).map_err(|error| RuntimeError::Io {
+            context: format!("listening for metrics on {addr} (give another --metrics address)"),
+            error,
+        })?;
+    if let Ok(bound) = listener.local_addr() {
+        tracing::info!("metrics on http://{bound}/metrics");
+    }
+    let (board, progress) = (runner.board.clone(), Arc::clone(&runner.progress));
+    Ok(tokio::spawn(strata_protocol::metrics_endpoint::serve(
+        listener,
+        move || board.render_metrics(progress.records.load(Ordering::Relaxed)),
+    )))
+}
+
+/// The query endpoint while it serves: stopped, and its address file
+/// removed, when dropped (however the run ends).
+struct QueryServer {
+    task: tokio::task::JoinHandle<()>,
+    file: std::path::PathBuf,
+}
+
+impl Drop for QueryServer {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// Answers queries of the app's stores on `listener`; remote, from the
+/// tasks the board shows running here, asking the other instances for the
+/// rest. The address is logged and written to `<state-dir>/query-address`.
+fn serve_queries(
+    endpoint: &QueryEndpoint,
+    (listener, bound): (tokio::net::TcpListener, SocketAddr),
+    runner: &Runner<'_>,
+) -> Result<QueryServer, RuntimeError> {
+    let remote = match runner.log {
+        LogAccess::Remote(remote) => {
+            let board = runner.board.clone();
+            let all: BTreeSet<String> = (runner.all_tasks().iter())
+                .map(|id| id.to_string())
+                .collect();
+            let running: query_http::Running = Arc::new(move || {
+                let tasks = board.snapshot().into_iter();
+                let running = tasks
+                    .filter(|(_, view)| *view == crate::TaskView::Running)
+                    .map(|(task, _)| task)
+                    .collect();
+                super::query::Held {
+                    running,
+                    all: all.clone(),
+                }
+            });
+            Some(query_http::Remote {
+                running,
+                admin: strata_client::Admin::new(Arc::clone(&remote.cluster)),
+                group: runner.app.versioned_name(),
+            })
+        }
+        LogAccess::Embedded(..) => None,
+    };
+    tracing::info!("queries on http://{bound}/stores");
+    let task = query_http::serve(runner.app, endpoint, listener, remote);
+    let file = layout::query_address_file(runner.location.state_dir());
+    let server = QueryServer { task, file };
+    layout::write_whole(&server.file, &bound.to_string())?;
+    Ok(server)
+}
+
+/// Runs the app until Ctrl-C or SIGTERM (or, with `until_end`, until the
+/// inputs are drained), then commits and ships everything.
+pub async fn run(
+    app: &App,
+    location: &Location,
+    options: RunOptions,
+) -> Result<RunSummary, RuntimeError> {
+    run_until(app, location, options, stop_signal()?).await
+}
+
+/// Runs the app until `stop` completes (or, with `until_end`, until
+/// the inputs are drained), then commits and ships everything.
+pub async fn run_until(
+    app: &App,
+    location: &Location,
+    options: RunOptions,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<RunSummary, RuntimeError> {
+    app.check().map_err(RuntimeError::Config)?;
+    let started = Instant::now();
+    let _running = lock_running(location.state_dir())?;
+    let (mut log, embedded) = open(location).await?;
+    let served = match (&embedded, options.serve) {
+        (Some(manager), Some(addr)) => {
+            let state_dir = location.state_dir();
+            let (served, signals) = serve(Arc::clone(manager), addr, state_dir).await?;
+            // The app's appends wake the broker's waiting fetches.
+            log = LogAccess::Embedded(Arc::clone(manager), signals);
+            Some(served)
+        }
+        (None, Some(_)) => {
+            return Err(RuntimeError::Config(
+                "--serve needs the embedded log: give --data-dir, not --bootstrap".into(),
+            ));
+        }
+        _ => None,
+    };
+    let result = run_tasks(app, &log, location, &options, stop).await;
+    if let Some((shutdown, server)) = served {
+        let _ = shutdown.send(true);
+        let _ = server.await;
+        let _ = std::fs::remove_file(layout::serving_file(location.state_dir()));
+    }
+    drop(log);
+    // Closing flushes every partition and marks the shutdown clean.
+    if let Some(manager) = embedded {
+        match Arc::try_unwrap(manager) {
+            Ok(manager) => manager.close()?,
+            Err(_) => tracing::warn!("the log is still in use; not closed cleanly"),
+        }
+    }
+    let (tasks, records, store_writes) = result?;
+    Ok(RunSummary {
+        tasks,
+        records,
+        store_writes,
+        elapsed: started.elapsed(),
+    })
+}
+
+async fn run_tasks(
+    app: &App,
+    log: &LogAccess,
+    location: &Location,
+    options: &RunOptions,
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(usize, u64, u64), RuntimeError> {
+    let partitions = resolve(app, log).await?;
+    ensure_changelogs(app, log, &partitions).await?;
+    let remote = matches!(log, LogAccess::Remote(_));
+    let mut runner = Runner {
+        app,
+        log,
+        location,
+        options,
+        partitions,
+        changelogs: remote || app.config.changelogs,
+        progress: Arc::new(TaskProgress::default()),
+        board: TaskBoard::default(),
+        threads: TaskThreads::start(
+            &tokio::runtime::Handle::current(),
+            app.config.task_thread_count(),
+        )
+        .map_err(RuntimeError::io("starting the task threads"))?,
+        tasks: BTreeMap::new(),
+        running: JoinSet::new(),
+        started: 0,
+        standbys: BTreeMap::new(),
+        standby_running: JoinSet::new(),
+        waiting: BTreeSet::new(),
+        current: None,
+    };
+    // Bound before joining: the group learns where this instance answers.
+    let query_listener = match &options.query {
+        Some(endpoint) => Some(query_http::bind(endpoint).await?),
+        None => None,
+    };
+    let query_addr = query_listener.as_ref().map(|(_, addr)| *addr);
+    // A file left by a killed run names an address nobody answers on.
+    let _ = std::fs::remove_file(layout::query_address_file(location.state_dir()));
+    let queries = match (&options.query, query_listener) {
+        (Some(endpoint), Some(listening)) => Some(serve_queries(endpoint, listening, &runner)?),
+        _ => None,
+    };
+    // Embedded, this process runs every task (the run lock makes it the
+    // only one); remote, the app's group shares them out.
+    let mut member = match log {
+        LogAccess::Remote(remote) => {
+            let member = join_group(app, remote, location, options, &runner, query_addr);
+            Some(member)
+        }
+        LogAccess::Embedded(..) => None,
+    };
+    // The tasks assigned here: all of them embedded, none until the group
+    // has answered remote.
+    let mut assigned: Option<BTreeSet<TaskId>> = None;
+    if member.is_none() {
+        let all = runner.all_tasks();
+        for id in &all {
+            runner.start(id);
+        }
+        assigned = Some(all.into_iter().collect());
+    }
+    if options.until_end {
+        set_targets(&mut runner).await?;
+    }
+    tokio::pin!(stop);
+    let mut stopping = false;
+    let mut outages = outage::Outages::default();
+    let mut failure: Option<RuntimeError> = None;
+    let every = options.progress_every.unwrap_or(Duration::from_secs(3600));
+    let mut report = ProgressReport::new(&app.name, every);
+    let mut ticker = tokio::time::interval(if options.until_end {
+        report.tick().min(every)
+    } else {
+        every
+    });
+    ticker.tick().await;
+    let mut last = (Instant::now(), 0u64);
+    let mut maintenance = tokio::time::interval(Duration::from_secs(1));
+    let metrics = match options.metrics {
+        Some(addr) => Some(serve_metrics(addr, &runner).await?),
+        None => None,
+    };
+    let mut restores = ProgressReport::new("restoring state", Duration::from_secs(3600));
+    let mut restored: Option<(u64, u64)> = None;
+    loop {
+        let finished =
+            options.until_end && !stopping && assigned.as_ref().is_some_and(|a| runner.all_done(a));
+        if finished {
+            stopping = true;
+            runner.stop_all();
+        }
+        if stopping && !runner.busy() {
+            break;
+        }
+        let progress = &runner.progress;
+        tokio::select! {
+            () = &mut stop, if !stopping => {
+                stopping = true;
+                runner.stop_all();
+            }
+            event = async { member.as_mut().expect("guarded").next().await },
+                if member.is_some() && !stopping =>
+            {
+                match event {
+                    Event::Assigned(now) => {
+                        assigned = Some(now.active.clone());
+                        let generation = now.generation;
+                        runner.follow(now);
+                        let member = member.as_ref().expect("guarded");
+                        member.set_owned(runner.owned());
+                        member.followed(generation);
+                        if options.until_end {
+                            set_targets(&mut runner).await?;
+                        }
+                    }
+                    Event::Lost => runner.give_all_up(),
+                    Event::Failed(error) => {
+                        tracing::error!("{error}");
+                        failure.get_or_insert(error);
+                        stopping = true;
+                        runner.stop_all();
+                    }
+                }
+            }
+            _ = ticker.tick(), if options.progress_every.is_some() => {
+                let records = progress.records.load(Ordering::Relaxed);
+                if options.until_end {
+                    let done = progress.done.load(Ordering::Relaxed);
+                    report.update(done, progress.total.load(Ordering::Relaxed));
+                } else {
+                    let rate = (records - last.1) as f64 / last.0.elapsed().as_secs_f64().max(1e-3);
+                    eprintln!("{}: {records} records processed ({rate:.0}/s)", app.name);
+                    last = (Instant::now(), records);
+                }
+            }
+            _ = maintenance.tick() => {
+                if let LogAccess::Embedded(manager, _) = log {
+                    manager.flush_due();
+                    manager.enforce_retention();
+                }
+                if let Err(error) = runner.board.publish(location.state_dir()) {
+                    tracing::debug!("publishing the task board: {error}");
+                }
+                // A bar on a terminal; elsewhere each restore logs its lines.
+                match runner.board.restoring() {
+                    Some((done, total)) if restores.on_terminal() => {
+                        restores.update(done, total);
+                        restored = Some((done, total));
+                    }
+                    None => {
+                        if let Some((_, total)) = restored.take() {
+                            restores.finish(total, total);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Some(joined) = runner.standby_running.join_next() => {
+                let (id, result) = joined.map_err(|e| RuntimeError::TaskPanicked {
+                    task: app.name().to_string(),
+                    reason: e.to_string(),
+                })?;
+                // A copy that failed costs a longer restore, not the run.
+                if let Err(error) = result {
+                    tracing::warn!(task = %id, "the standby copy stopped: {error}");
+                }
+                if !stopping {
+                    runner.standby_stopped(&id);
+                    if options.until_end {
+                        set_targets(&mut runner).await?;
+                    }
+                } else {
+                    runner.standbys.remove(&id);
+                }
+            }
+            Some(joined) = runner.running.join_next() => {
+                let (id, result) = joined.map_err(|e| RuntimeError::TaskPanicked {
+                    task: app.name().to_string(),
+                    reason: e.to_string(),
+                })?;
+                let task = runner.tasks.get_mut(&id).expect("started tasks are tracked");
+                let gave_up = task.phase == Phase::GivingUp;
+                task.phase = match (&result, gave_up) {
+                    (Ok(()), false) => Phase::Done,
+                    _ => Phase::Away,
+                };
+                let mut rejoin = gave_up;
+                let mut unavailable = false;
+                match result {
+                    Ok(()) if options.until_end && failure.is_none() => {
+                        set_targets(&mut runner).await?;
+                    }
+                    Ok(()) => {}
+                    // Another instance owns the task now: this one gives it
+                    // up and goes on with the others.
+                    Err(error @ RuntimeError::Fenced { .. }) => {
+                        tracing::warn!(task = %id, "{error}");
+                        rejoin = true;
+                    }
+                    // The cluster is away: what the task committed is in its
+                    // state, and it starts again from there once the group
+                    // has it again (the instance rejoins after a pause; see
+                    // `outage`). Stopping, its last commit ships when the
+                    // task next starts, here or wherever the group puts it.
+                    Err(error)
+                        if member.is_some()
+                            && !options.until_end
+                            && error.is_cluster_unavailable()
+                            && (stopping
+                                || outages.failed(&id, Instant::now()) < outage::TASK_WAIT_MAX) =>
+                    {
+                        if stopping {
+                            tracing::warn!(task = %id, "{error}; its last commit ships when the task next starts");
+                        } else {
+                            tracing::warn!(task = %id, "{error}; the task starts again from its last commit once the cluster answers");
+                            unavailable = true;
+                        }
+                    }
+                    Err(error) => {
+                        let error = match error {
+                            RuntimeError::Client(error) if error.is_unavailable() && member.is_some() && !options.until_end => {
+                                RuntimeError::ClusterAway {
+                                    task: id.to_string(),
+                                    secs: outage::TASK_WAIT_MAX.as_secs(),
+                                    error,
+                                }
+                            }
+                            other => other.concerning(|| format!("task {id}")),
+                        };
+                        tracing::error!(task = %id, "{error}");
+                        failure.get_or_insert(error);
+                        stopping = true;
+                        runner.stop_all();
+                    }
+                }
+                if !stopping {
+                    runner.start_standbys();
+                }
+                if let Some(member) = &member {
+                    member.set_owned(runner.owned());
+                    let giving_up = runner.tasks.values().any(|t| t.phase == Phase::GivingUp);
+                    // Cooperative: once every task the group moved away is
+                    // committed and closed, a new round gives them out.
+                    if rejoin && !giving_up && !stopping {
+                        member.rejoin();
+                    }
+                    if unavailable && !stopping {
+                        member.rejoin_after(UNAVAILABLE_BACKOFF);
+                    }
+                }
+            }
+        }
+    }
+    if let Some(member) = member {
+        member.set_owned(BTreeSet::new());
+        if let Err(error) = member.leave().await {
+            tracing::warn!("leaving the app's group: {error}");
+        }
+    }
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
+    drop(queries);
+    let _ = std::fs::remove_file(layout::task_board_file(location.state_dir()));
+    let records = runner.progress.records.load(Ordering::Relaxed);
+    if options.until_end && options.progress_every.is_some() {
+        let progress = &runner.progress;
+        let done = progress.done.load(Ordering::Relaxed);
+        report.finish(done, progress.total.load(Ordering::Relaxed));
+    }
+    match failure {
+        Some(error) => Err(error),
+        None => {
+            let writes = runner.progress.store_writes.load(Ordering::Relaxed);
+            Ok((runner.started, records, writes))
+        }
+    }
+}
+
+/// Joins the app's group (named after the app and its version).
+fn join_group(
+    app: &App,
+    remote: &Remote,
+    location: &Location,
+    options: &RunOptions,
+    runner: &Runner<'_>,
+    query: Option<SocketAddr>,
+) -> Member {
+    let processors = (app.processors.iter())
+        .map(|spec| GroupProcessor {
+            name: spec.name.clone(),
+            inputs: spec.inputs.iter().map(|t| app.log_topic(t)).collect(),
+            stateful: !spec.stores.is_empty(),
+        })
+        .collect();
+    // Task state left on disk is a copy of unknown reach (0) until a
+    // standby or the task itself takes it up.
+    let state_dir = location.state_dir();
+    for id in runner.all_tasks() {
+        if layout::has_database(&layout::task_dir(state_dir, &id.processor, id.partition)) {
+            runner.board.set_copy(&id.to_string(), 0);
+        }
+    }
+    let saved = (options.group.instance_id.is_some()).then(|| layout::group_member_file(state_dir));
+    // A run to the end of its inputs fails when the cluster is away, as it
+    // did before it waited for anything: its next run resumes exactly once.
+    let group = GroupOptions {
+        wait_for_cluster: options.group.wait_for_cluster && !options.until_end,
+        ..options.group.clone()
+    };
+    Member::start(
+        Arc::clone(&remote.cluster),
+        app.versioned_name(),
+        processors,
+        runner.board.clone(),
+        &group,
+        saved,
+        query,
+    )
+}
+
+/// Completes on SIGTERM or Ctrl-C: the default stop signal of [`run`].
+pub fn stop_signal() -> Result<impl std::future::Future<Output = ()>, RuntimeError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let watch = |kind: SignalKind, name: &str| {
+        signal(kind).map_err(RuntimeError::io(format!("watching {name}")))
+    };
+    let mut term = watch(SignalKind::terminate(), "SIGTERM")?;
+    let mut interrupt = watch(SignalKind::interrupt(), "SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
+}

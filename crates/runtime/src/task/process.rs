@@ -1,0 +1,326 @@
+//! Fetching whole batches from an input and running the processor on each
+//! record (and its `init` and `close`), with the store entries of the next
+//! records' keys asked for ahead.
+//!
+//! A fetch may end inside a batch (the next fetch starts there); a batch
+//! that fails its checks stops the task: records are never skipped. A
+//! target offset is a hard stop: nothing at or past it is processed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::context::{Context, Position};
+use crate::erased::RawRecord;
+use crate::error::RuntimeError;
+use crate::log_access::{FETCH_WAIT_MAX, Fetched, LogAccess};
+use crate::state::TaskState;
+use crate::timer::TimeDomain;
+use strata_record::{Record, RecordBatch};
+
+use super::{DECOMPRESSED_BYTES_MAX, PREFETCH_AHEAD, Task, TaskSetup};
+
+impl Task {
+    /// Fetches from input `at`'s position; a remote fetch waits at most
+    /// `max_wait` for records at the end. A position the log no longer
+    /// holds stops the task (records are never skipped).
+    pub(super) async fn fetch_input(
+        &self,
+        at: usize,
+        max_wait: Duration,
+    ) -> Result<Fetched, RuntimeError> {
+        let (topic, partition) = (&self.inputs[at].log_topic, self.setup.partition);
+        let next = self.inputs[at].next;
+        let max_bytes = self.setup.config.fetch_bytes;
+        let log = &self.setup.log;
+        let fetched = match log
+            .fetch_within(topic, partition, next, max_bytes, max_wait)
+            .await
+        {
+            Ok(fetched) => fetched,
+            Err(RuntimeError::Client(strata_client::ClientError::OffsetOutOfRange { .. }))
+            | Err(RuntimeError::Log(strata_log::LogError::OffsetOutOfRange { .. })) => {
+                let start = log.start_offset(topic, partition).await?;
+                return Err(self.input_gone(topic, start, next));
+            }
+            Err(error) => return Err(error),
+        };
+        if fetched.log_start_offset > next {
+            return Err(self.input_gone(topic, fetched.log_start_offset, next));
+        }
+        Ok(fetched)
+    }
+
+    /// Fetches from input `at` (a task's only one) and processes what came
+    /// in place; false if nothing did.
+    pub(super) async fn fetch_and_process(&mut self, at: usize) -> Result<bool, RuntimeError> {
+        let fetched = self.fetch_input(at, FETCH_WAIT_MAX).await?;
+        let (topic, partition) = (self.inputs[at].log_topic.clone(), self.setup.partition);
+        let next = self.inputs[at].next;
+        let mut rest: &[u8] = &fetched.records;
+        let mut any = false;
+        // Remote (read_committed): batches of aborted transactions are
+        // passed over like markers.
+        let mut aborted = (!fetched.aborted.is_empty())
+            .then(|| strata_client::AbortedFilter::new(fetched.aborted.clone()));
+        while !rest.is_empty() {
+            // A fetch may end inside a batch; the next fetch starts there.
+            let batch = match fetched.batch_at(rest) {
+                Ok(batch) => batch,
+                Err(_) if any => break,
+                Err(error) => {
+                    return Err(RuntimeError::UnreadableBatch {
+                        topic,
+                        partition,
+                        offset: next,
+                        reason: error.to_string(),
+                    });
+                }
+            };
+            rest = &rest[batch.size_bytes()..];
+            any = true;
+            let header = batch.header();
+            if let Some(filter) = &mut aborted
+                && !filter.visible(&batch)
+                && !header.is_control()
+            {
+                self.pass_over(at, header);
+                continue;
+            }
+            self.process_batch(at, &batch).await?;
+            self.after_run().await?;
+        }
+        Ok(any)
+    }
+
+    /// After a batch (or a run of one input's records): the processing-time
+    /// timers due, the commit if due, and the shipping of the one before
+    /// once it landed.
+    pub(super) async fn after_run(&mut self) -> Result<(), RuntimeError> {
+        if self.state.has_timers() {
+            self.fire_timers(TimeDomain::ProcessingTime).await?;
+        }
+        if self.pending.due(&self.setup.config) {
+            self.commit().await?;
+        }
+        if self.state.commit_landed() {
+            self.settle().await?;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn process_batch(
+        &mut self,
+        at: usize,
+        batch: &RecordBatch<'_>,
+    ) -> Result<(), RuntimeError> {
+        let header = *batch.header();
+        let input_next = self.inputs[at].next;
+        // A target is a hard stop: nothing at or past it is processed (a
+        // rebuild must reach the live task's offsets exactly).
+        let limit = self.target_of(at);
+        if header.next_offset() <= input_next || input_next >= limit {
+            return Ok(());
+        }
+        self.pending.bytes += batch.size_bytes() as u64;
+        self.pending.moved = true;
+        if header.is_control() {
+            self.inputs[at].next = header.next_offset().min(limit.max(input_next));
+            return Ok(());
+        }
+        let topic = Arc::clone(&self.inputs[at].topic);
+        let unreadable = |reason: String| RuntimeError::UnreadableBatch {
+            topic: topic.to_string(),
+            partition: self.setup.partition,
+            offset: header.base_offset,
+            reason,
+        };
+        let records = batch
+            .records(DECOMPRESSED_BYTES_MAX)
+            .map_err(|e| unreadable(e.to_string()))?;
+        // One position for the batch, updated per record (no per-record
+        // reference count or header vector).
+        let mut position = Position::before_records(&topic, self.setup.partition, 0);
+        // Decoded first, so that a record's store entries can be asked for
+        // a few records ahead of its turn.
+        let records = records
+            .iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| unreadable(format!("a record: {e}")))?;
+        // An async processor's lookups for the records to process, before
+        // the first is applied (none for the others).
+        let offsets = self.inputs[at].next..limit;
+        if let Some(prepare) = self.processor.prepare(&records, &position, offsets) {
+            prepare.await;
+        }
+        self.prefetch.review(&mut self.state, records.len());
+        let prefetched = &self.prefetch.active;
+        if !prefetched.is_empty() {
+            for record in records.iter().take(PREFETCH_AHEAD) {
+                let key = record.key.unwrap_or_default();
+                self.state.prefetch(key, prefetched);
+            }
+        }
+        let mut counted = 0u64;
+        for (index, record) in records.iter().enumerate() {
+            let prefetched = &self.prefetch.active;
+            if !prefetched.is_empty()
+                && let Some(ahead) = records.get(index + PREFETCH_AHEAD)
+            {
+                let key = ahead.key.unwrap_or_default();
+                self.state.prefetch(key, prefetched);
+            }
+            if record.offset < self.inputs[at].next {
+                continue;
+            }
+            if record.offset >= limit {
+                break;
+            }
+            self.apply(at, record, &mut position)?;
+            self.inputs[at].next = record.offset + 1;
+            counted += 1;
+            self.after_record(&mut counted).await?;
+        }
+        self.setup.progress.add(counted, self.counted);
+        let past_batch = header.next_offset().min(limit);
+        self.inputs[at].next = self.inputs[at].next.max(past_batch);
+        Ok(())
+    }
+
+    /// Runs the processor on `record` of input `at`, at `position` (whose
+    /// topic is the input's): its writes and emits go to the run, and the
+    /// stream time moves up to its timestamp. The caller moves the input's
+    /// position past it.
+    #[inline]
+    pub(super) fn apply(
+        &mut self,
+        at: usize,
+        record: &Record<'_>,
+        position: &mut Position,
+    ) -> Result<(), RuntimeError> {
+        debug_assert!(
+            record.offset >= self.inputs[at].next,
+            "records are processed in offset order, each once"
+        );
+        position.offset = record.offset;
+        position.timestamp = record.timestamp;
+        position.headers.clear();
+        position.headers.extend(record.headers().map(|h| {
+            (
+                String::from_utf8_lossy(h.key).into_owned(),
+                h.value.map(<[u8]>::to_vec),
+            )
+        }));
+        let raw = RawRecord {
+            key: record.key,
+            value: record.value,
+        };
+        let mut ctx = context(&mut self.state, &self.setup, position);
+        if let Err(error) = self.processor.process(raw, &mut ctx) {
+            self.state.discard();
+            return Err(RuntimeError::Processor {
+                processor: self.setup.spec.name.clone(),
+                topic: self.inputs[at].topic.to_string(),
+                partition: self.setup.partition,
+                offset: record.offset,
+                error,
+            });
+        }
+        self.pending.records += 1;
+        self.checkpointed.1 += 1;
+        self.pending.moved = true;
+        self.state.advance_stream_time(record.timestamp);
+        Ok(())
+    }
+
+    /// After a record (its input's position moved past it, counted in
+    /// `counted`): the event-time timers it brought the stream time to,
+    /// fired before the next record, and a commit when the run is full
+    /// (`counted` then goes to the progress).
+    #[inline]
+    pub(super) async fn after_record(&mut self, counted: &mut u64) -> Result<(), RuntimeError> {
+        if let Some(now) = self.state.stream_time()
+            && self.state.timer_due(TimeDomain::EventTime, now)
+        {
+            self.fire_timers(TimeDomain::EventTime).await?;
+        }
+        if self.commit_full() {
+            let progress = &self.setup.progress;
+            progress.add(std::mem::take(counted), self.counted);
+            self.commit().await?;
+        }
+        Ok(())
+    }
+
+    /// Whether the run must be committed before the next record: it holds
+    /// the records a commit takes at most, or (remote) as many batches as
+    /// the outbox may ship at once.
+    #[inline]
+    pub(super) fn commit_full(&self) -> bool {
+        // Remote only: the cluster may be Kafka, which recognises a resend
+        // among a producer's last 5 batches per partition; the embedded
+        // log recognises any earlier batch.
+        let remote = matches!(self.setup.log, LogAccess::Remote(_));
+        self.pending.records >= self.setup.config.commit.records
+            || (remote && self.state.outbox_full())
+    }
+
+    /// Where input `at` must stop: its target offset, if it has one.
+    fn target_of(&self, at: usize) -> i64 {
+        self.setup
+            .targets
+            .borrow()
+            .as_ref()
+            .and_then(|t| t.get(&*self.inputs[at].topic).copied())
+            .unwrap_or(i64::MAX)
+    }
+
+    /// Moves input `at` past a batch the processor does not see (an aborted
+    /// transaction's), as far as the target allows.
+    fn pass_over(&mut self, at: usize, header: &strata_record::BatchHeader) {
+        let limit = self.target_of(at);
+        let next = self.inputs[at].next;
+        if header.next_offset() > next && next < limit {
+            self.inputs[at].next = header.next_offset().min(limit);
+            self.pending.moved = true;
+        }
+    }
+
+    /// Runs the processor's `init` or `close`.
+    pub(super) async fn lifecycle(&mut self, which: &str) -> Result<(), RuntimeError> {
+        let first = &self.inputs[0];
+        let now = strata_record::time::now_ms();
+        let position = Position::before_records(&first.topic, self.setup.partition, now);
+        let mut ctx = context(&mut self.state, &self.setup, &position);
+        let result = if which == "init" {
+            self.processor.init(&mut ctx)
+        } else {
+            self.processor.close(&mut ctx)
+        };
+        result.map_err(|error| {
+            self.state.discard();
+            RuntimeError::Processor {
+                processor: self.setup.spec.name.clone(),
+                topic: first.topic.to_string(),
+                partition: self.setup.partition,
+                offset: -1,
+                error,
+            }
+        })
+    }
+}
+
+/// What the processor sees of the task for one record (or `init`/`close`).
+pub(super) fn context<'t>(
+    state: &'t mut TaskState,
+    setup: &'t TaskSetup,
+    position: &'t Position,
+) -> Context<'t> {
+    Context {
+        state,
+        stores: &setup.spec.stores,
+        outputs: &setup.outputs,
+        position,
+        processor: &setup.spec.name,
+        emits: setup.emits,
+    }
+}

@@ -1,0 +1,550 @@
+//! The shape of an app: its processors, each with input topics, stores and
+//! output topics, and the [`App`] builder that declares them.
+//!
+//! Declarations apply to the processor added last; stores and outputs
+//! are typed handles declared once (see `handles`):
+//!
+//! ```no_run
+//! # use strata_runtime::{App, Context, Output, ProcessError, Record, Store};
+//! const WORDS: Output<String, ()> = Output::new("words");
+//! const COUNTS: Store<String, u64> = Store::new("counts");
+//! const WORD_COUNTS: Output<String, String> = Output::new("word-counts");
+//! # fn split(_: Record<Vec<u8>, String>, _: &mut Context) -> Result<(), ProcessError> { Ok(()) }
+//! # fn count(_: Record<String, ()>, _: &mut Context) -> Result<(), ProcessError> { Ok(()) }
+//! # fn build() -> App {
+//! App::new("wordcount")
+//!     .processor("split", split).input("lines").output(WORDS)
+//!     .processor("count", count).input("words").store(COUNTS).output(WORD_COUNTS)
+//! # }
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use strata_record::codec::Codec;
+
+use super::context::Context;
+use super::erased::{ErasedProcessor, Factory, WithTimerFn};
+use super::handles::{Output, Store};
+use super::process_error::ProcessError;
+use super::processor::IntoProcessor;
+use super::spec::{OutputSpec, StoreSpec};
+use super::timer::{Timer, timer_store_name};
+
+#[derive(Clone)]
+pub(crate) struct ProcessorSpec {
+    pub name: String,
+    pub inputs: Vec<String>,
+    pub key_codec: Codec,
+    pub value_codec: Codec,
+    pub stores: Vec<StoreSpec>,
+    pub outputs: Vec<OutputSpec>,
+    pub factory: Factory,
+    /// Whether it declared timers: its stores hold its timer store.
+    pub timers: bool,
+    /// A function or closure, which handles timers only with `on_timer`.
+    pub function: bool,
+    /// Whether the builder gave it a timer callback (`.on_timer(f)`).
+    pub on_timer: bool,
+}
+
+/// When a task commits its run: whichever limit is reached first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitInterval {
+    pub records: u64,
+    pub bytes: u64,
+    pub interval: Duration,
+}
+
+impl Default for CommitInterval {
+    fn default() -> Self {
+        Self {
+            records: 100_000,
+            bytes: 16 << 20,
+            interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// When a task takes a checkpoint of its state on its own (after a
+/// commit): every `records` records or `interval`, whichever comes first;
+/// neither set, only when asked (`checkpoint`). The newest `keep` stay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointPolicy {
+    pub records: Option<u64>,
+    pub interval: Option<Duration>,
+    pub keep: usize,
+}
+
+impl Default for CheckpointPolicy {
+    fn default() -> Self {
+        Self {
+            records: None,
+            interval: None,
+            keep: 3,
+        }
+    }
+}
+
+/// Tunables of every task of an app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskConfig {
+    pub commit: CommitInterval,
+    /// Bytes asked for per fetch.
+    pub fetch_bytes: u32,
+    /// fsync the state's WAL at every commit, and the embedded log's derived
+    /// partitions before their outbox entries are dropped.
+    pub sync: bool,
+    pub checkpoints: CheckpointPolicy,
+    /// Embedded: also write every store's changes to its changelog topic
+    /// (`<app>-<store>-changelog`) with each commit. Remote apps always do:
+    /// their state travels through the changelogs.
+    pub changelogs: bool,
+    /// Repeated writes of one key within a commit merged into one database
+    /// write (on by default; see [`App::write_cache`]).
+    pub write_cache: bool,
+    /// How long a task with several inputs waits for one that is caught
+    /// up and has nothing buffered before it processes the others without
+    /// it (see [`App::max_task_idle`]).
+    pub max_task_idle: Duration,
+    /// The threads an instance's tasks share (0: one per core; see
+    /// `task::threads`).
+    pub task_threads: usize,
+}
+
+impl TaskConfig {
+    /// How many task threads to start: the setting, or one per core.
+    pub fn task_thread_count(&self) -> usize {
+        match self.task_threads {
+            0 => std::thread::available_parallelism().map_or(1, usize::from),
+            threads => threads,
+        }
+    }
+}
+
+impl Default for TaskConfig {
+    fn default() -> Self {
+        Self {
+            commit: CommitInterval::default(),
+            fetch_bytes: 4 << 20,
+            sync: true,
+            checkpoints: CheckpointPolicy::default(),
+            changelogs: false,
+            write_cache: true,
+            max_task_idle: Duration::ZERO,
+            task_threads: 0,
+        }
+    }
+}
+
+/// An app: a pipeline of processors over topics of one log.
+#[derive(Clone)]
+pub struct App {
+    pub(crate) name: String,
+    pub(crate) processors: Vec<ProcessorSpec>,
+    pub(crate) config: TaskConfig,
+    /// The first misuse of the builder, reported when the app runs.
+    pub(crate) error: Option<String>,
+    /// Appended to the name of every derived topic in the log: a replayed
+    /// version's topics (`word-counts.v2`) are apart from the live ones.
+    pub(crate) topic_suffix: String,
+}
+
+impl App {
+    pub fn new(name: &str) -> Self {
+        let mut app = Self {
+            name: name.to_string(),
+            processors: Vec::new(),
+            config: TaskConfig::default(),
+            error: None,
+            topic_suffix: String::new(),
+        };
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        {
+            app.fail(format!(
+                "app name {name:?}: use letters, digits, '.', '_' and '-'"
+            ));
+        }
+        app
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Adds a processor: a function or closure `fn(Record<K, V>, &mut
+    /// Context) -> Result<(), ProcessError>` (cloned for every task), or a
+    /// factory `|| MyProcessor { .. }` of a [`Processor`](super::Processor)
+    /// or an [`AsyncProcessor`](super::AsyncProcessor) (called for every
+    /// task). Its input keys and values are decoded as `K` and `V` with the
+    /// raw codec (strings and bytes) unless [`App::input_codecs`] says
+    /// otherwise.
+    pub fn processor<K, V, M>(
+        mut self,
+        name: &str,
+        processor: impl IntoProcessor<K, V, M>,
+    ) -> Self {
+        if self.processors.iter().any(|p| p.name == name) {
+            self.fail(format!("two processors named {name:?}"));
+        }
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            self.fail(format!("processor name {name:?}"));
+        }
+        if RESERVED_DIRS.contains(&name) {
+            self.fail(format!(
+                "processor name {name:?} is reserved (the app's state directory holds {RESERVED_DIRS:?})"
+            ));
+        }
+        let factory = processor.into_factory();
+        self.processors.push(ProcessorSpec {
+            name: name.to_string(),
+            inputs: Vec::new(),
+            key_codec: Codec::Raw,
+            value_codec: Codec::Raw,
+            stores: Vec::new(),
+            outputs: Vec::new(),
+            factory: factory.make,
+            timers: false,
+            function: factory.function,
+            on_timer: false,
+        });
+        self
+    }
+
+    /// Declares timers for the last processor (a [`Processor`] or an
+    /// [`AsyncProcessor`] with `on_timer`): its timer store,
+    /// `<processor>.timers`, committed with its other stores and with a
+    /// changelog when they have one (see `runtime::timer`). A function
+    /// processor declares them with [`App::on_timer`] instead.
+    ///
+    /// [`Processor`]: super::Processor
+    /// [`AsyncProcessor`]: super::AsyncProcessor
+    pub fn timers(mut self) -> Self {
+        let taken: Vec<String> = (self.processors.iter())
+            .flat_map(|p| p.stores.iter().map(|s| s.name.clone()))
+            .collect();
+        if let Some(p) = self.last("timers") {
+            if p.timers {
+                return self;
+            }
+            let name = timer_store_name(&p.name);
+            if taken.contains(&name) {
+                let error = format!(
+                    "a store named {name:?} is in the way of processor {:?}'s timers: rename the store",
+                    p.name
+                );
+                self.fail(error);
+                return self;
+            }
+            p.timers = true;
+            p.stores.push(StoreSpec::timers(name));
+        }
+        self
+    }
+
+    /// The timer callback of the last processor, a function or closure
+    /// (which cannot implement [`Processor::on_timer`]): called for each of
+    /// its timers that is due, as `on_timer` would be. Declares its timers
+    /// (as [`App::timers`]).
+    ///
+    /// [`Processor::on_timer`]: super::Processor::on_timer
+    pub fn on_timer<F>(mut self, on_timer: F) -> Self
+    where
+        F: Fn(Timer, &mut Context<'_>) -> Result<(), ProcessError> + Send + Sync + 'static,
+    {
+        let on_timer: super::erased::TimerFn = Arc::new(on_timer);
+        if let Some(p) = self.last("on_timer") {
+            let make = Arc::clone(&p.factory);
+            p.factory = Arc::new(move |key_codec, value_codec| -> Box<dyn ErasedProcessor> {
+                Box::new(WithTimerFn {
+                    inner: make(key_codec, value_codec),
+                    on_timer: Arc::clone(&on_timer),
+                })
+            });
+            p.on_timer = true;
+        }
+        self.timers()
+    }
+
+    /// An input topic of the last processor. Several inputs must have the
+    /// same number of partitions: partition i of each goes to task i.
+    pub fn input(mut self, topic: &str) -> Self {
+        if let Some(p) = self.last("input") {
+            p.inputs.push(topic.to_string());
+        }
+        self
+    }
+
+    /// The codecs that decode the last processor's input keys and values.
+    pub fn input_codecs(mut self, key: Codec, value: Codec) -> Self {
+        if let Some(p) = self.last("input_codecs") {
+            p.key_codec = key;
+            p.value_codec = value;
+        }
+        self
+    }
+
+    /// A state store of the last processor, with the types and codecs of
+    /// its handle.
+    pub fn store<K, V>(mut self, store: Store<K, V>) -> Self
+    where
+        K: Serialize + DeserializeOwned + 'static,
+        V: Serialize + DeserializeOwned + 'static,
+    {
+        let name = store.name();
+        if self
+            .processors
+            .iter()
+            .flat_map(|p| &p.stores)
+            .any(|s| s.name == name)
+        {
+            self.fail(format!("two stores named {name:?}"));
+        }
+        if let Some(p) = self.last("store") {
+            p.stores.push(StoreSpec::of(store));
+        }
+        self
+    }
+
+    /// Declares the last store a window store: its keys are laid out as
+    /// [`window_key`](super::window_key) says, over keys of type `K`
+    /// encoded with `codec`, so that queries can ask for one key's windows
+    /// in a time range (`query STORE --window KEY --from T1 --to T2`).
+    pub fn window_keys<K>(mut self, codec: Codec) -> Self
+    where
+        K: Serialize + DeserializeOwned + 'static,
+    {
+        let store = self.last("window_keys").and_then(|p| p.stores.last_mut());
+        match store {
+            Some(store) => store.text = store.text.clone().windowed::<K>(codec),
+            None => self.fail("window_keys declared before a store of the processor".into()),
+        }
+        self
+    }
+
+    /// Declares the last store an index store: its keys are laid out as
+    /// [`index_key`](super::index_key) says (a field, then a row key of
+    /// type `K` encoded with `codec`), so that queries can ask for the
+    /// row keys of one field value (`query STORE --field F`) or a field
+    /// prefix (`--prefix P`).
+    pub fn index_keys<K>(mut self, codec: Codec) -> Self
+    where
+        K: Serialize + DeserializeOwned + 'static,
+    {
+        let store = self.last("index_keys").and_then(|p| p.stores.last_mut());
+        match store {
+            Some(store) => store.text = store.text.clone().indexed::<K>(codec),
+            None => self.fail("index_keys declared before a store of the processor".into()),
+        }
+        self
+    }
+
+    /// An output (derived) topic of the last processor, with the codecs of
+    /// its handle; created if missing, with the handle's partitions or as
+    /// many as the processor's input.
+    pub fn output<K: 'static, V: 'static>(mut self, output: Output<K, V>) -> Self {
+        if let Some(p) = self.last("output") {
+            p.outputs.push(OutputSpec::of(output));
+        }
+        self
+    }
+
+    /// Whether a task merges repeated writes of one key within a commit
+    /// into one database write (the default). Off, every put and delete
+    /// is written as made: only for measuring what the cache saves a hot
+    /// key (`make bench-operators`); state and outputs are the same.
+    pub fn write_cache(mut self, on: bool) -> Self {
+        self.config.write_cache = on;
+        self
+    }
+
+    pub fn commit_interval(mut self, commit: CommitInterval) -> Self {
+        self.config.commit = commit;
+        self
+    }
+
+    /// How long a task with several inputs (a join, a merge) waits for an
+    /// input that is caught up with its log and has nothing buffered,
+    /// before it goes on with the records of the others (Kafka Streams'
+    /// `max.task.idle.ms`; default 0).
+    ///
+    /// A task always processes its inputs' records in timestamp order,
+    /// and never passes by an input whose partition holds records it has
+    /// not fetched yet, nor (in `run --until-end`, a rebuild or a replay
+    /// to the end) one that has records before its end. What this trades
+    /// is live only: with 0, a record arriving late on a quiet input may
+    /// find the other inputs already past its time; waiting longer lets it
+    /// take its place in timestamp order, at the cost of that much latency
+    /// whenever an input is quiet.
+    pub fn max_task_idle(mut self, idle: Duration) -> Self {
+        self.config.max_task_idle = idle;
+        self
+    }
+
+    pub fn fetch_bytes(mut self, bytes: u32) -> Self {
+        self.config.fetch_bytes = bytes.max(1024);
+        self
+    }
+
+    /// Whether commits fsync (default true). Without, a process crash still
+    /// loses nothing; a machine crash may roll the state back to an earlier
+    /// commit, which is consistent and replays from there.
+    pub fn sync_commits(mut self, sync: bool) -> Self {
+        self.config.sync = sync;
+        self
+    }
+
+    /// Checkpoints taken by the tasks on their own; see [`CheckpointPolicy`].
+    pub fn checkpoints(mut self, policy: CheckpointPolicy) -> Self {
+        self.config.checkpoints = policy;
+        self
+    }
+
+    /// Embedded: whether stores also write changelog topics (see
+    /// [`TaskConfig::changelogs`]).
+    pub fn changelogs(mut self, on: bool) -> Self {
+        self.config.changelogs = on;
+        self
+    }
+
+    pub fn config(&self) -> TaskConfig {
+        self.config
+    }
+
+    /// The app's name with its version's suffix: what its transactional
+    /// ids, offset groups and changelog topics are named after.
+    pub(crate) fn versioned_name(&self) -> String {
+        format!("{}{}", self.name, self.topic_suffix)
+    }
+
+    /// The changelog topic of `store`: `<app>-<store>-changelog`.
+    pub(crate) fn changelog_topic(&self, store: &str) -> String {
+        format!("{}-{store}-changelog", self.versioned_name())
+    }
+
+    /// The positions log of `processor`'s tasks (remote):
+    /// `<app>-<processor>-positions`.
+    pub(crate) fn positions_topic(&self, processor: &str) -> String {
+        format!("{}-{processor}-positions", self.versioned_name())
+    }
+
+    /// Whether a processor of the app writes `topic`.
+    pub(crate) fn is_derived(&self, topic: &str) -> bool {
+        self.processors
+            .iter()
+            .any(|p| p.outputs.iter().any(|o| o.topic == topic))
+    }
+
+    /// The name in the log of a topic as the processors name it: derived
+    /// topics carry the version's suffix.
+    pub(crate) fn log_topic(&self, topic: &str) -> String {
+        if self.is_derived(topic) {
+            format!("{topic}{}", self.topic_suffix)
+        } else {
+            topic.to_string()
+        }
+    }
+
+    /// Every derived topic's name in the log.
+    pub(crate) fn derived_log_topics(&self) -> Vec<String> {
+        let topics = self.derived_topics();
+        topics.iter().map(|t| self.log_topic(t)).collect()
+    }
+
+    /// Every derived topic, as the processors name it.
+    pub(crate) fn derived_topics(&self) -> Vec<String> {
+        let mut topics: Vec<String> = self
+            .processors
+            .iter()
+            .flat_map(|p| p.outputs.iter().map(|o| o.topic.clone()))
+            .collect();
+        topics.sort();
+        topics.dedup();
+        topics
+    }
+
+    fn last(&mut self, what: &str) -> Option<&mut ProcessorSpec> {
+        if self.processors.is_empty() {
+            self.fail(format!("{what} declared before any processor"));
+        }
+        self.processors.last_mut()
+    }
+
+    /// The names of every store the app declares, for an error naming them.
+    pub(crate) fn declared_stores(&self) -> String {
+        (self.processors.iter())
+            .flat_map(|p| &p.stores)
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn fail(&mut self, error: String) {
+        self.error.get_or_insert(error);
+    }
+
+    /// Checks the declarations: every processor has an input, reads each
+    /// once, and no topic is both an input and an output of one processor.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if let Some(error) = &self.error {
+            return Err(error.clone());
+        }
+        if self.processors.is_empty() {
+            return Err(format!("app {:?} has no processor", self.name));
+        }
+        for p in &self.processors {
+            if p.inputs.is_empty() {
+                return Err(format!("processor {:?} has no input topic", p.name));
+            }
+            if p.timers && p.function && !p.on_timer {
+                return Err(format!(
+                    "processor {:?} is a function and declares timers, which nothing would handle: give it .on_timer(f) instead of .timers()",
+                    p.name
+                ));
+            }
+            let twice = (p.inputs.iter().enumerate())
+                .find_map(|(at, topic)| p.inputs[..at].contains(topic).then_some(topic));
+            if let Some(topic) = twice {
+                return Err(format!(
+                    "processor {:?} reads {topic:?} twice: declare each input once",
+                    p.name
+                ));
+            }
+            if let Some(o) = p.outputs.iter().find(|o| p.inputs.contains(&o.topic)) {
+                return Err(format!(
+                    "processor {:?} reads and writes {:?}",
+                    p.name, o.topic
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Input topics no processor of the app writes.
+    pub(crate) fn external_inputs(&self) -> Vec<String> {
+        let mut topics: Vec<String> = self
+            .processors
+            .iter()
+            .flat_map(|p| &p.inputs)
+            .filter(|t| {
+                !self
+                    .processors
+                    .iter()
+                    .any(|q| q.outputs.iter().any(|o| &o.topic == *t))
+            })
+            .cloned()
+            .collect();
+        topics.sort();
+        topics.dedup();
+        topics
+    }
+}
+
+/// Directories of an app's state directory that are not processors'.
+pub(crate) const RESERVED_DIRS: [&str; 3] = ["versions", "checkpoints", "rebuild"];
