@@ -1,5 +1,5 @@
 //! Record batches built valid, then damaged field by field (the layout is
-//! drawn in src/record/header.rs), and pre-v2 message sets.
+//! drawn in crates/record/src/header.rs), and pre-v2 message sets.
 
 use super::*;
 

@@ -116,7 +116,7 @@ impl Disk {
     }
 
     /// fdatasync of `file` (at `path`, which errors name).
-    pub(crate) fn sync(&self, file: &File, path: &Path) -> Result<(), LogError> {
+    pub fn sync(&self, file: &File, path: &Path) -> Result<(), LogError> {
         self.0
             .sync(file)
             .context(|| format!("fdatasync of {}", path.display()))
@@ -135,7 +135,7 @@ impl Disk {
             .context(|| format!("creating {}", dir.display()))
     }
 
-    pub(crate) fn rename(&self, from: &Path, to: &Path) -> Result<(), LogError> {
+    pub fn rename(&self, from: &Path, to: &Path) -> Result<(), LogError> {
         self.0
             .rename(from, to)
             .context(|| format!("renaming {} to {}", from.display(), to.display()))
@@ -147,7 +147,7 @@ impl Disk {
             .context(|| format!("removing {}", path.display()))
     }
 
-    pub(crate) fn remove_dir_all(&self, dir: &Path) -> Result<(), LogError> {
+    pub fn remove_dir_all(&self, dir: &Path) -> Result<(), LogError> {
         self.0
             .remove_dir_all(dir)
             .context(|| format!("removing {}", dir.display()))

@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use strata_log::storage::{Disk, OpenMode};
+
 use crate::error::RuntimeError;
 use crate::layout::{self, checkpoints};
 use crate::topology::ProcessorSpec;
@@ -26,16 +28,19 @@ pub(super) fn seed_from_checkpoint(
             task: format!("{}/{partition}", spec.name),
             wanted: "to start from".into(),
         })?;
+    // Every change goes through the log's storage, the one place that
+    // syncs (and that the power-loss tests see).
+    let disk = Disk::os();
     if rebuilt.exists() {
-        std::fs::remove_dir_all(rebuilt).map_err(io(format!("removing {}", rebuilt.display())))?;
+        disk.remove_dir_all(rebuilt)?;
     }
     // Copied aside and renamed into place: a cut copy is never taken for a
     // state.
     let seeding = layout::beside(rebuilt, ".seeding");
     if seeding.exists() {
-        std::fs::remove_dir_all(&seeding).map_err(io(format!("removing {}", seeding.display())))?;
+        disk.remove_dir_all(&seeding)?;
     }
-    std::fs::create_dir_all(&seeding).map_err(io(format!("creating {}", seeding.display())))?;
+    disk.create_dir_all(&seeding)?;
     let files = layout::copied_files(&newest.1, &seeding)
         .map_err(io(format!("listing {}", newest.1.display())))?;
     for (from, to) in files {
@@ -44,10 +49,13 @@ pub(super) fn seed_from_checkpoint(
         if !linked {
             std::fs::copy(&from, &to).map_err(io(format!("copying {}", from.display())))?;
         }
-        std::fs::File::open(&to)
-            .and_then(|file| file.sync_all())
-            .map_err(io(format!("syncing {}", to.display())))?;
+        let copy = disk.open(&to, OpenMode::Existing, "syncing")?;
+        disk.sync(&copy, &to)?;
     }
-    std::fs::rename(&seeding, rebuilt).map_err(io(format!("renaming {}", seeding.display())))?;
+    disk.sync_dir(&seeding)?;
+    disk.rename(&seeding, rebuilt)?;
+    if let Some(parent) = rebuilt.parent() {
+        disk.sync_dir(parent)?;
+    }
     Ok(())
 }
