@@ -26,13 +26,12 @@
 //! cargo run --example checkout -- --data-dir ./strata-data diff live v2
 //! ```
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use strata::codec::Codec;
-use strata::runtime::{Cli, NoArgs, run_parsed};
-use strata_operators::{JoinWindows, Pipeline, Topic, Tumbling, Windowed};
+use strata::runtime::App;
+use strata_operators::{JoinWindows, Pipeline, PipelineError, Topic, Tumbling, Windowed};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Customer {
@@ -83,9 +82,7 @@ const MINUTE: Duration = Duration::from_secs(60);
 const GRACE: Duration = Duration::from_secs(30);
 const PAID_WITHIN: Duration = Duration::from_secs(10 * 60);
 
-fn main() -> ExitCode {
-    use clap::Parser;
-    let cli = Cli::<NoArgs>::parse();
+fn app() -> Result<App, PipelineError> {
     let pipeline = Pipeline::new("checkout");
     // Declared first: a profile and an order of the same millisecond meet
     // with the profile already in the table.
@@ -124,11 +121,7 @@ fn main() -> ExitCode {
             },
         )
         .to(ORDER_PAYMENTS);
-    match pipeline.app() {
-        Ok(app) => run_parsed(&app, &cli.location, &cli.command),
-        Err(error) => {
-            eprintln!("checkout: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    pipeline.app()
 }
+
+strata::main!(app());

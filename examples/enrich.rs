@@ -18,12 +18,10 @@
 //! cargo run --example enrich -- --data-dir ./strata-data query latest-views u1
 //! ```
 
-use std::process::ExitCode;
-
 use serde::{Deserialize, Serialize};
 use strata::codec::Codec;
-use strata::runtime::{Cli, NoArgs, run_parsed};
-use strata_operators::{Pipeline, Topic};
+use strata::runtime::App;
+use strata_operators::{Pipeline, PipelineError, Topic};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Profile {
@@ -43,9 +41,7 @@ const PROFILES: Topic<String, Profile> = Topic::new("profiles").codecs(Codec::Ra
 const ENRICHED: Topic<String, EnrichedView> =
     Topic::new("enriched-views").codecs(Codec::Raw, Codec::Json);
 
-fn main() -> ExitCode {
-    use clap::Parser;
-    let cli = Cli::<NoArgs>::parse();
+fn app() -> Result<App, PipelineError> {
     let pipeline = Pipeline::new("enrich");
     let profiles = pipeline.table(PROFILES);
     let enriched = pipeline.from(PAGE_VIEWS).named("enrich").left_join(
@@ -61,11 +57,7 @@ fn main() -> ExitCode {
     enriched
         .stored_as("latest-views")
         .reduce(|_, latest| latest.clone());
-    match pipeline.app() {
-        Ok(app) => run_parsed(&app, &cli.location, &cli.command),
-        Err(error) => {
-            eprintln!("enrich: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    pipeline.app()
 }
+
+strata::main!(app());

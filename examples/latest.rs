@@ -9,15 +9,7 @@
 //! cargo run --example latest -- --bootstrap 127.0.0.1:9092 --state-dir ./latest-state dump-state
 //! ```
 
-use std::process::ExitCode;
-
-use clap::Parser;
-use strata::runtime::{App, Cli, Context, ProcessError, Record, Store, run_parsed};
-
-/// `run --serve` answers the Kafka protocol: a request claiming an absurd
-/// length must not abort the app (see `strata::broker::HugeReservingAllocator`).
-#[global_allocator]
-static ALLOCATOR: strata::broker::HugeReservingAllocator = strata::broker::HugeReservingAllocator;
+use strata::runtime::{App, Context, ProcessError, Record, Store};
 
 const LATEST: Store<String, String> = Store::new("latest");
 
@@ -28,11 +20,9 @@ fn latest(change: Record<String, String>, ctx: &mut Context) -> Result<(), Proce
     }
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::<()>::parse();
-    let app = App::new("latest")
+strata::main!(
+    App::new("latest")
         .processor("latest", latest)
         .input("changes")
-        .store(LATEST);
-    run_parsed(&app, &cli.location, &cli.command)
-}
+        .store(LATEST)
+);

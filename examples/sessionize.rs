@@ -15,13 +15,12 @@
 //! cargo run --example sessionize -- --data-dir ./strata-data dump-state
 //! ```
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use strata::codec::Codec;
-use strata::runtime::{Cli, NoArgs, run_parsed};
-use strata_operators::{Pipeline, Sessions, Topic, Windowed};
+use strata::runtime::App;
+use strata_operators::{Pipeline, PipelineError, Sessions, Topic, Windowed};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct UserSession {
@@ -38,9 +37,7 @@ const USER_SESSIONS: Topic<String, UserSession> =
 const GAP: Duration = Duration::from_secs(30 * 60);
 const GRACE: Duration = Duration::from_secs(5 * 60);
 
-fn main() -> ExitCode {
-    use clap::Parser;
-    let cli = Cli::<NoArgs>::parse();
+fn app() -> Result<App, PipelineError> {
     let pipeline = Pipeline::new("sessionize");
     pipeline
         .from(CLICKS)
@@ -58,11 +55,7 @@ fn main() -> ExitCode {
             (session.key, value)
         })
         .to(USER_SESSIONS);
-    match pipeline.app() {
-        Ok(app) => run_parsed(&app, &cli.location, &cli.command),
-        Err(error) => {
-            eprintln!("sessionize: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    pipeline.app()
 }
+
+strata::main!(app());

@@ -12,52 +12,25 @@
 //! cargo run --example wordcount -- --data-dir ./strata-data dump-state
 //! ```
 
-use std::process::ExitCode;
+use strata::runtime::{App, Context, ProcessError, Record, Store, Topic};
 
-use clap::Parser;
-use strata::runtime::{App, Cli, Context, Output, ProcessError, Record, Store, run_parsed};
-
-/// `run --serve` answers the Kafka protocol: a request claiming an absurd
-/// length must not abort the app (see `strata::broker::HugeReservingAllocator`).
-#[global_allocator]
-static ALLOCATOR: strata::broker::HugeReservingAllocator = strata::broker::HugeReservingAllocator;
-
-#[derive(Debug, Clone, clap::Args)]
-struct Topics {
-    /// Topic of text lines.
-    #[arg(long, global = true, default_value = "lines")]
-    input: String,
-    /// Topic of (word, count) records.
-    #[arg(long, global = true, default_value = "word-counts")]
-    output: String,
-}
-
-const WORDS: Output<String, ()> = Output::new("words");
+const LINES: Topic<Vec<u8>, String> = Topic::new("lines");
+const WORDS: Topic<String, ()> = Topic::new("words");
+const WORD_COUNTS: Topic<String, String> = Topic::new("word-counts");
 const COUNTS: Store<String, u64> = Store::new("counts");
 
 fn split(line: Record<Vec<u8>, String>, ctx: &mut Context) -> Result<(), ProcessError> {
-    for word in line.value.split_whitespace() {
-        ctx.emit(WORDS, word, &())?;
-    }
-    Ok(())
+    (line.value.split_whitespace()).try_for_each(|word| ctx.emit(WORDS, word, &()))
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::<Topics>::parse();
-    // The output topic is a flag: its handle is made at run time.
-    let word_counts = Output::<String, String>::named(&cli.args.output);
-    let count = move |word: Record<String, ()>, ctx: &mut Context| {
-        let n = ctx.get(COUNTS, &word.key)?.unwrap_or(0) + 1;
-        ctx.put(COUNTS, &word.key, &n)?;
-        ctx.emit(word_counts, &word.key, &n.to_string())
-    };
-    let app = App::new("wordcount")
-        .processor("split", split)
-        .input(&cli.args.input)
-        .output(WORDS)
-        .processor("count", count)
-        .input("words")
-        .store(COUNTS)
-        .output(word_counts);
-    run_parsed(&app, &cli.location, &cli.command)
+fn count(word: Record<String, ()>, ctx: &mut Context) -> Result<(), ProcessError> {
+    let n = ctx.get(COUNTS, &word.key)?.unwrap_or(0) + 1;
+    ctx.put(COUNTS, &word.key, &n)?;
+    ctx.emit(WORD_COUNTS, &word.key, &n.to_string())
+}
+
+strata::main! {
+    App::new("wordcount")
+        .processor("split", split).input(LINES).output(WORDS)
+        .processor("count", count).input(WORDS).store(COUNTS).output(WORD_COUNTS)
 }

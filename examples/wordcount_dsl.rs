@@ -16,58 +16,17 @@
 //! cargo run --example wordcount_dsl -- --data-dir ./strata-data dump-state
 //! ```
 
-use std::process::ExitCode;
-
-use clap::Parser;
-use strata::runtime::{Cli, run_parsed};
 use strata_operators::{Pipeline, Topic};
 
-/// `run --serve` answers the Kafka protocol: a request claiming an absurd
-/// length must not abort the app (see `strata::broker::HugeReservingAllocator`).
-#[global_allocator]
-static ALLOCATOR: strata::broker::HugeReservingAllocator = strata::broker::HugeReservingAllocator;
-
-#[derive(Debug, Clone, clap::Args)]
-struct Topics {
-    /// Topic of text lines.
-    #[arg(long, global = true, default_value = "lines")]
-    input: String,
-    /// Topic of (word, count) records.
-    #[arg(long, global = true, default_value = "word-counts")]
-    output: String,
-}
-
+const LINES: Topic<Vec<u8>, String> = Topic::new("lines");
 const WORDS: Topic<String, ()> = Topic::new("words");
+const WORD_COUNTS: Topic<String, String> = Topic::new("word-counts");
 
-/// Every whitespace-separated word of `line`, in order, with no value.
-fn words_of(line: &str) -> Vec<(String, ())> {
-    line.split_whitespace()
-        .map(|w| (w.to_string(), ()))
-        .collect()
-}
-
-fn main() -> ExitCode {
-    let cli = Cli::<Topics>::parse();
-    let lines = Topic::<Vec<u8>, String>::named(&cli.args.input);
-    let word_counts = Topic::<String, String>::named(&cli.args.output);
-
+strata::main! {
     let pipeline = Pipeline::new("wordcount");
-    pipeline
-        .from(lines)
-        .named("split")
-        .flat_map(|_, line: String| words_of(&line))
-        .through(WORDS)
-        .named("count")
-        .stored_as("counts")
-        .count()
-        .map_values(|n| n.to_string())
-        .to(word_counts);
-
-    match pipeline.app() {
-        Ok(app) => run_parsed(&app, &cli.location, &cli.command),
-        Err(error) => {
-            eprintln!("wordcount: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    (pipeline.from(LINES).named("split"))
+        .flat_map(|_, line: String| line.split_whitespace().map(|w| (w.to_string(), ())).collect::<Vec<_>>())
+        .through(WORDS).named("count").stored_as("counts")
+        .count().map_values(|n| n.to_string()).to(WORD_COUNTS);
+    pipeline.app()
 }

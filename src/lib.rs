@@ -59,3 +59,37 @@ pub use strata_protocol::{sasl, security};
 pub use strata_record as record;
 pub use strata_record::{codec, hex, time};
 pub use strata_runtime as runtime;
+
+/// Runs an app from the standard command line, as its `fn main` would
+/// (see [`main!`], which also installs what `--serve` needs).
+pub use strata_runtime::run_cli as run;
+
+/// An app binary's `fn main`, as [`strata_runtime::main!`] writes it, with
+/// the broker's allocator installed: `run --serve` answers the Kafka
+/// protocol, and a request claiming an absurd length must not abort the
+/// app (see [`broker::HugeReservingAllocator`]).
+///
+/// ```no_run
+/// use strata::runtime::{App, Context, ProcessError, Record, Topic};
+///
+/// const LINES: Topic<Vec<u8>, String> = Topic::new("lines");
+///
+/// fn print(line: Record<Vec<u8>, String>, _: &mut Context) -> Result<(), ProcessError> {
+///     println!("{}", line.value);
+///     Ok(())
+/// }
+///
+/// strata::main!(App::new("printer").processor("print", print).input(LINES));
+/// ```
+#[macro_export]
+macro_rules! main {
+    ($($app:tt)*) => {
+        #[global_allocator]
+        static ALLOCATOR: $crate::broker::HugeReservingAllocator =
+            $crate::broker::HugeReservingAllocator;
+
+        fn main() -> ::std::process::ExitCode {
+            $crate::runtime::run_cli({ $($app)* })
+        }
+    };
+}

@@ -830,3 +830,70 @@ fn the_readme_crate_table_is_what_the_manifests_say() {
         "README's ## Crates table (left) against the Cargo.toml files (right)"
     );
 }
+
+/// ARCHITECTURE.md's codemap, one section per top-level entry: the entry's
+/// first word (`crates/log/src/`, `examples/`) → the section's text.
+fn codemap_sections(architecture: &str) -> BTreeMap<String, String> {
+    let codemap = architecture
+        .split("## Codemap\n")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a ## Codemap section");
+    let codemap = codemap.split("\n## ").next().unwrap_or_default();
+    let mut sections: BTreeMap<String, String> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in codemap.lines() {
+        let heading = line.split_whitespace().next().filter(|_| !line.starts_with(' '));
+        if let Some(word) = heading.filter(|w| w.ends_with('/') || w.ends_with(".rs")) {
+            current = Some(word.to_string());
+        }
+        if let Some(section) = &current {
+            let text = sections.entry(section.clone()).or_default();
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    sections
+}
+
+/// Whether `name` appears in `text` as a whole word (not inside a longer
+/// name: `read.rs` is not named by `thread.rs`).
+fn names(text: &str, name: &str) -> bool {
+    let part = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        !before.is_some_and(part) && !after.is_some_and(part)
+    })
+}
+
+#[test]
+fn the_codemap_names_every_source_file_of_every_crate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let sections = codemap_sections(&architecture);
+    let mut missing = Vec::new();
+    for src in crate_sources() {
+        let label = format!("{}/", src.strip_prefix(root).unwrap().display());
+        let Some(section) = sections.get(&label) else {
+            missing.push(format!("{label} (no section)"));
+            continue;
+        };
+        for relative in read_sources(&src).into_keys() {
+            let path = Path::new(&relative);
+            let file = path.file_name().unwrap().to_string_lossy().into_owned();
+            let name = match file.as_str() {
+                "lib.rs" | "main.rs" if path.parent() == Some(Path::new("")) => continue,
+                "mod.rs" => format!("{}/", path.parent().unwrap().file_name().unwrap().display()),
+                _ => file,
+            };
+            if !names(section, &name) {
+                missing.push(format!("{label}{relative}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's codemap does not name:\n  {}",
+        missing.join("\n  ")
+    );
+}

@@ -50,7 +50,7 @@ use crate::graph::{Make, key_codec_or_default, make_op};
 use crate::item::{Data, Item};
 use crate::operator::{Next, Operator};
 use crate::stream::Stream;
-use crate::topic::Topic;
+use strata_runtime::Topic;
 
 /// The time store's count of the records dropped as duplicates.
 pub(crate) const DUPLICATES: &str = "duplicates";
@@ -193,7 +193,7 @@ where
     /// Writes late records (see the `dedup` module doc) to `topic`, and
     /// counts them, instead of letting them through.
     pub fn late_to(mut self, topic: Topic<K, V>) -> Self {
-        self.spec.late = Some(topic.output());
+        self.spec.late = Some(topic);
         let mut graph = self.stream.pipeline.graph.borrow_mut();
         graph.rebuild_writing_to(self.stream.node, make_dedup(self.spec), topic);
         drop(graph);

@@ -133,10 +133,10 @@ impl Graph {
         &mut self,
         node: usize,
         make: Make,
-        topic: crate::topic::Topic<K, V>,
+        topic: strata_runtime::Topic<K, V>,
     ) {
         self.nodes[node].make = make;
-        let declare = Arc::new(move |app: App| app.output(topic.output()));
+        let declare = Arc::new(move |app: App| app.output(topic));
         self.declare(node, format!("output {}", topic.name()), declare);
     }
 

@@ -49,17 +49,18 @@ mod stream;
 mod stream_join;
 mod table;
 mod table_join;
-mod topic;
 pub mod window;
 
 pub use dedup::Deduped;
 pub use index::{Found, Index, IndexQuery};
 pub use item::{Data, Item};
 pub use pipeline::{Pipeline, PipelineError};
+/// A topic with its types and codecs: the runtime's handle, so a pipeline
+/// and a hand-written processor share one.
+pub use strata_runtime::Topic;
 pub use stream::Stream;
 pub use stream_join::{JoinWindows, WindowJoined};
 pub use table::Table;
-pub use topic::Topic;
 pub use window::{
     Emit, Hopping, OnClose, OnUpdate, SessionEmit, SessionStream, Sessions, Tumbling, Windowed,
     WindowedStream, Windows,

@@ -24,7 +24,7 @@ use crate::operator::BoxOp;
 use crate::pipeline::Pipeline;
 use crate::source::{FromTopic, TypedSegment};
 use crate::stateless::{Filter, FlatMap, Inspect, Map, To};
-use crate::topic::Topic;
+use strata_runtime::Topic;
 
 impl Pipeline {
     /// A stream of the records of `topic`, decoded with its codecs; its
@@ -253,7 +253,7 @@ impl<K: Data, V: Data> Stream<K, V> {
     /// Adds a sink built by `make` under this stream, writing to `topic`
     /// (declared as an output of the stream's processor).
     fn sink<K2: 'static, V2: 'static>(&self, topic: Topic<K2, V2>, make: crate::graph::Make) {
-        let output = topic.output();
+        let output = topic;
         let mut graph = self.pipeline.graph.borrow_mut();
         let node = graph.add(&[self.node], make, share::<K, V>);
         let declare = Arc::new(move |app: strata_runtime::App| app.output(output));
@@ -272,7 +272,7 @@ where
     /// which deletes the key from a compacted topic and from a table read
     /// from it (`Pipeline::table`). Partitioned by key, like `to`.
     pub fn to_upserts(&self, topic: Topic<K, V>) {
-        let output = topic.output();
+        let output = topic;
         let make = make_op::<K, Option<V>, K, Option<V>, _>(
             move |_: crate::operator::Next<K, Option<V>>| {
                 Box::new(crate::stateless::ToUpserts { output })
@@ -290,7 +290,7 @@ where
     /// Writes every record to `topic` (created if missing, with as many
     /// partitions as the processor's inputs), partitioned by key.
     pub fn to(&self, topic: Topic<K, V>) {
-        let output = topic.output();
+        let output = topic;
         let make =
             make_op::<K, V, K, V, _>(move |_: crate::operator::Next<K, V>| Box::new(To { output }));
         self.sink(topic, make);

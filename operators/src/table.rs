@@ -26,7 +26,7 @@ use crate::item::{Data, Item};
 use crate::operator::{Next, Operator};
 use crate::pipeline::Pipeline;
 use crate::stream::Stream;
-use crate::topic::Topic;
+use strata_runtime::Topic;
 
 /// A table materialized from a topic, or joined from two tables (see
 /// `table_join`); see the module doc.

@@ -401,14 +401,15 @@ impl Context<'_> {
                 )))
             }
             None => Err(ProcessError::msg(format!(
-                "no store {:?} declared for processor {:?} (declared: {})",
+                "no store {:?} declared for processor {:?} (declared: {}): declare it with .store(..) after .processor({:?}, ..)",
                 store.name(),
                 self.processor,
                 self.stores
                     .iter()
                     .map(|s| s.name.as_str())
                     .collect::<Vec<_>>()
-                    .join(", ")
+                    .join(", "),
+                self.processor,
             ))),
         }
     }

@@ -1,22 +1,25 @@
-//! Typed handles: a state store or a derived topic declared once, with its
-//! key and value types and codecs, and used both on the [`App`] builder
-//! (`.store(COUNTS)`, `.output(WORD_COUNTS)`) and in the processor
-//! (`ctx.get(COUNTS, &word)`, `ctx.emit(WORD_COUNTS, &word, &n)`):
+//! Typed handles: a state store or a topic declared once, with its key and
+//! value types and codecs, and used both on the [`App`] builder
+//! (`.store(COUNTS)`, `.input(WORDS)`, `.output(WORD_COUNTS)`) and in the
+//! processor (`ctx.get(COUNTS, &word)`, `ctx.emit(WORD_COUNTS, &word, &n)`):
 //!
 //! ```
 //! use strata_record::codec::Codec;
-//! use strata_runtime::{Output, Store};
+//! use strata_runtime::{Store, Topic};
 //!
 //! const COUNTS: Store<String, u64> = Store::new("counts");
-//! const CHANGES: Output<String, u64> = Output::new("changes").codecs(Codec::Raw, Codec::Json);
+//! const CHANGES: Topic<String, u64> = Topic::new("changes").codecs(Codec::Raw, Codec::Json);
 //! ```
 //!
-//! The compiler checks the types at every use; the runtime checks, at the
-//! first use in a task, that the processor declared the handle (a store
-//! of the same name with other types or codecs is refused there too).
+//! The compiler checks the types at every use. The builder checks a topic
+//! read through its handle against the processor's record types and
+//! against the processors that write it (see `input`); the runtime checks,
+//! at the first use in a task, that the processor declared the store or
+//! output it uses (one of the same name with other types or codecs is
+//! refused there too).
 //!
 //! Handles are `Copy`: a name chosen at run time (a topic given on the
-//! command line) makes one with [`Output::named`] or [`Store::named`],
+//! command line) makes one with [`Topic::named`] or [`Store::named`],
 //! which keep one copy of each distinct name for the life of the process.
 //!
 //! [`App`]: super::App
@@ -38,10 +41,12 @@ pub struct Store<K, V> {
     types: PhantomData<fn() -> (K, V)>,
 }
 
-/// A derived topic of records `K` → `V`, keys and values encoded with the
-/// raw codec by default (bytes and strings as they are), created when
-/// missing with as many partitions as the processor's input.
-pub struct Output<K, V> {
+/// A topic of records `K` → `V`, keys and values encoded with the raw
+/// codec by default (bytes and strings as they are, `()` as no bytes): a
+/// processor's input (`App::input`) or output (`App::output`,
+/// `Context::emit`). An output is created when missing, with as many
+/// partitions as the processor's input.
+pub struct Topic<K, V> {
     name: &'static str,
     key_codec: Codec,
     value_codec: Codec,
@@ -84,7 +89,7 @@ impl<K, V> Store<K, V> {
     }
 }
 
-impl<K, V> Output<K, V> {
+impl<K, V> Topic<K, V> {
     pub const fn new(topic: &'static str) -> Self {
         Self {
             name: topic,
@@ -116,6 +121,11 @@ impl<K, V> Output<K, V> {
 
     /// The topic's name as the processors know it (a replayed version's
     /// topics carry a suffix in the log).
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The topic's name (as [`Topic::name`]).
     pub const fn topic(&self) -> &'static str {
         self.name
     }
@@ -133,6 +143,10 @@ impl<K, V> Output<K, V> {
     }
 }
 
+/// A topic a processor writes: the name [`Topic`] had before topics could
+/// be inputs too, kept for the apps written with it.
+pub type Output<K, V> = Topic<K, V>;
+
 // Copy and Clone for any K and V (a derive would ask them of K and V).
 impl<K, V> Clone for Store<K, V> {
     fn clone(&self) -> Self {
@@ -142,13 +156,13 @@ impl<K, V> Clone for Store<K, V> {
 
 impl<K, V> Copy for Store<K, V> {}
 
-impl<K, V> Clone for Output<K, V> {
+impl<K, V> Clone for Topic<K, V> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<K, V> Copy for Output<K, V> {}
+impl<K, V> Copy for Topic<K, V> {}
 
 impl<K, V> fmt::Debug for Store<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -160,9 +174,9 @@ impl<K, V> fmt::Debug for Store<K, V> {
     }
 }
 
-impl<K, V> fmt::Debug for Output<K, V> {
+impl<K, V> fmt::Debug for Topic<K, V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Output")
+        f.debug_struct("Topic")
             .field("topic", &self.name)
             .field("key", &std::any::type_name::<K>())
             .field("value", &std::any::type_name::<V>())
@@ -192,8 +206,8 @@ mod tests {
 
     #[test]
     fn a_name_made_at_run_time_is_kept_once() {
-        let a = Output::<String, String>::named(&format!("topic-{}", 7));
-        let b = Output::<String, u64>::named("topic-7");
+        let a = Topic::<String, String>::named(&format!("topic-{}", 7));
+        let b = Topic::<String, u64>::named("topic-7");
         assert_eq!(a.topic(), "topic-7");
         assert!(std::ptr::eq(a.topic(), b.topic()));
     }

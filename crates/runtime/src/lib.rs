@@ -76,6 +76,7 @@ mod fetch_pool;
 mod group;
 pub mod handles;
 pub mod index_key;
+mod input;
 mod layout;
 mod location;
 mod log_access;
@@ -96,13 +97,14 @@ pub mod window_key;
 pub use async_processor::{AsyncProcessor, CONCURRENCY_DEFAULT};
 pub use board::TaskView;
 pub use cli::{
-    CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, LocationArgs, NoArgs, Outcome, run_cli,
-    run_parsed,
+    CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, IntoApp, LocationArgs, NoArgs, Outcome,
+    run_cli, run_parsed,
 };
 pub use context::{Context, EmitOptions, Entries};
 pub use error::RuntimeError;
 pub use group::{GroupOptions, tasks_of_assignment};
-pub use handles::{Output, Store};
+pub use handles::{Output, Store, Topic};
+pub use input::InputTopic;
 pub use location::Location;
 pub use ops::{
     DiffReport, PartitionDiff, REBUILD_COMMIT, RebuildOptions, RebuildSummary, RunOptions,
@@ -118,3 +120,29 @@ pub use task::handover::decode_offsets as decode_handover_offsets;
 pub use timer::{TIMER_KEY_BYTES_MAX, TIMERS_FIRED_PER_PASS_MAX, TimeDomain, Timer};
 pub use topology::{App, CheckpointPolicy, CommitInterval, TaskConfig};
 pub use versions::{Version, Versions};
+
+/// An app binary's `fn main`: parses the standard command line ([`Cli`])
+/// and runs what it asks with the app the body makes ([`run_cli`]): an
+/// [`App`], or a pipeline's `Result<App, _>`. The body may be statements
+/// ending in that value.
+///
+/// ```no_run
+/// use strata_runtime::{App, Context, ProcessError, Record, Topic};
+///
+/// const LINES: Topic<Vec<u8>, String> = Topic::new("lines");
+///
+/// fn print(line: Record<Vec<u8>, String>, _: &mut Context) -> Result<(), ProcessError> {
+///     println!("{}", line.value);
+///     Ok(())
+/// }
+///
+/// strata_runtime::main!(App::new("printer").processor("print", print).input(LINES));
+/// ```
+#[macro_export]
+macro_rules! main {
+    ($($app:tt)*) => {
+        fn main() -> ::std::process::ExitCode {
+            $crate::run_cli({ $($app)* })
+        }
+    };
+}

@@ -28,7 +28,8 @@ use strata_record::codec::Codec;
 
 use super::context::Context;
 use super::erased::{ErasedProcessor, Factory, WithTimerFn};
-use super::handles::{Output, Store};
+use super::handles::{Store, Topic};
+use super::input::{self, InputTopic, RecordTypes, TypedInput};
 use super::process_error::ProcessError;
 use super::processor::IntoProcessor;
 use super::spec::{OutputSpec, StoreSpec};
@@ -49,6 +50,10 @@ pub(crate) struct ProcessorSpec {
     pub function: bool,
     /// Whether the builder gave it a timer callback (`.on_timer(f)`).
     pub on_timer: bool,
+    /// The key and value types of the records the processor takes.
+    pub records: RecordTypes,
+    /// The inputs read through typed handles, with what their handles say.
+    pub typed_inputs: Vec<(String, TypedInput)>,
 }
 
 /// When a task commits its run: whichever limit is reached first.
@@ -185,7 +190,7 @@ impl App {
     /// task). Its input keys and values are decoded as `K` and `V` with the
     /// raw codec (strings and bytes) unless [`App::input_codecs`] says
     /// otherwise.
-    pub fn processor<K, V, M>(
+    pub fn processor<K: 'static, V: 'static, M>(
         mut self,
         name: &str,
         processor: impl IntoProcessor<K, V, M>,
@@ -213,6 +218,8 @@ impl App {
             timers: false,
             function: factory.function,
             on_timer: false,
+            records: RecordTypes::of::<K, V>(),
+            typed_inputs: Vec::new(),
         });
         self
     }
@@ -274,9 +281,27 @@ impl App {
 
     /// An input topic of the last processor. Several inputs must have the
     /// same number of partitions: partition i of each goes to task i.
-    pub fn input(mut self, topic: &str) -> Self {
-        if let Some(p) = self.last("input") {
-            p.inputs.push(topic.to_string());
+    ///
+    /// A topic's typed handle ([`Topic`]) gives its codecs to the processor
+    /// and is checked against the processor's record types and against the
+    /// processors that write the topic (see `input`); a name alone is
+    /// decoded with [`App::input_codecs`].
+    pub fn input(mut self, topic: impl Into<InputTopic>) -> Self {
+        let InputTopic { name, typed } = topic.into();
+        let Some(p) = self.last("input") else {
+            return self;
+        };
+        p.inputs.push(name.clone());
+        let Some(typed) = typed else {
+            return self;
+        };
+        let codecs = (p.typed_inputs.first()).map(|(_, t)| (t.key_codec, t.value_codec));
+        let refused = input::refusal(&p.name, p.records, codecs, &name, &typed);
+        p.key_codec = typed.key_codec;
+        p.value_codec = typed.value_codec;
+        p.typed_inputs.push((name, typed));
+        if let Some(refused) = refused {
+            self.fail(refused);
         }
         self
     }
@@ -348,7 +373,7 @@ impl App {
     /// An output (derived) topic of the last processor, with the codecs of
     /// its handle; created if missing, with the handle's partitions or as
     /// many as the processor's input.
-    pub fn output<K: 'static, V: 'static>(mut self, output: Output<K, V>) -> Self {
+    pub fn output<K: 'static, V: 'static>(mut self, output: Topic<K, V>) -> Self {
         if let Some(p) = self.last("output") {
             p.outputs.push(OutputSpec::of(output));
         }
@@ -521,6 +546,19 @@ impl App {
                     "processor {:?} reads and writes {:?}",
                     p.name, o.topic
                 ));
+            }
+        }
+        for reader in &self.processors {
+            for (topic, typed) in &reader.typed_inputs {
+                for writer in &self.processors {
+                    for output in writer.outputs.iter().filter(|o| &o.topic == topic) {
+                        if let Some(error) =
+                            input::disagreement(&reader.name, topic, typed, &writer.name, output)
+                        {
+                            return Err(error);
+                        }
+                    }
+                }
             }
         }
         Ok(())

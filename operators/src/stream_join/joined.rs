@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 
 use crate::item::Data;
 use crate::stream::Stream;
-use crate::topic::Topic;
+use strata_runtime::Topic;
 
 use super::make_join;
 use super::operator::{JoinSpec, JoinStores};
@@ -56,7 +56,7 @@ where
     /// `t + after + grace`) to `topic` besides counting them.
     pub fn late_left_to(mut self, topic: Topic<K, L>) -> Self {
         if let Some((spec, _)) = &mut self.join {
-            spec.late.left = Some(topic.output());
+            spec.late.left = Some(topic);
             self.rebuild(topic);
         }
         self
@@ -66,7 +66,7 @@ where
     /// after `t + before + grace`) to `topic` besides counting them.
     pub fn late_right_to(mut self, topic: Topic<K, R>) -> Self {
         if let Some((spec, _)) = &mut self.join {
-            spec.late.right = Some(topic.output());
+            spec.late.right = Some(topic);
             self.rebuild(topic);
         }
         self

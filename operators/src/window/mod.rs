@@ -31,7 +31,7 @@ use crate::aggregate::Fold;
 use crate::graph::{key_codec_or_default, make_op};
 use crate::item::Data;
 use crate::stream::Stream;
-use crate::topic::Topic;
+use strata_runtime::Topic;
 
 use aggregate::{WindowAggregate, WindowStores};
 use session::{Merge, SessionAggregate, SessionFns, SessionStores};
@@ -136,7 +136,7 @@ where
             time: Store::<String, i64>::named(time),
         };
         let spec = self.windows;
-        let late = self.late.map(|t| t.output());
+        let late = self.late;
         let make = make_op::<K, V, Windowed<K>, A, _>(move |next| {
             let fold = Arc::clone(&fold);
             Box::new(WindowAggregate::new(
@@ -272,7 +272,7 @@ where
             time: Store::<String, i64>::named(time),
         };
         let spec = self.sessions;
-        let late = self.late.map(|t| t.output());
+        let late = self.late;
         let make = make_op::<K, V, Windowed<K>, E::Value<A>, _>(move |next| {
             let fns = SessionFns {
                 fold: Arc::clone(&fold),

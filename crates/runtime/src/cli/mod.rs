@@ -69,9 +69,33 @@ pub enum Outcome {
 
 /// Parses the command line and runs the subcommand; an error is printed
 /// and given back as the exit status.
-pub fn run_cli(app: App) -> ExitCode {
+pub fn run_cli(app: impl IntoApp) -> ExitCode {
     let cli = Cli::<NoArgs>::parse();
-    run_parsed(&app, &cli.location, &cli.command)
+    match app.into_app() {
+        Ok(app) => run_parsed(&app, &cli.location, &cli.command),
+        Err(error) => {
+            eprintln!("{error}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// What [`run_cli`] runs: an [`App`], or what builds one and may fail (a
+/// pipeline's `Result<App, PipelineError>`), whose error is printed.
+pub trait IntoApp {
+    fn into_app(self) -> Result<App, String>;
+}
+
+impl IntoApp for App {
+    fn into_app(self) -> Result<App, String> {
+        Ok(self)
+    }
+}
+
+impl<E: std::fmt::Display> IntoApp for Result<App, E> {
+    fn into_app(self) -> Result<App, String> {
+        self.map_err(|error| error.to_string())
+    }
 }
 
 /// Runs a parsed subcommand (for apps with flags of their own); prints an
@@ -79,7 +103,9 @@ pub fn run_cli(app: App) -> ExitCode {
 /// 1 means the versions differ).
 pub fn run_parsed(app: &App, location: &LocationArgs, command: &Command) -> ExitCode {
     init_logging();
-    match execute(app, location, command) {
+    // The declarations are checked before anything is opened or read.
+    let checked = app.check().map_err(RuntimeError::Config);
+    match checked.and_then(|()| execute(app, location, command)) {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::Differs) => ExitCode::from(1),
         Err(error) => {
