@@ -155,7 +155,7 @@ fuzz: deps
 # Removes what earlier builds of the workspace left in the build directory
 # (old copies of the test binaries, stale incremental state), keeping the
 # dependencies: a persistent CARGO_TARGET_DIR otherwise grows by some
-# twenty GB with every change to the strata crate. CI runs it first.
+# 7 GB with every change to a crate of the workspace. CI runs it first.
 prune:
 	@scripts/prune-target.sh $${CARGO_TARGET_DIR:-target}
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Keeps a persistent build directory from filling the disk.
 #
-# Every change to a crate of the workspace leaves a new copy of each test binary
-# and example (a few hundred MB each, some twenty GB for a full `make
-# test`) beside the old ones, and cargo never removes them; nor the
+# Every change to a crate of the workspace leaves a new copy of each test
+# binary and example (up to a few hundred MB each, some 7 GB for a full
+# `make test`) beside the old ones, and cargo never removes them; nor the
 # incremental-compilation state of builds long gone. For the workspace's
 # own targets only, this removes the copies left by earlier builds, and
 # incremental state untouched for a day. Dependencies (RocksDB above all,
