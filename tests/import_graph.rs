@@ -842,7 +842,10 @@ fn codemap_sections(architecture: &str) -> BTreeMap<String, String> {
     let mut sections: BTreeMap<String, String> = BTreeMap::new();
     let mut current: Option<String> = None;
     for line in codemap.lines() {
-        let heading = line.split_whitespace().next().filter(|_| !line.starts_with(' '));
+        let heading = line
+            .split_whitespace()
+            .next()
+            .filter(|_| !line.starts_with(' '));
         if let Some(word) = heading.filter(|w| w.ends_with('/') || w.ends_with(".rs")) {
             current = Some(word.to_string());
         }

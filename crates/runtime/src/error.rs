@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use strata_client::ClientError;
 use strata_client::error::codes;
 use strata_log::LogError;
+use strata_record::RecordError;
 
 use super::layout::LayoutError;
 use super::process_error::ProcessError;
@@ -161,12 +162,13 @@ pub enum RuntimeError {
         secs: u64,
         error: ClientError,
     },
-    #[error("task {task}: shipping to {topic}/{partition}: {reason}")]
+    #[error("task {task}: shipping to {topic}/{partition}: {error}")]
     Ship {
         task: String,
         topic: String,
         partition: i32,
-        reason: String,
+        #[source]
+        error: ShipError,
     },
     /// Another instance took the task over: its transactional id has a
     /// newer epoch, so nothing more this instance writes for it can commit.
@@ -182,19 +184,64 @@ pub enum RuntimeError {
     #[error("group {group}: {reason}")]
     Group { group: String, reason: String },
     /// A task's state could not be restored from its changelogs.
-    #[error("task {task}: restoring {store} from {topic}/{partition}: {reason}")]
+    #[error("task {task}: restoring {store} from {topic}/{partition}: {error}")]
     Restore {
         task: String,
         store: String,
         topic: String,
         partition: i32,
-        reason: String,
+        #[source]
+        error: RestoreError,
     },
     #[error("{context}: {error}")]
     Io {
         context: String,
         error: std::io::Error,
     },
+}
+
+/// Why a task's outbox batch (or positions record) could not be shipped.
+#[derive(Debug, thiserror::Error)]
+pub enum ShipError {
+    /// The append failed: on the embedded log, or on the cluster.
+    #[error(transparent)]
+    Append(Box<RuntimeError>),
+    /// The cluster answered the transaction's produce with an error.
+    #[error(transparent)]
+    Client(Box<ClientError>),
+    /// The batch could not be built or stamped with the task's producer.
+    #[error(transparent)]
+    Batch(Box<RecordError>),
+}
+
+impl From<ClientError> for ShipError {
+    fn from(error: ClientError) -> Self {
+        Self::Client(Box::new(error))
+    }
+}
+
+impl From<RecordError> for ShipError {
+    fn from(error: RecordError) -> Self {
+        Self::Batch(Box::new(error))
+    }
+}
+
+/// Why a changelog could not be read into a task's state.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// A fetch moved nowhere although the partition goes on.
+    #[error("no progress at offset {offset} (the partition ends at {end})")]
+    NoProgress { offset: i64, end: i64 },
+    /// A batch or record that does not read.
+    #[error("offset {offset}: {error}")]
+    Unreadable {
+        offset: i64,
+        #[source]
+        error: Box<RecordError>,
+    },
+    /// A changelog record without a key: not written by strata.
+    #[error("offset {offset}: a record without a key; the topic is not this store's changelog")]
+    NoKey { offset: i64 },
 }
 
 impl From<LayoutError> for RuntimeError {
@@ -299,6 +346,30 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("`strata acls add`"), "{text}");
+    }
+
+    #[test]
+    fn a_ship_error_keeps_the_client_error_it_came_from() {
+        let error = RuntimeError::Ship {
+            task: "count/0".into(),
+            topic: "word-counts".into(),
+            partition: 0,
+            error: kafka(codes::UNKNOWN_TOPIC_OR_PARTITION).into(),
+        };
+        let source = std::error::Error::source(&error).expect("a source");
+        let ship = source.downcast_ref::<ShipError>().expect("a ShipError");
+        let ShipError::Client(client) = ship else {
+            panic!("{ship:?}");
+        };
+        assert!(
+            matches!(**client, ClientError::Kafka { code, .. } if code == codes::UNKNOWN_TOPIC_OR_PARTITION)
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("task count/0: shipping to word-counts/0: "),
+            "{error}"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::RuntimeError;
+use crate::error::{RuntimeError, ShipError};
 use crate::log_access::LogAccess;
 
 use super::positions::{self, Positions};
@@ -95,7 +95,7 @@ impl Task {
                     task: self.setup.name(),
                     topic: batch.topic.clone(),
                     partition: batch.partition,
-                    reason: error.to_string(),
+                    error: ShipError::Append(Box::new(error)),
                 })?;
             if !touched
                 .iter()

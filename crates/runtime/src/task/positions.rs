@@ -126,7 +126,7 @@ impl Positions {
             task: task.to_string(),
             topic: topic.to_string(),
             partition,
-            reason: error.to_string(),
+            error: error.into(),
         })?;
         Ok(OutboxBatch {
             topic: topic.to_string(),

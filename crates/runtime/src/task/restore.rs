@@ -19,7 +19,7 @@
 use std::time::{Duration, Instant};
 
 use crate::board::{TaskBoard, TaskView};
-use crate::error::RuntimeError;
+use crate::error::{RestoreError, RuntimeError};
 use crate::log_access::LogAccess;
 use crate::state::{Restoring, TaskState};
 use strata_client::AbortedFilter;
@@ -144,7 +144,7 @@ impl<'a> ChangelogReader<'a> {
                 return Err(self.failed(
                     store,
                     changelog,
-                    format!("no progress at offset {next} (the partition ends at {end})"),
+                    RestoreError::NoProgress { offset: next, end },
                 ));
             }
             (next, records) = (reached, records + read);
@@ -195,7 +195,13 @@ impl<'a> ChangelogReader<'a> {
         let mut fetched = (self.log)
             .fetch(changelog, self.partition, next, self.fetch_bytes)
             .await?;
-        let failed = |reason: String| self.failed(store, changelog, reason);
+        let failed = |error: RestoreError| self.failed(store, changelog, error);
+        let unreadable = |offset: i64| {
+            move |error| RestoreError::Unreadable {
+                offset,
+                error: Box::new(error),
+            }
+        };
         let mut filter = AbortedFilter::new(std::mem::take(&mut fetched.aborted));
         let mut rest: &[u8] = &fetched.records;
         let (before, mut next, mut records) = (next, next, 0u64);
@@ -205,7 +211,7 @@ impl<'a> ChangelogReader<'a> {
                 Ok(batch) => batch,
                 // A fetch may end inside a batch; the next starts there.
                 Err(_) if next > before => break,
-                Err(error) => return Err(failed(format!("offset {next}: {error}"))),
+                Err(error) => return Err(failed(unreadable(next)(error))),
             };
             rest = &rest[batch.size_bytes()..];
             let header = *batch.header();
@@ -213,18 +219,16 @@ impl<'a> ChangelogReader<'a> {
             if filter.visible(&batch) {
                 let batch_records = batch
                     .records(DECOMPRESSED_BYTES_MAX)
-                    .map_err(|e| failed(format!("offset {}: {e}", header.base_offset)))?;
+                    .map_err(|e| failed(unreadable(header.base_offset)(e)))?;
                 for record in batch_records.iter() {
-                    let record = record
-                        .map_err(|e| failed(format!("offset {}: {e}", header.base_offset)))?;
+                    let record = record.map_err(|e| failed(unreadable(header.base_offset)(e)))?;
                     if record.offset < next {
                         continue;
                     }
                     let Some(key) = record.key else {
-                        return Err(failed(format!(
-                            "offset {}: a record without a key",
-                            record.offset
-                        )));
+                        return Err(failed(RestoreError::NoKey {
+                            offset: record.offset,
+                        }));
                     };
                     restoring.put(key, record.value)?;
                     records += 1;
@@ -251,13 +255,13 @@ impl<'a> ChangelogReader<'a> {
         })
     }
 
-    fn failed(&self, store: &str, changelog: &str, reason: String) -> RuntimeError {
+    fn failed(&self, store: &str, changelog: &str, error: RestoreError) -> RuntimeError {
         RuntimeError::Restore {
             task: self.task.clone(),
             store: store.to_string(),
             topic: changelog.to_string(),
             partition: self.partition,
-            reason,
+            error,
         }
     }
 }

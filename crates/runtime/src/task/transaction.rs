@@ -197,7 +197,7 @@ impl TaskTxn {
                 task: self.task.clone(),
                 topic: batch.topic.clone(),
                 partition: batch.partition,
-                reason: error.to_string(),
+                error: error.into(),
             })?;
             self.sequences.insert(
                 slot,
@@ -252,7 +252,7 @@ impl TaskTxn {
                                 task: self.task.clone(),
                                 topic,
                                 partition,
-                                reason: error.to_string(),
+                                error: error.into(),
                             }
                         },
                     );
