@@ -22,11 +22,15 @@ LINES=${LINES:-2000000}
 ROUNDS=${ROUNDS:-2}
 # More `run` flags for every instance, e.g. RUN_ARGS="--commit-ms 1000".
 read -r -a run_args <<< "${RUN_ARGS:-}"
-# The optimized build `make demo` uses (strata at opt-level 3 in the dev
-# profile, so RocksDB is not compiled a second time).
-BUILD=(--config 'profile.dev.package.strata.opt-level=3'
-    --config 'profile.dev.package.strata.debug-assertions=false'
-    --config 'profile.dev.package.strata.overflow-checks=false')
+# The optimized build `make demo` uses (the workspace's crates at opt-level
+# 3 in the dev profile, so RocksDB is not compiled a second time).
+BUILD=()
+for crate in strata strata-record strata-log strata-protocol strata-client strata-broker \
+    strata-runtime strata-operators; do
+    BUILD+=(--config "profile.dev.package.$crate.opt-level=3"
+        --config "profile.dev.package.$crate.debug-assertions=false"
+        --config "profile.dev.package.$crate.overflow-checks=false")
+done
 
 cargo build --quiet "${BUILD[@]}" --bin strata --example wordcount
 target=${CARGO_TARGET_DIR:-target}/debug

@@ -88,8 +88,6 @@ macro_rules! main {
         static ALLOCATOR: $crate::broker::HugeReservingAllocator =
             $crate::broker::HugeReservingAllocator;
 
-        fn main() -> ::std::process::ExitCode {
-            $crate::runtime::run_cli({ $($app)* })
-        }
+        $crate::runtime::main!($($app)*);
     };
 }

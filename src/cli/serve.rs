@@ -64,8 +64,8 @@ pub struct ServeArgs {
 /// block is freed, after which the 1 to 32 MiB steps of a growing buffer
 /// (a compressed batch inflated to be checked) come from its per-thread
 /// arenas and stay resident once freed: measured, `strata serve` kept +4
-/// to +75 MB after the malformed-request table (`tests/
-/// broker_malformed_requests`), depending on which threads served it. A
+/// to +75 MB after the malformed-request table
+/// (`tests/hostile/malformed_requests`), depending on which threads served it. A
 /// fixed threshold keeps the larger steps out of the arenas. Requests of
 /// usual sizes (a Kafka producer's `max.request.size` is 1 MiB) are below
 /// it.

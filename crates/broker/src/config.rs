@@ -14,8 +14,8 @@ use super::security_config::{ListenerTable, SaslTable, TlsTable};
 use strata_log::LogConfig;
 
 /// Pause after a failed accept (e.g. out of file descriptors), on the Kafka
-/// listener and the metrics listener alike.
-pub(crate) const ACCEPT_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+/// listener as on every HTTP listener.
+pub(crate) use strata_protocol::metrics_endpoint::ACCEPT_RETRY_DELAY;
 
 /// Connections the kernel holds for the Kafka listener until the broker
 /// accepts them (the `listen` backlog; Linux caps it at

@@ -53,4 +53,3 @@ pub use metrics::Metrics;
 pub use security_config::{ListenerTable, SaslTable, TlsTable, parse_mechanisms};
 pub use server::Broker;
 pub use strata_log::{AppendSignals, AppendWatch};
-pub use strata_protocol::metrics_endpoint::serve as serve_metrics;

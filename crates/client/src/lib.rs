@@ -15,6 +15,9 @@ mod consumer;
 mod coordinator;
 pub mod error;
 mod fetcher;
+/// Group membership for any protocol: what the consumer and strata-runtime's
+/// task groups are built on; not an API of its own.
+#[doc(hidden)]
 pub mod membership;
 pub mod partitioner;
 mod produce_frame;
@@ -36,6 +39,8 @@ pub use consumer::{
     Assignor, Consumer, ConsumerConfig, ConsumerRecord, OffsetReset, PartitionLag, Rebalance,
     RebalanceListener, Seek, TopicPartition,
 };
+/// The consumer protocol's pieces strata-runtime's group protocol reuses.
+#[doc(hidden)]
 pub use consumer::{
     CONSUMER, decode_assignment_with, decode_subscription_with, encode_assignment_with,
     encode_subscription_with, partition_counts,

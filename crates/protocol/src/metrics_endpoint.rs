@@ -13,7 +13,7 @@ const HTTP_HEAD_BYTES_MAX: usize = 8192;
 
 /// How long to wait after a failed accept (out of file descriptors, say)
 /// before accepting again, so a persistent failure does not spin a core.
-const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(100);
+pub const ACCEPT_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// Serves `GET /metrics` on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, render: impl Fn() -> String + Send + Sync + 'static) {

@@ -1,6 +1,6 @@
 //! [`Context`]: what a processor sees besides the record: the record's
 //! position, its stores (through [`Store`] handles) and `emit` to derived
-//! topics (through [`Output`] handles), and timers (`schedule`, `cancel`;
+//! topics (through [`Topic`] handles), and timers (`schedule`, `cancel`;
 //! see `timer`). Everything goes into the task's current run (see
 //! `state`) and is committed with the input offsets.
 //!
@@ -19,7 +19,7 @@ use strata_client::partitioner::partition_for_key;
 use strata_record::codec::Codec;
 use strata_record::{Header, NewRecord};
 
-use super::handles::{Output, Store};
+use super::handles::{Store, Topic};
 use super::process_error::ProcessError;
 use super::record::RecordHeader;
 use super::spec::{StoreSpec, TopicOutput};
@@ -287,7 +287,7 @@ impl Context<'_> {
     /// processor), partitioned by key, with the input record's timestamp.
     pub fn emit<K, V, Q, W>(
         &mut self,
-        output: Output<K, V>,
+        output: Topic<K, V>,
         key: &Q,
         value: &W,
     ) -> Result<(), ProcessError>
@@ -303,7 +303,7 @@ impl Context<'_> {
     /// Emits with an explicit partition, headers or timestamp.
     pub fn emit_with<K, V, Q, W>(
         &mut self,
-        output: Output<K, V>,
+        output: Topic<K, V>,
         key: &Q,
         value: &W,
         options: EmitOptions,
@@ -322,7 +322,7 @@ impl Context<'_> {
     /// read from the topic (Kafka's null value).
     pub fn emit_tombstone<K, V, Q>(
         &mut self,
-        output: Output<K, V>,
+        output: Topic<K, V>,
         key: &Q,
         options: EmitOptions,
     ) -> Result<(), ProcessError>
@@ -339,7 +339,7 @@ impl Context<'_> {
     /// so a replay places it the same.
     pub fn emit_keyless<K, V, W>(
         &mut self,
-        output: Output<K, V>,
+        output: Topic<K, V>,
         value: &W,
         options: EmitOptions,
     ) -> Result<(), ProcessError>
@@ -353,7 +353,7 @@ impl Context<'_> {
 
     fn emit_record<K: 'static, V: 'static, Q, W>(
         &mut self,
-        output: &Output<K, V>,
+        output: &Topic<K, V>,
         key: Option<&Q>,
         value: Option<&W>,
         options: EmitOptions,
@@ -415,7 +415,7 @@ impl Context<'_> {
     }
 
     #[cold]
-    fn undeclared_output<K, V>(&self, output: &Output<K, V>) -> ProcessError {
+    fn undeclared_output<K, V>(&self, output: &Topic<K, V>) -> ProcessError {
         let topic = output.topic();
         if self.outputs.iter().any(|o| o.spec.topic == topic) {
             return ProcessError::msg(format!(

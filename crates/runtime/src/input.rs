@@ -9,8 +9,9 @@
 //! - a processor of the app that writes the topic must write it with the
 //!   same types and codecs.
 //!
-//! A name alone is taken on trust, decoded with the processor's
-//! `input_codecs` (raw by default), as before typed inputs existed.
+//! A name alone is taken on trust, decoded as the processor decodes all
+//! its inputs: with its typed inputs' codecs, or else its `input_codecs`
+//! (raw by default).
 //!
 //! [`App::input`]: super::App::input
 
@@ -127,6 +128,23 @@ pub(crate) fn refusal(
     }
 }
 
+/// Why processor `processor`, decoding its inputs with `codecs`, cannot
+/// have the typed inputs `typed` (whose handles give other codecs: set by
+/// `input_codecs` after them); `None` when it can.
+pub(crate) fn overridden(
+    processor: &str,
+    typed: &[(String, TypedInput)],
+    codecs: (Codec, Codec),
+) -> Option<String> {
+    let (topic, input) = typed.first()?;
+    let theirs = (input.key_codec, input.value_codec);
+    (theirs != codecs).then(|| {
+        format!(
+            "processor {processor:?} sets input codecs {codecs:?}, but its input {topic:?} is a Topic with codecs {theirs:?}: drop .input_codecs(..), or give the Topic those codecs"
+        )
+    })
+}
+
 /// Why `reader`'s typed input `input` does not match `writer`'s output of
 /// the same topic; `None` when they agree.
 pub(crate) fn disagreement(
@@ -231,6 +249,23 @@ mod tests {
             .processor("count", take_words)
             .input(WORDS);
         assert!(error_of(&app).contains("declare the topic once"));
+    }
+
+    #[test]
+    fn input_codecs_other_than_a_typed_inputs_are_refused_whichever_comes_first() {
+        let json = Topic::<String, ()>::new("words").codecs(Codec::Json, Codec::Json);
+        let after = (App::new("a").processor("count", take_words))
+            .input(json)
+            .input_codecs(Codec::Raw, Codec::Raw);
+        assert!(error_of(&after).contains("drop .input_codecs"));
+        let before = (App::new("a").processor("count", take_words))
+            .input_codecs(Codec::Raw, Codec::Raw)
+            .input(json);
+        assert_eq!(
+            before.check(),
+            Ok(()),
+            "a typed input after sets the codecs"
+        );
     }
 
     #[test]

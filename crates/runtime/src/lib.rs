@@ -10,10 +10,11 @@
 //! shared by the builder and the processor, and the processor itself:
 //!
 //! ```no_run
-//! use strata_runtime::{App, Context, Output, ProcessError, Record, Store};
+//! use strata_runtime::{App, Context, ProcessError, Record, Store, Topic};
 //!
+//! const WORDS: Topic<String, ()> = Topic::new("words");
 //! const COUNTS: Store<String, u64> = Store::new("counts");
-//! const WORD_COUNTS: Output<String, String> = Output::new("word-counts");
+//! const WORD_COUNTS: Topic<String, String> = Topic::new("word-counts");
 //!
 //! fn count(word: Record<String, ()>, ctx: &mut Context) -> Result<(), ProcessError> {
 //!     let n = ctx.get(COUNTS, &word.key)?.unwrap_or(0) + 1;
@@ -22,7 +23,7 @@
 //! }
 //!
 //! let app = App::new("wordcount")
-//!     .processor("count", count).input("words").store(COUNTS).output(WORD_COUNTS);
+//!     .processor("count", count).input(WORDS).store(COUNTS).output(WORD_COUNTS);
 //! ```
 //!
 //! Which form of processor to write:
@@ -39,8 +40,10 @@
 //!
 //! The modules:
 //!
-//! - [`handles`]: `Store` and `Output`, the typed handles; `spec`: what the
-//!   builder keeps of them.
+//! - [`handles`]: `Store` and `Topic` (`Output`, its older name), the typed
+//!   handles; `spec`: what the builder keeps of them; `input`: a processor's
+//!   input as the builder takes it (a name, or a `Topic` checked against the
+//!   processor and the topic's writers).
 //! - [`processor`]: the `Processor` trait and what `App::processor` takes;
 //!   `async_processor`: `AsyncProcessor`; `erased`: a processor as a task
 //!   calls it; `record`: `Record`; `process_error`: `ProcessError`.

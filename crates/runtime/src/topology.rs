@@ -5,16 +5,17 @@
 //! are typed handles declared once (see `handles`):
 //!
 //! ```no_run
-//! # use strata_runtime::{App, Context, Output, ProcessError, Record, Store};
-//! const WORDS: Output<String, ()> = Output::new("words");
+//! # use strata_runtime::{App, Context, ProcessError, Record, Store, Topic};
+//! const LINES: Topic<Vec<u8>, String> = Topic::new("lines");
+//! const WORDS: Topic<String, ()> = Topic::new("words");
 //! const COUNTS: Store<String, u64> = Store::new("counts");
-//! const WORD_COUNTS: Output<String, String> = Output::new("word-counts");
+//! const WORD_COUNTS: Topic<String, String> = Topic::new("word-counts");
 //! # fn split(_: Record<Vec<u8>, String>, _: &mut Context) -> Result<(), ProcessError> { Ok(()) }
 //! # fn count(_: Record<String, ()>, _: &mut Context) -> Result<(), ProcessError> { Ok(()) }
 //! # fn build() -> App {
 //! App::new("wordcount")
-//!     .processor("split", split).input("lines").output(WORDS)
-//!     .processor("count", count).input("words").store(COUNTS).output(WORD_COUNTS)
+//!     .processor("split", split).input(LINES).output(WORDS)
+//!     .processor("count", count).input(WORDS).store(COUNTS).output(WORD_COUNTS)
 //! # }
 //! ```
 
@@ -285,7 +286,8 @@ impl App {
     /// A topic's typed handle ([`Topic`]) gives its codecs to the processor
     /// and is checked against the processor's record types and against the
     /// processors that write the topic (see `input`); a name alone is
-    /// decoded with [`App::input_codecs`].
+    /// decoded as the processor's other inputs are (by its typed inputs'
+    /// codecs, or else [`App::input_codecs`]).
     pub fn input(mut self, topic: impl Into<InputTopic>) -> Self {
         let InputTopic { name, typed } = topic.into();
         let Some(p) = self.last("input") else {
@@ -307,6 +309,8 @@ impl App {
     }
 
     /// The codecs that decode the last processor's input keys and values.
+    /// A processor with typed inputs takes their codecs: other codecs here
+    /// are refused, since one decoder reads all its inputs.
     pub fn input_codecs(mut self, key: Codec, value: Codec) -> Self {
         if let Some(p) = self.last("input_codecs") {
             p.key_codec = key;
@@ -546,6 +550,13 @@ impl App {
                     "processor {:?} reads and writes {:?}",
                     p.name, o.topic
                 ));
+            }
+        }
+        for p in &self.processors {
+            if let Some(error) =
+                input::overridden(&p.name, &p.typed_inputs, (p.key_codec, p.value_codec))
+            {
+                return Err(error);
             }
         }
         for reader in &self.processors {

@@ -81,7 +81,10 @@ pub fn run_cli(app: impl IntoApp) -> ExitCode {
 }
 
 /// What [`run_cli`] runs: an [`App`], or what builds one and may fail (a
-/// pipeline's `Result<App, PipelineError>`), whose error is printed.
+/// pipeline's `Result<App, PipelineError>`), whose error is printed. The
+/// app's declarations are checked by the commands that run it (`run`,
+/// `rebuild`, `replay`) before they open anything; `status`, `promote` and
+/// the others work on what is there, so a bad change can be rolled back.
 pub trait IntoApp {
     fn into_app(self) -> Result<App, String>;
 }
@@ -103,9 +106,7 @@ impl<E: std::fmt::Display> IntoApp for Result<App, E> {
 /// 1 means the versions differ).
 pub fn run_parsed(app: &App, location: &LocationArgs, command: &Command) -> ExitCode {
     init_logging();
-    // The declarations are checked before anything is opened or read.
-    let checked = app.check().map_err(RuntimeError::Config);
-    match checked.and_then(|()| execute(app, location, command)) {
+    match execute(app, location, command) {
         Ok(Outcome::Done) => ExitCode::SUCCESS,
         Ok(Outcome::Differs) => ExitCode::from(1),
         Err(error) => {

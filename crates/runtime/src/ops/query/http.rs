@@ -33,6 +33,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
+use strata_protocol::metrics_endpoint::ACCEPT_RETRY_DELAY;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
@@ -57,8 +58,6 @@ pub const QUERIES_IN_FLIGHT_MAX: usize = 16;
 pub const QUERY_CONNECTIONS_MAX: usize = 256;
 /// How long a connection has to send its request head.
 pub const HTTP_HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-/// Pause after a failed accept (too many open files), before the next.
-const ACCEPT_RETRY_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Where and what to serve queries of.
 #[derive(Debug, Clone)]

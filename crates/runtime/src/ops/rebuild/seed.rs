@@ -28,8 +28,8 @@ pub(super) fn seed_from_checkpoint(
             task: format!("{}/{partition}", spec.name),
             wanted: "to start from".into(),
         })?;
-    // Every change goes through the log's storage, the one place that
-    // syncs (and that the power-loss tests see).
+    // Removals, renames and syncs go through the log's storage calls, the
+    // one place that syncs.
     let disk = Disk::os();
     if rebuilt.exists() {
         disk.remove_dir_all(rebuilt)?;
@@ -46,11 +46,13 @@ pub(super) fn seed_from_checkpoint(
     for (from, to) in files {
         let linked =
             from.extension().is_some_and(|e| e == "sst") && std::fs::hard_link(&from, &to).is_ok();
+        // A linked table file is the checkpoint's, synced when it was
+        // made; a copy is new and synced here.
         if !linked {
             std::fs::copy(&from, &to).map_err(io(format!("copying {}", from.display())))?;
+            let copy = disk.open(&to, OpenMode::Existing, "syncing")?;
+            disk.sync(&copy, &to)?;
         }
-        let copy = disk.open(&to, OpenMode::Existing, "syncing")?;
-        disk.sync(&copy, &to)?;
     }
     disk.sync_dir(&seeding)?;
     disk.rename(&seeding, rebuilt)?;
