@@ -36,11 +36,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use super::config::TxnConfig;
 use super::crash_point;
 use super::markers;
+use super::offsets;
 use super::producer::TxnProducer;
 use super::state::{PendingOffset, TxnMetadata, TxnState};
 use super::store::{TxnStore, TxnStoreError};
 use crate::group::GroupCoordinator;
-use crate::group::offsets::{CommittedOffset, PartitionOffset};
 use crate::{AppendSignals, ErrorCode};
 use strata_log::{LogError, LogManager, ProducerIdAndEpoch};
 use strata_record::MarkerKind;
@@ -485,7 +485,7 @@ impl TxnCoordinator {
         }
         crash_point::reach(crash_point::TXN_MARKED);
         if kind == MarkerKind::Commit
-            && let Err(error) = commit_pending_offsets(metadata, groups)
+            && let Err(error) = offsets::commit_pending_offsets(metadata, groups)
         {
             tracing::error!(
                 transactional_id = metadata.transactional_id,
@@ -574,29 +574,4 @@ impl TxnCoordinator {
 
 pub(super) fn lock(entry: &Entry) -> MutexGuard<'_, TxnMetadata> {
     entry.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Step 3: the transaction's offsets, committed per group.
-fn commit_pending_offsets(metadata: &TxnMetadata, groups: &GroupCoordinator) -> Result<(), String> {
-    let now = now_ms();
-    let mut by_group: HashMap<&str, Vec<PartitionOffset>> = HashMap::new();
-    for pending in &metadata.pending_offsets {
-        by_group
-            .entry(pending.group.as_str())
-            .or_default()
-            .push(PartitionOffset {
-                topic: pending.topic.clone(),
-                partition: pending.partition,
-                committed: CommittedOffset {
-                    offset: pending.offset,
-                    leader_epoch: pending.leader_epoch,
-                    metadata: pending.metadata.clone(),
-                    commit_time_ms: now,
-                },
-            });
-    }
-    for (group, offsets) in by_group {
-        groups.commit(group, &offsets).map_err(|e| e.to_string())?;
-    }
-    Ok(())
 }

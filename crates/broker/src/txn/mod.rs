@@ -19,6 +19,7 @@ mod config;
 mod coordinator;
 mod crash_point;
 mod markers;
+mod offsets;
 mod producer;
 mod state;
 mod store;

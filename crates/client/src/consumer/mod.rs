@@ -16,6 +16,7 @@
 
 mod assignor;
 mod claimed_counts;
+mod positions;
 mod protocol;
 
 use std::collections::BTreeMap;
@@ -494,73 +495,6 @@ impl Consumer {
         if let Some(listener) = &mut self.listener {
             listener(event);
         }
-    }
-
-    /// Positions for partitions that have none: the committed offset, or
-    /// the reset policy.
-    async fn resolve_positions(&mut self) -> Result<(), ClientError> {
-        let unknown: Vec<TopicPartition> = self
-            .positions
-            .iter()
-            .filter(|(_, at)| at.is_none())
-            .map(|(tp, _)| tp.clone())
-            .collect();
-        if unknown.is_empty() {
-            return Ok(());
-        }
-        let committed = match &self.config.group_id {
-            Some(group) => committed_offsets(&self.cluster, group, Some(&unknown)).await?,
-            None => BTreeMap::new(),
-        };
-        let (known, uncommitted): (Vec<_>, Vec<_>) = unknown
-            .into_iter()
-            .partition(|tp| committed.get(tp).is_some_and(|o| *o >= 0));
-        for tp in known {
-            let offset = committed[&tp];
-            self.positions.insert(tp, Some(offset));
-        }
-        if uncommitted.is_empty() {
-            return Ok(());
-        }
-        let which = match self.config.offset_reset {
-            OffsetReset::Earliest => EARLIEST,
-            OffsetReset::Latest => LATEST,
-            OffsetReset::None => {
-                let (topic, partition) = &uncommitted[0];
-                return Err(ClientError::Invalid(format!(
-                    "{topic}/{partition} has no committed offset and the reset policy is none"
-                )));
-            }
-        };
-        let reset = list_offsets(&self.cluster, &uncommitted, which).await?;
-        for tp in uncommitted {
-            let offset = reset.get(&tp).copied().flatten().unwrap_or(0);
-            self.positions.insert(tp, Some(offset));
-        }
-        Ok(())
-    }
-
-    async fn reset_offset(
-        &self,
-        topic: &str,
-        partition: i32,
-        offset: i64,
-    ) -> Result<i64, ClientError> {
-        match self.config.offset_reset {
-            OffsetReset::Earliest => self.offset_at(topic, partition, EARLIEST).await,
-            OffsetReset::Latest => self.offset_at(topic, partition, LATEST).await,
-            OffsetReset::None => Err(ClientError::OffsetOutOfRange {
-                topic: topic.to_string(),
-                partition,
-                offset,
-            }),
-        }
-    }
-
-    async fn offset_at(&self, topic: &str, partition: i32, which: i64) -> Result<i64, ClientError> {
-        Ok(list_offset(&self.cluster, topic, partition, which)
-            .await?
-            .unwrap_or(0))
     }
 
     async fn maybe_auto_commit(&mut self) -> Result<(), ClientError> {
