@@ -29,13 +29,14 @@ pub enum RuntimeError {
     TaskPanicked { task: String, reason: String },
     /// An input batch failed its checks (CRC, framing, decompression).
     #[error(
-        "{topic}/{partition} at offset {offset}: unreadable batch ({reason}); the log is damaged there, so the task stops rather than skip records"
+        "{topic}/{partition} at offset {offset}: unreadable batch ({error}); the log is damaged there, so the task stops rather than skip records"
     )]
     UnreadableBatch {
         topic: String,
         partition: i32,
         offset: i64,
-        reason: String,
+        #[source]
+        error: Unreadable,
     },
     /// An input topic of the app does not exist.
     #[error(
@@ -226,6 +227,30 @@ impl From<RecordError> for ShipError {
     }
 }
 
+/// What in an input batch does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreadable {
+    /// The batch: its framing, CRC or compression.
+    #[error(transparent)]
+    Batch(Box<RecordError>),
+    /// One of its records.
+    #[error("a record: {0}")]
+    Record(Box<RecordError>),
+    /// A positions record that is not one (`Positions::decode` says why).
+    #[error("{0}")]
+    Positions(String),
+}
+
+impl Unreadable {
+    pub(crate) fn batch(error: RecordError) -> Self {
+        Self::Batch(Box::new(error))
+    }
+
+    pub(crate) fn record(error: RecordError) -> Self {
+        Self::Record(Box::new(error))
+    }
+}
+
 /// Why a changelog could not be read into a task's state.
 #[derive(Debug, thiserror::Error)]
 pub enum RestoreError {
@@ -369,6 +394,28 @@ mod tests {
                 .to_string()
                 .starts_with("task count/0: shipping to word-counts/0: "),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_batch_keeps_the_record_error_and_says_what_did_not_read() {
+        let truncated = strata_record::RecordBatch::parse_and_verify(&[0u8; 10]).unwrap_err();
+        let error = RuntimeError::UnreadableBatch {
+            topic: "lines".into(),
+            partition: 0,
+            offset: 7,
+            error: Unreadable::record(truncated),
+        };
+        let text = error.to_string();
+        assert!(
+            text.starts_with("lines/0 at offset 7: unreadable batch (a record: "),
+            "{text}"
+        );
+        let source = std::error::Error::source(&error).expect("a source");
+        let unreadable = source.downcast_ref::<Unreadable>().expect("an Unreadable");
+        assert!(
+            matches!(unreadable, Unreadable::Record(_)),
+            "{unreadable:?}"
         );
     }
 

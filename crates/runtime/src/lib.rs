@@ -104,7 +104,7 @@ pub use cli::{
     run_cli, run_parsed,
 };
 pub use context::{Context, EmitOptions, Entries};
-pub use error::{RestoreError, RuntimeError, ShipError};
+pub use error::{RestoreError, RuntimeError, ShipError, Unreadable};
 pub use group::{GroupOptions, tasks_of_assignment};
 pub use handles::{Output, Store, Topic};
 pub use input::InputTopic;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use strata_record::RecordBatch;
 
-use crate::error::RuntimeError;
+use crate::error::{RuntimeError, Unreadable};
 use crate::layout::{self, task_dirs};
 use crate::location::Location;
 use crate::log_access::LogAccess;
@@ -288,17 +288,17 @@ async fn read_partition(
         if batch.header().is_control() {
             return Ok(());
         }
-        let unreadable = |reason: String| RuntimeError::UnreadableBatch {
+        let unreadable = |error: Unreadable| RuntimeError::UnreadableBatch {
             topic: topic.to_string(),
             partition,
             offset: batch.header().base_offset,
-            reason,
+            error,
         };
         let decoded = batch
             .records(DECOMPRESSED_BYTES_MAX)
-            .map_err(|e| unreadable(e.to_string()))?;
+            .map_err(|e| unreadable(Unreadable::batch(e)))?;
         for record in decoded.iter() {
-            let record = record.map_err(|e| unreadable(format!("a record: {e}")))?;
+            let record = record.map_err(|e| unreadable(Unreadable::record(e)))?;
             records.push((
                 record.offset,
                 record.key.map(<[u8]>::to_vec),

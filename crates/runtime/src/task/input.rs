@@ -89,7 +89,7 @@ pub(super) enum Head {
 
 /// A batch that fails its checks, at `offset`.
 #[derive(Debug)]
-pub(super) struct Unreadable {
+pub(super) struct UnreadableAt {
     pub offset: i64,
     pub error: RecordError,
 }
@@ -145,7 +145,7 @@ impl Input {
     /// transactions' batches are passed over (moving `next`; `bytes`
     /// counts what was taken up, for the commit's byte limit). Returns
     /// whether `next` moved too.
-    pub fn head(&mut self, limit: i64, bytes: &mut u64) -> Result<(Head, bool), Unreadable> {
+    pub fn head(&mut self, limit: i64, bytes: &mut u64) -> Result<(Head, bool), UnreadableAt> {
         let before = self.next;
         loop {
             if self.next >= limit {
@@ -171,7 +171,7 @@ impl Input {
                 }
                 Some(Err(error)) => {
                     let offset = open.header.base_offset;
-                    return Err(Unreadable { offset, error });
+                    return Err(UnreadableAt { offset, error });
                 }
                 None => self.close_batch(limit),
             }
@@ -222,7 +222,7 @@ impl Input {
     }
 
     /// Takes up the next fetched batch; false when none is left.
-    fn take_up(&mut self, limit: i64, bytes: &mut u64) -> Result<bool, Unreadable> {
+    fn take_up(&mut self, limit: i64, bytes: &mut u64) -> Result<bool, UnreadableAt> {
         while !self.fetched.is_empty() {
             let batch = match parse_batch(&self.fetched, self.check_crcs) {
                 Ok(batch) => batch,
@@ -232,7 +232,7 @@ impl Input {
                     return Ok(false);
                 }
                 Err(error) => {
-                    return Err(Unreadable {
+                    return Err(UnreadableAt {
                         offset: self.next,
                         error,
                     });
@@ -255,7 +255,7 @@ impl Input {
             }
             let records = batch
                 .records(DECOMPRESSED_BYTES_MAX)
-                .map_err(|error| Unreadable {
+                .map_err(|error| UnreadableAt {
                     offset: header.base_offset,
                     error,
                 })?;

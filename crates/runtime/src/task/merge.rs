@@ -30,11 +30,11 @@
 use std::time::{Duration, Instant};
 
 use crate::context::Position;
-use crate::error::RuntimeError;
+use crate::error::{RuntimeError, Unreadable};
 use crate::log_access::{FETCH_WAIT_MAX, LogAccess};
 use strata_record::RecordCursor;
 
-use super::input::{Head, Unreadable};
+use super::input::{Head, UnreadableAt};
 use super::patience::Patience;
 use super::{PREFETCH_AHEAD, Task};
 
@@ -282,12 +282,12 @@ impl Task {
 
     /// A batch of input `at` that fails its checks stops the task: records
     /// are never skipped.
-    fn unreadable(&self, at: usize, unreadable: Unreadable) -> RuntimeError {
+    fn unreadable(&self, at: usize, unreadable: UnreadableAt) -> RuntimeError {
         RuntimeError::UnreadableBatch {
             topic: self.inputs[at].log_topic.clone(),
             partition: self.setup.partition,
             offset: unreadable.offset,
-            reason: unreadable.error.to_string(),
+            error: Unreadable::batch(unreadable.error),
         }
     }
 

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::RuntimeError;
+use crate::error::{RuntimeError, Unreadable};
 use crate::log_access::Remote;
 use crate::state::OutboxBatch;
 use strata_client::{self as client, AbortedFilter, ClientError};
@@ -342,19 +342,19 @@ fn last_of(
     topic: &str,
     partition: i32,
 ) -> Result<Option<Positions>, RuntimeError> {
-    let unreadable = |offset: i64, reason: String| RuntimeError::UnreadableBatch {
+    let unreadable = |offset: i64, error: Unreadable| RuntimeError::UnreadableBatch {
         topic: topic.to_string(),
         partition,
         offset,
-        reason,
+        error,
     };
     let base = batch.header().base_offset;
     let records = batch
         .records(DECOMPRESSED_BYTES_MAX)
-        .map_err(|e| unreadable(base, e.to_string()))?;
+        .map_err(|e| unreadable(base, Unreadable::batch(e)))?;
     let mut found = None;
     for record in records.iter() {
-        let record = record.map_err(|e| unreadable(base, e.to_string()))?;
+        let record = record.map_err(|e| unreadable(base, Unreadable::record(e)))?;
         if record.offset < from || record.offset >= end || record.key != Some(KEY) {
             continue;
         }
@@ -362,7 +362,8 @@ fn last_of(
         found = match record.value {
             None => None,
             Some(value) => {
-                Some(Positions::decode(value).map_err(|e| unreadable(record.offset, e))?)
+                let decoded = Positions::decode(value);
+                Some(decoded.map_err(|e| unreadable(record.offset, Unreadable::Positions(e)))?)
             }
         };
     }

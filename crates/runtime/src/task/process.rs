@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::context::{Context, Position};
 use crate::erased::RawRecord;
-use crate::error::RuntimeError;
+use crate::error::{RuntimeError, Unreadable};
 use crate::log_access::{FETCH_WAIT_MAX, Fetched, LogAccess};
 use crate::state::TaskState;
 use crate::timer::TimeDomain;
@@ -72,7 +72,7 @@ impl Task {
                         topic,
                         partition,
                         offset: next,
-                        reason: error.to_string(),
+                        error: Unreadable::batch(error),
                     });
                 }
             };
@@ -128,15 +128,15 @@ impl Task {
             return Ok(());
         }
         let topic = Arc::clone(&self.inputs[at].topic);
-        let unreadable = |reason: String| RuntimeError::UnreadableBatch {
+        let unreadable = |error: Unreadable| RuntimeError::UnreadableBatch {
             topic: topic.to_string(),
             partition: self.setup.partition,
             offset: header.base_offset,
-            reason,
+            error,
         };
         let records = batch
             .records(DECOMPRESSED_BYTES_MAX)
-            .map_err(|e| unreadable(e.to_string()))?;
+            .map_err(|e| unreadable(Unreadable::batch(e)))?;
         // One position for the batch, updated per record (no per-record
         // reference count or header vector).
         let mut position = Position::before_records(&topic, self.setup.partition, 0);
@@ -145,7 +145,7 @@ impl Task {
         let records = records
             .iter()
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| unreadable(format!("a record: {e}")))?;
+            .map_err(|e| unreadable(Unreadable::record(e)))?;
         // An async processor's lookups for the records to process, before
         // the first is applied (none for the others).
         let offsets = self.inputs[at].next..limit;
