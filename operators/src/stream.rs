@@ -253,10 +253,9 @@ impl<K: Data, V: Data> Stream<K, V> {
     /// Adds a sink built by `make` under this stream, writing to `topic`
     /// (declared as an output of the stream's processor).
     fn sink<K2: 'static, V2: 'static>(&self, topic: Topic<K2, V2>, make: crate::graph::Make) {
-        let output = topic;
         let mut graph = self.pipeline.graph.borrow_mut();
         let node = graph.add(&[self.node], make, share::<K, V>);
-        let declare = Arc::new(move |app: strata_runtime::App| app.output(output));
+        let declare = Arc::new(move |app: strata_runtime::App| app.output(topic));
         graph.declare(node, format!("output {}", topic.name()), declare);
     }
 }
@@ -272,10 +271,9 @@ where
     /// which deletes the key from a compacted topic and from a table read
     /// from it (`Pipeline::table`). Partitioned by key, like `to`.
     pub fn to_upserts(&self, topic: Topic<K, V>) {
-        let output = topic;
         let make = make_op::<K, Option<V>, K, Option<V>, _>(
             move |_: crate::operator::Next<K, Option<V>>| {
-                Box::new(crate::stateless::ToUpserts { output })
+                Box::new(crate::stateless::ToUpserts { output: topic })
             },
         );
         self.sink(topic, make);
@@ -290,9 +288,9 @@ where
     /// Writes every record to `topic` (created if missing, with as many
     /// partitions as the processor's inputs), partitioned by key.
     pub fn to(&self, topic: Topic<K, V>) {
-        let output = topic;
-        let make =
-            make_op::<K, V, K, V, _>(move |_: crate::operator::Next<K, V>| Box::new(To { output }));
+        let make = make_op::<K, V, K, V, _>(move |_: crate::operator::Next<K, V>| {
+            Box::new(To { output: topic })
+        });
         self.sink(topic, make);
     }
 
