@@ -59,6 +59,7 @@ pub use strata_protocol::{sasl, security};
 pub use strata_record as record;
 pub use strata_record::{codec, hex, time};
 pub use strata_runtime as runtime;
+pub use strata_runtime::testing;
 
 /// Runs an app from the standard command line, as its `fn main` would
 /// (see [`main!`], which also installs what `--serve` needs).

@@ -27,6 +27,14 @@ pub enum RuntimeError {
         "task {task} panicked: {reason}; its last run was not committed, and a restart resumes from its last commit"
     )]
     TaskPanicked { task: String, reason: String },
+    /// The run ended as a SIGKILL would, as [`RunOptions::crash_after`]
+    /// asked: nothing since the tasks' last commits was committed.
+    ///
+    /// [`RunOptions::crash_after`]: crate::ops::RunOptions::crash_after
+    #[error(
+        "the run was crashed on purpose (crash_after): what its tasks had not committed is lost, and a restart resumes from their last commits"
+    )]
+    Crashed,
     /// An input batch failed its checks (CRC, framing, decompression).
     #[error(
         "{topic}/{partition} at offset {offset}: unreadable batch ({error}); the log is damaged there, so the task stops rather than skip records"

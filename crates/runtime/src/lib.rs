@@ -51,12 +51,16 @@
 //!   timers).
 //! - [`timer`]: `TimeDomain` and `Timer`; the timer store's layout and when
 //!   timers fire (event time: the task's stream time; processing time: the
-//!   wall clock), exactly once like everything else the run writes.
+//!   run's clock, the system's unless a test gives another), exactly once
+//!   like everything else the run writes.
 //! - [`topology`]: the `App` builder and what it declares.
 //! - [`ops`]: run, status, dump-state, checkpoint, rebuild, replay, diff,
 //!   promote: each a library call.
 //! - [`cli`]: the subcommands every app binary gets; a leaf, dispatching
 //!   into `ops`.
+//! - [`testing`]: `TestDriver`, an app run inside a test by the real
+//!   runtime over a log of its own; a leaf beside `cli`.
+//! - `clock`: where a run reads processing time (`Clock`, `ManualClock`).
 //! - `task`: one task's loop, its checkpoints, the rebuild handover and swap.
 //! - [`state`]: a task's RocksDB (stores, meta, outbox, commits,
 //!   checkpoints).
@@ -66,12 +70,13 @@
 //! - [`versions`]: the live version and replayed ones; `progress`: the
 //!   progress bar.
 //!
-//! Imports go one way: `cli` → `ops` → `task` → `state` → `layout`; nothing
-//! below `cli` imports it.
+//! Imports go one way: `cli` and `testing` → `ops` → `task` → `state` →
+//! `layout`; nothing below them imports either.
 
 mod async_processor;
 pub(crate) mod board;
 pub mod cli;
+mod clock;
 pub mod context;
 mod erased;
 mod error;
@@ -92,7 +97,9 @@ mod spec;
 pub mod state;
 mod store_text;
 mod task;
+pub mod testing;
 pub mod timer;
+mod topic_read;
 pub mod topology;
 pub mod versions;
 pub mod window_key;
@@ -103,6 +110,7 @@ pub use cli::{
     CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, IntoApp, LocationArgs, NoArgs, Outcome,
     run_cli, run_parsed,
 };
+pub use clock::{Clock, ManualClock};
 pub use context::{Context, EmitOptions, Entries};
 pub use error::{RestoreError, RuntimeError, ShipError, Unreadable};
 pub use group::{GroupOptions, tasks_of_assignment};

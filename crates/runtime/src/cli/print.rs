@@ -214,46 +214,7 @@ pub(super) fn checkpoints(taken: &[TaskCheckpoint]) {
 /// `diff`: per store and derived partition, what differs.
 pub(super) fn diff(report: &DiffReport) -> Result<(), RuntimeError> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let (a, b) = (&report.a, &report.b);
-    for store in &report.stores {
-        writeln!(
-            out,
-            "store {}: {} only in {a}, {} only in {b}, {} with different values",
-            store.store, store.only_a, store.only_b, store.different
-        )
-        .map_err(stdout_error)?;
-        for example in &store.examples {
-            writeln!(out, "  {example}").map_err(stdout_error)?;
-        }
-    }
-    for topic in &report.topics {
-        for p in &topic.partitions {
-            let first = match p.first_difference {
-                Some(offset) => format!("first difference at offset {offset}"),
-                None => "identical".to_string(),
-            };
-            writeln!(
-                out,
-                "topic {} partition {}: {} vs {}: {} and {} records, {} differ in place ({} only in {a}, {} only in {b}, order aside), {first}",
-                topic.topic,
-                p.partition,
-                topic.log_topic_a,
-                topic.log_topic_b,
-                p.records_a,
-                p.records_b,
-                p.differing,
-                p.only_a,
-                p.only_b
-            )
-            .map_err(stdout_error)?;
-        }
-    }
-    let verdict = if report.differs() {
-        "differ"
-    } else {
-        "are the same"
-    };
-    writeln!(out, "{a} and {b} {verdict}").map_err(stdout_error)?;
+    write!(out, "{report}").map_err(stdout_error)?;
     out.flush().map_err(stdout_error)
 }
 

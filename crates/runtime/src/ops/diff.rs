@@ -12,17 +12,15 @@ use std::collections::BTreeMap;
 
 use strata_record::RecordBatch;
 
-use crate::error::{RuntimeError, Unreadable};
+use crate::error::RuntimeError;
 use crate::layout::{self, task_dirs};
 use crate::location::Location;
 use crate::log_access::LogAccess;
+use crate::topic_read;
 use crate::topology::App;
 use crate::versions::Version;
 
 use super::dump_state::open_committed;
-
-/// Largest decompressed records section of one batch read for a diff.
-const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiffReport {
@@ -40,6 +38,50 @@ impl DiffReport {
                 .iter()
                 .flat_map(|t| &t.partitions)
                 .any(|p| p.differing > 0)
+    }
+}
+
+/// As `strata diff` prints it: a line per store and per derived topic's
+/// partition, then the verdict.
+impl std::fmt::Display for DiffReport {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (a, b) = (&self.a, &self.b);
+        for store in &self.stores {
+            writeln!(
+                out,
+                "store {}: {} only in {a}, {} only in {b}, {} with different values",
+                store.store, store.only_a, store.only_b, store.different
+            )?;
+            for example in &store.examples {
+                writeln!(out, "  {example}")?;
+            }
+        }
+        for topic in &self.topics {
+            for p in &topic.partitions {
+                let first = match p.first_difference {
+                    Some(offset) => format!("first difference at offset {offset}"),
+                    None => "identical".to_string(),
+                };
+                writeln!(
+                    out,
+                    "topic {} partition {}: {} vs {}: {} and {} records, {} differ in place ({} only in {a}, {} only in {b}, order aside), {first}",
+                    topic.topic,
+                    p.partition,
+                    topic.log_topic_a,
+                    topic.log_topic_b,
+                    p.records_a,
+                    p.records_b,
+                    p.differing,
+                    p.only_a,
+                    p.only_b
+                )?;
+            }
+        }
+        let verdict = match self.differs() {
+            true => "differ",
+            false => "are the same",
+        };
+        writeln!(out, "{a} and {b} {verdict}")
     }
 }
 
@@ -89,7 +131,7 @@ pub struct PartitionDiff {
 type Compared = (i64, Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// A store's entries across a processor's tasks: (partition, key) → value.
-type StoreEntries = BTreeMap<(i32, Vec<u8>), Vec<u8>>;
+pub(crate) type StoreEntries = BTreeMap<(i32, Vec<u8>), Vec<u8>>;
 
 /// Compares version `a` with version `b` (`examples`: how many
 /// differences to show per store).
@@ -202,7 +244,7 @@ pub async fn diff(
 
 /// Every committed entry of one store across the processor's tasks, keyed
 /// by (partition, key).
-fn store_entries(
+pub(crate) fn store_entries(
     state_dir: &std::path::Path,
     processor: &str,
     store: &str,
@@ -283,46 +325,12 @@ async fn read_partition(
     topic: &str,
     partition: i32,
 ) -> Result<Vec<Compared>, RuntimeError> {
-    let mut records = Vec::new();
-    let mut take = |batch: &RecordBatch<'_>| -> Result<(), RuntimeError> {
-        if batch.header().is_control() {
-            return Ok(());
-        }
-        let unreadable = |error: Unreadable| RuntimeError::UnreadableBatch {
-            topic: topic.to_string(),
-            partition,
-            offset: batch.header().base_offset,
-            error,
-        };
-        let decoded = batch
-            .records(DECOMPRESSED_BYTES_MAX)
-            .map_err(|e| unreadable(Unreadable::batch(e)))?;
-        for record in decoded.iter() {
-            let record = record.map_err(|e| unreadable(Unreadable::record(e)))?;
-            records.push((
-                record.offset,
-                record.key.map(<[u8]>::to_vec),
-                record.value.map(<[u8]>::to_vec),
-            ));
-        }
-        Ok(())
-    };
-    match (location, access) {
+    let records = match (location, access) {
         (Location::Embedded { data_dir, .. }, _) => {
-            let mut failure = None;
-            strata_log::peek_batches(data_dir, topic, partition, |batch| {
-                if failure.is_none()
-                    && let Err(error) = take(&batch)
-                {
-                    failure = Some(error);
-                }
-                Ok(())
-            })?;
-            if let Some(error) = failure {
-                return Err(error);
-            }
+            topic_read::read_partition(data_dir, topic, partition)?
         }
         (_, Some(access)) => {
+            let mut records = Vec::new();
             let end = access.end_offset(topic, partition).await?;
             let mut next = access.start_offset(topic, partition).await?;
             while next < end {
@@ -336,7 +344,7 @@ async fn read_partition(
                     rest = &rest[batch.size_bytes()..];
                     if batch.header().next_offset() > next {
                         if visible.visible(&batch) {
-                            take(&batch)?;
+                            topic_read::take(&batch, topic, partition, &mut records)?;
                         }
                         next = batch.header().next_offset();
                     }
@@ -345,9 +353,12 @@ async fn read_partition(
                     break;
                 }
             }
-            records.retain(|r| r.0 < end);
+            records.retain(|r| r.offset < end);
+            records
         }
-        (Location::Remote { .. }, None) => {}
-    }
-    Ok(records)
+        (Location::Remote { .. }, None) => Vec::new(),
+    };
+    Ok((records.into_iter())
+        .map(|r| (r.offset, r.key, r.value))
+        .collect())
 }

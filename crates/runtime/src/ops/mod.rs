@@ -19,9 +19,9 @@
 //! other than the live one is reached with `App::as_version`.
 
 mod checkpoint;
-mod diff;
+pub(crate) mod diff;
 pub(crate) mod dump_state;
-mod open;
+pub(crate) mod open;
 mod promote;
 pub mod query;
 mod rebuild;

@@ -9,7 +9,7 @@ use crate::task::StartAt;
 use crate::topology::App;
 use crate::versions::{Version, Versions, parse_start};
 
-use super::run::{RunOptions, RunSummary, run};
+use super::run::{RunOptions, RunSummary, run_until, stop_signal};
 
 /// A replay ready to run: the app as the version runs it (its settings may
 /// still be tuned), where, and from where in the external inputs.
@@ -43,10 +43,20 @@ impl Replay {
     /// Runs the replay as [`run`] runs an app (its `start` in place of
     /// `options.start`).
     pub async fn run(self, options: RunOptions) -> Result<RunSummary, RuntimeError> {
+        self.run_until(options, stop_signal()?).await
+    }
+
+    /// Runs the replay as [`run_until`] runs an app: until `stop`
+    /// completes, or with `until_end` until the inputs are drained.
+    pub async fn run_until(
+        self,
+        options: RunOptions,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> Result<RunSummary, RuntimeError> {
         let options = RunOptions {
             start: self.start,
             ..options
         };
-        run(&self.app, &self.location, options).await
+        run_until(&self.app, &self.location, options, stop).await
     }
 }

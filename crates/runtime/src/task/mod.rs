@@ -58,6 +58,7 @@ use tokio::sync::watch;
 use strata_log::AppendWatch;
 
 use super::board::{TaskBoard, TaskView};
+use super::clock::Clock;
 use super::erased::ErasedProcessor;
 use super::error::RuntimeError;
 use super::log_access::LogAccess;
@@ -164,6 +165,13 @@ pub(crate) struct TaskSetup {
     pub progress: Arc<TaskProgress>,
     /// The instance's board, where the task says what it does.
     pub board: TaskBoard,
+    /// Where the task reads processing time.
+    pub clock: Clock,
+    /// Ends the task as a SIGKILL would once the run has processed this
+    /// many records (see [`RunOptions::crash_after`]).
+    ///
+    /// [`RunOptions::crash_after`]: crate::ops::RunOptions::crash_after
+    pub crash_after: Option<u64>,
 }
 
 impl TaskSetup {
@@ -379,9 +387,18 @@ impl Task {
             // The other tasks of this thread get their turn: embedded, a
             // task with a backlog never waits on anything.
             tokio::task::yield_now().await;
+            // A crash comes before a stop: once one task crashed, the
+            // others, told to stop, must not commit on the way out.
+            if self.crashed() {
+                return Err(RuntimeError::Crashed);
+            }
             if self.setup.stop.load(Ordering::Relaxed) {
                 return Ok(Pumped::Stopped);
             }
+            // What a restart or a long sweep left due, and the clock's:
+            // fired before a task at its targets stops, so a run to the
+            // end leaves no timer due.
+            self.fire_due_timers().await?;
             let targets = self.setup.targets.borrow_and_update().clone();
             if let Some(targets) = &targets {
                 if !self.counted {
@@ -408,8 +425,6 @@ impl Task {
                     return Ok(Pumped::Swap);
                 }
             }
-            // What a restart or a long sweep left due, and the wall clock's.
-            self.fire_due_timers().await?;
             self.fetching_since = Some(Instant::now());
             // One input is read a fetch at a time, in place; several are
             // read in timestamp order across them (see `merge`).
@@ -482,7 +497,7 @@ impl Task {
         }
         if let Some(at) = self.state.earliest_timer(TimeDomain::ProcessingTime) {
             // Woken when the earliest processing-time timer is due.
-            let due_in = at.saturating_sub(strata_record::time::now_ms()).max(0) as u64;
+            let due_in = at.saturating_sub(self.setup.clock.now_ms()).max(0) as u64;
             bound = bound.min(Duration::from_millis(due_in));
         }
         let watch = self.idle_watch.as_mut().expect("subscribed above");
@@ -494,6 +509,13 @@ impl Task {
         }
         self.idle_watch = None;
         Ok(())
+    }
+
+    /// Whether the run has processed as many records as it was to crash
+    /// after.
+    fn crashed(&self) -> bool {
+        (self.setup.crash_after)
+            .is_some_and(|after| self.setup.progress.records.load(Ordering::Relaxed) >= after)
     }
 
     fn reached(&self, targets: &Targets) -> bool {

@@ -96,6 +96,9 @@ impl Task {
     /// timers due, the commit if due, and the shipping of the one before
     /// once it landed.
     pub(super) async fn after_run(&mut self) -> Result<(), RuntimeError> {
+        if self.crashed() {
+            return Err(RuntimeError::Crashed);
+        }
         if self.state.has_timers() {
             self.fire_timers(TimeDomain::ProcessingTime).await?;
         }
@@ -288,7 +291,7 @@ impl Task {
     /// Runs the processor's `init` or `close`.
     pub(super) async fn lifecycle(&mut self, which: &str) -> Result<(), RuntimeError> {
         let first = &self.inputs[0];
-        let now = strata_record::time::now_ms();
+        let now = self.setup.clock.now_ms();
         let position = Position::before_records(&first.topic, self.setup.partition, now);
         let mut ctx = context(&mut self.state, &self.setup, &position);
         let result = if which == "init" {

@@ -43,7 +43,7 @@ impl Task {
                     Some(time) => time,
                     None => return Ok(()),
                 },
-                TimeDomain::ProcessingTime => strata_record::time::now_ms(),
+                TimeDomain::ProcessingTime => self.setup.clock.now_ms(),
             };
             if !self.state.timer_due(domain, upto) {
                 return Ok(());

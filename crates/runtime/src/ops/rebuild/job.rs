@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::watch;
 
 use crate::board::TaskBoard;
+use crate::clock::Clock;
 use crate::error::RuntimeError;
 use crate::log_access::LogAccess;
 use crate::ops::dump_state::open_committed;
@@ -158,6 +159,8 @@ pub(super) async fn run_to(
         until_end: true,
         progress: Arc::clone(&shared.progress),
         board: TaskBoard::default(),
+        clock: Clock::System,
+        crash_after: None,
     };
     let panicked = |reason: String| RuntimeError::TaskPanicked {
         task: format!("{}/{} (rebuild)", job.spec.name, job.partition),

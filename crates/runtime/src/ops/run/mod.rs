@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 use crate::board::TaskBoard;
+use crate::clock::Clock;
 use crate::error::RuntimeError;
 use crate::group::{Event, GroupOptions, GroupProcessor, Member, TaskId, UNAVAILABLE_BACKOFF};
 use crate::layout::{self, lock_running};
@@ -58,6 +59,14 @@ pub struct RunOptions {
     pub start: StartAt,
     /// Remote: how this instance takes part in the app's group.
     pub group: GroupOptions,
+    /// Where the tasks read processing time (the system's clock by
+    /// default; a [`ManualClock`](crate::ManualClock) in tests).
+    pub clock: Clock,
+    /// For tests of recovery: end the run as a SIGKILL would once its
+    /// tasks have processed this many records (checked after each batch),
+    /// with no final commit and the embedded log not closed; the run
+    /// answers [`RuntimeError::Crashed`].
+    pub crash_after: Option<u64>,
 }
 
 /// What a run did.
@@ -192,8 +201,11 @@ pub async fn run_until(
         let _ = std::fs::remove_file(layout::serving_file(location.state_dir()));
     }
     drop(log);
+    // A crashed run leaves the log as a killed process would: not closed,
+    // so the next open recovers it.
+    let crashed = matches!(result, Err(RuntimeError::Crashed));
     // Closing flushes every partition and marks the shutdown clean.
-    if let Some(manager) = embedded {
+    if let Some(manager) = embedded.filter(|_| !crashed) {
         match Arc::try_unwrap(manager) {
             Ok(manager) => manager.close()?,
             Err(_) => tracing::warn!("the log is still in use; not closed cleanly"),
@@ -427,6 +439,12 @@ async fn run_tasks(
                             tracing::warn!(task = %id, "{error}; the task starts again from its last commit once the cluster answers");
                             unavailable = true;
                         }
+                    }
+                    // Every task ends the same way at its next check.
+                    Err(RuntimeError::Crashed) => {
+                        failure.get_or_insert(RuntimeError::Crashed);
+                        stopping = true;
+                        runner.stop_all();
                     }
                     Err(error) => {
                         let error = match error {

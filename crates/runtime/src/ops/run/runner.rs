@@ -140,6 +140,8 @@ impl Runner<'_> {
             until_end: self.options.until_end,
             progress: Arc::clone(&self.progress),
             board: self.board.clone(),
+            clock: self.options.clock.clone(),
+            crash_after: self.options.crash_after,
         };
         let ended = self.threads.spawn(move || task::run(setup));
         let task = id.clone();

@@ -1,0 +1,252 @@
+//! Records piped into the driver: encoded with their topic's codecs,
+//! placed in a partition, queued, and appended to the log before the next
+//! run, with every topic the run reads or writes made first (and kept
+//! from time retention).
+
+use std::borrow::Borrow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use strata_client::partitioner::partition_for_key;
+use strata_log::{LogConfig, LogManager};
+use strata_record::codec::Codec;
+use strata_record::{BatchBuilder, Compression, Header, NewRecord};
+
+use crate::context::EmitOptions;
+use crate::handles::Topic;
+use crate::log_access::LogAccess;
+use crate::ops::open::{ensure_changelogs, resolve};
+use crate::record::RecordHeader;
+use crate::topology::App;
+
+use super::{PIPED_BATCH_RECORDS, RETENTION_MS, TestDriver, TestError};
+
+/// A record piped and not yet in the log.
+pub(super) struct Piped {
+    key: Option<Vec<u8>>,
+    value: Option<Vec<u8>>,
+    timestamp: i64,
+    headers: Vec<RecordHeader>,
+}
+
+impl TestDriver {
+    /// Gives an input topic `count` partitions (1 unless set), before
+    /// the first record is piped to it.
+    pub fn partitions<K, V>(&mut self, topic: Topic<K, V>, count: i32) -> Result<(), TestError> {
+        let name = topic.name();
+        self.check_input(name)?;
+        match self.partition_count(name) {
+            Some(has) if has != count => Err(TestError::Partitions {
+                topic: name.to_string(),
+                has,
+                asked: count,
+            }),
+            _ => {
+                self.partitions.insert(name.to_string(), count);
+                Ok(())
+            }
+        }
+    }
+
+    /// Pipes a record with `key` and `value` into `topic`, stamped with
+    /// the clock's time.
+    pub fn pipe<K, V, Q, W>(
+        &mut self,
+        topic: Topic<K, V>,
+        key: &Q,
+        value: &W,
+    ) -> Result<(), TestError>
+    where
+        K: Borrow<Q>,
+        V: Borrow<W>,
+        Q: Serialize + ?Sized,
+        W: Serialize + ?Sized,
+    {
+        self.pipe_with(topic, key, value, EmitOptions::default())
+    }
+
+    /// Pipes a record with its partition, headers or timestamp given by
+    /// `options`.
+    pub fn pipe_with<K, V, Q, W>(
+        &mut self,
+        topic: Topic<K, V>,
+        key: &Q,
+        value: &W,
+        options: EmitOptions,
+    ) -> Result<(), TestError>
+    where
+        K: Borrow<Q>,
+        V: Borrow<W>,
+        Q: Serialize + ?Sized,
+        W: Serialize + ?Sized,
+    {
+        let key = encode(topic.key_codec(), key, topic.name(), "key")?;
+        let value = encode(topic.value_codec(), value, topic.name(), "value")?;
+        self.push(topic.name(), Some(key), Some(value), options)
+    }
+
+    /// Pipes a tombstone (a record without a value) for `key`.
+    pub fn pipe_tombstone<K, V, Q>(
+        &mut self,
+        topic: Topic<K, V>,
+        key: &Q,
+        options: EmitOptions,
+    ) -> Result<(), TestError>
+    where
+        K: Borrow<Q>,
+        Q: Serialize + ?Sized,
+    {
+        let key = encode(topic.key_codec(), key, topic.name(), "key")?;
+        self.push(topic.name(), Some(key), None, options)
+    }
+
+    /// Pipes a record without a key.
+    pub fn pipe_keyless<K, V, W>(
+        &mut self,
+        topic: Topic<K, V>,
+        value: &W,
+        options: EmitOptions,
+    ) -> Result<(), TestError>
+    where
+        V: Borrow<W>,
+        W: Serialize + ?Sized,
+    {
+        let value = encode(topic.value_codec(), value, topic.name(), "value")?;
+        self.push(topic.name(), None, Some(value), options)
+    }
+
+    fn push(
+        &mut self,
+        topic: &str,
+        key: Option<Vec<u8>>,
+        value: Option<Vec<u8>>,
+        options: EmitOptions,
+    ) -> Result<(), TestError> {
+        self.check_input(topic)?;
+        let count = match self.partition_count(topic) {
+            Some(count) => count,
+            None => *self.partitions.entry(topic.to_string()).or_insert(1),
+        };
+        let partition = match (options.partition, &key) {
+            (Some(partition), _) => partition,
+            (None, Some(key)) => partition_for_key(key, count),
+            (None, None) => {
+                let next = self.next_keyless.entry(topic.to_string()).or_insert(0);
+                let partition = *next % count;
+                *next = (partition + 1) % count;
+                partition
+            }
+        };
+        if !(0..count).contains(&partition) {
+            return Err(TestError::Partitions {
+                topic: topic.to_string(),
+                has: count,
+                asked: partition + 1,
+            });
+        }
+        let piped = Piped {
+            key,
+            value,
+            timestamp: options.timestamp.unwrap_or_else(|| self.clock.now_ms()),
+            headers: options.headers,
+        };
+        let queue = self.piped.entry((topic.to_string(), partition));
+        queue.or_default().push(piped);
+        self.up_to_date = false;
+        Ok(())
+    }
+
+    /// A topic's partition count: the log's, or the one set for it.
+    pub(super) fn partition_count(&self, topic: &str) -> Option<i32> {
+        let in_log = crate::topic_read::partition_count(self.data_dir(), topic);
+        (in_log > 0)
+            .then_some(in_log)
+            .or_else(|| self.partitions.get(topic).copied())
+    }
+
+    /// Refuses a topic the app does not read from outside.
+    pub(super) fn check_input(&self, topic: &str) -> Result<(), TestError> {
+        let inputs = self.app.external_inputs();
+        match inputs.iter().any(|t| t == topic) {
+            true => Ok(()),
+            false => Err(TestError::Unknown {
+                kind: "input topic",
+                name: topic.to_string(),
+                declared: inputs.join(", "),
+            }),
+        }
+    }
+
+    /// Appends the piped records to the log and forgets them; before,
+    /// makes every topic `app` (the app, or a replay's) reads and writes,
+    /// each keeping its records for ever.
+    pub(super) fn prepare_log(&mut self, app: &App) -> Result<(), TestError> {
+        let log = Arc::new(LogManager::open(self.data_dir(), LogConfig::default())?);
+        for topic in app.external_inputs() {
+            if log.topic(&topic).is_none() {
+                let count = self.partitions.get(&topic).copied().unwrap_or(1);
+                log.create_topic(&topic, count, BTreeMap::new())?;
+            }
+        }
+        let access = LogAccess::Embedded(Arc::clone(&log), Arc::default());
+        self.runtime.block_on(async {
+            let partitions = resolve(app, &access).await?;
+            ensure_changelogs(app, &access, &partitions).await
+        })?;
+        drop(access);
+        keep_records(&log)?;
+        for ((topic, partition), records) in std::mem::take(&mut self.piped) {
+            let partition = log.partition(&topic, partition)?;
+            for chunk in records.chunks(PIPED_BATCH_RECORDS) {
+                partition.append(&batch_of(chunk)?)?;
+            }
+        }
+        let log = Arc::into_inner(log).expect("the driver's log is its own");
+        Ok(log.close()?)
+    }
+}
+
+/// Turns time retention off on every topic of the log: a test's records
+/// carry the clock's time or times of the test's choosing, which retention
+/// (7 days by default, against the machine's clock) would delete at the
+/// first run.
+fn keep_records(log: &LogManager) -> Result<(), TestError> {
+    let forever = BTreeMap::from([(RETENTION_MS.to_string(), Some("-1".to_string()))]);
+    for topic in log.topics() {
+        if topic.config.retention_ms != -1 {
+            log.alter_topic_config(topic.name(), &forever, false)?;
+        }
+    }
+    Ok(())
+}
+
+/// One batch of piped records.
+fn batch_of(records: &[Piped]) -> Result<Vec<u8>, TestError> {
+    let mut builder = BatchBuilder::new(Compression::None);
+    for record in records {
+        let headers = Header::from_pairs(&record.headers);
+        builder
+            .push(NewRecord {
+                key: record.key.as_deref(),
+                value: record.value.as_deref(),
+                timestamp: record.timestamp,
+                headers: &headers,
+            })
+            .map_err(strata_log::LogError::from)?;
+    }
+    Ok(builder.build().map_err(strata_log::LogError::from)?)
+}
+
+fn encode<T: Serialize + ?Sized>(
+    codec: Codec,
+    value: &T,
+    topic: &str,
+    part: &str,
+) -> Result<Vec<u8>, TestError> {
+    (codec.encode(value)).map_err(|error| TestError::Codec {
+        what: format!("topic {topic:?}: a piped record's {part}"),
+        error,
+    })
+}

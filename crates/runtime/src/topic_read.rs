@@ -1,0 +1,102 @@
+//! Reading a topic's records as the log holds them, control batches passed
+//! over: a batch's records (fetched or read from a file), and a whole
+//! partition or topic of an embedded log read from its segment files, for
+//! `diff` and the test driver (which read while no run holds the log, or
+//! beside it: the files are only read).
+
+use std::path::Path;
+
+use strata_record::RecordBatch;
+
+use crate::error::{RuntimeError, Unreadable};
+use crate::record::RecordHeader;
+
+/// Largest decompressed records section of one batch read (for a diff,
+/// or by the test driver).
+const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
+
+/// A record as the log holds it, key and value still encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReadRecord {
+    pub partition: i32,
+    pub offset: i64,
+    pub timestamp: i64,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+    pub headers: Vec<RecordHeader>,
+}
+
+/// The number of partitions `topic` has in the log at `data_dir` (0 if
+/// it was never made).
+pub(crate) fn partition_count(data_dir: &Path, topic: &str) -> i32 {
+    strata_log::peek_topic_metadata(data_dir, topic).map_or(0, |m| m.partitions)
+}
+
+/// Every record of `topic`, partition by partition, each in offset order.
+pub(crate) fn read_topic(data_dir: &Path, topic: &str) -> Result<Vec<ReadRecord>, RuntimeError> {
+    let mut records = Vec::new();
+    for partition in 0..partition_count(data_dir, topic) {
+        records.extend(read_partition(data_dir, topic, partition)?);
+    }
+    Ok(records)
+}
+
+/// Every record of one partition of `topic`, in offset order (none if
+/// the partition was never made).
+pub(crate) fn read_partition(
+    data_dir: &Path,
+    topic: &str,
+    partition: i32,
+) -> Result<Vec<ReadRecord>, RuntimeError> {
+    let mut records = Vec::new();
+    let mut failure = None;
+    strata_log::peek_batches(data_dir, topic, partition, |batch| {
+        if failure.is_none()
+            && let Err(error) = take(&batch, topic, partition, &mut records)
+        {
+            failure = Some(error);
+        }
+        Ok(())
+    })?;
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(records),
+    }
+}
+
+/// Appends the records of `batch` (of `topic`/`partition`) to `into`;
+/// none of a control batch.
+pub(crate) fn take(
+    batch: &RecordBatch<'_>,
+    topic: &str,
+    partition: i32,
+    into: &mut Vec<ReadRecord>,
+) -> Result<(), RuntimeError> {
+    if batch.header().is_control() {
+        return Ok(());
+    }
+    let unreadable = |error: Unreadable| RuntimeError::UnreadableBatch {
+        topic: topic.to_string(),
+        partition,
+        offset: batch.header().base_offset,
+        error,
+    };
+    let records =
+        (batch.records(DECOMPRESSED_BYTES_MAX)).map_err(|e| unreadable(Unreadable::batch(e)))?;
+    for record in records.iter() {
+        let record = record.map_err(|e| unreadable(Unreadable::record(e)))?;
+        let headers = record.headers().map(|h| {
+            let name = String::from_utf8_lossy(h.key).into_owned();
+            (name, h.value.map(<[u8]>::to_vec))
+        });
+        into.push(ReadRecord {
+            partition,
+            offset: record.offset,
+            timestamp: record.timestamp,
+            key: record.key.map(<[u8]>::to_vec),
+            value: record.value.map(<[u8]>::to_vec),
+            headers: headers.collect(),
+        });
+    }
+    Ok(())
+}
