@@ -23,11 +23,10 @@ use tokio::task::JoinSet;
 use crate::board::TaskBoard;
 use crate::clock::Clock;
 use crate::error::RuntimeError;
-use crate::group::{Event, GroupOptions, GroupProcessor, Member, TaskId, UNAVAILABLE_BACKOFF};
+use crate::group::{GroupOptions, GroupProcessor, Member, TaskId};
 use crate::layout::{self, lock_running};
 use crate::location::Location;
 use crate::log_access::{LogAccess, Remote};
-use crate::progress::ProgressReport;
 use crate::task::threads::TaskThreads;
 use crate::task::{StartAt, TaskProgress};
 use crate::topology::App;
@@ -36,10 +35,12 @@ use super::open::{ensure_changelogs, open, resolve};
 use super::query::http::{self as query_http, QueryEndpoint};
 use super::serve::serve;
 
+mod instance;
 mod outage;
 mod runner;
 
-use runner::{Phase, Runner, set_targets};
+use instance::Instance;
+use runner::{Runner, set_targets};
 
 /// How `run` runs an app.
 #[derive(Debug, Clone, Default)]
@@ -266,7 +267,7 @@ async fn run_tasks(
     };
     // Embedded, this process runs every task (the run lock makes it the
     // only one); remote, the app's group shares them out.
-    let mut member = match log {
+    let member = match log {
         LogAccess::Remote(remote) => {
             let member = join_group(app, remote, location, options, &runner, query_addr);
             Some(member)
@@ -286,225 +287,23 @@ async fn run_tasks(
     if options.until_end {
         set_targets(&mut runner).await?;
     }
-    tokio::pin!(stop);
-    let mut stopping = false;
-    let mut outages = outage::Outages::default();
-    let mut failure: Option<RuntimeError> = None;
-    let every = options.progress_every.unwrap_or(Duration::from_secs(3600));
-    let mut report = ProgressReport::new(&app.name, every);
-    let mut ticker = tokio::time::interval(if options.until_end {
-        report.tick().min(every)
-    } else {
-        every
-    });
-    ticker.tick().await;
-    let mut last = (Instant::now(), 0u64);
-    let mut maintenance = tokio::time::interval(Duration::from_secs(1));
     let metrics = match options.metrics {
         Some(addr) => Some(serve_metrics(addr, &runner).await?),
         None => None,
     };
-    let mut restores = ProgressReport::new("restoring state", Duration::from_secs(3600));
-    let mut restored: Option<(u64, u64)> = None;
-    loop {
-        let finished =
-            options.until_end && !stopping && assigned.as_ref().is_some_and(|a| runner.all_done(a));
-        if finished {
-            stopping = true;
-            runner.stop_all();
-        }
-        if stopping && !runner.busy() {
-            break;
-        }
-        let progress = &runner.progress;
-        tokio::select! {
-            () = &mut stop, if !stopping => {
-                stopping = true;
-                runner.stop_all();
-            }
-            event = async { member.as_mut().expect("guarded").next().await },
-                if member.is_some() && !stopping =>
-            {
-                match event {
-                    Event::Assigned(now) => {
-                        assigned = Some(now.active.clone());
-                        let generation = now.generation;
-                        runner.follow(now);
-                        let member = member.as_ref().expect("guarded");
-                        member.set_owned(runner.owned());
-                        member.followed(generation);
-                        if options.until_end {
-                            set_targets(&mut runner).await?;
-                        }
-                    }
-                    Event::Lost => runner.give_all_up(),
-                    Event::Failed(error) => {
-                        tracing::error!("{error}");
-                        failure.get_or_insert(error);
-                        stopping = true;
-                        runner.stop_all();
-                    }
-                }
-            }
-            _ = ticker.tick(), if options.progress_every.is_some() => {
-                let records = progress.records.load(Ordering::Relaxed);
-                if options.until_end {
-                    let done = progress.done.load(Ordering::Relaxed);
-                    report.update(done, progress.total.load(Ordering::Relaxed));
-                } else {
-                    let rate = (records - last.1) as f64 / last.0.elapsed().as_secs_f64().max(1e-3);
-                    eprintln!("{}: {records} records processed ({rate:.0}/s)", app.name);
-                    last = (Instant::now(), records);
-                }
-            }
-            _ = maintenance.tick() => {
-                if let LogAccess::Embedded(manager, _) = log {
-                    manager.flush_due();
-                    manager.enforce_retention();
-                }
-                if let Err(error) = runner.board.publish(location.state_dir()) {
-                    tracing::debug!("publishing the task board: {error}");
-                }
-                // A bar on a terminal; elsewhere each restore logs its lines.
-                match runner.board.restoring() {
-                    Some((done, total)) if restores.on_terminal() => {
-                        restores.update(done, total);
-                        restored = Some((done, total));
-                    }
-                    None => {
-                        if let Some((_, total)) = restored.take() {
-                            restores.finish(total, total);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            Some(joined) = runner.standby_running.join_next() => {
-                let (id, result) = joined.map_err(|e| RuntimeError::TaskPanicked {
-                    task: app.name().to_string(),
-                    reason: e.to_string(),
-                })?;
-                // A copy that failed costs a longer restore, not the run.
-                if let Err(error) = result {
-                    tracing::warn!(task = %id, "the standby copy stopped: {error}");
-                }
-                if !stopping {
-                    runner.standby_stopped(&id);
-                    if options.until_end {
-                        set_targets(&mut runner).await?;
-                    }
-                } else {
-                    runner.standbys.remove(&id);
-                }
-            }
-            Some(joined) = runner.running.join_next() => {
-                let (id, result) = joined.map_err(|e| RuntimeError::TaskPanicked {
-                    task: app.name().to_string(),
-                    reason: e.to_string(),
-                })?;
-                let task = runner.tasks.get_mut(&id).expect("started tasks are tracked");
-                let gave_up = task.phase == Phase::GivingUp;
-                task.phase = match (&result, gave_up) {
-                    (Ok(()), false) => Phase::Done,
-                    _ => Phase::Away,
-                };
-                let mut rejoin = gave_up;
-                let mut unavailable = false;
-                match result {
-                    Ok(()) if options.until_end && failure.is_none() => {
-                        set_targets(&mut runner).await?;
-                    }
-                    Ok(()) => {}
-                    // Another instance owns the task now: this one gives it
-                    // up and goes on with the others.
-                    Err(error @ RuntimeError::Fenced { .. }) => {
-                        tracing::warn!(task = %id, "{error}");
-                        rejoin = true;
-                    }
-                    // The cluster is away: what the task committed is in its
-                    // state, and it starts again from there once the group
-                    // has it again (the instance rejoins after a pause; see
-                    // `outage`). Stopping, its last commit ships when the
-                    // task next starts, here or wherever the group puts it.
-                    Err(error)
-                        if member.is_some()
-                            && !options.until_end
-                            && error.is_cluster_unavailable()
-                            && (stopping
-                                || outages.failed(&id, Instant::now()) < outage::TASK_WAIT_MAX) =>
-                    {
-                        if stopping {
-                            tracing::warn!(task = %id, "{error}; its last commit ships when the task next starts");
-                        } else {
-                            tracing::warn!(task = %id, "{error}; the task starts again from its last commit once the cluster answers");
-                            unavailable = true;
-                        }
-                    }
-                    // Every task ends the same way at its next check.
-                    Err(RuntimeError::Crashed) => {
-                        failure.get_or_insert(RuntimeError::Crashed);
-                        stopping = true;
-                        runner.stop_all();
-                    }
-                    Err(error) => {
-                        let error = match error {
-                            RuntimeError::Client(error) if error.is_unavailable() && member.is_some() && !options.until_end => {
-                                RuntimeError::ClusterAway {
-                                    task: id.to_string(),
-                                    secs: outage::TASK_WAIT_MAX.as_secs(),
-                                    error,
-                                }
-                            }
-                            other => other.concerning(|| format!("task {id}")),
-                        };
-                        tracing::error!(task = %id, "{error}");
-                        failure.get_or_insert(error);
-                        stopping = true;
-                        runner.stop_all();
-                    }
-                }
-                if !stopping {
-                    runner.start_standbys();
-                }
-                if let Some(member) = &member {
-                    member.set_owned(runner.owned());
-                    let giving_up = runner.tasks.values().any(|t| t.phase == Phase::GivingUp);
-                    // Cooperative: once every task the group moved away is
-                    // committed and closed, a new round gives them out.
-                    if rejoin && !giving_up && !stopping {
-                        member.rejoin();
-                    }
-                    if unavailable && !stopping {
-                        member.rejoin_after(UNAVAILABLE_BACKOFF);
-                    }
-                }
-            }
-        }
-    }
-    if let Some(member) = member {
-        member.set_owned(BTreeSet::new());
-        if let Err(error) = member.leave().await {
-            tracing::warn!("leaving the app's group: {error}");
-        }
-    }
+    let mut instance = Instance::new(runner, member, assigned).await;
+    tokio::pin!(stop);
+    let outcome = instance.run(stop).await;
+    let runner = instance.finish().await;
     if let Some(metrics) = metrics {
         metrics.abort();
     }
     drop(queries);
     let _ = std::fs::remove_file(layout::task_board_file(location.state_dir()));
+    outcome?;
     let records = runner.progress.records.load(Ordering::Relaxed);
-    if options.until_end && options.progress_every.is_some() {
-        let progress = &runner.progress;
-        let done = progress.done.load(Ordering::Relaxed);
-        report.finish(done, progress.total.load(Ordering::Relaxed));
-    }
-    match failure {
-        Some(error) => Err(error),
-        None => {
-            let writes = runner.progress.store_writes.load(Ordering::Relaxed);
-            Ok((runner.started, records, writes))
-        }
-    }
+    let writes = runner.progress.store_writes.load(Ordering::Relaxed);
+    Ok((runner.started, records, writes))
 }
 
 /// Joins the app's group (named after the app and its version).
