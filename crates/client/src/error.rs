@@ -47,9 +47,15 @@ pub enum ClientError {
     /// key); never quotes a password.
     #[error("security settings: {0}")]
     Security(String),
-    /// The TLS handshake failed (an untrusted certificate, say).
+    /// The TLS handshake failed (an untrusted certificate, say): `reason`
+    /// says what to check, `error` is the handshake's own.
     #[error("TLS with {addr} failed: {reason}")]
-    Tls { addr: String, reason: String },
+    Tls {
+        addr: String,
+        reason: String,
+        #[source]
+        error: std::sync::Arc<std::io::Error>,
+    },
     /// The broker refused the SASL login; `message` is the broker's.
     #[error("authentication failed for user {user}: {message}")]
     Authentication { user: String, message: String },
@@ -119,9 +125,14 @@ impl ClientError {
             Self::Invalid(text) => Self::Invalid(text.clone()),
             Self::Closed => Self::Closed,
             Self::Security(text) => Self::Security(text.clone()),
-            Self::Tls { addr, reason } => Self::Tls {
+            Self::Tls {
+                addr,
+                reason,
+                error,
+            } => Self::Tls {
                 addr: addr.clone(),
                 reason: reason.clone(),
+                error: std::sync::Arc::clone(error),
             },
             Self::Authentication { user, message } => Self::Authentication {
                 user: user.clone(),

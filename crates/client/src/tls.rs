@@ -82,6 +82,7 @@ pub(crate) async fn handshake(
         .map_err(|error| ClientError::Tls {
             addr: addr.to_string(),
             reason: explain(&error),
+            error: Arc::new(error),
         })
 }
 

@@ -99,9 +99,19 @@ pub enum RuntimeError {
     /// untouched.
     #[error("rebuild of task {task}: {reason}")]
     Rebuild { task: String, reason: String },
-    /// Serving the Kafka protocol from the app failed to start.
-    #[error("serving the Kafka protocol on {addr}: {reason}; pick a free address for --serve")]
-    Serve { addr: String, reason: String },
+    /// Serving the Kafka protocol from the app failed to start (the
+    /// broker's error).
+    #[error("serving the Kafka protocol on {addr}: {error}; pick a free address for --serve")]
+    Serve {
+        addr: String,
+        #[source]
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// `--serve` in an app built without the broker.
+    #[error(
+        "cannot serve the Kafka protocol on {addr}: this app was built without the broker; depend on the `strata` crate, or turn on strata-runtime's `serve` feature"
+    )]
+    ServeNotBuilt { addr: String },
     /// A file the runtime keeps in a state directory is not readable.
     #[error("{path} is not readable: {reason}; it is the runtime's own file, restore or remove it")]
     BadFile { path: PathBuf, reason: String },
@@ -244,9 +254,22 @@ pub enum Unreadable {
     /// One of its records.
     #[error("a record: {0}")]
     Record(Box<RecordError>),
-    /// A positions record that is not one (`Positions::decode` says why).
-    #[error("{0}")]
-    Positions(String),
+    /// A positions record that does not read as one.
+    #[error(transparent)]
+    Positions(#[from] PositionsError),
+}
+
+/// Why a record of a positions log does not read as positions.
+#[derive(Debug, thiserror::Error)]
+pub enum PositionsError {
+    #[error("not positions ({0}); something other than strata wrote to the positions log")]
+    NotPositions(#[source] serde_json::Error),
+    #[error(
+        "positions of format {found}, which this version does not read (it reads {reads}); run the strata version that wrote them, or a newer one"
+    )]
+    Format { found: u32, reads: u32 },
+    #[error("positions with a lineage of {0:?}, not 16 hex digits")]
+    Lineage(String),
 }
 
 impl Unreadable {

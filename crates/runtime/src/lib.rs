@@ -112,7 +112,7 @@ pub use cli::{
 };
 pub use clock::{Clock, ManualClock};
 pub use context::{Context, EmitOptions, Entries};
-pub use error::{RestoreError, RuntimeError, ShipError, Unreadable};
+pub use error::{PositionsError, RestoreError, RuntimeError, ShipError, Unreadable};
 pub use group::{GroupOptions, tasks_of_assignment};
 pub use handles::{Output, Store, Topic};
 pub use input::InputTopic;

@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::error::RuntimeError;
 use crate::group::GroupOptions;
 use crate::location::Location;
+use crate::ops::Lookup;
 use crate::topology::TaskConfig;
 
 /// An app's command line: the location flags, the app's own flags `T`,
@@ -156,25 +157,8 @@ pub enum Command {
     Query {
         /// The store (as declared; `dump-state` and `GET /stores` list them).
         store: String,
-        /// One key: text for raw and utf8 keys, JSON (or a bare string) for
-        /// postcard and json keys.
-        key: Option<String>,
-        /// Keys starting with this text (stores with raw or utf8 keys).
-        #[arg(long, conflicts_with_all = ["key", "window", "from", "to"])]
-        prefix: Option<String>,
-        /// The lowest key (inclusive); with --window, the earliest window
-        /// start: ms since the Unix epoch or a UTC time.
-        #[arg(long, conflicts_with = "key")]
-        from: Option<String>,
-        /// The highest key (inclusive); with --window, the latest window start.
-        #[arg(long, conflicts_with = "key")]
-        to: Option<String>,
-        /// A window store's windows of this key.
-        #[arg(long, value_name = "KEY", conflicts_with = "key")]
-        window: Option<String>,
-        /// An index store's row keys under this field value.
-        #[arg(long, value_name = "F", conflicts_with_all = ["key", "prefix", "window", "from", "to"])]
-        field: Option<String>,
+        #[command(flatten)]
+        lookup: LookupArgs,
         /// The most entries to print.
         #[arg(long, default_value_t = crate::ops::query::QUERY_ENTRIES_DEFAULT)]
         limit: usize,
@@ -382,5 +366,66 @@ impl LocationArgs {
                     .into(),
             )),
         }
+    }
+}
+
+/// What `query` looks up: one key, a prefix, a range, a window store's
+/// windows of one key, or an index field's rows; every entry when none.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LookupArgs {
+    /// One key: text for raw and utf8 keys, JSON (or a bare string) for
+    /// postcard and json keys.
+    pub key: Option<String>,
+    /// Keys starting with this text (stores with raw or utf8 keys).
+    #[arg(long, conflicts_with_all = ["key", "window", "from", "to"])]
+    pub prefix: Option<String>,
+    /// The lowest key (inclusive); with --window, the earliest window
+    /// start: ms since the Unix epoch or a UTC time.
+    #[arg(long, conflicts_with = "key")]
+    pub from: Option<String>,
+    /// The highest key (inclusive); with --window, the latest window start.
+    #[arg(long, conflicts_with = "key")]
+    pub to: Option<String>,
+    /// A window store's windows of this key.
+    #[arg(long, value_name = "KEY", conflicts_with = "key")]
+    pub window: Option<String>,
+    /// An index store's row keys under this field value.
+    #[arg(long, value_name = "F", conflicts_with_all = ["key", "prefix", "window", "from", "to"])]
+    pub field: Option<String>,
+}
+
+impl LookupArgs {
+    /// The flags as a lookup (`--field` first: it conflicts with the rest).
+    pub(super) fn lookup(&self) -> Result<Lookup, RuntimeError> {
+        if let Some(field) = &self.field {
+            return Ok(Lookup::Field(field.clone()));
+        }
+        let time = |text: &Option<String>| -> Result<Option<i64>, RuntimeError> {
+            let Some(text) = text else { return Ok(None) };
+            let ms = text.strip_suffix("ms").unwrap_or(text);
+            ms.parse()
+                .ok()
+                .or_else(|| strata_record::time::parse_rfc3339(text))
+                .map(Some)
+                .ok_or_else(|| {
+                    RuntimeError::Config(format!(
+                        "{text:?} is not a time: give ms since the Unix epoch or a UTC time (2026-11-30T12:00:00Z)"
+                    ))
+                })
+        };
+        Ok(match (&self.key, &self.prefix, &self.window) {
+            (Some(key), _, _) => Lookup::Key(key.clone()),
+            (None, Some(prefix), _) => Lookup::Prefix(prefix.clone()),
+            (None, None, Some(window)) => Lookup::Window {
+                key: window.clone(),
+                from: time(&self.from)?,
+                to: time(&self.to)?,
+            },
+            (None, None, None) if self.from.is_some() || self.to.is_some() => Lookup::Range {
+                from: self.from.clone(),
+                to: self.to.clone(),
+            },
+            (None, None, None) => Lookup::All,
+        })
     }
 }

@@ -41,12 +41,15 @@ mod args;
 mod print;
 mod security_args;
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
 
-pub use args::{CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, LocationArgs, NoArgs};
+pub use args::{
+    CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, LocationArgs, LookupArgs, NoArgs,
+};
 pub use security_args::SecurityArgs;
 
 use super::error::RuntimeError;
@@ -54,7 +57,7 @@ use super::location::Location;
 use super::ops::query::http::QueryEndpoint;
 use super::ops::{self, RebuildOptions, RunOptions, StoreQuery};
 use super::topology::App;
-use super::versions::{BASE, LIVE, Versions};
+use super::versions::{BASE, LIVE, Version, Versions};
 
 /// How often `run`, `replay` and `rebuild` print their progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
@@ -99,6 +102,88 @@ impl<E: std::fmt::Display> IntoApp for Result<App, E> {
     fn into_app(self) -> Result<App, String> {
         self.map_err(|error| error.to_string())
     }
+}
+
+/// What `run` and `replay` share of their options.
+fn run_options(until_end: bool, metrics: Option<SocketAddr>, group: &GroupArgs) -> RunOptions {
+    RunOptions {
+        until_end,
+        metrics,
+        progress_every: Some(PROGRESS_EVERY),
+        group: group.options(),
+        ..RunOptions::default()
+    }
+}
+
+/// How a command that runs the app commits and checkpoints.
+type Tuning<'a> = (&'a CommitArgs, &'a CheckpointArgs);
+
+/// `run`: the live version, with `--query` answered from its state.
+async fn run_live(
+    app: &App,
+    location: &Location,
+    options: RunOptions,
+    query: Option<SocketAddr>,
+    (commit, checkpoints): Tuning<'_>,
+) -> Result<Outcome, RuntimeError> {
+    let live = Versions::load(location.state_dir())?.get(LIVE)?;
+    let (mut app, live_location) = app.as_version(location, &live);
+    commit.apply(&mut app.config);
+    checkpoints.apply(&mut app.config);
+    let options = RunOptions {
+        query: query.map(|addr| QueryEndpoint {
+            addr,
+            root: location.clone(),
+            version: live.name.clone(),
+        }),
+        ..options
+    };
+    if live.name != BASE {
+        eprintln!(
+            "{}: running version {} (derived topics end in {:?})",
+            app.name(),
+            live.name,
+            live.topic_suffix
+        );
+    }
+    let summary = ops::run(&app, &live_location, options).await?;
+    print::processed(app.name(), &summary);
+    Ok(Outcome::Done)
+}
+
+/// `replay`: the app into version `version`, from `from`.
+async fn replay(
+    app: &App,
+    location: &Location,
+    (version, from): (&str, &str),
+    options: RunOptions,
+    (commit, checkpoints): Tuning<'_>,
+) -> Result<Outcome, RuntimeError> {
+    let mut replay = ops::Replay::prepare(app, location, version, from)?;
+    commit.apply(&mut replay.app.config);
+    checkpoints.apply(&mut replay.app.config);
+    eprintln!(
+        "{}: replaying into version {version} (state in {}, derived topics {})",
+        app.name(),
+        replay.version.state_dir.display(),
+        replay.app.derived_log_topics().join(", ")
+    );
+    let summary = replay.run(options).await?;
+    print::processed(app.name(), &summary);
+    Ok(Outcome::Done)
+}
+
+/// `query`: the store's entries `query` asks for, of version `asked`.
+async fn query_store(
+    app: &App,
+    location: &Location,
+    asked: &Version,
+    query: &StoreQuery,
+    json: bool,
+) -> Result<Outcome, RuntimeError> {
+    let (app, location) = app.as_version(location, asked);
+    let answer = ops::query::query_from_cli(&app, &location, query, &asked.name).await?;
+    print::query(query, &answer, json)
 }
 
 /// Runs a parsed subcommand (for apps with flags of their own); prints an
@@ -171,33 +256,11 @@ async fn dispatch(
             checkpoints,
             group,
         } => {
-            let live = version(&None)?;
-            let root = location.clone();
-            let (mut app, location) = app.as_version(location, &live);
-            commit.apply(&mut app.config);
-            checkpoints.apply(&mut app.config);
             let options = RunOptions {
-                until_end: *until_end,
                 serve: *serve,
-                metrics: *metrics,
-                query: query.map(|addr| QueryEndpoint {
-                    addr,
-                    root: root.clone(),
-                    version: live.name.clone(),
-                }),
-                progress_every: Some(PROGRESS_EVERY),
-                group: group.options(),
-                ..RunOptions::default()
+                ..run_options(*until_end, *metrics, group)
             };
-            if live.name != BASE {
-                eprintln!(
-                    "{name}: running version {} (derived topics end in {:?})",
-                    live.name, live.topic_suffix
-                );
-            }
-            let summary = ops::run(&app, &location, options).await?;
-            print::processed(name, &summary);
-            Ok(Outcome::Done)
+            run_live(app, location, options, *query, (commit, checkpoints)).await
         }
         Command::Replay {
             version,
@@ -208,24 +271,9 @@ async fn dispatch(
             checkpoints,
             group,
         } => {
-            let mut replay = ops::Replay::prepare(app, location, version, from)?;
-            commit.apply(&mut replay.app.config);
-            checkpoints.apply(&mut replay.app.config);
-            eprintln!(
-                "{name}: replaying into version {version} (state in {}, derived topics {})",
-                replay.version.state_dir.display(),
-                replay.app.derived_log_topics().join(", ")
-            );
-            let options = RunOptions {
-                until_end: *until_end,
-                metrics: *metrics,
-                progress_every: Some(PROGRESS_EVERY),
-                group: group.options(),
-                ..RunOptions::default()
-            };
-            let summary = replay.run(options).await?;
-            print::processed(name, &summary);
-            Ok(Outcome::Done)
+            let options = run_options(*until_end, *metrics, group);
+            let tuning = (commit, checkpoints);
+            replay(app, location, (version, from), options, tuning).await
         }
         Command::Status { version: name } => {
             let (app, location) = app.as_version(location, &version(name)?);
@@ -243,75 +291,34 @@ async fn dispatch(
         }
         Command::Query {
             store,
-            key,
-            prefix,
-            from,
-            to,
-            window,
-            field,
+            lookup,
             limit,
             json,
             version: name,
         } => {
-            let asked = version(name)?;
-            let (app, location) = app.as_version(location, &asked);
-            let lookup = match field {
-                Some(field) => ops::Lookup::Field(field.clone()),
-                None => print::lookup(key, prefix, from, to, window)?,
-            };
             let query = StoreQuery {
                 store: store.clone(),
-                lookup,
+                lookup: lookup.lookup()?,
                 limit: *limit,
             };
-            let answer = ops::query::query_from_cli(&app, &location, &query, &asked.name).await?;
-            print::query(&query, &answer, *json)
+            query_store(app, location, &version(name)?, &query, *json).await
         }
         Command::Diff { a, b, examples } => {
             let versions = versions()?;
             let (a, b) = (versions.get(a)?, versions.get(b)?);
             let report = ops::diff(app, location, &a, &b, *examples).await?;
             print::diff(&report)?;
-            Ok(if report.differs() {
-                Outcome::Differs
-            } else {
-                Outcome::Done
+            Ok(match report.differs() {
+                true => Outcome::Differs,
+                false => Outcome::Done,
             })
         }
         Command::Promote { version } => {
-            match ops::promote(app, location, version)? {
-                ops::Promoted::AlreadyLive(live) => {
-                    eprintln!("{name}: {} is already live", live.name);
-                }
-                ops::Promoted::Live {
-                    live,
-                    previous,
-                    derived_topics,
-                } => {
-                    println!(
-                        "{} is live: `run` uses its state ({}) and derived topics ({})",
-                        live.name,
-                        live.state_dir.display(),
-                        derived_topics.join(", ")
-                    );
-                    println!(
-                        "the previous live version, {}, is kept: `promote {}` rolls back",
-                        previous.name, previous.name
-                    );
-                }
-            }
+            print::promoted(name, &ops::promote(app, location, version)?);
             Ok(Outcome::Done)
         }
         Command::Versions => {
-            let versions = versions()?;
-            for name in versions.names() {
-                let marker = if name == versions.live_name() {
-                    "  (live)"
-                } else {
-                    ""
-                };
-                println!("{name}{marker}");
-            }
+            print::versions(&versions()?);
             Ok(Outcome::Done)
         }
         Command::Rebuild {
@@ -330,19 +337,7 @@ async fn dispatch(
                 progress_every: Some(PROGRESS_EVERY),
                 commit: None,
             };
-            let summary = ops::rebuild(&app, &location, options).await?;
-            let by = if summary.handed_over > 0 {
-                "the running app swapped it in"
-            } else {
-                "swapped in"
-            };
-            eprintln!(
-                "{}: rebuilt {} task(s) from {} records in {:.1} s; {by}",
-                app.name(),
-                summary.tasks,
-                summary.records,
-                summary.elapsed.as_secs_f64()
-            );
+            print::rebuilt(app.name(), &ops::rebuild(&app, &location, options).await?);
             Ok(Outcome::Done)
         }
         Command::Checkpoint { version: name } => {

@@ -12,43 +12,7 @@ use crate::ops::{
 };
 use crate::progress::duration;
 use crate::topology::App;
-
-/// `query`'s flags as a lookup.
-pub(super) fn lookup(
-    key: &Option<String>,
-    prefix: &Option<String>,
-    from: &Option<String>,
-    to: &Option<String>,
-    window: &Option<String>,
-) -> Result<Lookup, RuntimeError> {
-    let time = |text: &Option<String>| -> Result<Option<i64>, RuntimeError> {
-        let Some(text) = text else { return Ok(None) };
-        let ms = text.strip_suffix("ms").unwrap_or(text);
-        ms.parse()
-            .ok()
-            .or_else(|| strata_record::time::parse_rfc3339(text))
-            .map(Some)
-            .ok_or_else(|| {
-                RuntimeError::Config(format!(
-                    "{text:?} is not a time: give ms since the Unix epoch or a UTC time (2026-11-30T12:00:00Z)"
-                ))
-            })
-    };
-    Ok(match (key, prefix, window) {
-        (Some(key), _, _) => Lookup::Key(key.clone()),
-        (None, Some(prefix), _) => Lookup::Prefix(prefix.clone()),
-        (None, None, Some(window)) => Lookup::Window {
-            key: window.clone(),
-            from: time(from)?,
-            to: time(to)?,
-        },
-        (None, None, None) if from.is_some() || to.is_some() => Lookup::Range {
-            from: from.clone(),
-            to: to.clone(),
-        },
-        (None, None, None) => Lookup::All,
-    })
-}
+use crate::versions::Versions;
 
 /// `query`: the entries as `key<TAB>value` lines (JSON values; strings
 /// bare), or the whole answer as JSON; a key not found, or tasks left
@@ -229,6 +193,56 @@ pub(super) fn stdout_error(error: std::io::Error) -> RuntimeError {
 pub(super) fn processed(app: &str, summary: &ops::RunSummary) {
     eprintln!(
         "{app}: {} records processed in {:.1} s",
+        summary.records,
+        summary.elapsed.as_secs_f64()
+    );
+}
+
+/// `promote`: what is live now, and how to roll back.
+pub(super) fn promoted(app: &str, promoted: &ops::Promoted) {
+    match promoted {
+        ops::Promoted::AlreadyLive(live) => {
+            eprintln!("{app}: {} is already live", live.name);
+        }
+        ops::Promoted::Live {
+            live,
+            previous,
+            derived_topics,
+        } => {
+            println!(
+                "{} is live: `run` uses its state ({}) and derived topics ({})",
+                live.name,
+                live.state_dir.display(),
+                derived_topics.join(", ")
+            );
+            println!(
+                "the previous live version, {}, is kept: `promote {}` rolls back",
+                previous.name, previous.name
+            );
+        }
+    }
+}
+
+/// `versions`: one name a line, the live one marked.
+pub(super) fn versions(versions: &Versions) {
+    for name in versions.names() {
+        let marker = match name == versions.live_name() {
+            true => "  (live)",
+            false => "",
+        };
+        println!("{name}{marker}");
+    }
+}
+
+/// `rebuild`: what was rebuilt and how it took over, on stderr.
+pub(super) fn rebuilt(app: &str, summary: &ops::RebuildSummary) {
+    let by = match summary.handed_over > 0 {
+        true => "the running app swapped it in",
+        false => "swapped in",
+    };
+    eprintln!(
+        "{app}: rebuilt {} task(s) from {} records in {:.1} s; {by}",
+        summary.tasks,
         summary.records,
         summary.elapsed.as_secs_f64()
     );

@@ -313,34 +313,14 @@ async fn member_loop(
     let mut must_join = true;
     loop {
         if *stop.borrow() {
-            match tokio::time::timeout(LEAVE_WAIT, membership.leave()).await {
-                Ok(left) => left?,
-                Err(_) => tracing::warn!(
-                    %group,
-                    "could not leave the group within {LEAVE_WAIT:?}; its tasks move once its session expires"
-                ),
-            }
-            return Ok(());
+            return leave(&mut membership, &group).await;
         }
         // A join of our own waits until the runner has taken up the last
         // assignment, so the tasks it started count as owned.
         let caught_up = shared.followed.load(Ordering::Relaxed) >= generation;
         if (must_join && caught_up) || membership.needs_rejoin() {
             must_join = false;
-            if generation > 0 {
-                protocol.info.owned = shared.owned.lock().expect("never poisoned").clone();
-            }
-            protocol.info.copies = copies_of(&shared.board);
-            let held = protocol.info.copies.keys().cloned();
-            protocol.info.stored.extend(held);
-            if membership.take_lost() {
-                // The group went on without this member (paused, cut off):
-                // its tasks are someone else's now, or soon. It claims
-                // none, and whatever of them it still runs is fenced.
-                tracing::warn!(%group, "this instance lost its place in the group (its session expired): it gives its tasks up and rejoins without them");
-                protocol.info.owned.clear();
-                shared.lost.store(true, Ordering::Relaxed);
-            }
+            describe_holdings(&mut protocol, &shared, &mut membership, generation);
             let joined = tokio::select! {
                 joined = membership.join(&protocol) => joined,
                 _ = stop.changed() => continue,
@@ -350,18 +330,7 @@ async fn member_loop(
                 // The cluster is away (a broker restarting) or the group
                 // still settling after it: the instance waits for it, as
                 // Kafka's clients do, instead of stopping.
-                Err(error)
-                    if wait_for_cluster
-                        && (error.is_unavailable()
-                            || matches!(
-                                error.code(),
-                                Some(
-                                    codes::REBALANCE_IN_PROGRESS
-                                        | codes::UNKNOWN_MEMBER_ID
-                                        | codes::ILLEGAL_GENERATION
-                                )
-                            )) =>
-                {
+                Err(error) if wait_for_cluster && worth_waiting_for(&error) => {
                     tracing::warn!(
                         %group,
                         "joining the app's group failed ({error}); trying again in {UNAVAILABLE_BACKOFF:?}"
@@ -380,35 +349,7 @@ async fn member_loop(
             if let Some(path) = &saved {
                 let _ = std::fs::write(path, protocol.info.encode());
             }
-            let (_, data) = client::decode_assignment_with(&bytes)?;
-            let assignment = match data {
-                Some(data) => {
-                    TaskAssignment::decode(&data).map_err(|reason| RuntimeError::Group {
-                        group: group.clone(),
-                        reason: format!("the leader's assignment: {reason}"),
-                    })?
-                }
-                None => TaskAssignment::default(),
-            };
-            if !assignment.error.is_empty() {
-                return Err(RuntimeError::Group {
-                    group,
-                    reason: assignment.error,
-                });
-            }
-            let unknown: Vec<String> = (assignment.active.iter())
-                .chain(&assignment.standby)
-                .filter(|t| !protocol.processors.iter().any(|p| p.name == t.processor))
-                .map(TaskId::to_string)
-                .collect();
-            if !unknown.is_empty() {
-                return Err(RuntimeError::Group {
-                    group,
-                    reason: format!(
-                        "assigned tasks {unknown:?} of processors this instance does not have; every instance of an app must run the same processors"
-                    ),
-                });
-            }
+            let assignment = assignment_of(&bytes, &protocol)?;
             // Tasks claimed but neither kept nor running here (a static
             // member's saved view): nobody gives them up, so a new round
             // must hand them out.
@@ -416,20 +357,7 @@ async fn member_loop(
             let orphaned = (protocol.info.owned.iter())
                 .any(|t| !assignment.active.contains(t) && !running.contains(t));
             generation += 1;
-            let list = |tasks: &BTreeSet<TaskId>| {
-                tasks
-                    .iter()
-                    .map(TaskId::to_string)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            };
-            tracing::info!(
-                %group,
-                tasks = %list(&assignment.active),
-                standby = %list(&assignment.standby),
-                "assigned {} tasks",
-                assignment.active.len()
-            );
+            log_assignment(&group, &assignment);
             let _ = assigned.send(Some(Assigned {
                 generation,
                 active: assignment.active,
@@ -443,6 +371,104 @@ async fn member_loop(
             _ = stop.changed() => {}
         }
     }
+}
+
+/// Leaves the group, waiting at most [`LEAVE_WAIT`].
+async fn leave(membership: &mut Membership, group: &str) -> Result<(), RuntimeError> {
+    match tokio::time::timeout(LEAVE_WAIT, membership.leave()).await {
+        Ok(left) => Ok(left?),
+        Err(_) => {
+            tracing::warn!(
+                %group,
+                "could not leave the group within {LEAVE_WAIT:?}; its tasks move once its session expires"
+            );
+            Ok(())
+        }
+    }
+}
+
+/// What this member tells the group as it joins: the tasks it runs (after
+/// its first assignment), the copies it holds and how far they read. A
+/// member that lost its place claims none.
+fn describe_holdings(
+    protocol: &mut TaskProtocol,
+    shared: &Shared,
+    membership: &mut Membership,
+    generation: i32,
+) {
+    if generation > 0 {
+        protocol.info.owned = shared.owned.lock().expect("never poisoned").clone();
+    }
+    protocol.info.copies = copies_of(&shared.board);
+    let held = protocol.info.copies.keys().cloned();
+    protocol.info.stored.extend(held);
+    if membership.take_lost() {
+        // The group went on without this member (paused, cut off): its
+        // tasks are someone else's now, or soon. It claims none, and
+        // whatever of them it still runs is fenced.
+        tracing::warn!(group = %protocol.group, "this instance lost its place in the group (its session expired): it gives its tasks up and rejoins without them");
+        protocol.info.owned.clear();
+        shared.lost.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Whether a failed join is the cluster away or the group still settling:
+/// worth waiting for.
+fn worth_waiting_for(error: &client::ClientError) -> bool {
+    let settling = [
+        codes::REBALANCE_IN_PROGRESS,
+        codes::UNKNOWN_MEMBER_ID,
+        codes::ILLEGAL_GENERATION,
+    ];
+    error.is_unavailable() || error.code().is_some_and(|code| settling.contains(&code))
+}
+
+/// The leader's assignment for this member, checked: no error from the
+/// leader, and no task of a processor this instance does not have.
+fn assignment_of(bytes: &[u8], protocol: &TaskProtocol) -> Result<TaskAssignment, RuntimeError> {
+    let group = &protocol.group;
+    let (_, data) = client::decode_assignment_with(bytes)?;
+    let assignment = match data {
+        Some(data) => TaskAssignment::decode(&data).map_err(|reason| RuntimeError::Group {
+            group: group.clone(),
+            reason: format!("the leader's assignment: {reason}"),
+        })?,
+        None => TaskAssignment::default(),
+    };
+    if !assignment.error.is_empty() {
+        return Err(RuntimeError::Group {
+            group: group.clone(),
+            reason: assignment.error,
+        });
+    }
+    let unknown: Vec<String> = (assignment.active.iter())
+        .chain(&assignment.standby)
+        .filter(|t| !protocol.processors.iter().any(|p| p.name == t.processor))
+        .map(TaskId::to_string)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(RuntimeError::Group {
+            group: group.clone(),
+            reason: format!(
+                "assigned tasks {unknown:?} of processors this instance does not have; every instance of an app must run the same processors"
+            ),
+        });
+    }
+    Ok(assignment)
+}
+
+fn log_assignment(group: &str, assignment: &TaskAssignment) {
+    let list = |tasks: &BTreeSet<TaskId>| {
+        let names: Vec<String> = tasks.iter().map(TaskId::to_string).collect();
+        names.join(" ")
+    };
+    tracing::info!(
+        %group,
+        tasks = %list(&assignment.active),
+        standby = %list(&assignment.standby),
+        "assigned {} tasks",
+        assignment.active.len()
+    );
 }
 
 /// The tasks of one member of an app's group, from its assignment as

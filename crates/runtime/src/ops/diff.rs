@@ -16,6 +16,7 @@ use crate::error::RuntimeError;
 use crate::layout::{self, task_dirs};
 use crate::location::Location;
 use crate::log_access::LogAccess;
+use crate::spec::StoreSpec;
 use crate::topic_read;
 use crate::topology::App;
 use crate::versions::Version;
@@ -145,58 +146,7 @@ pub async fn diff(
     let mut stores = Vec::new();
     for spec in &app.processors {
         for store in &spec.stores {
-            let entries_a = store_entries(&a.state_dir, &spec.name, &store.name)?;
-            let entries_b = store_entries(&b.state_dir, &spec.name, &store.name)?;
-            let mut diff = StoreDiff {
-                store: store.name.clone(),
-                only_a: 0,
-                only_b: 0,
-                different: 0,
-                examples: Vec::new(),
-            };
-            let key = |k: &(i32, Vec<u8>)| (store.render_key)(&k.1);
-            let value = |v: &[u8]| (store.render_value)(v);
-            let note = |diff: &mut StoreDiff, line: String| {
-                if diff.examples.len() < examples {
-                    diff.examples.push(line);
-                }
-            };
-            for (k, v) in &entries_a {
-                match entries_b.get(k) {
-                    None => {
-                        diff.only_a += 1;
-                        note(
-                            &mut diff,
-                            format!("only in {}: {} = {}", a.name, key(k), value(v)),
-                        );
-                    }
-                    Some(w) if w != v => {
-                        diff.different += 1;
-                        note(
-                            &mut diff,
-                            format!(
-                                "different: {}: {} in {}, {} in {}",
-                                key(k),
-                                value(v),
-                                a.name,
-                                value(w),
-                                b.name
-                            ),
-                        );
-                    }
-                    Some(_) => {}
-                }
-            }
-            for (k, w) in &entries_b {
-                if !entries_a.contains_key(k) {
-                    diff.only_b += 1;
-                    note(
-                        &mut diff,
-                        format!("only in {}: {} = {}", b.name, key(k), value(w)),
-                    );
-                }
-            }
-            stores.push(diff);
+            stores.push(diff_store(&spec.name, store, (a, b), examples)?);
         }
     }
     let access = match location {
@@ -240,6 +190,64 @@ pub async fn diff(
         stores,
         topics,
     })
+}
+
+/// How store `store` of `processor` differs between versions `a` and `b`.
+fn diff_store(
+    processor: &str,
+    store: &StoreSpec,
+    (a, b): (&Version, &Version),
+    examples: usize,
+) -> Result<StoreDiff, RuntimeError> {
+    let entries_a = store_entries(&a.state_dir, processor, &store.name)?;
+    let entries_b = store_entries(&b.state_dir, processor, &store.name)?;
+    let mut diff = StoreDiff {
+        store: store.name.clone(),
+        only_a: 0,
+        only_b: 0,
+        different: 0,
+        examples: Vec::new(),
+    };
+    let key = |k: &(i32, Vec<u8>)| (store.render_key)(&k.1);
+    let value = |v: &[u8]| (store.render_value)(v);
+    let note = |diff: &mut StoreDiff, line: String| {
+        if diff.examples.len() < examples {
+            diff.examples.push(line);
+        }
+    };
+    for (k, v) in &entries_a {
+        match entries_b.get(k) {
+            None => {
+                diff.only_a += 1;
+                note(
+                    &mut diff,
+                    format!("only in {}: {} = {}", a.name, key(k), value(v)),
+                );
+            }
+            Some(w) if w != v => {
+                diff.different += 1;
+                let (v, w) = (value(v), value(w));
+                let line = format!(
+                    "different: {}: {v} in {}, {w} in {}",
+                    key(k),
+                    a.name,
+                    b.name
+                );
+                note(&mut diff, line);
+            }
+            Some(_) => {}
+        }
+    }
+    for (k, w) in &entries_b {
+        if !entries_a.contains_key(k) {
+            diff.only_b += 1;
+            note(
+                &mut diff,
+                format!("only in {}: {} = {}", b.name, key(k), value(w)),
+            );
+        }
+    }
+    Ok(diff)
 }
 
 /// Every committed entry of one store across the processor's tasks, keyed

@@ -33,9 +33,9 @@ pub(super) async fn serve(
     };
     let broker = strata_broker::Broker::bind(config, log)
         .await
-        .map_err(|e| RuntimeError::Serve {
+        .map_err(|error| RuntimeError::Serve {
             addr: addr.to_string(),
-            reason: e.to_string(),
+            error: Box::new(error),
         })?;
     let bound = broker.local_addr();
     eprintln!("serving the Kafka protocol on {bound}");
@@ -60,8 +60,7 @@ pub(super) async fn serve(
     addr: SocketAddr,
     _state_dir: &Path,
 ) -> Result<(Served, Arc<AppendSignals>), RuntimeError> {
-    Err(RuntimeError::Serve {
+    Err(RuntimeError::ServeNotBuilt {
         addr: addr.to_string(),
-        reason: "this app was built without the broker; depend on the `strata` crate, or turn on strata-runtime's `serve` feature".into(),
     })
 }

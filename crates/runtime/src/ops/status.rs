@@ -9,6 +9,7 @@
 //! far behind).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use crate::board::{self, TaskView};
 use crate::error::RuntimeError;
@@ -18,7 +19,7 @@ use crate::location::Location;
 use crate::log_access::LogAccess;
 use crate::progress::duration;
 use crate::task::transaction::TxnNames;
-use crate::topology::App;
+use crate::topology::{App, ProcessorSpec};
 use strata_client::Admin;
 
 use super::dump_state::open_committed;
@@ -48,31 +49,9 @@ pub async fn status(app: &App, location: &Location) -> Result<Vec<StatusRow>, Ru
     let board = board::read_published(location.state_dir()).unwrap_or_default();
     for spec in &app.processors {
         let local = task_dirs(&layout::processor_dir(location.state_dir(), &spec.name))?;
-        let tasks: Vec<(i32, Option<std::path::PathBuf>)> = match &remote {
-            Some((access, _)) => {
-                let first = app.log_topic(&spec.inputs[0]);
-                let count = access.partition_count(&first).await?.unwrap_or(0);
-                (0..count)
-                    .map(|p| {
-                        (
-                            p,
-                            local.iter().find(|(n, _)| *n == p).map(|(_, d)| d.clone()),
-                        )
-                    })
-                    .collect()
-            }
-            None => local.into_iter().map(|(p, d)| (p, Some(d))).collect(),
-        };
+        let tasks = tasks_of(app, spec, remote.as_ref().map(|r| &r.0), local).await?;
         let committed = match &remote {
-            Some((_, admin)) => {
-                let partitions: Vec<(String, i32)> = (spec.inputs.iter())
-                    .flat_map(|t| tasks.iter().map(move |(p, _)| (app.log_topic(t), *p)))
-                    .collect();
-                let group = TxnNames::of(&app.versioned_name(), &spec.name, 0).group;
-                admin
-                    .committed_with_metadata(&group, &partitions, false)
-                    .await?
-            }
+            Some((_, admin)) => committed_of(app, spec, &tasks, admin).await?,
             None => BTreeMap::new(),
         };
         for (partition, dir) in tasks {
@@ -98,32 +77,9 @@ pub async fn status(app: &App, location: &Location) -> Result<Vec<StatusRow>, Ru
                     None => cluster,
                 };
                 let next = offset.unwrap_or(0);
-                let (start, end, oldest_unread) = match (location, &remote) {
-                    (Location::Embedded { data_dir, .. }, _) => {
-                        use strata_log::{peek_log_end_offset, peek_log_start_offset};
-                        let start = peek_log_start_offset(data_dir, &log_topic, partition);
-                        let end = peek_log_end_offset(data_dir, &log_topic, partition);
-                        let oldest = strata_log::peek_segment_max_timestamp(
-                            data_dir, &log_topic, partition, next,
-                        );
-                        (
-                            start.ok().flatten(),
-                            end.ok().flatten(),
-                            oldest.ok().flatten(),
-                        )
-                    }
-                    (_, Some((access, _))) => {
-                        let start = access.start_offset(&log_topic, partition).await?;
-                        let end = access.end_offset(&log_topic, partition).await?;
-                        let oldest = if next >= start && next < end {
-                            first_batch_timestamp(access, &log_topic, partition, next).await?
-                        } else {
-                            None
-                        };
-                        (Some(start), Some(end), oldest)
-                    }
-                    _ => (None, None, None),
-                };
+                let access = remote.as_ref().map(|r| &r.0);
+                let (start, end, oldest_unread) =
+                    extent(location, access, &log_topic, partition, next).await?;
                 if !retention.contains_key(&log_topic) {
                     let ms =
                         topic_retention_ms(location, remote.as_ref().map(|r| &r.1), &log_topic)
@@ -157,6 +113,72 @@ pub async fn status(app: &App, location: &Location) -> Result<Vec<StatusRow>, Ru
         }
     }
     Ok(rows)
+}
+
+/// The tasks of processor `spec`, with their state directories here:
+/// remote, every partition of its first input (a directory only where this
+/// instance has one); embedded, those with a directory.
+async fn tasks_of(
+    app: &App,
+    spec: &ProcessorSpec,
+    remote: Option<&LogAccess>,
+    local: Vec<(i32, PathBuf)>,
+) -> Result<Vec<(i32, Option<PathBuf>)>, RuntimeError> {
+    let Some(access) = remote else {
+        return Ok(local.into_iter().map(|(p, d)| (p, Some(d))).collect());
+    };
+    let first = app.log_topic(&spec.inputs[0]);
+    let count = access.partition_count(&first).await?.unwrap_or(0);
+    let dir = |p: i32| local.iter().find(|(n, _)| *n == p).map(|(_, d)| d.clone());
+    Ok((0..count).map(|p| (p, dir(p))).collect())
+}
+
+/// Remote: the offsets the cluster holds committed for the tasks' inputs.
+async fn committed_of(
+    app: &App,
+    spec: &ProcessorSpec,
+    tasks: &[(i32, Option<PathBuf>)],
+    admin: &Admin,
+) -> Result<BTreeMap<(String, i32), strata_client::Committed>, RuntimeError> {
+    let partitions: Vec<(String, i32)> = (spec.inputs.iter())
+        .flat_map(|t| tasks.iter().map(move |(p, _)| (app.log_topic(t), *p)))
+        .collect();
+    let group = TxnNames::of(&app.versioned_name(), &spec.name, 0).group;
+    Ok(admin
+        .committed_with_metadata(&group, &partitions, false)
+        .await?)
+}
+
+/// Where a partition starts and ends, and the newest timestamp of the
+/// segment holding `next` (the oldest unread record's, at most).
+async fn extent(
+    location: &Location,
+    remote: Option<&LogAccess>,
+    log_topic: &str,
+    partition: i32,
+    next: i64,
+) -> Result<(Option<i64>, Option<i64>, Option<i64>), RuntimeError> {
+    if let Location::Embedded { data_dir, .. } = location {
+        use strata_log::{peek_log_end_offset, peek_log_start_offset, peek_segment_max_timestamp};
+        let start = peek_log_start_offset(data_dir, log_topic, partition);
+        let end = peek_log_end_offset(data_dir, log_topic, partition);
+        let oldest = peek_segment_max_timestamp(data_dir, log_topic, partition, next);
+        return Ok((
+            start.ok().flatten(),
+            end.ok().flatten(),
+            oldest.ok().flatten(),
+        ));
+    }
+    let Some(access) = remote else {
+        return Ok((None, None, None));
+    };
+    let start = access.start_offset(log_topic, partition).await?;
+    let end = access.end_offset(log_topic, partition).await?;
+    let oldest = match next >= start && next < end {
+        true => first_batch_timestamp(access, log_topic, partition, next).await?,
+        false => None,
+    };
+    Ok((Some(start), Some(end), oldest))
 }
 
 /// The newest timestamp of the first batch at `offset`: a lower bound of

@@ -26,6 +26,46 @@ use super::store_map::StoreMap;
 use super::writer::{CommitJob, Writer};
 use super::{META, OUTBOX, StateError, TaskState};
 
+/// The commit pipeline: at most one commit in flight, written on the
+/// writer thread (started with the first commit), and what stops commits.
+pub(super) struct Pipeline {
+    /// fsync the WAL with every commit.
+    pub sync: bool,
+    /// A commit whose write runs on its own thread (see
+    /// [`TaskState::begin_commit`]).
+    pub in_flight: Option<InFlight>,
+    pub writer: Option<Writer>,
+    /// Why the state can no longer commit: a commit failed after the
+    /// tables or the bookkeeping had moved on. Reopen it to go on.
+    pub poisoned: Option<String>,
+    /// Store entries put in commits' write batches since the state opened.
+    pub store_writes: u64,
+}
+
+impl Pipeline {
+    pub(super) fn new(sync: bool) -> Self {
+        Self {
+            sync,
+            in_flight: None,
+            writer: None,
+            poisoned: None,
+            store_writes: 0,
+        }
+    }
+
+    /// Stops commits for `why` (the first reason is kept).
+    fn poison(&mut self, why: &str) {
+        self.poisoned.get_or_insert_with(|| why.to_string());
+    }
+
+    fn check_poisoned(&self) -> Result<(), StateError> {
+        match &self.poisoned {
+            Some(why) => Err(StateError::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
 /// A commit being written.
 pub(super) struct InFlight {
     /// The derived partitions' next sequences it writes.
@@ -57,9 +97,58 @@ impl TaskState {
         self.settle()?;
         self.check_poisoned()?;
         assert!(
-            self.in_flight.is_none(),
+            self.pipeline.in_flight.is_none(),
             "at most one commit in flight: the one before is settled first"
         );
+        self.check_forward(next_input_offsets)?;
+        self.stage_timers();
+        // The run's writes, taken from the tables: from here on a failure
+        // poisons the state (the tables no longer hold them as written).
+        // Sorted and put in the write batch by the commit's own thread.
+        let mut writes = self.take_writes();
+        if let Err(error) = self.emit_changelogs(&writes) {
+            self.poison("a commit's changelog records could not be built");
+            return Err(error);
+        }
+        for open in std::mem::take(&mut self.run.open) {
+            if let Err(error) = self.seal(open) {
+                self.poison("a commit's outbox batch could not be sealed");
+                return Err(error);
+            }
+        }
+        let mut batch = WriteBatch::default();
+        self.put_journal(&mut batch, &mut writes)?;
+        let (next_outbox, commit_number) = self.put_meta(&mut batch, next_input_offsets)?;
+        let writes = (writes.into_iter())
+            .map(|(index, entries)| (self.stores[index].clone(), entries))
+            .collect();
+        self.send(CommitJob { batch, writes })?;
+        self.pipeline.in_flight = Some(InFlight {
+            sequences: std::mem::take(&mut self.run.sequences),
+            landed: None,
+        });
+        self.run.rate = None;
+        self.run.starts.clear();
+        self.outbox.next = next_outbox;
+        self.meta.commit_number = commit_number;
+        for (topic, next) in next_input_offsets {
+            self.meta.offsets.insert(topic.to_string(), *next);
+        }
+        for map in &mut self.maps {
+            // The written values stay, clean: the cache of what is committed
+            // (dropped whole when it next outgrows its bound, not before
+            // the write is settled).
+            map.limit = 0;
+            map.reshare();
+            map.dirty.clear();
+        }
+        let added = self.run.sealed.len();
+        self.run.sealed.clear();
+        Ok(added)
+    }
+
+    /// Refuses input offsets that move back.
+    fn check_forward(&self, next_input_offsets: &[(&str, i64)]) -> Result<(), StateError> {
         for (topic, next) in next_input_offsets {
             if let Some(current) = self.input_offset(topic)
                 && *next < current
@@ -71,10 +160,12 @@ impl TaskState {
                 });
             }
         }
-        self.stage_timers();
-        // The run's writes, taken from the tables: from here on a failure
-        // poisons the state (the tables no longer hold them as written).
-        // Sorted and put in the write batch by the commit's own thread.
+        Ok(())
+    }
+
+    /// The run's dirty entries of each store (by index), taken out of the
+    /// tables.
+    fn take_writes(&mut self) -> Vec<(usize, Vec<u8>)> {
         let mut writes = Vec::new();
         for (index, map) in self.maps.iter_mut().enumerate() {
             if map.dirty.is_empty() {
@@ -90,42 +181,51 @@ impl TaskState {
             }
             writes.push((index, entries));
         }
-        if let Err(error) = self.emit_changelogs(&writes) {
-            self.poison("a commit's changelog records could not be built");
-            return Err(error);
-        }
-        for open in std::mem::take(&mut self.run.open) {
-            if let Err(error) = self.seal(open) {
-                self.poison("a commit's outbox batch could not be sealed");
+        writes
+    }
+
+    /// With the write cache off, every write of the run as it was made, in
+    /// order (the last of a key's writes wins within the batch), in place
+    /// of the merged ones (`writes` emptied); counted either way.
+    fn put_journal(
+        &mut self,
+        batch: &mut WriteBatch,
+        writes: &mut Vec<(usize, Vec<u8>)>,
+    ) -> Result<(), StateError> {
+        let Some(journal) = self.journal.as_mut().map(std::mem::take) else {
+            self.pipeline.store_writes += writes.iter().map(|(_, e)| dirty_count(e)).sum::<u64>();
+            return Ok(());
+        };
+        self.pipeline.store_writes += journal.len() as u64;
+        let families: Result<Vec<_>, _> = (self.stores.iter()).map(|s| self.cf(s)).collect();
+        let families = match families {
+            Ok(families) => families,
+            Err(error) => {
+                self.poison("a commit's store could not be found");
                 return Err(error);
             }
-        }
-        let mut batch = WriteBatch::default();
-        if let Some(journal) = self.journal.as_mut().map(std::mem::take) {
-            // No write cache: every write as it was made, in order (the
-            // last of a key's writes wins within the batch), and none of
-            // the merged ones.
-            self.store_writes += journal.len() as u64;
-            let families: Result<Vec<_>, _> = (self.stores.iter()).map(|s| self.cf(s)).collect();
-            let families = match families {
-                Ok(families) => families,
-                Err(error) => {
-                    self.poison("a commit's store could not be found");
-                    return Err(error);
-                }
-            };
-            for (index, key, value) in journal {
-                match value {
-                    Some(value) => batch.put_cf(families[index], key, value),
-                    None => batch.delete_cf(families[index], key),
-                }
+        };
+        for (index, key, value) in journal {
+            match value {
+                Some(value) => batch.put_cf(families[index], key, value),
+                None => batch.delete_cf(families[index], key),
             }
-            writes.clear();
-        } else {
-            self.store_writes += writes.iter().map(|(_, e)| dirty_count(e)).sum::<u64>();
         }
+        writes.clear();
+        Ok(())
+    }
+
+    /// The outbox batches sealed in the run and the meta of the commit
+    /// (next outbox sequence, derived partitions' sequences, input
+    /// offsets, commit number, rate, start offsets) into `batch`; the next
+    /// outbox sequence and the commit's number.
+    fn put_meta(
+        &self,
+        batch: &mut WriteBatch,
+        next_input_offsets: &[(&str, i64)],
+    ) -> Result<(u64, u64), StateError> {
         let outbox = self.cf(OUTBOX)?;
-        let first = self.next_outbox;
+        let first = self.outbox.next;
         for (seq, entry) in (first..).zip(&self.run.sealed) {
             batch.put_cf(outbox, seq.to_be_bytes(), entry.encode());
         }
@@ -135,84 +235,58 @@ impl TaskState {
             batch.put_cf(meta, NEXT_OUTBOX, next_outbox.to_be_bytes());
         }
         for ((topic, partition), next) in &self.run.sequences {
-            batch.put_cf(
-                meta,
-                sequence_key(topic, *partition),
-                i64::from(*next).to_be_bytes(),
-            );
+            let key = sequence_key(topic, *partition);
+            batch.put_cf(meta, key, i64::from(*next).to_be_bytes());
         }
         for (topic, next) in next_input_offsets {
-            batch.put_cf(
-                meta,
-                topic_key(INPUT_OFFSET_PREFIX, topic),
-                next.to_be_bytes(),
-            );
+            let key = topic_key(INPUT_OFFSET_PREFIX, topic);
+            batch.put_cf(meta, key, next.to_be_bytes());
         }
-        let commit_number = self.commit_number + 1;
+        let commit_number = self.meta.commit_number + 1;
         batch.put_cf(meta, COMMIT, commit_number.to_be_bytes());
         if let Some(rate) = self.run.rate {
             batch.put_cf(meta, RATE, rate.to_bits().to_be_bytes());
         }
         for (topic, start) in &self.run.starts {
-            batch.put_cf(
-                meta,
-                topic_key(START_OFFSET_PREFIX, topic),
-                start.to_be_bytes(),
-            );
+            let key = topic_key(START_OFFSET_PREFIX, topic);
+            batch.put_cf(meta, key, start.to_be_bytes());
         }
-        if self.writer.is_none() {
+        Ok((next_outbox, commit_number))
+    }
+
+    /// Hands the commit's write to the writer thread (started on the first
+    /// commit).
+    fn send(&mut self, job: CommitJob) -> Result<(), StateError> {
+        if self.pipeline.writer.is_none() {
             let (db, stores) = (Arc::clone(&self.db), self.stores.join(", "));
-            match Writer::start(db, self.sync, stores) {
-                Ok(writer) => self.writer = Some(writer),
+            match Writer::start(db, self.pipeline.sync, stores) {
+                Ok(writer) => self.pipeline.writer = Some(writer),
                 Err(error) => {
                     self.poison("the commit writer could not be started");
                     return Err(StateError::Io("starting the commit writer".into(), error));
                 }
             }
         }
-        let writer = self.writer.as_mut().expect("started above");
-        let writes = writes
-            .into_iter()
-            .map(|(index, entries)| (self.stores[index].clone(), entries))
-            .collect();
-        if writer.send(CommitJob { batch, writes }).is_err() {
+        let writer = self.pipeline.writer.as_mut().expect("started above");
+        if writer.send(job).is_err() {
             self.poison("the commit writer stopped");
             return Err(StateError::WriterStopped {
                 stores: self.stores.join(", "),
             });
         }
-        self.in_flight = Some(InFlight {
-            sequences: std::mem::take(&mut self.run.sequences),
-            landed: None,
-        });
-        self.run.rate = None;
-        self.run.starts.clear();
-        self.next_outbox = next_outbox;
-        self.commit_number = commit_number;
-        for (topic, next) in next_input_offsets {
-            self.offsets.insert(topic.to_string(), *next);
-        }
-        for map in &mut self.maps {
-            // The written values stay, clean: the cache of what is committed
-            // (dropped whole when it next outgrows its bound, not before
-            // the write is settled).
-            map.limit = 0;
-            map.reshare();
-            map.dirty.clear();
-        }
-        let added = self.run.sealed.len();
-        self.run.sealed.clear();
-        Ok(added)
+        Ok(())
     }
 
     /// Whether a commit is in flight (begun, not yet settled).
     pub fn commit_in_flight(&self) -> bool {
-        self.in_flight.is_some()
+        self.pipeline.in_flight.is_some()
     }
 
     /// Whether a commit's write is running and has finished.
     pub fn commit_landed(&mut self) -> bool {
-        let (Some(flight), Some(writer)) = (&mut self.in_flight, &mut self.writer) else {
+        let (Some(flight), Some(writer)) =
+            (&mut self.pipeline.in_flight, &mut self.pipeline.writer)
+        else {
             return false;
         };
         if flight.landed.is_none()
@@ -227,11 +301,10 @@ impl TaskState {
     /// durable (as `sync` makes it).
     pub fn settle(&mut self) -> Result<(), StateError> {
         self.check_poisoned()?;
-        let Some(mut flight) = self.in_flight.take() else {
+        let Some(mut flight) = self.pipeline.in_flight.take() else {
             return Ok(());
         };
-        let writer = self
-            .writer
+        let writer = (self.pipeline.writer)
             .as_mut()
             .expect("a commit in flight has a writer");
         let written = match flight.landed.take() {
@@ -242,7 +315,7 @@ impl TaskState {
             // What the commit wrote is what the database holds now.
             let stored = self.read_input_offsets()?;
             assert_eq!(
-                stored, self.offsets,
+                stored, self.meta.offsets,
                 "the input offsets read back differ from the offsets committed"
             );
         }
@@ -260,14 +333,11 @@ impl TaskState {
     }
 
     fn poison(&mut self, why: &str) {
-        self.poisoned.get_or_insert_with(|| why.to_string());
+        self.pipeline.poison(why);
     }
 
     fn check_poisoned(&self) -> Result<(), StateError> {
-        match &self.poisoned {
-            Some(why) => Err(StateError::Poisoned(why.clone())),
-            None => Ok(()),
-        }
+        self.pipeline.check_poisoned()
     }
 }
 

@@ -41,15 +41,26 @@ const LINEAGE: &[u8] = b"lineage";
 pub(super) const COMMIT: &[u8] = b"commit";
 pub(super) const RESTORED_PREFIX: &[u8] = b"restored/";
 
+/// What a state records of itself besides its stores: the task's
+/// producer, the input offsets of its last commit begun (durable once it
+/// is settled), its lineage and its last commit's number.
+#[derive(Debug, Default)]
+pub(super) struct Meta {
+    pub producer: Option<(i64, i16)>,
+    pub offsets: BTreeMap<String, i64>,
+    pub lineage: Option<u64>,
+    pub commit_number: u64,
+}
+
 impl TaskState {
     /// The next offset to read from `topic`; `None` before the first commit.
     pub fn input_offset(&self, topic: &str) -> Option<i64> {
-        self.offsets.get(topic).copied()
+        self.meta.offsets.get(topic).copied()
     }
 
     /// Every input topic's next offset.
     pub fn input_offsets(&self) -> BTreeMap<String, i64> {
-        self.offsets.clone()
+        self.meta.offsets.clone()
     }
 
     pub(super) fn read_input_offsets(&self) -> Result<BTreeMap<String, i64>, StateError> {
@@ -102,7 +113,7 @@ impl TaskState {
 
     /// The task's producer id and epoch, once assigned.
     pub fn producer(&self) -> Option<(i64, i16)> {
-        self.producer
+        self.meta.producer
     }
 
     /// Records the task's producer identity (synced: every batch the task
@@ -114,7 +125,7 @@ impl TaskState {
         options.set_sync(true);
         self.db
             .put_cf_opt(self.cf(META)?, PRODUCER, value, &options)?;
-        self.producer = Some((producer_id, epoch));
+        self.meta.producer = Some((producer_id, epoch));
         Ok(())
     }
 
@@ -134,12 +145,12 @@ impl TaskState {
 
     /// This state's lineage (see the module docs), once drawn.
     pub fn lineage(&self) -> Option<u64> {
-        self.lineage
+        self.meta.lineage
     }
 
     /// Draws the state's lineage if it has none yet (synced).
     pub fn ensure_lineage(&mut self) -> Result<u64, StateError> {
-        if let Some(lineage) = self.lineage {
+        if let Some(lineage) = self.meta.lineage {
             return Ok(lineage);
         }
         let lineage = new_lineage();
@@ -147,14 +158,14 @@ impl TaskState {
         options.set_sync(true);
         self.db
             .put_cf_opt(self.cf(META)?, LINEAGE, lineage.to_be_bytes(), &options)?;
-        self.lineage = Some(lineage);
+        self.meta.lineage = Some(lineage);
         Ok(lineage)
     }
 
     /// Commits written in this lineage: the number of the last commit
     /// begun (0 before the first).
     pub fn commit_number(&self) -> u64 {
-        self.commit_number
+        self.meta.commit_number
     }
 
     pub(super) fn read_lineage(&self) -> Result<(Option<u64>, u64), StateError> {
@@ -203,10 +214,10 @@ impl TaskState {
         let mut options = rocksdb::WriteOptions::default();
         options.set_sync(true);
         self.db.write_opt(batch, &options)?;
-        self.offsets = self.read_input_offsets()?;
-        self.commit_number = commit;
-        self.lineage = Some(lineage);
-        self.producer = Some(producer);
+        self.meta.offsets = self.read_input_offsets()?;
+        self.meta.commit_number = commit;
+        self.meta.lineage = Some(lineage);
+        self.meta.producer = Some(producer);
         Ok(lineage)
     }
 
@@ -254,14 +265,14 @@ impl TaskState {
         let mut options = rocksdb::WriteOptions::default();
         options.set_sync(true);
         self.db.write_opt(batch, &options)?;
-        self.producer = self.read_producer()?;
-        self.offsets = self.read_input_offsets()?;
-        (self.lineage, self.commit_number) = self.read_lineage()?;
-        self.next_outbox = from.next_outbox;
+        self.meta.producer = self.read_producer()?;
+        self.meta.offsets = self.read_input_offsets()?;
+        (self.meta.lineage, self.meta.commit_number) = self.read_lineage()?;
+        self.outbox.next = from.outbox.next;
         // The outbox is `from`'s now, and so is the floor below it: this
         // state's own, raised over batches of its own, could lie above
         // `from`'s unshipped ones and hide them.
-        (self.outbox_floor).store(from.outbox_floor.load(Ordering::Relaxed), Ordering::Relaxed);
+        (self.outbox.floor).store(from.outbox.floor.load(Ordering::Relaxed), Ordering::Relaxed);
         Ok(())
     }
 }

@@ -25,6 +25,12 @@
 //! - [`meta`]: offsets, producer identity, sequences, rate.
 //! - [`checkpoints`]: hard-linked copies of the committed state.
 //!
+//! A `TaskState` is made of owned parts, each with its file: the stores'
+//! maps (`store_map`), [`meta`]'s `Meta` (producer, offsets, lineage,
+//! commit number), [`outbox`]'s `OutboxLedger` (next sequence, floor),
+//! [`commit`]'s `Pipeline` (the commit in flight, its writer, poisoning),
+//! [`timers`]' `TimerState`, and the run's emits.
+//!
 //! Thread-safety: a `TaskState` belongs to one task; RocksDB calls block, so
 //! the task runs them on a blocking thread, never an async executor's.
 
@@ -52,7 +58,6 @@ mod tests;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use rocksdb::{ColumnFamilyDescriptor, DB, Options, WriteBatch};
 
@@ -65,12 +70,11 @@ pub use outbox::{
 pub use outbox_codec::OutboxBatch;
 pub(crate) use stores::{EncodeBuffers, prefix_end};
 
-use commit::InFlight;
-use meta::{NEXT_OUTBOX, decode_u64};
-use outbox::OpenBatch;
+use commit::Pipeline;
+use meta::{Meta, NEXT_OUTBOX, decode_u64};
+use outbox::{OpenBatch, OutboxLedger};
 use store_map::StoreMap;
 use timers::TimerState;
-use writer::Writer;
 
 /// Column family of the runtime's own bookkeeping.
 const META: &str = "meta";
@@ -89,37 +93,23 @@ pub type Entry = (Vec<u8>, Vec<u8>);
 pub struct TaskState {
     db: Arc<DB>,
     stores: Vec<String>,
-    /// fsync the WAL with every commit.
-    sync: bool,
     maps: Vec<StoreMap>,
-    producer: Option<(i64, i16)>,
-    next_outbox: u64,
-    /// No outbox batch lies below this sequence: the lower bound of every
-    /// outbox read, raised as batches are shipped (see `outbox`).
-    outbox_floor: AtomicU64,
-    /// The input offsets of the last commit begun (durable once it is
-    /// settled).
-    offsets: BTreeMap<String, i64>,
-    /// See [`meta`]: this state's lineage and its last commit's number.
-    lineage: Option<u64>,
-    commit_number: u64,
+    /// What the state records of itself: producer, offsets, lineage and
+    /// commit number (see [`meta`]).
+    meta: Meta,
+    /// Where the outbox's sequences stand (see [`outbox`]).
+    outbox: OutboxLedger,
+    /// The commit in flight, its writer thread, and what stops commits
+    /// (see [`commit`]).
+    pipeline: Pipeline,
     /// Per store (in the order of `stores`), the changelog partition its
     /// writes are emitted to with every commit, if it has one.
     changelogs: Vec<Option<(String, i32)>>,
-    /// A commit whose write runs on its own thread (see
-    /// [`TaskState::begin_commit`]).
-    in_flight: Option<InFlight>,
-    writer: Option<Writer>,
     /// Opened for writing: flushed when it closes.
     writable: bool,
-    /// Why the state can no longer commit: a commit failed after the
-    /// tables or the bookkeeping had moved on. Reopen it to go on.
-    poisoned: Option<String>,
     /// With the write cache off (see [`TaskState::set_write_cache`]): every
     /// store write of the run, in order, each to be written as it is.
     journal: Option<Vec<JournalEntry>>,
-    /// Store entries put in commits' write batches since the state opened.
-    store_writes: u64,
     /// The emits of the run in progress.
     run: Run,
     /// The timer store's bookkeeping, when the processor declares timers
@@ -208,28 +198,20 @@ impl TaskState {
             db,
             maps: stores.iter().map(|_| StoreMap::open()).collect(),
             stores,
-            sync,
-            producer: None,
-            next_outbox: 0,
-            outbox_floor: AtomicU64::new(0),
-            offsets: BTreeMap::new(),
-            lineage: None,
-            commit_number: 0,
+            meta: Meta::default(),
+            outbox: OutboxLedger::default(),
+            pipeline: Pipeline::new(sync),
             changelogs: Vec::new(),
-            in_flight: None,
-            writer: None,
             writable: false,
-            poisoned: None,
             journal: None,
-            store_writes: 0,
             run: Run::default(),
             timers: None,
             buffers: EncodeBuffers::default(),
         };
-        state.producer = state.read_producer()?;
-        state.offsets = state.read_input_offsets()?;
-        (state.lineage, state.commit_number) = state.read_lineage()?;
-        state.next_outbox = match state.db.get_cf(state.cf(META)?, NEXT_OUTBOX)? {
+        state.meta.producer = state.read_producer()?;
+        state.meta.offsets = state.read_input_offsets()?;
+        (state.meta.lineage, state.meta.commit_number) = state.read_lineage()?;
+        state.outbox.next = match state.db.get_cf(state.cf(META)?, NEXT_OUTBOX)? {
             None => 0,
             Some(raw) => decode_u64(&raw)?,
         };
@@ -278,7 +260,7 @@ impl TaskState {
     /// the state was opened: a measure of the database writes the stores
     /// cost.
     pub fn store_writes(&self) -> u64 {
-        self.store_writes
+        self.pipeline.store_writes
     }
 
     /// The position of a store, for the `*_at` calls.
@@ -302,7 +284,7 @@ impl TaskState {
 
     fn write(&self, batch: WriteBatch) -> Result<(), StateError> {
         let mut options = rocksdb::WriteOptions::default();
-        options.set_sync(self.sync);
+        options.set_sync(self.pipeline.sync);
         self.db.write_opt(batch, &options)?;
         Ok(())
     }
@@ -330,14 +312,14 @@ struct Run {
 
 impl Drop for TaskState {
     fn drop(&mut self) {
-        if self.in_flight.is_some()
+        if self.pipeline.in_flight.is_some()
             && let Err(error) = self.settle()
         {
             tracing::warn!("a commit in flight failed as its state closed: {error}");
         }
         // Settled above: no commit of this state is queued any more.
-        drop(self.writer.take());
-        if self.writable && self.poisoned.is_none() {
+        drop(self.pipeline.writer.take());
+        if self.writable && self.pipeline.poisoned.is_none() {
             // Everything committed goes to table files, so the next open
             // (a run, a rebuild, dump-state) has no write-ahead log to
             // replay: up to WAL_BYTES_MAX of it otherwise.

@@ -12,7 +12,7 @@
 //! compacted, once), and rises to the first key read and past each
 //! shipped batch.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rocksdb::{DB, Direction, IteratorMode, ReadOptions, WriteBatch};
 
@@ -39,6 +39,15 @@ pub(super) struct OpenBatch {
     builder: BatchBuilder,
 }
 
+/// Where the outbox's sequences stand: the next one a sealed batch gets,
+/// and the floor no batch lies below (the lower bound of every outbox
+/// read, raised as batches are shipped).
+#[derive(Debug, Default)]
+pub(super) struct OutboxLedger {
+    pub next: u64,
+    pub floor: AtomicU64,
+}
+
 impl TaskState {
     /// Outbox batches not yet shipped, oldest first, with their outbox
     /// sequence.
@@ -50,7 +59,7 @@ impl TaskState {
             entries.push((seq, OutboxBatch::decode(seq, &value)?));
         }
         if let Some((first, _)) = entries.first() {
-            self.outbox_floor.fetch_max(*first, Ordering::Relaxed);
+            self.outbox.floor.fetch_max(*first, Ordering::Relaxed);
         }
         Ok(entries)
     }
@@ -77,22 +86,22 @@ impl TaskState {
         // them, or under a commit still being written, could put the floor
         // above batches never shipped.
         assert!(
-            self.in_flight.is_none(),
+            self.pipeline.in_flight.is_none(),
             "outbox batches removed while a commit is in flight"
         );
         assert!(
-            through < self.next_outbox,
+            through < self.outbox.next,
             "outbox batches removed through {through}, past the last committed ({})",
-            self.next_outbox.wrapping_sub(1)
+            self.outbox.next.wrapping_sub(1)
         );
         let cf = self.cf(OUTBOX)?;
-        let floor = self.outbox_floor.load(Ordering::Relaxed);
+        let floor = self.outbox.floor.load(Ordering::Relaxed);
         let mut batch = WriteBatch::default();
         for seq in floor..=through {
             batch.delete_cf(cf, seq.to_be_bytes());
         }
         self.write(batch)?;
-        self.outbox_floor.fetch_max(through + 1, Ordering::Relaxed);
+        self.outbox.floor.fetch_max(through + 1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -101,7 +110,7 @@ impl TaskState {
     fn outbox_entries(&self) -> Result<rocksdb::DBIteratorWithThreadMode<'_, DB>, StateError> {
         let cf = self.cf(OUTBOX)?;
         let mut options = ReadOptions::default();
-        let floor = self.outbox_floor.load(Ordering::Relaxed);
+        let floor = self.outbox.floor.load(Ordering::Relaxed);
         options.set_iterate_lower_bound(floor.to_be_bytes());
         Ok(self.db.iterator_cf_opt(
             cf,
@@ -142,9 +151,9 @@ impl TaskState {
         {
             Some(at) => at,
             None => {
-                let (producer_id, epoch) = self.producer.ok_or(StateError::NoProducer)?;
+                let (producer_id, epoch) = self.meta.producer.ok_or(StateError::NoProducer)?;
                 let slot = (topic.to_string(), partition);
-                let in_flight = self.in_flight.as_ref().map(|f| &f.sequences);
+                let in_flight = self.pipeline.in_flight.as_ref().map(|f| &f.sequences);
                 let sequence = match self.run.sequences.get(&slot) {
                     Some(next) => *next,
                     None => match in_flight.and_then(|s| s.get(&slot)) {

@@ -87,7 +87,7 @@ impl TaskState {
         }
         let value = self.db.get_cf(self.cf(&self.stores[index])?, key)?;
         let result = read(value.as_deref());
-        let committing = self.in_flight.is_some();
+        let committing = self.pipeline.in_flight.is_some();
         let map = &mut self.maps[index];
         map.make_room(slot_bytes(key, value.as_deref()), committing);
         map.slots.set(&probe, value.as_deref(), false);
@@ -121,7 +121,7 @@ impl TaskState {
     }
 
     pub(crate) fn put_at(&mut self, index: usize, key: &[u8], value: &[u8]) {
-        let committing = self.in_flight.is_some();
+        let committing = self.pipeline.in_flight.is_some();
         self.maps[index].write(key, Some(value), committing);
         if let Some(journal) = &mut self.journal {
             journal.push((index, key.to_vec(), Some(value.to_vec())));
@@ -129,7 +129,7 @@ impl TaskState {
     }
 
     pub(crate) fn delete_at(&mut self, index: usize, key: &[u8]) {
-        let committing = self.in_flight.is_some();
+        let committing = self.pipeline.in_flight.is_some();
         self.maps[index].write(key, None, committing);
         if let Some(journal) = &mut self.journal {
             journal.push((index, key.to_vec(), None));

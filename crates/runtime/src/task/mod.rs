@@ -57,7 +57,7 @@ use tokio::sync::watch;
 
 use strata_log::AppendWatch;
 
-use super::board::{TaskBoard, TaskView};
+use super::board::{BoardEntry, TaskBoard, TaskView};
 use super::clock::Clock;
 use super::erased::ErasedProcessor;
 use super::error::RuntimeError;
@@ -255,120 +255,15 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
     let name = setup.name();
     let entry = setup.board.enter(name.clone(), TaskView::Running);
     setup.log = setup.log.with_thread_fetches().await?;
-    std::fs::create_dir_all(&setup.dir).map_err(|error| RuntimeError::Io {
-        context: format!("creating {}", setup.dir.display()),
-        error,
-    })?;
-    if let Some(rebuilt) = &setup.rebuild {
-        swap::recover(&setup.dir, rebuilt)?;
-    }
-    let stores: Vec<String> = setup.spec.stores.iter().map(|s| s.name.clone()).collect();
-    let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
-    let mut state = TaskState::open(&setup.dir, &stores, setup.config.sync)?;
-    let mut txn = None;
-    if let (Some(names), LogAccess::Remote(remote)) = (&setup.txn, &setup.log) {
-        let started = TaskTxn::start(&remote.cluster, names.clone(), name.clone()).await?;
-        let (resumed, found) = resume::resume(&setup, state, &started, remote).await?;
-        state = resumed;
-        state.ensure_lineage()?;
-        let identity = started.identity();
-        if state.producer() != Some(identity) {
-            state.set_producer(identity.0, identity.1)?;
-        }
-        txn = Some(started);
-        entry.set(TaskView::Running);
-        if let (Some(txn), Resumed::Shipped(mark)) = (&mut txn, found) {
-            txn.shipped = Some(mark);
-        }
-    } else if setup.emits
-        && (!setup.outputs.is_empty() || setup.changelogs.iter().any(Option::is_some))
-        && state.producer().is_none()
-    {
-        let (id, epoch) = setup.log.new_producer().await?;
-        state.set_producer(id, epoch)?;
-    }
-    if setup.emits {
-        let changelogs = setup
-            .changelogs
-            .iter()
-            .map(|c| c.as_ref().map(|topic| (topic.clone(), setup.partition)))
-            .collect();
-        state.set_changelogs(changelogs);
-        if setup.changelogs.iter().any(Option::is_some) {
-            // A state whose writes go to changelogs has a lineage (see
-            // `state::meta`); a rebuild refuses to replace it.
-            state.ensure_lineage()?;
-        }
-    }
-    let mut inputs = Vec::new();
-    for (at, topic) in setup.spec.inputs.iter().enumerate() {
-        let log_topic = setup.log_topics[at].clone();
-        let next = match state.input_offset(topic) {
-            Some(next) => next,
-            None => {
-                let first = first_offset(&setup, &log_topic, setup.start[at]).await?;
-                state.note_start(topic, first);
-                first
-            }
-        };
-        inputs.push(Input::new(Arc::from(topic.as_str()), log_topic, next));
-    }
-    use_timers(&setup.spec, &mut state)?;
-    let processor = (setup.spec.factory)(setup.spec.key_codec, setup.spec.value_codec);
-    let rate = state.rate()?;
-    // Set on the state the task runs with (a remote resume may have
-    // opened it again).
-    state.set_write_cache(setup.config.write_cache);
-    let mut task = Task {
-        prefetch: Prefetch::new(&setup.spec),
-        setup,
-        state,
-        inputs,
-        processor,
-        pending: Pending::new(),
-        checkpointed: (Instant::now(), 0),
-        request_seen: None,
-        request_check_at: Instant::now(),
-        handover_check_at: Instant::now(),
-        counted: false,
-        busy: Duration::ZERO,
-        rate,
-        fetching_since: None,
-        idle_watch: None,
-        txn,
-    };
+    let mut task = Task::start(setup, &entry).await?;
     task.ship().await?;
     tracing::debug!(task = %name, "started");
     task.lifecycle("init").await?;
     task.pending.moved = true;
     while let Pumped::Swap = task.pump().await? {
-        let rebuilt = task.setup.rebuild.clone().expect("only a live task swaps");
-        let sync = task.setup.config.sync;
-        let files = Handover::beside(&rebuilt);
-        match swap::swap_in(&task.setup.dir, task.state, &rebuilt, &stores, sync) {
-            Ok(state) => {
-                task.state = state;
-                files.report(SWAPPED)?;
-                tracing::info!(task = %name, "the rebuilt state took over");
-            }
-            Err(error) => {
-                // Whatever happened, the live state is whole again (the
-                // old one, or the rebuilt one if the renames were done).
-                tracing::warn!(task = %name, "the rebuilt state was not swapped in: {error}");
-                files.report(&format!("refused: {error}"))?;
-                swap::recover(&task.setup.dir, &rebuilt)?;
-                task.state = TaskState::open(&task.setup.dir, &stores, sync)?;
-            }
-        }
-        files.clear()?;
-        // What was buffered is fetched again, as after a restart.
-        task.inputs.iter_mut().for_each(Input::drop_buffered);
-        task.state.set_write_cache(task.setup.config.write_cache);
-        use_timers(&task.setup.spec, &mut task.state)?;
+        task = task.take_rebuilt()?;
         // The task goes on as after a restart: a fresh processor (none of
         // its fields hold what it had from the old state), `init` first.
-        let spec = &task.setup.spec;
-        task.processor = (spec.factory)(spec.key_codec, spec.value_codec);
         task.lifecycle("init").await?;
         task.pending.moved = true;
     }
@@ -378,6 +273,132 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
     task.settle().await?;
     tracing::debug!(task = %name, "stopped");
     Ok(())
+}
+
+impl Task {
+    /// Opens the task's state (remote, resumed against the cluster's last
+    /// commit), its producer, changelogs, inputs' positions and processor.
+    async fn start(setup: TaskSetup, entry: &BoardEntry) -> Result<Self, RuntimeError> {
+        std::fs::create_dir_all(&setup.dir).map_err(|error| RuntimeError::Io {
+            context: format!("creating {}", setup.dir.display()),
+            error,
+        })?;
+        if let Some(rebuilt) = &setup.rebuild {
+            swap::recover(&setup.dir, rebuilt)?;
+        }
+        let stores = store_names(&setup.spec);
+        let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
+        let mut state = TaskState::open(&setup.dir, &stores, setup.config.sync)?;
+        let mut txn = None;
+        if let (Some(names), LogAccess::Remote(remote)) = (&setup.txn, &setup.log) {
+            let started = TaskTxn::start(&remote.cluster, names.clone(), setup.name()).await?;
+            let (resumed, found) = resume::resume(&setup, state, &started, remote).await?;
+            state = resumed;
+            state.ensure_lineage()?;
+            let identity = started.identity();
+            if state.producer() != Some(identity) {
+                state.set_producer(identity.0, identity.1)?;
+            }
+            txn = Some(started);
+            entry.set(TaskView::Running);
+            if let (Some(txn), Resumed::Shipped(mark)) = (&mut txn, found) {
+                txn.shipped = Some(mark);
+            }
+        } else if setup.emits
+            && (!setup.outputs.is_empty() || setup.changelogs.iter().any(Option::is_some))
+            && state.producer().is_none()
+        {
+            let (id, epoch) = setup.log.new_producer().await?;
+            state.set_producer(id, epoch)?;
+        }
+        if setup.emits {
+            let changelogs = (setup.changelogs.iter())
+                .map(|c| c.as_ref().map(|topic| (topic.clone(), setup.partition)))
+                .collect();
+            state.set_changelogs(changelogs);
+            if setup.changelogs.iter().any(Option::is_some) {
+                // A state whose writes go to changelogs has a lineage (see
+                // `state::meta`); a rebuild refuses to replace it.
+                state.ensure_lineage()?;
+            }
+        }
+        let mut inputs = Vec::new();
+        for (at, topic) in setup.spec.inputs.iter().enumerate() {
+            let log_topic = setup.log_topics[at].clone();
+            let next = match state.input_offset(topic) {
+                Some(next) => next,
+                None => {
+                    let first = first_offset(&setup, &log_topic, setup.start[at]).await?;
+                    state.note_start(topic, first);
+                    first
+                }
+            };
+            inputs.push(Input::new(Arc::from(topic.as_str()), log_topic, next));
+        }
+        use_timers(&setup.spec, &mut state)?;
+        let processor = (setup.spec.factory)(setup.spec.key_codec, setup.spec.value_codec);
+        let rate = state.rate()?;
+        // Set on the state the task runs with (a remote resume may have
+        // opened it again).
+        state.set_write_cache(setup.config.write_cache);
+        Ok(Task {
+            prefetch: Prefetch::new(&setup.spec),
+            setup,
+            state,
+            inputs,
+            processor,
+            pending: Pending::new(),
+            checkpointed: (Instant::now(), 0),
+            request_seen: None,
+            request_check_at: Instant::now(),
+            handover_check_at: Instant::now(),
+            counted: false,
+            busy: Duration::ZERO,
+            rate,
+            fetching_since: None,
+            idle_watch: None,
+            txn,
+        })
+    }
+
+    /// A rebuilt state at the task's offsets swapped in (or, refused, the
+    /// live one whole again); the task then holds what a restart would.
+    fn take_rebuilt(mut self) -> Result<Self, RuntimeError> {
+        let name = self.setup.name();
+        let rebuilt = self.setup.rebuild.clone().expect("only a live task swaps");
+        let sync = self.setup.config.sync;
+        let stores = store_names(&self.setup.spec);
+        let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
+        let files = Handover::beside(&rebuilt);
+        match swap::swap_in(&self.setup.dir, self.state, &rebuilt, &stores, sync) {
+            Ok(state) => {
+                self.state = state;
+                files.report(SWAPPED)?;
+                tracing::info!(task = %name, "the rebuilt state took over");
+            }
+            Err(error) => {
+                // Whatever happened, the live state is whole again (the
+                // old one, or the rebuilt one if the renames were done).
+                tracing::warn!(task = %name, "the rebuilt state was not swapped in: {error}");
+                files.report(&format!("refused: {error}"))?;
+                swap::recover(&self.setup.dir, &rebuilt)?;
+                self.state = TaskState::open(&self.setup.dir, &stores, sync)?;
+            }
+        }
+        files.clear()?;
+        // What was buffered is fetched again, as after a restart.
+        self.inputs.iter_mut().for_each(Input::drop_buffered);
+        self.state.set_write_cache(self.setup.config.write_cache);
+        use_timers(&self.setup.spec, &mut self.state)?;
+        let spec = &self.setup.spec;
+        self.processor = (spec.factory)(spec.key_codec, spec.value_codec);
+        Ok(self)
+    }
+}
+
+/// The names of the processor's stores, in its order.
+fn store_names(spec: &ProcessorSpec) -> Vec<String> {
+    spec.stores.iter().map(|s| s.name.clone()).collect()
 }
 
 impl Task {

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{RuntimeError, Unreadable};
+use crate::error::{PositionsError, RuntimeError, Unreadable};
 use crate::log_access::Remote;
 use crate::state::OutboxBatch;
 use strata_client::{self as client, AbortedFilter, ClientError};
@@ -90,17 +90,17 @@ impl Positions {
 
     /// The positions in a record's value; why not, for one this version
     /// cannot read.
-    pub fn decode(value: &[u8]) -> Result<Self, String> {
+    pub fn decode(value: &[u8]) -> Result<Self, PositionsError> {
         let encoded: Encoded =
-            serde_json::from_slice(value).map_err(|e| format!("not positions: {e}"))?;
+            serde_json::from_slice(value).map_err(PositionsError::NotPositions)?;
         if encoded.format != FORMAT {
-            return Err(format!(
-                "positions of format {}, not {FORMAT}",
-                encoded.format
-            ));
+            return Err(PositionsError::Format {
+                found: encoded.format,
+                reads: FORMAT,
+            });
         }
         let lineage = u64::from_str_radix(&encoded.lineage, 16)
-            .map_err(|_| format!("a lineage of {:?}", encoded.lineage))?;
+            .map_err(|_| PositionsError::Lineage(encoded.lineage.clone()))?;
         Ok(Self {
             mark: CommitMark {
                 lineage,
@@ -363,7 +363,7 @@ fn last_of(
             None => None,
             Some(value) => {
                 let decoded = Positions::decode(value);
-                Some(decoded.map_err(|e| unreadable(record.offset, Unreadable::Positions(e)))?)
+                Some(decoded.map_err(|e| unreadable(record.offset, e.into()))?)
             }
         };
     }
@@ -392,7 +392,7 @@ mod tests {
             String::from_utf8_lossy(&value),
             r#"{"format":1,"lineage":"00abcdef01234567","commit":41,"offsets":{"lines":1234,"words":0}}"#
         );
-        assert_eq!(Positions::decode(&value), Ok(written));
+        assert_eq!(Positions::decode(&value).unwrap(), written);
     }
 
     #[test]

@@ -29,6 +29,7 @@
 //! is the transaction's.
 
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -164,7 +165,8 @@ impl TaskTxn {
         offsets: &[(String, i32, i64)],
         mark: CommitMark,
     ) -> Result<(), RuntimeError> {
-        let requests = Transactional::new(cluster.as_ref(), &self.names.transactional_id);
+        let id = self.names.transactional_id.clone();
+        let requests = Transactional::new(cluster.as_ref(), &id);
         let mut partitions: Vec<(String, i32)> = outbox
             .iter()
             .map(|(_, b)| (b.topic.clone(), b.partition))
@@ -177,44 +179,61 @@ impl TaskTxn {
             .add_partitions(self.identity, &partitions)
             .await
             .map_err(&fail)?;
-        // Every batch restamped, in outbox order per partition; then sent
-        // in rounds: one batch of each partition at a time (Kafka takes
-        // one batch per partition and request), the partitions at once.
-        let mut queues: Vec<(String, i32, std::collections::VecDeque<Bytes>)> = Vec::new();
+        let queues = self.restamp(outbox)?;
+        self.send_rounds(cluster, queues, &fail).await?;
+        if !offsets.is_empty() {
+            requests
+                .commit_offsets(self.identity, &self.names.group, offsets, &mark.metadata())
+                .await
+                .map_err(&fail)?;
+        }
+        requests.end(self.identity, true).await.map_err(&fail)?;
+        self.shipped = Some(mark);
+        Ok(())
+    }
+
+    /// Every batch restamped with the producer's identity and the next
+    /// sequences, queued in outbox order per partition.
+    fn restamp(&mut self, outbox: &[(u64, OutboxBatch)]) -> Result<Vec<Queue>, RuntimeError> {
+        let mut queues: Vec<Queue> = Vec::new();
         for (_, batch) in outbox {
             let slot = (batch.topic.clone(), batch.partition);
             let sequence = self.sequences.get(&slot).copied().unwrap_or(0);
             let mut bytes = batch.batch.clone();
-            let restamped = strata_record::restamp_producer(
-                &mut bytes,
-                self.identity.0,
-                self.identity.1,
-                sequence,
-                true,
-            )
-            .and_then(|()| strata_record::BatchHeader::parse(&bytes));
+            let (id, epoch) = self.identity;
+            let restamped = strata_record::restamp_producer(&mut bytes, id, epoch, sequence, true)
+                .and_then(|()| strata_record::BatchHeader::parse(&bytes));
             let header = restamped.map_err(|error| RuntimeError::Ship {
                 task: self.task.clone(),
                 topic: batch.topic.clone(),
                 partition: batch.partition,
                 error: error.into(),
             })?;
-            self.sequences.insert(
-                slot,
-                strata_log::add_sequence(sequence, header.last_offset_delta + 1),
-            );
-            match queues
-                .iter_mut()
-                .find(|(t, p, _)| *t == batch.topic && *p == batch.partition)
-            {
+            let next = strata_log::add_sequence(sequence, header.last_offset_delta + 1);
+            self.sequences.insert(slot, next);
+            let queued =
+                (queues.iter_mut()).find(|(t, p, _)| *t == batch.topic && *p == batch.partition);
+            match queued {
                 Some((_, _, queue)) => queue.push_back(Bytes::from(bytes)),
                 None => queues.push((
                     batch.topic.clone(),
                     batch.partition,
-                    std::collections::VecDeque::from([Bytes::from(bytes)]),
+                    VecDeque::from([Bytes::from(bytes)]),
                 )),
             }
         }
+        Ok(queues)
+    }
+
+    /// Sends the queued batches in rounds: one batch of each partition at
+    /// a time (Kafka takes one batch per partition and request), the
+    /// partitions at once.
+    async fn send_rounds(
+        &self,
+        cluster: &Arc<Cluster>,
+        mut queues: Vec<Queue>,
+        fail: &impl Fn(ClientError) -> RuntimeError,
+    ) -> Result<(), RuntimeError> {
         loop {
             let mut sending = tokio::task::JoinSet::new();
             for (topic, partition, queue) in &mut queues {
@@ -231,45 +250,36 @@ impl TaskTxn {
                 });
             }
             if sending.is_empty() {
-                break;
+                return Ok(());
             }
             while let Some(joined) = sending.join_next().await {
                 let (topic, partition, sent) = joined.map_err(|e| RuntimeError::TaskPanicked {
                     task: self.task.clone(),
                     reason: e.to_string(),
                 })?;
-                if let Err(error) = sent {
-                    // Fenced, refused, or the cluster away: what the error
-                    // is decides what the run does about it.
-                    return Err(
-                        if is_fenced(&error)
-                            || error.is_authorization_failure()
-                            || error.is_unavailable()
-                        {
-                            fail(error)
-                        } else {
-                            RuntimeError::Ship {
-                                task: self.task.clone(),
-                                topic,
-                                partition,
-                                error: error.into(),
-                            }
-                        },
-                    );
-                }
+                let Err(error) = sent else {
+                    continue;
+                };
+                // Fenced, refused, or the cluster away: what the error is
+                // decides what the run does about it.
+                let decided =
+                    is_fenced(&error) || error.is_authorization_failure() || error.is_unavailable();
+                return Err(match decided {
+                    true => fail(error),
+                    false => RuntimeError::Ship {
+                        task: self.task.clone(),
+                        topic,
+                        partition,
+                        error: error.into(),
+                    },
+                });
             }
         }
-        if !offsets.is_empty() {
-            requests
-                .commit_offsets(self.identity, &self.names.group, offsets, &mark.metadata())
-                .await
-                .map_err(&fail)?;
-        }
-        requests.end(self.identity, true).await.map_err(&fail)?;
-        self.shipped = Some(mark);
-        Ok(())
     }
 }
+
+/// One partition's restamped batches, to be sent in order.
+type Queue = (String, i32, VecDeque<Bytes>);
 
 /// A client error of a transactional call, as the runtime reports it: a
 /// fenced producer means another instance owns the task; a refusal of the

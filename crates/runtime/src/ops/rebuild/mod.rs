@@ -25,6 +25,7 @@ mod job;
 mod meet;
 mod seed;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,7 +34,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use crate::error::RuntimeError;
-use crate::layout::{self, checkpoints, lock_rebuilds, lock_running};
+use crate::layout::{self, Lock, checkpoints, lock_rebuilds, lock_running};
 use crate::location::Location;
 use crate::log_access::LogAccess;
 use crate::progress::ProgressReport;
@@ -106,82 +107,24 @@ pub async fn rebuild(
     let started = Instant::now();
     let root = location.state_dir().to_path_buf();
     let selected = rebuilt_processors(app, options.store.as_deref())?;
-    // Embedded, the app and the rebuild cannot both open the log.
-    let mut lock = match location {
-        Location::Embedded { data_dir, .. } => Some(lock_running(&root).map_err(|_| {
-            RuntimeError::Locked {
-                path: layout::running_lock(&root),
-                why: format!(
-                "the app is running on {} (embedded), and only one process can open a log directory; rebuild through its Kafka port: run the app with `run --serve ADDR`, then `rebuild --bootstrap ADDR --state-dir {}/apps/{}` (its state directory)",
-                data_dir.display(),
-                data_dir.display(),
-                app.name
-            ),
-            }
-        })?),
-        Location::Remote { .. } => None,
-    };
+    let mut lock = lock_out_the_app(app, location)?;
     // One rebuild at a time: they share the rebuild directories.
     let _rebuilding = lock_rebuilds(&root)?;
     let (log, embedded) = open(location).await?;
     let partitions = resolve(app, &log).await?;
-    let mut jobs = Vec::new();
-    // Opened now for the swap when the app cannot run meanwhile (the
-    // rebuild holds its run lock).
-    let mut live_states: Vec<Option<TaskState>> = Vec::new();
+    let mut planned = Vec::new();
     for spec in selected {
-        let outputs = outputs(app, spec, &partitions);
         for partition in 0..partitions[&spec.inputs[0]] {
-            let live = layout::task_dir(&root, &spec.name, partition);
-            let rebuilt = layout::rebuild_dir(&root, &spec.name, partition);
-            if lock.is_some() {
-                swap::recover(&live, &rebuilt)?;
-            }
-            // Handover files of an earlier rebuild, stopped or killed.
-            Handover::beside(&rebuilt).clear_all()?;
-            let Some(read_only) = open_committed(&live)? else {
-                continue; // never committed: nothing to rebuild
-            };
-            let (first_target, starts) = (read_only.input_offsets(), read_only.start_offsets()?);
-            drop(read_only);
-            if first_target.is_empty() {
+            let locked = lock.is_some();
+            let task = (spec, partition);
+            let Some(plan) = plan(app, &root, task, &partitions, locked, &options)? else {
                 continue;
-            }
-            if let Some(missing) = spec.inputs.iter().find(|t| !first_target.contains_key(*t)) {
-                return Err(RuntimeError::Rebuild {
-                    task: format!("{}/{partition}", spec.name),
-                    reason: format!(
-                        "no offset for its input {missing:?} yet (a new input?): run the app until it has read from it, then rebuild"
-                    ),
-                });
-            }
-            let live_state = match &lock {
-                Some(_) => {
-                    let stores = store_names(spec);
-                    let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
-                    Some(TaskState::open(&live, &stores, true)?)
-                }
-                None => None,
             };
-            if options.from_checkpoint && open_committed(&rebuilt)?.is_none() {
-                seed_from_checkpoint(&root, spec, partition, &rebuilt)?;
-            }
-            let job = Job {
-                spec: spec.clone(),
-                partition,
-                live,
-                rebuilt,
-                outputs: outputs.clone(),
-                settled: live_state.is_some(),
-                first_target,
-                starts,
-            };
-            check_retained(app, &log, &root, &job, options.from_checkpoint).await?;
-            jobs.push(job);
-            live_states.push(live_state);
+            check_retained(app, &log, &root, &plan.0, options.from_checkpoint).await?;
+            planned.push(plan);
         }
     }
-    if jobs.is_empty() {
+    if planned.is_empty() {
         return Err(RuntimeError::Rebuild {
             task: format!("{} (every task)", app.name()),
             reason: format!(
@@ -190,6 +133,7 @@ pub async fn rebuild(
             ),
         });
     }
+    let (jobs, mut live_states): (Vec<Job>, Vec<Option<TaskState>>) = planned.into_iter().unzip();
     let threads = TaskThreads::start(
         &tokio::runtime::Handle::current(),
         app.config.task_thread_count(),
@@ -210,27 +154,9 @@ pub async fn rebuild(
             ..app.config
         },
     });
-    let (finished, mut finishing) = watch::channel(false);
-    let reporting = options.progress_every.map(|every| {
-        let progress = Arc::clone(&shared.progress);
-        let mut report = ProgressReport::new(&format!("{} rebuild", app.name), every);
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(report.tick());
-            loop {
-                let done = tokio::select! {
-                    _ = ticker.tick() => false,
-                    _ = finishing.changed() => true,
-                };
-                let records = progress.done.load(Ordering::Relaxed);
-                let total = progress.total.load(Ordering::Relaxed);
-                if done {
-                    report.finish(records, total);
-                    return;
-                }
-                report.update(records, total);
-            }
-        })
-    });
+    let (finished, finishing) = watch::channel(false);
+    let reporting =
+        (options.progress_every).map(|every| report_progress(&app.name, every, &shared, finishing));
     let jobs = Arc::new(jobs);
     let result: Result<usize, RuntimeError> = async {
         // Catch up, every task at once.
@@ -242,35 +168,14 @@ pub async fn rebuild(
             lock = lock_running(&root).ok();
         }
         if lock.is_some() {
-            // Not running: swap each in, up to date.
-            for (job, live_state) in jobs.iter().zip(&mut live_states) {
-                let stores = store_names(&job.spec);
-                let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
-                let live_state = match live_state.take() {
-                    Some(state) => state,
-                    None => TaskState::open(&job.live, &stores, true)?,
-                };
-                if live_state.lineage().is_some() {
-                    return Err(RuntimeError::Rebuild {
-                        task: format!("{}/{}", job.spec.name, job.partition),
-                        reason: "the live task writes its stores to changelogs, which a rebuilt state would not match; delete the task's state directory instead (it is restored from the changelogs)".into(),
-                    });
-                }
-                let target = live_state.input_offsets();
-                if target != job.first_target {
-                    run_to(&shared, job, target).await?;
-                }
-                swap::swap_in(&job.live, live_state, &job.rebuilt, &stores, true)?;
-                Handover::beside(&job.rebuilt).clear()?;
-            }
-            Ok(0)
-        } else {
-            each_job(&jobs, &shared, |shared, job| async move {
-                hand_over(&shared, &job).await
-            })
-            .await?;
-            Ok(jobs.len())
+            swap_all_in(&shared, &jobs, &mut live_states).await?;
+            return Ok(0);
         }
+        each_job(&jobs, &shared, |shared, job| async move {
+            hand_over(&shared, &job).await
+        })
+        .await?;
+        Ok(jobs.len())
     }
     .await;
     let records = shared.progress.records.load(Ordering::Relaxed);
@@ -290,6 +195,141 @@ pub async fn rebuild(
         records,
         elapsed: started.elapsed(),
         handed_over: result?,
+    })
+}
+
+/// Embedded, the app's run lock: the app and the rebuild cannot both open
+/// the log (an error says how to rebuild through the app's Kafka port).
+/// Remote, none: the running app hands over instead.
+fn lock_out_the_app(app: &App, location: &Location) -> Result<Option<Lock>, RuntimeError> {
+    let Location::Embedded { data_dir, .. } = location else {
+        return Ok(None);
+    };
+    let root = location.state_dir();
+    let locked = lock_running(root).map_err(|_| RuntimeError::Locked {
+        path: layout::running_lock(root),
+        why: format!(
+            "the app is running on {} (embedded), and only one process can open a log directory; rebuild through its Kafka port: run the app with `run --serve ADDR`, then `rebuild --bootstrap ADDR --state-dir {}/apps/{}` (its state directory)",
+            data_dir.display(),
+            data_dir.display(),
+            app.name
+        ),
+    })?;
+    Ok(Some(locked))
+}
+
+/// The rebuild of one task, with its live state opened for the swap when
+/// the app cannot run meanwhile (`locked`: the rebuild holds its run
+/// lock); None for a task that never committed.
+fn plan(
+    app: &App,
+    root: &Path,
+    (spec, partition): (&ProcessorSpec, i32),
+    partitions: &BTreeMap<String, i32>,
+    locked: bool,
+    options: &RebuildOptions,
+) -> Result<Option<(Job, Option<TaskState>)>, RuntimeError> {
+    let live = layout::task_dir(root, &spec.name, partition);
+    let rebuilt = layout::rebuild_dir(root, &spec.name, partition);
+    if locked {
+        swap::recover(&live, &rebuilt)?;
+    }
+    // Handover files of an earlier rebuild, stopped or killed.
+    Handover::beside(&rebuilt).clear_all()?;
+    let Some(read_only) = open_committed(&live)? else {
+        return Ok(None); // never committed: nothing to rebuild
+    };
+    let (first_target, starts) = (read_only.input_offsets(), read_only.start_offsets()?);
+    drop(read_only);
+    if first_target.is_empty() {
+        return Ok(None);
+    }
+    if let Some(missing) = spec.inputs.iter().find(|t| !first_target.contains_key(*t)) {
+        return Err(RuntimeError::Rebuild {
+            task: format!("{}/{partition}", spec.name),
+            reason: format!(
+                "no offset for its input {missing:?} yet (a new input?): run the app until it has read from it, then rebuild"
+            ),
+        });
+    }
+    let live_state = match locked {
+        true => {
+            let stores = store_names(spec);
+            let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
+            Some(TaskState::open(&live, &stores, true)?)
+        }
+        false => None,
+    };
+    if options.from_checkpoint && open_committed(&rebuilt)?.is_none() {
+        seed_from_checkpoint(root, spec, partition, &rebuilt)?;
+    }
+    let job = Job {
+        spec: spec.clone(),
+        partition,
+        live,
+        rebuilt,
+        outputs: outputs(app, spec, partitions),
+        settled: live_state.is_some(),
+        first_target,
+        starts,
+    };
+    Ok(Some((job, live_state)))
+}
+
+/// The app not running: each rebuilt state brought to the live one's
+/// offsets and swapped in.
+async fn swap_all_in(
+    shared: &Shared,
+    jobs: &[Job],
+    live_states: &mut [Option<TaskState>],
+) -> Result<(), RuntimeError> {
+    for (job, live_state) in jobs.iter().zip(live_states) {
+        let stores = store_names(&job.spec);
+        let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
+        let live_state = match live_state.take() {
+            Some(state) => state,
+            None => TaskState::open(&job.live, &stores, true)?,
+        };
+        if live_state.lineage().is_some() {
+            return Err(RuntimeError::Rebuild {
+                task: format!("{}/{}", job.spec.name, job.partition),
+                reason: "the live task writes its stores to changelogs, which a rebuilt state would not match; delete the task's state directory instead (it is restored from the changelogs)".into(),
+            });
+        }
+        let target = live_state.input_offsets();
+        if target != job.first_target {
+            run_to(shared, job, target).await?;
+        }
+        swap::swap_in(&job.live, live_state, &job.rebuilt, &stores, true)?;
+        Handover::beside(&job.rebuilt).clear()?;
+    }
+    Ok(())
+}
+
+/// Prints the rebuild's progress every `every` until `finishing` changes.
+fn report_progress(
+    app: &str,
+    every: Duration,
+    shared: &Shared,
+    mut finishing: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let progress = Arc::clone(&shared.progress);
+    let mut report = ProgressReport::new(&format!("{app} rebuild"), every);
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(report.tick());
+        loop {
+            let done = tokio::select! {
+                _ = ticker.tick() => false,
+                _ = finishing.changed() => true,
+            };
+            let records = progress.done.load(Ordering::Relaxed);
+            let total = progress.total.load(Ordering::Relaxed);
+            if done {
+                report.finish(records, total);
+                return;
+            }
+            report.update(records, total);
+        }
     })
 }
 
