@@ -1,5 +1,7 @@
 //! Client errors: typed, with the Kafka error code and what they concern.
 
+use std::sync::Arc;
+
 /// Why a client call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -22,8 +24,12 @@ pub enum ClientError {
     #[error("cannot reach a broker ({addr}): {error}")]
     Unreachable { addr: String, error: std::io::Error },
     /// The connection failed while a request was in flight.
-    #[error("connection to {addr} failed: {reason}")]
-    Disconnected { addr: String, reason: String },
+    #[error("connection to {addr} failed: {why}")]
+    Disconnected {
+        addr: String,
+        #[source]
+        why: Broken,
+    },
     #[error("no answer from {addr} within {timeout:?}")]
     Timeout {
         addr: String,
@@ -54,11 +60,35 @@ pub enum ClientError {
         addr: String,
         reason: String,
         #[source]
-        error: std::sync::Arc<std::io::Error>,
+        error: Arc<std::io::Error>,
     },
     /// The broker refused the SASL login; `message` is the broker's.
     #[error("authentication failed for user {user}: {message}")]
     Authentication { user: String, message: String },
+}
+
+/// Why a connection was given up with requests on it; each request
+/// waiting on it hears the same (hence the shared I/O errors).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Broken {
+    #[error("cannot connect: {0}")]
+    Connect(#[source] Arc<std::io::Error>),
+    #[error("writing a request: {0}")]
+    Write(#[source] Arc<std::io::Error>),
+    #[error("reading a response: {0}")]
+    Read(#[source] Arc<std::io::Error>),
+    /// A response frame of a size no broker sends (negative, or past the
+    /// client's limit).
+    #[error("a response of {size} bytes (at most {limit} are read)")]
+    ResponseSize { size: i64, limit: usize },
+    #[error("a response nobody asked for")]
+    Unasked,
+    /// The connection ended with the request unanswered.
+    #[error("the connection closed")]
+    Closed,
+    /// An earlier request found the connection broken.
+    #[error("the connection failed earlier")]
+    FailedEarlier,
 }
 
 impl ClientError {
@@ -105,11 +135,14 @@ impl ClientError {
             },
             Self::Unreachable { addr, error } => Self::Disconnected {
                 addr: addr.clone(),
-                reason: format!("cannot connect: {error}"),
+                why: Broken::Connect(Arc::new(std::io::Error::new(
+                    error.kind(),
+                    error.to_string(),
+                ))),
             },
-            Self::Disconnected { addr, reason } => Self::Disconnected {
+            Self::Disconnected { addr, why } => Self::Disconnected {
                 addr: addr.clone(),
-                reason: reason.clone(),
+                why: why.clone(),
             },
             Self::Timeout { addr, timeout } => Self::Timeout {
                 addr: addr.clone(),
@@ -132,7 +165,7 @@ impl ClientError {
             } => Self::Tls {
                 addr: addr.clone(),
                 reason: reason.clone(),
-                error: std::sync::Arc::clone(error),
+                error: Arc::clone(error),
             },
             Self::Authentication { user, message } => Self::Authentication {
                 user: user.clone(),

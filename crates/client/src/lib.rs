@@ -49,7 +49,7 @@ pub use consumer::{
 pub use consumer::{
     decode_assignment, decode_subscription, encode_assignment, encode_subscription,
 };
-pub use error::ClientError;
+pub use error::{Broken, ClientError};
 pub use fetcher::{EARLIEST, FetchOptions, Fetched, Fetcher, LATEST};
 pub use producer::{
     Acks, DeliveryFuture, Producer, ProducerConfig, ProducerRecord, RecordMetadata,

@@ -268,7 +268,7 @@ pub enum PositionsError {
         "positions of format {found}, which this version does not read (it reads {reads}); run the strata version that wrote them, or a newer one"
     )]
     Format { found: u32, reads: u32 },
-    #[error("positions with a lineage of {0:?}, not 16 hex digits")]
+    #[error("positions with a lineage of {0:?}, which is not hexadecimal")]
     Lineage(String),
 }
 

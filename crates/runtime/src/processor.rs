@@ -71,7 +71,7 @@ pub trait Processor<K, V>: Send + 'static {
     /// Called when a timer the processor scheduled
     /// ([`Context::schedule`]) is due: an event-time timer right after the
     /// record that brought the stream time to it, a processing-time timer
-    /// once the wall clock passed it (see [`Timer`]). The context's
+    /// once the run's clock passed it (see [`Timer`]). The context's
     /// timestamp is the timer's time; its writes, emits and timers go into
     /// the run like a record's. The timer is gone once this returns Ok.
     /// The processor must declare `.timers()` on the builder.

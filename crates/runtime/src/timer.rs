@@ -1,6 +1,7 @@
 //! Timers: a processor asks to be called back ([`Processor::on_timer`])
 //! once a time is reached, in event time (the task's stream time) or in
-//! processing time (the wall clock), for a key of its own.
+//! processing time (the run's clock: the machine's, or a test's), for a key
+//! of its own.
 //!
 //! A timer is identified by (domain, time, key): scheduling the same one
 //! again changes nothing, cancelling removes it. Timers are state: they
@@ -25,7 +26,7 @@
 //!
 //! When they fire (see `task::timers`): an event-time timer once the stream
 //! time reaches its time, right after the record that moved it there and
-//! before the next one; a processing-time timer once the wall clock passes
+//! before the next one; a processing-time timer once the run's clock passes
 //! its time, checked between batches and while the task waits for input.
 //! A fired timer is removed in the run that fires it, so it fires again
 //! after a crash before that run's commit and never after it.
@@ -44,7 +45,8 @@ pub enum TimeDomain {
     /// processed (kept with its state). Deterministic: a replay fires the
     /// same timers at the same records.
     EventTime,
-    /// The wall clock of the machine running the task.
+    /// The run's clock: the machine's running the task (a test's
+    /// [`ManualClock`](crate::ManualClock) under the test driver).
     ProcessingTime,
 }
 

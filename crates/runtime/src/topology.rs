@@ -57,6 +57,13 @@ pub(crate) struct ProcessorSpec {
     pub typed_inputs: Vec<(String, TypedInput)>,
 }
 
+impl ProcessorSpec {
+    /// Its stores' names, in its order (a task's state opens them so).
+    pub fn store_names(&self) -> Vec<&str> {
+        self.stores.iter().map(|s| s.name.as_str()).collect()
+    }
+}
+
 /// When a task commits its run: whichever limit is reached first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CommitInterval {

@@ -29,6 +29,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{Mutex, oneshot};
 
 use super::ClientError;
+use super::error::Broken;
 use super::security::ClientSecurity;
 
 mod api_versions;
@@ -337,7 +338,7 @@ impl Connection {
         waiter: Option<(i32, Waiter)>,
     ) -> Result<(), ClientError> {
         if self.is_broken() {
-            return Err(self.disconnected("the connection failed earlier"));
+            return Err(self.disconnected(Broken::FailedEarlier));
         }
         let mut writer = self.writer.lock().await;
         if let Some(waiter) = waiter {
@@ -350,16 +351,16 @@ impl Connection {
         // a partial frame or a waiter for a request never sent: give it up.
         let unfinished = BreakUnlessDone(Some(&self.broken));
         if let Err(error) = write_all_vectored(&mut writer, parts).await {
-            return Err(self.disconnected(&error.to_string()));
+            return Err(self.disconnected(Broken::Write(Arc::new(error))));
         }
         unfinished.done();
         Ok(())
     }
 
-    fn disconnected(&self, reason: &str) -> ClientError {
+    fn disconnected(&self, why: Broken) -> ClientError {
         ClientError::Disconnected {
             addr: self.addr.clone(),
-            reason: reason.to_string(),
+            why,
         }
     }
 }
@@ -431,13 +432,13 @@ impl<R: Request> PendingResponse<R> {
     /// Waits for the response and returns its body, undecoded, once its
     /// header shows it answers this request.
     async fn body(self) -> Result<Bytes, ClientError> {
-        let disconnected = |reason: &str| ClientError::Disconnected {
+        let disconnected = |why: Broken| ClientError::Disconnected {
             addr: self.addr.clone(),
-            reason: reason.to_string(),
+            why,
         };
         let mut response = match tokio::time::timeout(self.timeout, self.receiver).await {
             Ok(Ok(result)) => result?,
-            Ok(Err(_)) => return Err(disconnected("the connection closed")),
+            Ok(Err(_)) => return Err(disconnected(Broken::Closed)),
             Err(_) => {
                 // Responses come in order: one that never comes blocks all
                 // that follow, so the connection is given up.
@@ -492,18 +493,22 @@ async fn read_responses(
     let failure = loop {
         let mut size = [0u8; 4];
         if let Err(error) = read.read_exact(&mut size).await {
-            break format!("reading a response: {error}");
+            break Broken::Read(Arc::new(error));
         }
         let size = i32::from_be_bytes(size);
+        let too_big = Broken::ResponseSize {
+            size: i64::from(size),
+            limit: RESPONSE_BYTES_MAX,
+        };
         let Ok(size) = usize::try_from(size) else {
-            break format!("negative response size {size}");
+            break too_big;
         };
         if size > RESPONSE_BYTES_MAX {
-            break format!("response of {size} bytes exceeds {RESPONSE_BYTES_MAX}");
+            break too_big;
         }
         let mut body = vec![0u8; size];
         if let Err(error) = read.read_exact(&mut body).await {
-            break format!("reading a response: {error}");
+            break Broken::Read(Arc::new(error));
         }
         let waiter = pending
             .lock()
@@ -513,7 +518,7 @@ async fn read_responses(
             Some((_, waiter)) => {
                 let _ = waiter.send(Ok(Bytes::from(body)));
             }
-            None => break "a response nobody asked for".to_string(),
+            None => break Broken::Unasked,
         }
     };
     broken.store(true, Ordering::Relaxed);
@@ -525,7 +530,7 @@ async fn read_responses(
     for (_, waiter) in waiters {
         let _ = waiter.send(Err(ClientError::Disconnected {
             addr: addr.clone(),
-            reason: failure.clone(),
+            why: failure.clone(),
         }));
     }
 }

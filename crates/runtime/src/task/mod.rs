@@ -99,6 +99,9 @@ pub(crate) type Targets = BTreeMap<String, i64>;
 #[derive(Default)]
 pub(crate) struct TaskProgress {
     pub records: AtomicU64,
+    /// Set by the first task to see `records` reach the run's
+    /// `crash_after`; every task then ends as crashed at its next check.
+    pub crashed: AtomicBool,
     /// Store entries the tasks' commits wrote to their databases.
     pub store_writes: AtomicU64,
     /// Records the tasks that know their targets have to process, from
@@ -267,6 +270,10 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
         task.lifecycle("init").await?;
         task.pending.moved = true;
     }
+    // Told to stop because another task crashed the run: no last commit.
+    if task.crashed() {
+        return Err(RuntimeError::Crashed);
+    }
     task.lifecycle("close").await?;
     task.pending.moved = true;
     task.commit().await?;
@@ -286,8 +293,7 @@ impl Task {
         if let Some(rebuilt) = &setup.rebuild {
             swap::recover(&setup.dir, rebuilt)?;
         }
-        let stores = store_names(&setup.spec);
-        let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
+        let stores = setup.spec.store_names();
         let mut state = TaskState::open(&setup.dir, &stores, setup.config.sync)?;
         let mut txn = None;
         if let (Some(names), LogAccess::Remote(remote)) = (&setup.txn, &setup.log) {
@@ -367,8 +373,7 @@ impl Task {
         let name = self.setup.name();
         let rebuilt = self.setup.rebuild.clone().expect("only a live task swaps");
         let sync = self.setup.config.sync;
-        let stores = store_names(&self.setup.spec);
-        let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
+        let stores = self.setup.spec.store_names();
         let files = Handover::beside(&rebuilt);
         match swap::swap_in(&self.setup.dir, self.state, &rebuilt, &stores, sync) {
             Ok(state) => {
@@ -396,11 +401,6 @@ impl Task {
     }
 }
 
-/// The names of the processor's stores, in its order.
-fn store_names(spec: &ProcessorSpec) -> Vec<String> {
-    spec.stores.iter().map(|s| s.name.clone()).collect()
-}
-
 impl Task {
     /// The fetch-process-commit loop.
     async fn pump(&mut self) -> Result<Pumped, RuntimeError> {
@@ -417,9 +417,12 @@ impl Task {
                 return Ok(Pumped::Stopped);
             }
             // What a restart or a long sweep left due, and the clock's:
-            // fired before a task at its targets stops, so a run to the
-            // end leaves no timer due.
-            self.fire_due_timers().await?;
+            // fired before a live task at its targets stops, so a run to
+            // the end leaves no timer due. (A rebuild's task, which emits
+            // nothing, must not fire them where the live one has not.)
+            if self.setup.emits {
+                self.fire_due_timers().await?;
+            }
             let targets = self.setup.targets.borrow_and_update().clone();
             if let Some(targets) = &targets {
                 if !self.counted {
@@ -445,6 +448,9 @@ impl Task {
                 if self.hold_for_rebuild().await? {
                     return Ok(Pumped::Swap);
                 }
+            }
+            if !self.setup.emits {
+                self.fire_due_timers().await?;
             }
             self.fetching_since = Some(Instant::now());
             // One input is read a fetch at a time, in place; several are
@@ -532,11 +538,22 @@ impl Task {
         Ok(())
     }
 
-    /// Whether the run has processed as many records as it was to crash
-    /// after.
+    /// Whether the run has crashed: it has processed as many records as it
+    /// was to crash after (counted across its tasks), seen here or by
+    /// another task first.
     fn crashed(&self) -> bool {
-        (self.setup.crash_after)
-            .is_some_and(|after| self.setup.progress.records.load(Ordering::Relaxed) >= after)
+        let Some(after) = self.setup.crash_after else {
+            return false;
+        };
+        let progress = &self.setup.progress;
+        if progress.crashed.load(Ordering::Acquire) {
+            return true;
+        }
+        let reached = progress.records.load(Ordering::Acquire) >= after;
+        if reached {
+            progress.crashed.store(true, Ordering::Release);
+        }
+        reached
     }
 
     fn reached(&self, targets: &Targets) -> bool {

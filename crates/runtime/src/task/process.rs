@@ -249,6 +249,9 @@ impl Task {
         if self.commit_full() {
             let progress = &self.setup.progress;
             progress.add(std::mem::take(counted), self.counted);
+            if self.crashed() {
+                return Err(RuntimeError::Crashed);
+            }
             self.commit().await?;
         }
         Ok(())

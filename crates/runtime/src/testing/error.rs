@@ -33,9 +33,24 @@ pub enum TestError {
     },
     /// A topic given another partition count than it has.
     #[error(
-        "topic {topic:?} has {has} partitions, not {asked}: set partition counts before the first record is piped"
+        "topic {topic:?} has {has} partitions (records were piped to it, or it is in the log), not {asked}: set its count before the first record"
     )]
     Partitions { topic: String, has: i32, asked: i32 },
+    /// A partition count no topic can have.
+    #[error("topic {topic:?} cannot have {asked} partitions: give it 1 or more")]
+    PartitionCount { topic: String, asked: i32 },
+    /// A store read as one map holds a key in two tasks.
+    #[error(
+        "store {store:?} holds a key in two tasks (it is not partitioned by its key): read it with state_lines"
+    )]
+    KeyInTwoTasks { store: String },
+    /// A partition a topic does not have, or a count no topic can have.
+    #[error("topic {topic:?} has partitions 0..{has}; there is no partition {partition}")]
+    NoSuchPartition {
+        topic: String,
+        partition: i32,
+        has: i32,
+    },
     /// The app was crashed and not restarted.
     #[error("the app is down after crash_after: call restart() to run it again")]
     Down,

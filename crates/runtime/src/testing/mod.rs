@@ -13,8 +13,9 @@
 //! driver.partitions(LINES, 2)?;
 //! driver.pipe(LINES, "k", "a line")?;
 //! let out = driver.output(COUNTS_OUT)?; // runs the app first
-//! driver.crash_after(1)?;               // records piped since are lost
-//! driver.restart()?;                    // uncommitted work, as a SIGKILL
+//! driver.pipe(LINES, "k", "another")?;
+//! driver.crash_after(1)?;               // killed: uncommitted work lost
+//! driver.restart()?;                    // recovers, processes it again
 //! driver.assert_replay_matches();       // a replay from the inputs agrees
 //! # Ok::<(), strata_runtime::testing::TestError>(())
 //! ```
@@ -25,11 +26,15 @@
 //!   them to the log and runs the app until everything piped has flowed
 //!   through every processor (`run --until-end`), then stops it. Between
 //!   calls nothing runs.
-//! - The log and the stores are real files in a temporary directory:
-//!   on tmpfs (`/dev/shm`) where the machine has one, so nothing waits on
-//!   a disk, and removed when the driver is dropped. [`TestDriver::in_dir`]
-//!   keeps them in a directory of the test's choosing instead, for
-//!   `strata` commands to look at.
+//! - The log and the stores are real files in a temporary directory,
+//!   removed when the driver is dropped: under `TMPDIR` when it is set,
+//!   else on tmpfs (`/dev/shm`) where the machine has one, so nothing
+//!   waits on a disk. [`TestDriver::in_dir`] keeps them in a directory of
+//!   the test's choosing instead, for `strata` commands to look at.
+//! - The driver runs the app on an async runtime of its own: call it from
+//!   a plain `#[test]`, not from inside another runtime (`#[tokio::test]`).
+//!   Its tasks share one task thread, so where a run's records go between
+//!   them, and what a crash cuts, is the same from run to run.
 //! - Processing time is a [`ManualClock`] starting at [`START_MS`]; it
 //!   moves only with [`TestDriver::advance_time`], which then fires the
 //!   processing-time timers that became due. Piped records are stamped with
@@ -38,14 +43,16 @@
 //! - Keyed records go to their key's partition (murmur2, as Kafka's
 //!   producers and the processors' emits place them), keyless ones round
 //!   robin, unless their options name a partition.
-//! - Tasks commit every [`COMMIT_RECORDS`] records they process (or as
-//!   [`TestDriver::commit_every`] says) and at the end of each run, not on
-//!   the app's interval: where commits fall, and so what a crash loses,
-//!   does not depend on the machine's speed.
-//! - [`TestDriver::crash_after`] ends a run as a SIGKILL would once it has
-//!   processed that many records: what the tasks had not committed is
-//!   lost, the log is not closed cleanly, and [`TestDriver::restart`]
-//!   recovers both as a restarted process would.
+//! - Each task commits once it has processed [`COMMIT_RECORDS`] records
+//!   since its last commit (or as [`TestDriver::commit_every`] says) and at
+//!   the end of each run, not on the app's time interval, so where commits
+//!   fall does not depend on the machine's speed. (A run's bytes past 16
+//!   MiB, or a long sweep of timers, commit too, as in production.)
+//! - [`TestDriver::crash_after`] ends a run as a SIGKILL would once its
+//!   tasks have processed that many records between them: what they had
+//!   not committed is lost, the log is not closed cleanly, and
+//!   [`TestDriver::restart`] recovers both as a restarted process would
+//!   (see [`RunOptions::crash_after`] for how close to a SIGKILL it is).
 //! - [`TestDriver::assert_replay_matches`] replays the app from the start
 //!   of its inputs into a version of its own and compares its stores and
 //!   derived topics with the live ones (see `replay_check`).
@@ -91,11 +98,15 @@ const TMPFS: &str = "/dev/shm";
 
 /// An app under test: see the module's documentation.
 pub struct TestDriver {
+    /// First, so it shuts down (and its threads let go of the files)
+    /// before the directory is removed.
+    runtime: tokio::runtime::Runtime,
     app: App,
+    /// The app's external inputs.
+    inputs: Vec<String>,
     dir: Dir,
     location: Location,
     clock: ManualClock,
-    runtime: tokio::runtime::Runtime,
     /// Records piped since the last run, per topic and partition, in order.
     piped: BTreeMap<(String, i32), Vec<Piped>>,
     /// Partition counts of the external inputs, as the log has or will
@@ -108,8 +119,6 @@ pub struct TestDriver {
     /// Whether the last run took up everything: nothing piped, the clock
     /// not moved and no crash since (a read then has nothing to run).
     up_to_date: bool,
-    /// Replay checks made so far (each into a version of its own).
-    checks: u32,
 }
 
 /// Where the driver's log and state are.
@@ -135,12 +144,11 @@ impl TestDriver {
             let context = context.to_string();
             move |error| TestError::Io { context, error }
         };
-        let dir = match Path::new(TMPFS).is_dir() {
-            true => tempfile::Builder::new()
-                .prefix("strata-test-")
-                .tempdir_in(TMPFS)
-                .or_else(|_| tempfile::tempdir()),
-            false => tempfile::tempdir(),
+        let builder = tempfile::Builder::new().prefix("strata-test-").clone();
+        let tmpfs = std::env::var_os("TMPDIR").is_none() && Path::new(TMPFS).is_dir();
+        let dir = match tmpfs {
+            true => (builder.tempdir_in(TMPFS)).or_else(|_| builder.tempdir()),
+            false => builder.tempdir(),
         };
         let dir = dir.map_err(io("making the driver's temporary directory"))?;
         Self::at(app, Dir::Temporary(dir))
@@ -158,6 +166,9 @@ impl TestDriver {
         let mut app = app.into_app().map_err(TestError::App)?;
         app.check().map_err(TestError::App)?;
         app.config.commit = commit_every(COMMIT_RECORDS);
+        // One thread: the tasks take their turns in the same order every
+        // run.
+        app.config.task_threads = 1;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -168,6 +179,7 @@ impl TestDriver {
             })?;
         let location = Location::embedded(&dir.path().join("data"), &app.name);
         Ok(Self {
+            inputs: app.external_inputs(),
             app,
             dir,
             location,
@@ -178,12 +190,11 @@ impl TestDriver {
             next_keyless: BTreeMap::new(),
             down: false,
             up_to_date: false,
-            checks: 0,
         })
     }
 
     /// Makes each task commit once it has processed `records` records
-    /// since its last commit (at the end of the batch that reached them),
+    /// since its last commit (right after the record that reached them),
     /// and at the end of each run; [`COMMIT_RECORDS`] unless set.
     pub fn commit_every(&mut self, records: u64) {
         self.app.config.commit = commit_every(records.max(1));
@@ -195,7 +206,9 @@ impl TestDriver {
     }
 
     /// Moves processing time forward by `by`, then runs the app: the
-    /// processing-time timers due by then fire.
+    /// processing-time timers due by then fire. While the app is down
+    /// (after a crash), only the clock moves; the timers fire at the
+    /// restart.
     pub fn advance_time(&mut self, by: Duration) -> Result<(), TestError> {
         self.clock.advance(by);
         self.up_to_date = false;
@@ -304,7 +317,7 @@ impl TestDriver {
     }
 
     /// Every committed entry of a key-value store, across its tasks, after
-    /// running the app. (A window or session store's keys hold their
+    /// running the app (a key held by two tasks is an error). (A window or session store's keys hold their
     /// windows: read those with [`state_lines`](Self::state_lines).)
     pub fn store<K, V>(&mut self, store: Store<K, V>) -> Result<BTreeMap<K, V>, TestError>
     where
@@ -325,14 +338,8 @@ impl TestDriver {
         let mut entries = BTreeMap::new();
         for (key, value) in output::store_entries(&self.app, &self.location, name)? {
             let what = |part: &str| format!("store {name:?}: an entry's {part}");
-            let key = (store.key_codec().decode(&key)).map_err(|error| TestError::Codec {
-                what: what("key"),
-                error,
-            })?;
-            let value = (store.value_codec().decode(&value)).map_err(|error| TestError::Codec {
-                what: what("value"),
-                error,
-            })?;
+            let key = output::decoded(store.key_codec(), &key, || what("key"))?;
+            let value = output::decoded(store.value_codec(), &value, || what("value"))?;
             entries.insert(key, value);
         }
         Ok(entries)
@@ -366,8 +373,9 @@ impl TestDriver {
     }
 }
 
-/// Commits by record count only: where they fall does not depend on the
-/// machine's speed, so neither does what a crash loses.
+/// Commits by record count, not time (the byte limit stays): where they
+/// fall does not depend on the machine's speed, so neither does what a
+/// crash loses.
 fn commit_every(records: u64) -> CommitInterval {
     CommitInterval {
         records,

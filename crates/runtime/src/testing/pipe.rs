@@ -37,7 +37,18 @@ impl TestDriver {
     pub fn partitions<K, V>(&mut self, topic: Topic<K, V>, count: i32) -> Result<(), TestError> {
         let name = topic.name();
         self.check_input(name)?;
-        match self.partition_count(name) {
+        if count < 1 {
+            return Err(TestError::PartitionCount {
+                topic: name.to_string(),
+                asked: count,
+            });
+        }
+        let piped = self.piped.keys().any(|(t, _)| t == name);
+        let fixed = match self.in_log(name) {
+            Some(has) => Some(has),
+            None => piped.then(|| self.partitions[name]),
+        };
+        match fixed {
             Some(has) if has != count => Err(TestError::Partitions {
                 topic: name.to_string(),
                 has,
@@ -125,9 +136,13 @@ impl TestDriver {
         options: EmitOptions,
     ) -> Result<(), TestError> {
         self.check_input(topic)?;
-        let count = match self.partition_count(topic) {
-            Some(count) => count,
-            None => *self.partitions.entry(topic.to_string()).or_insert(1),
+        let count = match self.partitions.get(topic) {
+            Some(count) => *count,
+            None => {
+                let count = self.in_log(topic).unwrap_or(1);
+                self.partitions.insert(topic.to_string(), count);
+                count
+            }
         };
         let partition = match (options.partition, &key) {
             (Some(partition), _) => partition,
@@ -140,10 +155,10 @@ impl TestDriver {
             }
         };
         if !(0..count).contains(&partition) {
-            return Err(TestError::Partitions {
+            return Err(TestError::NoSuchPartition {
                 topic: topic.to_string(),
+                partition,
                 has: count,
-                asked: partition + 1,
             });
         }
         let piped = Piped {
@@ -158,23 +173,20 @@ impl TestDriver {
         Ok(())
     }
 
-    /// A topic's partition count: the log's, or the one set for it.
-    pub(super) fn partition_count(&self, topic: &str) -> Option<i32> {
-        let in_log = crate::topic_read::partition_count(self.data_dir(), topic);
-        (in_log > 0)
-            .then_some(in_log)
-            .or_else(|| self.partitions.get(topic).copied())
+    /// A topic's partition count in the log, if the log has it.
+    pub(super) fn in_log(&self, topic: &str) -> Option<i32> {
+        let count = crate::topic_read::partition_count(self.data_dir(), topic);
+        (count > 0).then_some(count)
     }
 
     /// Refuses a topic the app does not read from outside.
     pub(super) fn check_input(&self, topic: &str) -> Result<(), TestError> {
-        let inputs = self.app.external_inputs();
-        match inputs.iter().any(|t| t == topic) {
+        match self.inputs.iter().any(|t| t == topic) {
             true => Ok(()),
             false => Err(TestError::Unknown {
                 kind: "input topic",
                 name: topic.to_string(),
-                declared: inputs.join(", "),
+                declared: self.inputs.join(", "),
             }),
         }
     }

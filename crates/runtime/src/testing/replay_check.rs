@@ -53,8 +53,12 @@ impl TestDriver {
             return Err(TestError::Down);
         }
         self.settle()?;
-        self.checks += 1;
-        let name = format!("check-{}", self.checks);
+        // A name no earlier check used (a kept directory has them).
+        let known = Versions::load(self.location.state_dir())?.names();
+        let name = (1..)
+            .map(|n| format!("check-{n}"))
+            .find(|name| !known.contains(name))
+            .expect("some name is free");
         let replay = Replay::prepare(&self.app, &self.location, &name, "earliest")?;
         self.prepare_log(&replay.app)?;
         let options = RunOptions {

@@ -75,6 +75,7 @@ fn a_crash_loses_what_a_processor_kept_outside_its_stores_and_the_replay_check_s
 fn state_in_stores_survives_crashes_and_the_replay_check_agrees() {
     let mut driver = TestDriver::new(counting(false)).unwrap();
     driver.partitions(IN, 3).unwrap();
+    driver.commit_every(50);
     pipe_keys(&mut driver, 1_000);
     assert!(driver.crash_after(500).unwrap());
     assert!(matches!(driver.process(), Err(TestError::Down)));
@@ -82,6 +83,11 @@ fn state_in_stores_survives_crashes_and_the_replay_check_agrees() {
     assert!(
         left < 1_000,
         "a read while down shows what the crash left ({left})"
+    );
+    let committed: u64 = driver.store(SEEN).unwrap().values().sum();
+    assert!(
+        committed > 0 && committed < 500,
+        "commits before the crash point, none after it ({committed})"
     );
     driver.restart().unwrap();
     let seen = driver.store(SEEN).unwrap();
@@ -194,8 +200,37 @@ fn what_the_app_does_not_declare_is_refused_with_what_it_has() {
     driver.pipe(IN, "k", "v").unwrap();
     driver.process().unwrap();
     let error = driver.partitions(IN, 2).unwrap_err();
+    assert!(error.to_string().contains("has 1 partitions"), "{error}");
+}
+
+#[test]
+fn partition_counts_and_partitions_out_of_range_are_refused() {
+    let mut driver = TestDriver::new(counting(false)).unwrap();
+    let error = driver.partitions(IN, 0).unwrap_err();
     assert!(
-        error.to_string().contains("has 1 partitions, not 2"),
+        matches!(error, TestError::PartitionCount { asked: 0, .. }),
+        "{error}"
+    );
+    driver.partitions(IN, 2).unwrap();
+    driver.partitions(IN, 3).unwrap();
+    let options = EmitOptions::default().partition(3);
+    let error = driver.pipe_with(IN, "k", "v", options).unwrap_err();
+    let said = error.to_string();
+    assert!(
+        said.contains("partitions 0..3; there is no partition 3"),
+        "{said}"
+    );
+    driver.pipe(IN, "k", "v").unwrap();
+    let error = driver.partitions(IN, 4).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            TestError::Partitions {
+                has: 3,
+                asked: 4,
+                ..
+            }
+        ),
         "{error}"
     );
 }

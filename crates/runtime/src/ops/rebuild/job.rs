@@ -88,10 +88,6 @@ impl std::ops::Deref for JobRef {
     }
 }
 
-pub(super) fn store_names(spec: &ProcessorSpec) -> Vec<String> {
-    spec.stores.iter().map(|s| s.name.clone()).collect()
-}
-
 /// A task's committed input offsets (empty when it never committed).
 pub(super) fn live_offsets(dir: &Path) -> Result<Targets, RuntimeError> {
     match open_committed(dir)? {

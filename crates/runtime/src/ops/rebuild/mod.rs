@@ -46,7 +46,7 @@ use crate::topology::{App, CommitInterval, ProcessorSpec, TaskConfig};
 
 use super::dump_state::open_committed;
 use super::open::{open, outputs, resolve};
-use job::{Job, Shared, catch_up, each_job, live_offsets, run_to, store_names};
+use job::{Job, Shared, catch_up, each_job, live_offsets, run_to};
 use meet::hand_over;
 use seed::seed_from_checkpoint;
 
@@ -254,8 +254,7 @@ fn plan(
     }
     let live_state = match locked {
         true => {
-            let stores = store_names(spec);
-            let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
+            let stores = spec.store_names();
             Some(TaskState::open(&live, &stores, true)?)
         }
         false => None,
@@ -284,8 +283,7 @@ async fn swap_all_in(
     live_states: &mut [Option<TaskState>],
 ) -> Result<(), RuntimeError> {
     for (job, live_state) in jobs.iter().zip(live_states) {
-        let stores = store_names(&job.spec);
-        let stores: Vec<&str> = stores.iter().map(String::as_str).collect();
+        let stores = job.spec.store_names();
         let live_state = match live_state.take() {
             Some(state) => state,
             None => TaskState::open(&job.live, &stores, true)?,

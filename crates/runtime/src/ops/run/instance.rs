@@ -108,7 +108,8 @@ impl<'a> Instance<'a> {
         }
     }
 
-    /// Runs the loop until every task stopped; the first failure, if any.
+    /// Runs the loop until every task and standby copy stopped; the first
+    /// failure, if any.
     pub(super) async fn run(
         &mut self,
         mut stop: Pin<&mut impl Future<Output = ()>>,
@@ -125,8 +126,15 @@ impl<'a> Instance<'a> {
                     None => Ok(()),
                 };
             }
-            let event = self.next_event(stop.as_mut()).await?;
-            self.handle(event).await?;
+            // A failure stops the run: every task is told to stop and
+            // waited for, never left running behind it.
+            let handled = match self.next_event(stop.as_mut()).await {
+                Ok(event) => self.handle(event).await,
+                Err(error) => Err(error),
+            };
+            if let Err(error) = handled {
+                self.fail(error);
+            }
         }
     }
 
@@ -357,9 +365,11 @@ impl<'a> Instance<'a> {
         }
     }
 
-    /// The run's end: the group left, the last progress line printed.
-    pub(super) async fn finish(self) -> Runner<'a> {
-        if let Some(member) = self.member {
+    /// The run's end: the group left (not after a crash: a killed process
+    /// leaves no group, its session expires), the last progress line
+    /// printed.
+    pub(super) async fn finish(self, crashed: bool) -> Runner<'a> {
+        if let Some(member) = self.member.filter(|_| !crashed) {
             member.set_owned(BTreeSet::new());
             if let Err(error) = member.leave().await {
                 tracing::warn!("leaving the app's group: {error}");

@@ -64,9 +64,13 @@ pub struct RunOptions {
     /// default; a [`ManualClock`](crate::ManualClock) in tests).
     pub clock: Clock,
     /// For tests of recovery: end the run as a SIGKILL would once its
-    /// tasks have processed this many records (checked after each batch),
-    /// with no final commit and the embedded log not closed; the run
-    /// answers [`RuntimeError::Crashed`].
+    /// tasks have processed this many records between them (checked after
+    /// each batch and before each commit): no task commits again or runs
+    /// `close`, the embedded log is not closed, the group is not left; the
+    /// run answers [`RuntimeError::Crashed`]. Unlike a SIGKILL, a commit
+    /// already handed to its writer thread completes (as one whose write
+    /// reached the operating system before the kill), and each state's
+    /// memtables are flushed as it closes.
     pub crash_after: Option<u64>,
 }
 
@@ -294,12 +298,17 @@ async fn run_tasks(
     let mut instance = Instance::new(runner, member, assigned).await;
     tokio::pin!(stop);
     let outcome = instance.run(stop).await;
-    let runner = instance.finish().await;
+    // A crash leaves what a killed process leaves: the group not left, the
+    // task board's file in place.
+    let crashed = matches!(outcome, Err(RuntimeError::Crashed));
+    let runner = instance.finish(crashed).await;
     if let Some(metrics) = metrics {
         metrics.abort();
     }
     drop(queries);
-    let _ = std::fs::remove_file(layout::task_board_file(location.state_dir()));
+    if !crashed {
+        let _ = std::fs::remove_file(layout::task_board_file(location.state_dir()));
+    }
     outcome?;
     let records = runner.progress.records.load(Ordering::Relaxed);
     let writes = runner.progress.store_writes.load(Ordering::Relaxed);
