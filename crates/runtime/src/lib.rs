@@ -91,6 +91,7 @@ mod log_access;
 pub mod ops;
 mod process_error;
 pub mod processor;
+mod processor_spec;
 mod progress;
 mod record;
 mod spec;

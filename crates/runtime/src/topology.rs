@@ -28,41 +28,15 @@ use serde::de::DeserializeOwned;
 use strata_record::codec::Codec;
 
 use super::context::Context;
-use super::erased::{ErasedProcessor, Factory, WithTimerFn};
+use super::erased::{ErasedProcessor, WithTimerFn};
 use super::handles::{Store, Topic};
-use super::input::{self, InputTopic, RecordTypes, TypedInput};
+use super::input::{self, InputTopic, RecordTypes};
 use super::process_error::ProcessError;
 use super::processor::IntoProcessor;
 use super::spec::{OutputSpec, StoreSpec};
+
+pub(crate) use super::processor_spec::ProcessorSpec;
 use super::timer::{Timer, timer_store_name};
-
-#[derive(Clone)]
-pub(crate) struct ProcessorSpec {
-    pub name: String,
-    pub inputs: Vec<String>,
-    pub key_codec: Codec,
-    pub value_codec: Codec,
-    pub stores: Vec<StoreSpec>,
-    pub outputs: Vec<OutputSpec>,
-    pub factory: Factory,
-    /// Whether it declared timers: its stores hold its timer store.
-    pub timers: bool,
-    /// A function or closure, which handles timers only with `on_timer`.
-    pub function: bool,
-    /// Whether the builder gave it a timer callback (`.on_timer(f)`).
-    pub on_timer: bool,
-    /// The key and value types of the records the processor takes.
-    pub records: RecordTypes,
-    /// The inputs read through typed handles, with what their handles say.
-    pub typed_inputs: Vec<(String, TypedInput)>,
-}
-
-impl ProcessorSpec {
-    /// Its stores' names, in its order (a task's state opens them so).
-    pub fn store_names(&self) -> Vec<&str> {
-        self.stores.iter().map(|s| s.name.as_str()).collect()
-    }
-}
 
 /// When a task commits its run: whichever limit is reached first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
