@@ -23,13 +23,11 @@ pub enum ClientError {
     /// No broker could be reached.
     #[error("cannot reach a broker ({addr}): {error}")]
     Unreachable { addr: String, error: std::io::Error },
-    /// The connection failed while a request was in flight.
+    /// The connection failed while a request was in flight (`why` is in
+    /// the message, so it is not also given as the source: a chain printed
+    /// whole would say it twice).
     #[error("connection to {addr} failed: {why}")]
-    Disconnected {
-        addr: String,
-        #[source]
-        why: Broken,
-    },
+    Disconnected { addr: String, why: Broken },
     #[error("no answer from {addr} within {timeout:?}")]
     Timeout {
         addr: String,
@@ -68,15 +66,16 @@ pub enum ClientError {
 }
 
 /// Why a connection was given up with requests on it; each request
-/// waiting on it hears the same (hence the shared I/O errors).
+/// waiting on it hears the same (hence the shared I/O errors, shown in
+/// the message).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Broken {
     #[error("cannot connect: {0}")]
-    Connect(#[source] Arc<std::io::Error>),
+    Connect(Arc<std::io::Error>),
     #[error("writing a request: {0}")]
-    Write(#[source] Arc<std::io::Error>),
+    Write(Arc<std::io::Error>),
     #[error("reading a response: {0}")]
-    Read(#[source] Arc<std::io::Error>),
+    Read(Arc<std::io::Error>),
     /// A response frame of a size no broker sends (negative, or past the
     /// client's limit).
     #[error("a response of {size} bytes (at most {limit} are read)")]

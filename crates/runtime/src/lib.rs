@@ -70,8 +70,8 @@
 //! - [`versions`]: the live version and replayed ones; `progress`: the
 //!   progress bar.
 //!
-//! Imports go one way: `cli` and `testing` → `ops` → `task` → `state` →
-//! `layout`; nothing below them imports either.
+//! Imports go one way: `testing` → `cli` → `ops` → `task` → `state` →
+//! `layout`; nothing below `cli` imports it or `testing`.
 
 mod async_processor;
 pub(crate) mod board;

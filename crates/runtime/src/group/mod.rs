@@ -24,6 +24,8 @@
 mod assignor;
 mod codec;
 mod protocol;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -245,6 +247,15 @@ impl Member {
         }
     }
 
+    /// Drops out as a killed process would: the membership's task ends
+    /// without a LeaveGroup (its heartbeats stop with it, and the
+    /// coordinator expires the member once its session times out).
+    pub fn abandon(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+
     /// The next assignment, or the error the membership ended with.
     pub async fn next(&mut self) -> Event {
         loop {
@@ -312,6 +323,11 @@ async fn member_loop(
     let mut generation = 0;
     let mut must_join = true;
     loop {
+        // Dropped without a word (the run crashed): gone as a killed
+        // process is, without a LeaveGroup.
+        if stop.has_changed().is_err() {
+            return Ok(());
+        }
         if *stop.borrow() {
             return leave(&mut membership, &group).await;
         }
@@ -569,26 +585,4 @@ fn copies_of(board: &TaskBoard) -> BTreeMap<TaskId, i64> {
 fn read_saved(path: &std::path::Path) -> Option<MemberInfo> {
     let bytes = std::fs::read(path).ok()?;
     MemberInfo::decode(&bytes).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_app_assignment_shows_its_tasks_and_other_assignments_none() {
-        let data = TaskAssignment {
-            error: String::new(),
-            active: [TaskId::new("join", 2)].into(),
-            standby: BTreeSet::new(),
-        };
-        let bytes =
-            client::encode_assignment_with(&[("clicks".into(), 2)], Some(data.encode())).unwrap();
-        assert_eq!(
-            tasks_of_assignment(&bytes),
-            Some(vec!["join/2".to_string()])
-        );
-        let plain = client::encode_assignment(&[("clicks".into(), 2)]).unwrap();
-        assert_eq!(tasks_of_assignment(&plain), None);
-    }
 }

@@ -29,6 +29,10 @@ impl Task {
         if !self.pending.moved {
             return Ok(());
         }
+        // Past the crash point nothing commits, whatever asked for it.
+        if self.crashed() {
+            return Err(RuntimeError::Crashed);
+        }
         self.settle().await?;
         // The outbox bound: the commit before was settled and shipped, so
         // this one's batches are the only ones in it.

@@ -540,7 +540,7 @@ impl Task {
 
     /// Whether the run has crashed: it has processed as many records as it
     /// was to crash after (counted across its tasks), seen here or by
-    /// another task first.
+    /// another task first. Checked before every commit and between turns.
     fn crashed(&self) -> bool {
         let Some(after) = self.setup.crash_after else {
             return false;

@@ -44,7 +44,7 @@ pub enum TestError {
         "store {store:?} holds a key in two tasks (it is not partitioned by its key): read it with state_lines"
     )]
     KeyInTwoTasks { store: String },
-    /// A partition a topic does not have, or a count no topic can have.
+    /// A partition the topic does not have.
     #[error("topic {topic:?} has partitions 0..{has}; there is no partition {partition}")]
     NoSuchPartition {
         topic: String,

@@ -33,8 +33,7 @@
 //!   the test's choosing instead, for `strata` commands to look at.
 //! - The driver runs the app on an async runtime of its own: call it from
 //!   a plain `#[test]`, not from inside another runtime (`#[tokio::test]`).
-//!   Its tasks share one task thread, so where a run's records go between
-//!   them, and what a crash cuts, is the same from run to run.
+//!   Its tasks take turns on one task thread.
 //! - Processing time is a [`ManualClock`] starting at [`START_MS`]; it
 //!   moves only with [`TestDriver::advance_time`], which then fires the
 //!   processing-time timers that became due. Piped records are stamped with
@@ -45,9 +44,12 @@
 //!   robin, unless their options name a partition.
 //! - Each task commits once it has processed [`COMMIT_RECORDS`] records
 //!   since its last commit (or as [`TestDriver::commit_every`] says) and at
-//!   the end of each run, not on the app's time interval, so where commits
-//!   fall does not depend on the machine's speed. (A run's bytes past 16
-//!   MiB, or a long sweep of timers, commit too, as in production.)
+//!   the end of each run, not on the app's time interval, so where each
+//!   task's commits fall does not depend on the machine's speed. (A run's
+//!   bytes past 16 MiB, or a long sweep of timers, commit too, as in
+//!   production.) What a crash cuts across tasks may vary a little from
+//!   run to run: a downstream task sees derived records once the commit
+//!   that holds them has landed and shipped.
 //! - [`TestDriver::crash_after`] ends a run as a SIGKILL would once its
 //!   tasks have processed that many records between them: what they had
 //!   not committed is lost, the log is not closed cleanly, and
@@ -225,9 +227,10 @@ impl TestDriver {
     }
 
     /// Appends what was piped and runs the app, ending the run as a
-    /// SIGKILL would once it has processed `records` records (at the end
-    /// of the batch that reached them; at the end if it never does): what
-    /// the tasks had not committed is lost, derived records appended stay.
+    /// SIGKILL would once its tasks have processed `records` records
+    /// between them (at the next commit point or batch end; at the end if
+    /// they never do): what the tasks had not committed is lost, derived
+    /// records appended stay.
     /// The app is down until [`restart`](Self::restart); records piped
     /// meanwhile wait, and reads show what the crash left. True if the
     /// crash cut the run short; false if the run ended first (the crash

@@ -368,8 +368,11 @@ impl<'a> Instance<'a> {
     /// The run's end: the group left (not after a crash: a killed process
     /// leaves no group, its session expires), the last progress line
     /// printed.
-    pub(super) async fn finish(self, crashed: bool) -> Runner<'a> {
-        if let Some(member) = self.member.filter(|_| !crashed) {
+    pub(super) async fn finish(mut self, crashed: bool) -> Runner<'a> {
+        if crashed && let Some(member) = self.member.take() {
+            member.abandon();
+        }
+        if let Some(member) = self.member {
             member.set_owned(BTreeSet::new());
             if let Err(error) = member.leave().await {
                 tracing::warn!("leaving the app's group: {error}");
