@@ -51,7 +51,6 @@ pub use producer_ids::{
     PRODUCER_ID_BLOCK, ProducerIdAndEpoch, ProducerIds, TRANSACTIONAL_ID_BYTES_MAX,
     TRANSACTIONAL_IDS_MAX, epoch_exhausted,
 };
-pub use producer_state::add_sequence;
 pub use producer_state::{
     BATCHES_PER_PRODUCER, BatchMetadata, PRODUCER_EXPIRATION_MS, PRODUCERS_PER_PARTITION_MAX,
 };

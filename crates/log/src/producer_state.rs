@@ -47,7 +47,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use strata_record::{BatchHeader, RecordError};
+use strata_record::{BatchHeader, RecordError, add_sequence};
 
 use super::LogError;
 
@@ -432,16 +432,6 @@ fn verdict(
 
 /// Sequences live in 0..=i32::MAX.
 const SEQUENCE_SPACE: i64 = 1 << 31;
-
-/// `sequence + increment` in the wrapping sequence space (Kafka's rule:
-/// i32::MAX + 1 is 0).
-pub fn add_sequence(sequence: i32, increment: i32) -> i32 {
-    if sequence > i32::MAX - increment {
-        increment - (i32::MAX - sequence) - 1
-    } else {
-        sequence + increment
-    }
-}
 
 /// Whether `sequence` is `reference` or comes before it, looking back at
 /// most half the (wrapping) sequence space.

@@ -20,6 +20,7 @@ mod header;
 mod records;
 mod restamp;
 mod retain;
+mod sequence;
 mod varint;
 
 pub mod codec;
@@ -38,6 +39,7 @@ pub use header::{
 pub use records::{Header, Record, RecordCursor, RecordIter, Records};
 pub use restamp::restamp_producer;
 pub use retain::retain_records;
+pub use sequence::add_sequence;
 
 /// Result alias for this crate's batch functions.
 pub type Result<T, E = RecordError> = std::result::Result<T, E>;

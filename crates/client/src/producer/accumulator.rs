@@ -302,7 +302,7 @@ pub(super) fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) {
     let count = i32::try_from(open.records).unwrap_or(i32::MAX);
     let builder = if pid >= 0 {
         let sequence = queue.next_sequence;
-        queue.next_sequence = sequence.wrapping_add(count) & i32::MAX;
+        queue.next_sequence = strata_record::add_sequence(sequence, count);
         open.builder
             .producer(pid, epoch, sequence)
             .transactional(inner.config.transactional_id.is_some())

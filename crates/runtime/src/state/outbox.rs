@@ -195,7 +195,7 @@ impl TaskState {
             .sequences
             .get_mut(&slot)
             .expect("set when the batch opened");
-        *next = strata_log::add_sequence(*next, count);
+        *next = strata_record::add_sequence(*next, count);
         let batch = open.builder.into_batch().map_err(|e| {
             StateError::Emit(format!("{}/{}", open.topic, open.partition), e.to_string())
         })?;

@@ -209,7 +209,7 @@ impl TaskTxn {
                 partition: batch.partition,
                 error: error.into(),
             })?;
-            let next = strata_log::add_sequence(sequence, header.last_offset_delta + 1);
+            let next = strata_record::add_sequence(sequence, header.last_offset_delta + 1);
             self.sequences.insert(slot, next);
             let queued =
                 (queues.iter_mut()).find(|(t, p, _)| *t == batch.topic && *p == batch.partition);
