@@ -833,10 +833,18 @@ fn a_paused_instance_is_fenced_once_its_tasks_moved_and_its_writes_never_show() 
     // gives its tasks up, saying so; whatever it still writes for them is
     // refused (fenced).
     signal(&a, "-CONT");
-    support::wait_until("a gives its tasks up", Duration::from_secs(300), || {
-        let log = log.lock().unwrap();
-        log.contains("lost its place in the group") || log.contains("was fenced")
-    });
+    // Given up on, the failure shows what a said meanwhile.
+    let deadline = support::wait::Deadline::after("a gives its tasks up", Duration::from_secs(300));
+    loop {
+        let said = log.lock().unwrap().clone();
+        if said.contains("lost its place in the group") || said.contains("was fenced") {
+            break;
+        }
+        let lines: Vec<&str> = said.lines().collect();
+        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+        deadline.check(format_args!("; a's log ends:\n{tail}"));
+        std::thread::sleep(Duration::from_millis(200));
+    }
     kill(&mut a);
     kill(&mut b);
     wordcount_cmd(&second, &["run", "--until-end"]);
