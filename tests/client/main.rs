@@ -9,6 +9,7 @@ mod support;
 mod api;
 mod cli;
 mod consumer;
+mod membership;
 mod mock_cluster;
 mod restart;
 mod transactions;

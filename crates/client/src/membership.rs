@@ -79,6 +79,15 @@ pub trait GroupProtocol: Sync {
         protocol: &str,
         members: &[JoinedMember],
     ) -> impl Future<Output = Result<BTreeMap<String, Bytes>, ClientError>> + Send;
+
+    /// Whether this member's metadata claims what it owns now (Kafka's
+    /// cooperative protocols). Such a member that lost its place must not
+    /// join again with the same claims: [`Membership::join`] then ends
+    /// with the coordinator's error, [`Membership::take_lost`] is set, and
+    /// the caller describes itself afresh before it joins again.
+    fn claims_owned(&self) -> bool {
+        false
+    }
 }
 
 pub struct Membership {
@@ -134,6 +143,12 @@ impl Membership {
         self.lost.swap(false, Ordering::Relaxed)
     }
 
+    /// Whether the member lost its membership and has not been asked yet
+    /// ([`Membership::take_lost`] asks and forgets).
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
+
     /// Whether the member must (re)join before it may consume.
     pub fn needs_rejoin(&self) -> bool {
         self.rejoin.load(Ordering::Relaxed)
@@ -181,8 +196,18 @@ impl Membership {
                     tracing::debug!(group = %self.config.group, "join attempt failed: {error}");
                     match error.code() {
                         Some(codes::UNKNOWN_MEMBER_ID | codes::ILLEGAL_GENERATION) => {
+                            // The group went on without this member: what it
+                            // was assigned is lost (Kafka's consumers call
+                            // onPartitionsLost here), and it joins as new.
+                            let had_place = self.generation >= 0;
                             self.member_id.clear();
                             self.generation = -1;
+                            if had_place {
+                                self.lost.store(true, Ordering::Relaxed);
+                                if protocol.claims_owned() {
+                                    return Err(error);
+                                }
+                            }
                         }
                         Some(codes::REBALANCE_IN_PROGRESS) => {}
                         _ if error.is_retriable() => self.connection = None,

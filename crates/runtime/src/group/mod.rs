@@ -343,6 +343,12 @@ async fn member_loop(
             };
             let bytes = match joined {
                 Ok(bytes) => bytes,
+                // The group went on without this member mid-join: it
+                // describes itself afresh, claiming nothing, and joins again.
+                Err(_) if membership.is_lost() => {
+                    must_join = true;
+                    continue;
+                }
                 // The cluster is away (a broker restarting) or the group
                 // still settling after it: the instance waits for it, as
                 // Kafka's clients do, instead of stopping.

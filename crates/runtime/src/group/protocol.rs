@@ -27,6 +27,12 @@ impl GroupProtocol for TaskProtocol {
         client::CONSUMER
     }
 
+    /// Each member names the tasks it runs, so the assignor keeps them
+    /// where they are.
+    fn claims_owned(&self) -> bool {
+        true
+    }
+
     fn protocols(&self) -> Result<Vec<(String, Bytes)>, ClientError> {
         let topics = self.topics();
         let metadata = client::encode_subscription_with(&topics, Some(self.info.encode()))?;
