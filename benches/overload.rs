@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
 use bytes::{Bytes, BytesMut};
+use hdrhistogram::Histogram;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
@@ -140,11 +141,9 @@ fn ms(seconds: f64) -> String {
     format!("{:.3} ms", seconds * 1e3)
 }
 
-fn percentile(samples: &[f64], p: f64) -> f64 {
-    let mut sorted = samples.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = ((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+/// The round trip at quantile `q`, seconds.
+fn percentile(round_trips_ns: &Histogram<u64>, q: f64) -> f64 {
+    round_trips_ns.value_at_quantile(q) as f64 / 1e9
 }
 
 /// The backlog the consumers fetch and the producer's topic, written
@@ -210,10 +209,12 @@ fn start(dir: &std::path::Path) -> Result<Broker> {
 }
 
 /// `count` produces of one record, each waited for; their round trips in
-/// seconds.
-fn round_trips(stream: &mut TcpStream, count: usize) -> Result<Vec<f64>> {
+/// nanoseconds, to three significant digits.
+fn round_trips(stream: &mut TcpStream, count: usize) -> Result<Histogram<u64>> {
     let value = vec![b'p'; RECORD_BYTES];
-    let mut samples = Vec::with_capacity(count);
+    // Round trips past a minute count as a minute.
+    let mut samples =
+        Histogram::new_with_max(60_000_000_000, 3).context("creating the latency histogram")?;
     for n in 0..count {
         let mut batch = BatchBuilder::new(Compression::None);
         batch.push(NewRecord::new(None, &value, strata::log::now_ms()))?;
@@ -234,7 +235,7 @@ fn round_trips(stream: &mut TcpStream, count: usize) -> Result<Vec<f64>> {
         let started = Instant::now();
         stream.write_all(&frame)?;
         let mut response = read_frame(stream)?;
-        samples.push(started.elapsed().as_secs_f64());
+        samples.saturating_record(started.elapsed().as_nanos() as u64);
         let header = ResponseHeader::decode(
             &mut response,
             ApiKey::Produce.response_header_version(PRODUCE_VERSION),

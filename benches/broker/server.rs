@@ -141,7 +141,8 @@ impl Broker {
 
 /// The upper bound of the bucket holding quantile `q` of the observations
 /// made between two scrapes of a cumulative histogram: `None` without any,
-/// infinity past the last finite bound.
+/// infinity past the last finite bound. Hand-written, not an HdrHistogram:
+/// what the scrapes hold is bucket counts, not the values one would record.
 pub fn percentile_bound(before: &[(f64, u64)], after: &[(f64, u64)], q: f64) -> Option<f64> {
     let count_before = |le: f64| {
         before

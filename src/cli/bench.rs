@@ -1,6 +1,7 @@
 //! `strata bench produce|consume`: throughput and latency of the client
 //! against a broker, like Kafka's perf-test tools, with a progress bar on
-//! a terminal (plain lines every few seconds otherwise).
+//! a terminal (indicatif; plain lines every few seconds otherwise), and
+//! latency percentiles from an HdrHistogram.
 //!
 //! produce: records of `--record-size` bytes from memory, latency measured
 //! per record from `send` to its acknowledgement. consume: the pull loop —
@@ -14,8 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use bytes::Bytes;
 use clap::Subcommand;
+use hdrhistogram::Histogram;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use super::produce::{AcksArg, CompressionArg};
@@ -33,6 +37,12 @@ const CHUNK: usize = 1024;
 const CLOCK_EVERY: u64 = 32;
 /// Most bytes one fetched batch may decompress to.
 const DECOMPRESSED_BYTES_MAX: usize = 256 << 20;
+/// Significant digits the latency histogram keeps: a percentile is off by
+/// at most 0.1%.
+const LATENCY_DIGITS: u8 = 3;
+/// The longest latency the histogram tells apart (an hour, in µs); longer
+/// ones count as this.
+const LATENCY_US_MAX: u64 = 3_600_000_000;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -100,8 +110,8 @@ struct Outcome {
     records: u64,
     bytes: u64,
     elapsed: Duration,
-    /// Sorted, in microseconds.
-    latencies_us: Vec<u64>,
+    /// Per record (produce) or fetch (consume), in microseconds.
+    latencies_us: Histogram<u64>,
 }
 
 pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<()> {
@@ -151,11 +161,10 @@ pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<(
                 records: AtomicU64::new(0),
                 bytes: AtomicU64::new(0),
             });
-            let display = show_progress(Arc::clone(&progress), records, "produce");
+            let display = Display::start(Arc::clone(&progress), records, "produce");
             let every = transaction_ms.map(Duration::from_millis);
             let outcome = produce(&producer, &topic, records, record_size, every, &progress).await;
-            display.abort();
-            finish_progress_line();
+            display.finish();
             producer.close().await;
             report("produce", &outcome?, format);
         }
@@ -202,10 +211,9 @@ pub async fn run(broker: &BrokerArgs, command: BenchCommand) -> anyhow::Result<(
                 records: AtomicU64::new(0),
                 bytes: AtomicU64::new(0),
             });
-            let display = show_progress(Arc::clone(&progress), target, "consume");
+            let display = Display::start(Arc::clone(&progress), target, "consume");
             let outcome = consume(&fetcher, wants, target, fetch_bytes, &progress).await;
-            display.abort();
-            finish_progress_line();
+            display.finish();
             report("consume", &outcome?, format);
         }
     }
@@ -239,8 +247,8 @@ async fn produce(
     >(PENDING_MAX / CHUNK);
     let counters = Arc::clone(progress);
     let size = record_size as u64;
+    let mut latencies = latency_histogram()?;
     let waiter = tokio::spawn(async move {
-        let mut latencies = Vec::new();
         while let Some(chunk) = pending_rx.recv().await {
             // The clock is read when the chunk arrives and after each real
             // wait; records already answered by then count until then.
@@ -252,9 +260,9 @@ async fn produce(
                     delivery.await?;
                     now = Instant::now();
                 }
-                latencies.push(now.saturating_duration_since(sent).as_micros() as u64);
+                latencies.saturating_record(now.saturating_duration_since(sent).as_micros() as u64);
             }
-            let done = latencies.len() as u64;
+            let done = latencies.len();
             counters.records.store(done, Ordering::Relaxed);
             counters.bytes.store(done * size, Ordering::Relaxed);
         }
@@ -303,9 +311,8 @@ async fn produce(
         producer.commit_transaction().await?;
     }
     producer.flush().await;
-    let mut latencies_us = waiter.await??;
+    let latencies_us = waiter.await??;
     let elapsed = started.elapsed();
-    latencies_us.sort_unstable();
     Ok(Outcome {
         records,
         bytes: records * record_size as u64,
@@ -323,7 +330,7 @@ async fn consume(
 ) -> anyhow::Result<Outcome> {
     let started = Instant::now();
     let (mut records, mut bytes) = (0u64, 0u64);
-    let mut latencies_us = Vec::new();
+    let mut latencies_us = latency_histogram()?;
     while records < target && !wants.is_empty() {
         let asked: Vec<(String, i32, i64)> = wants
             .iter()
@@ -331,7 +338,7 @@ async fn consume(
             .collect();
         let sent = Instant::now();
         let answers = fetcher.fetch_many(&asked, fetch_bytes).await;
-        latencies_us.push(sent.elapsed().as_micros() as u64);
+        latencies_us.saturating_record(sent.elapsed().as_micros() as u64);
         for (_, partition, answer) in answers {
             let fetched = answer?;
             let want = wants
@@ -358,7 +365,6 @@ async fn consume(
         progress.bytes.store(bytes, Ordering::Relaxed);
     }
     let elapsed = started.elapsed();
-    latencies_us.sort_unstable();
     Ok(Outcome {
         records,
         bytes,
@@ -378,70 +384,104 @@ fn answered_already(
     }
 }
 
-/// Redraws a progress bar (terminal) or prints a line every 5 s.
-fn show_progress(
-    progress: Arc<Progress>,
-    total: u64,
-    what: &'static str,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let terminal = std::io::stderr().is_terminal();
-        let started = Instant::now();
-        let every = if terminal {
-            Duration::from_millis(200)
-        } else {
-            Duration::from_secs(5)
-        };
-        loop {
-            tokio::time::sleep(every).await;
-            let done = progress.records.load(Ordering::Relaxed);
-            let bytes = progress.bytes.load(Ordering::Relaxed);
-            let seconds = started.elapsed().as_secs_f64().max(1e-9);
-            let fraction = (done as f64 / total.max(1) as f64).min(1.0);
-            let rate = done as f64 / seconds;
-            let eta = if rate > 0.0 {
-                (total.saturating_sub(done)) as f64 / rate
-            } else {
-                f64::INFINITY
-            };
-            let stats = format!(
-                "{what} {done}/{total} records  {:.0} rec/s  {:.1} MB/s  ETA {}",
-                rate,
-                bytes as f64 / seconds / 1e6,
-                if eta.is_finite() {
-                    format!("{eta:.0}s")
-                } else {
-                    "-".into()
-                },
-            );
-            if terminal {
-                const WIDTH: usize = 30;
-                let filled = (fraction * WIDTH as f64) as usize;
-                eprint!(
-                    "\r[{}{}] {:>3.0}% {stats}   ",
-                    "#".repeat(filled),
-                    ".".repeat(WIDTH - filled),
-                    fraction * 100.0
-                );
-            } else {
-                eprintln!("{:.0}% {stats}", fraction * 100.0);
-            }
-        }
-    })
+/// An empty latency histogram, in microseconds.
+fn latency_histogram() -> anyhow::Result<Histogram<u64>> {
+    Histogram::new_with_max(LATENCY_US_MAX, LATENCY_DIGITS)
+        .context("creating the latency histogram")
 }
 
-fn finish_progress_line() {
-    if std::io::stderr().is_terminal() {
-        eprintln!();
-    }
-}
-
-fn percentile_ms(sorted_us: &[u64], quantile: f64) -> f64 {
-    if sorted_us.is_empty() {
+/// The latency at `quantile` in milliseconds (0 without any).
+fn percentile_ms(latencies_us: &Histogram<u64>, quantile: f64) -> f64 {
+    if latencies_us.is_empty() {
         return 0.0;
     }
-    let index = ((sorted_us.len() as f64 * quantile).ceil() as usize).clamp(1, sorted_us.len()) - 1;
-    sorted_us[index] as f64 / 1000.0
+    latencies_us.value_at_quantile(quantile) as f64 / 1000.0
+}
+
+/// The run's progress on stderr while it goes on: an indicatif bar on a
+/// terminal, redrawn every 200 ms; otherwise a plain line every 5 s.
+struct Display {
+    task: tokio::task::JoinHandle<()>,
+    bar: Option<ProgressBar>,
+    progress: Arc<Progress>,
+}
+
+/// The bar: done/total, rate and ETA; `{msg}` carries the MB/s.
+const BAR_TEMPLATE: &str =
+    "[{bar:30}] {percent:>3}% {prefix} {pos}/{len} records  {rate} rec/s  {msg}  ETA {eta}";
+
+impl Display {
+    fn start(progress: Arc<Progress>, total: u64, what: &'static str) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr())
+                .with_style(bar_style())
+                .with_prefix(what)
+        });
+        let (shown, counters) = (bar.clone(), Arc::clone(&progress));
+        let task = tokio::spawn(async move {
+            let started = Instant::now();
+            let every = match shown {
+                Some(_) => Duration::from_millis(200),
+                None => Duration::from_secs(5),
+            };
+            loop {
+                tokio::time::sleep(every).await;
+                let done = counters.records.load(Ordering::Relaxed);
+                let bytes = counters.bytes.load(Ordering::Relaxed);
+                let seconds = started.elapsed().as_secs_f64().max(1e-9);
+                let mb_per_s = bytes as f64 / seconds / 1e6;
+                match &shown {
+                    Some(bar) => {
+                        bar.set_message(format!("{mb_per_s:.1} MB/s"));
+                        bar.set_position(done);
+                    }
+                    None => {
+                        let fraction = (done as f64 / total.max(1) as f64).min(1.0);
+                        let rate = done as f64 / seconds;
+                        let eta = match rate > 0.0 {
+                            true => format!("{:.0}s", total.saturating_sub(done) as f64 / rate),
+                            false => "-".into(),
+                        };
+                        eprintln!(
+                            "{:.0}% {what} {done}/{total} records  {rate:.0} rec/s  \
+                             {mb_per_s:.1} MB/s  ETA {eta}",
+                            fraction * 100.0
+                        );
+                    }
+                }
+            }
+        });
+        Self {
+            task,
+            bar,
+            progress,
+        }
+    }
+
+    /// Stops the display; the bar stays on the terminal with the final
+    /// count (short of the total if the run failed).
+    fn finish(self) {
+        self.task.abort();
+        if let Some(bar) = self.bar {
+            bar.set_position(self.progress.records.load(Ordering::Relaxed));
+            bar.abandon();
+        }
+    }
+}
+
+/// The bar's style, `{rate}` in whole records per second.
+fn bar_style() -> ProgressStyle {
+    // The template is a constant (a test parses it); the default bar
+    // stands in rather than failing a benchmark over its display.
+    ProgressStyle::with_template(BAR_TEMPLATE)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .with_key(
+            "rate",
+            |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0}", state.per_sec());
+            },
+        )
+        .progress_chars("#>.")
 }
 
 fn report(what: &str, outcome: &Outcome, format: Format) {
@@ -474,15 +514,32 @@ fn report(what: &str, outcome: &Outcome, format: Format) {
 
 #[cfg(test)]
 mod tests {
-    use super::percentile_ms;
+    use super::*;
 
     #[test]
-    fn percentiles_pick_the_rank_that_covers_the_quantile() {
-        let sorted: Vec<u64> = (1..=1000).map(|n| n * 1000).collect();
-        assert_eq!(percentile_ms(&sorted, 0.5), 500.0);
-        assert_eq!(percentile_ms(&sorted, 0.99), 990.0);
-        assert_eq!(percentile_ms(&sorted, 0.999), 999.0);
-        assert_eq!(percentile_ms(&[], 0.5), 0.0);
-        assert_eq!(percentile_ms(&[7000], 0.999), 7.0);
+    fn percentiles_pick_the_value_that_covers_the_quantile_to_three_digits() {
+        let within = |got: f64, ms: f64| got >= ms && got <= ms * 1.001;
+        let mut latencies = latency_histogram().unwrap();
+        for ms in 1..=1000 {
+            latencies.saturating_record(ms * 1000);
+        }
+        for (quantile, ms) in [(0.5, 500.0), (0.99, 990.0), (0.999, 999.0)] {
+            let got = percentile_ms(&latencies, quantile);
+            assert!(within(got, ms), "p{quantile}: {got} ms, not {ms}");
+        }
+        let mut one = latency_histogram().unwrap();
+        one.saturating_record(7000);
+        let got = percentile_ms(&one, 0.999);
+        assert!(within(got, 7.0), "{got} ms, not 7");
+    }
+
+    #[test]
+    fn no_latencies_give_zero_percentiles() {
+        assert_eq!(percentile_ms(&latency_histogram().unwrap(), 0.5), 0.0);
+    }
+
+    #[test]
+    fn the_bar_template_parses() {
+        assert!(ProgressStyle::with_template(BAR_TEMPLATE).is_ok());
     }
 }

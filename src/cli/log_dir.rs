@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
+use super::{Align, table_lines};
 use crate::log::{LogConfig, LogManager, PartitionLog};
 use crate::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
 use crate::time::now_ms;
@@ -176,28 +177,41 @@ fn run_on(manager: &LogManager, command: LogCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One row per partition: offsets, segments, bytes, and any corruption.
+/// One row per partition: offsets, segments, bytes, and any corruption on
+/// a line of its own under its row.
 fn describe(manager: &LogManager, out: &mut impl Write) -> anyhow::Result<()> {
-    writeln!(
-        out,
-        "{:<30} {:>9} {:>12} {:>12} {:>9} {:>12}",
-        "TOPIC", "PARTITION", "LOG-START", "LOG-END", "SEGMENTS", "BYTES"
-    )?;
+    let mut rows = Vec::new();
+    let mut corruptions = Vec::new();
     for topic in manager.topics() {
         for (p, partition) in topic.partitions.iter().enumerate() {
-            writeln!(
-                out,
-                "{:<30} {:>9} {:>12} {:>12} {:>9} {:>12}",
-                topic.name(),
-                p,
-                partition.log_start_offset(),
-                partition.log_end_offset(),
-                partition.segment_count(),
-                partition.size_bytes()
-            )?;
-            if let Some(corruption) = partition.corruption() {
-                writeln!(out, "  CORRUPT: {corruption}")?;
-            }
+            rows.push(vec![
+                topic.name().to_string(),
+                p.to_string(),
+                partition.log_start_offset().to_string(),
+                partition.log_end_offset().to_string(),
+                partition.segment_count().to_string(),
+                partition.size_bytes().to_string(),
+            ]);
+            corruptions.push(partition.corruption());
+        }
+    }
+    let right = |name| (name, Align::Right);
+    let header = [
+        ("TOPIC", Align::Left),
+        right("PARTITION"),
+        right("LOG-START"),
+        right("LOG-END"),
+        right("SEGMENTS"),
+        right("BYTES"),
+    ];
+    let mut lines = table_lines(&header, &rows).into_iter();
+    if let Some(header) = lines.next() {
+        writeln!(out, "{header}")?;
+    }
+    for (line, corruption) in lines.zip(corruptions) {
+        writeln!(out, "{line}")?;
+        if let Some(corruption) = corruption {
+            writeln!(out, "  CORRUPT: {corruption}")?;
         }
     }
     Ok(())

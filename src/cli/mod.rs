@@ -35,7 +35,7 @@ pub use consume::ConsumeArgs;
 pub use groups::GroupsCommand;
 pub use log_dir::{LogArgs, LogCommand, run as run_log};
 pub use not_authorized::{NotAuthorized, Resource};
-pub(crate) use output::{bytes_json, print_json, print_table};
+pub(crate) use output::{Align, bytes_json, print_json, print_table, table_lines};
 pub use password::PASSWORD_ENV;
 pub use position::StartAt;
 pub use produce::ProduceArgs;

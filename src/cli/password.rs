@@ -1,9 +1,9 @@
 //! Where `strata users add` reads a password from: `--password-file`, else
-//! `STRATA_USER_PASSWORD`, else stdin (a terminal's echo turned off while
-//! it is typed). Never from an argument, which `ps` shows to every user of
-//! the machine; never printed.
+//! `STRATA_USER_PASSWORD`, else stdin (on a terminal, prompted for and read
+//! with echo off by rpassword). Never from an argument, which `ps` shows to
+//! every user of the machine; never printed.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 use std::path::Path;
 
 use crate::sasl::PASSWORD_BYTES_MAX;
@@ -45,54 +45,23 @@ fn first_line(text: &str) -> &str {
     line.strip_suffix('\r').unwrap_or(line)
 }
 
-/// One line of stdin; on a terminal, prompted on stderr and not echoed.
+/// One line of stdin; on a terminal, prompted and read by rpassword on the
+/// terminal itself with echo off.
 fn read_stdin(prompt: &str) -> anyhow::Result<String> {
     let stdin = std::io::stdin();
-    let mut line = String::new();
     if stdin.is_terminal() {
-        eprint!("{prompt}");
-        let _ = std::io::stderr().flush();
-        let echo = EchoOff::new()?;
-        let read = stdin.lock().read_line(&mut line);
-        drop(echo);
-        eprintln!();
-        read?;
-    } else {
-        stdin.lock().read_line(&mut line)?;
+        return rpassword::prompt_password(prompt).map_err(|e| {
+            anyhow::anyhow!(
+                "reading the password from the terminal: {e}; give it in --password-file or {PASSWORD_ENV} instead"
+            )
+        });
     }
+    let mut line = String::new();
+    stdin
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| anyhow::anyhow!("reading the password from stdin: {e}"))?;
     Ok(first_line(&line).to_string())
-}
-
-/// The terminal on stdin with echo off, restored on drop.
-struct EchoOff {
-    saved: libc::termios,
-}
-
-impl EchoOff {
-    fn new() -> std::io::Result<Self> {
-        let mut termios = std::mem::MaybeUninit::<libc::termios>::uninit();
-        // SAFETY: tcgetattr writes a whole termios into the pointer it is
-        // given, which points to room for one.
-        if unsafe { libc::tcgetattr(libc::STDIN_FILENO, termios.as_mut_ptr()) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: tcgetattr returned 0, so it initialized the struct.
-        let saved = unsafe { termios.assume_init() };
-        let mut quiet = saved;
-        quiet.c_lflag &= !libc::ECHO;
-        // SAFETY: `quiet` is a valid termios, read from this terminal.
-        if unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &quiet) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Self { saved })
-    }
-}
-
-impl Drop for EchoOff {
-    fn drop(&mut self) {
-        // SAFETY: `saved` is the terminal's own settings, read in `new`.
-        unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &self.saved) };
-    }
 }
 
 #[cfg(test)]

@@ -171,8 +171,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 println!("strata listening on {addr} ({name}: {protocol})");
             }
         }
-        if let Some(metrics) = broker.metrics_addr() {
-            println!("metrics on http://{metrics}/metrics");
+        if let Some(url) = broker.metrics_url() {
+            println!("metrics on {url}");
         }
         broker.serve(signalled).await?;
         anyhow::Ok(())

@@ -2,6 +2,11 @@
 //! creates, describes and deletes them against `strata serve`, and its
 //! producer and consumer are refused with Kafka's authorization errors
 //! where the ACLs deny them.
+//!
+//! Its admin connects through the broker's PLAINTEXT listener, as
+//! `User:ANONYMOUS`: made a super user there (Kafka's way to an admin's
+//! door), or the listener trusted (`trust_unauthenticated_listeners`) where
+//! DENY ACLs on it are what is tested.
 
 use serde_json::{Value, json};
 
@@ -16,7 +21,7 @@ fn spec(parts: [&str; 7]) -> Spec {
 
 #[test]
 fn confluent_kafka_creates_describes_and_deletes_acls() {
-    let broker = Broker::start(&[]);
+    let broker = Broker::start_with_config(&[], "super_users = [\"User:ANONYMOUS\"]\n");
     let alice_reads = spec([
         "TOPIC",
         "orders",
@@ -82,7 +87,10 @@ fn confluent_kafka_creates_describes_and_deletes_acls() {
 
 #[test]
 fn confluent_kafka_producer_and_consumer_are_refused_where_acls_deny() {
-    let broker = Broker::start(&[TopicSpec::new("guarded", 1), TopicSpec::new("open", 1)]);
+    let broker = Broker::start_with_config(
+        &[TopicSpec::new("guarded", 1), TopicSpec::new("open", 1)],
+        "trust_unauthenticated_listeners = true\n",
+    );
     let created = Client::ConfluentKafka.run(
         "acls",
         broker.addr(),

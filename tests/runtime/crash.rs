@@ -1090,14 +1090,7 @@ fn free_address() -> String {
 
 /// `GET /metrics` from an app's `--metrics` address.
 fn scrape_metrics(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).expect("the metrics address answers");
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: strata\r\n\r\n")
-        .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    answer
+    support::http::get(addr, "/metrics").1
 }
 
 fn spawn_logged_with(location: &[&str], args: &[&str]) -> (Child, Log) {

@@ -171,13 +171,7 @@ fn free_address() -> String {
 /// `GET /metrics` from an instance's `--metrics` address: each sample's
 /// line without its value, and the value.
 fn metrics(addr: &str) -> BTreeMap<String, f64> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: strata\r\n\r\n")
-        .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
+    let (_, answer) = support::http::get(addr, "/metrics");
     (answer.lines())
         .filter(|l| l.starts_with("strata_"))
         .filter_map(|l| {

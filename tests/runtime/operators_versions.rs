@@ -159,11 +159,5 @@ fn a_pipeline_app_runs_answers_rebuilds_replays_diffs_and_promotes() {
 
 /// The JSON body of `GET target` at `addr`.
 fn http_get(addr: &str, target: &str) -> serde_json::Value {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    write!(stream, "GET {target} HTTP/1.1\r\nHost: strata\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (_, body) = response.split_once("\r\n\r\n").unwrap();
-    serde_json::from_str(body).unwrap()
+    support::http::get_json(addr, target).1
 }

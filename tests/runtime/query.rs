@@ -6,8 +6,7 @@
 
 use crate::support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -192,13 +191,7 @@ async fn keys_prefixes_ranges_and_windows_are_answered_over_every_task() {
 
 /// `GET target` on `addr`: the status and the JSON body.
 fn get(addr: SocketAddr, target: &str) -> (u16, Value) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    write!(stream, "GET {target} HTTP/1.1\r\nHost: strata\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, serde_json::from_str(body).unwrap())
+    support::http::get_json(&addr.to_string(), target)
 }
 
 fn replay_v2(data: &Path) {
@@ -211,6 +204,7 @@ fn replay_v2(data: &Path) {
         version: "v2".into(),
         from: "earliest".into(),
         until_end: true,
+        http: Default::default(),
         commit: CommitArgs::default(),
         checkpoints: CheckpointArgs::default(),
         group: GroupArgs::default(),
@@ -302,6 +296,16 @@ fn a_running_app_answers_over_http_as_it_commits() {
     assert_eq!(get(addr, "/stores/by-length?prefix=1").0, 400);
     assert_eq!(get(addr, "/stores/per-minute?window=a&from=soon").0, 400);
     assert_eq!(get(addr, "/elsewhere").0, 404);
+    // A key holding a slash is one path segment, encoded.
+    let (status, slashed) = get(addr, "/stores/tally/keys/a%2Fb");
+    assert_eq!(status, 404);
+    assert!(
+        slashed["error"].as_str().unwrap().contains("no such key"),
+        "{slashed}"
+    );
+    let (status, body) = support::http::request(&addr.to_string(), "POST", "/stores");
+    assert_eq!(status, 405);
+    assert!(body.contains("only GET is served"), "{body}");
 
     stop.send(()).unwrap();
     runtime.block_on(running).unwrap().unwrap();
@@ -376,4 +380,37 @@ async fn an_index_store_answers_the_keys_of_a_field_and_of_a_field_prefix() {
         matches!(error, RuntimeError::UnknownStore { .. }),
         "{error}"
     );
+}
+
+#[test]
+fn an_endpoint_beyond_loopback_is_refused_before_the_app_runs_without_tls_and_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let location = LocationArgs {
+        data_dir: Some(data.clone()),
+        ..LocationArgs::default()
+    };
+    let anywhere: SocketAddr = "0.0.0.0:0".parse().unwrap();
+    for (metrics, query, what) in [
+        (Some(anywhere), None, "metrics endpoint"),
+        (None, Some(anywhere), "query endpoint"),
+    ] {
+        let run = Command::Run {
+            until_end: true,
+            serve: None,
+            metrics,
+            query,
+            http: Default::default(),
+            commit: CommitArgs::default(),
+            checkpoints: CheckpointArgs::default(),
+            group: GroupArgs::default(),
+        };
+        let refused = strata::runtime::cli::execute(&app(1), &location, &run).unwrap_err();
+        let said = refused.to_string();
+        assert!(
+            said.contains(what) && said.contains("--allow-unauthenticated-remote"),
+            "{said}"
+        );
+        assert!(!data.join("apps").exists(), "nothing ran");
+    }
 }

@@ -8,8 +8,6 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -69,13 +67,7 @@ fn query_address(state: &Path) -> String {
 }
 
 fn get(addr: &str, target: &str) -> (u16, Value) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    write!(stream, "GET {target} HTTP/1.1\r\nHost: strata\r\n\r\n").unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, serde_json::from_str(body).unwrap_or(Value::Null))
+    support::http::get_json(addr, target)
 }
 
 /// Word → count from an answer's entries.

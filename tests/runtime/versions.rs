@@ -150,6 +150,7 @@ fn run_until_end() -> Command {
         serve: None,
         metrics: None,
         query: None,
+        http: Default::default(),
         commit: CommitArgs::default(),
         checkpoints: no_checkpoints(),
         group: GroupArgs::default(),
@@ -162,6 +163,7 @@ fn replay(version: &str) -> Command {
         version: version.to_string(),
         from: "earliest".to_string(),
         until_end: true,
+        http: Default::default(),
         commit: CommitArgs::default(),
         checkpoints: no_checkpoints(),
         group: GroupArgs::default(),
@@ -481,6 +483,7 @@ fn automatic_checkpoints_keep_the_newest() {
         serve: None,
         metrics: None,
         query: None,
+        http: Default::default(),
         commit: CommitArgs::default(),
         checkpoints: CheckpointArgs {
             checkpoint_records: Some(200),
@@ -737,6 +740,7 @@ fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
         serve: None,
         metrics: None,
         query: None,
+        http: Default::default(),
         commit: CommitArgs {
             commit_records: Some(50),
             ..CommitArgs::default()

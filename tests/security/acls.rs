@@ -4,10 +4,13 @@
 //! changing nothing.
 //!
 //! The listener here does not authenticate: every request comes from
-//! `User:ANONYMOUS` and is allowed unless an ACL denies it, so denials are
-//! exercised through DENY ACLs on `User:ANONYMOUS` and `User:*`. The rules
-//! for authenticated callers (deny by default, ALLOW ACLs, super users) are
-//! tested on the authorizer itself.
+//! `User:ANONYMOUS`. Most tests trust it (`trust_unauthenticated_listeners`:
+//! allowed unless an ACL denies), so denials are exercised through DENY
+//! ACLs on `User:ANONYMOUS` and `User:*`; the default (once any ACL exists,
+//! only what ACLs allow, as Kafka's `allow.everyone.if.no.acl.found =
+//! false`) has tests of its own. The rules for authenticated callers (deny
+//! by default, ALLOW ACLs, super users) are tested on the authorizer
+//! itself.
 
 use crate::support;
 
@@ -107,7 +110,17 @@ async fn admin_of(broker: &InProcessBroker) -> Admin {
     Admin::new(Cluster::connect(config).await.unwrap())
 }
 
+/// A broker trusting its unauthenticated listener.
 fn config() -> BrokerConfig {
+    BrokerConfig {
+        trust_unauthenticated_listeners: true,
+        ..kafkas_default()
+    }
+}
+
+/// A broker with Kafka's default: once any ACL exists, an unauthenticated
+/// caller gets only what ACLs allow.
+fn kafkas_default() -> BrokerConfig {
     BrokerConfig {
         auto_create_topics: true,
         groups: strata::broker::group::GroupConfig {
@@ -764,6 +777,71 @@ async fn super_users_are_served_whatever_the_acls_deny() {
         .unwrap();
     assert_eq!(removed.len(), 2);
     running.broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_any_acl_exists_an_unauthenticated_caller_gets_only_what_acls_allow_as_in_kafka() {
+    let running = start(kafkas_default()).await;
+    running.create_topic("orders");
+    let produce = |value: &str| {
+        produce_request(
+            1,
+            "orders",
+            0,
+            support::batch(&[value], strata::log::now_ms()),
+        )
+    };
+    // No ACL yet: a development broker serves its loopback listener.
+    let mut stream = running.connect().await;
+    let response: ProduceResponse = call(&mut stream, ApiKey::Produce, 9, &produce("a")).await;
+    assert_eq!(response.responses[0].partition_responses[0].error_code, 0);
+    running
+        .admin
+        .create_acls(&[acl(
+            ResourceType::Topic,
+            "orders",
+            PatternType::Literal,
+            "User:ANONYMOUS",
+            Operation::Read,
+            Permission::Allow,
+        )])
+        .await
+        .unwrap();
+    // One ACL, and the listener's callers get what it allows, nothing else:
+    // no write, no managing ACLs.
+    let response: ProduceResponse = call(&mut stream, ApiKey::Produce, 9, &produce("b")).await;
+    assert_eq!(
+        response.responses[0].partition_responses[0].error_code,
+        TOPIC_AUTHORIZATION_FAILED
+    );
+    assert_eq!(
+        running.log_end("orders"),
+        1,
+        "the refused write appended nothing"
+    );
+    let refused = (running.admin)
+        .create_acls(&[deny(ResourceType::Topic, "t", Operation::Read)])
+        .await
+        .unwrap_err();
+    assert_eq!(kafka_code(refused), CLUSTER_AUTHORIZATION_FAILED);
+    let refused = (running.admin)
+        .describe_acls(&AclBindingFilter::any())
+        .await
+        .unwrap_err();
+    assert_eq!(kafka_code(refused), CLUSTER_AUTHORIZATION_FAILED);
+    let Running { broker, admin, dir } = running;
+    drop(admin);
+    broker.stop().await;
+
+    // As Kafka's operators do, the loopback listener is made an admin's
+    // door by naming its principal a super user.
+    let mut config = kafkas_default();
+    config.super_users = vec![Principal::user("ANONYMOUS")];
+    let broker = InProcessBroker::start_in(dir.path(), config).await;
+    let admin = admin_of(&broker).await;
+    let listed = admin.describe_acls(&AclBindingFilter::any()).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    broker.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,4 +9,5 @@ mod support;
 mod acls;
 mod client;
 mod clients;
+mod metrics;
 mod users_cli;

@@ -7,6 +7,7 @@
 //! - `certs`: a CA and certificates made for one test;
 //! - `secured_broker`: `strata serve` with every kind of listener;
 //! - `example`: example binaries built in the test's own profile;
+//! - `http`: one HTTP request, as curl sends it;
 //! - `member`: a consumer-group member polling in a task;
 //! - `mock_cluster`: librdkafka's mock Kafka cluster of several brokers;
 //! - `process`: a command run as a process, with input on its stdin;
@@ -19,6 +20,7 @@
 pub mod broker;
 pub mod certs;
 pub mod example;
+pub mod http;
 pub mod log;
 pub mod member;
 pub mod mock_cluster;

@@ -10,6 +10,12 @@
 //! operation (an ACL for `User:*`, made through the PLAINTEXT listener), for
 //! tests about authentication; [`SecuredBroker::start_locked`] leaves the
 //! secured listeners' default, deny, for tests about ACLs.
+//!
+//! The PLAINTEXT listener is the administrator's door: the broker trusts
+//! its unauthenticated listeners (`trust_unauthenticated_listeners`), so
+//! `User:ANONYMOUS` is allowed whatever no DENY refuses even once ACLs
+//! exist. Kafka's default, without that trust, is tested in
+//! `tests/security/acls.rs`.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -83,7 +89,7 @@ impl SecuredBroker {
         let server = ca.server(dir.path(), "server");
         let (top_level, tables) = split_top_level(extra);
         let config = format!(
-            "metrics = \"127.0.0.1:0\"\n{top_level}\n[[listeners]]\nprotocol = \"PLAINTEXT\"\nlisten = \"127.0.0.1:0\"\n\n\
+            "metrics = \"127.0.0.1:0\"\ntrust_unauthenticated_listeners = true\n{top_level}\n[[listeners]]\nprotocol = \"PLAINTEXT\"\nlisten = \"127.0.0.1:0\"\n\n\
              [[listeners]]\nprotocol = \"SSL\"\nlisten = \"127.0.0.1:0\"\n\n\
              [[listeners]]\nprotocol = \"SASL_PLAINTEXT\"\nlisten = \"127.0.0.1:0\"\n\n\
              [[listeners]]\nprotocol = \"SASL_SSL\"\nlisten = \"127.0.0.1:0\"\n\n\
@@ -181,13 +187,7 @@ impl SecuredBroker {
 
     /// One counter or gauge from the metrics endpoint.
     pub fn metric(&self, name: &str) -> u64 {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(&self.addrs["metrics"]).unwrap();
-        stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: strata\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut text = String::new();
-        stream.read_to_string(&mut text).unwrap();
+        let (_, text) = super::http::get(&self.addrs["metrics"], "/metrics");
         text.lines()
             .find_map(|line| {
                 line.strip_prefix(name)?

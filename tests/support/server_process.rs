@@ -140,17 +140,9 @@ impl ServerProcess {
 
     /// The body of `GET /metrics`.
     pub fn scrape_metrics(&self) -> String {
-        use std::io::{Read, Write};
-        let mut stream =
-            std::net::TcpStream::connect(self.metrics_addr()).expect("the metrics address answers");
-        stream
-            .write_all(b"GET /metrics HTTP/1.0\r\nHost: strata\r\n\r\n")
-            .unwrap();
-        let mut text = String::new();
-        stream.read_to_string(&mut text).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
-        assert!(head.starts_with("HTTP/1.1 200"), "metrics answered {head}");
-        body.to_string()
+        let (status, body) = super::http::get(self.metrics_addr(), "/metrics");
+        assert_eq!(status, 200, "metrics answered {body}");
+        body
     }
 
     /// The broker's `VmRSS` and `VmHWM` (resident and peak resident

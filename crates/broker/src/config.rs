@@ -15,7 +15,7 @@ use strata_log::LogConfig;
 
 /// Pause after a failed accept (e.g. out of file descriptors), on the Kafka
 /// listener as on every HTTP listener.
-pub(crate) use strata_protocol::metrics_endpoint::ACCEPT_RETRY_DELAY;
+pub(crate) use strata_http::ACCEPT_RETRY_DELAY;
 
 /// Connections the kernel holds for the Kafka listener until the broker
 /// accepts them (the `listen` backlog; Linux caps it at
@@ -46,8 +46,16 @@ pub struct BrokerConfig {
     pub allow_unauthenticated_remote: bool,
     /// What SASL_PLAINTEXT and SASL_SSL listeners accept. Key `[sasl]`.
     pub sasl: SaslSettings,
-    /// Where to serve Prometheus metrics; off when `None`.
+    /// Where to serve Prometheus metrics; off when `None`. Beyond loopback
+    /// only with `metrics_tls` and `metrics_token_file`, or with
+    /// `allow_unauthenticated_remote`.
     pub metrics_listen: Option<SocketAddr>,
+    /// Serve the metrics over TLS, with the `[tls]` certificate and key.
+    /// Key `metrics_tls`.
+    pub metrics_tls: bool,
+    /// A file whose first line is the token a scrape must carry
+    /// (`Authorization: Bearer TOKEN`). Key `metrics_token_file`.
+    pub metrics_token_file: Option<std::path::PathBuf>,
     /// Host clients are told to connect to (127.0.0.1 by default: librdkafka
     /// resolves `localhost` to ::1 first).
     pub advertised_host: String,
@@ -115,6 +123,11 @@ pub struct BrokerConfig {
     /// Principals allowed everything, whatever the ACLs say (Kafka's
     /// `super.users`). Key `super_users = ["User:admin"]`.
     pub super_users: Vec<crate::auth::Principal>,
+    /// Callers on listeners that do not authenticate are allowed whatever
+    /// no DENY refuses, even once ACLs exist. Off by default, as Kafka's
+    /// `allow.everyone.if.no.acl.found = false`: once any ACL exists,
+    /// `User:ANONYMOUS` gets only what ACLs allow.
+    pub trust_unauthenticated_listeners: bool,
 }
 
 impl Default for BrokerConfig {
@@ -127,6 +140,8 @@ impl Default for BrokerConfig {
             sasl: SaslSettings::default(),
             advertised_host: "127.0.0.1".to_string(),
             metrics_listen: None,
+            metrics_tls: false,
+            metrics_token_file: None,
             node_id: 0,
             request_bytes_max: 100 << 20,
             request_memory_bytes_max: 256 << 20,
@@ -149,6 +164,7 @@ impl Default for BrokerConfig {
             offsets_retention_check_interval: crate::group::OFFSETS_RETENTION_CHECK_DEFAULT,
             cleaner: strata_log::CleanerConfig::default(),
             super_users: Vec::new(),
+            trust_unauthenticated_listeners: false,
         }
     }
 }
@@ -172,6 +188,10 @@ impl Default for BrokerConfig {
 /// producer_id_expiration_ms = 86400000  # idle idempotent producers forgotten
 /// offsets_retention_ms = 604800000      # committed offsets outlive their group's members
 /// super_users = ["User:admin"]          # allowed everything, whatever the ACLs
+/// trust_unauthenticated_listeners = false  # true: PLAINTEXT callers allowed unless denied
+/// metrics = "127.0.0.1:9100"            # beyond loopback: metrics_tls and a token file
+/// metrics_tls = false                   # serve /metrics with the [tls] certificate
+/// metrics_token_file = "/etc/strata/metrics-token"
 ///
 /// [topic_defaults]
 /// "retention.ms" = 604800000
@@ -187,6 +207,8 @@ pub struct ConfigFile {
     pub sasl: Option<SaslTable>,
     pub allow_unauthenticated_remote: Option<bool>,
     pub metrics: Option<SocketAddr>,
+    pub metrics_tls: Option<bool>,
+    pub metrics_token_file: Option<std::path::PathBuf>,
     pub advertised_host: Option<String>,
     pub data_dir: Option<std::path::PathBuf>,
     pub auto_create_topics: Option<bool>,
@@ -225,6 +247,9 @@ pub struct ConfigFile {
     /// Principals allowed everything (Kafka's `super.users`), as
     /// `Kind:name`.
     pub super_users: Option<Vec<String>>,
+    /// Callers on listeners that do not authenticate are allowed whatever
+    /// no DENY refuses, even once ACLs exist (default false).
+    pub trust_unauthenticated_listeners: Option<bool>,
     #[serde(default)]
     pub topic_defaults: std::collections::BTreeMap<String, toml::Value>,
 }
@@ -341,6 +366,12 @@ impl ConfigFile {
         if let Some(allow) = self.allow_unauthenticated_remote {
             config.allow_unauthenticated_remote = allow;
         }
+        if let Some(tls) = self.metrics_tls {
+            config.metrics_tls = tls;
+        }
+        if let Some(path) = &self.metrics_token_file {
+            config.metrics_token_file = Some(path.clone());
+        }
         if let Some(metrics) = self.metrics {
             config.metrics_listen = Some(metrics);
         }
@@ -447,6 +478,9 @@ impl ConfigFile {
                 .map(|p| crate::auth::Principal::parse(p))
                 .collect::<Result<_, _>>()
                 .map_err(|e| format!("super_users: {e}"))?;
+        }
+        if let Some(trust) = self.trust_unauthenticated_listeners {
+            config.trust_unauthenticated_listeners = trust;
         }
         for (key, value) in &self.topic_defaults {
             let text = match value {

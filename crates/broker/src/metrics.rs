@@ -7,14 +7,16 @@
 //! for the budget of frames read before authentication),
 //! fetch long-polls (waiting now, woken by appends), each partition's
 //! offsets and size, and each consumer group's committed offset and lag per
-//! partition, served as text on `GET /metrics` when `--metrics ADDR` is
-//! given (through [`strata_protocol::metrics_endpoint`]).
+//! partition, served on `GET /metrics` when `--metrics ADDR` is given
+//! (through strata-http, which writes each family with its HELP and
+//! TYPE).
 
-use std::fmt::Write as _;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kafka_protocol::messages::ApiKey;
+use strata_http::Families;
 
 use super::group::GroupCoordinator;
 use super::latency::LatencyHistogram;
@@ -100,10 +102,16 @@ impl Metrics {
         self.bytes_out.fetch_add(bytes_out, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self, log: &LogManager, groups: &GroupCoordinator) -> String {
-        let mut out = String::new();
-        // Each family's lines together, as the text format requires.
+    /// Writes every family: requests and their time per API, bytes, the
+    /// limits' state, each partition's offsets and size, each group's
+    /// committed offset and lag.
+    pub fn write(
+        &self,
+        families: &mut Families<'_>,
+        log: &LogManager,
+        groups: &GroupCoordinator,
+    ) -> fmt::Result {
+        // The APIs served so far, by name.
         let served: Vec<(usize, String)> = (0..API_KEYS_MAX)
             .filter(|&i| self.requests[i].load(Ordering::Relaxed) > 0)
             .map(|i| {
@@ -114,139 +122,160 @@ impl Metrics {
                 (i, api)
             })
             .collect();
-        let _ = writeln!(out, "# TYPE strata_requests_total counter");
-        for (i, api) in &served {
-            let count = self.requests[*i].load(Ordering::Relaxed);
-            let _ = writeln!(out, "strata_requests_total{{api=\"{api}\"}} {count}");
-        }
-        let _ = writeln!(out, "# TYPE strata_request_seconds_total counter");
-        for (i, api) in &served {
-            let seconds = self.request_micros[*i].load(Ordering::Relaxed) as f64 / 1e6;
-            let _ = writeln!(
-                out,
-                "strata_request_seconds_total{{api=\"{api}\"}} {seconds}"
-            );
-        }
-        let _ = writeln!(out, "# TYPE strata_request_latency_seconds histogram");
-        for (i, api) in &served {
-            self.request_latency[*i].render(
-                &mut out,
-                "strata_request_latency_seconds",
-                &format!("api=\"{api}\""),
-            );
-        }
-        let _ = writeln!(out, "# TYPE strata_bytes_in_total counter");
-        let _ = writeln!(
-            out,
-            "strata_bytes_in_total {}",
-            self.bytes_in.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(out, "# TYPE strata_bytes_out_total counter");
-        let _ = writeln!(
-            out,
-            "strata_bytes_out_total {}",
-            self.bytes_out.load(Ordering::Relaxed)
-        );
-        for (name, kind, value) in [
-            (
-                "strata_requests_in_flight",
-                "gauge",
-                &self.requests_in_flight,
-            ),
-            (
-                "strata_request_bytes_buffered",
-                "gauge",
-                &self.request_bytes_buffered,
-            ),
-            (
-                "strata_request_memory_waits_total",
-                "counter",
-                &self.request_memory_waits,
-            ),
-            (
-                "strata_pre_auth_request_bytes_buffered",
-                "gauge",
-                &self.pre_auth_request_bytes_buffered,
-            ),
-            (
-                "strata_pre_auth_memory_waits_total",
-                "counter",
-                &self.pre_auth_memory_waits,
-            ),
-            (
-                "strata_response_bytes_buffered",
-                "gauge",
-                &self.response_bytes_buffered,
-            ),
-            ("strata_fetches_waiting", "gauge", &self.fetches_waiting),
-            ("strata_fetch_wakeups_total", "counter", &self.fetch_wakeups),
-            (
-                "strata_tls_handshake_failures_total",
-                "counter",
-                &self.tls_handshake_failures,
-            ),
-            (
-                "strata_sasl_authentications_total",
-                "counter",
-                &self.sasl_authentications,
-            ),
-            (
-                "strata_sasl_authentication_failures_total",
-                "counter",
-                &self.sasl_authentication_failures,
-            ),
-            (
-                "strata_sasl_login_timeouts_total",
-                "counter",
-                &self.sasl_login_timeouts,
-            ),
-        ] {
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
-        }
-        let partitions: Vec<(String, std::sync::Arc<strata_log::PartitionLog>)> = log
-            .topics()
-            .iter()
+        let per_api = |value: &dyn Fn(usize) -> u64| {
+            (served.iter())
+                .map(|(i, api)| ([("api", api.clone())], value(*i)))
+                .collect::<Vec<_>>()
+        };
+        families.counters(
+            "strata_requests_total",
+            "Requests answered, by API.",
+            per_api(&|i| self.requests[i].load(Ordering::Relaxed)),
+        )?;
+        families.counters(
+            "strata_request_seconds_total",
+            "Time from taking a request up to its answer being ready, summed, by API.",
+            (served.iter()).map(|(i, api)| {
+                let micros = self.request_micros[*i].load(Ordering::Relaxed);
+                ([("api", api.clone())], micros as f64 / 1e6)
+            }),
+        )?;
+        families.histograms(
+            "strata_request_latency_seconds",
+            "Time from taking a request up to its answer being ready, by API.",
+            (served.iter())
+                .map(|(i, api)| ([("api", api.clone())], self.request_latency[*i].sample())),
+        )?;
+        let load = |value: &AtomicU64| value.load(Ordering::Relaxed);
+        families.counter(
+            "strata_bytes_in_total",
+            "Request bytes read.",
+            load(&self.bytes_in),
+        )?;
+        families.counter(
+            "strata_bytes_out_total",
+            "Response bytes written.",
+            load(&self.bytes_out),
+        )?;
+        families.gauge(
+            "strata_requests_in_flight",
+            "Requests read and not yet answered, all connections.",
+            load(&self.requests_in_flight),
+        )?;
+        families.gauge(
+            "strata_request_bytes_buffered",
+            "Request frame bytes held (reserved from the request memory budget).",
+            load(&self.request_bytes_buffered),
+        )?;
+        families.counter(
+            "strata_request_memory_waits_total",
+            "Times a connection paused reading because the request memory budget was spent.",
+            load(&self.request_memory_waits),
+        )?;
+        families.gauge(
+            "strata_pre_auth_request_bytes_buffered",
+            "Request frame bytes held for connections that have not authenticated.",
+            load(&self.pre_auth_request_bytes_buffered),
+        )?;
+        families.counter(
+            "strata_pre_auth_memory_waits_total",
+            "Times an unauthenticated connection paused reading because its budget was spent.",
+            load(&self.pre_auth_memory_waits),
+        )?;
+        families.gauge(
+            "strata_response_bytes_buffered",
+            "Response bytes produced and not yet written (sendfile ranges not counted).",
+            load(&self.response_bytes_buffered),
+        )?;
+        families.gauge(
+            "strata_fetches_waiting",
+            "Fetches waiting for an append or their deadline.",
+            load(&self.fetches_waiting),
+        )?;
+        families.counter(
+            "strata_fetch_wakeups_total",
+            "Waiting fetches woken by an append to a partition they read.",
+            load(&self.fetch_wakeups),
+        )?;
+        families.counter(
+            "strata_tls_handshake_failures_total",
+            "Connections closed because their TLS handshake failed or did not finish in time.",
+            load(&self.tls_handshake_failures),
+        )?;
+        families.counter(
+            "strata_sasl_authentications_total",
+            "SASL authentications that succeeded.",
+            load(&self.sasl_authentications),
+        )?;
+        families.counter(
+            "strata_sasl_authentication_failures_total",
+            "SASL authentications that failed.",
+            load(&self.sasl_authentication_failures),
+        )?;
+        families.counter(
+            "strata_sasl_login_timeouts_total",
+            "Connections closed because they had not authenticated within the login timeout.",
+            load(&self.sasl_login_timeouts),
+        )?;
+        write_partitions(families, log)?;
+        write_group_lag(families, log, groups)
+    }
+}
+
+type PartitionLabels = [(&'static str, String); 2];
+
+/// Each partition's end and start offsets and its size on disk.
+fn write_partitions(families: &mut Families<'_>, log: &LogManager) -> fmt::Result {
+    let partitions: Vec<(PartitionLabels, std::sync::Arc<strata_log::PartitionLog>)> =
+        (log.topics().iter())
             .flat_map(|topic| {
-                topic
-                    .partitions
-                    .iter()
-                    .enumerate()
-                    .map(move |(p, partition)| {
-                        let labels = format!("topic=\"{}\",partition=\"{p}\"", topic.name());
-                        (labels, std::sync::Arc::clone(partition))
-                    })
+                (topic.partitions.iter().enumerate()).map(move |(p, partition)| {
+                    let labels = [
+                        ("topic", topic.name().to_string()),
+                        ("partition", p.to_string()),
+                    ];
+                    (labels, std::sync::Arc::clone(partition))
+                })
             })
             .collect();
-        type Gauge = fn(&strata_log::PartitionLog) -> u64;
-        let gauges: [(&str, Gauge); 3] = [
-            ("strata_log_end_offset", |p| {
-                p.log_end_offset().max(0) as u64
-            }),
-            ("strata_log_start_offset", |p| {
-                p.log_start_offset().max(0) as u64
-            }),
-            ("strata_log_size_bytes", |p| p.size_bytes()),
-        ];
-        for (name, value) in gauges {
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            for (labels, partition) in &partitions {
-                let _ = writeln!(out, "{name}{{{labels}}} {}", value(partition));
-            }
-        }
-        render_group_lag(&mut out, log, groups);
-        out
+    type Gauge = fn(&strata_log::PartitionLog) -> u64;
+    let gauges: [(&str, &str, Gauge); 3] = [
+        (
+            "strata_log_end_offset",
+            "The offset the next record appended gets.",
+            |p| p.log_end_offset().max(0) as u64,
+        ),
+        (
+            "strata_log_start_offset",
+            "The first offset still held (retention moves it).",
+            |p| p.log_start_offset().max(0) as u64,
+        ),
+        (
+            "strata_log_size_bytes",
+            "Bytes of the partition's segments on disk.",
+            |p| p.size_bytes(),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        let samples =
+            (partitions.iter()).map(|(labels, partition)| (labels.clone(), value(partition)));
+        families.gauges(name, help, samples)?;
     }
+    Ok(())
 }
 
 /// Committed offset and lag (log end offset minus committed offset) of
 /// every group on every partition it committed for.
-fn render_group_lag(out: &mut String, log: &LogManager, groups: &GroupCoordinator) {
+fn write_group_lag(
+    families: &mut Families<'_>,
+    log: &LogManager,
+    groups: &GroupCoordinator,
+) -> fmt::Result {
     let committed = match groups.committed_everywhere() {
         Ok(committed) => committed,
         Err(error) => {
             tracing::warn!("reading committed offsets for metrics: {error}");
-            return;
+            Vec::new()
         }
     };
     let mut rows = Vec::new();
@@ -257,31 +286,24 @@ fn render_group_lag(out: &mut String, log: &LogManager, groups: &GroupCoordinato
         else {
             continue;
         };
-        let labels = format!(
-            "group=\"{}\",topic=\"{}\",partition=\"{}\"",
-            escape_label(&group),
-            entry.topic,
-            entry.partition
-        );
+        let labels = [
+            ("group", group),
+            ("topic", entry.topic.clone()),
+            ("partition", entry.partition.to_string()),
+        ];
         let offset = entry.committed.offset;
         let lag = (partition.log_end_offset() - offset.max(0)).max(0);
         rows.push((labels, offset, lag));
     }
-    let _ = writeln!(out, "# TYPE strata_group_committed_offset gauge");
-    for (labels, offset, _) in &rows {
-        let _ = writeln!(out, "strata_group_committed_offset{{{labels}}} {offset}");
-    }
-    let _ = writeln!(out, "# TYPE strata_group_lag gauge");
-    for (labels, _, lag) in &rows {
-        let _ = writeln!(out, "strata_group_lag{{{labels}}} {lag}");
-    }
-}
-
-/// Group ids are arbitrary strings; Prometheus label values escape `\`,
-/// `"` and newlines.
-fn escape_label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+    families.gauges(
+        "strata_group_committed_offset",
+        "The offset a group committed on a partition.",
+        rows.iter()
+            .map(|(labels, offset, _)| (labels.clone(), *offset)),
+    )?;
+    families.gauges(
+        "strata_group_lag",
+        "Records on a partition past a group's committed offset.",
+        rows.iter().map(|(labels, _, lag)| (labels.clone(), *lag)),
+    )
 }

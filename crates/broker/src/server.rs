@@ -33,7 +33,7 @@ const GROUP_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 /// A bound, not yet serving, broker.
 pub struct Broker {
     listeners: Vec<Bound>,
-    metrics_listener: Option<TcpListener>,
+    metrics_listener: Option<(TcpListener, strata_http::Access)>,
     ctx: Arc<BrokerContext>,
 }
 
@@ -90,7 +90,8 @@ impl Broker {
         // Before the port opens: no client sees a half-ended transaction.
         transactions.recover(&groups);
         let acls = AclStore::open(log.disk(), log.data_dir())?;
-        let acls = Authorizer::new(acls, config.super_users.clone());
+        let acls = Authorizer::new(acls, config.super_users.clone())
+            .trusting_unauthenticated_listeners(config.trust_unauthenticated_listeners);
         let tls = match &config.tls {
             Some(settings) => Some(Arc::new(
                 TlsReloader::load(settings.clone())
@@ -139,14 +140,18 @@ impl Broker {
             acls,
         });
         let metrics_listener = match ctx.config.metrics_listen {
-            Some(addr) => Some(
-                TcpListener::bind(addr)
-                    .await
-                    .map_err(|error| BrokerError::Io {
+            Some(addr) => {
+                let access = metrics_access(&ctx.config)?;
+                access
+                    .check_bind(addr, "metrics endpoint")
+                    .map_err(|e| BrokerError::Config(e.to_string()))?;
+                let listener =
+                    (TcpListener::bind(addr).await).map_err(|error| BrokerError::Io {
                         context: format!("listening for metrics on {addr}"),
                         error,
-                    })?,
-            ),
+                    })?;
+                Some((listener, access))
+            }
             None => None,
         };
         Ok(Self {
@@ -190,7 +195,15 @@ impl Broker {
     pub fn metrics_addr(&self) -> Option<SocketAddr> {
         self.metrics_listener
             .as_ref()
-            .and_then(|l| l.local_addr().ok())
+            .and_then(|(l, _)| l.local_addr().ok())
+    }
+
+    /// Where metrics are scraped (`http://ADDR/metrics`, or `https://`
+    /// with `metrics_tls`), if enabled.
+    pub fn metrics_url(&self) -> Option<String> {
+        let (listener, access) = self.metrics_listener.as_ref()?;
+        let addr = listener.local_addr().ok()?;
+        Some(format!("{}://{addr}/metrics", access.scheme()))
     }
 
     /// Serves until `shutdown` completes, then closes every connection after
@@ -198,11 +211,13 @@ impl Broker {
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), BrokerError> {
         let maintenance = tokio::spawn(maintain(Arc::clone(&self.ctx)));
         let cleaning = tokio::spawn(clean(Arc::clone(&self.ctx)));
-        let metrics = self.metrics_listener.map(|listener| {
+        let metrics = self.metrics_listener.map(|(listener, access)| {
             let ctx = Arc::clone(&self.ctx);
-            tokio::spawn(strata_protocol::metrics_endpoint::serve(
-                listener,
-                move || ctx.metrics.render(&ctx.log, &ctx.groups),
+            let exposition = strata_http::Exposition::new(move |families| {
+                ctx.metrics.write(families, &ctx.log, &ctx.groups)
+            });
+            tokio::spawn(strata_http::metrics_endpoint::serve_metrics(
+                listener, exposition, access,
             ))
         });
         let permits = Arc::new(Semaphore::new(self.ctx.config.connections_max));
@@ -381,4 +396,29 @@ async fn maintain(ctx: Arc<BrokerContext>) {
             _ = groups.tick() => ctx.groups.tick(std::time::Instant::now()),
         }
     }
+}
+
+/// How the metrics endpoint is secured: over TLS with the broker's
+/// certificate when `metrics_tls`, with the token of `metrics_token_file`,
+/// beyond loopback only with both unless `allow_unauthenticated_remote`.
+fn metrics_access(config: &BrokerConfig) -> Result<strata_http::Access, BrokerError> {
+    let tls = match (&config.tls, config.metrics_tls) {
+        (Some(tls), true) => Some((tls.cert.clone(), tls.key.clone())),
+        (None, true) => {
+            return Err(BrokerError::Config(
+                "metrics_tls needs the broker's certificate and key: add a [tls] table (cert, key)"
+                    .into(),
+            ));
+        }
+        (_, false) => None,
+    };
+    let security = strata_http::HttpSecurity {
+        tls,
+        tls_ca: None,
+        token_file: config.metrics_token_file.clone(),
+        allow_unauthenticated_remote: config.allow_unauthenticated_remote,
+    };
+    security
+        .load()
+        .map_err(|e| BrokerError::Config(e.to_string()))
 }

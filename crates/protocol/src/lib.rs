@@ -8,10 +8,8 @@
 //! - [`acl`]: the ACL model (bindings, filters, operations), kept by the
 //!   broker, managed by the client.
 //! - [`principal`]: principals in Kafka's notation and a request's caller.
-//! - [`metrics_endpoint`]: the `/metrics` endpoint the broker and apps serve.
 
 pub mod acl;
-pub mod metrics_endpoint;
 pub mod principal;
 pub mod sasl;
 pub mod security;

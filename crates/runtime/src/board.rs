@@ -3,14 +3,14 @@
 //!
 //! Tasks write their line as they go; the runner publishes the board
 //! three ways: `<state-dir>/tasks.json` once a second (for `status`, which
-//! runs as another process), Prometheus text on `--metrics ADDR`, and a
-//! restore bar on a terminal. The file is replaced whole (see `layout`)
-//! and stamped with the time it was written: `status` reads it only while
-//! an instance holds the state directory's run lock and the file is at
-//! most [`FRESH_FOR`] old (a killed instance's file says nothing).
+//! runs as another process), `/metrics` on `--metrics ADDR` (see
+//! `metrics`), and a restore bar on a terminal. The file is replaced whole
+//! (see `layout`) and stamped with the time it was written: `status` reads
+//! it only while an instance holds the state directory's run lock and the
+//! file is at most [`FRESH_FOR`] old (a killed instance's file says
+//! nothing).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -166,100 +166,9 @@ impl TaskBoard {
         layout::write_whole(&layout::task_board_file(state_dir), &json)
     }
 
-    /// Prometheus text: each task's state, its restore's progress or its
-    /// standby copy's lag, and `records` processed by the instance.
-    pub fn render_metrics(&self, records: u64) -> String {
-        let lines = self.snapshot();
-        let mut out = String::new();
-        let mut family =
-            |name: &str, kind: &str, help: &str, of: &dyn Fn(&TaskView) -> Option<String>| {
-                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-                for (task, view) in &lines {
-                    if let Some(sample) = of(view) {
-                        let _ = writeln!(out, "{name}{{task=\"{task}\"{sample}");
-                    }
-                }
-            };
-        family(
-            "strata_task_state",
-            "gauge",
-            "1 for each task of this instance, by state.",
-            &|view| {
-                let state = match view {
-                    TaskView::Restoring { .. } => "restoring",
-                    TaskView::Running => "running",
-                    TaskView::Standby { .. } => "standby",
-                };
-                Some(format!(",state=\"{state}\"}} 1"))
-            },
-        );
-        family(
-            "strata_restore_offsets_remaining",
-            "gauge",
-            "Changelog offsets a restoring task has still to read.",
-            &|view| match view {
-                TaskView::Restoring { done, total, .. } => {
-                    Some(format!("}} {}", (total - done).max(0)))
-                }
-                _ => None,
-            },
-        );
-        family(
-            "strata_restore_records",
-            "gauge",
-            "Records a restoring task has put back so far.",
-            &|view| match view {
-                TaskView::Restoring { records, .. } => Some(format!("}} {records}")),
-                _ => None,
-            },
-        );
-        family(
-            "strata_standby_lag_offsets",
-            "gauge",
-            "Changelog offsets a standby copy has not read yet.",
-            &|view| match view {
-                TaskView::Standby { behind } => Some(format!("}} {behind}")),
-                _ => None,
-            },
-        );
-        let _ = writeln!(
-            out,
-            "# HELP strata_records_processed_total Input records processed by this instance.\n# TYPE strata_records_processed_total counter\nstrata_records_processed_total {records}"
-        );
-        let memory = super::state::memory::shared();
-        for (name, help, value) in [
-            (
-                "strata_state_memory_budget_bytes",
-                "Memory every task state of this instance shares (--state-memory).",
-                memory.budget(),
-            ),
-            (
-                "strata_state_block_cache_bytes",
-                "Bytes in the shared RocksDB block cache, memtables included.",
-                memory.cache_usage(),
-            ),
-            (
-                "strata_state_memtable_bytes",
-                "Bytes of RocksDB memtables across every task state.",
-                memory.memtable_usage(),
-            ),
-            (
-                "strata_state_store_caches_bound_bytes",
-                "The most the stores' write caches may hold, together.",
-                memory.store_caches_bound(),
-            ),
-        ] {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}"
-            );
-        }
-        let restored = self.restored.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "# HELP strata_restored_records_total Changelog records put back by this instance's restores.\n# TYPE strata_restored_records_total counter\nstrata_restored_records_total {restored}"
-        );
-        out
+    /// Changelog records put back by this instance's restores, in all.
+    pub fn restored_in_all(&self) -> u64 {
+        self.restored.load(Ordering::Relaxed)
     }
 
     fn lines(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, TaskView>> {
@@ -313,10 +222,6 @@ mod tests {
         let published = read_published(dir.path()).unwrap();
         assert_eq!(published, board.snapshot());
         assert_eq!(published["count/1"].to_string(), "restoring 40% (4/10)");
-        let metrics = board.render_metrics(7);
-        assert!(metrics.contains("strata_task_state{task=\"count/0\",state=\"running\"} 1"));
-        assert!(metrics.contains("strata_restore_offsets_remaining{task=\"count/1\"} 6"));
-        assert!(metrics.contains("strata_records_processed_total 7"));
         drop(restoring);
         assert_eq!(board.restoring(), None);
         drop(running);

@@ -115,6 +115,11 @@ pub enum RuntimeError {
     /// A file the runtime keeps in a state directory is not readable.
     #[error("{path} is not readable: {reason}; it is the runtime's own file, restore or remove it")]
     BadFile { path: PathBuf, reason: String },
+    /// An HTTP endpoint (`--metrics`, `--query`) cannot be served as
+    /// configured: an address beyond loopback without TLS and a token, or
+    /// a TLS or token file that does not load.
+    #[error(transparent)]
+    Http(#[from] strata_http::AccessError),
     #[error(transparent)]
     State(#[from] StateError),
     #[error(transparent)]

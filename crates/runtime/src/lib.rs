@@ -88,6 +88,7 @@ mod input;
 mod layout;
 mod location;
 mod log_access;
+mod metrics;
 pub mod ops;
 mod process_error;
 pub mod processor;

@@ -9,10 +9,16 @@
 //! 3. An ALLOW likewise, of the operation, of ALL, or of one implying it
 //!    (DESCRIBE by READ, WRITE, DELETE, ALTER; DESCRIBE_CONFIGS by
 //!    ALTER_CONFIGS), allows it.
-//! 4. Otherwise the listener decides: one that authenticates its clients
-//!    refuses; one that does not (a local PLAINTEXT listener) allows, so a
-//!    broker without ACLs serves as it always has and DENY ACLs still hold
-//!    there.
+//! 4. Otherwise refused (Kafka's `allow.everyone.if.no.acl.found =
+//!    false`), with one exception: on a listener that does not
+//!    authenticate its clients (a local PLAINTEXT listener, whose callers
+//!    are all `User:ANONYMOUS`) the caller is allowed while the broker
+//!    holds no ACL at all, so a development broker serves as it always
+//!    has. Once any ACL exists, such a caller gets only what ACLs allow
+//!    (or what `super_users` gives it): a loopback listener beside a
+//!    SASL_SSL one does not make every local process a super user. A
+//!    broker set to `trust_unauthenticated_listeners` keeps the older rule:
+//!    such callers are allowed whatever no DENY refuses.
 //!
 //! A resource is covered by a LITERAL ACL of its name, a LITERAL `*`, and a
 //! PREFIXED ACL of any prefix of its name.
@@ -33,16 +39,31 @@ use strata_protocol::acl::{Resource, ResourceType, WILDCARD_RESOURCE};
 /// listener without a covering DENY), as Kafka asks about `hardcode`.
 const UNNAMED_RESOURCE: &str = "hardcode";
 
-/// The broker's authorization: its ACLs and its super users.
+/// The broker's authorization: its ACLs, its super users, and whether
+/// callers on listeners that do not authenticate are trusted.
 #[derive(Debug)]
 pub struct Authorizer {
     store: AclStore,
     super_users: Vec<Principal>,
+    trust_unauthenticated: bool,
 }
 
 impl Authorizer {
+    /// Kafka's default: once any ACL exists, every caller gets only what
+    /// ACLs allow.
     pub fn new(store: AclStore, super_users: Vec<Principal>) -> Self {
-        Self { store, super_users }
+        Self {
+            store,
+            super_users,
+            trust_unauthenticated: false,
+        }
+    }
+
+    /// Callers on listeners that do not authenticate are allowed whatever
+    /// no DENY refuses, even once ACLs exist (rule 4's exception, always).
+    pub fn trusting_unauthenticated_listeners(mut self, trust: bool) -> Self {
+        self.trust_unauthenticated = trust;
+        self
     }
 
     /// The ACLs, to list and change.
@@ -93,7 +114,7 @@ impl Authorizer {
                 _ => {}
             }
         }
-        allowed || !caller.secured
+        allowed || (!caller.secured && (self.trust_unauthenticated || acls.is_empty()))
     }
 
     /// Whether `caller` may perform `operation` on at least one resource of
@@ -240,6 +261,12 @@ mod tests {
         (Authorizer::new(store, supers), dir)
     }
 
+    /// The same, trusting callers on listeners that do not authenticate.
+    fn trusting(acls: Vec<AclBinding>, super_users: &[&str]) -> (Authorizer, tempfile::TempDir) {
+        let (authorizer, dir) = authorizer(acls, super_users);
+        (authorizer.trusting_unauthenticated_listeners(true), dir)
+    }
+
     #[test]
     fn without_acls_a_secured_caller_is_refused_and_an_unsecured_one_allowed() {
         let (authorizer, _dir) = authorizer(vec![], &[]);
@@ -269,7 +296,58 @@ mod tests {
         assert!(authorizer.authorize(&caller("User:bob", true), Read, Resource::topic("payments")));
         let anonymous = caller("User:ANONYMOUS", false);
         assert!(!authorizer.authorize(&anonymous, Read, orders));
-        assert!(authorizer.authorize(&anonymous, Write, orders));
+        let (trusting, _dir) =
+            trusting(vec![topic_acl("orders", "User:ANONYMOUS", Read, Deny)], &[]);
+        assert!(!trusting.authorize(&anonymous, Read, orders));
+        assert!(trusting.authorize(&anonymous, Write, orders));
+    }
+
+    #[test]
+    fn once_any_acl_exists_an_unauthenticated_caller_gets_only_what_acls_allow() {
+        use Operation::{Read, Write};
+        let anonymous = caller("User:ANONYMOUS", false);
+        let orders = Resource::topic("orders");
+        let (authorizer, _dir) = authorizer(
+            vec![topic_acl(
+                "orders",
+                "User:ANONYMOUS",
+                Read,
+                Permission::Allow,
+            )],
+            &[],
+        );
+        assert!(authorizer.authorize(&anonymous, Read, orders));
+        assert!(!authorizer.authorize(&anonymous, Write, orders));
+        assert!(!authorizer.authorize(&anonymous, Operation::Alter, Resource::cluster()));
+        assert!(!authorizer.allows_any(&anonymous, Write, ResourceType::Topic));
+        // Made a super user, the loopback listener's callers are admins.
+        let (admin, _dir) = authorizer_with(&["User:ANONYMOUS"]);
+        assert!(admin.authorize(&anonymous, Operation::Alter, Resource::cluster()));
+        // Trusted, its callers are allowed what no DENY refuses.
+        let (trusting, _dir) = trusting(
+            vec![topic_acl(
+                "orders",
+                "User:ANONYMOUS",
+                Read,
+                Permission::Allow,
+            )],
+            &[],
+        );
+        assert!(trusting.authorize(&anonymous, Write, orders));
+    }
+
+    /// An authorizer holding one ACL (on another principal) and
+    /// `super_users`.
+    fn authorizer_with(super_users: &[&str]) -> (Authorizer, tempfile::TempDir) {
+        authorizer(
+            vec![topic_acl(
+                "t",
+                "User:alice",
+                Operation::Read,
+                Permission::Allow,
+            )],
+            super_users,
+        )
     }
 
     #[test]
@@ -304,9 +382,12 @@ mod tests {
         assert!(authorizer.authorize(&alice, Describe, Resource::topic("t")));
         assert!(authorizer.authorize(&alice, DescribeConfigs, Resource::topic("t")));
         assert!(!authorizer.authorize(&alice, Operation::Write, Resource::topic("t")));
-        // A DENY of READ leaves DESCRIBE to the default.
+        // A DENY of READ leaves DESCRIBE to the default: refused once ACLs
+        // exist, allowed to a trusted listener's caller.
         let unsecured_alice = caller("User:alice", false);
-        assert!(authorizer.authorize(&unsecured_alice, Describe, Resource::topic("u")));
+        assert!(!authorizer.authorize(&unsecured_alice, Describe, Resource::topic("u")));
+        let trusting = authorizer.trusting_unauthenticated_listeners(true);
+        assert!(trusting.authorize(&unsecured_alice, Describe, Resource::topic("u")));
     }
 
     #[test]
@@ -402,8 +483,13 @@ mod tests {
             bits,
             1 << Operation::Read.code() | 1 << Operation::Describe.code()
         );
-        let unsecured =
-            authorizer.authorized_operations(&caller("User:x", false), Resource::group("g"));
+        let stranger = caller("User:x", false);
+        assert_eq!(
+            authorizer.authorized_operations(&stranger, Resource::group("g")),
+            0
+        );
+        let trusting = authorizer.trusting_unauthenticated_listeners(true);
+        let unsecured = trusting.authorized_operations(&stranger, Resource::group("g"));
         let all_group_ops = Operation::supported_on(ResourceType::Group)
             .iter()
             .fold(0, |bits, op| bits | 1 << op.code());
@@ -414,6 +500,7 @@ mod tests {
     fn naive(
         acls: &[AclBinding],
         super_users: &[Principal],
+        trust_unauthenticated: bool,
         caller: &Caller,
         operation: Operation,
         resource_type: ResourceType,
@@ -457,7 +544,7 @@ mod tests {
         let allowed = acls.iter().any(|b| {
             applies(b) && b.entry.permission == Permission::Allow && implies(b.entry.operation)
         });
-        allowed || !caller.secured
+        allowed || (!caller.secured && (trust_unauthenticated || acls.is_empty()))
     }
 
     const NAMES: [&str; 6] = ["a", "ab", "abc", "b", "*", "é"];
@@ -490,6 +577,7 @@ mod tests {
         fn the_authorizer_decides_as_the_rules_say(
             acls in prop::collection::vec(any_acl(), 0..12),
             supers in prop::collection::vec(prop::sample::select(vec!["User:alice", "User:carol"]), 0..2),
+            trust in any::<bool>(),
             questions in prop::collection::vec((
                 prop::sample::select(vec!["User:alice", "User:bob", "User:carol"]),
                 prop::sample::select(vec!["10.0.0.1", "10.0.0.2"]),
@@ -500,6 +588,7 @@ mod tests {
             ), 1..40),
         ) {
             let (authorizer, _dir) = authorizer(acls.clone(), &supers);
+            let authorizer = authorizer.trusting_unauthenticated_listeners(trust);
             let super_users: Vec<Principal> = supers.iter().map(|p| Principal::parse(p).unwrap()).collect();
             let distinct: BTreeSet<AclBinding> = acls.iter().cloned().collect();
             prop_assert_eq!(authorizer.snapshot().len(), distinct.len());
@@ -512,7 +601,7 @@ mod tests {
                 let resource = Resource { resource_type, name };
                 prop_assert_eq!(
                     authorizer.authorize(&caller, operation, resource),
-                    naive(&acls, &super_users, &caller, operation, resource_type, name),
+                    naive(&acls, &super_users, trust, &caller, operation, resource_type, name),
                     "{:?} {} {:?}", caller, operation, resource
                 );
             }

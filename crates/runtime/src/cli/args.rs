@@ -101,6 +101,8 @@ pub enum Command {
         #[arg(long, value_name = "ADDR")]
         query: Option<SocketAddr>,
         #[command(flatten)]
+        http: HttpArgs,
+        #[command(flatten)]
         commit: CommitArgs,
         #[command(flatten)]
         checkpoints: CheckpointArgs,
@@ -126,6 +128,8 @@ pub enum Command {
         /// task's state, restore progress, standby lag, records processed.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<SocketAddr>,
+        #[command(flatten)]
+        http: HttpArgs,
         #[command(flatten)]
         commit: CommitArgs,
         #[command(flatten)]
@@ -168,6 +172,10 @@ pub enum Command {
         /// Another version than the live one.
         #[arg(long)]
         version: Option<String>,
+        /// How to reach the running instance's query endpoint, when it
+        /// serves TLS or wants a token.
+        #[command(flatten)]
+        http: HttpArgs,
     },
     /// Compare two versions' stores and derived topics; exit status 1 when
     /// they differ.
@@ -254,6 +262,42 @@ impl CommitArgs {
         }
         if let Some(threads) = self.task_threads {
             config.task_threads = threads.max(1);
+        }
+    }
+}
+
+/// How the app's HTTP endpoints (`--metrics`, `--query`) are secured. On
+/// a loopback address they serve anyone on the machine; beyond it, only
+/// with TLS and a token, unless `--allow-unauthenticated-remote`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct HttpArgs {
+    /// Certificate chain (PEM) the HTTP endpoints serve TLS with; for an
+    /// endpoint other instances ask, it names the address they use.
+    #[arg(long, value_name = "PEM", requires = "http_tls_key")]
+    pub http_tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "PEM", requires = "http_tls_cert")]
+    pub http_tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) the instances' HTTP certificates chain to: how
+    /// an instance (or `query`) checks the one it asks.
+    #[arg(long, value_name = "PEM")]
+    pub http_tls_ca: Option<PathBuf>,
+    /// A file whose first line is the token every HTTP request must carry
+    /// (`Authorization: Bearer TOKEN`); instances send it to each other.
+    #[arg(long, value_name = "FILE")]
+    pub http_token_file: Option<PathBuf>,
+    /// Serve an HTTP endpoint beyond loopback without TLS and a token.
+    #[arg(long)]
+    pub allow_unauthenticated_remote: bool,
+}
+
+impl HttpArgs {
+    pub(super) fn security(&self) -> strata_http::HttpSecurity {
+        strata_http::HttpSecurity {
+            tls: (self.http_tls_cert.clone()).zip(self.http_tls_key.clone()),
+            tls_ca: self.http_tls_ca.clone(),
+            token_file: self.http_token_file.clone(),
+            allow_unauthenticated_remote: self.allow_unauthenticated_remote,
         }
     }
 }

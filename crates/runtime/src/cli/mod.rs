@@ -48,7 +48,7 @@ use std::time::Duration;
 use clap::Parser;
 
 pub use args::{
-    CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, LocationArgs, LookupArgs, NoArgs,
+    CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, HttpArgs, LocationArgs, LookupArgs, NoArgs,
 };
 pub use security_args::SecurityArgs;
 
@@ -105,10 +105,16 @@ impl<E: std::fmt::Display> IntoApp for Result<App, E> {
 }
 
 /// What `run` and `replay` share of their options.
-fn run_options(until_end: bool, metrics: Option<SocketAddr>, group: &GroupArgs) -> RunOptions {
+fn run_options(
+    until_end: bool,
+    metrics: Option<SocketAddr>,
+    http: &HttpArgs,
+    group: &GroupArgs,
+) -> RunOptions {
     RunOptions {
         until_end,
         metrics,
+        http: http.security(),
         progress_every: Some(PROGRESS_EVERY),
         group: group.options(),
         ..RunOptions::default()
@@ -180,9 +186,11 @@ async fn query_store(
     asked: &Version,
     query: &StoreQuery,
     json: bool,
+    http: &HttpArgs,
 ) -> Result<Outcome, RuntimeError> {
     let (app, location) = app.as_version(location, asked);
-    let answer = ops::query::query_from_cli(&app, &location, query, &asked.name).await?;
+    let access = http.security().load()?;
+    let answer = ops::query::query_from_cli(&app, &location, query, &asked.name, &access).await?;
     print::query(query, &answer, json)
 }
 
@@ -252,13 +260,14 @@ async fn dispatch(
             serve,
             metrics,
             query,
+            http,
             commit,
             checkpoints,
             group,
         } => {
             let options = RunOptions {
                 serve: *serve,
-                ..run_options(*until_end, *metrics, group)
+                ..run_options(*until_end, *metrics, http, group)
             };
             run_live(app, location, options, *query, (commit, checkpoints)).await
         }
@@ -267,11 +276,12 @@ async fn dispatch(
             from,
             until_end,
             metrics,
+            http,
             commit,
             checkpoints,
             group,
         } => {
-            let options = run_options(*until_end, *metrics, group);
+            let options = run_options(*until_end, *metrics, http, group);
             let tuning = (commit, checkpoints);
             replay(app, location, (version, from), options, tuning).await
         }
@@ -295,13 +305,14 @@ async fn dispatch(
             limit,
             json,
             version: name,
+            http,
         } => {
             let query = StoreQuery {
                 store: store.clone(),
                 lookup: lookup.lookup()?,
                 limit: *limit,
             };
-            query_store(app, location, &version(name)?, &query, *json).await
+            query_store(app, location, &version(name)?, &query, *json, http).await
         }
         Command::Diff { a, b, examples } => {
             let versions = versions()?;

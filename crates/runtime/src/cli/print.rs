@@ -3,6 +3,8 @@
 
 use std::io::Write;
 
+use comfy_table::{CellAlignment, ContentArrangement, Table, presets::NOTHING};
+
 use crate::error::RuntimeError;
 use crate::layout::{self, task_dirs};
 use crate::location::Location;
@@ -100,59 +102,8 @@ pub(super) fn dump_state(
 pub(super) async fn status(app: &App, location: &Location) -> Result<(), RuntimeError> {
     let rows = ops::status(app, location).await?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
-    let header = format!(
-        "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}  {:<16} {:<16} {}",
-        "TASK",
-        "INPUT",
-        "OFFSET",
-        "END",
-        "LAG",
-        "OUTBOX",
-        "RATE/S",
-        "ETA",
-        "EXPIRES",
-        "OWNER",
-        "STANDBYS",
-        "STATE"
-    );
-    writeln!(out, "{header}").map_err(stdout_error)?;
-    for row in &rows {
-        writeln!(
-            out,
-            "{:<20} {:<24} {:>12} {:>12} {:>10} {:>8} {:>10} {:>8} {:>9}  {:<16} {:<16} {}",
-            row.task,
-            format!("{}/{}", row.topic, row.partition),
-            show(row.offset),
-            show(row.end),
-            show(row.lag()),
-            row.outbox_records,
-            row.rate.map_or("-".to_string(), |r| format!("{r:.0}")),
-            match (row.lag(), row.eta_secs()) {
-                (Some(0), _) => "0s".to_string(),
-                (_, Some(eta)) => duration(eta),
-                _ => "-".to_string(),
-            },
-            match row.expires_in_ms {
-                Some(ms) if ms <= 0 => "due".to_string(),
-                Some(ms) => duration(ms as f64 / 1000.0),
-                None => "-".to_string(),
-            },
-            row.owner.as_deref().unwrap_or("-"),
-            match row.standbys.is_empty() {
-                true => "-".to_string(),
-                false => row.standbys.join(","),
-            },
-            match (&row.here, &row.owner) {
-                // This instance's own word for it.
-                (Some(view), _) => view.to_string(),
-                // Another instance runs it (restoring, perhaps: its state
-                // directory's status says).
-                (None, Some(_)) => "assigned".to_string(),
-                (None, None) => "-".to_string(),
-            },
-        )
-        .map_err(stdout_error)?;
+    for line in status_table(&rows).lines() {
+        writeln!(out, "{}", line.trim_end()).map_err(stdout_error)?;
     }
     if rows.is_empty() {
         writeln!(
@@ -166,6 +117,72 @@ pub(super) async fn status(app: &App, location: &Location) -> Result<(), Runtime
         writeln!(out, "WARNING: {warning}").map_err(stdout_error)?;
     }
     out.flush().map_err(stdout_error)
+}
+
+/// The status rows under their header as plain columns (comfy-table): no
+/// borders, two spaces apart, counts right-aligned, never wrapped to the
+/// terminal's width: scripts and tests split each line on whitespace.
+fn status_table(rows: &[StatusRow]) -> Table {
+    const COLUMNS: [(&str, CellAlignment); 12] = [
+        ("TASK", CellAlignment::Left),
+        ("INPUT", CellAlignment::Left),
+        ("OFFSET", CellAlignment::Right),
+        ("END", CellAlignment::Right),
+        ("LAG", CellAlignment::Right),
+        ("OUTBOX", CellAlignment::Right),
+        ("RATE/S", CellAlignment::Right),
+        ("ETA", CellAlignment::Right),
+        ("EXPIRES", CellAlignment::Right),
+        ("OWNER", CellAlignment::Left),
+        ("STANDBYS", CellAlignment::Left),
+        ("STATE", CellAlignment::Left),
+    ];
+    let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+    let mut table = Table::new();
+    table
+        .load_style(NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(COLUMNS.map(|(name, _)| name));
+    for row in rows {
+        table.add_row([
+            row.task.clone(),
+            format!("{}/{}", row.topic, row.partition),
+            show(row.offset),
+            show(row.end),
+            show(row.lag()),
+            row.outbox_records.to_string(),
+            row.rate.map_or("-".to_string(), |r| format!("{r:.0}")),
+            match (row.lag(), row.eta_secs()) {
+                (Some(0), _) => "0s".to_string(),
+                (_, Some(eta)) => duration(eta),
+                _ => "-".to_string(),
+            },
+            match row.expires_in_ms {
+                Some(ms) if ms <= 0 => "due".to_string(),
+                Some(ms) => duration(ms as f64 / 1000.0),
+                None => "-".to_string(),
+            },
+            row.owner.clone().unwrap_or_else(|| "-".to_string()),
+            match row.standbys.is_empty() {
+                true => "-".to_string(),
+                false => row.standbys.join(","),
+            },
+            match (&row.here, &row.owner) {
+                // This instance's own word for it.
+                (Some(view), _) => view.to_string(),
+                // Another instance runs it (restoring, perhaps: its state
+                // directory's status says).
+                (None, Some(_)) => "assigned".to_string(),
+                (None, None) => "-".to_string(),
+            },
+        ]);
+    }
+    let last = COLUMNS.len() - 1;
+    for (i, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, if i < last { 2 } else { 0 }));
+        column.set_cell_alignment(COLUMNS[i].1);
+    }
+    table
 }
 
 /// `checkpoint`: one line per checkpoint taken.
@@ -246,4 +263,83 @@ pub(super) fn rebuilt(app: &str, summary: &ops::RebuildSummary) {
         summary.records,
         summary.elapsed.as_secs_f64()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(task: &str, offset: Option<i64>, owner: Option<&str>) -> StatusRow {
+        StatusRow {
+            task: task.to_string(),
+            owner: owner.map(str::to_string),
+            standbys: Vec::new(),
+            here: None,
+            topic: "words".to_string(),
+            partition: 3,
+            offset,
+            end: Some(1_000_000),
+            outbox_records: 0,
+            rate: Some(2500.4),
+            expires_in_ms: None,
+            start: Some(0),
+        }
+    }
+
+    #[test]
+    fn status_lines_split_on_whitespace_into_the_header_and_one_row_each() {
+        let rows = [
+            row("wordcount/counter-3", Some(999_990), Some("instance-1")),
+            row("w/c-3", None, None),
+        ];
+        let table = status_table(&rows);
+        let lines: Vec<String> = (table.lines()).map(|l| l.trim_end().to_string()).collect();
+        let columns = |line: &str| {
+            line.split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(lines.len(), 3, "{lines:#?}");
+        assert_eq!(
+            columns(&lines[0]),
+            [
+                "TASK", "INPUT", "OFFSET", "END", "LAG", "OUTBOX", "RATE/S", "ETA", "EXPIRES",
+                "OWNER", "STANDBYS", "STATE"
+            ]
+        );
+        assert_eq!(
+            columns(&lines[1]),
+            [
+                "wordcount/counter-3",
+                "words/3",
+                "999990",
+                "1000000",
+                "10",
+                "0",
+                "2500",
+                "0s",
+                "-",
+                "instance-1",
+                "-",
+                "assigned"
+            ]
+        );
+        assert_eq!(
+            columns(&lines[2])[..5],
+            ["w/c-3", "words/3", "-", "1000000", "1000000"]
+        );
+        for line in &lines {
+            assert!(line.starts_with(|c: char| !c.is_whitespace()), "{line:?}");
+            assert!(line.is_ascii(), "no box characters: {line:?}");
+        }
+        assert!(lines[2].ends_with(" -"), "{:?}", lines[2]);
+    }
+
+    #[test]
+    fn counts_are_right_aligned_under_their_headers() {
+        let table = status_table(&[row("a/0", Some(999_990), None)]);
+        let lines: Vec<String> = table.lines().collect();
+        let end_of = |line: &str, word: &str| line.find(word).map(|at| at + word.len());
+        assert_eq!(end_of(&lines[0], "OFFSET"), end_of(&lines[1], "999990"));
+    }
 }

@@ -17,25 +17,28 @@
 //!
 //! Answers are [`QueryAnswer`](super::QueryAnswer)s; errors are
 //! `{"error": "…"}` with 400 (a query that cannot be answered as asked),
-//! 404 (no such store, key or version), 405 (not a GET), 431 (a request
-//! head over [`HTTP_HEAD_BYTES_MAX`], refused before it is read further),
-//! 503 (a key not found where some of the store's tasks could not be
-//! asked: the answer is not known) or 500.
+//! 404 (no such store, key or version), 405 (not a GET), 503 (a key not
+//! found where some of the store's tasks could not be asked: the answer is
+//! not known) or 500; a request head over 8 KiB is answered 431 unread.
 //!
-//! Limits: at most [`QUERY_CONNECTIONS_MAX`] connections are open at once
-//! (the next waits to be accepted), a request head must arrive within
-//! [`HTTP_HEAD_TIMEOUT`], and at most [`QUERIES_IN_FLIGHT_MAX`] queries are
-//! answered at once (the rest wait for a slot), since each opens the
-//! store's tasks' databases.
+//! Served by axum on strata-http's limits: at most
+//! [`QUERY_CONNECTIONS_MAX`] connections open at once (one more is closed
+//! as it is accepted), a request head within 10 s; and at most
+//! [`QUERIES_IN_FLIGHT_MAX`] queries are answered at once (the rest wait
+//! for a slot), since each opens the store's tasks' databases.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use serde_json::{Value, json};
-use strata_protocol::metrics_endpoint::ACCEPT_RETRY_DELAY;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::error::RuntimeError;
@@ -44,20 +47,16 @@ use crate::topology::App;
 use crate::versions::{LIVE, Versions};
 use strata_client::Admin;
 
-use super::url::{percent_decode, percent_encode};
+use super::url::percent_encode;
 use super::{
     Held, Lookup, QUERY_ENTRIES_DEFAULT, QUERY_ENTRIES_MAX, StoreQuery, describe_stores, query,
     route,
 };
 
-/// The largest request head read.
-pub const HTTP_HEAD_BYTES_MAX: usize = 8192;
 /// Queries answered at once.
 pub const QUERIES_IN_FLIGHT_MAX: usize = 16;
 /// Connections open at once.
 pub const QUERY_CONNECTIONS_MAX: usize = 256;
-/// How long a connection has to send its request head.
-pub const HTTP_HEAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Where and what to serve queries of.
 #[derive(Debug, Clone)]
@@ -94,6 +93,8 @@ struct Served {
     /// The address it answers on (never asked by `route`).
     own: SocketAddr,
     slots: Semaphore,
+    /// How the endpoint is secured, and so how the others are asked.
+    access: strata_http::Access,
 }
 
 /// Binds `endpoint.addr` (port 0: a free one), for [`serve`].
@@ -120,6 +121,7 @@ pub(crate) fn serve(
     endpoint: &QueryEndpoint,
     listener: TcpListener,
     remote: Option<Remote>,
+    access: &strata_http::Access,
 ) -> tokio::task::JoinHandle<()> {
     let own = listener.local_addr().unwrap_or(endpoint.addr);
     let served = Arc::new(Served {
@@ -129,94 +131,76 @@ pub(crate) fn serve(
         remote,
         own,
         slots: Semaphore::new(QUERIES_IN_FLIGHT_MAX),
+        access: access.clone(),
     });
-    let connections = Arc::new(Semaphore::new(QUERY_CONNECTIONS_MAX));
-    tokio::spawn(async move {
-        loop {
-            let Ok(open) = Arc::clone(&connections).acquire_owned().await else {
-                return;
-            };
-            let Ok((stream, _)) = listener.accept().await else {
-                tokio::time::sleep(ACCEPT_RETRY_DELAY).await;
-                continue;
-            };
-            let served = Arc::clone(&served);
-            tokio::spawn(async move {
-                answer_connection(stream, served).await;
-                drop(open);
-            });
-        }
-    })
+    let limits = strata_http::Limits {
+        connections_max: QUERY_CONNECTIONS_MAX,
+        ..strata_http::Limits::default()
+    };
+    let access = served.access.clone();
+    tokio::spawn(strata_http::serve(listener, router(served), limits, access))
 }
 
-async fn answer_connection(mut stream: TcpStream, served: Arc<Served>) {
-    let head = tokio::time::timeout(HTTP_HEAD_TIMEOUT, read_head(&mut stream)).await;
-    let Ok(head) = head else {
-        return;
-    };
-    let (status, body) = match head {
-        Ok(Some(target)) => {
-            let Ok(_slot) = served.slots.acquire().await else {
-                return;
-            };
-            respond(&served, &target).await
-        }
-        Ok(None) => return,
-        Err(answer) => answer,
-    };
-    let body = body.to_string();
-    let response = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        reason(status),
-        body.len()
-    );
-    let _ = stream.write_all(response.as_bytes()).await;
+/// The routes; whatever they do not name is answered 404 (405 for a path
+/// they name asked with another method), with a JSON error.
+fn router(served: Arc<Served>) -> Router {
+    Router::new()
+        .route("/stores", get(stores))
+        .route("/stores/{store}", get(store))
+        .route("/stores/{store}/keys/{key}", get(key))
+        .fallback(|| async { failure(StatusCode::NOT_FOUND, "no such path; try GET /stores") })
+        .method_not_allowed_fallback(|| async {
+            failure(StatusCode::METHOD_NOT_ALLOWED, "only GET is served")
+        })
+        .with_state(served)
 }
 
-/// The request target of a GET, None if the peer went away, or the error
-/// to answer.
-async fn read_head(stream: &mut TcpStream) -> Result<Option<String>, (u16, Value)> {
-    let mut head = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        if head.len() >= HTTP_HEAD_BYTES_MAX {
-            let error = format!("request head over {HTTP_HEAD_BYTES_MAX} bytes");
-            return Err((431, json!({ "error": error })));
-        }
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return Ok(None),
-            Ok(n) => head.extend_from_slice(&chunk[..n]),
-        }
-    }
-    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut words = line.split(' ');
-    match (words.next(), words.next()) {
-        (Some("GET"), Some(target)) => Ok(Some(target.to_string())),
-        _ => Err((405, json!({ "error": "only GET is served" }))),
-    }
+fn failure(status: StatusCode, error: impl std::fmt::Display) -> Response {
+    (status, Json(json!({ "error": error.to_string() }))).into_response()
 }
 
-/// Answers one request target.
-async fn respond(served: &Arc<Served>, target: &str) -> (u16, Value) {
-    let (segments, mut params) = split_target(target);
-    let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
-    let store = match segments.as_slice() {
-        ["stores"] => return (200, json!(describe_stores(&served.app))),
-        ["stores", store] => store.to_string(),
-        ["stores", store, "keys", key] => {
-            params.insert("key".into(), key.to_string());
-            store.to_string()
-        }
-        _ => return (404, json!({ "error": "no such path; try GET /stores" })),
+type Params = BTreeMap<String, String>;
+
+async fn stores(State(served): State<Arc<Served>>) -> Response {
+    Json(json!(describe_stores(&served.app))).into_response()
+}
+
+async fn store(
+    State(served): State<Arc<Served>>,
+    Path(store): Path<String>,
+    Query(params): Query<Params>,
+    uri: Uri,
+) -> Response {
+    respond(&served, &store, &params, &uri).await
+}
+
+async fn key(
+    State(served): State<Arc<Served>>,
+    Path((store, key)): Path<(String, String)>,
+    Query(mut params): Query<Params>,
+    uri: Uri,
+) -> Response {
+    params.insert("key".into(), key);
+    respond(&served, &store, &params, &uri).await
+}
+
+/// Answers one store request, asked as `uri` (which other instances are
+/// asked in turn).
+async fn respond(served: &Arc<Served>, store: &str, params: &Params, uri: &Uri) -> Response {
+    let Ok(_slot) = served.slots.acquire().await else {
+        return failure(StatusCode::SERVICE_UNAVAILABLE, "the endpoint is closing");
     };
-    let result = match StoreRequest::from_params(&store, &params) {
+    let target = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+    let result = match StoreRequest::from_params(store, params) {
         Ok(request) => answer(served, request, target).await,
         Err(error) => Err(error),
     };
     match result {
-        Ok(body) => (200, body),
-        Err((status, error)) => (status, json!({ "error": error })),
+        Ok(body) => Json(body).into_response(),
+        Err((status, error)) => failure(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            error,
+        ),
     }
 }
 
@@ -357,7 +341,13 @@ async fn answer(
     if let Some(remote) = served.remote.as_ref().filter(|_| running_version) {
         let limit = request.query.limit.clamp(1, QUERY_ENTRIES_MAX);
         let own = Some(served.own);
-        route::complete(&remote.admin, &remote.group, own, target, &mut found, limit).await;
+        let asking = route::Asking {
+            admin: &remote.admin,
+            group: &remote.group,
+            own,
+            access: &served.access,
+        };
+        route::complete(&asking, target, &mut found, limit).await;
     }
     if matches!(request.query.lookup, Lookup::Key(_)) && found.entries.is_empty() {
         if found.elsewhere.is_empty() {
@@ -407,49 +397,9 @@ pub(crate) fn target_of(query: &StoreQuery, version: Option<&str>) -> String {
     )
 }
 
-/// The decoded path segments and query parameters of a request target
-/// (a segment may hold an encoded `/`: `keys/a%2Fb` is the key `a/b`).
-fn split_target(target: &str) -> (Vec<String>, BTreeMap<String, String>) {
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let params = query
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(name, true), percent_decode(value, true))
-        })
-        .collect();
-    let segments = (path.trim_matches('/').split('/'))
-        .map(|s| percent_decode(s, false))
-        .collect();
-    (segments, params)
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        431 => "Request Header Fields Too Large",
-        503 => "Service Unavailable",
-        _ => "Internal Server Error",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_in_a_target_are_decoded_and_a_key_keeps_an_encoded_slash() {
-        let (path, params) = split_target("/stores/counts/keys/a%2Fb+c?version=v2&prefix=x+y%21");
-        assert_eq!(path, ["stores", "counts", "keys", "a/b+c"]);
-        assert_eq!(params["version"], "v2");
-        assert_eq!(params["prefix"], "x y!");
-        assert_eq!(percent_decode("100%", true), "100%");
-        assert_eq!(percent_decode("%zz", true), "%zz");
-    }
 
     #[test]
     fn a_target_made_for_a_query_asks_the_same_query() {
@@ -462,9 +412,9 @@ mod tests {
             },
             limit: 7,
         };
-        let target = target_of(&query, Some("v2"));
-        let (path, params) = split_target(&target);
-        assert_eq!(path, ["stores", "per minute"]);
+        let target: Uri = target_of(&query, Some("v2")).parse().unwrap();
+        assert_eq!(target.path(), "/stores/per%20minute");
+        let Query(params) = Query::<Params>::try_from_uri(&target).unwrap();
         let request = StoreRequest::from_params("per minute", &params).unwrap();
         assert_eq!(request.query, query);
         assert_eq!(request.version.as_deref(), Some("v2"));

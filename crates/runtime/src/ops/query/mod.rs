@@ -216,6 +216,7 @@ pub async fn query_from_cli(
     location: &Location,
     query: &StoreQuery,
     version: &str,
+    access: &strata_http::Access,
 ) -> Result<QueryAnswer, RuntimeError> {
     if let Location::Remote { state_dir, .. } = location
         && board::read_published(state_dir).is_some()
@@ -223,10 +224,10 @@ pub async fn query_from_cli(
         && let Ok(addr) = text.trim().parse()
     {
         let target = http::target_of(query, Some(version));
-        match route::ask_instance(addr, &target).await {
+        match route::ask_instance(addr, &target, access).await {
             Ok(answer) => return Ok(answer),
             // Not reached: it stopped serving; answer from the state here.
-            Err(route::AskError::Unreachable(why)) => {
+            Err(route::AskError::Fetch(strata_http::client::FetchError::Unreachable(why))) => {
                 tracing::warn!("the instance's endpoint {addr}: {why}");
             }
             Err(error) => {

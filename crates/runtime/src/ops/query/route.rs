@@ -22,10 +22,11 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use axum::http::StatusCode;
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use strata_http::client::FetchError;
 
 use crate::group;
 use strata_client::Admin;
@@ -39,13 +40,22 @@ pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest answer read from another instance.
 const FORWARD_ANSWER_BYTES_MAX: usize = 64 << 20;
 
+/// How an instance finds and asks the others.
+pub(crate) struct Asking<'a> {
+    /// The cluster's admin calls, to describe the app's group.
+    pub admin: &'a Admin,
+    /// The app's group (the running version's).
+    pub group: &'a str,
+    /// This instance's query address (never asked).
+    pub own: Option<SocketAddr>,
+    /// How the endpoints are secured (TLS, the token).
+    pub access: &'a strata_http::Access,
+}
+
 /// Asks the instances running `answer.elsewhere`'s tasks; `target` is the
-/// request target to send them (path and parameters, without `forwarded`),
-/// `own` this instance's query address (never asked).
+/// request target to send them (path and parameters, without `forwarded`).
 pub(crate) async fn complete(
-    admin: &Admin,
-    group: &str,
-    own: Option<SocketAddr>,
+    asking: &Asking<'_>,
     target: &str,
     answer: &mut QueryAnswer,
     limit: usize,
@@ -53,7 +63,8 @@ pub(crate) async fn complete(
     if answer.elsewhere.is_empty() {
         return;
     }
-    let placements = match group::placements(admin, group).await {
+    let own = asking.own;
+    let placements = match group::placements(asking.admin, asking.group).await {
         Ok(placements) => placements,
         Err(error) => {
             let why = format!("the group could not be described: {error}");
@@ -85,21 +96,22 @@ pub(crate) async fn complete(
     // answers from those of them it runs when asked (a task that moved in
     // between is not read there, and stays in `elsewhere`).
     let separator = if target.contains('?') { '&' } else { '?' };
-    let mut asking = tokio::task::JoinSet::new();
+    let mut asked = tokio::task::JoinSet::new();
     for (addr, tasks) in by_instance {
         let forwarded = format!(
             "{target}{separator}forwarded=1&tasks={}",
             percent_encode(&tasks.join(","))
         );
-        asking.spawn(async move { (addr, tasks, ask(addr, &forwarded).await) });
+        let access = asking.access.clone();
+        asked.spawn(async move { (addr, tasks, ask(addr, &forwarded, &access).await) });
     }
     let mut entries: BTreeMap<Vec<u8>, AnswerEntry> = std::mem::take(&mut answer.entries)
         .into_iter()
         .map(|e| (e.raw.clone(), e))
         .collect();
     let mut errors: BTreeMap<String, String> = BTreeMap::new();
-    while let Some(asked) = asking.join_next().await {
-        let Ok((_, tasks, result)) = asked else {
+    while let Some(answered) = asked.join_next().await {
+        let Ok((_, tasks, result)) = answered else {
             continue;
         };
         match result {
@@ -141,9 +153,10 @@ pub(crate) async fn complete(
 /// Why another instance's answer could not be had.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum AskError {
-    /// Not reached, or no whole answer in time: nothing was answered.
-    #[error("{0}")]
-    Unreachable(String),
+    /// Not reached, no whole answer in time, an answer over the bound, or
+    /// no CA to check it with: nothing was answered.
+    #[error(transparent)]
+    Fetch(#[from] FetchError),
     /// It answered with an error of its own (4xx or 5xx).
     #[error("it answered: {0}")]
     Refused(String),
@@ -188,68 +201,59 @@ impl Forwarded {
 /// Asks the query endpoint at `addr` for `target` (a request not
 /// forwarded: that instance asks the others in turn), as the command line
 /// does when an instance runs on its state directory.
-pub(crate) async fn ask_instance(addr: SocketAddr, target: &str) -> Result<QueryAnswer, AskError> {
-    let body = parse_body(&fetch(addr, target).await?)?;
+pub(crate) async fn ask_instance(
+    addr: SocketAddr,
+    target: &str,
+    access: &strata_http::Access,
+) -> Result<QueryAnswer, AskError> {
+    let (status, body) = fetch(addr, target, access).await?;
+    let body = parse_body(status, &body)?;
     serde_json::from_value(body).map_err(|e| AskError::Malformed(format!("an answer: {e}")))
 }
 
 /// Asks `addr` a forwarded query: the entries of the asked tasks it ran,
 /// with their key bytes.
-async fn ask(addr: SocketAddr, target: &str) -> Result<QueryAnswer, AskError> {
-    parse(&fetch(addr, target).await?)
+async fn ask(
+    addr: SocketAddr,
+    target: &str,
+    access: &strata_http::Access,
+) -> Result<QueryAnswer, AskError> {
+    let (status, body) = fetch(addr, target, access).await?;
+    parse(status, &body)
 }
 
-/// The whole response to `GET target` at `addr`.
-async fn fetch(addr: SocketAddr, target: &str) -> Result<Vec<u8>, AskError> {
-    let unreachable = |e: std::io::Error| AskError::Unreachable(e.to_string());
-    let asked = async {
-        let mut stream = TcpStream::connect(addr).await.map_err(unreachable)?;
-        let request = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        stream
-            .write_all(request.as_bytes())
-            .await
-            .map_err(unreachable)?;
-        let mut response = Vec::new();
-        let mut limited = (&mut stream).take(FORWARD_ANSWER_BYTES_MAX as u64 + 1);
-        limited
-            .read_to_end(&mut response)
-            .await
-            .map_err(unreachable)?;
-        if response.len() > FORWARD_ANSWER_BYTES_MAX {
-            let why = format!("an answer over {FORWARD_ANSWER_BYTES_MAX} bytes");
-            return Err(AskError::Malformed(why));
-        }
-        Ok(response)
-    };
-    let late = |_| {
-        let why = format!("no answer within {} s", FORWARD_TIMEOUT.as_secs());
-        AskError::Unreachable(why)
-    };
-    tokio::time::timeout(FORWARD_TIMEOUT, asked)
-        .await
-        .map_err(late)?
+/// The status and whole body of the answer to `GET target` at `addr`.
+async fn fetch(
+    addr: SocketAddr,
+    target: &str,
+    access: &strata_http::Access,
+) -> Result<(StatusCode, Bytes), AskError> {
+    let fetched = strata_http::client::get(
+        addr,
+        target,
+        access,
+        FORWARD_ANSWER_BYTES_MAX,
+        FORWARD_TIMEOUT,
+    );
+    Ok(fetched.await?)
 }
 
 /// The JSON body of a 200 answer, or the error another answer gives.
-fn parse_body(response: &[u8]) -> Result<Value, AskError> {
-    let malformed = |what: &str| AskError::Malformed(what.to_string());
-    let split = (response.windows(4))
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| malformed("an answer without a head"))?;
-    let body: Value = serde_json::from_slice(&response[split + 4..])
-        .map_err(|e| malformed(&format!("an answer that is not JSON: {e}")))?;
-    if !response.starts_with(b"HTTP/1.1 200") {
+fn parse_body(status: StatusCode, body: &[u8]) -> Result<Value, AskError> {
+    let body: Value = serde_json::from_slice(body)
+        .map_err(|e| AskError::Malformed(format!("an answer that is not JSON: {e}")))?;
+    if status != StatusCode::OK {
         let error = body["error"].as_str().unwrap_or("no reason given");
-        return Err(AskError::Refused(error.to_string()));
+        return Err(AskError::Refused(format!("{status}: {error}")));
     }
     Ok(body)
 }
 
 /// A forwarded answer as a query answer whose entries hold their key
 /// bytes.
-fn parse(response: &[u8]) -> Result<QueryAnswer, AskError> {
+fn parse(status: StatusCode, body: &[u8]) -> Result<QueryAnswer, AskError> {
     let malformed = |what: String| AskError::Malformed(what);
-    let forwarded: Forwarded = serde_json::from_value(parse_body(response)?)
+    let forwarded: Forwarded = serde_json::from_value(parse_body(status, body)?)
         .map_err(|e| malformed(format!("a forwarded answer: {e}")))?;
     let entries = (forwarded.entries.into_iter())
         .map(|e| {
@@ -287,14 +291,15 @@ mod tests {
 
     #[test]
     fn a_forwarded_answer_is_read_with_its_key_bytes_and_an_error_is_said() {
-        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{\"entries\":[{\"key\":\"b\",\"value\":2,\"raw\":\"62\"}],\"tasks\":[\"count/1\"],\"truncated\":false}";
-        let answer = parse(ok).unwrap();
+        let ok = br#"{"entries":[{"key":"b","value":2,"raw":"62"}],"tasks":["count/1"],"truncated":false}"#;
+        let answer = parse(StatusCode::OK, ok).unwrap();
         assert_eq!(answer.entries[0].raw, b"b");
         assert_eq!(answer.tasks, ["count/1"]);
-        let failed = b"HTTP/1.1 400 Bad Request\r\n\r\n{\"error\":\"bad key\"}";
-        assert!(parse(failed).unwrap_err().to_string().contains("bad key"));
-        let without = b"HTTP/1.1 200 OK\r\n\r\n{\"entries\":[{\"key\":\"b\",\"value\":2}]}";
-        assert!(parse(without).is_err());
-        assert!(parse(b"garbage").is_err());
+        let failed = parse(StatusCode::BAD_REQUEST, br#"{"error":"bad key"}"#).unwrap_err();
+        assert!(matches!(failed, AskError::Refused(_)), "{failed}");
+        assert!(failed.to_string().contains("bad key"), "{failed}");
+        let without = br#"{"entries":[{"key":"b","value":2}]}"#;
+        assert!(parse(StatusCode::OK, without).is_err());
+        assert!(parse(StatusCode::OK, b"garbage").is_err());
     }
 }

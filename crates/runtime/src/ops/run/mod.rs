@@ -54,6 +54,9 @@ pub struct RunOptions {
     pub metrics: Option<SocketAddr>,
     /// Answer queries of the stores over HTTP (see `query::http`).
     pub query: Option<QueryEndpoint>,
+    /// How the HTTP endpoints (`metrics`, `query`) are secured: loopback
+    /// only unless TLS and a token (see strata-http's `access`).
+    pub http: strata_http::HttpSecurity,
     /// Print a progress line this often (to stderr); never when `None`.
     pub progress_every: Option<Duration>,
     /// Where tasks without state start in the external inputs.
@@ -91,6 +94,7 @@ pub struct RunSummary {
 async fn serve_metrics(
     addr: SocketAddr,
     runner: &Runner<'_>,
+    access: &strata_http::Access,
 ) -> Result<tokio::task::JoinHandle<()>, RuntimeError> {
     let listener =
         (tokio::net::TcpListener::bind(addr).await).map_err(|error| RuntimeError::Io {
@@ -98,12 +102,13 @@ async fn serve_metrics(
             error,
         })?;
     if let Ok(bound) = listener.local_addr() {
-        tracing::info!("metrics on http://{bound}/metrics");
+        tracing::info!("metrics on {}://{bound}/metrics", access.scheme());
     }
-    let (board, progress) = (runner.board.clone(), Arc::clone(&runner.progress));
-    Ok(tokio::spawn(strata_protocol::metrics_endpoint::serve(
+    let exposition = crate::metrics::exposition(runner.board.clone(), Arc::clone(&runner.progress));
+    Ok(tokio::spawn(strata_http::metrics_endpoint::serve_metrics(
         listener,
-        move || board.render_metrics(progress.records.load(Ordering::Relaxed)),
+        exposition,
+        access.clone(),
     )))
 }
 
@@ -128,6 +133,7 @@ fn serve_queries(
     endpoint: &QueryEndpoint,
     (listener, bound): (tokio::net::TcpListener, SocketAddr),
     runner: &Runner<'_>,
+    access: &strata_http::Access,
 ) -> Result<QueryServer, RuntimeError> {
     let remote = match runner.log {
         LogAccess::Remote(remote) => {
@@ -154,8 +160,8 @@ fn serve_queries(
         }
         LogAccess::Embedded(..) => None,
     };
-    tracing::info!("queries on http://{bound}/stores");
-    let task = query_http::serve(runner.app, endpoint, listener, remote);
+    tracing::info!("queries on {}://{bound}/stores", access.scheme());
+    let task = query_http::serve(runner.app, endpoint, listener, remote, access);
     let file = layout::query_address_file(runner.location.state_dir());
     let server = QueryServer { task, file };
     layout::write_whole(&server.file, &bound.to_string())?;
@@ -181,6 +187,15 @@ pub async fn run_until(
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<RunSummary, RuntimeError> {
     app.check().map_err(RuntimeError::Config)?;
+    // Before anything starts: an endpoint that may not be served as
+    // configured stops the run here.
+    let access = options.http.load()?;
+    if let Some(addr) = options.metrics {
+        access.check_bind(addr, "metrics endpoint")?;
+    }
+    if let Some(endpoint) = &options.query {
+        access.check_bind(endpoint.addr, "query endpoint")?;
+    }
     let started = Instant::now();
     let _running = lock_running(location.state_dir())?;
     let (mut log, embedded) = open(location).await?;
@@ -199,7 +214,7 @@ pub async fn run_until(
         }
         _ => None,
     };
-    let result = run_tasks(app, &log, location, &options, stop).await;
+    let result = run_tasks(app, &log, location, (&options, &access), stop).await;
     if let Some((shutdown, server)) = served {
         let _ = shutdown.send(true);
         let _ = server.await;
@@ -229,7 +244,7 @@ async fn run_tasks(
     app: &App,
     log: &LogAccess,
     location: &Location,
-    options: &RunOptions,
+    (options, access): (&RunOptions, &strata_http::Access),
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(usize, u64, u64), RuntimeError> {
     let partitions = resolve(app, log).await?;
@@ -266,7 +281,9 @@ async fn run_tasks(
     // A file left by a killed run names an address nobody answers on.
     let _ = std::fs::remove_file(layout::query_address_file(location.state_dir()));
     let queries = match (&options.query, query_listener) {
-        (Some(endpoint), Some(listening)) => Some(serve_queries(endpoint, listening, &runner)?),
+        (Some(endpoint), Some(listening)) => {
+            Some(serve_queries(endpoint, listening, &runner, access)?)
+        }
         _ => None,
     };
     // Embedded, this process runs every task (the run lock makes it the
@@ -292,7 +309,7 @@ async fn run_tasks(
         set_targets(&mut runner).await?;
     }
     let metrics = match options.metrics {
-        Some(addr) => Some(serve_metrics(addr, &runner).await?),
+        Some(addr) => Some(serve_metrics(addr, &runner, access).await?),
         None => None,
     };
     let mut instance = Instance::new(runner, member, assigned).await;
