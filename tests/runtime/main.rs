@@ -12,6 +12,7 @@ mod determinism;
 mod failover;
 mod input_order;
 mod many_tasks;
+mod metrics;
 mod mock_cluster;
 mod operators_enrich;
 mod operators_enrich_backlog;

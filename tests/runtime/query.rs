@@ -313,7 +313,7 @@ fn a_running_app_answers_over_http_as_it_commits() {
 }
 
 /// Sends `word` to `words` through the Kafka port the app serves.
-async fn produce(addr: SocketAddr, word: &str) {
+pub(crate) async fn produce(addr: SocketAddr, word: &str) {
     use strata::client::{ClientConfig, Cluster, Producer, ProducerConfig, ProducerRecord};
     let cluster = Cluster::connect(ClientConfig::new(&addr.to_string()))
         .await

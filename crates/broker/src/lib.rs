@@ -37,7 +37,6 @@ mod frame;
 pub mod fuzzing;
 pub mod group;
 mod huge_alloc;
-mod latency;
 pub mod listener;
 mod metrics;
 mod security_config;

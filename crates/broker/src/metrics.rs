@@ -19,7 +19,7 @@ use kafka_protocol::messages::ApiKey;
 use strata_http::Families;
 
 use super::group::GroupCoordinator;
-use super::latency::LatencyHistogram;
+use strata_http::LatencyHistogram;
 use strata_log::LogManager;
 
 /// API keys counted individually (Kafka's keys are small integers).

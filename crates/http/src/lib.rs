@@ -11,14 +11,18 @@
 //!   way.
 //! - [`exposition`]: Prometheus text with `# HELP` and `# TYPE` for every
 //!   family, written through prometheus-client's encoder.
+//! - [`histogram`]: a latency histogram of fixed buckets, recorded from
+//!   any thread without a lock.
 //! - [`metrics_endpoint`]: `GET /metrics` answered with one exposition.
 
 pub mod access;
 pub mod client;
 pub mod exposition;
+pub mod histogram;
 pub mod metrics_endpoint;
 pub mod serve;
 
 pub use access::{Access, AccessError, HttpSecurity};
 pub use exposition::{Exposition, Families};
+pub use histogram::LatencyHistogram;
 pub use serve::{ACCEPT_RETRY_DELAY, Limits, serve};

@@ -19,6 +19,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::layout;
+use super::task_metrics::TaskMetrics;
 
 /// How long a board file is taken to say what its instance does now.
 pub(crate) const FRESH_FOR: Duration = Duration::from_secs(10);
@@ -65,6 +66,8 @@ pub(crate) struct TaskBoard {
     copies: Arc<Mutex<BTreeMap<String, i64>>>,
     /// Changelog records put back by this instance's restores, in all.
     restored: Arc<AtomicU64>,
+    /// Each running task's counters, for `/metrics`.
+    metrics: Arc<Mutex<BTreeMap<String, Arc<TaskMetrics>>>>,
 }
 
 /// A task's place on the board: its line goes when this is dropped, however
@@ -78,11 +81,19 @@ impl BoardEntry {
     pub fn set(&self, view: TaskView) {
         self.board.set(&self.task, view);
     }
+
+    /// Shows `metrics` as the task's counters until the entry drops.
+    pub fn count_with(&self, metrics: Arc<TaskMetrics>) {
+        let mut all = self.board.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        all.insert(self.task.clone(), metrics);
+    }
 }
 
 impl Drop for BoardEntry {
     fn drop(&mut self) {
         self.board.lines().remove(&self.task);
+        let mut metrics = self.board.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        metrics.remove(&self.task);
     }
 }
 
@@ -164,6 +175,11 @@ impl TaskBoard {
         };
         let json = serde_json::to_string(&file).expect("the board serializes");
         layout::write_whole(&layout::task_board_file(state_dir), &json)
+    }
+
+    /// The running tasks' counters.
+    pub fn task_metrics(&self) -> BTreeMap<String, Arc<TaskMetrics>> {
+        (self.metrics.lock().unwrap_or_else(|e| e.into_inner())).clone()
     }
 
     /// Changelog records put back by this instance's restores, in all.

@@ -99,6 +99,7 @@ mod spec;
 pub mod state;
 mod store_text;
 mod task;
+mod task_metrics;
 pub mod testing;
 pub mod timer;
 mod topic_read;

@@ -1,18 +1,24 @@
 //! What an app's `/metrics` shows (`run --metrics ADDR`): each task's
 //! state, its restore's progress or its standby copy's lag (from the task
-//! board), the records the instance processed, restores' records, and the
+//! board), the records the instance processed, restores' records, the
 //! shared state memory (RocksDB's block cache and memtables against the
-//! `--state-memory` budget). Written through strata-http's exposition, so
-//! every family has its HELP and TYPE.
+//! `--state-memory` budget), and each running task's counters (see
+//! `task_metrics`: records and bytes in and out, lag in records and in
+//! time with a catch-up estimate, processing and commit time, end-to-end
+//! latency, timers, transactions, its state's size and compaction).
+//! Written through strata-http's exposition, so every family has its HELP
+//! and TYPE.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use strata_http::{Exposition, Families};
 
 use super::board::{TaskBoard, TaskView};
 use super::task::TaskProgress;
+use super::task_metrics::{InputMetrics, TaskMetrics};
 
 /// The exposition of an instance whose tasks are on `board` and count
 /// what they do in `progress`.
@@ -94,6 +100,169 @@ fn write(families: &mut Families<'_>, board: &TaskBoard, records: u64) -> fmt::R
         "strata_restored_records_total",
         "Changelog records put back by this instance's restores.",
         board.restored_in_all(),
+    )?;
+    write_tasks(families, &board.task_metrics())
+}
+
+/// Each task's counters (see `task_metrics`), labelled by task and
+/// processor (and input or output topic where they are per topic).
+fn write_tasks(
+    families: &mut Families<'_>,
+    tasks: &BTreeMap<String, Arc<TaskMetrics>>,
+) -> fmt::Result {
+    let now = strata_record::time::now_ms();
+    let per_task = |task: &str| {
+        let processor = task.rsplit_once('/').map_or(task, |(p, _)| p).to_string();
+        [("task", task.to_string()), ("processor", processor)]
+    };
+    let per_input = |task: &str, input: &InputMetrics| {
+        let partition = task.rsplit_once('/').map_or("", |(_, p)| p).to_string();
+        let [task, processor] = per_task(task);
+        [
+            task,
+            processor,
+            ("topic", input.topic.clone()),
+            ("partition", partition),
+        ]
+    };
+    let inputs = || {
+        tasks.iter().flat_map(|(task, metrics)| {
+            metrics
+                .inputs
+                .iter()
+                .map(move |input| (task.as_str(), input))
+        })
+    };
+    let outputs = || {
+        tasks.iter().flat_map(|(task, metrics)| {
+            (metrics.outputs.iter()).map(move |output| {
+                let [task, processor] = per_task(task);
+                ([task, processor, ("topic", output.topic.clone())], output)
+            })
+        })
+    };
+    let load = |value: &AtomicU64| value.load(Ordering::Relaxed);
+    families.counters(
+        "strata_task_records_consumed_total",
+        "Input records processed, per task and input partition.",
+        inputs().map(|(task, input)| (per_input(task, input), load(&input.records))),
+    )?;
+    families.counters(
+        "strata_task_bytes_consumed_total",
+        "Input bytes fetched, per task and input partition.",
+        inputs().map(|(task, input)| (per_input(task, input), load(&input.bytes))),
+    )?;
+    families.gauges(
+        "strata_task_records_lag",
+        "Records between a task's position and its input partition's end, as its last fetch saw it.",
+        inputs().map(|(task, input)| (per_input(task, input), input.lag())),
+    )?;
+    families.gauges(
+        "strata_task_lag_seconds",
+        "How far behind in time a task is on an input: now less the newest timestamp it processed, while records are left (0 once caught up).",
+        inputs().filter_map(|(task, input)| {
+            let ms = input.lag_ms(now)?;
+            Some((per_input(task, input), ms as f64 / 1e3))
+        }),
+    )?;
+    families.gauges(
+        "strata_task_catch_up_seconds",
+        "Time a task needs to reach its inputs' ends at its rate while busy (absent before a rate is measured).",
+        tasks.iter().filter_map(|(task, metrics)| {
+            let lag: i64 = metrics.inputs.iter().map(InputMetrics::lag).sum();
+            let rate = metrics.rate()?;
+            Some((per_task(task), lag as f64 / rate))
+        }),
+    )?;
+    families.counters(
+        "strata_task_records_produced_total",
+        "Derived records appended, per task and output topic.",
+        outputs().map(|(labels, output)| (labels, load(&output.records))),
+    )?;
+    families.counters(
+        "strata_task_bytes_produced_total",
+        "Derived record batch bytes appended, per task and output topic.",
+        outputs().map(|(labels, output)| (labels, load(&output.bytes))),
+    )?;
+    families.counters(
+        "strata_task_process_seconds_total",
+        "Time spent processing records (divided by records consumed: the latency per record).",
+        tasks
+            .iter()
+            .map(|(task, m)| (per_task(task), load(&m.process_nanos) as f64 / 1e9)),
+    )?;
+    families.counters(
+        "strata_task_commits_total",
+        "Commits of a task's state with its input offsets.",
+        tasks
+            .iter()
+            .map(|(task, m)| (per_task(task), load(&m.commits))),
+    )?;
+    families.histograms(
+        "strata_task_commit_latency_seconds",
+        "Time a task spends in a commit (the one before settled and shipped first).",
+        tasks
+            .iter()
+            .map(|(task, m)| (per_task(task), m.commit_latency.sample())),
+    )?;
+    families.histograms(
+        "strata_task_end_to_end_latency_seconds",
+        "A derived record's age as it is appended: now less its batch's newest timestamp.",
+        tasks
+            .iter()
+            .map(|(task, m)| (per_task(task), m.end_to_end.sample())),
+    )?;
+    families.counters(
+        "strata_task_timers_fired_total",
+        "Timers a task's processor was called for.",
+        tasks
+            .iter()
+            .map(|(task, m)| (per_task(task), load(&m.timers_fired))),
+    )?;
+    families.counters(
+        "strata_task_transactions_total",
+        "Remote: transactions a task ended, by outcome (committed, or aborted and shipped again).",
+        tasks.iter().flat_map(|(task, m)| {
+            let [task, processor] = per_task(task);
+            [
+                ("committed", load(&m.transactions_committed)),
+                ("aborted", load(&m.transactions_aborted)),
+            ]
+            .map(|(outcome, n)| {
+                (
+                    [
+                        task.clone(),
+                        processor.clone(),
+                        ("outcome", outcome.to_string()),
+                    ],
+                    n,
+                )
+            })
+        }),
+    )?;
+    families.gauges(
+        "strata_task_state_bytes",
+        "Bytes of a task's state on disk (RocksDB's SST files), as of its last commit.",
+        tasks
+            .iter()
+            .map(|(task, m)| (per_task(task), load(&m.state_bytes))),
+    )?;
+    families.gauges(
+        "strata_task_state_pending_compaction_bytes",
+        "Bytes RocksDB estimates it has to compact in a task's state, as of its last commit.",
+        tasks
+            .iter()
+            .map(|(task, m)| (per_task(task), load(&m.pending_compaction_bytes))),
+    )?;
+    families.gauges(
+        "strata_task_state_writes_stopped",
+        "1 while RocksDB stops a task's writes (compaction far behind), as of its last commit.",
+        tasks.iter().map(|(task, m)| {
+            (
+                per_task(task),
+                u64::from(m.writes_stopped.load(Ordering::Relaxed)),
+            )
+        }),
     )
 }
 
@@ -117,7 +286,7 @@ mod tests {
         board.restored(5);
         let progress = TaskProgress::default();
         progress.records.store(7, Ordering::Relaxed);
-        let text = exposition(board, Arc::new(progress)).render();
+        let text = exposition(board.clone(), Arc::new(progress)).render();
         for sample in [
             r#"strata_task_state{task="count/0",state="running"} 1"#,
             r#"strata_task_state{task="count/1",state="restoring"} 1"#,
@@ -129,6 +298,40 @@ mod tests {
         ] {
             assert!(text.contains(sample), "{sample} in:\n{text}");
         }
+        let metrics = Arc::new(TaskMetrics::new(
+            [("words".to_string(), 0)],
+            &["counts".into()],
+        ));
+        metrics.fetched(0, 900, 10);
+        metrics.processed(0, 4, 2_000_000, 4, strata_record::time::now_ms() - 5_000);
+        metrics.set_rate(2.0);
+        let now = strata_record::time::now_ms();
+        metrics.shipped("counts", 4, 300, now, now);
+        let entry = board.enter("count/7".into(), TaskView::Running);
+        entry.count_with(metrics);
+        let text = exposition(board.clone(), Arc::new(TaskProgress::default())).render();
+        let input = r#"{task="count/7",processor="count",topic="words",partition="7"}"#;
+        for sample in [
+            format!("strata_task_records_consumed_total{input} 4"),
+            format!("strata_task_bytes_consumed_total{input} 900"),
+            format!("strata_task_records_lag{input} 6"),
+            r#"strata_task_catch_up_seconds{task="count/7",processor="count"} 3"#.to_string(),
+            r#"strata_task_records_produced_total{task="count/7",processor="count",topic="counts"} 4"#.to_string(),
+            r#"strata_task_process_seconds_total{task="count/7",processor="count"} 0.002"#.to_string(),
+            r#"strata_task_end_to_end_latency_seconds_count{task="count/7",processor="count"} 1"#.to_string(),
+        ] {
+            assert!(text.contains(&sample), "{sample} in:\n{text}");
+        }
+        let lag_seconds = (text.lines())
+            .find_map(|l| l.strip_prefix(&format!("strata_task_lag_seconds{input} ")))
+            .map(|v| v.parse::<f64>().unwrap());
+        assert!(lag_seconds.is_some_and(|s| s >= 5.0), "{text}");
+        drop(entry);
+        let text = exposition(board, Arc::new(TaskProgress::default())).render();
+        assert!(
+            !text.contains("count/7"),
+            "a task gone takes its counters: {text}"
+        );
         let families = text.lines().filter(|l| l.starts_with("# TYPE")).count();
         let helps = text.lines().filter(|l| l.starts_with("# HELP")).count();
         assert_eq!(families, helps, "{text}");

@@ -37,6 +37,7 @@
 mod changelog;
 mod checkpoints;
 mod commit;
+mod db_stats;
 mod error;
 pub(crate) mod inline_bytes;
 mod key_words;
@@ -62,6 +63,7 @@ use std::sync::Arc;
 use rocksdb::{ColumnFamilyDescriptor, DB, Options, WriteBatch};
 
 pub use changelog::Restoring;
+pub use db_stats::DbStats;
 pub use error::StateError;
 pub use meta::Restored;
 pub use outbox::{

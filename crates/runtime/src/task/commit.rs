@@ -7,10 +7,12 @@
 //! cluster may be Kafka, which recognises a resend among a producer's last
 //! 5 batches per partition only).
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::error::{RuntimeError, ShipError};
 use crate::log_access::LogAccess;
+use crate::state::OutboxBatch;
 
 use super::positions::{self, Positions};
 use super::transaction::CommitMark;
@@ -29,6 +31,30 @@ impl Task {
         if !self.pending.moved {
             return Ok(());
         }
+        let started = Instant::now();
+        let committed = self.commit_moved().await;
+        let spent = started.elapsed();
+        self.in_commits += spent;
+        if committed.is_ok() {
+            let metrics = &self.metrics;
+            metrics.commits.fetch_add(1, Ordering::Relaxed);
+            let micros = u64::try_from(spent.as_micros()).unwrap_or(u64::MAX);
+            metrics.commit_latency.observe(micros);
+            let stats = self.state.db_stats();
+            metrics
+                .state_bytes
+                .store(stats.sst_bytes, Ordering::Relaxed);
+            (metrics.pending_compaction_bytes)
+                .store(stats.pending_compaction_bytes, Ordering::Relaxed);
+            metrics
+                .writes_stopped
+                .store(stats.writes_stopped, Ordering::Relaxed);
+        }
+        committed
+    }
+
+    /// [`Task::commit`] of a run that moved.
+    async fn commit_moved(&mut self) -> Result<(), RuntimeError> {
         // Past the crash point nothing commits, whatever asked for it.
         if self.crashed() {
             return Err(RuntimeError::Crashed);
@@ -51,6 +77,7 @@ impl Task {
             let rate = self.rate.map_or(sample, |r| 0.7 * r + 0.3 * sample);
             self.rate = Some(rate);
             self.state.note_rate(rate);
+            self.metrics.set_rate(rate);
         }
         self.busy = Duration::ZERO;
         // The commit before was settled and shipped first: the outbox holds
@@ -111,6 +138,7 @@ impl Task {
         if self.setup.config.sync {
             self.setup.log.flush(&touched)?;
         }
+        self.count_shipped(outbox.iter().map(|(_, batch)| batch));
         self.state.remove_shipped(last)?;
         Ok(())
     }
@@ -158,7 +186,13 @@ impl Task {
         let mut attempt = 1;
         loop {
             match txn.ship(&remote.cluster, &batches, &offsets, mark).await {
-                Ok(()) => break,
+                Ok(()) => {
+                    let metrics = &self.metrics;
+                    metrics
+                        .transactions_committed
+                        .fetch_add(1, Ordering::Relaxed);
+                    break;
+                }
                 // Another epoch, or a refusal of the ACLs: shipping
                 // again cannot help.
                 Err(error @ (RuntimeError::Fenced { .. } | RuntimeError::NotAuthorized { .. })) => {
@@ -185,6 +219,7 @@ impl Task {
                             mark.commit
                         );
                         txn.shipped = Some(mark);
+                        (self.metrics.transactions_committed).fetch_add(1, Ordering::Relaxed);
                         break;
                     }
                     tracing::warn!(
@@ -192,14 +227,33 @@ impl Task {
                         "shipping commit {} failed ({error}); its transaction was aborted: shipping it again",
                         mark.commit
                     );
+                    (self.metrics.transactions_aborted).fetch_add(1, Ordering::Relaxed);
                 }
                 Err(error) => return Err(error),
             }
         }
+        self.count_shipped(outbox.iter().map(|(_, batch)| batch));
         if let Some((last, _)) = outbox.last() {
             self.state.remove_shipped(*last)?;
         }
         Ok(())
+    }
+
+    /// Counts `batches` appended to the derived topics: records, bytes and
+    /// each batch's age (a changelog's batches are not derived records).
+    fn count_shipped<'b>(&self, batches: impl Iterator<Item = &'b OutboxBatch>) {
+        let now = strata_record::time::now_ms();
+        for batch in batches {
+            let Ok(header) = strata_record::BatchHeader::parse(&batch.batch) else {
+                continue;
+            };
+            let outputs = &self.metrics.outputs;
+            if outputs.iter().any(|o| o.topic == batch.topic) {
+                let (records, bytes) =
+                    (header.record_count.max(0) as u64, batch.batch.len() as u64);
+                (self.metrics).shipped(&batch.topic, records, bytes, header.max_timestamp, now);
+            }
+        }
     }
 
     pub(super) fn input_gone(&self, topic: &str, start: i64, position: i64) -> RuntimeError {

@@ -199,7 +199,8 @@ impl Task {
         let (section, mut cursor) = (open.section.clone(), open.cursor);
         let mut position = Position::before_records(&input.topic, self.setup.partition, 0);
         let mut ahead = self.prefetch_ahead(open.ahead, cursor, &section);
-        let mut counted = 0u64;
+        let started = (Instant::now(), self.in_commits);
+        let (mut counted, mut processed, mut newest) = (0u64, 0u64, -1i64);
         loop {
             let mut after = cursor;
             // A malformed record ends the run; the next look at the input
@@ -221,10 +222,15 @@ impl Task {
             cursor = after;
             self.inputs[at].advance(cursor, ahead, Some(record.offset));
             counted += 1;
+            processed += 1;
+            newest = newest.max(record.timestamp);
             self.after_record(&mut counted).await?;
         }
         self.inputs[at].advance(cursor, ahead, None);
         self.setup.progress.add(counted, self.counted);
+        let nanos = self.processing_nanos(started);
+        let next = self.inputs[at].next;
+        (self.metrics).processed(at, processed, nanos, next, newest);
         self.prefetch.review(&mut self.state, counted as usize);
         self.after_run().await
     }

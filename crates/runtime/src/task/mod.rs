@@ -64,6 +64,7 @@ use super::error::RuntimeError;
 use super::log_access::LogAccess;
 use super::spec::TopicOutput;
 use super::state::TaskState;
+use super::task_metrics::TaskMetrics;
 use super::timer::{TimeDomain, timer_store_name};
 use super::topology::{ProcessorSpec, TaskConfig};
 
@@ -239,6 +240,10 @@ struct Task {
     idle_watch: Option<AppendWatch>,
     /// Remote: the task's transactional producer.
     txn: Option<TaskTxn>,
+    /// What `/metrics` shows of the task (see `task_metrics`).
+    metrics: Arc<TaskMetrics>,
+    /// Time spent in commits, in all (what processing time leaves out).
+    in_commits: Duration,
 }
 
 /// Why the loop returned.
@@ -344,6 +349,17 @@ impl Task {
         use_timers(&setup.spec, &mut state)?;
         let processor = (setup.spec.factory)(setup.spec.key_codec, setup.spec.value_codec);
         let rate = state.rate()?;
+        let outputs: Vec<String> = (setup.outputs.iter())
+            .map(|o| o.log_topic.clone())
+            .collect();
+        let metrics = Arc::new(TaskMetrics::new(
+            (inputs.iter()).map(|i: &Input| (i.log_topic.clone(), i.next)),
+            &outputs,
+        ));
+        if let Some(rate) = rate {
+            metrics.set_rate(rate);
+        }
+        entry.count_with(Arc::clone(&metrics));
         // Set on the state the task runs with (a remote resume may have
         // opened it again).
         state.set_write_cache(setup.config.write_cache);
@@ -364,6 +380,8 @@ impl Task {
             fetching_since: None,
             idle_watch: None,
             txn,
+            metrics,
+            in_commits: Duration::ZERO,
         })
     }
 

@@ -7,7 +7,7 @@
 //! target offset is a hard stop: nothing at or past it is processed.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::context::{Context, Position};
 use crate::erased::RawRecord;
@@ -47,6 +47,7 @@ impl Task {
         if fetched.log_start_offset > next {
             return Err(self.input_gone(topic, fetched.log_start_offset, next));
         }
+        (self.metrics).fetched(at, fetched.records.len() as u64, fetched.end);
         Ok(fetched)
     }
 
@@ -117,6 +118,7 @@ impl Task {
         batch: &RecordBatch<'_>,
     ) -> Result<(), RuntimeError> {
         let header = *batch.header();
+        let started = (Instant::now(), self.in_commits);
         let input_next = self.inputs[at].next;
         // A target is a hard stop: nothing at or past it is processed (a
         // rebuild must reach the live task's offsets exactly).
@@ -163,7 +165,7 @@ impl Task {
                 self.state.prefetch(key, prefetched);
             }
         }
-        let mut counted = 0u64;
+        let (mut counted, mut processed) = (0u64, 0u64);
         for (index, record) in records.iter().enumerate() {
             let prefetched = &self.prefetch.active;
             if !prefetched.is_empty()
@@ -181,11 +183,15 @@ impl Task {
             self.apply(at, record, &mut position)?;
             self.inputs[at].next = record.offset + 1;
             counted += 1;
+            processed += 1;
             self.after_record(&mut counted).await?;
         }
         self.setup.progress.add(counted, self.counted);
         let past_batch = header.next_offset().min(limit);
         self.inputs[at].next = self.inputs[at].next.max(past_batch);
+        let nanos = self.processing_nanos(started);
+        let next = self.inputs[at].next;
+        (self.metrics).processed(at, processed, nanos, next, header.max_timestamp);
         Ok(())
     }
 
@@ -240,6 +246,13 @@ impl Task {
     /// fired before the next record, and a commit when the run is full
     /// (`counted` then goes to the progress).
     #[inline]
+    /// Nanoseconds since `started` (an instant and the time in commits
+    /// then), the commits made meanwhile left out.
+    pub(super) fn processing_nanos(&self, (at, in_commits): (Instant, Duration)) -> u64 {
+        let spent = at.elapsed().saturating_sub(self.in_commits - in_commits);
+        u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX)
+    }
+
     pub(super) async fn after_record(&mut self, counted: &mut u64) -> Result<(), RuntimeError> {
         if let Some(now) = self.state.stream_time()
             && self.state.timer_due(TimeDomain::EventTime, now)

@@ -84,6 +84,7 @@ impl Task {
                 error,
             });
         }
+        (self.metrics.timers_fired).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 }

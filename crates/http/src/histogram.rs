@@ -1,7 +1,8 @@
-//! A request latency histogram: fixed buckets, lock-free counters, written
-//! through strata-http's exposition in Prometheus's histogram form
-//! (cumulative `_bucket{le=…}` lines, then `_sum` and `_count`), so a
-//! scraper's `histogram_quantile` reads the broker's percentiles.
+//! A latency histogram (the broker's requests, a task's commits, a derived
+//! record's age): fixed buckets, lock-free counters, written through the
+//! exposition in Prometheus's histogram form (cumulative `_bucket{le=…}`
+//! lines, then `_sum` and `_count`), so a scraper's `histogram_quantile`
+//! reads the percentiles.
 //!
 //! The buckets are finest from 100 µs to 10 ms, where an fdatasync and an
 //! acks=all answer live (1.2–1.5× apart), then coarser up to 10 s (a fetch
@@ -9,7 +10,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use strata_http::exposition::HistogramSample;
+use crate::exposition::HistogramSample;
 
 /// Upper bounds of the buckets, in microseconds; one more bucket (+Inf)
 /// takes the rest.
@@ -29,7 +30,7 @@ const BOUNDS_MICROS: [u64; 29] = [
 /// 1.3–2.8× the atomics in each run; and 31 counters per API against the
 /// 15,360 (120 KiB) of an HdrHistogram to 10 s at three digits. Prometheus
 /// reads fixed buckets anyway: no percentile is computed here.
-pub(crate) struct LatencyHistogram {
+pub struct LatencyHistogram {
     /// Observations per bucket (not cumulative); the last is +Inf.
     buckets: [AtomicU64; BOUNDS_MICROS.len() + 1],
     sum_micros: AtomicU64,
@@ -77,7 +78,7 @@ mod tests {
 
     fn rendered(histogram: &LatencyHistogram) -> Vec<(String, u64)> {
         let sample = histogram.sample();
-        let exposition = strata_http::Exposition::new(move |families| {
+        let exposition = crate::Exposition::new(move |families| {
             families.histograms("h", "Latency.", [([("api", "Produce")], sample.clone())])
         });
         let out = exposition.render();
@@ -122,7 +123,7 @@ mod tests {
     /// comment on [`LatencyHistogram`]): nanoseconds per observation with
     /// two threads observing at once, the atomic buckets beside an
     /// HdrHistogram behind a Mutex, the median of five rounds each. Run it
-    /// with `cargo test --release -p strata-broker --lib latency -- --ignored
+    /// with `cargo test --release -p strata-http --lib histogram -- --ignored
     /// --nocapture`.
     #[test]
     #[ignore = "a measurement: run it in release with --ignored --nocapture"]
