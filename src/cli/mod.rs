@@ -22,6 +22,7 @@ mod password;
 mod position;
 mod produce;
 mod serve;
+mod skew;
 mod topics;
 mod users;
 

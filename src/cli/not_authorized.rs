@@ -66,6 +66,16 @@ impl fmt::Display for NotAuthorized {
         } = self;
         let operation = flag(*operation);
         let to = if operation == "write" { " to" } else { "" };
+        if principal == "User:ANONYMOUS" {
+            // Its own listener cannot add the ACL that would allow it.
+            return write!(
+                f,
+                "not authorized to {operation}{to} {resource} as {principal} ({error}); \
+                 a listener that does not authenticate gets only what ACLs allow once any \
+                 exists: connect through an authenticated listener, or have the broker name \
+                 User:ANONYMOUS in super_users (or set trust_unauthenticated_listeners = true)"
+            );
+        }
         write!(
             f,
             "not authorized to {operation}{to} {resource} as {principal} ({error}); \

@@ -1,4 +1,4 @@
-//! `strata topics create|list|describe|delete`.
+//! `strata topics create|list|describe|delete|skew` (skew in `skew`).
 
 use clap::Subcommand;
 use serde_json::json;
@@ -32,9 +32,15 @@ pub enum TopicsCommand {
     },
     /// Delete a topic and its data.
     Delete { name: String },
+    /// The keys a topic's records carry most (how many, since when) and
+    /// how its partitions share the records, over a time range.
+    Skew(super::skew::SkewArgs),
 }
 
 pub async fn run(broker: &BrokerArgs, command: TopicsCommand) -> anyhow::Result<()> {
+    if let TopicsCommand::Skew(args) = command {
+        return super::skew::run(broker, args).await;
+    }
     let (admin, security) = broker.admin().await?;
     match command {
         TopicsCommand::Create {
@@ -156,6 +162,7 @@ pub async fn run(broker: &BrokerArgs, command: TopicsCommand) -> anyhow::Result<
             })?;
             eprintln!("deleted topic {name}");
         }
+        TopicsCommand::Skew(_) => unreachable!("answered above"),
     }
     Ok(())
 }

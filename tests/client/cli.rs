@@ -284,3 +284,50 @@ fn errors_say_what_went_wrong() {
     let partition = cli.fails(&["consume", "one", "--partition", "5"]);
     assert!(partition.contains("partitions 0..1, not 5"), "{partition}");
 }
+
+#[test]
+fn skew_finds_a_planted_hot_key_and_the_partition_it_loads() {
+    let cli = Cli::start();
+    cli.ok(&["topics", "create", "clicks", "--partitions", "4"]);
+    // 100 keys; one of them (1%) carries half of the 20,000 records.
+    let lines: Vec<String> = (0..20_000)
+        .map(|i| {
+            let key = if i % 2 == 0 {
+                "hot".to_string()
+            } else {
+                format!("user-{}", i % 99)
+            };
+            format!("{key}:v{i}")
+        })
+        .collect();
+    cli.ok_with_input(
+        &["produce", "clicks", "--key-separator", ":"],
+        &(lines.join("\n") + "\n"),
+    );
+    let report: Value = serde_json::from_str(&cli.ok(&[
+        "topics", "skew", "clicks", "--since", "earliest", "--top", "3", "--format", "json",
+    ]))
+    .unwrap();
+    assert_eq!(report["records"], 20_000, "{report}");
+    let hottest = &report["keys"][0];
+    assert_eq!(hottest["key"], "hot", "{report}");
+    let share = hottest["share"].as_f64().unwrap();
+    assert!((0.49..=0.52).contains(&share), "{report}");
+    assert!(
+        hottest["since"].as_str().unwrap().ends_with('Z'),
+        "{report}"
+    );
+    // The hot key's partition holds far more than the mean.
+    let loaded = partition_for_key(b"hot", 4) as usize;
+    let vs_mean = report["partitions"][loaded]["vs_mean"].as_f64().unwrap();
+    assert!(vs_mean > 1.5, "{report}");
+    // The text report says the same.
+    let text = cli.ok(&["topics", "skew", "clicks", "--since", "1h", "--top", "1"]);
+    let key_line = text
+        .lines()
+        .find(|l| l.starts_with("hot "))
+        .expect("the hot key's line");
+    assert!(key_line.contains("%"), "{text}");
+    let refused = cli.fails(&["topics", "skew", "clicks", "--since", "soon"]);
+    assert!(refused.contains("a span back from now"), "{refused}");
+}

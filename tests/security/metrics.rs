@@ -31,7 +31,7 @@ async fn a_metrics_address_beyond_loopback_is_refused_without_tls_and_a_token() 
         .expect("refused");
     let said = refused.to_string();
     assert!(
-        said.contains("metrics endpoint") && said.contains("allow-unauthenticated-remote"),
+        said.contains("metrics_tls") && said.contains("metrics_token_file"),
         "{said}"
     );
 }

@@ -124,6 +124,9 @@ impl Broker {
                 secured: authenticates(listener.protocol, config.tls.as_ref()),
                 sasl: listener.protocol.uses_sasl().then(|| config.sasl.clone()),
             };
+            if !link.secured {
+                warn_if_locked_out(&acls, &config, &listener.name);
+            }
             listeners.push(Bound {
                 socket,
                 link: Arc::new(link),
@@ -142,9 +145,11 @@ impl Broker {
         let metrics_listener = match ctx.config.metrics_listen {
             Some(addr) => {
                 let access = metrics_access(&ctx.config)?;
-                access
-                    .check_bind(addr, "metrics endpoint")
-                    .map_err(|e| BrokerError::Config(e.to_string()))?;
+                access.check_bind(addr, "metrics endpoint").map_err(|_| {
+                    BrokerError::Config(format!(
+                        "metrics on {addr}, beyond this machine, need TLS and a token: set metrics_tls = true (with a [tls] certificate and key) and metrics_token_file in strata.toml, or give a loopback address (allow_unauthenticated_remote = true serves them to anyone, and opens the Kafka listeners too)"
+                    ))
+                })?;
                 let listener =
                     (TcpListener::bind(addr).await).map_err(|error| BrokerError::Io {
                         context: format!("listening for metrics on {addr}"),
@@ -421,4 +426,20 @@ fn metrics_access(config: &BrokerConfig) -> Result<strata_http::Access, BrokerEr
     security
         .load()
         .map_err(|e| BrokerError::Config(e.to_string()))
+}
+
+/// Says so at start when a listener that does not authenticate (its
+/// callers are `User:ANONYMOUS`) gets only what ACLs allow: ACLs exist, its
+/// callers are not super users and the listener is not trusted. Tools on
+/// it that worked before the first ACL are refused from then on.
+fn warn_if_locked_out(acls: &Authorizer, config: &BrokerConfig, listener: &str) {
+    let anonymous = crate::auth::Principal::user("ANONYMOUS");
+    let locked = !acls.snapshot().is_empty()
+        && !config.trust_unauthenticated_listeners
+        && !config.super_users.contains(&anonymous);
+    if locked {
+        tracing::warn!(
+            "listener {listener} does not authenticate, and ACLs exist: its callers (User:ANONYMOUS) get only what ACLs allow them; to keep it an administrator's door add super_users = [\"User:ANONYMOUS\"] to strata.toml, or trust_unauthenticated_listeners = true for the older rule (docs/acls.md)"
+        );
+    }
 }

@@ -106,6 +106,10 @@ pub struct Membership {
     /// expired): whatever it was assigned is lost, not merely to be
     /// revoked (KIP-429's "lost" partitions).
     lost: Arc<AtomicBool>,
+    /// Set by the heartbeat task when the coordinator answered that it
+    /// does not know the member (or its generation): the next join starts
+    /// without the old member id.
+    forgotten: Arc<AtomicBool>,
     /// Whether a join is under way, or was given up unfinished (its future
     /// dropped): the coordinator may hold that JoinGroup for the whole
     /// rebalance, and answers a connection's requests in order, so a
@@ -133,6 +137,7 @@ impl Membership {
             connection: None,
             reconnect: Arc::new(AtomicBool::new(false)),
             lost: Arc::new(AtomicBool::new(false)),
+            forgotten: Arc::new(AtomicBool::new(false)),
             joining: false,
         }
     }
@@ -181,6 +186,15 @@ impl Membership {
         if let Some(task) = self.heartbeat.take() {
             task.abort();
         }
+        // Told by a heartbeat that the coordinator no longer knows it: it
+        // joins as new (its loss was reported then, not again here).
+        if self.forgotten.swap(false, Ordering::Relaxed) {
+            self.member_id.clear();
+            self.generation = -1;
+        }
+        // Whether it held a place before this join (a JoinGroup answered
+        // below stores the generation it is given).
+        let had_place = self.generation >= 0;
         let mut last_error = None;
         for attempt in 0..JOIN_ATTEMPTS {
             if attempt > 0 {
@@ -199,7 +213,6 @@ impl Membership {
                             // The group went on without this member: what it
                             // was assigned is lost (Kafka's consumers call
                             // onPartitionsLost here), and it joins as new.
-                            let had_place = self.generation >= 0;
                             self.member_id.clear();
                             self.generation = -1;
                             if had_place {
@@ -379,6 +392,7 @@ impl Membership {
         let group = self.config.group.clone();
         let reconnect = Arc::clone(&self.reconnect);
         let lost = Arc::clone(&self.lost);
+        let forgotten = Arc::clone(&self.forgotten);
         self.heartbeat = Some(tokio::spawn(async move {
             let mut connection = connection;
             let mut answered = tokio::time::Instant::now();
@@ -404,6 +418,7 @@ impl Membership {
                             codes::UNKNOWN_MEMBER_ID | codes::ILLEGAL_GENERATION
                         ) {
                             lost.store(true, Ordering::Relaxed);
+                            forgotten.store(true, Ordering::Relaxed);
                         }
                         rejoin.store(true, Ordering::Relaxed);
                         return;

@@ -31,6 +31,11 @@ pub enum FetchError {
     /// It answered more than the caller reads.
     #[error("an answer over {0} bytes")]
     TooLarge(usize),
+    /// The token would go in clear to another machine.
+    #[error(
+        "the token would go in clear to {0}, beyond this machine: give the CA its certificate chains to (--http-tls-ca) so it is asked over TLS"
+    )]
+    TokenInClear(SocketAddr),
     /// Its endpoints serve TLS and no CA was given to check them with.
     #[error(
         "the endpoints serve TLS, and no CA is given to check another instance's certificate with (--http-tls-ca)"
@@ -73,6 +78,9 @@ async fn ask(
         (Some(connector), _) => connector,
         (None, Some(_)) => return Err(FetchError::NoCa),
         (None, None) => {
+            if access.token().is_some() && !addr.ip().is_loopback() {
+                return Err(FetchError::TokenInClear(addr));
+            }
             let stream = TcpStream::connect(addr)
                 .await
                 .map_err(|e| unreachable(&e))?;

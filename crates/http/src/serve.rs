@@ -79,8 +79,15 @@ pub async fn serve(listener: TcpListener, router: Router, limits: Limits, access
         router
     };
     let permits = Arc::new(Semaphore::new(limits.connections_max));
+    // The connections are this future's: dropped (the endpoint stopped),
+    // it ends them all, and nothing answers from what it served.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next() => continue,
+        };
+        let (stream, peer) = match accepted {
             Ok(accepted) => accepted,
             Err(error) => {
                 tracing::debug!("accepting an HTTP connection: {error}");
@@ -98,7 +105,7 @@ pub async fn serve(listener: TcpListener, router: Router, limits: Limits, access
         };
         let service = TowerToHyperService::new(router.clone());
         let acceptor = access.acceptor().cloned();
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let _permit = permit;
             let Some(acceptor) = acceptor else {
                 return connection(stream, service, limits, peer).await;
@@ -148,9 +155,13 @@ async fn require_token(State(access): State<Access>, request: Request, next: Nex
     if access.admits(given.map(|value| value.as_bytes())) {
         return next.run(request).await;
     }
+    // Closed after the answer: a caller without the token holds no place.
     (
         StatusCode::UNAUTHORIZED,
-        [(header::WWW_AUTHENTICATE, "Bearer")],
+        [
+            (header::WWW_AUTHENTICATE, "Bearer"),
+            (header::CONNECTION, "close"),
+        ],
         "a token is needed: send Authorization: Bearer TOKEN, TOKEN being the first line of the endpoint's token file\n",
     )
         .into_response()
@@ -255,6 +266,30 @@ mod tests {
         let _ = long.write_all(request.as_bytes()).await;
         let answer = until_closed(&mut long).await;
         assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn stopping_the_endpoint_ends_its_open_connections() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let router = Router::new().route("/", get(|| async { "served" }));
+        let served = tokio::spawn(serve(
+            listener,
+            router,
+            Limits::default(),
+            Access::default(),
+        ));
+        let mut kept = TcpStream::connect(addr).await.unwrap();
+        (kept.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").await).unwrap();
+        let mut answer = [0u8; 16];
+        kept.read_exact(&mut answer).await.unwrap();
+        assert!(
+            answer.starts_with(b"HTTP/1.1 200"),
+            "answered, and kept alive"
+        );
+        served.abort();
+        // Closed with the endpoint, not at the end of its life.
+        until_closed(&mut kept).await;
     }
 
     #[tokio::test]

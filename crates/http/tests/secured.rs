@@ -115,3 +115,22 @@ async fn an_answer_over_the_bound_is_refused_unread() {
         "{refused:?}"
     );
 }
+
+#[tokio::test]
+async fn a_token_is_never_sent_in_clear_to_another_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let access = HttpSecurity {
+        token_file: Some(token),
+        ..HttpSecurity::default()
+    }
+    .load()
+    .unwrap();
+    let elsewhere = "192.0.2.7:8080".parse().unwrap();
+    let refused = client::get(elsewhere, "/", &access, 1024, WAIT).await;
+    assert!(
+        matches!(refused, Err(FetchError::TokenInClear(_))),
+        "{refused:?}"
+    );
+}

@@ -66,8 +66,8 @@ pub struct Caller {
     pub host: String,
     /// The connection's listener authenticates its clients (SASL, or TLS
     /// requiring client certificates). On such a listener a request no ACL
-    /// allows is denied; on one that does not, it is allowed unless an ACL
-    /// denies it.
+    /// allows is denied; on one that does not, too, once any ACL exists
+    /// (unless the broker trusts such listeners).
     pub secured: bool,
 }
 

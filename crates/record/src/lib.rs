@@ -24,6 +24,7 @@ mod sequence;
 mod varint;
 
 pub mod codec;
+pub mod heavy_hitters;
 pub mod hex;
 pub mod time;
 

@@ -1,9 +1,9 @@
 //! Wall-clock time as the log and the wire see it: milliseconds since the
-//! Unix epoch, and RFC 3339 date-times read into them.
+//! Unix epoch, RFC 3339 date-times read into them and written from them,
+//! and spans of time as people write them (`15m`, `1h 30m`), all by jiff.
 //!
 //! A leaf: every layer (log, broker, client, cli, runtime) may import it and
-//! it imports nothing of the crate. The parser reads one fixed shape, so it
-//! stays a few lines of calendar arithmetic rather than a date-time crate.
+//! it imports nothing of the crate.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -25,9 +25,39 @@ pub fn parse_rfc3339(text: &str) -> Option<i64> {
     Some(at.as_millisecond())
 }
 
+/// A span of time as people write it (`90s`, `15m`, `1h 30m`, `2d`, or
+/// ISO 8601's `PT1H`), read by jiff (a day is 24 hours); None for anything
+/// else, or a negative span.
+pub fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    let span: jiff::Span = text.trim().parse().ok()?;
+    let span = span
+        .to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+        .ok()?;
+    std::time::Duration::try_from(span).ok()
+}
+
+/// `ms` since the epoch as an RFC 3339 date-time in UTC
+/// (`2026-12-05T22:00:00Z`; milliseconds shown when not zero).
+pub fn format_rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map_or_else(|_| format!("{ms}ms"), |t| t.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_read_as_people_write_them() {
+        let secs = |text: &str| parse_duration(text).map(|d| d.as_secs());
+        assert_eq!(secs("90s"), Some(90));
+        assert_eq!(secs("15m"), Some(900));
+        assert_eq!(secs("1h 30m"), Some(5_400));
+        assert_eq!(secs("2d"), Some(172_800));
+        assert_eq!(secs("PT1H"), Some(3_600));
+        assert_eq!(secs("-1h"), None);
+        assert_eq!(secs("soon"), None);
+        assert_eq!(format_rfc3339(1_700_000_000_000), "2023-11-14T22:13:20Z");
+    }
 
     #[test]
     fn utc_and_offset_date_times_read_as_epoch_milliseconds() {

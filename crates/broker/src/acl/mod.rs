@@ -12,9 +12,10 @@
 //! - [`AclStore`] keeps them in `<data_dir>/security/acls.json`, replaced
 //!   whole and durably on each change, read at start.
 //! - [`Authorizer`] decides a request from an in-memory snapshot under
-//!   Kafka's rules (super users, DENY over ALLOW, implied DESCRIBE), with
-//!   strata's default for a caller no ACL allows: denied on a listener that
-//!   authenticates, allowed on one that does not.
+//!   Kafka's rules (super users, DENY over ALLOW, implied DESCRIBE), and
+//!   Kafka's default for a caller no ACL allows (denied), except on a
+//!   listener that does not authenticate while no ACL exists at all, or
+//!   always when such listeners are trusted.
 //! - [`AclBindingFilter`] selects ACLs with Kafka's filter semantics (ANY,
 //!   MATCH), for DescribeAcls and DeleteAcls.
 //!

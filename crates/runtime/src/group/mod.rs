@@ -51,6 +51,9 @@ const REJOIN_CHECK: Duration = Duration::from_millis(50);
 /// How long a member waits before asking the cluster again when it could
 /// not reach it (Kafka's clients back off up to a second too).
 pub(crate) const UNAVAILABLE_BACKOFF: Duration = Duration::from_secs(1);
+/// How long a member told mid-join that it lost its place waits before it
+/// joins again, claiming nothing (Kafka's retry.backoff.ms default).
+const REJOIN_AFTER_LOST: Duration = Duration::from_millis(100);
 /// How long a stopping member tries to leave its group: with the cluster
 /// away it stops without, and its session expires instead.
 const LEAVE_WAIT: Duration = Duration::from_secs(5);
@@ -347,6 +350,10 @@ async fn member_loop(
                 // describes itself afresh, claiming nothing, and joins again.
                 Err(_) if membership.is_lost() => {
                     must_join = true;
+                    tokio::select! {
+                        () = tokio::time::sleep(REJOIN_AFTER_LOST) => {}
+                        _ = stop.changed() => {}
+                    }
                     continue;
                 }
                 // The cluster is away (a broker restarting) or the group

@@ -1,5 +1,6 @@
 //! The query endpoint a running app serves (`run --query ADDR`): HTTP/1.1
-//! GET requests answered with JSON, one request per connection.
+//! GET requests answered with JSON (connections kept alive, within
+//! strata-http's limits).
 //!
 //! ```text
 //! GET /stores                                   the stores: processor, types, codecs,

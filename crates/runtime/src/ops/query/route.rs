@@ -238,15 +238,30 @@ async fn fetch(
     Ok(fetched.await?)
 }
 
-/// The JSON body of a 200 answer, or the error another answer gives.
+/// The longest part of a refusal's body that is not JSON quoted in the
+/// error.
+const REFUSAL_QUOTED_BYTES_MAX: usize = 300;
+
+/// The JSON body of a 200 answer, or the error another answer gives: its
+/// `error` field, or its text when it is not JSON (a 401 for a missing
+/// token, a 431, a request the routes could not read).
 fn parse_body(status: StatusCode, body: &[u8]) -> Result<Value, AskError> {
-    let body: Value = serde_json::from_slice(body)
-        .map_err(|e| AskError::Malformed(format!("an answer that is not JSON: {e}")))?;
+    let parsed = serde_json::from_slice::<Value>(body);
     if status != StatusCode::OK {
-        let error = body["error"].as_str().unwrap_or("no reason given");
+        let error = match &parsed {
+            Ok(body) => body["error"]
+                .as_str()
+                .unwrap_or("no reason given")
+                .to_string(),
+            Err(_) => {
+                let text =
+                    String::from_utf8_lossy(&body[..body.len().min(REFUSAL_QUOTED_BYTES_MAX)]);
+                text.trim().to_string()
+            }
+        };
         return Err(AskError::Refused(format!("{status}: {error}")));
     }
-    Ok(body)
+    parsed.map_err(|e| AskError::Malformed(format!("an answer that is not JSON: {e}")))
 }
 
 /// A forwarded answer as a query answer whose entries hold their key
@@ -301,5 +316,14 @@ mod tests {
         let without = br#"{"entries":[{"key":"b","value":2}]}"#;
         assert!(parse(StatusCode::OK, without).is_err());
         assert!(parse(StatusCode::OK, b"garbage").is_err());
+        let unauthorized = parse(
+            StatusCode::UNAUTHORIZED,
+            b"a token is needed: send Bearer\n",
+        );
+        let said = unauthorized.unwrap_err().to_string();
+        assert!(
+            said.contains("401") && said.contains("a token is needed"),
+            "{said}"
+        );
     }
 }
