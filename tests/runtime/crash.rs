@@ -809,8 +809,11 @@ fn a_paused_instance_is_fenced_once_its_tasks_moved_and_its_writes_never_show() 
         append_remote(&addr, chunk);
     }
     let (mut a, log) = spawn_logged(&first);
+    // Remote, `status` lists every task of the app as soon as its input
+    // exists: a has committed once one shows an offset past 0.
     support::wait_until("instance a commits", Duration::from_secs(300), || {
-        !wordcount_cmd(&first, &["status"]).contains("(no task has run yet")
+        (status_columns(&first).iter())
+            .any(|[_, _, offset, _, _]| offset.parse::<i64>().is_ok_and(|o| o > 0))
     });
     // a stops answering; once its session is over, b (started meanwhile)
     // is given every task and restores their state from the changelogs.

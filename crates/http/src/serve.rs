@@ -293,7 +293,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_connection_past_its_life_finishes_its_request_and_closes() {
+    async fn a_kept_alive_connection_is_closed_once_its_life_is_over() {
         let addr = started(Limits {
             connection_life: Duration::from_millis(200),
             // Only the connection's life closes it within the test's wait.
