@@ -2,7 +2,9 @@
 //! has its HELP and TYPE, and moves when it should: records and bytes
 //! consumed as input arrives, produced once derived records are appended,
 //! commits and their time, processing time, end-to-end latency, lag back
-//! to zero in records and in time once the task caught up.
+//! to zero in records and in time once the task caught up; and the key a
+//! planted skew makes hot, in the metrics and in what `status --keys`
+//! reads.
 
 use crate::support;
 
@@ -42,7 +44,16 @@ fn a_running_apps_task_metrics_move_as_it_reads_commits_and_ships() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let an_hour_ago = strata::log::now_ms() - 3_600_000;
-    let words: Vec<String> = (0..200).map(|i| format!("w{}", i % 20)).collect();
+    // One key of 101 carries half the records.
+    let words: Vec<String> = (0..2_000)
+        .map(|i| {
+            if i % 2 == 0 {
+                "hot".to_string()
+            } else {
+                format!("w{}", i % 100)
+            }
+        })
+        .collect();
     let records: Vec<_> = (words.iter())
         .map(|w| (w.as_str(), Some(w.as_str()), an_hour_ago))
         .collect();
@@ -83,10 +94,10 @@ fn a_running_apps_task_metrics_move_as_it_reads_commits_and_ships() {
     let produced = format!("strata_task_records_produced_total{output}");
     let read = |name: &str| scrape().and_then(|text| sample(&text, name));
     support::wait_until("the task consumes its input", WAIT, || {
-        read(&consumed) == Some(200.0)
+        read(&consumed) == Some(2_000.0)
     });
     support::wait_until("the task ships what it derived", WAIT, || {
-        read(&produced) == Some(200.0)
+        read(&produced) == Some(2_000.0)
     });
     let text = scrape().unwrap();
     let at_least = |name: &str, labels: &str, floor: f64| {
@@ -113,6 +124,21 @@ fn a_running_apps_task_metrics_move_as_it_reads_commits_and_ships() {
         Some(0.0),
         "{text}"
     );
+    // The planted key is the hottest, about half of what was read.
+    let hot = r#"strata_task_hot_key_records{task="count/0",processor="count",key="hot"}"#;
+    let hot_records = sample(&text, hot);
+    assert!(
+        hot_records.is_some_and(|n| (800.0..=1_200.0).contains(&n)),
+        "{hot} = {hot_records:?}:\n{text}"
+    );
+    // `status --keys` reads what the instance publishes in its state
+    // directory.
+    let board = location.state_dir().join("tasks.json");
+    support::wait_until("the board lists the hot keys", WAIT, || {
+        let text = std::fs::read_to_string(&board).unwrap_or_default();
+        let board: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        board["hot_keys"]["count/0"][0]["key"] == "hot"
+    });
     for line in text
         .lines()
         .filter(|l| l.starts_with("# TYPE strata_task_"))
@@ -128,7 +154,7 @@ fn a_running_apps_task_metrics_move_as_it_reads_commits_and_ships() {
     let kafka: SocketAddr = location.serving_addr().expect("the app serves the log");
     runtime.block_on(crate::query::produce(kafka, "w1"));
     support::wait_until("the new record counted", WAIT, || {
-        read(&consumed) == Some(201.0) && read(&produced) == Some(201.0)
+        read(&consumed) == Some(2_001.0) && read(&produced) == Some(2_001.0)
     });
     stop.send(()).unwrap();
     runtime.block_on(running).unwrap().unwrap();

@@ -781,7 +781,10 @@ fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
     execute(
         &slow("short-app", "short"),
         data,
-        Command::Status { version: None },
+        Command::Status {
+            version: None,
+            keys: false,
+        },
     )
     .unwrap();
 }

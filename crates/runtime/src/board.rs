@@ -21,6 +21,9 @@ use serde::{Deserialize, Serialize};
 use super::layout;
 use super::task_metrics::TaskMetrics;
 
+/// Hot keys published per task.
+const HOT_KEYS_PUBLISHED: usize = 10;
+
 /// How long a board file is taken to say what its instance does now.
 pub(crate) const FRESH_FOR: Duration = Duration::from_secs(10);
 
@@ -102,6 +105,21 @@ impl Drop for BoardEntry {
 struct BoardFile {
     written_ms: i64,
     tasks: BTreeMap<String, TaskView>,
+    /// Per running task, the keys it read most (`status --keys`).
+    #[serde(default)]
+    hot_keys: BTreeMap<String, Vec<HotKeyLine>>,
+}
+
+/// One of a task's hottest keys, as `status --keys` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct HotKeyLine {
+    pub key: String,
+    /// Records read with it (estimated from a sample), at most `error`
+    /// over.
+    pub records: u64,
+    pub error: u64,
+    /// When (ms) its counting began.
+    pub since_ms: i64,
 }
 
 impl TaskBoard {
@@ -169,9 +187,23 @@ impl TaskBoard {
 
     /// Writes the board to `<state_dir>/tasks.json`.
     pub fn publish(&self, state_dir: &Path) -> Result<(), layout::LayoutError> {
+        let hot_keys = (self.task_metrics().iter())
+            .map(|(task, metrics)| {
+                let lines = (metrics.hot_keys(HOT_KEYS_PUBLISHED).into_iter())
+                    .map(|hot| HotKeyLine {
+                        key: String::from_utf8_lossy(&hot.key).into_owned(),
+                        records: hot.count,
+                        error: hot.error,
+                        since_ms: hot.since_ms,
+                    })
+                    .collect();
+                (task.clone(), lines)
+            })
+            .collect();
         let file = BoardFile {
             written_ms: strata_record::time::now_ms(),
             tasks: self.snapshot(),
+            hot_keys,
         };
         let json = serde_json::to_string(&file).expect("the board serializes");
         layout::write_whole(&layout::task_board_file(state_dir), &json)
@@ -193,16 +225,28 @@ impl TaskBoard {
     }
 }
 
+/// The hottest keys of each task the instance running in `state_dir`
+/// runs, as it last published them (None when none runs there).
+pub(crate) fn read_published_hot_keys(
+    state_dir: &Path,
+) -> Option<BTreeMap<String, Vec<HotKeyLine>>> {
+    read_file(state_dir).map(|file| file.hot_keys)
+}
+
 /// The board a running instance last wrote in `state_dir`, if one runs
 /// there now (it holds the run lock) and the board is fresh.
 pub(crate) fn read_published(state_dir: &Path) -> Option<BTreeMap<String, TaskView>> {
+    read_file(state_dir).map(|file| file.tasks)
+}
+
+fn read_file(state_dir: &Path) -> Option<BoardFile> {
     if !layout::is_locked(&layout::running_lock(state_dir)) {
         return None;
     }
     let text = std::fs::read_to_string(layout::task_board_file(state_dir)).ok()?;
     let file: BoardFile = serde_json::from_str(&text).ok()?;
     let age_ms = strata_record::time::now_ms() - file.written_ms;
-    (age_ms <= FRESH_FOR.as_millis() as i64).then_some(file.tasks)
+    (age_ms <= FRESH_FOR.as_millis() as i64).then_some(file)
 }
 
 #[cfg(test)]

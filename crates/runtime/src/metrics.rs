@@ -20,6 +20,20 @@ use super::board::{TaskBoard, TaskView};
 use super::task::TaskProgress;
 use super::task_metrics::{InputMetrics, TaskMetrics};
 
+/// Hot keys shown per task.
+pub(crate) const HOT_KEYS_SHOWN: usize = 5;
+/// Characters of a key a label shows.
+const KEY_LABEL_CHARS_MAX: usize = 64;
+
+/// A key as a label value: its text (bytes that are not UTF-8 replaced),
+/// cut to [`KEY_LABEL_CHARS_MAX`] characters.
+pub(crate) fn key_label(key: &[u8]) -> String {
+    String::from_utf8_lossy(key)
+        .chars()
+        .take(KEY_LABEL_CHARS_MAX)
+        .collect()
+}
+
 /// The exposition of an instance whose tasks are on `board` and count
 /// what they do in `progress`.
 pub(crate) fn exposition(board: TaskBoard, progress: Arc<TaskProgress>) -> Exposition {
@@ -253,6 +267,17 @@ fn write_tasks(
         tasks
             .iter()
             .map(|(task, m)| (per_task(task), load(&m.pending_compaction_bytes))),
+    )?;
+    families.gauges(
+        "strata_task_hot_key_records",
+        "Records read of each of a task's hottest keys (its top 5), estimated from one record in 16.",
+        tasks.iter().flat_map(|(task, m)| {
+            let [task, processor] = per_task(task);
+            (m.hot_keys(HOT_KEYS_SHOWN).into_iter()).map(move |hot| {
+                let key = ("key", key_label(&hot.key));
+                ([task.clone(), processor.clone(), key], hot.count)
+            })
+        }),
     )?;
     families.gauges(
         "strata_task_state_writes_stopped",

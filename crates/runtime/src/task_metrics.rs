@@ -11,15 +11,24 @@
 //! | records behind each input's end, and how old the record last processed is | records-lag |
 //! | timers fired | punctuate-rate |
 //! | transactions committed and aborted (remote) | — |
-//! | state size, compaction behind, writes stalled (RocksDB) | rocksdb state metrics |
+//! | state size, compaction behind, writes stopped (RocksDB) | rocksdb state metrics |
+//! | the keys read most, from a sample of one record in [`HOT_KEY_SAMPLE`] | — |
 //!
 //! Atomics, written per batch, per commit and per shipped batch, never per
 //! record, so the per-record path pays nothing for them; a scrape reads
 //! them from another thread.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use strata_http::LatencyHistogram;
+use strata_record::heavy_hitters::{HeavyHitters, HotKey};
+
+/// One record in this many has its key counted for the hot-key report:
+/// the counting costs the per-record path a sixteenth of a table update.
+pub(crate) const HOT_KEY_SAMPLE: u64 = 16;
+/// Keys the table of a task counts.
+const HOT_KEYS_COUNTED: usize = 64;
 
 /// A task's counters.
 pub(crate) struct TaskMetrics {
@@ -45,6 +54,9 @@ pub(crate) struct TaskMetrics {
     pub state_bytes: AtomicU64,
     pub pending_compaction_bytes: AtomicU64,
     pub writes_stopped: AtomicBool,
+    /// The keys read most, counted for one record in [`HOT_KEY_SAMPLE`] on
+    /// average (see [`KeySampler`]).
+    hot_keys: Mutex<HeavyHitters>,
 }
 
 /// One input partition's counters and where it stands.
@@ -102,7 +114,32 @@ impl TaskMetrics {
             state_bytes: AtomicU64::new(0),
             pending_compaction_bytes: AtomicU64::new(0),
             writes_stopped: AtomicBool::new(false),
+            hot_keys: Mutex::new(HeavyHitters::new(HOT_KEYS_COUNTED)),
         }
+    }
+
+    /// Counts sampled `keys` read at `now_ms`.
+    pub fn count_keys<'k>(&self, keys: impl Iterator<Item = &'k [u8]>, now_ms: i64) {
+        let mut keys = keys.peekable();
+        if keys.peek().is_none() {
+            return;
+        }
+        let mut table = self.hot_keys.lock().unwrap_or_else(|e| e.into_inner());
+        for key in keys {
+            table.offer(key, 1, now_ms);
+        }
+    }
+
+    /// The `n` keys read most, their counts scaled up from the sample to
+    /// estimate records.
+    pub fn hot_keys(&self, n: usize) -> Vec<HotKey> {
+        let table = self.hot_keys.lock().unwrap_or_else(|e| e.into_inner());
+        let mut top = table.top(n);
+        for hot in &mut top {
+            hot.count *= HOT_KEY_SAMPLE;
+            hot.error *= HOT_KEY_SAMPLE;
+        }
+        top
     }
 
     /// A run of `records` of input `at` processed in `nanos`, up to
@@ -163,5 +200,79 @@ impl InputMetrics {
         }
         let last = self.last_timestamp.load(Ordering::Relaxed);
         (last >= 0).then(|| (now_ms - last).max(0))
+    }
+}
+
+/// Which records read have their keys counted: one in [`HOT_KEY_SAMPLE`]
+/// on average, at gaps drawn at random (1 to twice the mean), so a key that
+/// recurs at a fixed period is neither always nor never counted.
+pub(crate) struct KeySampler {
+    /// Records read so far.
+    read: u64,
+    /// The record whose key is counted next.
+    next: u64,
+    /// xorshift64's state (never 0).
+    state: u64,
+}
+
+impl KeySampler {
+    /// A sampler whose gaps follow from `seed`.
+    pub fn new(seed: u64) -> Self {
+        let mut sampler = Self {
+            read: 0,
+            next: 0,
+            state: seed | 1,
+        };
+        sampler.next = sampler.gap() - 1;
+        sampler
+    }
+
+    /// Calls `each` with the position, among the next `n` records read,
+    /// of each one whose key is counted.
+    pub fn take(&mut self, n: usize, mut each: impl FnMut(usize)) {
+        let end = self.read + n as u64;
+        while self.next < end {
+            each((self.next - self.read) as usize);
+            self.next += self.gap();
+        }
+        self.read = end;
+    }
+
+    fn gap(&mut self) -> u64 {
+        // xorshift64: enough to decorrelate the gaps from the keys.
+        let mut x = self.state;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.state = x;
+        1 + x % (2 * HOT_KEY_SAMPLE - 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_key_in_the_sample_mean_is_counted_whatever_the_keys_period() {
+        let mut sampler = KeySampler::new(7);
+        let (mut counted, mut even) = (0u64, 0u64);
+        for batch in 0..10_000u64 {
+            let base = batch * 3;
+            sampler.take(3, |i| {
+                counted += 1;
+                even += u64::from((base + i as u64).is_multiple_of(2));
+            });
+        }
+        let expected = 30_000 / HOT_KEY_SAMPLE;
+        assert!(
+            counted.abs_diff(expected) * 10 < expected,
+            "{counted} of 30000"
+        );
+        // A key at every other record is counted about half the time.
+        assert!(
+            even.abs_diff(counted / 2) * 10 < counted,
+            "{even} of {counted}"
+        );
     }
 }

@@ -142,6 +142,10 @@ pub enum Command {
         /// Another version than the live one.
         #[arg(long)]
         version: Option<String>,
+        /// The keys each task of the instance running here read most
+        /// (records, error bound, since when), instead of the positions.
+        #[arg(long)]
+        keys: bool,
     },
     /// Every store entry as a sorted `store<TAB>key<TAB>value` line.
     DumpState {

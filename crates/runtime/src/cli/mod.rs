@@ -285,9 +285,16 @@ async fn dispatch(
             let tuning = (commit, checkpoints);
             replay(app, location, (version, from), options, tuning).await
         }
-        Command::Status { version: name } => {
+        Command::Status {
+            version: name,
+            keys,
+        } => {
             let (app, location) = app.as_version(location, &version(name)?);
-            print::status(&app, &location).await?;
+            if *keys {
+                print::hot_keys(&location)?;
+            } else {
+                print::status(&app, &location).await?;
+            }
             Ok(Outcome::Done)
         }
         Command::DumpState {

@@ -119,6 +119,48 @@ pub(super) async fn status(app: &App, location: &Location) -> Result<(), Runtime
     out.flush().map_err(stdout_error)
 }
 
+/// `status --keys`: each task's hottest keys, as the instance running
+/// under the state directory last published them.
+pub(super) fn hot_keys(location: &Location) -> Result<(), RuntimeError> {
+    let state_dir = location.state_dir();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let Some(tasks) = crate::board::read_published_hot_keys(state_dir) else {
+        writeln!(
+            out,
+            "(no instance runs under {}: a running instance counts the keys its tasks read; `strata topics skew TOPIC` counts them from the log)",
+            state_dir.display()
+        )
+        .map_err(stdout_error)?;
+        return out.flush().map_err(stdout_error);
+    };
+    let mut table = Table::new();
+    table
+        .load_style(NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(["TASK", "KEY", "RECORDS", "ERROR", "SINCE"]);
+    for (task, lines) in &tasks {
+        for line in lines {
+            table.add_row([
+                task.clone(),
+                line.key.clone(),
+                line.records.to_string(),
+                format!("±{}", line.error),
+                strata_record::time::format_rfc3339(line.since_ms),
+            ]);
+        }
+    }
+    for (at, column) in table.column_iter_mut().enumerate() {
+        column.set_padding((0, 2));
+        if matches!(at, 2 | 3) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    for line in table.lines() {
+        writeln!(out, "{}", line.trim_end()).map_err(stdout_error)?;
+    }
+    out.flush().map_err(stdout_error)
+}
+
 /// The status rows under their header as plain columns (comfy-table): no
 /// borders, two spaces apart, counts right-aligned, never wrapped to the
 /// terminal's width: scripts and tests split each line on whitespace.

@@ -64,7 +64,7 @@ use super::error::RuntimeError;
 use super::log_access::LogAccess;
 use super::spec::TopicOutput;
 use super::state::TaskState;
-use super::task_metrics::TaskMetrics;
+use super::task_metrics::{KeySampler, TaskMetrics};
 use super::timer::{TimeDomain, timer_store_name};
 use super::topology::{ProcessorSpec, TaskConfig};
 
@@ -244,6 +244,9 @@ struct Task {
     metrics: Arc<TaskMetrics>,
     /// Time spent in commits, in all (what processing time leaves out).
     in_commits: Duration,
+    /// Which records read have their keys counted for the hot-key report
+    /// (see `task_metrics`).
+    key_sampler: KeySampler,
 }
 
 /// Why the loop returned.
@@ -382,6 +385,7 @@ impl Task {
             txn,
             metrics,
             in_commits: Duration::ZERO,
+            key_sampler: KeySampler::new(0x9e37_79b9_7f4a_7c15),
         })
     }
 
