@@ -25,7 +25,7 @@ read -r -a run_args <<< "${RUN_ARGS:-}"
 # The optimized build `make demo` uses (the workspace's crates at opt-level
 # 3 in the dev profile, so RocksDB is not compiled a second time).
 BUILD=()
-for crate in strata strata-record strata-log strata-protocol strata-client strata-broker \
+for crate in strata strata-record strata-log strata-protocol strata-http strata-client strata-broker \
     strata-runtime strata-operators; do
     BUILD+=(--config "profile.dev.package.$crate.opt-level=3"
         --config "profile.dev.package.$crate.debug-assertions=false"
