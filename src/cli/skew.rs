@@ -21,6 +21,7 @@ use super::output::{Align, table_lines};
 use super::{BrokerArgs, Format, print_json};
 use crate::broker::acl::Operation;
 use crate::client::{Cluster, EARLIEST, FetchOptions, Fetcher, LATEST};
+use crate::record::RecordBatch;
 
 /// Keys counted at once: the report's guarantees hold for keys above
 /// 1/`KEYS_COUNTED` of the records read.
@@ -52,6 +53,8 @@ struct Skew {
     /// Records read per partition.
     partitions: Vec<u64>,
     keys: HeavyHitters,
+    /// Records read, in all.
+    read: u64,
     /// Whether `--records-max` stopped the reading early.
     cut: bool,
 }
@@ -96,9 +99,9 @@ async fn read(cluster: Arc<Cluster>, args: &SkewArgs, since: i64) -> anyhow::Res
     let mut skew = Skew {
         partitions: vec![0; count],
         keys: HeavyHitters::new(KEYS_COUNTED),
+        read: 0,
         cut: false,
     };
-    let mut read = 0u64;
     for partition in 0..count {
         let p = i32::try_from(partition)?;
         let end = (fetcher.list_offset(&args.topic, p, LATEST).await?).unwrap_or(0);
@@ -107,40 +110,51 @@ async fn read(cluster: Arc<Cluster>, args: &SkewArgs, since: i64) -> anyhow::Res
         };
         while offset < end && !skew.cut {
             let fetched = fetcher.fetch(&args.topic, p, offset, FETCH_BYTES).await?;
-            let mut moved = false;
+            let before = offset;
             for batch in fetched.batches() {
                 let batch = batch?;
                 offset = offset.max(batch.header().next_offset());
-                moved = true;
-                if batch.header().is_control() {
-                    continue;
-                }
-                for record in batch.records(DECOMPRESSED_BYTES_MAX)?.iter() {
-                    let record = record?;
-                    if record.offset < fetched.offset || record.offset >= end {
-                        continue;
-                    }
-                    // A record without a key has no key to be hot.
-                    if let Some(key) = record.key {
-                        skew.keys.offer(key, 1, record.timestamp);
-                    }
-                    skew.partitions[partition] += 1;
-                    read += 1;
-                    if read >= args.records_max {
-                        skew.cut = true;
-                        break;
-                    }
-                }
-                if skew.cut {
-                    break;
-                }
+                skew.count(partition, &batch, (fetched.offset, end), args.records_max)?;
             }
-            if !moved {
+            if offset == before {
                 break;
             }
         }
     }
     Ok(skew)
+}
+
+impl Skew {
+    /// Counts the records of `batch` (of `partition`) at offsets in
+    /// `from..end`, until `records_max` have been read in all.
+    fn count(
+        &mut self,
+        partition: usize,
+        batch: &RecordBatch<'_>,
+        (from, end): (i64, i64),
+        records_max: u64,
+    ) -> anyhow::Result<()> {
+        if batch.header().is_control() || self.cut {
+            return Ok(());
+        }
+        for record in batch.records(DECOMPRESSED_BYTES_MAX)?.iter() {
+            let record = record?;
+            if !(from..end).contains(&record.offset) {
+                continue;
+            }
+            if self.read >= records_max {
+                self.cut = true;
+                return Ok(());
+            }
+            // A record without a key has no key to be hot.
+            if let Some(key) = record.key {
+                self.keys.offer(key, 1, record.timestamp);
+            }
+            self.partitions[partition] += 1;
+            self.read += 1;
+        }
+        Ok(())
+    }
 }
 
 fn print(args: &SkewArgs, skew: &Skew) {

@@ -118,16 +118,27 @@ impl TaskMetrics {
         }
     }
 
-    /// Counts sampled `keys` read at `now_ms`.
-    pub fn count_keys<'k>(&self, keys: impl Iterator<Item = &'k [u8]>, now_ms: i64) {
-        let mut keys = keys.peekable();
-        if keys.peek().is_none() {
+    /// Counts the keys `sampler` picks among the next `n` records read
+    /// (`key_at` gives a record's key by its position), read at `now_ms`.
+    /// The table is locked only when one is picked, and nothing is
+    /// collected on the way.
+    pub fn count_sampled<'k>(
+        &self,
+        sampler: &mut KeySampler,
+        n: usize,
+        key_at: impl Fn(usize) -> Option<&'k [u8]>,
+        now_ms: i64,
+    ) {
+        if !sampler.picks_within(n) {
+            sampler.take(n, |_| {});
             return;
         }
         let mut table = self.hot_keys.lock().unwrap_or_else(|e| e.into_inner());
-        for key in keys {
-            table.offer(key, 1, now_ms);
-        }
+        sampler.take(n, |at| {
+            if let Some(key) = key_at(at) {
+                table.offer(key, 1, now_ms);
+            }
+        });
     }
 
     /// The `n` keys read most, their counts scaled up from the sample to
@@ -225,6 +236,11 @@ impl KeySampler {
         };
         sampler.next = sampler.gap() - 1;
         sampler
+    }
+
+    /// Whether one of the next `n` records read is picked.
+    pub fn picks_within(&self, n: usize) -> bool {
+        self.next < self.read + n as u64
     }
 
     /// Calls `each` with the position, among the next `n` records read,

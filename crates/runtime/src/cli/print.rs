@@ -133,11 +133,14 @@ pub(super) fn hot_keys(location: &Location) -> Result<(), RuntimeError> {
         .map_err(stdout_error)?;
         return out.flush().map_err(stdout_error);
     };
+    const COLUMNS: [(&str, CellAlignment); 5] = [
+        ("TASK", CellAlignment::Left),
+        ("KEY", CellAlignment::Left),
+        ("RECORDS", CellAlignment::Right),
+        ("ERROR", CellAlignment::Right),
+        ("SINCE", CellAlignment::Left),
+    ];
     let mut table = Table::new();
-    table
-        .load_style(NOTHING)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(["TASK", "KEY", "RECORDS", "ERROR", "SINCE"]);
     for (task, lines) in &tasks {
         for line in lines {
             table.add_row([
@@ -149,12 +152,7 @@ pub(super) fn hot_keys(location: &Location) -> Result<(), RuntimeError> {
             ]);
         }
     }
-    for (at, column) in table.column_iter_mut().enumerate() {
-        column.set_padding((0, 2));
-        if matches!(at, 2 | 3) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
+    plain(&mut table, &COLUMNS);
     for line in table.lines() {
         writeln!(out, "{}", line.trim_end()).map_err(stdout_error)?;
     }
@@ -181,10 +179,6 @@ fn status_table(rows: &[StatusRow]) -> Table {
     ];
     let show = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
     let mut table = Table::new();
-    table
-        .load_style(NOTHING)
-        .set_content_arrangement(ContentArrangement::Disabled)
-        .set_header(COLUMNS.map(|(name, _)| name));
     for row in rows {
         table.add_row([
             row.task.clone(),
@@ -219,12 +213,23 @@ fn status_table(rows: &[StatusRow]) -> Table {
             },
         ]);
     }
-    let last = COLUMNS.len() - 1;
+    plain(&mut table, &COLUMNS);
+    table
+}
+
+/// `table` (its rows added) as plain columns under `columns`' names: no
+/// borders, two spaces apart, each column aligned as named, never wrapped
+/// to the terminal's width.
+fn plain(table: &mut Table, columns: &[(&str, CellAlignment)]) {
+    table
+        .load_style(NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(columns.iter().map(|(name, _)| *name));
+    let last = columns.len().saturating_sub(1);
     for (i, column) in table.column_iter_mut().enumerate() {
         column.set_padding((0, if i < last { 2 } else { 0 }));
-        column.set_cell_alignment(COLUMNS[i].1);
+        column.set_cell_alignment(columns.get(i).map_or(CellAlignment::Left, |c| c.1));
     }
-    table
 }
 
 /// `checkpoint`: one line per checkpoint taken.

@@ -224,8 +224,8 @@ impl Task {
             counted += 1;
             processed += 1;
             newest = newest.max(record.timestamp);
-            let (metrics, key) = (&self.metrics, record.key);
-            (self.key_sampler).take(1, |_| metrics.count_keys(key.into_iter(), record.timestamp));
+            let sampler = &mut self.key_sampler;
+            (self.metrics).count_sampled(sampler, 1, |_| record.key, record.timestamp);
             self.after_record(&mut counted).await?;
         }
         self.inputs[at].advance(cursor, ahead, None);

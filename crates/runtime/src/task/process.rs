@@ -192,9 +192,9 @@ impl Task {
         let nanos = self.processing_nanos(started);
         let next = self.inputs[at].next;
         (self.metrics).processed(at, processed, nanos, next, header.max_timestamp);
-        let mut sampled: Vec<&[u8]> = Vec::new();
-        (self.key_sampler).take(records.len(), |at| sampled.extend(records[at].key));
-        (self.metrics).count_keys(sampled.into_iter(), header.max_timestamp);
+        let key_at = |at: usize| records[at].key;
+        let sampler = &mut self.key_sampler;
+        (self.metrics).count_sampled(sampler, records.len(), key_at, header.max_timestamp);
         Ok(())
     }
 
