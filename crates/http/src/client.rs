@@ -64,14 +64,11 @@ async fn ask(
     access: &Access,
     body_max: usize,
 ) -> Result<(StatusCode, Bytes), FetchError> {
-    let unreachable = |e: &dyn std::fmt::Display| FetchError::Unreachable(e.to_string());
     let mut request = Request::get(target).header(header::HOST, addr.to_string());
     if let Some(token) = access.token() {
         request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
     }
-    let request = request
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| unreachable(&e))?;
+    let request = request.body(Empty::<Bytes>::new()).map_err(unreachable)?;
     // With a CA to check the other side against, over TLS; in clear only
     // when this side's endpoints are in clear too.
     let connector = match (access.connector(), access.acceptor()) {
@@ -81,17 +78,13 @@ async fn ask(
             if access.token().is_some() && !addr.ip().is_loopback() {
                 return Err(FetchError::TokenInClear(addr));
             }
-            let stream = TcpStream::connect(addr)
-                .await
-                .map_err(|e| unreachable(&e))?;
+            let stream = TcpStream::connect(addr).await.map_err(unreachable)?;
             return exchange(stream, request, body_max).await;
         }
     };
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| unreachable(&e))?;
+    let stream = TcpStream::connect(addr).await.map_err(unreachable)?;
     let name = ServerName::IpAddress(addr.ip().into());
-    let tls = (connector.connect(name, stream).await).map_err(|e| unreachable(&e))?;
+    let tls = (connector.connect(name, stream).await).map_err(unreachable)?;
     exchange(tls, request, body_max).await
 }
 
@@ -103,13 +96,12 @@ async fn exchange<I>(
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let unreachable = |e: &dyn std::fmt::Display| FetchError::Unreachable(e.to_string());
     let (mut sender, connection) =
-        (http1::handshake(TokioIo::new(io)).await).map_err(|e| unreachable(&e))?;
+        (http1::handshake(TokioIo::new(io)).await).map_err(unreachable)?;
     // The connection is driven beside the request, and dropped with it.
     let driven = tokio::spawn(connection);
     let answered = async {
-        let response = (sender.send_request(request).await).map_err(|e| unreachable(&e))?;
+        let response = (sender.send_request(request).await).map_err(unreachable)?;
         let status = response.status();
         let body = Limited::new(response.into_body(), body_max)
             .collect()
@@ -125,4 +117,9 @@ where
     .await;
     driven.abort();
     answered
+}
+
+/// Nothing answered: `error` is why.
+fn unreachable(error: impl std::fmt::Display) -> FetchError {
+    FetchError::Unreachable(error.to_string())
 }

@@ -125,32 +125,27 @@ fn write_tasks(
     tasks: &BTreeMap<String, Arc<TaskMetrics>>,
 ) -> fmt::Result {
     let now = strata_record::time::now_ms();
-    let per_task = |task: &str| {
-        let processor = task.rsplit_once('/').map_or(task, |(p, _)| p).to_string();
-        [("task", task.to_string()), ("processor", processor)]
-    };
-    let per_input = |task: &str, input: &InputMetrics| {
-        let partition = task.rsplit_once('/').map_or("", |(_, p)| p).to_string();
-        let [task, processor] = per_task(task);
+    let per_task = |task: &str, metrics: &TaskMetrics| {
         [
-            task,
-            processor,
-            ("topic", input.topic.clone()),
-            ("partition", partition),
+            ("task", task.to_string()),
+            ("processor", metrics.processor.clone()),
         ]
     };
+    // Each input's labels, and the input.
     let inputs = || {
-        tasks.iter().flat_map(|(task, metrics)| {
-            metrics
-                .inputs
-                .iter()
-                .map(move |input| (task.as_str(), input))
+        tasks.iter().flat_map(move |(task, metrics)| {
+            (metrics.inputs.iter()).map(move |input| {
+                let [task, processor] = per_task(task, metrics);
+                let topic = ("topic", input.topic.clone());
+                let partition = ("partition", metrics.partition.to_string());
+                ([task, processor, topic, partition], input)
+            })
         })
     };
     let outputs = || {
         tasks.iter().flat_map(|(task, metrics)| {
             (metrics.outputs.iter()).map(move |output| {
-                let [task, processor] = per_task(task);
+                let [task, processor] = per_task(task, metrics);
                 ([task, processor, ("topic", output.topic.clone())], output)
             })
         })
@@ -159,25 +154,22 @@ fn write_tasks(
     families.counters(
         "strata_task_records_consumed_total",
         "Input records processed, per task and input partition.",
-        inputs().map(|(task, input)| (per_input(task, input), load(&input.records))),
+        inputs().map(|(labels, input)| (labels, load(&input.records))),
     )?;
     families.counters(
         "strata_task_bytes_consumed_total",
         "Input bytes fetched, per task and input partition.",
-        inputs().map(|(task, input)| (per_input(task, input), load(&input.bytes))),
+        inputs().map(|(labels, input)| (labels, load(&input.bytes))),
     )?;
     families.gauges(
         "strata_task_records_lag",
         "Records between a task's position and its input partition's end, as its last fetch saw it.",
-        inputs().map(|(task, input)| (per_input(task, input), input.lag())),
+        inputs().map(|(labels, input)| (labels, input.lag())),
     )?;
     families.gauges(
         "strata_task_lag_seconds",
         "How far behind in time a task is on an input: now less the newest timestamp it processed, while records are left (0 once caught up).",
-        inputs().filter_map(|(task, input)| {
-            let ms = input.lag_ms(now)?;
-            Some((per_input(task, input), ms as f64 / 1e3))
-        }),
+        inputs().filter_map(|(labels, input)| Some((labels, input.lag_ms(now)? as f64 / 1e3))),
     )?;
     families.gauges(
         "strata_task_catch_up_seconds",
@@ -185,7 +177,7 @@ fn write_tasks(
         tasks.iter().filter_map(|(task, metrics)| {
             let lag: i64 = metrics.inputs.iter().map(InputMetrics::lag).sum();
             let rate = metrics.rate()?;
-            Some((per_task(task), lag as f64 / rate))
+            Some((per_task(task, metrics), lag as f64 / rate))
         }),
     )?;
     families.counters(
@@ -203,41 +195,41 @@ fn write_tasks(
         "Time spent processing records (divided by records consumed: the latency per record).",
         tasks
             .iter()
-            .map(|(task, m)| (per_task(task), load(&m.process_nanos) as f64 / 1e9)),
+            .map(|(task, m)| (per_task(task, m), load(&m.process_nanos) as f64 / 1e9)),
     )?;
     families.counters(
         "strata_task_commits_total",
         "Commits of a task's state with its input offsets.",
         tasks
             .iter()
-            .map(|(task, m)| (per_task(task), load(&m.commits))),
+            .map(|(task, m)| (per_task(task, m), load(&m.commits))),
     )?;
     families.histograms(
         "strata_task_commit_latency_seconds",
         "Time a task spends in a commit (the one before settled and shipped first).",
         tasks
             .iter()
-            .map(|(task, m)| (per_task(task), m.commit_latency.sample())),
+            .map(|(task, m)| (per_task(task, m), m.commit_latency.sample())),
     )?;
     families.histograms(
         "strata_task_end_to_end_latency_seconds",
         "A derived record's age as it is appended: now less its batch's newest timestamp.",
         tasks
             .iter()
-            .map(|(task, m)| (per_task(task), m.end_to_end.sample())),
+            .map(|(task, m)| (per_task(task, m), m.end_to_end.sample())),
     )?;
     families.counters(
         "strata_task_timers_fired_total",
         "Timers a task's processor was called for.",
         tasks
             .iter()
-            .map(|(task, m)| (per_task(task), load(&m.timers_fired))),
+            .map(|(task, m)| (per_task(task, m), load(&m.timers_fired))),
     )?;
     families.counters(
         "strata_task_transactions_total",
         "Remote: transactions a task ended, by outcome (committed, or aborted and shipped again).",
         tasks.iter().flat_map(|(task, m)| {
-            let [task, processor] = per_task(task);
+            let [task, processor] = per_task(task, m);
             [
                 ("committed", load(&m.transactions_committed)),
                 ("aborted", load(&m.transactions_aborted)),
@@ -259,20 +251,20 @@ fn write_tasks(
         "Bytes of a task's state on disk (RocksDB's SST files), as of its last commit.",
         tasks
             .iter()
-            .map(|(task, m)| (per_task(task), load(&m.state_bytes))),
+            .map(|(task, m)| (per_task(task, m), load(&m.state_bytes))),
     )?;
     families.gauges(
         "strata_task_state_pending_compaction_bytes",
         "Bytes RocksDB estimates it has to compact in a task's state, as of its last commit.",
         tasks
             .iter()
-            .map(|(task, m)| (per_task(task), load(&m.pending_compaction_bytes))),
+            .map(|(task, m)| (per_task(task, m), load(&m.pending_compaction_bytes))),
     )?;
     families.gauges(
         "strata_task_hot_key_records",
         "Records read of each of a task's hottest keys (its top 5), estimated from one record in 16.",
         tasks.iter().flat_map(|(task, m)| {
-            let [task, processor] = per_task(task);
+            let [task, processor] = per_task(task, m);
             (m.hot_keys(HOT_KEYS_SHOWN).into_iter()).map(move |hot| {
                 let key = ("key", key_label(&hot.key));
                 ([task.clone(), processor.clone(), key], hot.count)
@@ -284,7 +276,7 @@ fn write_tasks(
         "1 while RocksDB stops a task's writes (compaction far behind), as of its last commit.",
         tasks.iter().map(|(task, m)| {
             (
-                per_task(task),
+                per_task(task, m),
                 u64::from(m.writes_stopped.load(Ordering::Relaxed)),
             )
         }),
@@ -324,6 +316,7 @@ mod tests {
             assert!(text.contains(sample), "{sample} in:\n{text}");
         }
         let metrics = Arc::new(TaskMetrics::new(
+            ("count", 7),
             [("words".to_string(), 0)],
             &["counts".into()],
         ));

@@ -32,6 +32,9 @@ const HOT_KEYS_COUNTED: usize = 64;
 
 /// A task's counters.
 pub(crate) struct TaskMetrics {
+    /// The task's processor and partition, as the labels show them.
+    pub processor: String,
+    pub partition: i32,
     /// Per input, in the order of the task's inputs.
     pub inputs: Vec<InputMetrics>,
     /// Per output topic the task appends to.
@@ -84,8 +87,14 @@ pub(crate) struct OutputMetrics {
 impl TaskMetrics {
     /// Counters for a task reading `inputs` (log topic, next offset) and
     /// appending to `outputs`.
-    pub fn new(inputs: impl IntoIterator<Item = (String, i64)>, outputs: &[String]) -> Self {
+    pub fn new(
+        (processor, partition): (&str, i32),
+        inputs: impl IntoIterator<Item = (String, i64)>,
+        outputs: &[String],
+    ) -> Self {
         Self {
+            processor: processor.to_string(),
+            partition,
             inputs: (inputs.into_iter())
                 .map(|(topic, next)| InputMetrics {
                     topic,

@@ -356,6 +356,7 @@ impl Task {
             .map(|o| o.log_topic.clone())
             .collect();
         let metrics = Arc::new(TaskMetrics::new(
+            (&setup.spec.name, setup.partition),
             (inputs.iter()).map(|i: &Input| (i.log_topic.clone(), i.next)),
             &outputs,
         ));
