@@ -29,6 +29,9 @@ command -v make >/dev/null || missing+=(make)
 command -v kcat >/dev/null || missing+=(kcat)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
+# The web console's test drives a real browser through WebDriver.
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
 if ! python3.11 -c 'import venv, ensurepip' 2>/dev/null &&
   ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
   missing+=(python3-venv)

@@ -57,6 +57,10 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics on this address (off by default).
     #[arg(long)]
     pub metrics: Option<SocketAddr>,
+    /// Serve the web console on this address (off by default): topics,
+    /// groups with their lag, transactions, with `/metrics` beside it.
+    #[arg(long, value_name = "ADDR")]
+    pub console: Option<SocketAddr>,
 }
 
 /// Blocks at least this large are mapped and unmapped whole by the C
@@ -85,6 +89,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         advertised_host,
         config: config_path,
         metrics,
+        console,
         listener,
         tls_cert,
         tls_key,
@@ -151,6 +156,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if metrics.is_some() {
         config.metrics_listen = metrics;
     }
+    if console.is_some() {
+        config.console_listen = console;
+    }
     let data_dir = data_dir
         .or(file_data_dir)
         .unwrap_or_else(|| PathBuf::from("./strata-data"));
@@ -173,6 +181,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         if let Some(url) = broker.metrics_url() {
             println!("metrics on {url}");
+        }
+        if let Some(url) = broker.console_url() {
+            println!("console on {url}");
         }
         broker.serve(signalled).await?;
         anyhow::Ok(())

@@ -8,6 +8,7 @@ mod support;
 
 mod api;
 mod connection_flood;
+mod console;
 mod fetch_wakeups;
 mod group_lag_metric;
 mod groups;

@@ -7,6 +7,7 @@
 mod support;
 
 mod app;
+mod console;
 mod crash;
 mod determinism;
 mod failover;

@@ -201,6 +201,7 @@ fn replay_v2(data: &Path) {
     };
     let replay = Command::Replay {
         metrics: None,
+        console: None,
         version: "v2".into(),
         from: "earliest".into(),
         until_end: true,
@@ -391,15 +392,17 @@ fn an_endpoint_beyond_loopback_is_refused_before_the_app_runs_without_tls_and_a_
         ..LocationArgs::default()
     };
     let anywhere: SocketAddr = "0.0.0.0:0".parse().unwrap();
-    for (metrics, query, what) in [
-        (Some(anywhere), None, "metrics endpoint"),
-        (None, Some(anywhere), "query endpoint"),
+    for (metrics, query, console, what) in [
+        (Some(anywhere), None, None, "metrics endpoint"),
+        (None, Some(anywhere), None, "query endpoint"),
+        (None, None, Some(anywhere), "console"),
     ] {
         let run = Command::Run {
             until_end: true,
             serve: None,
             metrics,
             query,
+            console,
             http: Default::default(),
             commit: CommitArgs::default(),
             checkpoints: CheckpointArgs::default(),

@@ -150,6 +150,7 @@ fn run_until_end() -> Command {
         serve: None,
         metrics: None,
         query: None,
+        console: None,
         http: Default::default(),
         commit: CommitArgs::default(),
         checkpoints: no_checkpoints(),
@@ -160,6 +161,7 @@ fn run_until_end() -> Command {
 fn replay(version: &str) -> Command {
     Command::Replay {
         metrics: None,
+        console: None,
         version: version.to_string(),
         from: "earliest".to_string(),
         until_end: true,
@@ -483,6 +485,7 @@ fn automatic_checkpoints_keep_the_newest() {
         serve: None,
         metrics: None,
         query: None,
+        console: None,
         http: Default::default(),
         commit: CommitArgs::default(),
         checkpoints: CheckpointArgs {
@@ -740,6 +743,7 @@ fn status_warns_when_a_task_will_not_catch_up_before_its_input_expires() {
         serve: None,
         metrics: None,
         query: None,
+        console: None,
         http: Default::default(),
         commit: CommitArgs {
             commit_records: Some(50),

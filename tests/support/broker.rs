@@ -21,6 +21,8 @@ pub struct InProcessBroker {
     pub addr: SocketAddr,
     /// Where metrics are served, when the config asks for them.
     pub metrics: Option<SocketAddr>,
+    /// Where the web console is served, when the config asks for it.
+    pub console: Option<SocketAddr>,
     pub log: Arc<LogManager>,
     stop: oneshot::Sender<()>,
     served: tokio::task::JoinHandle<()>,
@@ -53,6 +55,7 @@ impl InProcessBroker {
         };
         let broker = Broker::bind(config, Arc::clone(&log)).await.unwrap();
         let (addr, metrics) = (broker.local_addr(), broker.metrics_addr());
+        let console = broker.console_addr();
         let (stop, stopped) = oneshot::channel();
         let served = tokio::spawn(async move {
             broker
@@ -65,6 +68,7 @@ impl InProcessBroker {
         Self {
             addr,
             metrics,
+            console,
             log,
             stop,
             served,

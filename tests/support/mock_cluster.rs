@@ -279,7 +279,9 @@ impl Drop for MockCluster {
     }
 }
 
-fn venv_dir() -> PathBuf {
+/// The compatibility venv: `STRATA_COMPAT_VENV`, as the Makefile sets it,
+/// or the same default as scripts/install-clients.sh.
+pub fn venv_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("STRATA_COMPAT_VENV") {
         return PathBuf::from(dir);
     }

@@ -8,6 +8,7 @@
 //! - `secured_broker`: `strata serve` with every kind of listener;
 //! - `example`: example binaries built in the test's own profile;
 //! - `http`: one HTTP request, as curl sends it;
+//! - `browser`: the web console in headless Chromium, through WebDriver;
 //! - `member`: a consumer-group member polling in a task;
 //! - `mock_cluster`: librdkafka's mock Kafka cluster of several brokers;
 //! - `process`: a command run as a process, with input on its stdin;
@@ -18,6 +19,7 @@
 #![allow(unused_imports, reason = "each test file uses a different subset")]
 
 pub mod broker;
+pub mod browser;
 pub mod certs;
 pub mod example;
 pub mod http;

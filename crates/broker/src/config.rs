@@ -56,6 +56,9 @@ pub struct BrokerConfig {
     /// A file whose first line is the token a scrape must carry
     /// (`Authorization: Bearer TOKEN`). Key `metrics_token_file`.
     pub metrics_token_file: Option<std::path::PathBuf>,
+    /// Where to serve the web console (with its own `/metrics`); off when
+    /// `None`. Secured as the metrics are. Key `console`.
+    pub console_listen: Option<SocketAddr>,
     /// Host clients are told to connect to (127.0.0.1 by default: librdkafka
     /// resolves `localhost` to ::1 first).
     pub advertised_host: String,
@@ -142,6 +145,7 @@ impl Default for BrokerConfig {
             metrics_listen: None,
             metrics_tls: false,
             metrics_token_file: None,
+            console_listen: None,
             node_id: 0,
             request_bytes_max: 100 << 20,
             request_memory_bytes_max: 256 << 20,
@@ -192,6 +196,7 @@ impl Default for BrokerConfig {
 /// metrics = "127.0.0.1:9100"            # beyond loopback: metrics_tls and a token file
 /// metrics_tls = false                   # serve /metrics with the [tls] certificate
 /// metrics_token_file = "/etc/strata/metrics-token"
+/// console = "127.0.0.1:9101"            # the web console, secured as the metrics
 ///
 /// [topic_defaults]
 /// "retention.ms" = 604800000
@@ -209,6 +214,7 @@ pub struct ConfigFile {
     pub metrics: Option<SocketAddr>,
     pub metrics_tls: Option<bool>,
     pub metrics_token_file: Option<std::path::PathBuf>,
+    pub console: Option<SocketAddr>,
     pub advertised_host: Option<String>,
     pub data_dir: Option<std::path::PathBuf>,
     pub auto_create_topics: Option<bool>,
@@ -374,6 +380,9 @@ impl ConfigFile {
         }
         if let Some(metrics) = self.metrics {
             config.metrics_listen = Some(metrics);
+        }
+        if let Some(console) = self.console {
+            config.console_listen = Some(console);
         }
         if let Some(host) = &self.advertised_host {
             config.advertised_host = host.clone();

@@ -10,6 +10,8 @@ fn a_config_file_overrides_defaults_and_names_bad_values() {
         r#"
         listen = "127.0.0.1:19999"
         default_partitions = 3
+        metrics = "127.0.0.1:19998"
+        console = "127.0.0.1:19997"
         [topic_defaults]
         "retention.ms" = 1000
         "cleanup.policy" = "delete"
@@ -20,6 +22,8 @@ fn a_config_file_overrides_defaults_and_names_bad_values() {
     file.apply(&mut config).unwrap();
     assert_eq!(config.listen.port(), 19999);
     assert_eq!(config.default_partitions, 3);
+    assert_eq!(config.metrics_listen.map(|a| a.port()), Some(19998));
+    assert_eq!(config.console_listen.map(|a| a.port()), Some(19997));
     assert_eq!(config.log.retention_ms, 1000);
 
     assert!(ConfigFile::parse("no_such_key = 1").is_err());

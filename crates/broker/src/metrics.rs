@@ -18,7 +18,9 @@ use std::time::Duration;
 use kafka_protocol::messages::ApiKey;
 use strata_http::Families;
 
+use super::acl::Authorizer;
 use super::group::GroupCoordinator;
+use super::txn::TxnCoordinator;
 use strata_http::LatencyHistogram;
 use strata_log::LogManager;
 
@@ -103,13 +105,13 @@ impl Metrics {
     }
 
     /// Writes every family: requests and their time per API, bytes, the
-    /// limits' state, each partition's offsets and size, each group's
-    /// committed offset and lag.
+    /// limits' state, transactions in flight, ACL refusals, each
+    /// partition's offsets and size, each group's committed offset and lag.
     pub fn write(
         &self,
         families: &mut Families<'_>,
-        log: &LogManager,
-        groups: &GroupCoordinator,
+        (log, groups): (&LogManager, &GroupCoordinator),
+        (transactions, authorizer): (&TxnCoordinator, &Authorizer),
     ) -> fmt::Result {
         // The APIs served so far, by name.
         let served: Vec<(usize, String)> = (0..API_KEYS_MAX)
@@ -217,6 +219,19 @@ impl Metrics {
             "Connections closed because they had not authenticated within the login timeout.",
             load(&self.sasl_login_timeouts),
         )?;
+        let ongoing = (transactions.list().iter())
+            .filter(|txn| !txn.state.is_idle())
+            .count();
+        families.gauge(
+            "strata_transactions_ongoing",
+            "Transactions begun and not yet complete (ongoing, or preparing to commit or abort).",
+            ongoing as u64,
+        )?;
+        families.counter(
+            "strata_authorization_denied_total",
+            "Checks the ACLs refused: a request refused, or a resource a listing left out.",
+            authorizer.denied(),
+        )?;
         write_partitions(families, log)?;
         write_group_lag(families, log, groups)
     }
@@ -278,6 +293,7 @@ fn write_group_lag(
             Vec::new()
         }
     };
+    let now = strata_log::now_ms();
     let mut rows = Vec::new();
     for (group, entry) in committed {
         let Some(partition) = log
@@ -293,17 +309,32 @@ fn write_group_lag(
         ];
         let offset = entry.committed.offset;
         let lag = (partition.log_end_offset() - offset.max(0)).max(0);
-        rows.push((labels, offset, lag));
+        // How old the next record the group has to read is.
+        let seconds = match lag {
+            0 => 0.0,
+            _ => match partition.batch_timestamp_at(offset.max(0)) {
+                Ok(Some(timestamp)) => (now - timestamp).max(0) as f64 / 1e3,
+                _ => 0.0,
+            },
+        };
+        rows.push((labels, offset, lag, seconds));
     }
     families.gauges(
         "strata_group_committed_offset",
         "The offset a group committed on a partition.",
         rows.iter()
-            .map(|(labels, offset, _)| (labels.clone(), *offset)),
+            .map(|(labels, offset, ..)| (labels.clone(), *offset)),
     )?;
     families.gauges(
         "strata_group_lag",
         "Records on a partition past a group's committed offset.",
-        rows.iter().map(|(labels, _, lag)| (labels.clone(), *lag)),
+        rows.iter()
+            .map(|(labels, _, lag, _)| (labels.clone(), *lag)),
+    )?;
+    families.gauges(
+        "strata_group_lag_seconds",
+        "How old the next record a group has to read on a partition is: now less its batch's newest timestamp (0 when caught up).",
+        rows.iter()
+            .map(|(labels, _, _, seconds)| (labels.clone(), *seconds)),
     )
 }

@@ -34,6 +34,7 @@ const GROUP_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 pub struct Broker {
     listeners: Vec<Bound>,
     metrics_listener: Option<(TcpListener, strata_http::Access)>,
+    console_listener: Option<(TcpListener, strata_http::Access)>,
     ctx: Arc<BrokerContext>,
 }
 
@@ -143,25 +144,17 @@ impl Broker {
             acls,
         });
         let metrics_listener = match ctx.config.metrics_listen {
-            Some(addr) => {
-                let access = metrics_access(&ctx.config)?;
-                access.check_bind(addr, "metrics endpoint").map_err(|_| {
-                    BrokerError::Config(format!(
-                        "metrics on {addr}, beyond this machine, need TLS and a token: set metrics_tls = true (with a [tls] certificate and key) and metrics_token_file in strata.toml, or give a loopback address (allow_unauthenticated_remote = true serves them to anyone, and opens the Kafka listeners too)"
-                    ))
-                })?;
-                let listener =
-                    (TcpListener::bind(addr).await).map_err(|error| BrokerError::Io {
-                        context: format!("listening for metrics on {addr}"),
-                        error,
-                    })?;
-                Some((listener, access))
-            }
+            Some(addr) => Some(bind_http(addr, "metrics", &ctx.config).await?),
+            None => None,
+        };
+        let console_listener = match ctx.config.console_listen {
+            Some(addr) => Some(bind_http(addr, "console", &ctx.config).await?),
             None => None,
         };
         Ok(Self {
             listeners,
             metrics_listener,
+            console_listener,
             ctx,
         })
     }
@@ -211,19 +204,36 @@ impl Broker {
         Some(format!("{}://{addr}/metrics", access.scheme()))
     }
 
+    /// The address the web console is served on, if enabled.
+    pub fn console_addr(&self) -> Option<SocketAddr> {
+        self.console_listener
+            .as_ref()
+            .and_then(|(l, _)| l.local_addr().ok())
+    }
+
+    /// Where the web console is (`http://ADDR/`, or `https://` with
+    /// `metrics_tls`), if enabled.
+    pub fn console_url(&self) -> Option<String> {
+        let (listener, access) = self.console_listener.as_ref()?;
+        let addr = listener.local_addr().ok()?;
+        Some(format!("{}://{addr}/", access.scheme()))
+    }
+
     /// Serves until `shutdown` completes, then closes every connection after
     /// its current request and returns.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), BrokerError> {
         let maintenance = tokio::spawn(maintain(Arc::clone(&self.ctx)));
         let cleaning = tokio::spawn(clean(Arc::clone(&self.ctx)));
         let metrics = self.metrics_listener.map(|(listener, access)| {
-            let ctx = Arc::clone(&self.ctx);
-            let exposition = strata_http::Exposition::new(move |families| {
-                ctx.metrics.write(families, &ctx.log, &ctx.groups)
-            });
+            let exposition = exposition(&self.ctx);
             tokio::spawn(strata_http::metrics_endpoint::serve_metrics(
                 listener, exposition, access,
             ))
+        });
+        let console = self.console_listener.map(|(listener, access)| {
+            let router = console_router(&self.ctx, &self.listeners);
+            let limits = strata_http::Limits::default();
+            tokio::spawn(strata_http::serve(listener, router, limits, access))
         });
         let permits = Arc::new(Semaphore::new(self.ctx.config.connections_max));
         // Shared by every connection: request bytes held at once (those
@@ -274,9 +284,9 @@ impl Broker {
         let _ = maintenance.await;
         cleaning.abort();
         let _ = cleaning.await;
-        if let Some(metrics) = metrics {
-            metrics.abort();
-            let _ = metrics.await;
+        for endpoint in [metrics, console].into_iter().flatten() {
+            endpoint.abort();
+            let _ = endpoint.await;
         }
         Ok(())
     }
@@ -401,6 +411,56 @@ async fn maintain(ctx: Arc<BrokerContext>) {
             _ = groups.tick() => ctx.groups.tick(std::time::Instant::now()),
         }
     }
+}
+
+/// The broker's metrics, written from its context at each scrape.
+fn exposition(ctx: &Arc<BrokerContext>) -> strata_http::Exposition {
+    let ctx = Arc::clone(ctx);
+    strata_http::Exposition::new(move |families| {
+        let sources = (&*ctx.log, &ctx.groups);
+        ctx.metrics
+            .write(families, sources, (&ctx.transactions, &ctx.acls))
+    })
+}
+
+/// The console's routes: the page and `/metrics`, and what it describes
+/// the broker as (its listeners; every figure is in the metrics).
+fn console_router(ctx: &Arc<BrokerContext>, listeners: &[Bound]) -> strata_http::Router {
+    let listeners: Vec<serde_json::Value> = (listeners.iter())
+        .map(|bound| {
+            let endpoint = &bound.link.endpoint;
+            let addr = bound.socket.local_addr().ok().map(|a| a.to_string());
+            serde_json::json!({
+                "name": endpoint.name,
+                "protocol": endpoint.protocol.name(),
+                "address": addr,
+            })
+        })
+        .collect();
+    let description = serde_json::json!({ "kind": "broker", "listeners": listeners });
+    let describe: strata_http::console::Describe = Arc::new(move || description.clone());
+    strata_http::console::router(Arc::new(exposition(ctx)), describe)
+}
+
+/// Binds an HTTP endpoint (`what`: metrics or console) secured as the
+/// metrics are: loopback, or TLS and a token, or
+/// `allow_unauthenticated_remote`.
+async fn bind_http(
+    addr: SocketAddr,
+    what: &str,
+    config: &BrokerConfig,
+) -> Result<(TcpListener, strata_http::Access), BrokerError> {
+    let access = metrics_access(config)?;
+    access.check_bind(addr, what).map_err(|_| {
+        BrokerError::Config(format!(
+            "the {what} on {addr}, beyond this machine, needs TLS and a token: set metrics_tls = true (with a [tls] certificate and key) and metrics_token_file in strata.toml, or give a loopback address (allow_unauthenticated_remote = true serves it to anyone, and opens the Kafka listeners too)"
+        ))
+    })?;
+    let listener = (TcpListener::bind(addr).await).map_err(|error| BrokerError::Io {
+        context: format!("listening for the {what} on {addr}"),
+        error,
+    })?;
+    Ok((listener, access))
 }
 
 /// How the metrics endpoint is secured: over TLS with the broker's

@@ -14,15 +14,20 @@
 //! - [`histogram`]: a latency histogram of fixed buckets, recorded from
 //!   any thread without a lock.
 //! - [`metrics_endpoint`]: `GET /metrics` answered with one exposition.
+//! - [`console`]: the web console's page, built into the binary, beside
+//!   `/metrics`.
 
 pub mod access;
 pub mod client;
+pub mod console;
 pub mod exposition;
 pub mod histogram;
 pub mod metrics_endpoint;
 pub mod serve;
 
 pub use access::{Access, AccessError, HttpSecurity};
+/// The router type endpoints are built of (axum's), for crates that serve one.
+pub use axum::Router;
 pub use exposition::{Exposition, Families};
 pub use histogram::LatencyHistogram;
 pub use serve::{ACCEPT_RETRY_DELAY, Limits, serve};

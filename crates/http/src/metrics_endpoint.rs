@@ -13,17 +13,21 @@ use crate::access::Access;
 use crate::exposition::{CONTENT_TYPE, Exposition};
 use crate::serve::{Limits, serve};
 
-/// The routes: `GET /metrics`.
+/// The routes: `GET /metrics`, anything else 404.
 pub fn router(exposition: Arc<Exposition>) -> Router {
-    Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let exposition = Arc::clone(&exposition);
-                async move { ([(header::CONTENT_TYPE, CONTENT_TYPE)], exposition.render()) }
-            }),
-        )
+    routes(exposition)
         .fallback(|| async { (StatusCode::NOT_FOUND, "only GET /metrics is served\n") })
+}
+
+/// `GET /metrics` alone, to merge into a router of more.
+pub fn routes(exposition: Arc<Exposition>) -> Router {
+    Router::new().route(
+        "/metrics",
+        get(move || {
+            let exposition = Arc::clone(&exposition);
+            async move { ([(header::CONTENT_TYPE, CONTENT_TYPE)], exposition.render()) }
+        }),
+    )
 }
 
 /// Serves `GET /metrics` on `listener`, under `access`, until the task is

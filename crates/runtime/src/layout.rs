@@ -70,6 +70,7 @@ const RUNNING: &str = ".running";
 const SERVING: &str = "serving";
 /// The address of the running app's query endpoint (`run --query`).
 const QUERY_ADDRESS: &str = "query-address";
+const CONSOLE_ADDRESS: &str = "console-address";
 /// The view a static member last joined its group with.
 const GROUP_MEMBER: &str = "group-member";
 /// The running instance's task board.
@@ -105,6 +106,11 @@ pub(crate) fn version_dir(root: &Path, name: &str) -> PathBuf {
 /// The file naming the address the running app answers queries on.
 pub(crate) fn query_address_file(state_dir: &Path) -> PathBuf {
     state_dir.join(QUERY_ADDRESS)
+}
+
+/// The file naming the address the running app's console answers on.
+pub(crate) fn console_address_file(state_dir: &Path) -> PathBuf {
+    state_dir.join(CONSOLE_ADDRESS)
 }
 
 /// The file naming the address the running app serves on.

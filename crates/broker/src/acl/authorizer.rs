@@ -24,6 +24,7 @@
 //! PREFIXED ACL of any prefix of its name.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::acl_set::AclSet;
 use super::store::AclStore;
@@ -46,6 +47,9 @@ pub struct Authorizer {
     store: AclStore,
     super_users: Vec<Principal>,
     trust_unauthenticated: bool,
+    /// Checks of a request's operation the ACLs refused (a request refused,
+    /// or a resource a listing left out), for the metrics.
+    denied: AtomicU64,
 }
 
 impl Authorizer {
@@ -56,6 +60,7 @@ impl Authorizer {
             store,
             super_users,
             trust_unauthenticated: false,
+            denied: AtomicU64::new(0),
         }
     }
 
@@ -83,8 +88,30 @@ impl Authorizer {
         self.allows(&self.store.snapshot(), caller, operation, resource)
     }
 
-    /// Whether `caller` may perform `operation` on `resource` under `acls`.
+    /// Checks the ACLs refused so far (see [`Authorizer::allows`]).
+    pub fn denied(&self) -> u64 {
+        self.denied.load(Ordering::Relaxed)
+    }
+
+    /// Whether `caller` may perform `operation` on `resource` under `acls`;
+    /// a refusal is counted (see [`Authorizer::denied`]).
     pub fn allows(
+        &self,
+        acls: &AclSet,
+        caller: &Caller,
+        operation: Operation,
+        resource: Resource<'_>,
+    ) -> bool {
+        let allowed = self.decides(acls, caller, operation, resource);
+        if !allowed {
+            self.denied.fetch_add(1, Ordering::Relaxed);
+        }
+        allowed
+    }
+
+    /// [`Authorizer::allows`] without counting: for the questions that are
+    /// not a request's check (which operations a caller could perform).
+    fn decides(
         &self,
         acls: &AclSet,
         caller: &Caller,
@@ -118,12 +145,28 @@ impl Authorizer {
     }
 
     /// Whether `caller` may perform `operation` on at least one resource of
+    /// `resource_type` (see [`Authorizer::decides_any`]); a refusal is
+    /// counted.
+    pub fn allows_any(
+        &self,
+        caller: &Caller,
+        operation: Operation,
+        resource_type: ResourceType,
+    ) -> bool {
+        let allowed = self.decides_any(caller, operation, resource_type);
+        if !allowed {
+            self.denied.fetch_add(1, Ordering::Relaxed);
+        }
+        allowed
+    }
+
+    /// Whether `caller` may perform `operation` on at least one resource of
     /// `resource_type` (KIP-679: an idempotent producer needs WRITE on some
     /// topic). Kafka's rules: allowed as on an unnamed resource; else a
     /// LITERAL `*` DENY refuses; else a LITERAL `*` ALLOW allows, as does
     /// any other ALLOW not shadowed by a DENY of the same literal name or of
     /// a prefix of its name. Implied operations do not count here.
-    pub fn allows_any(
+    fn decides_any(
         &self,
         caller: &Caller,
         operation: Operation,
@@ -134,7 +177,7 @@ impl Authorizer {
             resource_type,
             name: UNNAMED_RESOURCE,
         };
-        if self.allows(&acls, caller, operation, unnamed) {
+        if self.decides(&acls, caller, operation, unnamed) {
             return true;
         }
         let mut denied_literal = std::collections::HashSet::new();
@@ -187,7 +230,7 @@ impl Authorizer {
         let acls = self.store.snapshot();
         Operation::supported_on(resource.resource_type)
             .iter()
-            .filter(|op| self.allows(&acls, caller, **op, resource))
+            .filter(|op| self.decides(&acls, caller, **op, resource))
             .fold(0, |bits, op| bits | (1 << op.code()))
     }
 }

@@ -1,8 +1,13 @@
 //! Reading a partition: whole batches by offset, the exact offset for a
 //! timestamp, and the record with the largest timestamp.
 
+use std::os::unix::fs::FileExt;
+
+use strata_record::{BATCH_HEADER_BYTES, BatchHeader};
+
 use super::transactions::last_stable;
 use super::{PartitionLog, decompressed_limit};
+use crate::error::IoContext;
 use crate::{AbortedTransaction, FileSlice, LogError};
 
 /// What a reader may see of open transactions (Kafka's `isolation.level`).
@@ -52,6 +57,24 @@ impl PartitionLog {
     /// is where the corruption starts and reads there fail.
     pub fn read(&self, offset: i64, max_bytes: u64) -> Result<LogRead, LogError> {
         self.read_isolated(offset, max_bytes, Isolation::ReadUncommitted)
+    }
+
+    /// The newest timestamp of the batch holding `offset`, read from its
+    /// header alone (`None` at or past the end): how old the next record a
+    /// reader at `offset` has to read is, to within one batch, for lag in
+    /// time.
+    pub fn batch_timestamp_at(&self, offset: i64) -> Result<Option<i64>, LogError> {
+        let read = self.read(offset, 1)?;
+        let Some(slice) = read.slices.first() else {
+            return Ok(None);
+        };
+        if slice.len < BATCH_HEADER_BYTES as u64 {
+            return Ok(None);
+        }
+        let mut header = [0u8; BATCH_HEADER_BYTES];
+        (slice.file.read_exact_at(&mut header, slice.position))
+            .context(|| format!("reading the batch header at position {}", slice.position))?;
+        Ok(Some(BatchHeader::parse(&header)?.max_timestamp))
     }
 
     /// [`PartitionLog::read`] as a reader of `isolation` sees the log: a

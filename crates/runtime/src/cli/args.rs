@@ -100,6 +100,11 @@ pub enum Command {
         /// 0: a free one, written to `<state dir>/query-address`).
         #[arg(long, value_name = "ADDR")]
         query: Option<SocketAddr>,
+        /// Serve the web console on this address (`GET /`): the topology,
+        /// tasks, lag, hot keys, a store lookup, with `/metrics` (port 0: a
+        /// free one, written to `<state dir>/console-address`).
+        #[arg(long, value_name = "ADDR")]
+        console: Option<SocketAddr>,
         #[command(flatten)]
         http: HttpArgs,
         #[command(flatten)]
@@ -128,6 +133,11 @@ pub enum Command {
         /// task's state, restore progress, standby lag, records processed.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<SocketAddr>,
+        /// Serve the web console on this address (`GET /`): the replay's
+        /// progress, its topology and tasks, a lookup in its stores (port
+        /// 0: a free one, written to the version's `console-address`).
+        #[arg(long, value_name = "ADDR")]
+        console: Option<SocketAddr>,
         #[command(flatten)]
         http: HttpArgs,
         #[command(flatten)]

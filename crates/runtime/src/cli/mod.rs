@@ -124,12 +124,22 @@ fn run_options(
 /// How a command that runs the app commits and checkpoints.
 type Tuning<'a> = (&'a CommitArgs, &'a CheckpointArgs);
 
-/// `run`: the live version, with `--query` answered from its state.
+/// Where a version's stores are queried from an endpoint on `addr`.
+fn endpoint(addr: SocketAddr, location: &Location, version: &str) -> QueryEndpoint {
+    QueryEndpoint {
+        addr,
+        root: location.clone(),
+        version: version.to_string(),
+    }
+}
+
+/// `run`: the live version, with `--query` and `--console` answered from
+/// its state.
 async fn run_live(
     app: &App,
     location: &Location,
     options: RunOptions,
-    query: Option<SocketAddr>,
+    (query, console): (Option<SocketAddr>, Option<SocketAddr>),
     (commit, checkpoints): Tuning<'_>,
 ) -> Result<Outcome, RuntimeError> {
     let live = Versions::load(location.state_dir())?.get(LIVE)?;
@@ -137,11 +147,8 @@ async fn run_live(
     commit.apply(&mut app.config);
     checkpoints.apply(&mut app.config);
     let options = RunOptions {
-        query: query.map(|addr| QueryEndpoint {
-            addr,
-            root: location.clone(),
-            version: live.name.clone(),
-        }),
+        query: query.map(|addr| endpoint(addr, location, &live.name)),
+        console: console.map(|addr| endpoint(addr, location, &live.name)),
         ..options
     };
     if live.name != BASE {
@@ -260,6 +267,7 @@ async fn dispatch(
             serve,
             metrics,
             query,
+            console,
             http,
             commit,
             checkpoints,
@@ -269,19 +277,24 @@ async fn dispatch(
                 serve: *serve,
                 ..run_options(*until_end, *metrics, http, group)
             };
-            run_live(app, location, options, *query, (commit, checkpoints)).await
+            let endpoints = (*query, *console);
+            run_live(app, location, options, endpoints, (commit, checkpoints)).await
         }
         Command::Replay {
             version,
             from,
             until_end,
             metrics,
+            console,
             http,
             commit,
             checkpoints,
             group,
         } => {
-            let options = run_options(*until_end, *metrics, http, group);
+            let options = RunOptions {
+                console: console.map(|addr| endpoint(addr, location, version)),
+                ..run_options(*until_end, *metrics, http, group)
+            };
             let tuning = (commit, checkpoints);
             replay(app, location, (version, from), options, tuning).await
         }

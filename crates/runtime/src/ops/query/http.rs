@@ -98,23 +98,6 @@ struct Served {
     access: strata_http::Access,
 }
 
-/// Binds `endpoint.addr` (port 0: a free one), for [`serve`].
-pub(crate) async fn bind(
-    endpoint: &QueryEndpoint,
-) -> Result<(TcpListener, SocketAddr), RuntimeError> {
-    let addr = endpoint.addr;
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|error| RuntimeError::Io {
-            context: format!("listening for queries on {addr} (give another --query address)"),
-            error,
-        })?;
-    let bound = listener
-        .local_addr()
-        .map_err(RuntimeError::io("reading the query address"))?;
-    Ok((listener, bound))
-}
-
 /// Serves queries of `app` on `listener` until the returned task is
 /// aborted.
 pub(crate) fn serve(
@@ -125,7 +108,27 @@ pub(crate) fn serve(
     access: &strata_http::Access,
 ) -> tokio::task::JoinHandle<()> {
     let own = listener.local_addr().unwrap_or(endpoint.addr);
-    let served = Arc::new(Served {
+    let routes = (routes(app, endpoint, own, remote, access))
+        .fallback(|| async { failure(StatusCode::NOT_FOUND, "no such path; try GET /stores") });
+    let limits = strata_http::Limits {
+        connections_max: QUERY_CONNECTIONS_MAX,
+        ..strata_http::Limits::default()
+    };
+    tokio::spawn(strata_http::serve(listener, routes, limits, access.clone()))
+}
+
+/// The query routes of `app`, answering on `own` (which forwarding never
+/// asks): served alone by [`serve`], or merged into the console's. A
+/// path they name asked with another method than GET is answered 405; the
+/// fallback for the paths they do not name is the server's.
+pub(crate) fn routes(
+    app: &App,
+    endpoint: &QueryEndpoint,
+    own: SocketAddr,
+    remote: Option<Remote>,
+    access: &strata_http::Access,
+) -> Router {
+    router(Arc::new(Served {
         app: app.clone(),
         root: endpoint.root.clone(),
         version: endpoint.version.clone(),
@@ -133,23 +136,16 @@ pub(crate) fn serve(
         own,
         slots: Semaphore::new(QUERIES_IN_FLIGHT_MAX),
         access: access.clone(),
-    });
-    let limits = strata_http::Limits {
-        connections_max: QUERY_CONNECTIONS_MAX,
-        ..strata_http::Limits::default()
-    };
-    let access = served.access.clone();
-    tokio::spawn(strata_http::serve(listener, router(served), limits, access))
+    }))
 }
 
-/// The routes; whatever they do not name is answered 404 (405 for a path
-/// they name asked with another method), with a JSON error.
+/// The routes, answering a path they name asked with another method with
+/// a JSON error.
 fn router(served: Arc<Served>) -> Router {
     Router::new()
         .route("/stores", get(stores))
         .route("/stores/{store}", get(store))
         .route("/stores/{store}/keys/{key}", get(key))
-        .fallback(|| async { failure(StatusCode::NOT_FOUND, "no such path; try GET /stores") })
         .method_not_allowed_fallback(|| async {
             failure(StatusCode::METHOD_NOT_ALLOWED, "only GET is served")
         })

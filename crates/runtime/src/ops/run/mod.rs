@@ -32,9 +32,10 @@ use crate::task::{StartAt, TaskProgress};
 use crate::topology::App;
 
 use super::open::{ensure_changelogs, open, resolve};
-use super::query::http::{self as query_http, QueryEndpoint};
+use super::query::http::QueryEndpoint;
 use super::serve::serve;
 
+mod endpoints;
 mod instance;
 mod outage;
 mod runner;
@@ -54,6 +55,9 @@ pub struct RunOptions {
     pub metrics: Option<SocketAddr>,
     /// Answer queries of the stores over HTTP (see `query::http`).
     pub query: Option<QueryEndpoint>,
+    /// Serve the web console (see `endpoints`): the page, `/metrics`, and
+    /// the stores' queries as `query` answers them.
+    pub console: Option<QueryEndpoint>,
     /// How the HTTP endpoints (`metrics`, `query`) are secured: loopback
     /// only unless TLS and a token (see strata-http's `access`).
     pub http: strata_http::HttpSecurity,
@@ -89,85 +93,6 @@ pub struct RunSummary {
     pub elapsed: Duration,
 }
 
-/// Serves the instance's task board and records processed as Prometheus
-/// text on `addr`.
-async fn serve_metrics(
-    addr: SocketAddr,
-    runner: &Runner<'_>,
-    access: &strata_http::Access,
-) -> Result<tokio::task::JoinHandle<()>, RuntimeError> {
-    let listener =
-        (tokio::net::TcpListener::bind(addr).await).map_err(|error| RuntimeError::Io {
-            context: format!("listening for metrics on {addr} (give another --metrics address)"),
-            error,
-        })?;
-    if let Ok(bound) = listener.local_addr() {
-        tracing::info!("metrics on {}://{bound}/metrics", access.scheme());
-    }
-    let exposition = crate::metrics::exposition(runner.board.clone(), Arc::clone(&runner.progress));
-    Ok(tokio::spawn(strata_http::metrics_endpoint::serve_metrics(
-        listener,
-        exposition,
-        access.clone(),
-    )))
-}
-
-/// The query endpoint while it serves: stopped, and its address file
-/// removed, when dropped (however the run ends).
-struct QueryServer {
-    task: tokio::task::JoinHandle<()>,
-    file: std::path::PathBuf,
-}
-
-impl Drop for QueryServer {
-    fn drop(&mut self) {
-        self.task.abort();
-        let _ = std::fs::remove_file(&self.file);
-    }
-}
-
-/// Answers queries of the app's stores on `listener`; remote, from the
-/// tasks the board shows running here, asking the other instances for the
-/// rest. The address is logged and written to `<state-dir>/query-address`.
-fn serve_queries(
-    endpoint: &QueryEndpoint,
-    (listener, bound): (tokio::net::TcpListener, SocketAddr),
-    runner: &Runner<'_>,
-    access: &strata_http::Access,
-) -> Result<QueryServer, RuntimeError> {
-    let remote = match runner.log {
-        LogAccess::Remote(remote) => {
-            let board = runner.board.clone();
-            let all: BTreeSet<String> = (runner.all_tasks().iter())
-                .map(|id| id.to_string())
-                .collect();
-            let running: query_http::Running = Arc::new(move || {
-                let tasks = board.snapshot().into_iter();
-                let running = tasks
-                    .filter(|(_, view)| *view == crate::TaskView::Running)
-                    .map(|(task, _)| task)
-                    .collect();
-                super::query::Held {
-                    running,
-                    all: all.clone(),
-                }
-            });
-            Some(query_http::Remote {
-                running,
-                admin: strata_client::Admin::new(Arc::clone(&remote.cluster)),
-                group: runner.app.versioned_name(),
-            })
-        }
-        LogAccess::Embedded(..) => None,
-    };
-    tracing::info!("queries on {}://{bound}/stores", access.scheme());
-    let task = query_http::serve(runner.app, endpoint, listener, remote, access);
-    let file = layout::query_address_file(runner.location.state_dir());
-    let server = QueryServer { task, file };
-    layout::write_whole(&server.file, &bound.to_string())?;
-    Ok(server)
-}
-
 /// Runs the app until Ctrl-C or SIGTERM (or, with `until_end`, until the
 /// inputs are drained), then commits and ships everything.
 pub async fn run(
@@ -195,6 +120,9 @@ pub async fn run_until(
     }
     if let Some(endpoint) = &options.query {
         access.check_bind(endpoint.addr, "query endpoint")?;
+    }
+    if let Some(endpoint) = &options.console {
+        access.check_bind(endpoint.addr, "console")?;
     }
     let started = Instant::now();
     let _running = lock_running(location.state_dir())?;
@@ -274,16 +202,16 @@ async fn run_tasks(
     };
     // Bound before joining: the group learns where this instance answers.
     let query_listener = match &options.query {
-        Some(endpoint) => Some(query_http::bind(endpoint).await?),
+        Some(endpoint) => Some(endpoints::bind(endpoint.addr, "query").await?),
         None => None,
     };
     let query_addr = query_listener.as_ref().map(|(_, addr)| *addr);
     // A file left by a killed run names an address nobody answers on.
     let _ = std::fs::remove_file(layout::query_address_file(location.state_dir()));
     let queries = match (&options.query, query_listener) {
-        (Some(endpoint), Some(listening)) => {
-            Some(serve_queries(endpoint, listening, &runner, access)?)
-        }
+        (Some(endpoint), Some(listening)) => Some(endpoints::serve_queries(
+            endpoint, listening, &runner, access,
+        )?),
         _ => None,
     };
     // Embedded, this process runs every task (the run lock makes it the
@@ -309,7 +237,11 @@ async fn run_tasks(
         set_targets(&mut runner).await?;
     }
     let metrics = match options.metrics {
-        Some(addr) => Some(serve_metrics(addr, &runner, access).await?),
+        Some(addr) => Some(endpoints::serve_metrics(addr, &runner, access).await?),
+        None => None,
+    };
+    let console = match &options.console {
+        Some(endpoint) => Some(endpoints::serve_console(endpoint, &runner, access).await?),
         None => None,
     };
     let mut instance = Instance::new(runner, member, assigned).await;
@@ -319,10 +251,7 @@ async fn run_tasks(
     // task board's file in place.
     let crashed = matches!(outcome, Err(RuntimeError::Crashed));
     let runner = instance.finish(crashed).await;
-    if let Some(metrics) = metrics {
-        metrics.abort();
-    }
-    drop(queries);
+    drop((metrics, console, queries));
     if !crashed {
         let _ = std::fs::remove_file(layout::task_board_file(location.state_dir()));
     }

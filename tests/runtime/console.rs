@@ -1,0 +1,171 @@
+//! The web console in a real browser (headless Chromium through
+//! WebDriver): a word count's console shows its two processors, its lag
+//! rising and falling back to 0 as the app catches up, and a store lookup's
+//! answer; a replay's console shows its progress bar moving to 100%. The
+//! page logs no error either time.
+//!
+//! The app is slowed (a pause per line) until the browser has seen what
+//! moves, then let go: what the page must show happens while it watches.
+//! The live page's screenshot is what README shows (run with
+//! `STRATA_CONSOLE_SCREENSHOT=docs/console.png` to make it again).
+
+use crate::support;
+use crate::support::browser::ConsoleDriver;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use strata::runtime::ops::Replay;
+use strata::runtime::ops::query::http::QueryEndpoint;
+use strata::runtime::{App, Context, Location, ProcessError, Record, RunOptions, Store, Topic};
+
+const LINES: Topic<Vec<u8>, String> = Topic::new("lines");
+const WORDS: Topic<String, ()> = Topic::new("words");
+const WORD_COUNTS: Topic<String, String> = Topic::new("word-counts");
+const COUNTS: Store<String, u64> = Store::new("counts");
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Lines in the input, two words each, from ten words.
+const LINES_IN: u64 = 2_000;
+/// The pause per line while the browser has not seen what it waits for:
+/// the input then takes 40 s of one task thread, far longer than a page
+/// needs to load and read the metrics twice.
+const SLOW: Duration = Duration::from_millis(20);
+
+/// Microseconds `split` pauses per line.
+static PAUSE_MICROS: AtomicU64 = AtomicU64::new(0);
+
+fn split(line: Record<Vec<u8>, String>, ctx: &mut Context) -> Result<(), ProcessError> {
+    let pause = PAUSE_MICROS.load(Ordering::Relaxed);
+    if pause > 0 {
+        std::thread::sleep(Duration::from_micros(pause));
+    }
+    (line.value.split_whitespace()).try_for_each(|word| ctx.emit(WORDS, word, &()))
+}
+
+fn count(word: Record<String, ()>, ctx: &mut Context) -> Result<(), ProcessError> {
+    let n = ctx.get(COUNTS, &word.key)?.unwrap_or(0) + 1;
+    ctx.put(COUNTS, &word.key, &n)?;
+    ctx.emit(WORD_COUNTS, &word.key, &n.to_string())
+}
+
+/// The word count, fetching little at a time so its progress shows in
+/// small steps.
+fn app() -> App {
+    App::new("wordcount")
+        .processor("split", split)
+        .input(LINES)
+        .output(WORDS)
+        .processor("count", count)
+        .input(WORDS)
+        .store(COUNTS)
+        .output(WORD_COUNTS)
+        .fetch_bytes(1024)
+}
+
+/// Line `i`: `w{i % 10} w{(i + 3) % 10}`, so each word is seen
+/// `2 * LINES_IN / 10` times.
+fn lines() -> Vec<(String, String)> {
+    (0..LINES_IN)
+        .map(|i| (i.to_string(), format!("w{} w{}", i % 10, (i + 3) % 10)))
+        .collect()
+}
+
+/// The console's URL once the run serving it wrote its address.
+fn console_url(state_dir: &std::path::Path) -> String {
+    let file = state_dir.join("console-address");
+    support::wait_until("the console's address", WAIT, || file.exists());
+    format!("http://{}/", std::fs::read_to_string(&file).unwrap().trim())
+}
+
+fn console_on(root: &Location, version: &str) -> Option<QueryEndpoint> {
+    Some(QueryEndpoint {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        root: root.clone(),
+        version: version.into(),
+    })
+}
+
+#[test]
+fn the_console_shows_the_topology_lag_falling_a_lookup_and_a_replays_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let now = strata::log::now_ms();
+    let records: Vec<_> = (lines().into_iter())
+        .map(|(key, line)| (key, line, now))
+        .collect();
+    let borrowed: Vec<_> = (records.iter())
+        .map(|(k, v, at)| (k.as_str(), Some(v.as_str()), *at))
+        .collect();
+    // One batch per line: a fetch of 1 KiB takes a few.
+    support::append_keyed(&data, "lines", 2, &borrowed);
+    let location = Location::embedded(&data, app().name());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let screenshot = std::env::var("STRATA_CONSOLE_SCREENSHOT").unwrap_or_else(|_| {
+        dir.path()
+            .join("console.png")
+            .to_string_lossy()
+            .into_owned()
+    });
+
+    // The live run, slowed until the page has seen it behind.
+    PAUSE_MICROS.store(SLOW.as_micros() as u64, Ordering::Relaxed);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let options = RunOptions {
+        console: console_on(&location, "base"),
+        ..RunOptions::default()
+    };
+    let running = {
+        let location = location.clone();
+        runtime.spawn(async move {
+            let stop = async {
+                let _ = stopped.await;
+            };
+            strata::runtime::ops::run_until(&app(), &location, options, stop).await
+        })
+    };
+    let url = console_url(location.state_dir());
+    let each = (2 * LINES_IN / 10).to_string();
+    let mut page = ConsoleDriver::start(&["live", &url, "counts", "w3", &each, &screenshot]);
+    page.passed("topology");
+    page.passed("lag-seen");
+    PAUSE_MICROS.store(0, Ordering::Relaxed);
+    page.passed("caught-up");
+    page.passed("lookup");
+    page.finish();
+    stop.send(()).unwrap();
+    let summary = runtime.block_on(running).unwrap().unwrap();
+    assert!(summary.records >= LINES_IN, "{summary:?}");
+    assert!(std::path::Path::new(&screenshot).exists());
+
+    // A replay of the same code into v2, slowed until its progress bar has
+    // moved.
+    PAUSE_MICROS.store(SLOW.as_micros() as u64, Ordering::Relaxed);
+    let replay = Replay::prepare(&app(), &location, "v2", "earliest").unwrap();
+    let version_dir = replay.location.state_dir().to_path_buf();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let options = RunOptions {
+        console: console_on(&location, "v2"),
+        ..RunOptions::default()
+    };
+    let replaying = runtime.spawn(async move {
+        let stop = async {
+            let _ = stopped.await;
+        };
+        replay.run_until(options, stop).await
+    });
+    let url = console_url(&version_dir);
+    let mut page = ConsoleDriver::start(&["replay", &url]);
+    page.passed("topology");
+    page.passed("progress-moving");
+    PAUSE_MICROS.store(0, Ordering::Relaxed);
+    page.passed("progress-done");
+    page.finish();
+    stop.send(()).unwrap();
+    let summary = runtime.block_on(replaying).unwrap().unwrap();
+    assert!(summary.records >= LINES_IN, "{summary:?}");
+    assert!(
+        !version_dir.join("console-address").exists(),
+        "a run that ended leaves no console address behind"
+    );
+}
