@@ -29,7 +29,9 @@ command -v make >/dev/null || missing+=(make)
 command -v kcat >/dev/null || missing+=(kcat)
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
-# The web console's test drives a real browser through WebDriver.
+# The web console's tests drive a real browser through WebDriver, and ask
+# its pages with curl.
+command -v curl >/dev/null || missing+=(curl)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
 if ! python3.11 -c 'import venv, ensurepip' 2>/dev/null &&

@@ -1,6 +1,9 @@
-//! The broker's `/metrics` by the rules of its listeners: refused beyond
-//! loopback without TLS and a token; over TLS with a token, scraped only
-//! with the token, every family with its HELP and TYPE.
+//! The broker's `/metrics` and console by the rules of its listeners:
+//! refused beyond loopback without TLS and authentication; over TLS with a
+//! token, scraped only with the token, every family with its HELP and
+//! TYPE; with `metrics_basic_auth`, read by a SCRAM user's name and
+//! password (HTTP Basic, as a browser sends them, here from curl) when the
+//! ACLs allow that user DESCRIBE on the cluster.
 
 use crate::support;
 
@@ -91,5 +94,117 @@ async fn metrics_over_tls_with_a_token_are_scraped_only_with_the_token() {
         .await
         .unwrap();
     assert_eq!(status, 401);
+    broker.stop().await;
+}
+
+/// curl's answer to a GET of `url` over TLS checked against `ca`, with
+/// `user:password` by HTTP Basic if given: the status and the headers.
+fn curl(url: &str, ca: &std::path::Path, user: Option<&str>) -> (u16, String) {
+    let mut command = std::process::Command::new("curl");
+    command.args([
+        "-s",
+        "-o",
+        "/dev/null",
+        "-D",
+        "-",
+        "-w",
+        "%{http_code}",
+        "--cacert",
+    ]);
+    command.arg(ca).arg(url);
+    if let Some(user) = user {
+        command.args(["-u", user]);
+    }
+    let output = command.output().expect("curl runs (make deps installs it)");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let status = text.trim_end().rsplit('\n').next().unwrap_or_default();
+    (status.trim().parse().unwrap_or(0), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scram_user_allowed_to_describe_the_cluster_reads_the_console_by_http_basic() {
+    use strata::broker::acl::{
+        AccessControlEntry, AclBinding, CLUSTER_NAME, Operation, PatternType, Permission,
+        ResourcePattern, ResourceType,
+    };
+    use strata::broker::auth::{CredentialStore, Principal};
+    use strata::sasl::{Mechanism, ScramCredential};
+
+    const PASSWORD: &str = "correct horse battery";
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let users = CredentialStore::open(&data).unwrap();
+    for user in ["alice", "bob", "carol"] {
+        let credential = ScramCredential::generate(Mechanism::ScramSha256, PASSWORD, 4096).unwrap();
+        users
+            .upsert(user, Mechanism::ScramSha256, credential)
+            .unwrap();
+    }
+    let ca = Authority::new(dir.path(), "ca");
+    let server = ca.server(dir.path(), "server");
+    let config = BrokerConfig {
+        tls: Some(TlsSettings {
+            cert: server.cert.clone(),
+            key: server.key.clone(),
+            client_ca: None,
+            client_auth: ClientAuth::None,
+        }),
+        // Beyond loopback: allowed, since TLS and passwords are on.
+        console_listen: Some("0.0.0.0:0".parse().unwrap()),
+        metrics_tls: true,
+        metrics_basic_auth: true,
+        super_users: vec![Principal::user("alice")],
+        ..BrokerConfig::default()
+    };
+    let broker = support::InProcessBroker::start_in(&data, config).await;
+    let port = broker.console.expect("the console is served").port();
+    let page = format!("https://127.0.0.1:{port}/");
+    let metrics = format!("https://127.0.0.1:{port}/metrics");
+
+    // Nobody named: 401, asking for Basic (a browser prompts for it).
+    let (status, headers) = curl(&page, &ca.pem, None);
+    assert_eq!(status, 401, "{headers}");
+    assert!(
+        headers
+            .to_ascii_lowercase()
+            .contains("www-authenticate: basic"),
+        "{headers}"
+    );
+    // A super user with the right password; not with a wrong one.
+    assert_eq!(
+        curl(&page, &ca.pem, Some(&format!("alice:{PASSWORD}"))).0,
+        200
+    );
+    assert_eq!(curl(&metrics, &ca.pem, Some("alice:wrong password")).0, 401);
+    // A user the ACLs do not allow to describe the cluster: refused, until
+    // an ACL allows it.
+    assert_eq!(
+        curl(&page, &ca.pem, Some(&format!("carol:{PASSWORD}"))).0,
+        401
+    );
+    let cluster = strata::client::Cluster::connect(strata::client::ClientConfig::new(
+        &broker.addr.to_string(),
+    ))
+    .await
+    .unwrap();
+    let describe = AclBinding {
+        pattern: ResourcePattern::new(ResourceType::Cluster, CLUSTER_NAME, PatternType::Literal),
+        entry: AccessControlEntry {
+            principal: Principal::user("carol"),
+            host: "*".into(),
+            operation: Operation::Describe,
+            permission: Permission::Allow,
+        },
+    };
+    (strata::client::Admin::new(cluster).create_acls(&[describe]))
+        .await
+        .unwrap();
+    let (status, _) = curl(&metrics, &ca.pem, Some(&format!("carol:{PASSWORD}")));
+    assert_eq!(status, 200);
+    assert_eq!(
+        curl(&page, &ca.pem, Some(&format!("bob:{PASSWORD}"))).0,
+        401
+    );
     broker.stop().await;
 }

@@ -56,6 +56,10 @@ pub struct BrokerConfig {
     /// A file whose first line is the token a scrape must carry
     /// (`Authorization: Bearer TOKEN`). Key `metrics_token_file`.
     pub metrics_token_file: Option<std::path::PathBuf>,
+    /// Also admit, on the metrics and console endpoints, a user's name and
+    /// password by HTTP Basic, checked against the SCRAM credentials, for a
+    /// user allowed DESCRIBE on the cluster. Key `metrics_basic_auth`.
+    pub metrics_basic_auth: bool,
     /// Where to serve the web console (with its own `/metrics`); off when
     /// `None`. Secured as the metrics are. Key `console`.
     pub console_listen: Option<SocketAddr>,
@@ -145,6 +149,7 @@ impl Default for BrokerConfig {
             metrics_listen: None,
             metrics_tls: false,
             metrics_token_file: None,
+            metrics_basic_auth: false,
             console_listen: None,
             node_id: 0,
             request_bytes_max: 100 << 20,
@@ -196,6 +201,7 @@ impl Default for BrokerConfig {
 /// metrics = "127.0.0.1:9100"            # beyond loopback: metrics_tls and a token file
 /// metrics_tls = false                   # serve /metrics with the [tls] certificate
 /// metrics_token_file = "/etc/strata/metrics-token"
+/// metrics_basic_auth = false           # true: HTTP Basic with a SCRAM user's password too
 /// console = "127.0.0.1:9101"            # the web console, secured as the metrics
 ///
 /// [topic_defaults]
@@ -214,6 +220,7 @@ pub struct ConfigFile {
     pub metrics: Option<SocketAddr>,
     pub metrics_tls: Option<bool>,
     pub metrics_token_file: Option<std::path::PathBuf>,
+    pub metrics_basic_auth: Option<bool>,
     pub console: Option<SocketAddr>,
     pub advertised_host: Option<String>,
     pub data_dir: Option<std::path::PathBuf>,
@@ -380,6 +387,9 @@ impl ConfigFile {
         }
         if let Some(metrics) = self.metrics {
             config.metrics_listen = Some(metrics);
+        }
+        if let Some(basic) = self.metrics_basic_auth {
+            config.metrics_basic_auth = basic;
         }
         if let Some(console) = self.console {
             config.console_listen = Some(console);

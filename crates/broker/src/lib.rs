@@ -36,6 +36,7 @@ mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod group;
+mod http_endpoints;
 mod huge_alloc;
 pub mod listener;
 mod metrics;

@@ -16,6 +16,7 @@ use super::auth::{CredentialStore, TlsReloader};
 use super::config::{ACCEPT_RETRY_DELAY, LISTEN_BACKLOG};
 use super::connection::Link;
 use super::group::GroupCoordinator;
+use super::http_endpoints::{bind_http, console_router, exposition};
 use super::listener::{Endpoint, SecurityProtocol, authenticates};
 use super::txn::TxnCoordinator;
 use super::{BrokerConfig, BrokerError, connection};
@@ -144,11 +145,11 @@ impl Broker {
             acls,
         });
         let metrics_listener = match ctx.config.metrics_listen {
-            Some(addr) => Some(bind_http(addr, "metrics", &ctx.config).await?),
+            Some(addr) => Some(bind_http(addr, "metrics", &ctx).await?),
             None => None,
         };
         let console_listener = match ctx.config.console_listen {
-            Some(addr) => Some(bind_http(addr, "console", &ctx.config).await?),
+            Some(addr) => Some(bind_http(addr, "console", &ctx).await?),
             None => None,
         };
         Ok(Self {
@@ -224,6 +225,7 @@ impl Broker {
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), BrokerError> {
         let maintenance = tokio::spawn(maintain(Arc::clone(&self.ctx)));
         let cleaning = tokio::spawn(clean(Arc::clone(&self.ctx)));
+        let listeners = self.listener_addrs();
         let metrics = self.metrics_listener.map(|(listener, access)| {
             let exposition = exposition(&self.ctx);
             tokio::spawn(strata_http::metrics_endpoint::serve_metrics(
@@ -231,7 +233,7 @@ impl Broker {
             ))
         });
         let console = self.console_listener.map(|(listener, access)| {
-            let router = console_router(&self.ctx, &self.listeners);
+            let router = console_router(&self.ctx, &listeners);
             let limits = strata_http::Limits::default();
             tokio::spawn(strata_http::serve(listener, router, limits, access))
         });
@@ -413,84 +415,6 @@ async fn maintain(ctx: Arc<BrokerContext>) {
     }
 }
 
-/// The broker's metrics, written from its context at each scrape.
-fn exposition(ctx: &Arc<BrokerContext>) -> strata_http::Exposition {
-    let ctx = Arc::clone(ctx);
-    strata_http::Exposition::new(move |families| {
-        let sources = (&*ctx.log, &ctx.groups);
-        ctx.metrics
-            .write(families, sources, (&ctx.transactions, &ctx.acls))
-    })
-}
-
-/// The console's routes: the page and `/metrics`, and what it describes
-/// the broker as (its listeners; every figure is in the metrics).
-fn console_router(ctx: &Arc<BrokerContext>, listeners: &[Bound]) -> strata_http::Router {
-    let listeners: Vec<serde_json::Value> = (listeners.iter())
-        .map(|bound| {
-            let endpoint = &bound.link.endpoint;
-            let addr = bound.socket.local_addr().ok().map(|a| a.to_string());
-            serde_json::json!({
-                "name": endpoint.name,
-                "protocol": endpoint.protocol.name(),
-                "address": addr,
-            })
-        })
-        .collect();
-    let description = serde_json::json!({ "kind": "broker", "listeners": listeners });
-    let describe: strata_http::console::Describe = Arc::new(move || description.clone());
-    strata_http::console::router(Arc::new(exposition(ctx)), describe)
-}
-
-/// Binds an HTTP endpoint (`what`: metrics or console) secured as the
-/// metrics are: loopback, or TLS and a token, or
-/// `allow_unauthenticated_remote`.
-async fn bind_http(
-    addr: SocketAddr,
-    what: &str,
-    config: &BrokerConfig,
-) -> Result<(TcpListener, strata_http::Access), BrokerError> {
-    let access = metrics_access(config)?;
-    access.check_bind(addr, what).map_err(|_| {
-        BrokerError::Config(format!(
-            "the {what} on {addr}, beyond this machine, needs TLS and a token: set metrics_tls = true (with a [tls] certificate and key) and metrics_token_file in strata.toml, or give a loopback address (allow_unauthenticated_remote = true serves it to anyone, and opens the Kafka listeners too)"
-        ))
-    })?;
-    let listener = (TcpListener::bind(addr).await).map_err(|error| BrokerError::Io {
-        context: format!("listening for the {what} on {addr}"),
-        error,
-    })?;
-    Ok((listener, access))
-}
-
-/// How the metrics endpoint is secured: over TLS with the broker's
-/// certificate when `metrics_tls`, with the token of `metrics_token_file`,
-/// beyond loopback only with both unless `allow_unauthenticated_remote`.
-fn metrics_access(config: &BrokerConfig) -> Result<strata_http::Access, BrokerError> {
-    let tls = match (&config.tls, config.metrics_tls) {
-        (Some(tls), true) => Some((tls.cert.clone(), tls.key.clone())),
-        (None, true) => {
-            return Err(BrokerError::Config(
-                "metrics_tls needs the broker's certificate and key: add a [tls] table (cert, key)"
-                    .into(),
-            ));
-        }
-        (_, false) => None,
-    };
-    let security = strata_http::HttpSecurity {
-        tls,
-        tls_ca: None,
-        token_file: config.metrics_token_file.clone(),
-        allow_unauthenticated_remote: config.allow_unauthenticated_remote,
-    };
-    security
-        .load()
-        .map_err(|e| BrokerError::Config(e.to_string()))
-}
-
-/// Says so at start when a listener that does not authenticate (its
-/// callers are `User:ANONYMOUS`) gets only what ACLs allow: ACLs exist, its
-/// callers are not super users and the listener is not trusted. Tools on
 /// it that worked before the first ACL are refused from then on.
 fn warn_if_locked_out(acls: &Authorizer, config: &BrokerConfig, listener: &str) {
     let anonymous = crate::auth::Principal::user("ANONYMOUS");

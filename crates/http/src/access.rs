@@ -5,9 +5,12 @@
 //!    clear.
 //! 2. On any other address, only over TLS and with authentication: every
 //!    request carries the token read from a file (`Authorization: Bearer
-//!    TOKEN`), or is answered 401. A token without TLS would travel in
-//!    clear, and TLS without a token authenticates only the server, so
-//!    neither opens a remote address alone.
+//!    TOKEN`, or HTTP Basic with the token as the password, which a
+//!    browser can send), or a user's password where the process checks
+//!    them ([`PasswordCheck`]: the broker's SCRAM credentials), or is
+//!    answered 401. A token without TLS would travel in clear, and TLS
+//!    without a token authenticates only the server, so neither opens a
+//!    remote address alone.
 //! 3. Unless the operator says otherwise: with `allow_unauthenticated_remote`
 //!    any address is served as configured, TLS and token or not.
 //!
@@ -19,12 +22,20 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use base64::Engine;
 use rustls::{ClientConfig, ServerConfig};
 use strata_protocol::security::{self, TlsFileError};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 /// The shortest token accepted: guessing it must not be practical.
 pub const TOKEN_CHARS_MIN: usize = 16;
+
+/// Checks a user's password sent with HTTP Basic (the broker: against its
+/// SCRAM credentials and ACLs). May take milliseconds (a key derivation),
+/// so requests call it off the async threads.
+pub trait PasswordCheck: Send + Sync + 'static {
+    fn check(&self, user: &str, password: &str) -> bool;
+}
 
 /// How the HTTP endpoints of one process are secured, as configured.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,7 +73,16 @@ pub struct Access {
     acceptor: Option<TlsAcceptor>,
     connector: Option<TlsConnector>,
     token: Option<Arc<str>>,
+    passwords: Option<Arc<dyn PasswordCheck>>,
     allow_unauthenticated_remote: bool,
+}
+
+/// What a request's `Authorization` header gives.
+enum Given<'a> {
+    None,
+    Token(&'a [u8]),
+    /// HTTP Basic: a user and a password.
+    Password(String, String),
 }
 
 impl std::fmt::Debug for Access {
@@ -70,6 +90,7 @@ impl std::fmt::Debug for Access {
         f.debug_struct("Access")
             .field("tls", &self.acceptor.is_some())
             .field("token", &self.token.is_some())
+            .field("passwords", &self.passwords.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -110,6 +131,7 @@ impl HttpSecurity {
             acceptor,
             connector,
             token,
+            passwords: None,
             allow_unauthenticated_remote: self.allow_unauthenticated_remote,
         })
     }
@@ -137,10 +159,21 @@ fn read_token(path: &Path) -> Result<Arc<str>, AccessError> {
 }
 
 impl Access {
+    /// Also admits a user whose HTTP Basic password `check` accepts.
+    pub fn with_passwords(mut self, check: Arc<dyn PasswordCheck>) -> Self {
+        self.passwords = Some(check);
+        self
+    }
+
+    /// Whether a request must authenticate (a token, or a password).
+    pub fn authenticates(&self) -> bool {
+        self.token.is_some() || self.passwords.is_some()
+    }
+
     /// Refuses to serve the `what` endpoint on `addr` beyond loopback
-    /// without TLS and a token (unless allowed).
+    /// without TLS and authentication (unless allowed).
     pub fn check_bind(&self, addr: SocketAddr, what: &str) -> Result<(), AccessError> {
-        let secured = self.acceptor.is_some() && self.token.is_some();
+        let secured = self.acceptor.is_some() && self.authenticates();
         if addr.ip().is_loopback() || secured || self.allow_unauthenticated_remote {
             return Ok(());
         }
@@ -172,16 +205,54 @@ impl Access {
         self.token.as_deref()
     }
 
-    /// Whether `header` (an `Authorization` value) carries the token; true
-    /// when none is required.
+    /// Whether `header` (an `Authorization` value) authenticates: the
+    /// token (`Bearer TOKEN`, or as the password of HTTP Basic, any user),
+    /// or a user's password the [`PasswordCheck`] accepts; true when
+    /// nothing is required. A password check may be slow: the server calls
+    /// this off its async threads when [`Access::checks_password`] says so.
     pub fn admits(&self, header: Option<&[u8]>) -> bool {
-        let Some(token) = &self.token else {
+        if !self.authenticates() {
             return true;
-        };
-        let Some(given) = header.and_then(|h| h.strip_prefix(b"Bearer ")) else {
-            return false;
-        };
-        constant_time_eq(given, token.as_bytes())
+        }
+        match given(header) {
+            Given::None => false,
+            Given::Token(token) => self.token_is(token),
+            Given::Password(user, password) => {
+                self.token_is(password.as_bytes())
+                    || (self.passwords.as_ref()).is_some_and(|check| check.check(&user, &password))
+            }
+        }
+    }
+
+    /// Whether admitting `header` may call the (slow) password check.
+    pub fn checks_password(&self, header: Option<&[u8]>) -> bool {
+        self.passwords.is_some() && matches!(given(header), Given::Password(..))
+    }
+
+    fn token_is(&self, given: &[u8]) -> bool {
+        (self.token.as_ref()).is_some_and(|token| constant_time_eq(given, token.as_bytes()))
+    }
+}
+
+/// Reads an `Authorization` header: `Bearer TOKEN`, or `Basic` with
+/// base64 of `user:password` (anything else gives nothing).
+fn given(header: Option<&[u8]>) -> Given<'_> {
+    let Some(header) = header else {
+        return Given::None;
+    };
+    if let Some(token) = header.strip_prefix(b"Bearer ") {
+        return Given::Token(token);
+    }
+    let Some(encoded) = header.strip_prefix(b"Basic ") else {
+        return Given::None;
+    };
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim_ascii());
+    let Some(text) = decoded.ok().and_then(|d| String::from_utf8(d).ok()) else {
+        return Given::None;
+    };
+    match text.split_once(':') {
+        Some((user, password)) => Given::Password(user.to_string(), password.to_string()),
+        None => Given::None,
     }
 }
 
@@ -247,7 +318,28 @@ mod tests {
         assert!(!access.admits(Some(b"Bearer 0123456789abcdef01234")));
         assert!(!access.admits(Some(b"Basic 0123456789abcdef0123")));
         assert!(!access.admits(None));
+        // The token as HTTP Basic's password, as a browser sends it.
+        let basic = |user_and_password: &str| {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(user_and_password);
+            format!("Basic {encoded}")
+        };
+        assert!(access.admits(Some(basic("anyone:0123456789abcdef0123").as_bytes())));
+        assert!(!access.admits(Some(basic("anyone:0123456789abcdef012").as_bytes())));
+        assert!(!access.admits(Some(basic("0123456789abcdef0123").as_bytes())));
         assert!(Access::default().admits(None), "no token, nothing asked");
+        // A process that checks passwords admits the users it accepts.
+        struct Alice;
+        impl PasswordCheck for Alice {
+            fn check(&self, user: &str, password: &str) -> bool {
+                user == "alice" && password == "wonderland"
+            }
+        }
+        let passwords = Access::default().with_passwords(Arc::new(Alice));
+        assert!(passwords.checks_password(Some(basic("alice:wonderland").as_bytes())));
+        assert!(passwords.admits(Some(basic("alice:wonderland").as_bytes())));
+        assert!(!passwords.admits(Some(basic("alice:looking-glass").as_bytes())));
+        assert!(!passwords.admits(Some(b"Bearer wonderland")));
+        assert!(!passwords.admits(None));
         let short = with_token(dir.path(), "short").unwrap_err();
         assert!(short.to_string().contains("openssl rand"), "{short}");
     }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use hyper::server::conn::http1;
@@ -70,10 +70,10 @@ impl Default for Limits {
 /// Serves `router` on `listener` under `limits` and `access` until the
 /// task is dropped.
 pub async fn serve(listener: TcpListener, router: Router, limits: Limits, access: Access) {
-    let router = if access.token().is_some() {
+    let router = if access.authenticates() {
         router.layer(middleware::from_fn_with_state(
             access.clone(),
-            require_token,
+            require_authentication,
         ))
     } else {
         router
@@ -149,22 +149,40 @@ async fn connection<I>(
     }
 }
 
-/// Answers 401 to a request without the token.
-async fn require_token(State(access): State<Access>, request: Request, next: Next) -> Response {
+/// Answers 401 to a request that does not authenticate (see
+/// [`Access::admits`]); a password is checked on the blocking pool.
+async fn require_authentication(
+    State(access): State<Access>,
+    request: Request,
+    next: Next,
+) -> Response {
     let given = request.headers().get(header::AUTHORIZATION);
-    if access.admits(given.map(|value| value.as_bytes())) {
+    let given = given.map(|value| value.as_bytes().to_vec());
+    let admitted = if access.checks_password(given.as_deref()) {
+        let check = tokio::task::spawn_blocking(move || access.admits(given.as_deref()));
+        check.await.unwrap_or(false)
+    } else {
+        access.admits(given.as_deref())
+    };
+    if admitted {
         return next.run(request).await;
     }
     // Closed after the answer: a caller without the token holds no place.
-    (
+    let mut refused = (
         StatusCode::UNAUTHORIZED,
-        [
-            (header::WWW_AUTHENTICATE, "Bearer"),
-            (header::CONNECTION, "close"),
-        ],
-        "a token is needed: send Authorization: Bearer TOKEN, TOKEN being the first line of the endpoint's token file\n",
+        [(header::CONNECTION, "close")],
+        "authentication is needed: send Authorization: Bearer TOKEN (TOKEN being the first line of the endpoint's token file), or HTTP Basic with the token as the password, or, where the broker checks them, a user's name and SCRAM password\n",
     )
-        .into_response()
+        .into_response();
+    // Basic first: a browser asks its user for a name and password.
+    let challenges = refused.headers_mut();
+    for challenge in [r#"Basic realm="strata", charset="UTF-8""#, "Bearer"] {
+        challenges.append(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(challenge),
+        );
+    }
+    refused
 }
 
 #[cfg(test)]
