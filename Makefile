@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-rebuild bench-operators bench-overload bench-scale bench-tls bench-sasl fuzz prune clean
+.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-latency bench-rebuild bench-operators bench-overload bench-scale bench-tls bench-sasl fuzz prune clean
 
 all: build
 
@@ -88,6 +88,13 @@ bench: deps
 # disk baselines; prints a table and each target's ratio. Takes minutes.
 bench-broker: deps-bench
 	$(CARGO) bench --bench broker
+
+# End-to-end latency (send to derived record readable) through a counting
+# app, embedded and remote, acks=1 and acks=all, at half the measured
+# maximum rate, beside the input topic read back (release profile; a few
+# minutes).
+bench-latency: deps
+	$(CARGO) bench --bench latency
 
 # Embedded exactly-once stateful processing beside a plain fetch-and-decode
 # loop over the same records, in one run (optimized; not part of `make test`).
