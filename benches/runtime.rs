@@ -34,6 +34,14 @@
 //!   thread per partition shows what the machine's cores give side by
 //!   side (the ceiling of two tasks).
 //!
+//! - the tasks' metrics: `pass-through` and `count` with them on (the
+//!   default) and off (`App::task_metrics(false)`), in [`PAIRS`]
+//!   alternating pairs, each pair's ratio taken and the median printed:
+//!   what counting each batch for `/metrics` (records, processing time,
+//!   lag, hot keys sampled one record in 16) costs, measured so because a
+//!   difference of a few percent is smaller than this machine's noise
+//!   between rounds.
+//!
 //! Each case runs `ROUNDS` times after a warm-up read; the best round is
 //! reported, with its ratio to the plain loop's best (the two-partition
 //! rows to the two-partition plain loop's).
@@ -57,6 +65,8 @@ use strata::runtime::{
 
 const RECORDS: u64 = 2_000_000;
 const ROUNDS: usize = 3;
+/// On/off pairs of the metrics' cost.
+const PAIRS: usize = 7;
 
 const COUNTS: Store<String, u64> = Store::new("counts");
 
@@ -170,6 +180,7 @@ fn main() -> anyhow::Result<()> {
         "fixed cost of a run (pass-through, empty input: open, last commit, close): {:.1} ms",
         fixed.as_secs_f64() * 1e3
     );
+    metrics_cost(&runtime, &data)?;
     cases.extend(durable);
     cases.extend(net_rows);
     cases2.extend(net_rows2);
@@ -198,6 +209,61 @@ async fn pass_through_over(
     common::run_time(&app, &Location::embedded(data, name), records).await
 }
 
+/// What the tasks' metrics cost: `PAIRS` runs of the pass-through and of
+/// the count with them on and off, alternating; the median of the pairs'
+/// ratios.
+fn metrics_cost(runtime: &tokio::runtime::Runtime, data: &Path) -> anyhow::Result<()> {
+    let median = |mut ratios: Vec<f64>| {
+        ratios.sort_by(f64::total_cmp);
+        ratios[ratios.len() / 2]
+    };
+    let (mut pass, mut count) = (Vec::new(), Vec::new());
+    for pair in 0..PAIRS {
+        let on = runtime.block_on(pass_through_over(
+            data,
+            "events",
+            &format!("pon-{pair}"),
+            RECORDS,
+        ))?;
+        let off = runtime.block_on(pass_through_quietly(
+            data,
+            "events",
+            &format!("poff-{pair}"),
+            RECORDS,
+        ))?;
+        pass.push(off.as_secs_f64() / on.as_secs_f64());
+        let commit = CommitInterval::default();
+        let on = App::new(&format!("con-{pair}"));
+        let on = runtime.block_on(stateful_as(on, data, "events", commit, None))?;
+        let off = App::new(&format!("coff-{pair}")).task_metrics(false);
+        let off = runtime.block_on(stateful_as(off, data, "events", commit, None))?;
+        count.push(on / off);
+    }
+    for (case, ratios) in [("pass-through", pass), ("count", count)] {
+        let ratio = median(ratios.clone());
+        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+        println!(
+            "task metrics, {case}: on runs at {ratio:.3}x of off, median of {PAIRS} pairs ({}): they cost {:.1}%",
+            each.join(" "),
+            (1.0 - ratio) * 100.0
+        );
+    }
+    Ok(())
+}
+
+/// [`pass_through_over`] with the tasks' metrics off.
+async fn pass_through_quietly(
+    data: &Path,
+    input: &str,
+    name: &str,
+    records: u64,
+) -> anyhow::Result<Duration> {
+    let app = (App::new(name).task_metrics(false))
+        .processor("pass", pass_through)
+        .input(input);
+    common::run_time(&app, &Location::embedded(data, name), records).await
+}
+
 /// Records/s of one app run over the whole input, from a fresh state.
 async fn stateful(
     data: &Path,
@@ -206,8 +272,21 @@ async fn stateful(
     commit: CommitInterval,
     emit_to: Option<String>,
 ) -> anyhow::Result<f64> {
+    stateful_as(App::new(name), data, input, commit, emit_to).await
+}
+
+/// [`stateful`] with `app` (new, with its settings) as the app.
+async fn stateful_as(
+    app: App,
+    data: &Path,
+    input: &str,
+    commit: CommitInterval,
+    emit_to: Option<String>,
+) -> anyhow::Result<f64> {
+    let name = app.name().to_string();
+    let name = name.as_str();
     let emit_to = emit_to.map(|topic| Output::<String, String>::named(&topic));
-    let mut app = App::new(name)
+    let mut app = app
         .processor("count", common::count(COUNTS, emit_to))
         .input(input)
         .store(COUNTS)

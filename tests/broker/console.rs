@@ -1,9 +1,9 @@
 //! The broker's web console (`console` in strata.toml, `strata serve
 //! --console ADDR`): the page and its assets are served from the binary,
 //! `/api/console` says it is a broker, and the figures the page shows
-//! beyond the older metrics move when they should: a group's lag in time
-//! (how old the next record it has to read is), transactions in flight,
-//! and checks the ACLs refused. Then the page itself, in headless
+//! beyond the older metrics move when they should: how far back a
+//! partition reaches, a group's lag in time (how old the next record it has
+//! to read is), transactions in flight, and checks the ACLs refused. Then the page itself, in headless
 //! Chromium, shows the topic and the group behind.
 
 use crate::support;
@@ -89,6 +89,16 @@ async fn the_broker_console_serves_its_page_and_the_figures_it_shows_move() {
     assert_eq!(
         sample(&text, &format!("strata_group_lag{labels}")),
         Some((RECORDS - 1) as f64)
+    );
+    // The topic reaches back an hour.
+    let first = sample(
+        &text,
+        &format!(r#"strata_log_first_timestamp_seconds{{topic="{TOPIC}",partition="0"}}"#),
+    );
+    let an_hour_ago_seconds = an_hour_ago as f64 / 1e3;
+    assert!(
+        first.is_some_and(|s| (s - an_hour_ago_seconds).abs() < 1.0),
+        "{first:?}\n{text}"
     );
     let behind = sample(&text, &format!("strata_group_lag_seconds{labels}"));
     assert!(

@@ -2,9 +2,10 @@
 //! has its HELP and TYPE, and moves when it should: records and bytes
 //! consumed as input arrives, produced once derived records are appended,
 //! commits and their time, processing time, end-to-end latency, lag back
-//! to zero in records and in time once the task caught up; and the key a
-//! planted skew makes hot, in the metrics and in what `status --keys`
-//! reads.
+//! to zero in records and in time once the task caught up, records the
+//! processor dropped by their reason; and the key a
+//! planted skew makes hot, read and written, in the metrics and in what
+//! `status --keys` reads.
 
 use crate::support;
 
@@ -18,7 +19,15 @@ const COUNTS: Topic<String, String> = Topic::new("counts");
 const TALLY: Store<String, u64> = Store::new("tally");
 const WAIT: Duration = Duration::from_secs(60);
 
+/// Words the processor drops, counting them.
+const UNWANTED: &str = "drop-me";
+const UNWANTED_RECORDS: usize = 10;
+
 fn count(word: Record<String, String>, ctx: &mut Context) -> Result<(), ProcessError> {
+    if word.key == UNWANTED {
+        ctx.dropped("unwanted");
+        return Ok(());
+    }
     let n = ctx.get(TALLY, &word.key)?.unwrap_or(0) + 1;
     ctx.put(TALLY, &word.key, &n)?;
     ctx.emit(COUNTS, &word.key, &n.to_string())
@@ -54,8 +63,9 @@ fn a_running_apps_task_metrics_move_as_it_reads_commits_and_ships() {
             }
         })
         .collect();
-    let records: Vec<_> = (words.iter())
-        .map(|w| (w.as_str(), Some(w.as_str()), an_hour_ago))
+    let records: Vec<_> = (words.iter().map(String::as_str))
+        .chain(std::iter::repeat_n(UNWANTED, UNWANTED_RECORDS))
+        .map(|w| (w, Some(w), an_hour_ago))
         .collect();
     support::append_keyed(&data, "words", 1, &records);
     let metrics = {
@@ -94,7 +104,7 @@ fn a_running_apps_task_metrics_move_as_it_reads_commits_and_ships() {
     let produced = format!("strata_task_records_produced_total{output}");
     let read = |name: &str| scrape().and_then(|text| sample(&text, name));
     support::wait_until("the task consumes its input", WAIT, || {
-        read(&consumed) == Some(2_000.0)
+        read(&consumed) == Some(2_010.0)
     });
     support::wait_until("the task ships what it derived", WAIT, || {
         read(&produced) == Some(2_000.0)
@@ -108,6 +118,13 @@ fn a_running_apps_task_metrics_move_as_it_reads_commits_and_ships() {
         );
     };
     at_least("strata_task_bytes_consumed_total", input, 1.0);
+    let dropped =
+        r#"strata_task_dropped_records_total{task="count/0",processor="count",reason="unwanted"}"#;
+    assert_eq!(
+        sample(&text, dropped),
+        Some(UNWANTED_RECORDS as f64),
+        "{text}"
+    );
     at_least("strata_task_bytes_produced_total", output, 1.0);
     at_least("strata_task_commits_total", task, 1.0);
     at_least("strata_task_commit_latency_seconds_count", task, 1.0);
@@ -130,6 +147,13 @@ fn a_running_apps_task_metrics_move_as_it_reads_commits_and_ships() {
     assert!(
         hot_records.is_some_and(|n| (800.0..=1_200.0).contains(&n)),
         "{hot} = {hot_records:?}:\n{text}"
+    );
+    // The key the processor writes most to its store: the same one.
+    let written = r#"strata_task_hot_written_key_records{task="count/0",processor="count",store="tally",key="hot"}"#;
+    let written_records = sample(&text, written);
+    assert!(
+        written_records.is_some_and(|n| (600.0..=1_400.0).contains(&n)),
+        "{written} = {written_records:?}:\n{text}"
     );
     // `status --keys` reads what the instance publishes in its state
     // directory.
@@ -154,7 +178,7 @@ fn a_running_apps_task_metrics_move_as_it_reads_commits_and_ships() {
     let kafka: SocketAddr = location.serving_addr().expect("the app serves the log");
     runtime.block_on(crate::query::produce(kafka, "w1"));
     support::wait_until("the new record counted", WAIT, || {
-        read(&consumed) == Some(2_001.0) && read(&produced) == Some(2_001.0)
+        read(&consumed) == Some(2_011.0) && read(&produced) == Some(2_001.0)
     });
     stop.send(()).unwrap();
     runtime.block_on(running).unwrap().unwrap();

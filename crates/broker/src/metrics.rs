@@ -6,7 +6,7 @@
 //! response bytes held in memory, waits for the request memory budget and
 //! for the budget of frames read before authentication),
 //! fetch long-polls (waiting now, woken by appends), each partition's
-//! offsets and size, and each consumer group's committed offset and lag per
+//! offsets, size and how far back it reaches, and each consumer group's committed offset and lag per
 //! partition, served on `GET /metrics` when `--metrics ADDR` is given
 //! (through strata-http, which writes each family with its HELP and
 //! TYPE).
@@ -276,7 +276,17 @@ fn write_partitions(families: &mut Families<'_>, log: &LogManager) -> fmt::Resul
             (partitions.iter()).map(|(labels, partition)| (labels.clone(), value(partition)));
         families.gauges(name, help, samples)?;
     }
-    Ok(())
+    // How far back each partition reaches: its first batch's header, one
+    // read per partition (none for an empty one).
+    families.gauges(
+        "strata_log_first_timestamp_seconds",
+        "The newest timestamp of a partition's first batch (seconds since the epoch): how far back retention has left it reaching.",
+        partitions.iter().filter_map(|(labels, partition)| {
+            let start = partition.log_start_offset().max(0);
+            let timestamp = partition.batch_timestamp_at(start).ok().flatten()?;
+            Some((labels.clone(), timestamp as f64 / 1e3))
+        }),
+    )
 }
 
 /// Committed offset and lag (log end offset minus committed offset) of

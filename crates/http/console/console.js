@@ -167,14 +167,20 @@ function renderBroker() {
     topics.get(t).partitions++;
   }
   const byTopic = (topic) => (l) => l.topic === topic;
-  const topicRows = [...topics.keys()].sort().map((t) => [
-    esc(t),
-    topics.get(t).partitions,
-    count(sum(r, "strata_log_start_offset", byTopic(t))),
-    count(sum(r, "strata_log_end_offset", byTopic(t))),
-    bytes(sum(r, "strata_log_size_bytes", byTopic(t))),
-    perSecond(rate("strata_log_end_offset", byTopic(t))),
-  ]);
+  const topicRows = [...topics.keys()].sort().map((t) => {
+    // Its oldest partition's first batch: how far back the topic reaches.
+    const firsts = samples(r, "strata_log_first_timestamp_seconds", byTopic(t)).map((s) => s.value);
+    const reach = firsts.length ? Date.now() / 1000 - Math.min(...firsts) : null;
+    return [
+      esc(t),
+      topics.get(t).partitions,
+      count(sum(r, "strata_log_start_offset", byTopic(t))),
+      count(sum(r, "strata_log_end_offset", byTopic(t))),
+      bytes(sum(r, "strata_log_size_bytes", byTopic(t))),
+      reach === null ? "–" : duration(Math.max(0, reach)),
+      perSecond(rate("strata_log_end_offset", byTopic(t))),
+    ];
+  });
   const groups = new Map();
   for (const s of samples(r, "strata_group_lag")) {
     const key = s.labels.group + "\u0000" + s.labels.topic;
@@ -203,7 +209,7 @@ function renderBroker() {
     `</div>` +
     `<h2>Topics <label class="toggle"><input type="checkbox" id="internal" ${showInternal ? "checked" : ""}> internal topics</label></h2>` +
     `<div id="topics">` +
-    (topicRows.length ? table(["topic", "#partitions", "#first offset", "#end offset", "#size", "#records in"], topicRows) : `<p class="muted">No topic yet.</p>`) +
+    (topicRows.length ? table(["topic", "#partitions", "#first offset", "#end offset", "#size", "#reaches back", "#records in"], topicRows) : `<p class="muted">No topic yet.</p>`) +
     `</div>` +
     `<h2>Consumer groups</h2>` +
     `<div id="groups">` +
@@ -304,23 +310,50 @@ function taskRows() {
     .map(({ task, state }) => {
       const mine = (l) => l.task === task;
       if (state === "standby") {
-        return [esc(task), "standby", "–", count(sum(r, "strata_standby_lag_offsets", mine)) + " offsets", "–", "–"];
+        return [esc(task), "standby", "–", "–", count(sum(r, "strata_standby_lag_offsets", mine)) + " offsets", "–", "–"];
       }
       if (state === "restoring") {
         const left = sum(r, "strata_restore_offsets_remaining", mine);
-        return [esc(task), "restoring", "–", count(left) + " to restore", "–", "–"];
+        return [esc(task), "restoring", "–", "–", count(left) + " to restore", "–", "–"];
       }
       const seconds = samples(r, "strata_task_lag_seconds", mine).reduce((m, x) => Math.max(m, x.value), 0);
       const eta = samples(r, "strata_task_catch_up_seconds", mine)[0];
+      const speed = rate("strata_task_records_consumed_total", mine);
       return [
         esc(task),
         "running",
-        perSecond(rate("strata_task_records_consumed_total", mine)),
+        perSecond(speed),
+        skew(task, speed),
         count(sum(r, "strata_task_records_lag", mine)),
         duration(seconds),
         eta ? duration(eta.value) : "–",
       ];
     });
+}
+
+// Tasks that will not catch up before retention may delete what they
+// have not read yet, each with how long that leaves.
+function retentionWarning() {
+  const r = latest();
+  const risky = samples(r, "strata_task_retention_at_risk", (l) => true).filter((s) => s.value > 0);
+  if (!risky.length) return "";
+  const lines = risky.map((s) => {
+    const mine = (l) => l.task === s.labels.task;
+    const left = samples(r, "strata_task_retention_expiry_seconds", mine).reduce((m, x) => Math.min(m, x.value), Infinity);
+    const eta = samples(r, "strata_task_catch_up_seconds", mine)[0];
+    return `<li>task <b>${esc(s.labels.task)}</b> needs ${eta ? duration(eta.value) : "–"} to catch up; retention may delete its unread records ${left <= 0 ? "now" : "in " + duration(left)}</li>`;
+  });
+  return `<div class="warning" id="retention-warning"><b>Records will be lost:</b><ul>${lines.join("")}</ul>Raise the input topics' retention.ms, or make the app faster.</div>`;
+}
+
+// A task's rate against the mean of its processor's tasks (partition
+// skew: 2× reads twice its share).
+function skew(task, speed) {
+  const processor = task.slice(0, task.lastIndexOf("/"));
+  const rates = samples(latest(), "strata_task_state", (l) => l.state === "running" && l.task.startsWith(processor + "/"))
+    .map((s) => rate("strata_task_records_consumed_total", (l) => l.task === s.labels.task) ?? 0);
+  const mean = rates.reduce((a, b) => a + b, 0) / Math.max(1, rates.length);
+  return speed === null || mean <= 0 ? "–" : (speed / mean).toFixed(2) + "×";
 }
 
 // The run's own progress: records processed against those still to
@@ -341,9 +374,11 @@ function renderApp() {
   const job = jobProgress();
   const restores = samples(r, "strata_restore_offsets_remaining");
   const hot = samples(r, "strata_task_hot_key_records")
+    .map((s) => ({ ...s, how: "read" }))
+    .concat(samples(r, "strata_task_hot_written_key_records").map((s) => ({ ...s, how: `written to ${s.labels.store}` })))
     .sort((a, b) => b.value - a.value)
-    .slice(0, 10)
-    .map((s) => [esc(s.labels.key), esc(s.labels.task), count(s.value)]);
+    .slice(0, 12)
+    .map((s) => [esc(s.labels.key), esc(s.how), esc(s.labels.task), count(s.value)]);
   const jobName = d.job === "run" ? "live run" : `${d.job} of version ${d.version}`;
   const progress = document.getElementById("job-progress");
   const seen = progress ? progress.dataset.seen : "";
@@ -352,7 +387,25 @@ function renderApp() {
   const restoreRows = restores.map((s) => {
     const mine = (l) => l.task === s.labels.task;
     const put = sum(r, "strata_restore_records", mine);
-    return [esc(s.labels.task), `<progress max="1" value="${put / Math.max(1, put + s.value)}"></progress>`, count(put), count(s.value)];
+    const speed = rate("strata_restore_records", mine);
+    return [
+      esc(s.labels.task),
+      `<progress max="1" value="${put / Math.max(1, put + s.value)}"></progress>`,
+      count(put),
+      count(s.value),
+      perSecond(speed),
+      speed > 0 ? duration(s.value / speed) : "–",
+    ];
+  });
+  // Dropped records by processor and reason.
+  const reasons = new Map();
+  for (const s of samples(r, "strata_task_dropped_records_total")) {
+    const key = s.labels.processor + "\u0000" + s.labels.reason;
+    reasons.set(key, { processor: s.labels.processor, reason: s.labels.reason });
+  }
+  const dropped = [...reasons.values()].map(({ processor, reason }) => {
+    const where = (l) => l.processor === processor && l.reason === reason;
+    return [esc(processor), esc(reason), count(sum(r, "strata_task_dropped_records_total", where)), perSecond(rate("strata_task_dropped_records_total", where))];
   });
   document.getElementById("main").innerHTML =
     `<div class="cards">` +
@@ -362,7 +415,9 @@ function renderApp() {
     card("tasks-running", "tasks running", count(samples(r, "strata_task_state", (l) => l.state === "running").length)) +
     card("standbys", "standby copies", count(samples(r, "strata_task_state", (l) => l.state === "standby").length)) +
     card("state-bytes", "state on disk", bytes(sum(r, "strata_task_state_bytes"))) +
+    card("dropped", "records dropped", count(sum(r, "strata_task_dropped_records_total"))) +
     `</div>` +
+    retentionWarning() +
     `<div class="legend">lag trend ${sparkline(history("strata_task_records_lag"), 240, 28)}</div>` +
     `<h2>Jobs</h2>` +
     table(["job", "progress", "#processed", "#left", "#done in"], [[
@@ -372,14 +427,15 @@ function renderApp() {
       count(job.left),
       job.left === 0 ? "caught up" : duration(job.eta),
     ]]) +
-    (restoreRows.length ? `<h2>Restores</h2>` + table(["task", "progress", "#records put back", "#offsets left"], restoreRows) : "") +
+    (restoreRows.length ? `<h2>Restores</h2>` + table(["task", "progress", "#records put back", "#offsets left", "#records/s", "#done in"], restoreRows) : "") +
     `<h2>Topology</h2>` +
     `<div class="legend">processors coloured by their busiest task's time processing: <span class="swatch" style="background:${busyColour(0)}"></span>idle <span class="swatch" style="background:${busyColour(0.5)}"></span>half <span class="swatch" style="background:${busyColour(1)}"></span>busy; edges carry records per second</div>` +
     `<div class="graph">${topologySvg(d.processors)}</div>` +
     `<h2>Tasks</h2>` +
-    table(["task", "state", "#records/s", "#lag", "#lag (time)", "#caught up in"], taskRows()) +
+    table(["task", "state", "#records/s", "#against the mean", "#lag", "#lag (time)", "#caught up in"], taskRows()) +
+    (dropped.length ? `<h2>Dropped records</h2>` + table(["processor", "reason", "#records", "#per second"], dropped) : "") +
     `<h2>Hot keys</h2>` +
-    (hot.length ? table(["key", "task", "#records (estimated)"], hot) : `<p class="muted">No key counted yet.</p>`) +
+    (hot.length ? table(["key", "how", "task", "#records (estimated)"], hot) : `<p class="muted">No key counted yet.</p>`) +
     `<h2>Stores</h2>` +
     `<div id="stores"></div>`;
   renderStores();

@@ -24,6 +24,7 @@ use super::process_error::ProcessError;
 use super::record::RecordHeader;
 use super::spec::{StoreSpec, TopicOutput};
 use super::state::{EncodeBuffers, TaskState, prefix_end};
+use super::task_metrics::{KeySampler, TaskMetrics};
 use super::timer::{TIMER_KEY_BYTES_MAX, TimeDomain};
 
 /// The record being processed, but for its key and value (offset -1 and no
@@ -57,6 +58,10 @@ pub struct Context<'c> {
     pub(crate) outputs: &'c [TopicOutput],
     pub(crate) position: &'c Position,
     pub(crate) processor: &'c str,
+    /// The task's counters, for [`Context::dropped`] and the keys written.
+    pub(crate) metrics: &'c TaskMetrics,
+    /// Which `put`s have their keys counted (see `task_metrics`).
+    pub(crate) written: &'c mut KeySampler,
     /// False in a rebuild: the derived topics already hold what the
     /// processor emits, so emits are checked and dropped.
     pub(crate) emits: bool,
@@ -107,6 +112,15 @@ impl Context<'_> {
     /// The record's timestamp, ms since the Unix epoch.
     pub fn timestamp(&self) -> i64 {
         self.position.timestamp
+    }
+
+    /// Counts a record the processor drops, for `reason` (`"late"`: past
+    /// its window's grace, say): `/metrics` shows it as
+    /// `strata_task_dropped_records_total{reason}` (Kafka Streams'
+    /// dropped-records). A count for watching, not state: a batch processed
+    /// again after a crash counts again.
+    pub fn dropped(&mut self, reason: &'static str) {
+        self.metrics.dropped(reason);
     }
 
     /// The record's headers, in order (none in `init` and `close`).
@@ -205,10 +219,14 @@ impl Context<'_> {
         Q: Serialize + ?Sized,
     {
         let index = self.store_index(&store)?;
+        let (written, metrics) = (&mut *self.written, self.metrics);
         self.state.with_buffers(|state, buffers| {
             store.key_codec().encode_into(key, &mut buffers.key)?;
             store.value_codec().encode_into(value, &mut buffers.value)?;
             state.put_at(index, &buffers.key, &buffers.value);
+            if written.pick() {
+                metrics.wrote(index, &buffers.key);
+            }
             Ok(())
         })
     }

@@ -34,15 +34,29 @@ pub(crate) fn key_label(key: &[u8]) -> String {
         .collect()
 }
 
+/// Each input topic's `retention.ms` (-1: unlimited), by its name in the
+/// log.
+pub(crate) type Retention = Arc<BTreeMap<String, i64>>;
+
 /// The exposition of an instance whose tasks are on `board` and count
-/// what they do in `progress`.
-pub(crate) fn exposition(board: TaskBoard, progress: Arc<TaskProgress>) -> Exposition {
+/// what they do in `progress`, reading inputs kept for `retention`.
+pub(crate) fn exposition(
+    board: TaskBoard,
+    progress: Arc<TaskProgress>,
+    retention: Retention,
+) -> Exposition {
     Exposition::new(move |families| {
-        write(families, &board, progress.records.load(Ordering::Relaxed))
+        let records = progress.records.load(Ordering::Relaxed);
+        write(families, &board, records, &retention)
     })
 }
 
-fn write(families: &mut Families<'_>, board: &TaskBoard, records: u64) -> fmt::Result {
+fn write(
+    families: &mut Families<'_>,
+    board: &TaskBoard,
+    records: u64,
+    retention: &BTreeMap<String, i64>,
+) -> fmt::Result {
     let tasks = board.snapshot();
     families.gauges(
         "strata_task_state",
@@ -115,7 +129,63 @@ fn write(families: &mut Families<'_>, board: &TaskBoard, records: u64) -> fmt::R
         "Changelog records put back by this instance's restores.",
         board.restored_in_all(),
     )?;
-    write_tasks(families, &board.task_metrics())
+    let tasks = board.task_metrics();
+    write_tasks(families, &tasks)?;
+    write_retention(families, &tasks, retention)
+}
+
+/// The retention warning, the question whether a task will read its
+/// input before retention deletes it: per input, how long until the next
+/// unread records may be deleted (their segment's newest timestamp is at
+/// least the newest processed, so at the earliest that plus `retention.ms`),
+/// and per task, 1 when its catch-up estimate is longer than that.
+fn write_retention(
+    families: &mut Families<'_>,
+    tasks: &BTreeMap<String, Arc<TaskMetrics>>,
+    retention: &BTreeMap<String, i64>,
+) -> fmt::Result {
+    let now = strata_record::time::now_ms();
+    // Per task: its labels, and each input's seconds left.
+    let expiring: Vec<_> = (tasks.iter())
+        .map(|(task, m)| {
+            let inputs: Vec<_> = (m.inputs.iter())
+                .filter_map(|input| {
+                    let ms = *retention.get(&input.topic)?;
+                    let last = input.last_timestamp.load(Ordering::Relaxed);
+                    (ms >= 0 && last >= 0 && input.lag() > 0)
+                        .then(|| (input, (last.saturating_add(ms) - now) as f64 / 1e3))
+                })
+                .collect();
+            (task, m, inputs)
+        })
+        .collect();
+    families.gauges(
+        "strata_task_retention_expiry_seconds",
+        "While records are left: seconds until retention may delete a task's next unread records, at the earliest (negative: due).",
+        expiring.iter().flat_map(|(task, m, inputs)| {
+            inputs.iter().map(move |(input, seconds)| {
+                let labels = [
+                    ("task", task.to_string()),
+                    ("processor", m.processor.clone()),
+                    ("topic", input.topic.clone()),
+                    ("partition", m.partition.to_string()),
+                ];
+                (labels, *seconds)
+            })
+        }),
+    )?;
+    families.gauges(
+        "strata_task_retention_at_risk",
+        "1 when a task will not catch up before retention may delete its unread records (its catch-up estimate is longer), else 0.",
+        expiring.iter().map(|(task, m, inputs)| {
+            let lag: i64 = m.inputs.iter().map(InputMetrics::lag).sum();
+            let catch_up = m.rate().map(|rate| lag as f64 / rate);
+            let soonest = inputs.iter().map(|(_, s)| *s).reduce(f64::min);
+            let at_risk = matches!((catch_up, soonest), (Some(c), Some(s)) if c > s);
+            let labels = [("task", task.to_string()), ("processor", m.processor.clone())];
+            (labels, u64::from(at_risk))
+        }),
+    )
 }
 
 /// Each task's counters (see `task_metrics`), labelled by task and
@@ -226,6 +296,17 @@ fn write_tasks(
             .map(|(task, m)| (per_task(task, m), load(&m.timers_fired))),
     )?;
     families.counters(
+        "strata_task_dropped_records_total",
+        "Records a task's processor dropped, by the reason it gave (late: past its window's grace, say).",
+        tasks.iter().flat_map(|(task, m)| {
+            let [task, processor] = per_task(task, m);
+            (m.dropped_counts().into_iter()).map(move |(reason, n)| {
+                let reason = ("reason", reason.to_string());
+                ([task.clone(), processor.clone(), reason], n)
+            })
+        }),
+    )?;
+    families.counters(
         "strata_task_transactions_total",
         "Remote: transactions a task ended, by outcome (committed, or aborted and shipped again).",
         tasks.iter().flat_map(|(task, m)| {
@@ -272,6 +353,20 @@ fn write_tasks(
         }),
     )?;
     families.gauges(
+        "strata_task_hot_written_key_records",
+        "Writes of each of a task's hottest keys per store (its top 5), estimated from one put in 16.",
+        tasks.iter().flat_map(|(task, m)| {
+            let [task, processor] = per_task(task, m);
+            let stores = m.hot_written(HOT_KEYS_SHOWN).into_iter();
+            stores
+                .flat_map(|(store, keys)| keys.into_iter().map(move |hot| (store.to_string(), hot)))
+                .map(move |(store, hot)| {
+                    let (store, key) = (("store", store), ("key", key_label(&hot.key)));
+                    ([task.clone(), processor.clone(), store, key], hot.count)
+                })
+        }),
+    )?;
+    families.gauges(
         "strata_task_state_writes_stopped",
         "1 while RocksDB stops a task's writes (compaction far behind), as of its last commit.",
         tasks.iter().map(|(task, m)| {
@@ -303,7 +398,7 @@ mod tests {
         board.restored(5);
         let progress = TaskProgress::default();
         progress.records.store(7, Ordering::Relaxed);
-        let text = exposition(board.clone(), Arc::new(progress)).render();
+        let text = exposition(board.clone(), Arc::new(progress), Retention::default()).render();
         for sample in [
             r#"strata_task_state{task="count/0",state="running"} 1"#,
             r#"strata_task_state{task="count/1",state="restoring"} 1"#,
@@ -325,9 +420,12 @@ mod tests {
         metrics.set_rate(2.0);
         let now = strata_record::time::now_ms();
         metrics.shipped("counts", 4, 300, now, now);
+        metrics.dropped("late");
+        metrics.dropped("late");
         let entry = board.enter("count/7".into(), TaskView::Running);
         entry.count_with(metrics);
-        let text = exposition(board.clone(), Arc::new(TaskProgress::default())).render();
+        let retention: Retention = Arc::new([("words".to_string(), 4_000)].into());
+        let text = exposition(board.clone(), Arc::new(TaskProgress::default()), retention).render();
         let input = r#"{task="count/7",processor="count",topic="words",partition="7"}"#;
         for sample in [
             format!("strata_task_records_consumed_total{input} 4"),
@@ -337,6 +435,10 @@ mod tests {
             r#"strata_task_records_produced_total{task="count/7",processor="count",topic="counts"} 4"#.to_string(),
             r#"strata_task_process_seconds_total{task="count/7",processor="count"} 0.002"#.to_string(),
             r#"strata_task_end_to_end_latency_seconds_count{task="count/7",processor="count"} 1"#.to_string(),
+            r#"strata_task_dropped_records_total{task="count/7",processor="count",reason="late"} 2"#.to_string(),
+            // Processed up to 5 s ago, kept 4 s, 3 s of catching up left:
+            // due already, and at risk.
+            r#"strata_task_retention_at_risk{task="count/7",processor="count"} 1"#.to_string(),
         ] {
             assert!(text.contains(&sample), "{sample} in:\n{text}");
         }
@@ -344,8 +446,17 @@ mod tests {
             .find_map(|l| l.strip_prefix(&format!("strata_task_lag_seconds{input} ")))
             .map(|v| v.parse::<f64>().unwrap());
         assert!(lag_seconds.is_some_and(|s| s >= 5.0), "{text}");
+        let expiry = (text.lines())
+            .find_map(|l| l.strip_prefix(&format!("strata_task_retention_expiry_seconds{input} ")))
+            .map(|v| v.parse::<f64>().unwrap());
+        assert!(expiry.is_some_and(|s| s <= -1.0), "{text}");
         drop(entry);
-        let text = exposition(board, Arc::new(TaskProgress::default())).render();
+        let text = exposition(
+            board,
+            Arc::new(TaskProgress::default()),
+            Retention::default(),
+        )
+        .render();
         assert!(
             !text.contains("count/7"),
             "a task gone takes its counters: {text}"

@@ -10,9 +10,11 @@
 //! | a derived record's age as it is appended | record-e2e-latency |
 //! | records behind each input's end, and how old the record last processed is | records-lag |
 //! | timers fired | punctuate-rate |
+//! | records the processor dropped, by reason (`Context::dropped`) | dropped-records |
 //! | transactions committed and aborted (remote) | — |
 //! | state size, compaction behind, writes stopped (RocksDB) | rocksdb state metrics |
 //! | the keys read most, from a sample of one record in [`HOT_KEY_SAMPLE`] | — |
+//! | the keys written most per store, from a sample of one write in [`HOT_KEY_SAMPLE`] | — |
 //!
 //! Atomics, written per batch, per commit and per shipped batch, never per
 //! record, so the per-record path pays nothing for them; a scrape reads
@@ -60,6 +62,12 @@ pub(crate) struct TaskMetrics {
     /// The keys read most, counted for one record in [`HOT_KEY_SAMPLE`] on
     /// average (see [`KeySampler`]).
     hot_keys: Mutex<HeavyHitters>,
+    /// Per store (in the processor's order), the keys written most, counted
+    /// for one `put` in [`HOT_KEY_SAMPLE`] on average.
+    written: Vec<(String, Mutex<HeavyHitters>)>,
+    /// Records the processor dropped, by the reason it gave (few reasons:
+    /// a late record, say), in the order first seen.
+    dropped: Mutex<Vec<(&'static str, u64)>>,
 }
 
 /// One input partition's counters and where it stands.
@@ -117,6 +125,7 @@ impl TaskMetrics {
             commit_latency: LatencyHistogram::default(),
             end_to_end: LatencyHistogram::default(),
             timers_fired: AtomicU64::new(0),
+            dropped: Mutex::new(Vec::new()),
             transactions_committed: AtomicU64::new(0),
             transactions_aborted: AtomicU64::new(0),
             rate_bits: AtomicU64::new(0),
@@ -124,7 +133,45 @@ impl TaskMetrics {
             pending_compaction_bytes: AtomicU64::new(0),
             writes_stopped: AtomicBool::new(false),
             hot_keys: Mutex::new(HeavyHitters::new(HOT_KEYS_COUNTED)),
+            written: Vec::new(),
         }
+    }
+
+    /// The same, counting the keys written to each of `stores` (the
+    /// processor's, in its order).
+    pub fn with_stores(mut self, stores: &[&str]) -> Self {
+        self.written = (stores.iter())
+            .map(|store| {
+                let table = Mutex::new(HeavyHitters::new(HOT_KEYS_COUNTED));
+                (store.to_string(), table)
+            })
+            .collect();
+        self
+    }
+
+    /// Counts `key` written to the store at `store` (a sampled `put`).
+    pub fn wrote(&self, store: usize, key: &[u8]) {
+        if let Some((_, table)) = self.written.get(store) {
+            let now = strata_record::time::now_ms();
+            let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+            table.offer(key, 1, now);
+        }
+    }
+
+    /// Per store, the `n` keys written most, their counts scaled up from
+    /// the sample to estimate writes.
+    pub fn hot_written(&self, n: usize) -> Vec<(&str, Vec<HotKey>)> {
+        (self.written.iter())
+            .map(|(store, table)| {
+                let table = table.lock().unwrap_or_else(|e| e.into_inner());
+                let mut top = table.top(n);
+                for hot in &mut top {
+                    hot.count *= HOT_KEY_SAMPLE;
+                    hot.error *= HOT_KEY_SAMPLE;
+                }
+                (store.as_str(), top)
+            })
+            .collect()
     }
 
     /// Counts the keys `sampler` picks among the next `n` records read
@@ -192,6 +239,23 @@ impl TaskMetrics {
         self.end_to_end.observe(age_micros);
     }
 
+    /// Counts one record the processor dropped for `reason`.
+    pub fn dropped(&self, reason: &'static str) {
+        let mut dropped = self.dropped.lock().unwrap_or_else(|e| e.into_inner());
+        match dropped.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, n)) => *n += 1,
+            None => dropped.push((reason, 1)),
+        }
+    }
+
+    /// The records dropped so far, by reason.
+    pub fn dropped_counts(&self) -> Vec<(&'static str, u64)> {
+        self.dropped
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     pub fn set_rate(&self, records_per_second: f64) {
         self.rate_bits
             .store(records_per_second.to_bits(), Ordering::Relaxed);
@@ -245,6 +309,16 @@ impl KeySampler {
         };
         sampler.next = sampler.gap() - 1;
         sampler
+    }
+
+    /// Whether the next one is picked (for writes, sampled one at a time).
+    pub fn pick(&mut self) -> bool {
+        let picked = self.next == self.read;
+        self.read += 1;
+        if picked {
+            self.next += self.gap();
+        }
+        picked
     }
 
     /// Whether one of the next `n` records read is picked.

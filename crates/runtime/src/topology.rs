@@ -100,6 +100,9 @@ pub struct TaskConfig {
     /// The threads an instance's tasks share (0: one per core; see
     /// `task::threads`).
     pub task_threads: usize,
+    /// Each batch counted for `/metrics` (on by default; see
+    /// [`App::task_metrics`]).
+    pub metrics: bool,
 }
 
 impl TaskConfig {
@@ -123,6 +126,7 @@ impl Default for TaskConfig {
             write_cache: true,
             max_task_idle: Duration::ZERO,
             task_threads: 0,
+            metrics: true,
         }
     }
 }
@@ -371,6 +375,17 @@ impl App {
     /// key (`make bench-operators`); state and outputs are the same.
     pub fn write_cache(mut self, on: bool) -> Self {
         self.config.write_cache = on;
+        self
+    }
+
+    /// Whether each batch a task processes is counted for `/metrics`
+    /// (records, processing time, lag, end-to-end latency, hot keys; on by
+    /// default). Off, those families stand still while the task's state,
+    /// commits and restores are still shown: only for measuring what the
+    /// counting costs (`make bench-runtime`), as Kafka Streams'
+    /// `metrics.recording.level` trades detail for speed.
+    pub fn task_metrics(mut self, on: bool) -> Self {
+        self.config.metrics = on;
         self
     }
 

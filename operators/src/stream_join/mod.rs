@@ -15,7 +15,8 @@
 //! 2. A left record at `t` is **live** while the watermark is at most
 //!    `t + after + grace`, a right record while it is at most `t + before
 //!    + grace`; one that arrives already expired is **late**: counted
-//!    (`late` in the time store), dropped, and written to its side's late
+//!    (`late` in the time store and the dropped records in `/metrics`),
+//!    dropped, and written to its side's late
 //!    topic if the join was given one ([`WindowJoined::late_left_to`],
 //!    [`WindowJoined::late_right_to`]).
 //! 3. The record is joined, `f(key, left, right)` with timestamp

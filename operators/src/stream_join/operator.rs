@@ -208,6 +208,7 @@ where
         ctx: &mut Context<'_>,
     ) -> Result<(), ProcessError> {
         self.expiry.count(LATE, ctx)?;
+        ctx.dropped(LATE);
         let options = EmitOptions::default().timestamp(item.timestamp);
         match (item.value, self.spec.late) {
             (

@@ -9,8 +9,9 @@
 //!    and written back, and emitted when windows emit on update. A new
 //!    window is also listed under its closing key (see `key`).
 //! 3. A record no open window takes is **late**: counted (the `late`
-//!    entry of the time store) and written to the late topic if there is
-//!    one.
+//!    entry of the time store, and `strata_task_dropped_records_total`
+//!    with reason `late` in `/metrics`) and written to the late topic if
+//!    there is one.
 //! 4. Every window whose `end + grace` the watermark has reached
 //!    **closes**: its final aggregate is emitted when windows emit on
 //!    close (with timestamp `end - 1`), and its entries are deleted, so a
@@ -105,6 +106,7 @@ where
     fn late(&mut self, item: Item<K, V>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         let late = ctx.get(self.stores.time, LATE)?.unwrap_or(0) + 1;
         ctx.put(self.stores.time, LATE, &late)?;
+        ctx.dropped(LATE);
         if let Some(output) = self.late {
             let options = EmitOptions::default().timestamp(item.timestamp);
             ctx.emit_with(output, &item.key, &item.value, options)?;

@@ -15,7 +15,8 @@
 //!    its aggregate is theirs merged (`merge`) and then folded with the
 //!    record. The merged sessions' entries are deleted.
 //! 3. A record that opens a new session already closed (`ts + gap +
-//!    grace ≤ watermark`) and joins none is late: counted, dropped, and
+//!    grace ≤ watermark`) and joins none is late: counted (in the time
+//!    store and as a dropped record in `/metrics`), dropped, and
 //!    written to the late topic if there is one.
 //! 4. When sessions emit on update, a **retraction** (`None`) is emitted
 //!    for each merged session whose windowed key is not the new
@@ -133,6 +134,7 @@ where
     fn late(&mut self, item: Item<K, V>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         let late = ctx.get(self.stores.time, LATE)?.unwrap_or(0) + 1;
         ctx.put(self.stores.time, LATE, &late)?;
+        ctx.dropped(LATE);
         if let Some(output) = self.fns.late {
             let options = EmitOptions::default().timestamp(item.timestamp);
             ctx.emit_with(output, &item.key, &item.value, options)?;

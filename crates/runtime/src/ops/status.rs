@@ -197,7 +197,11 @@ async fn first_batch_timestamp(
 
 /// A topic's `retention.ms` (-1: unlimited), the log's default where the
 /// topic does not set it or it cannot be read.
-async fn topic_retention_ms(location: &Location, admin: Option<&Admin>, topic: &str) -> i64 {
+pub(crate) async fn topic_retention_ms(
+    location: &Location,
+    admin: Option<&Admin>,
+    topic: &str,
+) -> i64 {
     let config = match (location, admin) {
         (Location::Embedded { data_dir, .. }, _) => {
             strata_log::peek_topic_metadata(data_dir, topic)

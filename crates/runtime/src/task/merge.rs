@@ -224,15 +224,19 @@ impl Task {
             counted += 1;
             processed += 1;
             newest = newest.max(record.timestamp);
-            let sampler = &mut self.key_sampler;
-            (self.metrics).count_sampled(sampler, 1, |_| record.key, record.timestamp);
+            if self.setup.config.metrics {
+                let sampler = &mut self.key_sampler;
+                (self.metrics).count_sampled(sampler, 1, |_| record.key, record.timestamp);
+            }
             self.after_record(&mut counted).await?;
         }
         self.inputs[at].advance(cursor, ahead, None);
         self.setup.progress.add(counted, self.counted);
-        let nanos = self.processing_nanos(started);
-        let next = self.inputs[at].next;
-        (self.metrics).processed(at, processed, nanos, next, newest);
+        if self.setup.config.metrics {
+            let nanos = self.processing_nanos(started);
+            let next = self.inputs[at].next;
+            (self.metrics).processed(at, processed, nanos, next, newest);
+        }
         self.prefetch.review(&mut self.state, counted as usize);
         self.after_run().await
     }

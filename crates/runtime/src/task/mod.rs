@@ -247,6 +247,8 @@ struct Task {
     /// Which records read have their keys counted for the hot-key report
     /// (see `task_metrics`).
     key_sampler: KeySampler,
+    /// Which store writes have their keys counted, likewise.
+    write_sampler: KeySampler,
 }
 
 /// Why the loop returned.
@@ -355,11 +357,12 @@ impl Task {
         let outputs: Vec<String> = (setup.outputs.iter())
             .map(|o| o.log_topic.clone())
             .collect();
-        let metrics = Arc::new(TaskMetrics::new(
+        let metrics = TaskMetrics::new(
             (&setup.spec.name, setup.partition),
             (inputs.iter()).map(|i: &Input| (i.log_topic.clone(), i.next)),
             &outputs,
-        ));
+        );
+        let metrics = Arc::new(metrics.with_stores(&setup.spec.store_names()));
         if let Some(rate) = rate {
             metrics.set_rate(rate);
         }
@@ -387,6 +390,7 @@ impl Task {
             metrics,
             in_commits: Duration::ZERO,
             key_sampler: KeySampler::new(0x9e37_79b9_7f4a_7c15),
+            write_sampler: KeySampler::new(0x2545_f491_4f6c_dd1d),
         })
     }
 

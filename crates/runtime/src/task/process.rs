@@ -14,6 +14,7 @@ use crate::erased::RawRecord;
 use crate::error::{RuntimeError, Unreadable};
 use crate::log_access::{FETCH_WAIT_MAX, Fetched, LogAccess};
 use crate::state::TaskState;
+use crate::task_metrics::{KeySampler, TaskMetrics};
 use crate::timer::TimeDomain;
 use strata_record::{Record, RecordBatch};
 
@@ -189,12 +190,14 @@ impl Task {
         self.setup.progress.add(counted, self.counted);
         let past_batch = header.next_offset().min(limit);
         self.inputs[at].next = self.inputs[at].next.max(past_batch);
-        let nanos = self.processing_nanos(started);
-        let next = self.inputs[at].next;
-        (self.metrics).processed(at, processed, nanos, next, header.max_timestamp);
-        let key_at = |at: usize| records[at].key;
-        let sampler = &mut self.key_sampler;
-        (self.metrics).count_sampled(sampler, records.len(), key_at, header.max_timestamp);
+        if self.setup.config.metrics {
+            let nanos = self.processing_nanos(started);
+            let next = self.inputs[at].next;
+            (self.metrics).processed(at, processed, nanos, next, header.max_timestamp);
+            let key_at = |at: usize| records[at].key;
+            let sampler = &mut self.key_sampler;
+            (self.metrics).count_sampled(sampler, records.len(), key_at, header.max_timestamp);
+        }
         Ok(())
     }
 
@@ -226,7 +229,11 @@ impl Task {
             key: record.key,
             value: record.value,
         };
-        let mut ctx = context(&mut self.state, &self.setup, position);
+        let mut ctx = context(
+            (&mut self.state, &self.metrics, &mut self.write_sampler),
+            &self.setup,
+            position,
+        );
         if let Err(error) = self.processor.process(raw, &mut ctx) {
             self.state.discard();
             return Err(RuntimeError::Processor {
@@ -312,7 +319,11 @@ impl Task {
         let first = &self.inputs[0];
         let now = self.setup.clock.now_ms();
         let position = Position::before_records(&first.topic, self.setup.partition, now);
-        let mut ctx = context(&mut self.state, &self.setup, &position);
+        let mut ctx = context(
+            (&mut self.state, &self.metrics, &mut self.write_sampler),
+            &self.setup,
+            &position,
+        );
         let result = if which == "init" {
             self.processor.init(&mut ctx)
         } else {
@@ -333,7 +344,7 @@ impl Task {
 
 /// What the processor sees of the task for one record (or `init`/`close`).
 pub(super) fn context<'t>(
-    state: &'t mut TaskState,
+    (state, metrics, written): (&'t mut TaskState, &'t TaskMetrics, &'t mut KeySampler),
     setup: &'t TaskSetup,
     position: &'t Position,
 ) -> Context<'t> {
@@ -343,6 +354,8 @@ pub(super) fn context<'t>(
         outputs: &setup.outputs,
         position,
         processor: &setup.spec.name,
+        metrics,
+        written,
         emits: setup.emits,
     }
 }

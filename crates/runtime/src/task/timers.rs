@@ -74,7 +74,11 @@ impl Task {
         let position = Position::before_records(topic, self.setup.partition, timer.time_ms);
         self.pending.moved = true;
         let described = timer.to_string();
-        let mut ctx = context(&mut self.state, &self.setup, &position);
+        let mut ctx = context(
+            (&mut self.state, &self.metrics, &mut self.write_sampler),
+            &self.setup,
+            &position,
+        );
         if let Err(error) = self.processor.on_timer(timer, &mut ctx) {
             self.state.discard();
             return Err(RuntimeError::Timer {

@@ -12,7 +12,7 @@
 //! Each is stopped, and its address file removed, when the run ends
 //! however it ends.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,6 +26,7 @@ use crate::log_access::LogAccess;
 use crate::topology::App;
 
 use super::super::query::http::{self as query_http, QueryEndpoint};
+use super::super::status::topic_retention_ms;
 use super::runner::Runner;
 
 /// An endpoint while it serves: stopped, and its address file removed,
@@ -71,7 +72,7 @@ pub(super) async fn serve_metrics(
 ) -> Result<Served, RuntimeError> {
     let (listener, bound) = bind(addr, "metrics").await?;
     tracing::info!("metrics on {}://{bound}/metrics", access.scheme());
-    let exposition = crate::metrics::exposition(runner.board.clone(), Arc::clone(&runner.progress));
+    let exposition = exposition(runner).await;
     let task = tokio::spawn(strata_http::metrics_endpoint::serve_metrics(
         listener,
         exposition,
@@ -113,7 +114,7 @@ pub(super) async fn serve_console(
     let _ = std::fs::remove_file(&file);
     let (listener, bound) = bind(endpoint.addr, "console").await?;
     tracing::info!("console on {}://{bound}/", access.scheme());
-    let exposition = crate::metrics::exposition(runner.board.clone(), Arc::clone(&runner.progress));
+    let exposition = exposition(runner).await;
     let description = describe(runner.app, &endpoint.version);
     let describe: strata_http::console::Describe = Arc::new(move || description.clone());
     let queries = query_http::routes(runner.app, endpoint, bound, remote(runner), access);
@@ -130,6 +131,30 @@ pub(super) async fn serve_console(
     };
     layout::write_whole(&file, &bound.to_string())?;
     Ok(served)
+}
+
+/// The instance's metrics, with each input topic's `retention.ms` as it
+/// was when the endpoint started (for the retention warning).
+async fn exposition(runner: &Runner<'_>) -> strata_http::Exposition {
+    let admin = match runner.log {
+        LogAccess::Remote(remote) => Some(strata_client::Admin::new(Arc::clone(&remote.cluster))),
+        LogAccess::Embedded(..) => None,
+    };
+    let mut retention = BTreeMap::new();
+    for spec in &runner.app.processors {
+        for topic in &spec.inputs {
+            let topic = runner.app.log_topic(topic);
+            if let std::collections::btree_map::Entry::Vacant(entry) = retention.entry(topic) {
+                let ms = topic_retention_ms(runner.location, admin.as_ref(), entry.key()).await;
+                entry.insert(ms);
+            }
+        }
+    }
+    crate::metrics::exposition(
+        runner.board.clone(),
+        Arc::clone(&runner.progress),
+        Arc::new(retention),
+    )
 }
 
 /// What the console's page draws the app from: its processors with the
