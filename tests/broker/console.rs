@@ -1,5 +1,6 @@
 //! The broker's web console (`console` in strata.toml, `strata serve
-//! --console ADDR`): the page and its assets are served from the binary,
+//! --console ADDR`): the page and its assets are served from the binary
+//! (to requests naming a loopback host only),
 //! `/api/console` says it is a broker, and the figures the page shows
 //! beyond the older metrics move when they should: how far back a
 //! partition reaches, a group's lag in time (how old the next record it has
@@ -54,6 +55,18 @@ async fn the_broker_console_serves_its_page_and_the_figures_it_shows_move() {
     assert_eq!(status, 200);
     assert_eq!(described["kind"], "broker", "{described}");
     assert_eq!(get(&console, "/nothing-here").0, 404);
+    // Asked under another name (a page elsewhere rebinding its name to
+    // 127.0.0.1), a loopback console does not answer.
+    let rebound = {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&console).unwrap();
+        let ask = "GET /metrics HTTP/1.1\r\nHost: evil.example:9090\r\nConnection: close\r\n\r\n";
+        stream.write_all(ask.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    assert!(rebound.starts_with("HTTP/1.1 421"), "{rebound}");
     let scrape = || get(&console, "/metrics").1;
 
     // Records stamped an hour ago, a group committed at the first: it is

@@ -28,9 +28,10 @@ const WAIT: Duration = Duration::from_secs(60);
 /// Lines in the input, two words each, from ten words.
 const LINES_IN: u64 = 2_000;
 /// The pause per line while the browser has not seen what it waits for:
-/// the input then takes 40 s of one task thread, far longer than a page
-/// needs to load and read the metrics twice.
-const SLOW: Duration = Duration::from_millis(20);
+/// the input then takes 100 s of one task thread (50 s on two), far longer
+/// than a browser needs to start, load the page and read the metrics a few
+/// times on a loaded machine; once it has seen, the pause ends.
+const SLOW: Duration = Duration::from_millis(50);
 
 /// Microseconds `split` pauses per line.
 static PAUSE_MICROS: AtomicU64 = AtomicU64::new(0);

@@ -98,7 +98,7 @@ impl InProcessBroker {
         let metrics = self.metrics.expect("the broker serves metrics");
         let mut scrape = TcpStream::connect(metrics).await.unwrap();
         scrape
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             .await
             .unwrap();
         let mut text = String::new();

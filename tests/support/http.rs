@@ -10,7 +10,7 @@ pub fn request(addr: &str, method: &str, target: &str) -> (u16, String) {
         .unwrap_or_else(|e| panic!("connecting to {addr} for {method} {target}: {e}"));
     write!(
         stream,
-        "{method} {target} HTTP/1.1\r\nHost: strata\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = String::new();

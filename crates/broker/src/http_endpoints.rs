@@ -11,7 +11,8 @@
 //!   a user's name and password by HTTP Basic, checked against the SCRAM
 //!   credentials SASL checks (`strata users add`), for a user the ACLs
 //!   allow DESCRIBE on the cluster (or a super user): what a browser can
-//!   send for the console.
+//!   send for the console (at a bounded pace: see strata-http's `login`),
+//!   and only over TLS beyond loopback.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -64,6 +65,13 @@ pub(crate) async fn bind_http(
 ) -> Result<(TcpListener, strata_http::Access), BrokerError> {
     let mut access = access(&ctx.config)?;
     if ctx.config.metrics_basic_auth {
+        // Users' passwords never travel in clear beyond this machine,
+        // whatever else is allowed.
+        if !ctx.config.metrics_tls && !addr.ip().is_loopback() {
+            return Err(BrokerError::Config(format!(
+                "metrics_basic_auth would take users' passwords in clear on {addr}: set metrics_tls = true (with a [tls] certificate and key), or give the {what} a loopback address"
+            )));
+        }
         access = access.with_passwords(Arc::new(ScramLogins(Arc::clone(ctx))));
     }
     access.check_bind(addr, what).map_err(|_| {
@@ -107,14 +115,14 @@ fn access(config: &BrokerConfig) -> Result<strata_http::Access, BrokerError> {
 struct ScramLogins(Arc<BrokerContext>);
 
 impl strata_http::access::PasswordCheck for ScramLogins {
-    fn check(&self, user: &str, password: &str) -> bool {
+    fn check(&self, user: &str, password: &str, peer: std::net::IpAddr) -> bool {
         let ctx = &self.0;
         if !ctx.credentials.verify_plain(user, password) {
             return false;
         }
         let caller = Caller {
             principal: Principal::user(user),
-            host: String::new(),
+            host: peer.to_string(),
             secured: true,
         };
         (ctx.acls).authorize(&caller, Operation::Describe, Resource::cluster())

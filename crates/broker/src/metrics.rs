@@ -319,13 +319,16 @@ fn write_group_lag(
         ];
         let offset = entry.committed.offset;
         let lag = (partition.log_end_offset() - offset.max(0)).max(0);
-        // How old the next record the group has to read is.
+        // How old the next record the group has to read is (past the
+        // log's start when retention deleted what it had not read); not
+        // known, when the batch cannot be read.
         let seconds = match lag {
-            0 => 0.0,
-            _ => match partition.batch_timestamp_at(offset.max(0)) {
-                Ok(Some(timestamp)) => (now - timestamp).max(0) as f64 / 1e3,
-                _ => 0.0,
-            },
+            0 => Some(0.0),
+            _ => {
+                let next = offset.max(partition.log_start_offset());
+                let timestamp = partition.batch_timestamp_at(next).ok().flatten();
+                timestamp.map(|t| (now - t).max(0) as f64 / 1e3)
+            }
         };
         rows.push((labels, offset, lag, seconds));
     }
@@ -345,6 +348,6 @@ fn write_group_lag(
         "strata_group_lag_seconds",
         "How old the next record a group has to read on a partition is: now less its batch's newest timestamp (0 when caught up).",
         rows.iter()
-            .map(|(labels, _, _, seconds)| (labels.clone(), *seconds)),
+            .filter_map(|(labels, _, _, seconds)| Some((labels.clone(), (*seconds)?))),
     )
 }

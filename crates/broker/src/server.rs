@@ -415,6 +415,9 @@ async fn maintain(ctx: Arc<BrokerContext>) {
     }
 }
 
+/// Says so at start when a listener that does not authenticate (its
+/// callers are `User:ANONYMOUS`) gets only what ACLs allow: ACLs exist, its
+/// callers are not super users and the listener is not trusted. Tools on
 /// it that worked before the first ACL are refused from then on.
 fn warn_if_locked_out(acls: &Authorizer, config: &BrokerConfig, listener: &str) {
     let anonymous = crate::auth::Principal::user("ANONYMOUS");

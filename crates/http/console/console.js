@@ -1,5 +1,5 @@
 // strata console: reads /api/console (what is served: a broker, or an app
-// with its topology) once, then /metrics every few hundred milliseconds,
+// with its topology) now and then, and /metrics every second (?every=MS),
 // and draws the page from those readings. Every figure shown is a metric
 // or the difference of one between two readings, so a scraper sees the
 // same. No library, nothing fetched from elsewhere.
@@ -17,6 +17,11 @@ const readings = [];
 let described = null;
 let showInternal = false;
 let failures = 0;
+// Readings taken: /api/console is read again every 20.
+let ticks = 0;
+// Progress values the job's bar showed, kept for a test to read (the
+// last 50).
+const SEEN_KEPT = 50;
 
 // ---- Prometheus text ----
 
@@ -232,17 +237,21 @@ function layout(processors) {
   const column = new Map();
   const written = new Set(processors.flatMap((p) => p.outputs));
   for (const p of processors) for (const t of p.inputs) if (!written.has(t)) column.set("t:" + t, 0);
+  // Columns only grow, and never past twice the processors: a cycle of
+  // derived topics stops there instead of pushing the graph right forever.
+  const last = 2 * processors.length;
   for (let pass = 0; pass < processors.length + 1; pass++) {
     for (const p of processors) {
-      const from = Math.max(0, ...p.inputs.map((t) => column.get("t:" + t) ?? 0));
+      const from = Math.min(last - 1, Math.max(0, ...p.inputs.map((t) => column.get("t:" + t) ?? 0)));
       column.set("p:" + p.name, from + 1);
-      for (const t of p.outputs) column.set("t:" + t, Math.max(column.get("t:" + t) ?? 0, from + 2));
+      for (const t of p.outputs) column.set("t:" + t, Math.min(last, Math.max(column.get("t:" + t) ?? 0, from + 2)));
     }
   }
   return column;
 }
 
 function topologySvg(processors) {
+  if (!processors.length) return `<p class="muted">No processor.</p>`;
   const r = latest();
   const column = layout(processors);
   const rows = new Map();
@@ -290,11 +299,14 @@ function topologySvg(processors) {
     nodes += `<g class="node" data-kind="processor" data-name="${esc(name)}" data-busy="${busy.toFixed(3)}"><rect x="${at.x}" y="${at.y}" width="${W}" height="${H}" rx="4" fill="${busyColour(busy)}" stroke="#7d8793"/>` +
       `<text x="${at.x + W / 2}" y="${at.y + 20}" text-anchor="middle" font-weight="600">${esc(name)}</text>` +
       `<text class="node-detail" x="${at.x + W / 2}" y="${at.y + 36}" text-anchor="middle">${tasks.size} task${tasks.size === 1 ? "" : "s"} · busy ${(busy * 100).toFixed(0)}%</text></g>`;
-    p.stores.forEach((store, i) => {
-      const x = at.x + 10 + i * 12, y = at.y + H + 10;
-      nodes += `<g class="node" data-kind="store" data-name="${esc(store)}"><rect x="${x}" y="${y}" width="${W - 20}" height="24" rx="3" fill="var(--store)" stroke="#b4a6cf"/>` +
-        `<text class="node-detail" x="${x + (W - 20) / 2}" y="${y + 16}" text-anchor="middle">store ${esc(store)} · ${bytes(sum(r, "strata_task_state_bytes", mine))}</text></g>`;
-    });
+    // The processor's stores share its tasks' state: one box, their names
+    // and the state's size.
+    if (p.stores.length) {
+      const x = at.x + 10, y = at.y + H + 10;
+      const names = p.stores.length === 1 ? "store " + p.stores[0] : "stores " + p.stores.join(", ");
+      nodes += `<g class="node" data-kind="store" data-name="${esc(p.stores.join(","))}"><rect x="${x}" y="${y}" width="${W - 20}" height="24" rx="3" fill="var(--store)" stroke="#b4a6cf"/>` +
+        `<text class="node-detail" x="${x + (W - 20) / 2}" y="${y + 16}" text-anchor="middle">${esc(names)} · ${bytes(sum(r, "strata_task_state_bytes", mine))}</text></g>`;
+    }
   }
   return `<svg id="topology" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">` +
     `<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#8a94a0"/></marker></defs>` +
@@ -383,7 +395,9 @@ function renderApp() {
   const progress = document.getElementById("job-progress");
   const seen = progress ? progress.dataset.seen : "";
   const percent = (job.fraction * 100).toFixed(1);
-  const seenNow = seen && seen.split(",").pop() === percent ? seen : (seen ? seen + "," : "") + percent;
+  const values = seen ? seen.split(",") : [];
+  if (values[values.length - 1] !== percent) values.push(percent);
+  const seenNow = values.slice(-SEEN_KEPT).join(",");
   const restoreRows = restores.map((s) => {
     const mine = (l) => l.task === s.labels.task;
     const put = sum(r, "strata_restore_records", mine);
@@ -492,14 +506,17 @@ function typing() {
 
 async function tick() {
   try {
-    if (described === null || readings.length % 20 === 0) {
-      described = await (await fetch("/api/console")).json();
+    if (described === null || ticks % 20 === 0) {
+      const answer = await fetch("/api/console");
+      if (!answer.ok) throw new Error(`/api/console answered ${answer.status}`);
+      described = await answer.json();
       document.getElementById("title").textContent =
         described.kind === "broker" ? "broker" : `${described.name} · ${described.job === "run" ? "live (version " + described.version + ")" : described.job + " of version " + described.version}`;
     }
     const answer = await fetch("/metrics");
     if (!answer.ok) throw new Error(`/metrics answered ${answer.status}`);
     readings.push({ at: Date.now(), families: parseMetrics(await answer.text()) });
+    ticks++;
     if (readings.length > KEPT) readings.shift();
     failures = 0;
     const status = document.getElementById("status");

@@ -18,7 +18,7 @@
 //! to each other send the same token, and verify each other's certificates
 //! against the CA file given for that (`tls_ca`).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -34,7 +34,8 @@ pub const TOKEN_CHARS_MIN: usize = 16;
 /// SCRAM credentials and ACLs). May take milliseconds (a key derivation),
 /// so requests call it off the async threads.
 pub trait PasswordCheck: Send + Sync + 'static {
-    fn check(&self, user: &str, password: &str) -> bool;
+    /// Whether `password` is `user`'s, asked from `peer`.
+    fn check(&self, user: &str, password: &str, peer: IpAddr) -> bool;
 }
 
 /// How the HTTP endpoints of one process are secured, as configured.
@@ -207,10 +208,11 @@ impl Access {
 
     /// Whether `header` (an `Authorization` value) authenticates: the
     /// token (`Bearer TOKEN`, or as the password of HTTP Basic, any user),
-    /// or a user's password the [`PasswordCheck`] accepts; true when
-    /// nothing is required. A password check may be slow: the server calls
-    /// this off its async threads when [`Access::checks_password`] says so.
-    pub fn admits(&self, header: Option<&[u8]>) -> bool {
+    /// or a user's password the [`PasswordCheck`] accepts from `peer`; true
+    /// when nothing is required. A password check may be slow: the server
+    /// calls this off its async threads when [`Access::checks_password`]
+    /// says so.
+    pub fn admits(&self, header: Option<&[u8]>, peer: IpAddr) -> bool {
         if !self.authenticates() {
             return true;
         }
@@ -219,7 +221,8 @@ impl Access {
             Given::Token(token) => self.token_is(token),
             Given::Password(user, password) => {
                 self.token_is(password.as_bytes())
-                    || (self.passwords.as_ref()).is_some_and(|check| check.check(&user, &password))
+                    || (self.passwords.as_ref())
+                        .is_some_and(|check| check.check(&user, &password, peer))
             }
         }
     }
@@ -267,6 +270,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    const HERE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
     fn with_token(dir: &Path, token: &str) -> Result<Access, AccessError> {
         let path = dir.join("token");
         std::fs::write(&path, token).unwrap();
@@ -313,33 +318,36 @@ mod tests {
     fn a_request_is_admitted_with_the_exact_token_only() {
         let dir = tempfile::tempdir().unwrap();
         let access = with_token(dir.path(), "0123456789abcdef0123\nignored").unwrap();
-        assert!(access.admits(Some(b"Bearer 0123456789abcdef0123")));
-        assert!(!access.admits(Some(b"Bearer 0123456789abcdef012")));
-        assert!(!access.admits(Some(b"Bearer 0123456789abcdef01234")));
-        assert!(!access.admits(Some(b"Basic 0123456789abcdef0123")));
-        assert!(!access.admits(None));
+        assert!(access.admits(Some(b"Bearer 0123456789abcdef0123"), HERE));
+        assert!(!access.admits(Some(b"Bearer 0123456789abcdef012"), HERE));
+        assert!(!access.admits(Some(b"Bearer 0123456789abcdef01234"), HERE));
+        assert!(!access.admits(Some(b"Basic 0123456789abcdef0123"), HERE));
+        assert!(!access.admits(None, HERE));
         // The token as HTTP Basic's password, as a browser sends it.
         let basic = |user_and_password: &str| {
             let encoded = base64::engine::general_purpose::STANDARD.encode(user_and_password);
             format!("Basic {encoded}")
         };
-        assert!(access.admits(Some(basic("anyone:0123456789abcdef0123").as_bytes())));
-        assert!(!access.admits(Some(basic("anyone:0123456789abcdef012").as_bytes())));
-        assert!(!access.admits(Some(basic("0123456789abcdef0123").as_bytes())));
-        assert!(Access::default().admits(None), "no token, nothing asked");
+        assert!(access.admits(Some(basic("anyone:0123456789abcdef0123").as_bytes()), HERE));
+        assert!(!access.admits(Some(basic("anyone:0123456789abcdef012").as_bytes()), HERE));
+        assert!(!access.admits(Some(basic("0123456789abcdef0123").as_bytes()), HERE));
+        assert!(
+            Access::default().admits(None, HERE),
+            "no token, nothing asked"
+        );
         // A process that checks passwords admits the users it accepts.
         struct Alice;
         impl PasswordCheck for Alice {
-            fn check(&self, user: &str, password: &str) -> bool {
+            fn check(&self, user: &str, password: &str, _: IpAddr) -> bool {
                 user == "alice" && password == "wonderland"
             }
         }
         let passwords = Access::default().with_passwords(Arc::new(Alice));
         assert!(passwords.checks_password(Some(basic("alice:wonderland").as_bytes())));
-        assert!(passwords.admits(Some(basic("alice:wonderland").as_bytes())));
-        assert!(!passwords.admits(Some(basic("alice:looking-glass").as_bytes())));
-        assert!(!passwords.admits(Some(b"Bearer wonderland")));
-        assert!(!passwords.admits(None));
+        assert!(passwords.admits(Some(basic("alice:wonderland").as_bytes()), HERE));
+        assert!(!passwords.admits(Some(basic("alice:looking-glass").as_bytes()), HERE));
+        assert!(!passwords.admits(Some(b"Bearer wonderland"), HERE));
+        assert!(!passwords.admits(None, HERE));
         let short = with_token(dir.path(), "short").unwrap_err();
         assert!(short.to_string().contains("openssl rand"), "{short}");
     }

@@ -37,6 +37,10 @@ const PAGE: &str = include_str!("../console/index.html");
 const SCRIPT: &str = include_str!("../console/console.js");
 const STYLE: &str = include_str!("../console/console.css");
 
+/// What the page may load and who may frame it. (Its colour swatches are
+/// inline `style` attributes.)
+const CSP: &str = "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'";
+
 /// What `/api/console` answers, asked again on every request (an app's
 /// job or a broker's topics may change while it serves).
 pub type Describe = Arc<dyn Fn() -> Value + Send + Sync>;
@@ -51,6 +55,9 @@ pub fn router(exposition: Arc<Exposition>, describe: Describe) -> Router {
                     (header::CONTENT_TYPE, content_type),
                     // A new build's page is fetched, not a stale one kept.
                     (header::CACHE_CONTROL, "no-cache"),
+                    // Only this endpoint's own script, style and answers;
+                    // never framed by another page.
+                    (header::CONTENT_SECURITY_POLICY, CSP),
                 ],
                 body,
             )

@@ -13,6 +13,9 @@
 //!   family, written through prometheus-client's encoder.
 //! - [`histogram`]: a latency histogram of fixed buckets, recorded from
 //!   any thread without a lock.
+//! - [`login`]: what a request passes first: a loopback `Host` on a
+//!   loopback listener, and the token or a password (checked at a bounded
+//!   pace).
 //! - [`metrics_endpoint`]: `GET /metrics` answered with one exposition.
 //! - [`console`]: the web console's page, built into the binary, beside
 //!   `/metrics`.
@@ -22,6 +25,7 @@ pub mod client;
 pub mod console;
 pub mod exposition;
 pub mod histogram;
+pub mod login;
 pub mod metrics_endpoint;
 pub mod serve;
 

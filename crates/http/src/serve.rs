@@ -11,19 +11,17 @@
 //!   finishes the request in hand and closes (a scraper reconnects).
 //!
 //! With [`Access`]'s TLS, each connection's handshake must also finish
-//! within the head's time; with its token, a request without it is
-//! answered 401 before any route sees it.
+//! within the head's time; then each request passes `login` (a loopback
+//! `Host` on a loopback listener, and the authentication `Access` asks
+//! for) before any route sees it.
 //!
 //! Nothing here reads a request body: the routes served are small GETs.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::middleware;
+use axum::{Extension, Router};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -32,6 +30,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::access::Access;
+use crate::login::{Logins, Peer, loopback_host_only, require_authentication};
 
 /// How long to wait after a failed accept (out of file descriptors, say)
 /// before accepting again, so a persistent failure does not spin a core.
@@ -71,10 +70,17 @@ impl Default for Limits {
 /// task is dropped.
 pub async fn serve(listener: TcpListener, router: Router, limits: Limits, access: Access) {
     let router = if access.authenticates() {
+        let logins = Logins::new(access.clone());
         router.layer(middleware::from_fn_with_state(
-            access.clone(),
+            logins,
             require_authentication,
         ))
+    } else {
+        router
+    };
+    let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+    let router = if loopback {
+        router.layer(middleware::from_fn(loopback_host_only))
     } else {
         router
     };
@@ -103,7 +109,7 @@ pub async fn serve(listener: TcpListener, router: Router, limits: Limits, access
             );
             continue;
         };
-        let service = TowerToHyperService::new(router.clone());
+        let service = TowerToHyperService::new(router.clone().layer(Extension(Peer(peer.ip()))));
         let acceptor = access.acceptor().cloned();
         connections.spawn(async move {
             let _permit = permit;
@@ -147,42 +153,6 @@ async fn connection<I>(
     if let Err(error) = ended {
         tracing::debug!(%peer, "HTTP connection: {error}");
     }
-}
-
-/// Answers 401 to a request that does not authenticate (see
-/// [`Access::admits`]); a password is checked on the blocking pool.
-async fn require_authentication(
-    State(access): State<Access>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let given = request.headers().get(header::AUTHORIZATION);
-    let given = given.map(|value| value.as_bytes().to_vec());
-    let admitted = if access.checks_password(given.as_deref()) {
-        let check = tokio::task::spawn_blocking(move || access.admits(given.as_deref()));
-        check.await.unwrap_or(false)
-    } else {
-        access.admits(given.as_deref())
-    };
-    if admitted {
-        return next.run(request).await;
-    }
-    // Closed after the answer: a caller without the token holds no place.
-    let mut refused = (
-        StatusCode::UNAUTHORIZED,
-        [(header::CONNECTION, "close")],
-        "authentication is needed: send Authorization: Bearer TOKEN (TOKEN being the first line of the endpoint's token file), or HTTP Basic with the token as the password, or, where the broker checks them, a user's name and SCRAM password\n",
-    )
-        .into_response();
-    // Basic first: a browser asks its user for a name and password.
-    let challenges = refused.headers_mut();
-    for challenge in [r#"Basic realm="strata", charset="UTF-8""#, "Bearer"] {
-        challenges.append(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static(challenge),
-        );
-    }
-    refused
 }
 
 #[cfg(test)]
@@ -246,7 +216,7 @@ mod tests {
         assert_eq!(until_closed(&mut over).await, "");
         // The first is served, and closes, freeing its place.
         (first
-            .write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             .await)
             .unwrap();
         let answer = until_closed(&mut first).await;
@@ -258,7 +228,7 @@ mod tests {
         loop {
             let mut next = TcpStream::connect(addr).await.unwrap();
             (next
-                .write_all(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
                 .await)
                 .unwrap();
             let answer = until_closed(&mut next).await;
@@ -279,7 +249,7 @@ mod tests {
         let addr = started(Limits::default()).await;
         let mut long = TcpStream::connect(addr).await.unwrap();
         let padding = "x".repeat(Limits::default().head_bytes_max);
-        let request = format!("GET / HTTP/1.1\r\nHost: t\r\nX-Padding: {padding}\r\n\r\n");
+        let request = format!("GET / HTTP/1.1\r\nHost: localhost\r\nX-Padding: {padding}\r\n\r\n");
         // The server may answer and close before the whole head is written.
         let _ = long.write_all(request.as_bytes()).await;
         let answer = until_closed(&mut long).await;
@@ -298,7 +268,10 @@ mod tests {
             Access::default(),
         ));
         let mut kept = TcpStream::connect(addr).await.unwrap();
-        (kept.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").await).unwrap();
+        (kept
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .await)
+            .unwrap();
         let mut answer = [0u8; 16];
         kept.read_exact(&mut answer).await.unwrap();
         assert!(
@@ -320,7 +293,10 @@ mod tests {
         })
         .await;
         let mut kept = TcpStream::connect(addr).await.unwrap();
-        (kept.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").await).unwrap();
+        (kept
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .await)
+            .unwrap();
         let answer = until_closed(&mut kept).await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     }

@@ -60,8 +60,9 @@ pub struct Context<'c> {
     pub(crate) processor: &'c str,
     /// The task's counters, for [`Context::dropped`] and the keys written.
     pub(crate) metrics: &'c TaskMetrics,
-    /// Which `put`s have their keys counted (see `task_metrics`).
-    pub(crate) written: &'c mut KeySampler,
+    /// Which `put`s have their keys counted (see `task_metrics`); none
+    /// with the task's metrics off.
+    pub(crate) written: Option<&'c mut KeySampler>,
     /// False in a rebuild: the derived topics already hold what the
     /// processor emits, so emits are checked and dropped.
     pub(crate) emits: bool,
@@ -219,12 +220,12 @@ impl Context<'_> {
         Q: Serialize + ?Sized,
     {
         let index = self.store_index(&store)?;
-        let (written, metrics) = (&mut *self.written, self.metrics);
+        let (written, metrics) = (self.written.as_deref_mut(), self.metrics);
         self.state.with_buffers(|state, buffers| {
             store.key_codec().encode_into(key, &mut buffers.key)?;
             store.value_codec().encode_into(value, &mut buffers.value)?;
             state.put_at(index, &buffers.key, &buffers.value);
-            if written.pick() {
+            if written.is_some_and(KeySampler::pick) {
                 metrics.wrote(index, &buffers.key);
             }
             Ok(())

@@ -109,6 +109,19 @@ impl Authorizer {
         allowed
     }
 
+    /// [`Authorizer::allows`] without counting a refusal: for a probe a
+    /// request falls back from (a cluster-wide permission before a
+    /// narrower one), whose refusal is no refusal of the request.
+    pub fn permits(
+        &self,
+        acls: &AclSet,
+        caller: &Caller,
+        operation: Operation,
+        resource: Resource<'_>,
+    ) -> bool {
+        self.decides(acls, caller, operation, resource)
+    }
+
     /// [`Authorizer::allows`] without counting: for the questions that are
     /// not a request's check (which operations a caller could perform).
     fn decides(

@@ -29,9 +29,10 @@ pub(super) fn handle(
     caller: &Caller,
 ) -> CreateTopicsResponse {
     let acls = ctx.acls.snapshot();
+    // CREATE on the cluster, else on each topic: the first is a probe.
     let may_create_any = ctx
         .acls
-        .allows(&acls, caller, Operation::Create, Resource::cluster());
+        .permits(&acls, caller, Operation::Create, Resource::cluster());
     let topics = request
         .topics
         .iter()

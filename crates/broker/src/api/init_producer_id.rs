@@ -48,12 +48,16 @@ pub(super) fn handle(
             )
             .then_some(())
             .ok_or(ErrorCode::TransactionalIdAuthorizationFailed),
-        None => (ctx
+        // IDEMPOTENT_WRITE on the cluster, else WRITE on some topic: the
+        // first is a probe, refused without counting.
+        None => (ctx.acls.permits(
+            &ctx.acls.snapshot(),
+            caller,
+            Operation::IdempotentWrite,
+            Resource::cluster(),
+        ) || ctx
             .acls
-            .authorize(caller, Operation::IdempotentWrite, Resource::cluster())
-            || ctx
-                .acls
-                .allows_any(caller, Operation::Write, ResourceType::Topic))
+            .allows_any(caller, Operation::Write, ResourceType::Topic))
         .then_some(())
         .ok_or(ErrorCode::ClusterAuthorizationFailed),
     };

@@ -70,7 +70,7 @@ pub(super) fn handle(
         let may_create_any = allow_create
             && ctx
                 .acls
-                .allows(&acls, caller, Operation::Create, Resource::cluster());
+                .permits(&acls, caller, Operation::Create, Resource::cluster());
         request
             .topics
             .iter()
@@ -86,7 +86,7 @@ pub(super) fn handle(
                 }
                 let may_create = allow_create
                     && (may_create_any
-                        || ctx.acls.allows(
+                        || ctx.acls.permits(
                             &acls,
                             caller,
                             Operation::Create,
@@ -122,7 +122,7 @@ pub(super) fn handle(
         response.cluster_authorized_operations =
             if ctx
                 .acls
-                .allows(&acls, caller, Operation::Describe, Resource::cluster())
+                .permits(&acls, caller, Operation::Describe, Resource::cluster())
             {
                 ctx.acls.authorized_operations(caller, Resource::cluster())
             } else {

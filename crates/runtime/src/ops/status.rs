@@ -195,8 +195,10 @@ async fn first_batch_timestamp(
         .map(|b| b.header().max_timestamp))
 }
 
-/// A topic's `retention.ms` (-1: unlimited), the log's default where the
-/// topic does not set it or it cannot be read.
+/// A topic's `retention.ms` (-1: unlimited, and for a topic compacted
+/// without deletion), the log's default where the topic does not set it or
+/// it cannot be read. (`retention.bytes` is not looked at: deletion by size
+/// is not foreseen.)
 pub(crate) async fn topic_retention_ms(
     location: &Location,
     admin: Option<&Admin>,
@@ -211,6 +213,14 @@ pub(crate) async fn topic_retention_ms(
         (_, Some(admin)) => admin.topic_config(topic).await.ok(),
         _ => None,
     };
+    // A compacted topic that does not also delete keeps every key's latest
+    // record, however old: nothing expires by time.
+    let compacted_only = (config.as_ref())
+        .and_then(|c| c.get("cleanup.policy"))
+        .is_some_and(|policy| policy.contains("compact") && !policy.contains("delete"));
+    if compacted_only {
+        return -1;
+    }
     config
         .and_then(|c| c.get("retention.ms").and_then(|v| v.parse().ok()))
         .unwrap_or(strata_log::LogConfig::default().retention_ms)

@@ -355,7 +355,7 @@ pub(super) fn context<'t>(
         position,
         processor: &setup.spec.name,
         metrics,
-        written,
+        written: setup.config.metrics.then_some(written),
         emits: setup.emits,
     }
 }
