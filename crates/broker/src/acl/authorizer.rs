@@ -102,29 +102,18 @@ impl Authorizer {
         operation: Operation,
         resource: Resource<'_>,
     ) -> bool {
-        let allowed = self.decides(acls, caller, operation, resource);
+        let allowed = self.permits(acls, caller, operation, resource);
         if !allowed {
             self.denied.fetch_add(1, Ordering::Relaxed);
         }
         allowed
     }
 
-    /// [`Authorizer::allows`] without counting a refusal: for a probe a
-    /// request falls back from (a cluster-wide permission before a
-    /// narrower one), whose refusal is no refusal of the request.
+    /// [`Authorizer::allows`] without counting a refusal: for the questions
+    /// that are not a request's own check (a probe a request falls back
+    /// from, such as a cluster-wide permission before a narrower one;
+    /// which operations a caller could perform).
     pub fn permits(
-        &self,
-        acls: &AclSet,
-        caller: &Caller,
-        operation: Operation,
-        resource: Resource<'_>,
-    ) -> bool {
-        self.decides(acls, caller, operation, resource)
-    }
-
-    /// [`Authorizer::allows`] without counting: for the questions that are
-    /// not a request's check (which operations a caller could perform).
-    fn decides(
         &self,
         acls: &AclSet,
         caller: &Caller,
@@ -190,7 +179,7 @@ impl Authorizer {
             resource_type,
             name: UNNAMED_RESOURCE,
         };
-        if self.decides(&acls, caller, operation, unnamed) {
+        if self.permits(&acls, caller, operation, unnamed) {
             return true;
         }
         let mut denied_literal = std::collections::HashSet::new();
@@ -243,7 +232,7 @@ impl Authorizer {
         let acls = self.store.snapshot();
         Operation::supported_on(resource.resource_type)
             .iter()
-            .filter(|op| self.decides(&acls, caller, **op, resource))
+            .filter(|op| self.permits(&acls, caller, **op, resource))
             .fold(0, |bits, op| bits | (1 << op.code()))
     }
 }
