@@ -347,7 +347,7 @@ function taskRows() {
 // have not read yet, each with how long that leaves.
 function retentionWarning() {
   const r = latest();
-  const risky = samples(r, "strata_task_retention_at_risk", (l) => true).filter((s) => s.value > 0);
+  const risky = samples(r, "strata_task_retention_at_risk").filter((s) => s.value > 0);
   if (!risky.length) return "";
   const lines = risky.map((s) => {
     const mine = (l) => l.task === s.labels.task;

@@ -18,7 +18,7 @@ use strata_http::{Exposition, Families};
 
 use super::board::{TaskBoard, TaskView};
 use super::task::TaskProgress;
-use super::task_metrics::{InputMetrics, TaskMetrics};
+use super::task_metrics::TaskMetrics;
 
 /// Hot keys shown per task.
 pub(crate) const HOT_KEYS_SHOWN: usize = 5;
@@ -178,8 +178,7 @@ fn write_retention(
         "strata_task_retention_at_risk",
         "1 when a task will not catch up before retention may delete its unread records (its catch-up estimate is longer), else 0.",
         expiring.iter().map(|(task, m, inputs)| {
-            let lag: i64 = m.inputs.iter().map(InputMetrics::lag).sum();
-            let catch_up = m.rate().map(|rate| lag as f64 / rate);
+            let catch_up = m.catch_up_seconds();
             let soonest = inputs.iter().map(|(_, s)| *s).reduce(f64::min);
             let at_risk = matches!((catch_up, soonest), (Some(c), Some(s)) if c > s);
             let labels = [("task", task.to_string()), ("processor", m.processor.clone())];
@@ -245,9 +244,7 @@ fn write_tasks(
         "strata_task_catch_up_seconds",
         "Time a task needs to reach its inputs' ends at its rate while busy (absent before a rate is measured).",
         tasks.iter().filter_map(|(task, metrics)| {
-            let lag: i64 = metrics.inputs.iter().map(InputMetrics::lag).sum();
-            let rate = metrics.rate()?;
-            Some((per_task(task, metrics), lag as f64 / rate))
+            Some((per_task(task, metrics), metrics.catch_up_seconds()?))
         }),
     )?;
     families.counters(

@@ -261,6 +261,13 @@ impl TaskMetrics {
             .store(records_per_second.to_bits(), Ordering::Relaxed);
     }
 
+    /// Seconds to reach the inputs' ends at the rate while busy (None
+    /// before a rate is measured).
+    pub fn catch_up_seconds(&self) -> Option<f64> {
+        let lag: i64 = self.inputs.iter().map(InputMetrics::lag).sum();
+        Some(lag as f64 / self.rate()?)
+    }
+
     /// Records per second while busy, if measured.
     pub fn rate(&self) -> Option<f64> {
         let rate = f64::from_bits(self.rate_bits.load(Ordering::Relaxed));
