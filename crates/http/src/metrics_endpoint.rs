@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::net::TcpListener;
 
@@ -26,14 +25,7 @@ pub fn routes(exposition: Arc<Exposition>) -> Router {
         "/metrics",
         get(move || {
             let exposition = Arc::clone(&exposition);
-            async move {
-                // Rendering reads files and takes locks (the broker's batch
-                // headers, its transactions): not on an async worker.
-                match tokio::task::spawn_blocking(move || exposition.render()).await {
-                    Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
-                    Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-                }
-            }
+            async move { ([(header::CONTENT_TYPE, CONTENT_TYPE)], exposition.render()) }
         }),
     )
 }
