@@ -1,10 +1,11 @@
 //! The web console in a real browser (headless Chromium through
 //! WebDriver): a word count's console shows its two processors, its lag
 //! rising and falling back to 0 as the app catches up, and a store lookup's
-//! answer; a replay's console shows its progress bar moving to 100%. The
-//! page logs no error either time.
+//! answer; a replay's console shows its progress bar moving to 100% and its
+//! running diff against live (the replay counts one word differently); a
+//! rebuild's console shows its progress moving. The page logs no error.
 //!
-//! The app is slowed (a pause per line) until the browser has seen what
+//! The app is slowed (a pause per record) until the browser has seen what
 //! moves, then let go: what the page must show happens while it watches.
 //! The live page's screenshot is what README shows (run with
 //! `STRATA_CONSOLE_SCREENSHOT=docs/console.png` to make it again).
@@ -15,8 +16,8 @@ use crate::support::browser::ConsoleDriver;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use strata::runtime::ops::Replay;
 use strata::runtime::ops::query::http::QueryEndpoint;
+use strata::runtime::ops::{RebuildOptions, Replay};
 use strata::runtime::{App, Context, Location, ProcessError, Record, RunOptions, Store, Topic};
 
 const LINES: Topic<Vec<u8>, String> = Topic::new("lines");
@@ -35,17 +36,32 @@ const SLOW: Duration = Duration::from_millis(50);
 
 /// Microseconds `split` pauses per line.
 static PAUSE_MICROS: AtomicU64 = AtomicU64::new(0);
+/// Microseconds `count` pauses per word (for the rebuild, which runs only
+/// the stateful `count`).
+static COUNT_PAUSE_MICROS: AtomicU64 = AtomicU64::new(0);
+/// What `count` adds per `w3` seen: 1, and 2 in the replay's build (the
+/// change its diff against live shows).
+static W3_STEP: AtomicU64 = AtomicU64::new(1);
 
-fn split(line: Record<Vec<u8>, String>, ctx: &mut Context) -> Result<(), ProcessError> {
-    let pause = PAUSE_MICROS.load(Ordering::Relaxed);
+fn pause(micros: &AtomicU64) {
+    let pause = micros.load(Ordering::Relaxed);
     if pause > 0 {
         std::thread::sleep(Duration::from_micros(pause));
     }
+}
+
+fn split(line: Record<Vec<u8>, String>, ctx: &mut Context) -> Result<(), ProcessError> {
+    pause(&PAUSE_MICROS);
     (line.value.split_whitespace()).try_for_each(|word| ctx.emit(WORDS, word, &()))
 }
 
 fn count(word: Record<String, ()>, ctx: &mut Context) -> Result<(), ProcessError> {
-    let n = ctx.get(COUNTS, &word.key)?.unwrap_or(0) + 1;
+    pause(&COUNT_PAUSE_MICROS);
+    let step = match word.key.as_str() {
+        "w3" => W3_STEP.load(Ordering::Relaxed),
+        _ => 1,
+    };
+    let n = ctx.get(COUNTS, &word.key)?.unwrap_or(0) + step;
     ctx.put(COUNTS, &word.key, &n)?;
     ctx.emit(WORD_COUNTS, &word.key, &n.to_string())
 }
@@ -73,8 +89,8 @@ fn lines() -> Vec<(String, String)> {
 }
 
 /// The console's URL once the run serving it wrote its address.
-fn console_url(state_dir: &std::path::Path) -> String {
-    let file = state_dir.join("console-address");
+fn console_url(state_dir: &std::path::Path, name: &str) -> String {
+    let file = state_dir.join(name);
     support::wait_until("the console's address", WAIT, || file.exists());
     format!("http://{}/", std::fs::read_to_string(&file).unwrap().trim())
 }
@@ -88,7 +104,8 @@ fn console_on(root: &Location, version: &str) -> Option<QueryEndpoint> {
 }
 
 #[test]
-fn the_console_shows_the_topology_lag_falling_a_lookup_and_a_replays_progress() {
+fn the_console_shows_the_topology_lag_falling_a_lookup_a_replays_progress_and_diff_and_a_rebuilds_progress()
+ {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let now = strata::log::now_ms();
@@ -125,7 +142,7 @@ fn the_console_shows_the_topology_lag_falling_a_lookup_and_a_replays_progress() 
             strata::runtime::ops::run_until(&app(), &location, options, stop).await
         })
     };
-    let url = console_url(location.state_dir());
+    let url = console_url(location.state_dir(), "console-address");
     let each = (2 * LINES_IN / 10).to_string();
     let mut page = ConsoleDriver::start(&["live", &url, "counts", "w3", &each, &screenshot]);
     page.passed("topology");
@@ -139,9 +156,10 @@ fn the_console_shows_the_topology_lag_falling_a_lookup_and_a_replays_progress() 
     assert!(summary.records >= LINES_IN, "{summary:?}");
     assert!(std::path::Path::new(&screenshot).exists());
 
-    // A replay of the same code into v2, slowed until its progress bar has
-    // moved.
+    // A replay into v2 of a build counting w3 twice, slowed until its
+    // progress bar has moved.
     PAUSE_MICROS.store(SLOW.as_micros() as u64, Ordering::Relaxed);
+    W3_STEP.store(2, Ordering::Relaxed);
     let replay = Replay::prepare(&app(), &location, "v2", "earliest").unwrap();
     let version_dir = replay.location.state_dir().to_path_buf();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -155,12 +173,13 @@ fn the_console_shows_the_topology_lag_falling_a_lookup_and_a_replays_progress() 
         };
         replay.run_until(options, stop).await
     });
-    let url = console_url(&version_dir);
-    let mut page = ConsoleDriver::start(&["replay", &url]);
+    let url = console_url(&version_dir, "console-address");
+    let mut page = ConsoleDriver::start(&["replay", &url, "counts"]);
     page.passed("topology");
     page.passed("progress-moving");
     PAUSE_MICROS.store(0, Ordering::Relaxed);
     page.passed("progress-done");
+    page.passed("diff");
     page.finish();
     stop.send(()).unwrap();
     let summary = runtime.block_on(replaying).unwrap().unwrap();
@@ -168,5 +187,32 @@ fn the_console_shows_the_topology_lag_falling_a_lookup_and_a_replays_progress() 
     assert!(
         !version_dir.join("console-address").exists(),
         "a run that ended leaves no console address behind"
+    );
+
+    // A rebuild of the live state (the app not running), slowed until its
+    // progress bar has moved.
+    W3_STEP.store(1, Ordering::Relaxed);
+    COUNT_PAUSE_MICROS.store(SLOW.as_micros() as u64, Ordering::Relaxed);
+    let options = RebuildOptions {
+        console: Some("127.0.0.1:0".parse().unwrap()),
+        ..RebuildOptions::default()
+    };
+    let rebuilding = {
+        let location = location.clone();
+        runtime
+            .spawn(async move { strata::runtime::ops::rebuild(&app(), &location, options).await })
+    };
+    let url = console_url(location.state_dir(), "rebuild-console-address");
+    let mut page = ConsoleDriver::start(&["rebuild", &url]);
+    page.passed("title");
+    page.passed("topology");
+    page.passed("progress-moving");
+    COUNT_PAUSE_MICROS.store(0, Ordering::Relaxed);
+    page.finish();
+    let summary = runtime.block_on(rebuilding).unwrap().unwrap();
+    assert_eq!(summary.records, 2 * LINES_IN, "{summary:?}");
+    assert!(
+        !(location.state_dir().join("rebuild-console-address")).exists(),
+        "a rebuild that ended leaves no console address behind"
     );
 }

@@ -9,6 +9,7 @@ mod support;
 mod app;
 mod console;
 mod crash;
+mod dead_letters;
 mod determinism;
 mod failover;
 mod input_order;

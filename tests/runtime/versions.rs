@@ -565,6 +565,9 @@ fn a_rebuild_refuses_a_deleted_start_unless_a_checkpoint_covers_it() {
         from_checkpoint,
         version: None,
         fetch_bytes: None,
+        metrics: None,
+        console: None,
+        http: Default::default(),
     };
     let refused = execute(&fixed, data, rebuild(false)).unwrap_err();
     assert!(refused.contains("retention deleted"), "{refused}");

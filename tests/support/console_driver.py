@@ -2,7 +2,8 @@
 (chromedriver), with Selenium from the compatibility venv.
 
     console_driver.py live URL STORE KEY VALUE SCREENSHOT
-    console_driver.py replay URL
+    console_driver.py replay URL STORE
+    console_driver.py rebuild URL
     console_driver.py broker URL TOPIC GROUP
 
 Each step it passes is printed as one line on stdout, which the Rust test
@@ -15,7 +16,12 @@ live:   the topology shows both processors; the lag rises above 0, then
         STORE answers VALUE; a screenshot is saved.
 replay: the topology shows both processors; the replay's progress bar
         takes several values below 100% ("progress-moving"), then reaches
-        100% ("progress-done").
+        100% ("progress-done"); its diff against live shows one key of
+        STORE with a different value and none only in live, and a derived
+        partition differing from some offset on ("diff").
+rebuild: the title names the rebuild; the topology shows both
+        processors; the rebuild's progress bar takes several values below
+        100% ("progress-moving").
 broker: the topics table lists TOPIC ("topics"); the groups table lists
         GROUP on TOPIC with a lag above 0 in records and in time ("groups").
 All:    the page logged no error to the browser's console.
@@ -141,10 +147,14 @@ def live(driver, url, store, key, value, screenshot):
     check_no_errors(driver)
 
 
-def replay(driver, url):
-    driver.get(f"{url}?every={EVERY_MS}")
-    check_topology(driver)
+def rows(driver, selector):
+    return [
+        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+        for tr in driver.find_elements(By.CSS_SELECTOR, f"{selector} tbody tr")
+    ]
 
+
+def check_progress_moving(driver, job):
     def seen():
         values = driver.find_element(By.ID, "job-progress").get_attribute("data-seen")
         return [float(v) for v in values.split(",") if v]
@@ -153,10 +163,41 @@ def replay(driver, url):
         below = sorted({v for v in seen() if v < 100.0})
         return below if len(below) >= 3 else None
 
-    values = wait_for(driver, "the replay's progress takes several values below 100%", moving)
+    values = wait_for(driver, f"the {job}'s progress takes several values below 100%", moving)
     step("progress-moving", *values[:5])
+
+
+def replay(driver, url, store):
+    driver.get(f"{url}?every={EVERY_MS}")
+    check_topology(driver)
+    check_progress_moving(driver, "replay")
     wait_for(driver, "the replay's progress reaches 100%", lambda: text_of(driver, "#job-percent") == "100.0%")
     step("progress-done")
+
+    # store, different values, only in the replay, only in live
+    def store_differs():
+        row = next((r for r in rows(driver, "#diff-stores") if r and r[0] == store), None)
+        return row if row and row[1:] == ["1", "0", "0"] else None
+
+    # topic, partition, replayed, live, differing, first difference at
+    def partition_differs():
+        return next((r for r in rows(driver, "#diff-topics") if len(r) == 6 and r[4] != "0" and r[5] != "–"), None)
+
+    row = wait_for(driver, f"the diff shows one key of {store} different, none only in live", store_differs)
+    topic = wait_for(driver, "the diff shows a derived partition differing", partition_differs)
+    differs = driver.find_element(By.ID, "diff").get_attribute("data-differs")
+    if differs != "true":
+        fail(driver, f"the diff's verdict is {differs!r}, not 'true'")
+    step("diff", *row, *topic)
+    check_no_errors(driver)
+
+
+def rebuild(driver, url):
+    driver.get(f"{url}?every={EVERY_MS}")
+    title = wait_for(driver, "the title names the rebuild", lambda: "rebuild of version" in text_of(driver, "#title") and text_of(driver, "#title"))
+    step("title", title)
+    check_topology(driver)
+    check_progress_moving(driver, "rebuild")
     check_no_errors(driver)
 
 
@@ -190,7 +231,9 @@ def main():
         if mode == "live":
             live(driver, url, *sys.argv[3:7])
         elif mode == "replay":
-            replay(driver, url)
+            replay(driver, url, sys.argv[3])
+        elif mode == "rebuild":
+            rebuild(driver, url)
         elif mode == "broker":
             broker(driver, url, *sys.argv[3:5])
         else:

@@ -368,15 +368,51 @@ function skew(task, speed) {
   return speed === null || mean <= 0 ? "–" : (speed / mean).toFixed(2) + "×";
 }
 
-// The run's own progress: records processed against those still to
-// read, over every running task.
+// The job's progress: against its targets when its tasks know them (a
+// rebuild, a run to the inputs' end), else records processed against
+// those still to read, over every running task.
 function jobProgress() {
   const r = latest();
+  const total = sum(r, "strata_job_records_total");
+  if (total > 0) {
+    const done = Math.min(total, sum(r, "strata_job_records_done"));
+    const left = total - done;
+    const speed = rate("strata_job_records_done");
+    return { done, left, fraction: done / total, eta: left === 0 ? 0 : speed > 0 ? left / speed : null };
+  }
   const done = sum(r, "strata_task_records_consumed_total");
   const left = sum(r, "strata_task_records_lag");
   const fraction = done + left === 0 ? 0 : done / (done + left);
   const speed = rate("strata_task_records_consumed_total");
   return { done, left, fraction, eta: left === 0 ? 0 : speed > 0 ? left / speed : null };
+}
+
+// A replay's running diff against the live version: per store, the keys
+// that differ; per derived partition, the records that differ as far as
+// both versions reach, and where they first do.
+function diffSection() {
+  if (described.job !== "replay") return "";
+  const r = latest();
+  const taken = samples(r, "strata_replay_diff_timestamp_seconds")[0];
+  if (!taken) return `<h2>Diff against live</h2><p class="muted" id="diff">The first diff is being taken.</p>`;
+  const age = Math.max(0, Date.now() / 1000 - taken.value);
+  const took = sum(r, "strata_replay_diff_duration_seconds");
+  const keys = (store, kind) => sum(r, "strata_replay_diff_store_keys", (l) => l.store === store && l.kind === kind);
+  const stores = [...new Set(samples(r, "strata_replay_diff_store_keys").map((s) => s.labels.store))];
+  const storeRows = stores.map((store) => [esc(store), count(keys(store, "different")), count(keys(store, "only_replay")), count(keys(store, "only_live"))]);
+  const topicRows = samples(r, "strata_replay_diff_topic_differing_records").map((s) => {
+    const mine = (l) => l.topic === s.labels.topic && l.partition === s.labels.partition;
+    const records = (side) => sum(r, "strata_replay_diff_topic_records", (l) => mine(l) && l.side === side);
+    const first = samples(r, "strata_replay_diff_first_difference_offset", mine)[0];
+    return [esc(s.labels.topic), esc(s.labels.partition), count(records("replay")), count(records("live")), count(s.value), first ? String(first.value) : "–"];
+  });
+  const differs = storeRows.some((row) => row[1] !== "0" || row[2] !== "0") || topicRows.some((row) => row[4] !== "0");
+  return (
+    `<h2>Diff against live</h2>` +
+    `<div class="legend" id="diff" data-differs="${differs}">${differs ? "<b>differs</b>" : "the same so far"} · taken ${duration(age)} ago in ${duration(took)}; keys only in live may not be reached yet</div>` +
+    (storeRows.length ? `<div id="diff-stores">` + table(["store", "#different values", "#only in the replay", "#only in live"], storeRows) + `</div>` : "") +
+    (topicRows.length ? `<div id="diff-topics">` + table(["derived topic", "#partition", "#records replayed", "#records live", "#differing", "#first difference at"], topicRows) + `</div>` : "")
+  );
 }
 
 function renderApp() {
@@ -441,6 +477,7 @@ function renderApp() {
       count(job.left),
       job.left === 0 ? "caught up" : duration(job.eta),
     ]]) +
+    diffSection() +
     (restoreRows.length ? `<h2>Restores</h2>` + table(["task", "progress", "#records put back", "#offsets left", "#records/s", "#done in"], restoreRows) : "") +
     `<h2>Topology</h2>` +
     `<div class="legend">processors coloured by their busiest task's time processing: <span class="swatch" style="background:${busyColour(0)}"></span>idle <span class="swatch" style="background:${busyColour(0.5)}"></span>half <span class="swatch" style="background:${busyColour(1)}"></span>busy; edges carry records per second</div>` +
@@ -467,6 +504,10 @@ const lookup = { store: null, key: "", answer: "" };
 function renderStores() {
   const stores = Object.entries(described.stores || {});
   const box = document.getElementById("stores");
+  if (described.lookup === false) {
+    box.innerHTML = `<p class="muted">Its state is not in use until the rebuild swaps it in: look keys up in the app's own console.</p>`;
+    return;
+  }
   if (!stores.length) {
     box.innerHTML = `<p class="muted">This app keeps no store.</p>`;
     return;

@@ -28,7 +28,7 @@ use strata_record::codec::Codec;
 
 use super::context::{Context, Position};
 use super::erased::{ErasedProcessor, Prepare, RawRecord};
-use super::process_error::ProcessError;
+use super::process_error::{ProcessError, UndecodableInput};
 use super::record::Record;
 use super::timer::Timer;
 
@@ -217,9 +217,11 @@ where
     K: DeserializeOwned + 'static,
     V: DeserializeOwned + 'static,
 {
+    let undecodable = |what| move |error| UndecodableInput { what, error };
     Ok(Record {
-        key: key_codec.decode(record.key.unwrap_or_default())?,
-        value: value_codec.decode(record.value.unwrap_or_default())?,
+        key: (key_codec.decode(record.key.unwrap_or_default())).map_err(undecodable("key"))?,
+        value: (value_codec.decode(record.value.unwrap_or_default()))
+            .map_err(undecodable("value"))?,
         key_is_null: record.key.is_none(),
         value_is_null: record.value.is_none(),
         partition,

@@ -157,6 +157,16 @@ pub enum RuntimeError {
         offset: i64,
         error: ProcessError,
     },
+    /// More records failed in a minute than the processor's error policy
+    /// diverts: the task stops rather than divert every record.
+    #[error(
+        "task {task}: more than {limit} records failed within a minute (the last: {last}); the processor looks broken: fix it and run again, or raise the limit with OnError::at_most_per_minute"
+    )]
+    TooManyFailures {
+        task: String,
+        limit: u32,
+        last: String,
+    },
     /// A processor's `on_timer` returned an error; its run was not
     /// committed (the timer fires again when the task runs next).
     #[error("processor {processor:?} failed on its timer ({timer}) in task {task}: {error}")]

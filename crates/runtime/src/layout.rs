@@ -70,7 +70,10 @@ const RUNNING: &str = ".running";
 const SERVING: &str = "serving";
 /// The address of the running app's query endpoint (`run --query`).
 const QUERY_ADDRESS: &str = "query-address";
+/// The address of the running app's console (`run --console`).
 const CONSOLE_ADDRESS: &str = "console-address";
+/// The address of a running rebuild's console (`rebuild --console`).
+const REBUILD_CONSOLE_ADDRESS: &str = "rebuild-console-address";
 /// The view a static member last joined its group with.
 const GROUP_MEMBER: &str = "group-member";
 /// The running instance's task board.
@@ -111,6 +114,12 @@ pub(crate) fn query_address_file(state_dir: &Path) -> PathBuf {
 /// The file naming the address the running app's console answers on.
 pub(crate) fn console_address_file(state_dir: &Path) -> PathBuf {
     state_dir.join(CONSOLE_ADDRESS)
+}
+
+/// The file naming the address a running rebuild's console answers on
+/// (the app may serve its own console meanwhile).
+pub(crate) fn rebuild_console_address_file(state_dir: &Path) -> PathBuf {
+    state_dir.join(REBUILD_CONSOLE_ADDRESS)
 }
 
 /// The file naming the address the running app serves on.

@@ -89,6 +89,7 @@ mod layout;
 mod location;
 mod log_access;
 mod metrics;
+mod on_error;
 pub mod ops;
 mod process_error;
 pub mod processor;
@@ -120,6 +121,7 @@ pub use group::{GroupOptions, tasks_of_assignment};
 pub use handles::{Output, Store, Topic};
 pub use input::InputTopic;
 pub use location::Location;
+pub use on_error::{FAILURES_PER_MINUTE_MAX, OnError};
 pub use ops::{
     DiffReport, PartitionDiff, REBUILD_COMMIT, RebuildOptions, RebuildSummary, RunOptions,
     RunSummary, StatusRow, StoreDiff, TopicDiff,

@@ -39,24 +39,38 @@ pub(crate) fn key_label(key: &[u8]) -> String {
 pub(crate) type Retention = Arc<BTreeMap<String, i64>>;
 
 /// The exposition of an instance whose tasks are on `board` and count
-/// what they do in `progress`, reading inputs kept for `retention`.
+/// what they do in `progress`, reading inputs kept for `retention`; `also`
+/// writes the families of what else the instance runs (a replay's
+/// running diff).
 pub(crate) fn exposition(
     board: TaskBoard,
     progress: Arc<TaskProgress>,
     retention: Retention,
+    also: impl Fn(&mut Families<'_>) -> fmt::Result + Send + Sync + 'static,
 ) -> Exposition {
     Exposition::new(move |families| {
-        let records = progress.records.load(Ordering::Relaxed);
-        write(families, &board, records, &retention)
+        write(families, &board, &progress, &retention)?;
+        also(families)
     })
 }
 
 fn write(
     families: &mut Families<'_>,
     board: &TaskBoard,
-    records: u64,
+    progress: &TaskProgress,
     retention: &BTreeMap<String, i64>,
 ) -> fmt::Result {
+    let records = progress.records.load(Ordering::Relaxed);
+    families.gauge(
+        "strata_job_records_total",
+        "Records the job's tasks have to process to reach their targets (a run to the inputs' end, a rebuild); 0 while no task knows its targets.",
+        progress.total.load(Ordering::Relaxed),
+    )?;
+    families.gauge(
+        "strata_job_records_done",
+        "Records processed towards strata_job_records_total.",
+        progress.done.load(Ordering::Relaxed),
+    )?;
     let tasks = board.snapshot();
     families.gauges(
         "strata_task_state",
@@ -304,6 +318,17 @@ fn write_tasks(
         }),
     )?;
     families.counters(
+        "strata_task_failed_records_total",
+        "Records a task's processor failed on, by kind (decode, process) and what its error policy did (skipped, dead_letter).",
+        tasks.iter().flat_map(|(task, m)| {
+            let [task, processor] = per_task(task, m);
+            (m.failed_counts().into_iter()).map(move |(kind, action, n)| {
+                let labels = [("kind", kind.to_string()), ("action", action.to_string())];
+                ([task.clone(), processor.clone(), labels[0].clone(), labels[1].clone()], n)
+            })
+        }),
+    )?;
+    families.counters(
         "strata_task_transactions_total",
         "Remote: transactions a task ended, by outcome (committed, or aborted and shipped again).",
         tasks.iter().flat_map(|(task, m)| {
@@ -395,7 +420,13 @@ mod tests {
         board.restored(5);
         let progress = TaskProgress::default();
         progress.records.store(7, Ordering::Relaxed);
-        let text = exposition(board.clone(), Arc::new(progress), Retention::default()).render();
+        let text = exposition(
+            board.clone(),
+            Arc::new(progress),
+            Retention::default(),
+            |_| Ok(()),
+        )
+        .render();
         for sample in [
             r#"strata_task_state{task="count/0",state="running"} 1"#,
             r#"strata_task_state{task="count/1",state="restoring"} 1"#,
@@ -422,7 +453,13 @@ mod tests {
         let entry = board.enter("count/7".into(), TaskView::Running);
         entry.count_with(metrics);
         let retention: Retention = Arc::new([("words".to_string(), 4_000)].into());
-        let text = exposition(board.clone(), Arc::new(TaskProgress::default()), retention).render();
+        let text = exposition(
+            board.clone(),
+            Arc::new(TaskProgress::default()),
+            retention,
+            |_| Ok(()),
+        )
+        .render();
         let input = r#"{task="count/7",processor="count",topic="words",partition="7"}"#;
         for sample in [
             format!("strata_task_records_consumed_total{input} 4"),
@@ -452,6 +489,7 @@ mod tests {
             board,
             Arc::new(TaskProgress::default()),
             Retention::default(),
+            |_| Ok(()),
         )
         .render();
         assert!(

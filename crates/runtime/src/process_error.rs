@@ -30,6 +30,16 @@ impl ProcessError {
     }
 }
 
+/// A record's key or value its processor's input codecs could not
+/// decode: a failure of kind `decode` (see `on_error`).
+#[derive(Debug, thiserror::Error)]
+#[error("its {what} could not be decoded: {error}")]
+pub(crate) struct UndecodableInput {
+    /// `key` or `value`.
+    pub what: &'static str,
+    pub error: strata_record::codec::CodecError,
+}
+
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for ProcessError {
     fn from(error: E) -> Self {
         Self(Box::new(error))

@@ -44,7 +44,7 @@ use strata_record::codec::Codec;
 use super::async_processor::{AsyncAdapter, AsyncProcessor};
 use super::context::{Context, Position};
 use super::erased::{ErasedProcessor, Factory, RawRecord, no_on_timer};
-use super::process_error::ProcessError;
+use super::process_error::{ProcessError, UndecodableInput};
 use super::record::Record;
 use super::timer::Timer;
 
@@ -220,9 +220,10 @@ where
     K: DeserializeOwned + 'static,
     V: DeserializeOwned + 'static,
 {
+    let undecodable = |what| move |error| UndecodableInput { what, error };
     Ok(Record {
-        key: key_codec.decode(raw.key.unwrap_or_default())?,
-        value: value_codec.decode(raw.value.unwrap_or_default())?,
+        key: (key_codec.decode(raw.key.unwrap_or_default())).map_err(undecodable("key"))?,
+        value: (value_codec.decode(raw.value.unwrap_or_default())).map_err(undecodable("value"))?,
         key_is_null: raw.key.is_none(),
         value_is_null: raw.value.is_none(),
         partition: position.partition,

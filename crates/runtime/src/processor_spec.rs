@@ -7,6 +7,7 @@ use strata_record::codec::Codec;
 
 use super::erased::Factory;
 use super::input::{RecordTypes, TypedInput};
+use super::on_error::OnError;
 use super::spec::{OutputSpec, StoreSpec};
 
 #[derive(Clone)]
@@ -28,6 +29,8 @@ pub(crate) struct ProcessorSpec {
     pub records: RecordTypes,
     /// The inputs read through typed handles, with what their handles say.
     pub typed_inputs: Vec<(String, TypedInput)>,
+    /// What its tasks do with a record it fails on.
+    pub on_error: OnError,
 }
 
 impl ProcessorSpec {

@@ -68,6 +68,9 @@ pub(crate) struct TaskMetrics {
     /// Records the processor dropped, by the reason it gave (few reasons:
     /// a late record, say), in the order first seen.
     dropped: Mutex<Vec<(&'static str, u64)>>,
+    /// Records the processor failed on, by kind and what its error policy
+    /// did with them (see `on_error`).
+    failed: Mutex<Vec<(&'static str, &'static str, u64)>>,
 }
 
 /// One input partition's counters and where it stands.
@@ -126,6 +129,7 @@ impl TaskMetrics {
             end_to_end: LatencyHistogram::default(),
             timers_fired: AtomicU64::new(0),
             dropped: Mutex::new(Vec::new()),
+            failed: Mutex::new(Vec::new()),
             transactions_committed: AtomicU64::new(0),
             transactions_aborted: AtomicU64::new(0),
             rate_bits: AtomicU64::new(0),
@@ -246,6 +250,27 @@ impl TaskMetrics {
             Some((_, n)) => *n += 1,
             None => dropped.push((reason, 1)),
         }
+    }
+
+    /// Counts one record the processor failed on, of `kind` (`decode`,
+    /// `process`), and what its error policy did with it (`action`).
+    pub fn failed(&self, kind: &'static str, action: &'static str) {
+        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        match failed
+            .iter_mut()
+            .find(|(k, a, _)| (*k, *a) == (kind, action))
+        {
+            Some((_, _, n)) => *n += 1,
+            None => failed.push((kind, action, 1)),
+        }
+    }
+
+    /// The records failed on so far, by kind and action.
+    pub fn failed_counts(&self) -> Vec<(&'static str, &'static str, u64)> {
+        self.failed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The records dropped so far, by reason.

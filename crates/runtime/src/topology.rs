@@ -31,6 +31,7 @@ use super::context::Context;
 use super::erased::{ErasedProcessor, WithTimerFn};
 use super::handles::{Store, Topic};
 use super::input::{self, InputTopic, RecordTypes};
+use super::on_error::OnError;
 use super::process_error::ProcessError;
 use super::processor::IntoProcessor;
 use super::spec::{OutputSpec, StoreSpec};
@@ -206,6 +207,7 @@ impl App {
             on_timer: false,
             records: RecordTypes::of::<K, V>(),
             typed_inputs: Vec::new(),
+            on_error: OnError::Fail,
         });
         self
     }
@@ -492,6 +494,11 @@ impl App {
         topics.sort();
         topics.dedup();
         topics
+    }
+
+    /// The last processor declared, for a declaration `what` about it.
+    pub(crate) fn last_processor(&mut self, what: &str) -> Option<&mut ProcessorSpec> {
+        self.last(what)
     }
 
     fn last(&mut self, what: &str) -> Option<&mut ProcessorSpec> {

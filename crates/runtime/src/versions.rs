@@ -218,6 +218,11 @@ pub fn parse_start(from: &str) -> Result<StartAt, RuntimeError> {
 }
 
 impl App {
+    /// The name of the version the app runs as (see [`App::as_version`]).
+    pub(crate) fn version_name(&self) -> &str {
+        self.topic_suffix.strip_prefix('.').unwrap_or(BASE)
+    }
+
     /// The app as it runs as `version`: its derived topics renamed and its
     /// state in the version's directory.
     pub fn as_version(&self, location: &Location, version: &Version) -> (App, Location) {

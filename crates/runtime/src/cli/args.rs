@@ -222,6 +222,17 @@ pub enum Command {
         /// Bytes a task asks for per fetch of one input (at least 1024).
         #[arg(long, value_name = "BYTES")]
         fetch_bytes: Option<u32>,
+        /// Serve the rebuild's Prometheus metrics on this address (`GET
+        /// /metrics`): its progress and its tasks' counters.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
+        /// Serve the web console on this address (`GET /`): the rebuild's
+        /// progress, its topology and tasks (port 0: a free one, written to
+        /// `<state dir>/rebuild-console-address`).
+        #[arg(long, value_name = "ADDR")]
+        console: Option<SocketAddr>,
+        #[command(flatten)]
+        http: HttpArgs,
     },
     /// Checkpoint every task's state now (running or not).
     Checkpoint {

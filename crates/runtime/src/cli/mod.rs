@@ -14,11 +14,12 @@
 //!                   [--limit N] [--json] [--version V]
 //!                                                 committed entries of a store
 //! <app> replay --version V --from earliest|OFFSET|TIME [--until-end]
-//!              (and run's commit and checkpoint flags)
+//!              [--metrics ADDR] [--console ADDR] (and run's commit and checkpoint flags)
 //! <app> diff A B                                  exit status 1 when they differ
 //! <app> promote V                                 make a version live
 //! <app> versions                                  list them
 //! <app> rebuild [--store S] [--from-checkpoint] [--version V] [--fetch-bytes B]
+//!               [--metrics ADDR] [--console ADDR]
 //!                                                 fresh state from the log, swapped in
 //! <app> checkpoint [--version V]                  checkpoint every task's state
 //! ```
@@ -357,6 +358,9 @@ async fn dispatch(
             from_checkpoint,
             version: name,
             fetch_bytes,
+            metrics,
+            console,
+            http,
         } => {
             let (mut app, location) = app.as_version(location, &version(name)?);
             if let Some(bytes) = fetch_bytes {
@@ -367,6 +371,9 @@ async fn dispatch(
                 from_checkpoint: *from_checkpoint,
                 progress_every: Some(PROGRESS_EVERY),
                 commit: None,
+                metrics: *metrics,
+                console: *console,
+                http: http.security(),
             };
             print::rebuilt(app.name(), &ops::rebuild(&app, &location, options).await?);
             Ok(Outcome::Done)

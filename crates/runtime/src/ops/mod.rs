@@ -27,6 +27,7 @@ pub mod query;
 mod rebuild;
 mod replay;
 mod run;
+mod running_diff;
 mod serve;
 mod status;
 

@@ -19,7 +19,9 @@
 //!   `prefetch`: asking for store entries ahead of their records.
 //! - `merge`, `patience` and `input`: a task with several inputs, which
 //!   processes their records in timestamp order across them.
-//! - `commit`: commit, settle and ship.
+//! - `commit`: commit, settle and ship; `pending`: what a run holds.
+//! - `dead_letters`: records the processor failed on, diverted under its
+//!   error policy (skipped, or sent to a dead-letter topic).
 //! - `timers`: due timers fired (event time after the record that moved
 //!   the stream time, processing time between batches and while idle).
 //! - `checkpoint_request`: checkpoints on policy or when asked.
@@ -31,10 +33,12 @@
 
 mod checkpoint_request;
 mod commit;
+mod dead_letters;
 pub(crate) mod handover;
 mod input;
 mod merge;
 mod patience;
+mod pending;
 pub(crate) mod positions;
 mod prefetch;
 mod process;
@@ -68,8 +72,10 @@ use super::task_metrics::{KeySampler, TaskMetrics};
 use super::timer::{TimeDomain, timer_store_name};
 use super::topology::{ProcessorSpec, TaskConfig};
 
+use dead_letters::Failures;
 use handover::{Handover, SWAPPED};
 use input::Input;
+use pending::Pending;
 use prefetch::Prefetch;
 use resume::Resumed;
 pub use start::StartAt;
@@ -131,6 +137,10 @@ pub(crate) struct Checkpoints {
 }
 
 pub(crate) struct TaskSetup {
+    /// The app's name and the version it runs as (what a dead letter
+    /// says failed on its record).
+    pub app: String,
+    pub version: String,
     pub spec: ProcessorSpec,
     pub partition: i32,
     pub dir: PathBuf,
@@ -184,33 +194,6 @@ impl TaskSetup {
     }
 }
 
-/// What the current run holds since its last commit.
-struct Pending {
-    records: u64,
-    bytes: u64,
-    since: Instant,
-    /// Whether anything moved (records, or offsets past skipped batches).
-    moved: bool,
-}
-
-impl Pending {
-    fn new() -> Self {
-        Self {
-            records: 0,
-            bytes: 0,
-            since: Instant::now(),
-            moved: false,
-        }
-    }
-
-    fn due(&self, config: &TaskConfig) -> bool {
-        self.moved
-            && (self.records >= config.commit.records
-                || self.bytes >= config.commit.bytes
-                || self.since.elapsed() >= config.commit.interval)
-    }
-}
-
 struct Task {
     setup: TaskSetup,
     state: TaskState,
@@ -249,6 +232,11 @@ struct Task {
     key_sampler: KeySampler,
     /// Which store writes have their keys counted, likewise.
     write_sampler: KeySampler,
+    /// Each input's position when the run in progress began: where a
+    /// failure diverted by the processor's policy rewinds it to.
+    run_start: Vec<i64>,
+    /// Records the processor failed on (see `dead_letters`).
+    failures: Failures,
 }
 
 /// Why the loop returned.
@@ -273,12 +261,21 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
     tracing::debug!(task = %name, "started");
     task.lifecycle("init").await?;
     task.pending.moved = true;
-    while let Pumped::Swap = task.pump().await? {
-        task = task.take_rebuilt()?;
-        // The task goes on as after a restart: a fresh processor (none of
-        // its fields hold what it had from the old state), `init` first.
-        task.lifecycle("init").await?;
-        task.pending.moved = true;
+    loop {
+        match task.pump().await {
+            Ok(Pumped::Stopped) => break,
+            Ok(Pumped::Swap) => {
+                task = task.take_rebuilt()?;
+                // The task goes on as after a restart: a fresh processor
+                // (none of its fields hold what it had from the old
+                // state), `init` first.
+                task.lifecycle("init").await?;
+                task.pending.moved = true;
+            }
+            // A record the processor failed on, under a policy that
+            // diverts it: the run again without it (see `dead_letters`).
+            Err(error) => task.divert_failure(error).await?,
+        }
     }
     // Told to stop because another task crashed the run: no last commit.
     if task.crashed() {
@@ -370,11 +367,11 @@ impl Task {
         // Set on the state the task runs with (a remote resume may have
         // opened it again).
         state.set_write_cache(setup.config.write_cache);
+        let failures = Failures::new(&setup);
         Ok(Task {
             prefetch: Prefetch::new(&setup.spec),
             setup,
             state,
-            inputs,
             processor,
             pending: Pending::new(),
             checkpointed: (Instant::now(), 0),
@@ -391,6 +388,9 @@ impl Task {
             in_commits: Duration::ZERO,
             key_sampler: KeySampler::new(0x9e37_79b9_7f4a_7c15),
             write_sampler: KeySampler::new(0x2545_f491_4f6c_dd1d),
+            run_start: inputs.iter().map(|i| i.next).collect(),
+            inputs,
+            failures,
         })
     }
 
@@ -420,6 +420,7 @@ impl Task {
         files.clear()?;
         // What was buffered is fetched again, as after a restart.
         self.inputs.iter_mut().for_each(Input::drop_buffered);
+        self.run_start = self.inputs.iter().map(|i| i.next).collect();
         self.state.set_write_cache(self.setup.config.write_cache);
         use_timers(&self.setup.spec, &mut self.state)?;
         let spec = &self.setup.spec;

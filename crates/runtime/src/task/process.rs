@@ -18,6 +18,7 @@ use crate::task_metrics::{KeySampler, TaskMetrics};
 use crate::timer::TimeDomain;
 use strata_record::{Record, RecordBatch};
 
+use super::dead_letters::{Failed, Failure};
 use super::{DECOMPRESSED_BYTES_MAX, PREFETCH_AHEAD, Task, TaskSetup};
 
 impl Task {
@@ -225,6 +226,12 @@ impl Task {
                 h.value.map(<[u8]>::to_vec),
             )
         }));
+        // A record the processor failed on earlier in this run, diverted
+        // under its policy (see `dead_letters`).
+        if let Some(failure) = self.failures.noted(at, record.offset) {
+            let failure = failure.clone();
+            return self.divert(at, record, position, &failure);
+        }
         let raw = RawRecord {
             key: record.key,
             value: record.value,
@@ -236,6 +243,13 @@ impl Task {
         );
         if let Err(error) = self.processor.process(raw, &mut ctx) {
             self.state.discard();
+            if self.failures.diverts() {
+                self.failures.failed = Some(Failed {
+                    input: at,
+                    offset: record.offset,
+                    failure: Failure::of(&error),
+                });
+            }
             return Err(RuntimeError::Processor {
                 processor: self.setup.spec.name.clone(),
                 topic: self.inputs[at].topic.to_string(),

@@ -43,6 +43,8 @@ pub(super) struct Shared {
     pub log: LogAccess,
     pub app: App,
     pub progress: Arc<TaskProgress>,
+    /// Where the jobs' tasks count what they do (for the metrics).
+    pub board: TaskBoard,
     pub stop: Arc<AtomicBool>,
     pub config: TaskConfig,
     /// The threads the jobs' tasks run on.
@@ -129,6 +131,8 @@ pub(super) async fn run_to(
     let wanted = targets.clone();
     let (_keep, targets) = watch::channel(Some(targets));
     let setup = TaskSetup {
+        app: app.name.clone(),
+        version: app.version_name().to_string(),
         spec: job.spec.clone(),
         partition: job.partition,
         dir: job.rebuilt.clone(),
@@ -154,7 +158,7 @@ pub(super) async fn run_to(
         // A rebuild runs to the targets it has from the start.
         until_end: true,
         progress: Arc::clone(&shared.progress),
-        board: TaskBoard::default(),
+        board: shared.board.clone(),
         clock: Clock::System,
         crash_after: None,
     };

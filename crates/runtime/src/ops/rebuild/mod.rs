@@ -20,12 +20,15 @@
 //! - `job`: one task's rebuild, run to target offsets, caught up.
 //! - `meet`: the rebuild's side of the handover with a running app.
 //! - `seed`: a rebuild started from a checkpoint.
+//! - `endpoints`: its metrics and console while it runs.
 
+mod endpoints;
 mod job;
 mod meet;
 mod seed;
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::board::TaskBoard;
 use crate::error::RuntimeError;
 use crate::layout::{self, Lock, checkpoints, lock_rebuilds, lock_running};
 use crate::location::Location;
@@ -74,6 +78,14 @@ pub struct RebuildOptions {
     /// Commit interval and WAL syncing of the rebuild itself; by default
     /// [`REBUILD_COMMIT`], unsynced (the swap syncs).
     pub commit: Option<(CommitInterval, bool)>,
+    /// Serve the rebuild's metrics on this address (`GET /metrics`).
+    pub metrics: Option<SocketAddr>,
+    /// Serve the web console on this address: the rebuild's progress and
+    /// tasks (see `endpoints`).
+    pub console: Option<SocketAddr>,
+    /// How those endpoints are secured: loopback only unless TLS and a
+    /// token (see strata-http's `access`).
+    pub http: strata_http::HttpSecurity,
 }
 
 /// How far apart a rebuild commits by default: a commit writes every key
@@ -104,6 +116,7 @@ pub async fn rebuild(
     options: RebuildOptions,
 ) -> Result<RebuildSummary, RuntimeError> {
     app.check().map_err(RuntimeError::Config)?;
+    let access = endpoints::check(&options)?;
     let started = Instant::now();
     let root = location.state_dir().to_path_buf();
     let selected = rebuilt_processors(app, options.store.as_deref())?;
@@ -144,6 +157,7 @@ pub async fn rebuild(
         log,
         app: app.clone(),
         progress: Arc::new(TaskProgress::default()),
+        board: TaskBoard::default(),
         stop: Arc::new(AtomicBool::new(false)),
         config: TaskConfig {
             // Far-apart, unsynced commits: a killed rebuild resumes
@@ -158,7 +172,9 @@ pub async fn rebuild(
     let reporting =
         (options.progress_every).map(|every| report_progress(&app.name, every, &shared, finishing));
     let jobs = Arc::new(jobs);
+    let mut served = Vec::new();
     let result: Result<usize, RuntimeError> = async {
+        served = endpoints::serve(&shared, location, &options, &access).await?;
         // Catch up, every task at once.
         each_job(&jobs, &shared, |shared, job| async move {
             catch_up(&shared, &job).await
@@ -179,7 +195,7 @@ pub async fn rebuild(
     }
     .await;
     let records = shared.progress.records.load(Ordering::Relaxed);
-    drop(shared);
+    drop((served, shared));
     let _ = finished.send(true);
     if let Some(reporting) = reporting {
         let _ = reporting.await;

@@ -7,7 +7,10 @@
 //! - `--console ADDR`: the web console (strata-http's `console`) with
 //!   `/metrics`, what the app is (`/api/console`: its processors, topics,
 //!   stores, and the job it runs) and the stores' queries, its address
-//!   written to `<state-dir>/console-address`.
+//!   written to `<state-dir>/console-address`; a replay's console also
+//!   shows its running diff against the live version (`running_diff`).
+//!
+//! `rebuild --console` serves its console through [`serve_console_on`].
 //!
 //! Each is stopped, and its address file removed, when the run ends
 //! however it ends.
@@ -26,19 +29,24 @@ use crate::log_access::LogAccess;
 use crate::topology::App;
 
 use super::super::query::http::{self as query_http, QueryEndpoint};
+use super::super::running_diff::RunningDiff;
 use super::super::status::topic_retention_ms;
 use super::runner::Runner;
 
-/// An endpoint while it serves: stopped, and its address file removed,
-/// when dropped.
-pub(super) struct Served {
+/// An endpoint while it serves: stopped with the tasks that help it, and
+/// its address file removed, when dropped.
+pub(in crate::ops) struct Served {
     task: tokio::task::JoinHandle<()>,
+    helpers: Vec<tokio::task::JoinHandle<()>>,
     file: Option<PathBuf>,
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
         self.task.abort();
+        for helper in &self.helpers {
+            helper.abort();
+        }
         if let Some(file) = &self.file {
             let _ = std::fs::remove_file(file);
         }
@@ -47,7 +55,7 @@ impl Drop for Served {
 
 /// Binds `addr` (port 0: a free one) for the endpoint of the flag
 /// `--{flag}`.
-pub(super) async fn bind(
+pub(in crate::ops) async fn bind(
     addr: SocketAddr,
     flag: &str,
 ) -> Result<(TcpListener, SocketAddr), RuntimeError> {
@@ -72,13 +80,26 @@ pub(super) async fn serve_metrics(
 ) -> Result<Served, RuntimeError> {
     let (listener, bound) = bind(addr, "metrics").await?;
     tracing::info!("metrics on {}://{bound}/metrics", access.scheme());
-    let exposition = exposition(runner).await;
+    let exposition = exposition(runner, |_| Ok(())).await;
+    Ok(serve_metrics_on(listener, exposition, access))
+}
+
+/// Serves `exposition` as `GET /metrics` on `listener`.
+pub(in crate::ops) fn serve_metrics_on(
+    listener: TcpListener,
+    exposition: strata_http::Exposition,
+    access: &strata_http::Access,
+) -> Served {
     let task = tokio::spawn(strata_http::metrics_endpoint::serve_metrics(
         listener,
         exposition,
         access.clone(),
     ));
-    Ok(Served { task, file: None })
+    Served {
+        task,
+        helpers: Vec::new(),
+        file: None,
+    }
 }
 
 /// Answers queries of the app's stores on `listener`; remote, from the
@@ -95,6 +116,7 @@ pub(super) fn serve_queries(
     let file = layout::query_address_file(runner.location.state_dir());
     let served = Served {
         task,
+        helpers: Vec::new(),
         file: Some(file.clone()),
     };
     layout::write_whole(&file, &bound.to_string())?;
@@ -102,23 +124,66 @@ pub(super) fn serve_queries(
 }
 
 /// Serves the console on `endpoint.addr`: the page, `/metrics`, what the
-/// app is, and its stores' queries (of `endpoint.version`). The address
-/// is logged and written to `<state-dir>/console-address`.
+/// app is, and its stores' queries (of `endpoint.version`); a replay's also
+/// shows its running diff against the live version. The address is logged
+/// and written to `<state-dir>/console-address`.
 pub(super) async fn serve_console(
     endpoint: &QueryEndpoint,
     runner: &Runner<'_>,
     access: &strata_http::Access,
 ) -> Result<Served, RuntimeError> {
     let file = layout::console_address_file(runner.location.state_dir());
+    let replay = !runner.app.topic_suffix.is_empty();
+    let (job, diff) = match replay {
+        true => {
+            let (diff, diffing) = RunningDiff::start(runner.app, &endpoint.root, &endpoint.version);
+            (Job::Replay, Some((diff, diffing)))
+        }
+        false => (Job::Run, None),
+    };
+    let shown = diff.as_ref().map(|(diff, _)| Arc::clone(diff));
+    let exposition = exposition(runner, move |families| match &shown {
+        Some(diff) => diff.write(families),
+        None => Ok(()),
+    })
+    .await;
+    let console = Console {
+        exposition,
+        description: describe(runner.app, &endpoint.version, job),
+        helpers: diff.into_iter().map(|(_, diffing)| diffing).collect(),
+    };
+    let queries = |bound| query_http::routes(runner.app, endpoint, bound, remote(runner), access);
+    serve_console_on(endpoint.addr, file, console, queries, access).await
+}
+
+/// What a console serves beside its page.
+pub(in crate::ops) struct Console {
+    /// What its `/metrics` shows, and the page with it.
+    pub exposition: strata_http::Exposition,
+    /// What `/api/console` answers (see [`describe`]).
+    pub description: Value,
+    /// Tasks making what it shows, stopped with it.
+    pub helpers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Serves `console` on `addr` with the routes `routes` makes for the
+/// bound address (a file left by a killed run removed first, the address
+/// then written to `file`).
+pub(in crate::ops) async fn serve_console_on(
+    addr: SocketAddr,
+    file: PathBuf,
+    console: Console,
+    routes: impl FnOnce(SocketAddr) -> axum::Router,
+    access: &strata_http::Access,
+) -> Result<Served, RuntimeError> {
     // A file left by a killed run names an address nobody answers on.
     let _ = std::fs::remove_file(&file);
-    let (listener, bound) = bind(endpoint.addr, "console").await?;
+    let (listener, bound) = bind(addr, "console").await?;
     tracing::info!("console on {}://{bound}/", access.scheme());
-    let exposition = exposition(runner).await;
-    let description = describe(runner.app, &endpoint.version);
+    let description = console.description;
     let describe: strata_http::console::Describe = Arc::new(move || description.clone());
-    let queries = query_http::routes(runner.app, endpoint, bound, remote(runner), access);
-    let router = strata_http::console::router(Arc::new(exposition), describe).merge(queries);
+    let router =
+        strata_http::console::router(Arc::new(console.exposition), describe).merge(routes(bound));
     let task = tokio::spawn(strata_http::serve(
         listener,
         router,
@@ -127,6 +192,7 @@ pub(super) async fn serve_console(
     ));
     let served = Served {
         task,
+        helpers: console.helpers,
         file: Some(file.clone()),
     };
     layout::write_whole(&file, &bound.to_string())?;
@@ -134,8 +200,12 @@ pub(super) async fn serve_console(
 }
 
 /// The instance's metrics, with each input topic's `retention.ms` as it
-/// was when the endpoint started (for the retention warning).
-async fn exposition(runner: &Runner<'_>) -> strata_http::Exposition {
+/// was when the endpoint started (for the retention warning), and what
+/// `also` writes.
+async fn exposition(
+    runner: &Runner<'_>,
+    also: impl Fn(&mut strata_http::Families<'_>) -> std::fmt::Result + Send + Sync + 'static,
+) -> strata_http::Exposition {
     let admin = match runner.log {
         LogAccess::Remote(remote) => Some(strata_client::Admin::new(Arc::clone(&remote.cluster))),
         LogAccess::Embedded(..) => None,
@@ -154,14 +224,26 @@ async fn exposition(runner: &Runner<'_>) -> strata_http::Exposition {
         runner.board.clone(),
         Arc::clone(&runner.progress),
         Arc::new(retention),
+        also,
     )
+}
+
+/// The job a console watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::ops) enum Job {
+    /// The live run.
+    Run,
+    /// A replay into a version (with its running diff).
+    Replay,
+    /// A rebuild of a version's state (no store lookup: its state is not
+    /// in use yet).
+    Rebuild,
 }
 
 /// What the console's page draws the app from: its processors with the
 /// topics they read and write (named as in the log, as the metrics label
-/// them) and the stores they keep, and the job: the live run, or a replay
-/// of a version.
-fn describe(app: &App, version: &str) -> Value {
+/// them) and the stores they keep, and the job it watches.
+pub(in crate::ops) fn describe(app: &App, version: &str, job: Job) -> Value {
     let processors: Vec<Value> = (app.processors.iter())
         .map(|p| {
             json!({
@@ -172,16 +254,17 @@ fn describe(app: &App, version: &str) -> Value {
             })
         })
         .collect();
-    let job = if app.topic_suffix.is_empty() {
-        "run"
-    } else {
-        "replay"
+    let job = match job {
+        Job::Run => "run",
+        Job::Replay => "replay",
+        Job::Rebuild => "rebuild",
     };
     json!({
         "kind": "app",
         "name": app.name(),
         "version": version,
         "job": job,
+        "lookup": job != "rebuild",
         "processors": processors,
         "stores": super::super::query::describe_stores(app),
     })

@@ -35,7 +35,7 @@ use super::open::{ensure_changelogs, open, resolve};
 use super::query::http::QueryEndpoint;
 use super::serve::serve;
 
-mod endpoints;
+pub(super) mod endpoints;
 mod instance;
 mod outage;
 mod runner;

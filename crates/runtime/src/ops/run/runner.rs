@@ -116,6 +116,8 @@ impl Runner<'_> {
             })
             .collect();
         let setup = TaskSetup {
+            app: app.name.clone(),
+            version: app.version_name().to_string(),
             spec: spec.clone(),
             partition,
             dir: layout::task_dir(state_dir, &spec.name, partition),

@@ -1,0 +1,252 @@
+//! Records a task's processor failed on, under a policy that diverts them
+//! (see `on_error`): which ones in the run in progress, how many in the
+//! last minute, and the dead letter written for one.
+//!
+//! The protocol, for a record R at offset O of input I:
+//!
+//! 1. The processor fails on R: `apply` discards the run in progress
+//!    (store writes, emits, timers: everything since the last commit) and
+//!    notes the failure.
+//! 2. The task counts it against the policy's limit: one more than the
+//!    limit in a minute stops the task ([`RuntimeError::TooManyFailures`]).
+//! 3. The task rewinds as a restart would: each input back to where the
+//!    run began, what it buffered dropped, a fresh processor (`init` run
+//!    again).
+//! 4. Processing the run again, at (I, O) the task diverts R instead of
+//!    calling the processor: a dead letter, or nothing (skipped), and R
+//!    counts as processed.
+//! 5. The next commit writes the inputs' positions past R with the dead
+//!    letter and everything else; the notes are cleared.
+//!
+//! Crash windows: killed anywhere before 5, nothing of the run was
+//! committed, so after the restart R fails again and goes through 1–5
+//! again; a run's emits are shipped only once committed, so its dead letter
+//! is written exactly once. A record that fails, then succeeds when the run
+//! is processed again (a processor that is not deterministic), is still
+//! diverted: the decision stands for the run.
+//!
+//! A dead letter is R unchanged (key, value, timestamp, headers) with
+//! these headers after R's own, each value text:
+//!
+//! | header | value |
+//! |---|---|
+//! | `strata.dlq.topic`, `strata.dlq.partition`, `strata.dlq.offset` | where R is in the log |
+//! | `strata.dlq.timestamp` | R's timestamp, ms since the epoch |
+//! | `strata.dlq.error` | the error's text |
+//! | `strata.dlq.error.kind` | `decode` (its key or value could not be decoded) or `process` |
+//! | `strata.dlq.app`, `strata.dlq.version`, `strata.dlq.processor` | who failed on it |
+//!
+//! It goes to the dead-letter topic's partition of the task's (modulo its
+//! partition count).
+
+use std::any::TypeId;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use strata_record::{Header, NewRecord, Record};
+
+use crate::context::Position;
+use crate::error::RuntimeError;
+use crate::on_error::{DeadLetterRecord, OnError};
+use crate::process_error::{ProcessError, UndecodableInput};
+
+use super::{Pending, Task, TaskSetup};
+
+/// The window the policy's limit counts failures in.
+const LIMIT_WINDOW: Duration = Duration::from_secs(60);
+
+/// Header names, in the order a dead letter carries them.
+pub(crate) const TOPIC: &str = "strata.dlq.topic";
+pub(crate) const PARTITION: &str = "strata.dlq.partition";
+pub(crate) const OFFSET: &str = "strata.dlq.offset";
+pub(crate) const TIMESTAMP: &str = "strata.dlq.timestamp";
+pub(crate) const ERROR: &str = "strata.dlq.error";
+pub(crate) const ERROR_KIND: &str = "strata.dlq.error.kind";
+pub(crate) const APP: &str = "strata.dlq.app";
+pub(crate) const VERSION: &str = "strata.dlq.version";
+pub(crate) const PROCESSOR: &str = "strata.dlq.processor";
+
+/// Why the processor failed on a record.
+#[derive(Debug, Clone)]
+pub(super) struct Failure {
+    pub error: String,
+    /// `decode` or `process`.
+    pub kind: &'static str,
+}
+
+impl Failure {
+    pub fn of(error: &ProcessError) -> Self {
+        let kind = match error.downcast_ref::<UndecodableInput>() {
+            Some(_) => "decode",
+            None => "process",
+        };
+        Self {
+            error: error.to_string(),
+            kind,
+        }
+    }
+}
+
+/// A failure `apply` noted, for the task's loop to take up.
+pub(super) struct Failed {
+    pub input: usize,
+    pub offset: i64,
+    pub failure: Failure,
+}
+
+/// The task's failures under its processor's policy.
+pub(super) struct Failures {
+    policy: OnError,
+    /// In the run in progress: (input, offset) → why.
+    noted: HashMap<(usize, i64), Failure>,
+    /// When each failure of the last [`LIMIT_WINDOW`] was noted.
+    recent: VecDeque<Instant>,
+    /// The one `apply` noted last, not taken up yet.
+    pub failed: Option<Failed>,
+    /// The output the dead letters go to (an index into the setup's).
+    dead_letters: Option<usize>,
+}
+
+impl Failures {
+    pub fn new(setup: &TaskSetup) -> Self {
+        let dead_letters = (setup.outputs.iter())
+            .position(|o| o.spec.key_type == TypeId::of::<DeadLetterRecord>());
+        Self {
+            policy: setup.spec.on_error.clone(),
+            noted: HashMap::new(),
+            recent: VecDeque::new(),
+            failed: None,
+            dead_letters,
+        }
+    }
+
+    /// Whether failures are diverted rather than stopping the task.
+    #[inline]
+    pub fn diverts(&self) -> bool {
+        self.policy != OnError::Fail
+    }
+
+    /// Why record `offset` of input `input` failed in this run, if it did.
+    #[inline]
+    pub fn noted(&self, input: usize, offset: i64) -> Option<&Failure> {
+        match self.noted.is_empty() {
+            true => None,
+            false => self.noted.get(&(input, offset)),
+        }
+    }
+
+    /// The run was committed: its failures are behind.
+    pub fn committed(&mut self) {
+        self.noted.clear();
+    }
+
+    /// Notes `failed` for the run to be processed again; an error when it
+    /// is one more than the policy allows in a minute.
+    fn note(&mut self, failed: Failed, task: &str) -> Result<(), RuntimeError> {
+        let now = Instant::now();
+        while (self.recent.front()).is_some_and(|at| now.duration_since(*at) > LIMIT_WINDOW) {
+            self.recent.pop_front();
+        }
+        let limit = self.policy.per_minute_max();
+        if self.recent.len() >= limit as usize {
+            return Err(RuntimeError::TooManyFailures {
+                task: task.to_string(),
+                limit,
+                last: failed.failure.error,
+            });
+        }
+        self.recent.push_back(now);
+        self.noted
+            .insert((failed.input, failed.offset), failed.failure);
+        Ok(())
+    }
+}
+
+impl Task {
+    /// Takes up the failure `apply` noted: counted against the limit, then
+    /// the run processed again from its start with the record diverted
+    /// (steps 2 and 3 of the protocol). `error` is what the task answers
+    /// when nothing was noted.
+    pub(super) async fn divert_failure(&mut self, error: RuntimeError) -> Result<(), RuntimeError> {
+        let Some(failed) = self.failures.failed.take() else {
+            return Err(error);
+        };
+        if !matches!(error, RuntimeError::Processor { .. }) {
+            return Err(error);
+        }
+        let input = &self.inputs[failed.input];
+        tracing::warn!(
+            task = %self.setup.name(),
+            "{}/{} at offset {} failed ({}: {}): {}",
+            input.log_topic,
+            self.setup.partition,
+            failed.offset,
+            failed.failure.kind,
+            failed.failure.error,
+            match self.failures.dead_letters {
+                Some(at) => format!("sent to {}", self.setup.outputs[at].log_topic),
+                None => "skipped".to_string(),
+            }
+        );
+        let (kind, action) = (failed.failure.kind, self.failures.policy.action());
+        self.failures.note(failed, &self.setup.name())?;
+        self.metrics.failed(kind, action);
+        self.rewind().await
+    }
+
+    /// Back to where the run began, as a restart would (step 3): the
+    /// inputs' positions, nothing buffered, a fresh processor.
+    async fn rewind(&mut self) -> Result<(), RuntimeError> {
+        for (input, start) in self.inputs.iter_mut().zip(&self.run_start) {
+            input.next = *start;
+            input.drop_buffered();
+        }
+        self.pending = Pending::new();
+        let spec = &self.setup.spec;
+        self.processor = (spec.factory)(spec.key_codec, spec.value_codec);
+        self.lifecycle("init").await?;
+        self.pending.moved = true;
+        Ok(())
+    }
+
+    /// Diverts `record` of input `at` (step 4): its dead letter, or
+    /// nothing; counted as processed either way.
+    pub(super) fn divert(
+        &mut self,
+        at: usize,
+        record: &Record<'_>,
+        position: &Position,
+        failure: &Failure,
+    ) -> Result<(), RuntimeError> {
+        if let Some(output) = self.failures.dead_letters.filter(|_| self.setup.emits) {
+            let output = &self.setup.outputs[output];
+            let partition = self.setup.partition.rem_euclid(output.partitions);
+            let origin = [
+                (TOPIC, self.inputs[at].log_topic.clone()),
+                (PARTITION, self.setup.partition.to_string()),
+                (OFFSET, record.offset.to_string()),
+                (TIMESTAMP, record.timestamp.to_string()),
+                (ERROR, failure.error.clone()),
+                (ERROR_KIND, failure.kind.to_string()),
+                (APP, self.setup.app.clone()),
+                (VERSION, self.setup.version.clone()),
+                (PROCESSOR, self.setup.spec.name.clone()),
+            ];
+            let mut headers = Header::from_pairs(&position.headers);
+            headers.extend(origin.iter().map(|(name, value)| Header {
+                key: name.as_bytes(),
+                value: Some(value.as_bytes()),
+            }));
+            let letter = NewRecord {
+                key: record.key,
+                value: record.value,
+                timestamp: record.timestamp,
+                headers: &headers,
+            };
+            self.state.emit(&output.log_topic, partition, letter)?;
+        }
+        self.pending.records += 1;
+        self.pending.moved = true;
+        Ok(())
+    }
+}

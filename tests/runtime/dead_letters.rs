@@ -1,0 +1,209 @@
+//! Error policies (`App::on_error`): a processor with a planted bug (it
+//! fails on orders above 1000 cents, after writing its store and emitting)
+//! and records whose value is not JSON at all.
+//!
+//! - Dead letters: every failing record, and only those, is in the
+//!   dead-letter topic exactly once, unchanged, with headers saying where
+//!   it was and why it failed, through crashes at many points; what the
+//!   processor wrote for a failing record before its error is undone; the
+//!   others are processed exactly once.
+//! - Skip: the failing records are passed over, nothing else changes.
+//! - The limit: one failure more than allowed per minute stops the task.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use strata::record::codec::Codec;
+use strata::runtime::testing::TestDriver;
+use strata::runtime::{App, Context, OnError, ProcessError, Record, RecordHeader, Store, Topic};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Order {
+    cents: u64,
+}
+
+const ORDERS: Topic<String, Order> = Topic::new("orders").codecs(Codec::Utf8, Codec::Json);
+/// The same topic, written as text: what a broken producer sends.
+const ORDERS_TEXT: Topic<String, String> = Topic::new("orders").codecs(Codec::Utf8, Codec::Utf8);
+const TOTALS_OUT: Topic<String, u64> = Topic::new("totals").codecs(Codec::Utf8, Codec::Json);
+const TOTALS: Store<String, u64> = Store::new("totals");
+const DEAD_LETTERS: Topic<String, Vec<u8>> =
+    Topic::new("shop-total-dlq").codecs(Codec::Utf8, Codec::Raw);
+
+/// Above this, `total` fails (after its writes: they must not stay).
+const LIMIT_CENTS: u64 = 1000;
+
+fn total(order: Record<String, Order>, ctx: &mut Context) -> Result<(), ProcessError> {
+    let sum = ctx.get(TOTALS, &order.key)?.unwrap_or(0) + order.value.cents;
+    ctx.put(TOTALS, &order.key, &sum)?;
+    ctx.emit(TOTALS_OUT, &order.key, &sum)?;
+    if order.value.cents > LIMIT_CENTS {
+        return Err(ProcessError::msg(format!(
+            "{} cents is above the limit",
+            order.value.cents
+        )));
+    }
+    Ok(())
+}
+
+fn app(policy: OnError) -> App {
+    App::new("shop")
+        .processor("total", total)
+        .input(ORDERS)
+        .store(TOTALS)
+        .output(TOTALS_OUT)
+        .on_error(policy)
+}
+
+/// What is piped: (key, value text, fails how), in order.
+fn orders() -> Vec<(String, String, Option<&'static str>)> {
+    (0..400u64)
+        .map(|i| {
+            let key = format!("customer-{}", i % 7);
+            if i % 41 == 5 {
+                (key, format!("not json {i}"), Some("decode"))
+            } else if i % 37 == 3 {
+                (key, format!("{{\"cents\":{}}}", 5_000 + i), Some("process"))
+            } else {
+                (key, format!("{{\"cents\":{}}}", i % 50 * 10), None)
+            }
+        })
+        .collect()
+}
+
+fn pipe_all(driver: &mut TestDriver, orders: &[(String, String, Option<&str>)]) {
+    for (key, value, _) in orders {
+        driver.pipe(ORDERS_TEXT, key, value).unwrap();
+    }
+}
+
+/// Per customer, the sum of the orders that do not fail.
+fn expected_totals(orders: &[(String, String, Option<&str>)]) -> BTreeMap<String, u64> {
+    let mut totals = BTreeMap::new();
+    for (key, value, fails) in orders {
+        if fails.is_none() {
+            let order: Order = serde_json::from_str(value).unwrap();
+            *totals.entry(key.clone()).or_insert(0) += order.cents;
+        }
+    }
+    totals
+}
+
+fn header<'a>(headers: &'a [RecordHeader], name: &str) -> &'a str {
+    let (_, value) = (headers.iter().find(|(n, _)| n == name))
+        .unwrap_or_else(|| panic!("no header {name} in {headers:?}"));
+    std::str::from_utf8(value.as_deref().unwrap()).unwrap()
+}
+
+#[test]
+fn failing_records_go_to_the_dead_letter_topic_once_each_through_crashes_and_the_rest_are_processed_once()
+ {
+    let mut driver = TestDriver::new(app(OnError::dead_letter())).unwrap();
+    driver.partitions(ORDERS, 3).unwrap();
+    // Commits every few records: crashes land between a failure and the
+    // commit that holds its dead letter, and after it.
+    driver.commit_every(9);
+    let orders = orders();
+    for (chunk, cut_at) in orders.chunks(100).zip([30, 55, 80, 45]) {
+        pipe_all(&mut driver, chunk);
+        assert!(
+            driver.crash_after(cut_at).unwrap(),
+            "the crash cuts the run"
+        );
+        driver.restart().unwrap();
+    }
+
+    // The others, each counted once.
+    assert_eq!(driver.store(TOTALS).unwrap(), expected_totals(&orders));
+    let good = orders.iter().filter(|o| o.2.is_none()).count();
+    assert_eq!(driver.output(TOTALS_OUT).unwrap().len(), good);
+
+    // Every failing record once, unchanged, with where it was and why.
+    let letters = driver.output(DEAD_LETTERS).unwrap();
+    let mut found: Vec<(String, String, String)> = (letters.iter())
+        .map(|r| {
+            let value = String::from_utf8(r.value.clone().unwrap()).unwrap();
+            let kind = header(&r.headers, "strata.dlq.error.kind").to_string();
+            (r.key.clone().unwrap(), value, kind)
+        })
+        .collect();
+    found.sort();
+    let mut wanted: Vec<(String, String, String)> = (orders.iter())
+        .filter_map(|(k, v, fails)| fails.map(|kind| (k.clone(), v.clone(), kind.to_string())))
+        .collect();
+    wanted.sort();
+    assert_eq!(found, wanted);
+    let inputs = driver.output(ORDERS_TEXT).unwrap();
+    for letter in &letters {
+        let headers = &letter.headers;
+        let (partition, offset) = (
+            header(headers, "strata.dlq.partition")
+                .parse::<i32>()
+                .unwrap(),
+            header(headers, "strata.dlq.offset").parse::<i64>().unwrap(),
+        );
+        let input = (inputs.iter())
+            .find(|r| (r.partition, r.offset) == (partition, offset))
+            .expect("the offset names an input record");
+        assert_eq!(
+            input.value.as_deref().map(str::as_bytes),
+            letter.value.as_deref()
+        );
+        assert_eq!(input.timestamp, letter.timestamp);
+        assert_eq!(header(headers, "strata.dlq.topic"), "orders");
+        assert_eq!(
+            letter.partition, partition,
+            "a task's dead letters go to its partition"
+        );
+        assert_eq!(
+            header(headers, "strata.dlq.timestamp"),
+            input.timestamp.to_string()
+        );
+        assert_eq!(header(headers, "strata.dlq.app"), "shop");
+        assert_eq!(header(headers, "strata.dlq.version"), "base");
+        assert_eq!(header(headers, "strata.dlq.processor"), "total");
+        let error = header(headers, "strata.dlq.error");
+        match header(headers, "strata.dlq.error.kind") {
+            "decode" => assert!(error.contains("value could not be decoded"), "{error}"),
+            _ => assert!(error.contains("above the limit"), "{error}"),
+        }
+    }
+    driver.assert_replay_matches();
+}
+
+#[test]
+fn skipped_records_are_passed_over_and_nothing_else_changes() {
+    let mut driver = TestDriver::new(app(OnError::skip())).unwrap();
+    driver.partitions(ORDERS, 2).unwrap();
+    driver.commit_every(13);
+    let orders = orders();
+    pipe_all(&mut driver, &orders);
+    assert!(driver.crash_after(150).unwrap(), "the crash cuts the run");
+    driver.restart().unwrap();
+    assert_eq!(driver.store(TOTALS).unwrap(), expected_totals(&orders));
+    let good = orders.iter().filter(|o| o.2.is_none()).count();
+    assert_eq!(driver.output(TOTALS_OUT).unwrap().len(), good);
+}
+
+#[test]
+fn one_failure_more_than_the_limit_allows_in_a_minute_stops_the_task() {
+    let policy = OnError::dead_letter().at_most_per_minute(3);
+    let mut driver = TestDriver::new(app(policy)).unwrap();
+    driver.partitions(ORDERS, 1).unwrap();
+    for i in 0..10 {
+        driver
+            .pipe(
+                ORDERS_TEXT,
+                "customer",
+                &format!("{{\"cents\":{}}}", 2_000 + i),
+            )
+            .unwrap();
+    }
+    let error = driver.process().unwrap_err().to_string();
+    assert!(
+        error.contains("more than 3 records failed within a minute"),
+        "{error}"
+    );
+    assert!(error.contains("2003 cents is above the limit"), "{error}");
+}
