@@ -207,3 +207,116 @@ fn one_failure_more_than_the_limit_allows_in_a_minute_stops_the_task() {
     );
     assert!(error.contains("2003 cents is above the limit"), "{error}");
 }
+
+/// Order `i` of the remote test, as `customer=cents` (the dead_letters
+/// example's parser fails on a decimal point: one in 97).
+fn order_line(i: u64) -> (String, u64, bool) {
+    let customer = format!("customer-{}", i % 40);
+    match i % 97 == 13 {
+        true => (format!("{customer}={}.50", i % 100), 0, true),
+        false => (format!("{customer}={}", i % 100 * 10), i % 100 * 10, false),
+    }
+}
+
+/// Runs the dead_letters example with `args` to completion; its stdout.
+fn orders_app(args: &[&str]) -> String {
+    let output = std::process::Command::new(crate::support::example::example("dead_letters"))
+        .env("STRATA_SESSION_TIMEOUT_MS", "1500")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "dead_letters {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Remote, through Kafka transactions: the dead_letters example against
+/// `strata serve`, SIGKILLed at several moments while it runs, then run to
+/// the end. `dlq list` (read_committed) counts each failing order once,
+/// and the totals count every other order once.
+#[test]
+fn remote_dead_letters_are_written_once_through_kills() {
+    use crate::support::{self, process::strata};
+    let dir = tempfile::tempdir().unwrap();
+    // Groups as in crash.rs: a killed instance's tasks move 1.5 s after.
+    let broker = support::server_process::start_configured(
+        dir.path(),
+        "group_initial_rebalance_delay_ms = 0\ngroup_min_session_timeout_ms = 500\n",
+    );
+    let addr = broker.addr.clone();
+    strata(&[
+        "topics",
+        "create",
+        "orders",
+        "--partitions",
+        "3",
+        "--bootstrap",
+        &addr,
+    ]);
+    let state = dir.path().join("app");
+    let location = [
+        "--bootstrap",
+        addr.as_str(),
+        "--state-dir",
+        state.to_str().unwrap(),
+    ];
+    let orders: Vec<_> = (0..6_000).map(order_line).collect();
+    let mut rng = support::Rng(support::rng::seed());
+    for chunk in orders.chunks(1_500) {
+        let lines: Vec<String> = chunk.iter().map(|o| o.0.clone()).collect();
+        support::process::produce_keyed(&addr, "orders", &lines);
+        let mut app = std::process::Command::new(support::example::example("dead_letters"))
+            .env("STRATA_SESSION_TIMEOUT_MS", "1500")
+            .args(location)
+            .args(["run", "--commit-records", "50"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300 + rng.below(1_500)));
+        app.kill().unwrap();
+        app.wait().unwrap();
+    }
+    orders_app(&[&location[..], &["run", "--until-end"]].concat());
+
+    let failing = orders.iter().filter(|o| o.2).count();
+    let list = orders_app(&[&location[..], &["dlq", "list"]].concat());
+    let row: Vec<&str> = (list.lines())
+        .find(|l| l.starts_with("total"))
+        .unwrap_or_else(|| panic!("no row for total in:\n{list}"))
+        .split_whitespace()
+        .collect();
+    // PROCESSOR TOPIC LETTERS DECODE PROCESS NEWEST ERROR…
+    assert_eq!(row[1], "orders-total-dlq", "{list}");
+    assert_eq!(
+        row[2],
+        failing.to_string(),
+        "each failing order once:\n{list}"
+    );
+    assert_eq!(row[4], failing.to_string(), "{list}");
+    let show = orders_app(&[&location[..], &["dlq", "show", "--limit", "1"]].concat());
+    assert!(show.contains("invalid digit found in string"), "{show}");
+    let status = orders_app(&[&location[..], &["status"]].concat());
+    let counted = format!("total: {failing} records failed and are in orders-total-dlq");
+    assert!(status.contains(&counted), "{status}");
+
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for (line, cents, fails) in &orders {
+        if !fails {
+            let customer = line.split_once('=').unwrap().0;
+            *expected.entry(customer.to_string()).or_insert(0) += cents;
+        }
+    }
+    let dump = orders_app(&[&location[..], &["dump-state"]].concat());
+    let totals: BTreeMap<String, u64> = (dump.lines())
+        .map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            (fields[1].to_string(), fields[2].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(totals, expected, "every other order counted once");
+    drop(broker);
+}

@@ -453,6 +453,16 @@ function renderApp() {
     const key = s.labels.processor + "\u0000" + s.labels.reason;
     reasons.set(key, { processor: s.labels.processor, reason: s.labels.reason });
   }
+  // Records the processors failed on, by kind and what their error
+  // policy did with them (skipped, or sent to a dead-letter topic).
+  const failures = new Map();
+  for (const s of samples(r, "strata_task_failed_records_total")) {
+    failures.set([s.labels.processor, s.labels.kind, s.labels.action].join("\u0000"), s.labels);
+  }
+  const failed = [...failures.values()].map(({ processor, kind, action }) => {
+    const where = (l) => l.processor === processor && l.kind === kind && l.action === action;
+    return [esc(processor), esc(kind), esc(action.replace("_", " ")), count(sum(r, "strata_task_failed_records_total", where)), perSecond(rate("strata_task_failed_records_total", where))];
+  });
   const dropped = [...reasons.values()].map(({ processor, reason }) => {
     const where = (l) => l.processor === processor && l.reason === reason;
     return [esc(processor), esc(reason), count(sum(r, "strata_task_dropped_records_total", where)), perSecond(rate("strata_task_dropped_records_total", where))];
@@ -485,6 +495,7 @@ function renderApp() {
     `<h2>Tasks</h2>` +
     table(["task", "state", "#records/s", "#against the mean", "#lag", "#lag (time)", "#caught up in"], taskRows()) +
     (dropped.length ? `<h2>Dropped records</h2>` + table(["processor", "reason", "#records", "#per second"], dropped) : "") +
+    (failed.length ? `<h2>Failed records</h2><div id="failed">` + table(["processor", "kind", "what was done", "#records", "#per second"], failed) + `</div>` : "") +
     `<h2>Hot keys</h2>` +
     (hot.length ? table(["key", "how", "task", "#records (estimated)"], hot) : `<p class="muted">No key counted yet.</p>`) +
     `<h2>Stores</h2>` +

@@ -100,6 +100,7 @@ mod spec;
 pub mod state;
 mod store_text;
 mod task;
+mod task_config;
 mod task_metrics;
 pub mod testing;
 pub mod timer;
@@ -111,8 +112,8 @@ pub mod window_key;
 pub use async_processor::{AsyncProcessor, CONCURRENCY_DEFAULT};
 pub use board::TaskView;
 pub use cli::{
-    CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, IntoApp, LocationArgs, NoArgs, Outcome,
-    run_cli, run_parsed,
+    CheckpointArgs, Cli, Command, CommitArgs, DlqCommand, GroupArgs, IntoApp, LocationArgs, NoArgs,
+    Outcome, run_cli, run_parsed,
 };
 pub use clock::{Clock, ManualClock};
 pub use context::{Context, EmitOptions, Entries};

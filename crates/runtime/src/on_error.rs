@@ -24,7 +24,6 @@ use std::any::TypeId;
 use strata_record::codec::Codec;
 
 use super::spec::OutputSpec;
-use super::topology::App;
 
 /// Failures per minute a task diverts before it stops, by default.
 pub const FAILURES_PER_MINUTE_MAX: u32 = 100;
@@ -110,6 +109,19 @@ impl OnError {
 /// name it, so none emits to the topic but the task itself.
 pub(crate) struct DeadLetterRecord;
 
+/// The declaration of a dead-letter topic named `topic`: raw bytes, its
+/// types no processor can name.
+pub(crate) fn dead_letter_output(topic: String) -> OutputSpec {
+    OutputSpec {
+        topic,
+        partitions: None,
+        key_codec: Codec::Raw,
+        value_codec: Codec::Raw,
+        key_type: TypeId::of::<DeadLetterRecord>(),
+        value_type: TypeId::of::<DeadLetterRecord>(),
+    }
+}
+
 /// The dead-letter topic of processor `processor` of app `app` as the
 /// policy names it (None when it sends none).
 pub(crate) fn dead_letter_topic(app: &str, processor: &str, policy: &OnError) -> Option<String> {
@@ -120,32 +132,6 @@ pub(crate) fn dead_letter_topic(app: &str, processor: &str, policy: &OnError) ->
                 .unwrap_or_else(|| format!("{app}-{processor}-dlq")),
         ),
         _ => None,
-    }
-}
-
-impl App {
-    /// What the last processor's tasks do with a record it fails on (see
-    /// [`OnError`]); by default they stop.
-    pub fn on_error(mut self, policy: OnError) -> Self {
-        let app = self.name.clone();
-        if let Some(p) = self.last_processor("on_error") {
-            // A dead-letter topic declared before is replaced.
-            if let Some(old) = dead_letter_topic(&app, &p.name, &p.on_error) {
-                p.outputs.retain(|o| o.topic != old);
-            }
-            if let Some(topic) = dead_letter_topic(&app, &p.name, &policy) {
-                p.outputs.push(OutputSpec {
-                    topic,
-                    partitions: None,
-                    key_codec: Codec::Raw,
-                    value_codec: Codec::Raw,
-                    key_type: TypeId::of::<DeadLetterRecord>(),
-                    value_type: TypeId::of::<DeadLetterRecord>(),
-                });
-            }
-            p.on_error = policy;
-        }
-        self
     }
 }
 

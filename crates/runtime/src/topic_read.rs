@@ -1,14 +1,16 @@
 //! Reading a topic's records as the log holds them, control batches passed
 //! over: a batch's records (fetched or read from a file), and a whole
 //! partition or topic of an embedded log read from its segment files, for
-//! `diff` and the test driver (which read while no run holds the log, or
-//! beside it: the files are only read).
+//! `diff`, `dlq` and the test driver (which read while no run holds the
+//! log, or beside it: the files are only read), or fetched from a cluster.
 
 use std::path::Path;
 
 use strata_record::RecordBatch;
 
 use crate::error::{RuntimeError, Unreadable};
+use crate::location::Location;
+use crate::log_access::LogAccess;
 use crate::record::RecordHeader;
 
 /// Largest decompressed records section of one batch read (for a diff,
@@ -38,6 +40,49 @@ pub(crate) fn read_topic(data_dir: &Path, topic: &str) -> Result<Vec<ReadRecord>
     for partition in 0..partition_count(data_dir, topic) {
         records.extend(read_partition(data_dir, topic, partition)?);
     }
+    Ok(records)
+}
+
+/// Every record of one partition of `topic`, in offset order: read from
+/// the segment files (embedded) or fetched through `access` (remote,
+/// read_committed: an aborted transaction's records left out).
+pub(crate) async fn read_partition_at(
+    location: &Location,
+    access: Option<&LogAccess>,
+    topic: &str,
+    partition: i32,
+) -> Result<Vec<ReadRecord>, RuntimeError> {
+    let records = match (location, access) {
+        (Location::Embedded { data_dir, .. }, _) => read_partition(data_dir, topic, partition)?,
+        (_, Some(access)) => {
+            let mut records = Vec::new();
+            let end = access.end_offset(topic, partition).await?;
+            let mut next = access.start_offset(topic, partition).await?;
+            while next < end {
+                let fetched = access.fetch(topic, partition, next, 4 << 20).await?;
+                // Remote, derived topics are written in transactions: an
+                // aborted one's records are no part of the version's output.
+                let mut visible = strata_client::AbortedFilter::new(fetched.aborted);
+                let mut rest: &[u8] = &fetched.records;
+                let before = next;
+                while let Ok(batch) = RecordBatch::parse_and_verify(rest) {
+                    rest = &rest[batch.size_bytes()..];
+                    if batch.header().next_offset() > next {
+                        if visible.visible(&batch) {
+                            take(&batch, topic, partition, &mut records)?;
+                        }
+                        next = batch.header().next_offset();
+                    }
+                }
+                if next == before {
+                    break;
+                }
+            }
+            records.retain(|r| r.offset < end);
+            records
+        }
+        (Location::Remote { .. }, None) => Vec::new(),
+    };
     Ok(records)
 }
 

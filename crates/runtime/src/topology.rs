@@ -31,106 +31,14 @@ use super::context::Context;
 use super::erased::{ErasedProcessor, WithTimerFn};
 use super::handles::{Store, Topic};
 use super::input::{self, InputTopic, RecordTypes};
-use super::on_error::OnError;
+use super::on_error::{OnError, dead_letter_output, dead_letter_topic};
 use super::process_error::ProcessError;
 use super::processor::IntoProcessor;
 use super::spec::{OutputSpec, StoreSpec};
 
 pub(crate) use super::processor_spec::ProcessorSpec;
+pub use super::task_config::{CheckpointPolicy, CommitInterval, TaskConfig};
 use super::timer::{Timer, timer_store_name};
-
-/// When a task commits its run: whichever limit is reached first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CommitInterval {
-    pub records: u64,
-    pub bytes: u64,
-    pub interval: Duration,
-}
-
-impl Default for CommitInterval {
-    fn default() -> Self {
-        Self {
-            records: 100_000,
-            bytes: 16 << 20,
-            interval: Duration::from_millis(100),
-        }
-    }
-}
-
-/// When a task takes a checkpoint of its state on its own (after a
-/// commit): every `records` records or `interval`, whichever comes first;
-/// neither set, only when asked (`checkpoint`). The newest `keep` stay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CheckpointPolicy {
-    pub records: Option<u64>,
-    pub interval: Option<Duration>,
-    pub keep: usize,
-}
-
-impl Default for CheckpointPolicy {
-    fn default() -> Self {
-        Self {
-            records: None,
-            interval: None,
-            keep: 3,
-        }
-    }
-}
-
-/// Tunables of every task of an app.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TaskConfig {
-    pub commit: CommitInterval,
-    /// Bytes asked for per fetch.
-    pub fetch_bytes: u32,
-    /// fsync the state's WAL at every commit, and the embedded log's derived
-    /// partitions before their outbox entries are dropped.
-    pub sync: bool,
-    pub checkpoints: CheckpointPolicy,
-    /// Embedded: also write every store's changes to its changelog topic
-    /// (`<app>-<store>-changelog`) with each commit. Remote apps always do:
-    /// their state travels through the changelogs.
-    pub changelogs: bool,
-    /// Repeated writes of one key within a commit merged into one database
-    /// write (on by default; see [`App::write_cache`]).
-    pub write_cache: bool,
-    /// How long a task with several inputs waits for one that is caught
-    /// up and has nothing buffered before it processes the others without
-    /// it (see [`App::max_task_idle`]).
-    pub max_task_idle: Duration,
-    /// The threads an instance's tasks share (0: one per core; see
-    /// `task::threads`).
-    pub task_threads: usize,
-    /// Each batch counted for `/metrics` (on by default; see
-    /// [`App::task_metrics`]).
-    pub metrics: bool,
-}
-
-impl TaskConfig {
-    /// How many task threads to start: the setting, or one per core.
-    pub fn task_thread_count(&self) -> usize {
-        match self.task_threads {
-            0 => std::thread::available_parallelism().map_or(1, usize::from),
-            threads => threads,
-        }
-    }
-}
-
-impl Default for TaskConfig {
-    fn default() -> Self {
-        Self {
-            commit: CommitInterval::default(),
-            fetch_bytes: 4 << 20,
-            sync: true,
-            checkpoints: CheckpointPolicy::default(),
-            changelogs: false,
-            write_cache: true,
-            max_task_idle: Duration::ZERO,
-            task_threads: 0,
-            metrics: true,
-        }
-    }
-}
 
 /// An app: a pipeline of processors over topics of one log.
 #[derive(Clone)]
@@ -371,6 +279,23 @@ impl App {
         self
     }
 
+    /// What the last processor's tasks do with a record it fails on (see
+    /// [`OnError`]); by default they stop.
+    pub fn on_error(mut self, policy: OnError) -> Self {
+        let app = self.name.clone();
+        if let Some(p) = self.last("on_error") {
+            // A dead-letter topic declared before is replaced.
+            if let Some(old) = dead_letter_topic(&app, &p.name, &p.on_error) {
+                p.outputs.retain(|o| o.topic != old);
+            }
+            if let Some(topic) = dead_letter_topic(&app, &p.name, &policy) {
+                p.outputs.push(dead_letter_output(topic));
+            }
+            p.on_error = policy;
+        }
+        self
+    }
+
     /// Whether a task merges repeated writes of one key within a commit
     /// into one database write (the default). Off, every put and delete
     /// is written as made: only for measuring what the cache saves a hot
@@ -494,11 +419,6 @@ impl App {
         topics.sort();
         topics.dedup();
         topics
-    }
-
-    /// The last processor declared, for a declaration `what` about it.
-    pub(crate) fn last_processor(&mut self, what: &str) -> Option<&mut ProcessorSpec> {
-        self.last(what)
     }
 
     fn last(&mut self, what: &str) -> Option<&mut ProcessorSpec> {

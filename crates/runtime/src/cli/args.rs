@@ -240,6 +240,37 @@ pub enum Command {
         #[arg(long)]
         version: Option<String>,
     },
+    /// The records processors failed on and sent to their dead-letter
+    /// topics (`.on_error(OnError::dead_letter())`).
+    Dlq {
+        #[command(subcommand)]
+        command: DlqCommand,
+    },
+}
+
+/// `dlq list` and `dlq show`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum DlqCommand {
+    /// Per processor: its dead-letter topic, how many letters, of which
+    /// kind, and the newest error.
+    List {
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
+    },
+    /// Each letter: where the record was, why it failed, its key and
+    /// value.
+    Show {
+        /// Only this processor's letters.
+        #[arg(long)]
+        processor: Option<String>,
+        /// At most this many letters per processor, the newest.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
+    },
 }
 
 /// How the tasks read and commit, overriding the app's settings.

@@ -22,6 +22,9 @@
 //!               [--metrics ADDR] [--console ADDR]
 //!                                                 fresh state from the log, swapped in
 //! <app> checkpoint [--version V]                  checkpoint every task's state
+//! <app> dlq list [--version V]                    dead letters per processor
+//! <app> dlq show [--processor P] [--limit N] [--version V]
+//!                                                 the newest dead letters
 //! ```
 //!
 //! The version the app runs is `live` (see `versions`); `run` runs it, and
@@ -49,7 +52,8 @@ use std::time::Duration;
 use clap::Parser;
 
 pub use args::{
-    CheckpointArgs, Cli, Command, CommitArgs, GroupArgs, HttpArgs, LocationArgs, LookupArgs, NoArgs,
+    CheckpointArgs, Cli, Command, CommitArgs, DlqCommand, GroupArgs, HttpArgs, LocationArgs,
+    LookupArgs, NoArgs,
 };
 pub use security_args::SecurityArgs;
 
@@ -376,6 +380,24 @@ async fn dispatch(
                 http: http.security(),
             };
             print::rebuilt(app.name(), &ops::rebuild(&app, &location, options).await?);
+            Ok(Outcome::Done)
+        }
+        Command::Dlq { command } => {
+            let name = match command {
+                DlqCommand::List { version } | DlqCommand::Show { version, .. } => version,
+            };
+            let (app, location) = app.as_version(location, &version(name)?);
+            match command {
+                DlqCommand::List { .. } => {
+                    print::dead_letter_counts(&ops::dead_letters(&app, &location, None).await?)?
+                }
+                DlqCommand::Show {
+                    processor, limit, ..
+                } => {
+                    let all = ops::dead_letters(&app, &location, processor.as_deref()).await?;
+                    print::dead_letters(&all, *limit)?
+                }
+            }
             Ok(Outcome::Done)
         }
         Command::Checkpoint { version: name } => {

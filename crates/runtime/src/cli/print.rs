@@ -116,6 +116,18 @@ pub(super) async fn status(app: &App, location: &Location) -> Result<(), Runtime
     for warning in rows.iter().filter_map(StatusRow::warning) {
         writeln!(out, "WARNING: {warning}").map_err(stdout_error)?;
     }
+    for letters in ops::dead_letters(app, location, None).await? {
+        if !letters.letters.is_empty() {
+            writeln!(
+                out,
+                "{}: {} records failed and are in {} (`dlq list`, `dlq show`)",
+                letters.processor,
+                letters.letters.len(),
+                letters.topic
+            )
+            .map_err(stdout_error)?;
+        }
+    }
     out.flush().map_err(stdout_error)
 }
 
@@ -296,6 +308,90 @@ pub(super) fn versions(versions: &Versions) {
         };
         println!("{name}{marker}");
     }
+}
+
+/// `dlq list`: per processor, its dead-letter topic, the letters by kind
+/// and the newest error.
+pub(super) fn dead_letter_counts(all: &[ops::DeadLetters]) -> Result<(), RuntimeError> {
+    const COLUMNS: [(&str, CellAlignment); 6] = [
+        ("PROCESSOR", CellAlignment::Left),
+        ("TOPIC", CellAlignment::Left),
+        ("LETTERS", CellAlignment::Right),
+        ("DECODE", CellAlignment::Right),
+        ("PROCESS", CellAlignment::Right),
+        ("NEWEST ERROR", CellAlignment::Left),
+    ];
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if all.is_empty() {
+        writeln!(
+            out,
+            "(no processor sends failing records to a dead-letter topic)"
+        )
+        .map_err(stdout_error)?;
+        return out.flush().map_err(stdout_error);
+    }
+    let mut table = Table::new();
+    for letters in all {
+        let kinds = letters.by_kind();
+        let newest = (letters.letters.iter()).max_by_key(|l| (l.timestamp, l.offset));
+        table.add_row([
+            letters.processor.clone(),
+            letters.topic.clone(),
+            letters.letters.len().to_string(),
+            kinds.get("decode").copied().unwrap_or(0).to_string(),
+            kinds.get("process").copied().unwrap_or(0).to_string(),
+            newest.map_or("-".to_string(), |l| l.error.clone()),
+        ]);
+    }
+    plain(&mut table, &COLUMNS);
+    for line in table.lines() {
+        writeln!(out, "{}", line.trim_end()).map_err(stdout_error)?;
+    }
+    out.flush().map_err(stdout_error)
+}
+
+/// `dlq show`: the newest `limit` letters of each processor, each with
+/// where its record was, why it failed, and its key and value (as text,
+/// bytes that are not UTF-8 replaced).
+pub(super) fn dead_letters(all: &[ops::DeadLetters], limit: usize) -> Result<(), RuntimeError> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let text = |bytes: &Option<Vec<u8>>| match bytes {
+        Some(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        None => "(null)".to_string(),
+    };
+    for letters in all {
+        let shown = letters.letters.len().saturating_sub(limit);
+        writeln!(
+            out,
+            "{} ({}): {} letters{}",
+            letters.processor,
+            letters.topic,
+            letters.letters.len(),
+            if shown > 0 {
+                format!(", the newest {limit}")
+            } else {
+                String::new()
+            }
+        )
+        .map_err(stdout_error)?;
+        for letter in &letters.letters[shown..] {
+            let (topic, partition, offset) = &letter.origin;
+            writeln!(
+                out,
+                "  {}/{}@{}  from {topic}/{partition}@{offset}  {}  {}: {}\n    key: {}\n    value: {}",
+                letters.topic,
+                letter.partition,
+                letter.offset,
+                strata_record::time::format_rfc3339(letter.timestamp),
+                letter.kind,
+                letter.error,
+                text(&letter.key),
+                text(&letter.value),
+            )
+            .map_err(stdout_error)?;
+        }
+    }
+    out.flush().map_err(stdout_error)
 }
 
 /// `rebuild`: what was rebuilt and how it took over, on stderr.

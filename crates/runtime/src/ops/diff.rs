@@ -10,8 +10,6 @@
 
 use std::collections::BTreeMap;
 
-use strata_record::RecordBatch;
-
 use crate::error::RuntimeError;
 use crate::layout::{self, task_dirs};
 use crate::location::Location;
@@ -311,7 +309,8 @@ fn compare(partition: i32, a: &[Compared], b: &[Compared]) -> PartitionDiff {
     }
 }
 
-async fn partition_count(
+/// How many partitions `topic` has (0 if it was never made).
+pub(crate) async fn partition_count(
     location: &Location,
     access: Option<&LogAccess>,
     topic: &str,
@@ -333,39 +332,7 @@ async fn read_partition(
     topic: &str,
     partition: i32,
 ) -> Result<Vec<Compared>, RuntimeError> {
-    let records = match (location, access) {
-        (Location::Embedded { data_dir, .. }, _) => {
-            topic_read::read_partition(data_dir, topic, partition)?
-        }
-        (_, Some(access)) => {
-            let mut records = Vec::new();
-            let end = access.end_offset(topic, partition).await?;
-            let mut next = access.start_offset(topic, partition).await?;
-            while next < end {
-                let fetched = access.fetch(topic, partition, next, 4 << 20).await?;
-                // Remote, derived topics are written in transactions: an
-                // aborted one's records are no part of the version's output.
-                let mut visible = strata_client::AbortedFilter::new(fetched.aborted);
-                let mut rest: &[u8] = &fetched.records;
-                let before = next;
-                while let Ok(batch) = RecordBatch::parse_and_verify(rest) {
-                    rest = &rest[batch.size_bytes()..];
-                    if batch.header().next_offset() > next {
-                        if visible.visible(&batch) {
-                            topic_read::take(&batch, topic, partition, &mut records)?;
-                        }
-                        next = batch.header().next_offset();
-                    }
-                }
-                if next == before {
-                    break;
-                }
-            }
-            records.retain(|r| r.offset < end);
-            records
-        }
-        (Location::Remote { .. }, None) => Vec::new(),
-    };
+    let records = topic_read::read_partition_at(location, access, topic, partition).await?;
     Ok((records.into_iter())
         .map(|r| (r.offset, r.key, r.value))
         .collect())

@@ -10,6 +10,8 @@
 //! - [`rebuild()`]: fresh state from the log, swapped in.
 //! - [`Replay`]: run a new build into a version of its own.
 //! - [`diff()`]: two versions' stores and derived topics compared.
+//! - [`dead_letters()`]: the records processors failed on and sent to
+//!   their dead-letter topics.
 //! - [`promote()`]: make a version live.
 //! - [`query()`]: a store's committed entries by key, prefix, range or
 //!   window, as JSON; `query/http.rs` serves it while the app runs.
@@ -19,6 +21,7 @@
 //! other than the live one is reached with `App::as_version`.
 
 mod checkpoint;
+mod dead_letters;
 pub(crate) mod diff;
 pub(crate) mod dump_state;
 pub(crate) mod open;
@@ -32,6 +35,7 @@ mod serve;
 mod status;
 
 pub use checkpoint::{TaskCheckpoint, checkpoint};
+pub use dead_letters::{DeadLetter, DeadLetters, dead_letters};
 pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff, diff};
 pub use dump_state::{dump_state, dump_state_at};
 pub use promote::{Promoted, promote};

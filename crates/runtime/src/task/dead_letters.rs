@@ -15,7 +15,8 @@
 //! 4. Processing the run again, at (I, O) the task diverts R instead of
 //!    calling the processor: a dead letter, or nothing (skipped), and R
 //!    counts as processed.
-//! 5. The next commit writes the inputs' positions past R with the dead
+//! 5. The task commits right after R (so a later failure rewinds no
+//!    further back than R): the inputs' positions past R, with the dead
 //!    letter and everything else; the notes are cleared.
 //!
 //! Crash windows: killed anywhere before 5, nothing of the run was
@@ -247,6 +248,9 @@ impl Task {
         }
         self.pending.records += 1;
         self.pending.moved = true;
+        // Committed right after: a later failure in the same batch or run
+        // rewinds no further back than this record.
+        self.pending.full = true;
         Ok(())
     }
 }

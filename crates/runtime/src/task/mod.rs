@@ -33,7 +33,7 @@
 
 mod checkpoint_request;
 mod commit;
-mod dead_letters;
+pub(crate) mod dead_letters;
 pub(crate) mod handover;
 mod input;
 mod merge;

@@ -12,6 +12,9 @@ pub(super) struct Pending {
     pub since: Instant,
     /// Whether anything moved (records, or offsets past skipped batches).
     pub moved: bool,
+    /// Whether the run is to be committed after the record in hand,
+    /// however small (a failure diverted: see `dead_letters`).
+    pub full: bool,
 }
 
 impl Pending {
@@ -21,6 +24,7 @@ impl Pending {
             bytes: 0,
             since: Instant::now(),
             moved: false,
+            full: false,
         }
     }
 

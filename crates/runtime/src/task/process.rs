@@ -304,6 +304,7 @@ impl Task {
         // log recognises any earlier batch.
         let remote = matches!(self.setup.log, LogAccess::Remote(_));
         self.pending.records >= self.setup.config.commit.records
+            || self.pending.full
             || (remote && self.state.outbox_full())
     }
 

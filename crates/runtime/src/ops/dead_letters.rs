@@ -1,0 +1,128 @@
+//! `dlq list` and `dlq show`: the records a version's processors failed on
+//! and sent to their dead-letter topics (see `on_error`), read from the
+//! log (embedded: its segment files, so the app may be running; remote:
+//! fetched read_committed, so a letter of an aborted transaction is not
+//! shown).
+
+use std::collections::BTreeMap;
+
+use crate::error::RuntimeError;
+use crate::location::Location;
+use crate::log_access::LogAccess;
+use crate::on_error::dead_letter_topic;
+use crate::topic_read::{ReadRecord, read_partition_at};
+use crate::topology::App;
+
+use super::diff::partition_count;
+
+/// One record a processor failed on, as its dead letter tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub partition: i32,
+    /// Its offset in the dead-letter topic.
+    pub offset: i64,
+    /// Where the record was: topic (as the log names it), partition,
+    /// offset.
+    pub origin: (String, i32, i64),
+    pub timestamp: i64,
+    /// `decode` or `process`.
+    pub kind: String,
+    pub error: String,
+    pub key: Option<Vec<u8>>,
+    pub value: Option<Vec<u8>>,
+}
+
+/// A processor's dead-letter topic and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetters {
+    pub processor: String,
+    /// As the log names it (with the version's suffix).
+    pub topic: String,
+    pub letters: Vec<DeadLetter>,
+}
+
+impl DeadLetters {
+    /// How many letters of each kind.
+    pub fn by_kind(&self) -> BTreeMap<&str, u64> {
+        let mut kinds = BTreeMap::new();
+        for letter in &self.letters {
+            *kinds.entry(letter.kind.as_str()).or_insert(0) += 1;
+        }
+        kinds
+    }
+}
+
+/// The dead letters of every processor of `app` (a version's, see
+/// [`App::as_version`]) that sends failing records to a topic, or only of
+/// `processor`.
+pub async fn dead_letters(
+    app: &App,
+    location: &Location,
+    processor: Option<&str>,
+) -> Result<Vec<DeadLetters>, RuntimeError> {
+    let senders: Vec<_> = (app.processors.iter())
+        .filter(|p| processor.is_none_or(|name| p.name == name))
+        .filter_map(|p| Some((p, dead_letter_topic(&app.name, &p.name, &p.on_error)?)))
+        .collect();
+    if let Some(name) = processor
+        && senders.is_empty()
+    {
+        let known = (app.processors.iter()).map(|p| p.name.as_str());
+        return Err(RuntimeError::Config(format!(
+            "no processor {name:?} sends failing records to a dead-letter topic (processors: {}; give one .on_error(OnError::dead_letter()))",
+            known.collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let access = match location {
+        remote @ Location::Remote { .. } => Some(
+            LogAccess::connect(remote.client_config().expect("a remote location"))
+                .await?
+                .0,
+        ),
+        Location::Embedded { .. } => None,
+    };
+    let mut all = Vec::new();
+    for (spec, topic) in senders {
+        let topic = app.log_topic(&topic);
+        let mut letters = Vec::new();
+        for partition in 0..partition_count(location, access.as_ref(), &topic).await? {
+            let records = read_partition_at(location, access.as_ref(), &topic, partition).await?;
+            letters.extend(records.into_iter().map(letter));
+        }
+        all.push(DeadLetters {
+            processor: spec.name.clone(),
+            topic,
+            letters,
+        });
+    }
+    Ok(all)
+}
+
+/// A dead-letter record as the letter it is: its `strata.dlq.*` headers
+/// read (the last of each name: a letter that failed again when replayed
+/// carries the newest reason last).
+fn letter(record: ReadRecord) -> DeadLetter {
+    let header = |name: &str| {
+        (record.headers.iter().rev())
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.as_deref())
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_default()
+    };
+    use crate::task::dead_letters as names;
+    let number = |name: &str| header(name).parse().unwrap_or(-1);
+    DeadLetter {
+        partition: record.partition,
+        offset: record.offset,
+        origin: (
+            header(names::TOPIC),
+            number(names::PARTITION) as i32,
+            number(names::OFFSET),
+        ),
+        timestamp: record.timestamp,
+        kind: header(names::ERROR_KIND),
+        error: header(names::ERROR),
+        key: record.key,
+        value: record.value,
+    }
+}
