@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use strata::record::codec::Codec;
 use strata::runtime::testing::TestDriver;
-use strata::runtime::{App, Context, OnError, ProcessError, Record, RecordHeader, Store, Topic};
+use strata::runtime::{
+    App, AsyncProcessor, Context, OnError, ProcessError, Record, RecordHeader, Store, Topic,
+};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Order {
@@ -202,10 +204,140 @@ fn one_failure_more_than_the_limit_allows_in_a_minute_stops_the_task() {
     }
     let error = driver.process().unwrap_err().to_string();
     assert!(
-        error.contains("more than 3 records failed within a minute"),
+        error.contains("more than 3 records failed within a minute, the last orders/0 at offset 3"),
         "{error}"
     );
     assert!(error.contains("2003 cents is above the limit"), "{error}");
+}
+
+/// `total` as an async processor: `prepare` parses (and fails on what is
+/// not JSON), `apply` adds (and fails above the limit, after its writes).
+struct AsyncTotal;
+
+impl AsyncProcessor<String, String> for AsyncTotal {
+    type Prepared = u64;
+
+    async fn prepare(&self, order: &Record<String, String>) -> Result<u64, ProcessError> {
+        let order: Order = serde_json::from_str(&order.value)?;
+        Ok(order.cents)
+    }
+
+    fn apply(
+        &mut self,
+        order: Record<String, String>,
+        cents: u64,
+        ctx: &mut Context<'_>,
+    ) -> Result<(), ProcessError> {
+        let sum = ctx.get(TOTALS, &order.key)?.unwrap_or(0) + cents;
+        ctx.put(TOTALS, &order.key, &sum)?;
+        ctx.emit(TOTALS_OUT, &order.key, &sum)?;
+        if cents > LIMIT_CENTS {
+            return Err(ProcessError::msg(format!(
+                "{cents} cents is above the limit"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Records as (key, value) text, sorted.
+type KeyValues = Vec<(String, String)>;
+
+/// The failing orders' (key, value), sorted, and the letters' likewise.
+fn failing_and_letters(
+    driver: &mut TestDriver,
+    orders: &[(String, String, Option<&str>)],
+) -> (KeyValues, KeyValues) {
+    let mut wanted: Vec<_> = (orders.iter())
+        .filter(|o| o.2.is_some())
+        .map(|(k, v, _)| (k.clone(), v.clone()))
+        .collect();
+    wanted.sort();
+    let mut found: Vec<_> = (driver.output(DEAD_LETTERS).unwrap().into_iter())
+        .map(|r| (r.key.unwrap(), String::from_utf8(r.value.unwrap()).unwrap()))
+        .collect();
+    found.sort();
+    (wanted, found)
+}
+
+#[test]
+fn an_async_processors_failures_are_diverted_one_by_one_and_the_records_after_them_are_applied() {
+    let app = App::new("shop")
+        .processor("total", || AsyncTotal)
+        .input(ORDERS_TEXT)
+        .store(TOTALS)
+        .output(TOTALS_OUT)
+        .on_error(OnError::dead_letter());
+    let mut driver = TestDriver::new(app).unwrap();
+    driver.partitions(ORDERS_TEXT, 2).unwrap();
+    driver.commit_every(11);
+    let orders = orders();
+    pipe_all(&mut driver, &orders);
+    assert!(driver.crash_after(170).unwrap(), "the crash cuts the run");
+    driver.restart().unwrap();
+    assert_eq!(driver.store(TOTALS).unwrap(), expected_totals(&orders));
+    let (wanted, found) = failing_and_letters(&mut driver, &orders);
+    assert_eq!(found, wanted, "each failing order once, and no other");
+}
+
+const RETURNS: Topic<String, String> = Topic::new("returns").codecs(Codec::Utf8, Codec::Utf8);
+
+/// Orders add and returns subtract, both parsed as JSON cents.
+fn net(order: Record<String, String>, ctx: &mut Context) -> Result<(), ProcessError> {
+    let cents = serde_json::from_str::<Order>(&order.value)?.cents;
+    let sum = ctx.get(TOTALS, &order.key)?.unwrap_or(0);
+    let sum = match ctx.topic() {
+        "returns" => sum.saturating_sub(cents),
+        _ => sum + cents,
+    };
+    ctx.put(TOTALS, &order.key, &sum)?;
+    ctx.emit(TOTALS_OUT, &order.key, &sum)
+}
+
+#[test]
+fn a_task_with_two_inputs_diverts_the_failures_of_each_and_processes_the_rest_once() {
+    let app = App::new("shop")
+        .processor("total", net)
+        .input(ORDERS_TEXT)
+        .input(RETURNS)
+        .store(TOTALS)
+        .output(TOTALS_OUT)
+        .on_error(OnError::dead_letter());
+    let mut driver = TestDriver::new(app).unwrap();
+    driver.partitions(ORDERS_TEXT, 2).unwrap();
+    driver.partitions(RETURNS, 2).unwrap();
+    driver.commit_every(7);
+    // Orders of 100 cents, returns of 10; one in 9 of each is not JSON.
+    let mut failing = Vec::new();
+    let mut expected: BTreeMap<String, u64> = BTreeMap::new();
+    for i in 0..120u64 {
+        let key = format!("customer-{}", i % 5);
+        for (topic, cents) in [(ORDERS_TEXT, 100u64), (RETURNS, 10)] {
+            let value = match i % 9 == 4 {
+                true => format!("broken {i}"),
+                false => format!("{{\"cents\":{cents}}}"),
+            };
+            if i % 9 == 4 {
+                failing.push((key.clone(), value.clone()));
+            } else {
+                let total = expected.entry(key.clone()).or_insert(0);
+                *total = match topic.name() {
+                    "returns" => total.saturating_sub(cents),
+                    _ => *total + cents,
+                };
+            }
+            driver.pipe(topic, &key, &value).unwrap();
+        }
+    }
+    assert!(driver.crash_after(130).unwrap(), "the crash cuts the run");
+    driver.restart().unwrap();
+    assert_eq!(driver.store(TOTALS).unwrap(), expected);
+    failing.sort();
+    let mut found: Vec<_> = (driver.output(DEAD_LETTERS).unwrap().into_iter())
+        .map(|r| (r.key.unwrap(), String::from_utf8(r.value.unwrap()).unwrap()))
+        .collect();
+    found.sort();
+    assert_eq!(found, failing, "each failing record once, and no other");
 }
 
 /// Order `i` of the remote test, as `customer=cents` (the dead_letters

@@ -373,7 +373,7 @@ function skew(task, speed) {
 // those still to read, over every running task.
 function jobProgress() {
   const r = latest();
-  const total = sum(r, "strata_job_records_total");
+  const total = sum(r, "strata_job_records_target");
   if (total > 0) {
     const done = Math.min(total, sum(r, "strata_job_records_done"));
     const left = total - done;

@@ -137,6 +137,14 @@ where
         self.inner.close(ctx)
     }
 
+    fn pass_over(&mut self, topic: &str, offset: i64) {
+        if let Some(ready) = self.ready_for(topic) {
+            while ready.front().is_some_and(|(at, _)| *at <= offset) {
+                ready.pop_front();
+            }
+        }
+    }
+
     fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         self.inner.on_timer(timer, ctx)
     }

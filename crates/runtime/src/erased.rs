@@ -36,6 +36,11 @@ pub(crate) trait ErasedProcessor: Send {
     /// A timer of the processor's is due (see `runtime::timer`).
     fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
 
+    /// The task passes over the record at `offset` of input `topic`
+    /// without calling the processor (diverted by its error policy): an
+    /// async processor drops what it prepared for it.
+    fn pass_over(&mut self, _topic: &str, _offset: i64) {}
+
     /// Whether [`ErasedProcessor::prepare`] has work to do (an async
     /// processor): a task with several inputs only decodes a batch ahead
     /// for a processor that asks.
@@ -96,6 +101,10 @@ impl ErasedProcessor for WithTimerFn {
 
     fn on_timer(&mut self, timer: Timer, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         (self.on_timer)(timer, ctx)
+    }
+
+    fn pass_over(&mut self, topic: &str, offset: i64) {
+        self.inner.pass_over(topic, offset)
     }
 
     fn prepares(&self) -> bool {

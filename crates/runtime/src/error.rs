@@ -160,10 +160,11 @@ pub enum RuntimeError {
     /// More records failed in a minute than the processor's error policy
     /// diverts: the task stops rather than divert every record.
     #[error(
-        "task {task}: more than {limit} records failed within a minute (the last: {last}); the processor looks broken: fix it and run again, or raise the limit with OnError::at_most_per_minute"
+        "more than {limit} records failed within a minute, the last {at}: {last}; the processor looks broken: fix it and run again, or raise the limit with OnError::at_most_per_minute"
     )]
     TooManyFailures {
-        task: String,
+        /// Where the last failing record is: topic/partition at offset.
+        at: String,
         limit: u32,
         last: String,
     },

@@ -62,13 +62,13 @@ fn write(
 ) -> fmt::Result {
     let records = progress.records.load(Ordering::Relaxed);
     families.gauge(
-        "strata_job_records_total",
+        "strata_job_records_target",
         "Records the job's tasks have to process to reach their targets (a run to the inputs' end, a rebuild); 0 while no task knows its targets.",
         progress.total.load(Ordering::Relaxed),
     )?;
     families.gauge(
         "strata_job_records_done",
-        "Records processed towards strata_job_records_total.",
+        "Records processed towards strata_job_records_target.",
         progress.done.load(Ordering::Relaxed),
     )?;
     let tasks = board.snapshot();

@@ -13,7 +13,10 @@
 //!   same commit as everything else: exactly once.
 //!
 //! Either way, past a limit of failures per minute (per task) the task
-//! stops anyway, so a broken deploy does not divert every record.
+//! stops anyway, so a broken deploy does not divert every record (not in
+//! a rebuild, which meets months of failures in minutes). An error of the
+//! task's own state is no record's fault: it stops the task whatever the
+//! policy.
 //!
 //! What the processor did for a failing record before its error (store
 //! writes, emits) is undone: the task processes its run again from its
@@ -93,6 +96,11 @@ impl OnError {
                 *per_minute_max
             }
         }
+    }
+
+    /// Whether failing records go to a dead-letter topic.
+    pub(crate) fn sends_letters(&self) -> bool {
+        matches!(self, Self::DeadLetter { .. })
     }
 
     /// How `strata_task_failed_records_total` names what is done.

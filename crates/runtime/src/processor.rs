@@ -32,7 +32,8 @@
 //! A processor never sees commits, producer ids or RocksDB: everything it
 //! writes through the context is buffered in the task's current run and
 //! committed, with the input offset, in one write batch. A processor that
-//! returns an error stops its task; the run in progress is not committed.
+//! returns an error stops its task, the run in progress not committed,
+//! unless its error policy diverts the record (see `on_error`).
 
 use std::marker::PhantomData;
 use std::sync::Arc;

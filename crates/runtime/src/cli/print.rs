@@ -116,7 +116,18 @@ pub(super) async fn status(app: &App, location: &Location) -> Result<(), Runtime
     for warning in rows.iter().filter_map(StatusRow::warning) {
         writeln!(out, "WARNING: {warning}").map_err(stdout_error)?;
     }
-    for letters in ops::dead_letters(app, location, None).await? {
+    // Best effort: the dead letters are read from the log, which may be
+    // away; the table above stands without them.
+    let sends = (app.processors.iter()).any(|p| p.on_error.sends_letters());
+    let letters = match sends {
+        true => ops::dead_letters(app, location, None).await,
+        false => Ok(Vec::new()),
+    };
+    let letters = letters.unwrap_or_else(|error| {
+        eprintln!("(the dead letters could not be read: {error})");
+        Vec::new()
+    });
+    for letters in letters {
         if !letters.letters.is_empty() {
             writeln!(
                 out,
@@ -333,14 +344,14 @@ pub(super) fn dead_letter_counts(all: &[ops::DeadLetters]) -> Result<(), Runtime
     let mut table = Table::new();
     for letters in all {
         let kinds = letters.by_kind();
-        let newest = (letters.letters.iter()).max_by_key(|l| (l.timestamp, l.offset));
+        let newest = letters.letters.last();
         table.add_row([
             letters.processor.clone(),
             letters.topic.clone(),
             letters.letters.len().to_string(),
             kinds.get("decode").copied().unwrap_or(0).to_string(),
             kinds.get("process").copied().unwrap_or(0).to_string(),
-            newest.map_or("-".to_string(), |l| l.error.clone()),
+            newest.map_or("-".to_string(), |l| printable(l.error.as_bytes())),
         ]);
     }
     plain(&mut table, &COLUMNS);
@@ -356,7 +367,7 @@ pub(super) fn dead_letter_counts(all: &[ops::DeadLetters]) -> Result<(), Runtime
 pub(super) fn dead_letters(all: &[ops::DeadLetters], limit: usize) -> Result<(), RuntimeError> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let text = |bytes: &Option<Vec<u8>>| match bytes {
-        Some(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Some(bytes) => printable(bytes),
         None => "(null)".to_string(),
     };
     for letters in all {
@@ -378,13 +389,14 @@ pub(super) fn dead_letters(all: &[ops::DeadLetters], limit: usize) -> Result<(),
             let (topic, partition, offset) = &letter.origin;
             writeln!(
                 out,
-                "  {}/{}@{}  from {topic}/{partition}@{offset}  {}  {}: {}\n    key: {}\n    value: {}",
+                "  {}/{}@{}  failed {}  {}: {}\n    from {topic}/{partition}@{offset} ({})\n    key: {}\n    value: {}",
                 letters.topic,
                 letter.partition,
                 letter.offset,
-                strata_record::time::format_rfc3339(letter.timestamp),
+                strata_record::time::format_rfc3339(letter.failed_at),
                 letter.kind,
-                letter.error,
+                printable(letter.error.as_bytes()),
+                strata_record::time::format_rfc3339(letter.timestamp),
                 text(&letter.key),
                 text(&letter.value),
             )
@@ -392,6 +404,19 @@ pub(super) fn dead_letters(all: &[ops::DeadLetters], limit: usize) -> Result<(),
         }
     }
     out.flush().map_err(stdout_error)
+}
+
+/// Bytes as a terminal may show them: text, with bytes that are not
+/// UTF-8 replaced and control characters escaped (a letter's key, value
+/// and error come from outside).
+fn printable(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .chars()
+        .flat_map(|c| match c.is_control() {
+            true => c.escape_default().collect::<Vec<_>>(),
+            false => vec![c],
+        })
+        .collect()
 }
 
 /// `rebuild`: what was rebuilt and how it took over, on stderr.

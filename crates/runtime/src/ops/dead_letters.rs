@@ -24,6 +24,9 @@ pub struct DeadLetter {
     /// Where the record was: topic (as the log names it), partition,
     /// offset.
     pub origin: (String, i32, i64),
+    /// When it failed (the letter's timestamp), in ms since the epoch.
+    pub failed_at: i64,
+    /// The record's own timestamp.
     pub timestamp: i64,
     /// `decode` or `process`.
     pub kind: String,
@@ -38,6 +41,7 @@ pub struct DeadLetters {
     pub processor: String,
     /// As the log names it (with the version's suffix).
     pub topic: String,
+    /// Oldest failure first.
     pub letters: Vec<DeadLetter>,
 }
 
@@ -89,6 +93,8 @@ pub async fn dead_letters(
             let records = read_partition_at(location, access.as_ref(), &topic, partition).await?;
             letters.extend(records.into_iter().map(letter));
         }
+        // Oldest failure first, across partitions.
+        letters.sort_by_key(|l| (l.failed_at, l.partition, l.offset));
         all.push(DeadLetters {
             processor: spec.name.clone(),
             topic,
@@ -119,7 +125,8 @@ fn letter(record: ReadRecord) -> DeadLetter {
             number(names::PARTITION) as i32,
             number(names::OFFSET),
         ),
-        timestamp: record.timestamp,
+        failed_at: record.timestamp,
+        timestamp: number(names::TIMESTAMP),
         kind: header(names::ERROR_KIND),
         error: header(names::ERROR),
         key: record.key,

@@ -15,9 +15,11 @@
 //! compared only as far as both versions reach.
 //!
 //! The figures are metrics of the console's `/metrics`, as every figure
-//! the page shows (see [`RunningDiff::write`]).
+//! the page shows (see [`RunningDiff::write`]). A diff holds both
+//! versions' stores in memory while it compares them.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -34,6 +36,8 @@ use super::diff::{DiffReport, PartitionDiff, diff};
 const PAUSE_FACTOR: u32 = 9;
 /// The shortest pause between two diffs.
 const PAUSE_MIN: Duration = Duration::from_secs(2);
+/// How often a pause looks whether the diffing is to stop.
+const STOP_CHECK_EVERY: Duration = Duration::from_millis(50);
 
 /// The newest diff of a replay against the live version.
 #[derive(Default)]
@@ -50,21 +54,21 @@ struct Taken {
 
 impl RunningDiff {
     /// Diffs version `replay` of `app` against the live version at `root`
-    /// (the app's base location), again and again until the task returned
-    /// is aborted.
-    pub(crate) fn start(
-        app: &App,
-        root: &Location,
-        replay: &str,
-    ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
+    /// (the app's base location), again and again on a thread of its own
+    /// until the [`StopDiffing`] returned is dropped (a diff in progress
+    /// ends first; the process does not wait for it).
+    pub(crate) fn start(app: &App, root: &Location, replay: &str) -> (Arc<Self>, StopDiffing) {
         let running = Arc::new(Self::default());
-        let task = tokio::spawn(keep_diffing(
-            app.clone(),
-            root.clone(),
-            replay.to_string(),
-            Arc::clone(&running),
-        ));
-        (running, task)
+        let stop = Arc::new(AtomicBool::new(false));
+        let (app, root, replay) = (app.clone(), root.clone(), replay.to_string());
+        let (into, stopped) = (Arc::clone(&running), Arc::clone(&stop));
+        let spawned = std::thread::Builder::new()
+            .name("strata-replay-diff".into())
+            .spawn(move || keep_diffing(&app, &root, &replay, &into, &stopped));
+        if let Err(error) = spawned {
+            tracing::warn!("the replay's diff against the live version cannot start: {error}");
+        }
+        (running, StopDiffing(stop))
     }
 
     /// The newest diff's figures (nothing before the first is taken).
@@ -147,21 +151,34 @@ fn pause_after(took: Duration) -> Duration {
     (took * PAUSE_FACTOR).max(PAUSE_MIN)
 }
 
-async fn keep_diffing(app: App, root: Location, replay: String, into: Arc<RunningDiff>) {
-    let handle = tokio::runtime::Handle::current();
+/// Stops the running diff when dropped.
+pub(crate) struct StopDiffing(Arc<AtomicBool>);
+
+impl Drop for StopDiffing {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+fn keep_diffing(app: &App, root: &Location, replay: &str, into: &RunningDiff, stop: &AtomicBool) {
+    // Remote, a diff fetches: on a runtime of the thread's own.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::warn!("the replay's diff against the live version cannot start: {error}");
+            return;
+        }
+    };
     let mut failing = false;
-    loop {
+    while !stop.load(Ordering::Relaxed) {
         let started = Instant::now();
-        // A diff reads files and RocksDB: off the async workers.
-        let taken = tokio::task::spawn_blocking({
-            let (app, root, replay, handle) =
-                (app.clone(), root.clone(), replay.clone(), handle.clone());
-            move || handle.block_on(take(&app, &root, &replay))
-        })
-        .await;
+        let taken = runtime.block_on(take(app, root, replay));
         let took = started.elapsed();
         match taken {
-            Ok(Ok(report)) => {
+            Ok(report) => {
                 failing = false;
                 let at_ms = strata_record::time::now_ms();
                 into.keep(Taken {
@@ -172,19 +189,18 @@ async fn keep_diffing(app: App, root: Location, replay: String, into: Arc<Runnin
             }
             // Once per spell of failures: a store compacting while it is
             // opened read-only may fail one diff and not the next.
-            Ok(Err(error)) if !failing => {
+            Err(error) if !failing => {
                 failing = true;
                 tracing::warn!(
                     "the replay's diff against the live version failed (tried again): {error}"
                 );
             }
-            Ok(Err(error)) => tracing::debug!("the replay's diff failed again: {error}"),
-            Err(panic) => {
-                tracing::warn!("the replay's diff against the live version stopped: {panic}");
-                return;
-            }
+            Err(error) => tracing::debug!("the replay's diff failed again: {error}"),
         }
-        tokio::time::sleep(pause_after(took)).await;
+        let until = Instant::now() + pause_after(took);
+        while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+            std::thread::sleep(STOP_CHECK_EVERY);
+        }
     }
 }
 

@@ -88,7 +88,8 @@ impl Task {
         self.state.begin_commit(&offsets)?;
         // The next run begins here; the failures of this one are behind.
         self.run_start = self.inputs.iter().map(|i| i.next).collect();
-        self.failures.committed();
+        self.run_progress = (0, 0);
+        self.failures.committed(&self.run_start);
         let written = self.state.store_writes() - written;
         (self.setup.progress.store_writes).fetch_add(written, std::sync::atomic::Ordering::Relaxed);
         self.pending = Pending::new();

@@ -26,8 +26,8 @@
 //! is processed again (a processor that is not deterministic), is still
 //! diverted: the decision stands for the run.
 //!
-//! A dead letter is R unchanged (key, value, timestamp, headers) with
-//! these headers after R's own, each value text:
+//! A dead letter is R unchanged (key, value, headers), stamped with the
+//! time of the failure, with these headers after R's own, each value text:
 //!
 //! | header | value |
 //! |---|---|
@@ -42,6 +42,7 @@
 
 use std::any::TypeId;
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use strata_record::{Header, NewRecord, Record};
@@ -50,6 +51,7 @@ use crate::context::Position;
 use crate::error::RuntimeError;
 use crate::on_error::{DeadLetterRecord, OnError};
 use crate::process_error::{ProcessError, UndecodableInput};
+use crate::state::StateError;
 
 use super::{Pending, Task, TaskSetup};
 
@@ -76,15 +78,21 @@ pub(super) struct Failure {
 }
 
 impl Failure {
-    pub fn of(error: &ProcessError) -> Self {
+    /// The failure `error` is, or None when it is the task's own (its
+    /// state could not be read or written): no record is to blame, and
+    /// the task stops.
+    pub fn of(error: &ProcessError) -> Option<Self> {
+        if error.downcast_ref::<StateError>().is_some() {
+            return None;
+        }
         let kind = match error.downcast_ref::<UndecodableInput>() {
             Some(_) => "decode",
             None => "process",
         };
-        Self {
+        Some(Self {
             error: error.to_string(),
             kind,
-        }
+        })
     }
 }
 
@@ -136,22 +144,30 @@ impl Failures {
         }
     }
 
-    /// The run was committed: its failures are behind.
-    pub fn committed(&mut self) {
-        self.noted.clear();
+    /// A run was committed, the next one beginning at `run_start`: the
+    /// failures behind it are forgotten, those ahead kept (a commit may
+    /// come between the rewind and the failed record: the interval's, a
+    /// long sweep of timers').
+    pub fn committed(&mut self, run_start: &[i64]) {
+        if !self.noted.is_empty() {
+            self.noted
+                .retain(|(input, offset), _| *offset >= run_start[*input]);
+        }
     }
 
     /// Notes `failed` for the run to be processed again; an error when it
-    /// is one more than the policy allows in a minute.
-    fn note(&mut self, failed: Failed, task: &str) -> Result<(), RuntimeError> {
+    /// is one more than the policy allows in a minute (`limited`: not in a
+    /// rebuild, which goes through its inputs' failures of months in
+    /// minutes; the live task diverted them already).
+    fn note(&mut self, failed: Failed, limited: bool, at: String) -> Result<(), RuntimeError> {
         let now = Instant::now();
-        while (self.recent.front()).is_some_and(|at| now.duration_since(*at) > LIMIT_WINDOW) {
+        while (self.recent.front()).is_some_and(|t| now.duration_since(*t) > LIMIT_WINDOW) {
             self.recent.pop_front();
         }
         let limit = self.policy.per_minute_max();
-        if self.recent.len() >= limit as usize {
+        if limited && self.recent.len() >= limit as usize {
             return Err(RuntimeError::TooManyFailures {
-                task: task.to_string(),
+                at,
                 limit,
                 last: failed.failure.error,
             });
@@ -175,23 +191,24 @@ impl Task {
         if !matches!(error, RuntimeError::Processor { .. }) {
             return Err(error);
         }
-        let input = &self.inputs[failed.input];
-        tracing::warn!(
-            task = %self.setup.name(),
-            "{}/{} at offset {} failed ({}: {}): {}",
-            input.log_topic,
-            self.setup.partition,
-            failed.offset,
-            failed.failure.kind,
-            failed.failure.error,
-            match self.failures.dead_letters {
-                Some(at) => format!("sent to {}", self.setup.outputs[at].log_topic),
-                None => "skipped".to_string(),
-            }
+        // The run before, committed in flight, lands (or its failure
+        // stops the task) and ships before the rewind.
+        self.settle().await?;
+        let at = format!(
+            "{}/{} at offset {}",
+            self.inputs[failed.input].log_topic, self.setup.partition, failed.offset
         );
-        let (kind, action) = (failed.failure.kind, self.failures.policy.action());
-        self.failures.note(failed, &self.setup.name())?;
+        let (kind, error_text) = (failed.failure.kind, failed.failure.error.clone());
+        self.failures.note(failed, self.setup.emits, at.clone())?;
+        let action = self.failures.policy.action();
         self.metrics.failed(kind, action);
+        let done = match self.failures.dead_letters {
+            Some(output) if self.setup.emits => {
+                format!("sent to {}", self.setup.outputs[output].log_topic)
+            }
+            _ => "skipped".to_string(),
+        };
+        tracing::warn!(task = %self.setup.name(), "{at} failed ({kind}: {error_text}): {done}");
         self.rewind().await
     }
 
@@ -202,6 +219,12 @@ impl Task {
             input.next = *start;
             input.drop_buffered();
         }
+        // The run's records are counted again as they are processed again.
+        let (records, done) = std::mem::take(&mut self.run_progress);
+        let progress = &self.setup.progress;
+        progress.records.fetch_sub(records, Ordering::Relaxed);
+        progress.done.fetch_sub(done, Ordering::Relaxed);
+        self.checkpointed.1 = self.checkpointed.1.saturating_sub(self.pending.records);
         self.pending = Pending::new();
         let spec = &self.setup.spec;
         self.processor = (spec.factory)(spec.key_codec, spec.value_codec);
@@ -211,7 +234,9 @@ impl Task {
     }
 
     /// Diverts `record` of input `at` (step 4): its dead letter, or
-    /// nothing; counted as processed either way.
+    /// nothing; counted as processed either way. The letter is stamped
+    /// with the time of the failure, so that retention keeps it as long as
+    /// a fresh record (the record's own time is in its headers).
     pub(super) fn divert(
         &mut self,
         at: usize,
@@ -219,6 +244,7 @@ impl Task {
         position: &Position,
         failure: &Failure,
     ) -> Result<(), RuntimeError> {
+        self.processor.pass_over(&position.topic, record.offset);
         if let Some(output) = self.failures.dead_letters.filter(|_| self.setup.emits) {
             let output = &self.setup.outputs[output];
             let partition = self.setup.partition.rem_euclid(output.partitions);
@@ -241,7 +267,7 @@ impl Task {
             let letter = NewRecord {
                 key: record.key,
                 value: record.value,
-                timestamp: record.timestamp,
+                timestamp: self.setup.clock.now_ms(),
                 headers: &headers,
             };
             self.state.emit(&output.log_topic, partition, letter)?;

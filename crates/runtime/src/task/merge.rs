@@ -231,7 +231,7 @@ impl Task {
             self.after_record(&mut counted).await?;
         }
         self.inputs[at].advance(cursor, ahead, None);
-        self.setup.progress.add(counted, self.counted);
+        self.count_progress(counted);
         if self.setup.config.metrics {
             let nanos = self.processing_nanos(started);
             let next = self.inputs[at].next;

@@ -118,13 +118,16 @@ pub(crate) struct TaskProgress {
     pub done: AtomicU64,
 }
 
-impl TaskProgress {
-    /// Counts `records` processed by a task; towards `total` when the task
-    /// had counted what it has to go.
-    fn add(&self, records: u64, towards_total: bool) {
-        self.records.fetch_add(records, Ordering::Relaxed);
-        if towards_total {
-            self.done.fetch_add(records, Ordering::Relaxed);
+impl Task {
+    /// Counts `records` processed in the progress; towards the total when
+    /// the task had counted what it has to go.
+    fn count_progress(&mut self, records: u64) {
+        let progress = &self.setup.progress;
+        progress.records.fetch_add(records, Ordering::Relaxed);
+        self.run_progress.0 += records;
+        if self.counted {
+            progress.done.fetch_add(records, Ordering::Relaxed);
+            self.run_progress.1 += records;
         }
     }
 }
@@ -237,6 +240,9 @@ struct Task {
     run_start: Vec<i64>,
     /// Records the processor failed on (see `dead_letters`).
     failures: Failures,
+    /// What the run in progress added to the progress (records, done):
+    /// taken back when it is processed again.
+    run_progress: (u64, u64),
 }
 
 /// Why the loop returned.
@@ -391,6 +397,7 @@ impl Task {
             run_start: inputs.iter().map(|i| i.next).collect(),
             inputs,
             failures,
+            run_progress: (0, 0),
         })
     }
 

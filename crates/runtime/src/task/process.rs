@@ -188,7 +188,7 @@ impl Task {
             processed += 1;
             self.after_record(&mut counted).await?;
         }
-        self.setup.progress.add(counted, self.counted);
+        self.count_progress(counted);
         let past_batch = header.next_offset().min(limit);
         self.inputs[at].next = self.inputs[at].next.max(past_batch);
         if self.setup.config.metrics {
@@ -243,11 +243,13 @@ impl Task {
         );
         if let Err(error) = self.processor.process(raw, &mut ctx) {
             self.state.discard();
-            if self.failures.diverts() {
+            if self.failures.diverts()
+                && let Some(failure) = Failure::of(&error)
+            {
                 self.failures.failed = Some(Failed {
                     input: at,
                     offset: record.offset,
-                    failure: Failure::of(&error),
+                    failure,
                 });
             }
             return Err(RuntimeError::Processor {
@@ -284,8 +286,7 @@ impl Task {
             self.fire_timers(TimeDomain::EventTime).await?;
         }
         if self.commit_full() {
-            let progress = &self.setup.progress;
-            progress.add(std::mem::take(counted), self.counted);
+            self.count_progress(std::mem::take(counted));
             if self.crashed() {
                 return Err(RuntimeError::Crashed);
             }

@@ -3,7 +3,7 @@
 //!
 //! - `--metrics ADDR`: its tasks' metrics (records read, lag, time
 //!   processing, state size) and its progress, `strata_job_records_done`
-//!   of `strata_job_records_total`;
+//!   of `strata_job_records_target`;
 //! - `--console ADDR`: the console's page on the same figures, the job a
 //!   rebuild, without the store lookup (the rebuilt state is not in use
 //!   until it is swapped in), its address written to

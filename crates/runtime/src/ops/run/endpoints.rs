@@ -32,21 +32,23 @@ use super::super::query::http::{self as query_http, QueryEndpoint};
 use super::super::running_diff::RunningDiff;
 use super::super::status::topic_retention_ms;
 use super::runner::Runner;
+use crate::versions::Versions;
 
 /// An endpoint while it serves: stopped with the tasks that help it, and
 /// its address file removed, when dropped.
 pub(in crate::ops) struct Served {
     task: tokio::task::JoinHandle<()>,
-    helpers: Vec<tokio::task::JoinHandle<()>>,
+    /// What makes what it shows: kept for its drop, which stops it.
+    _helpers: Vec<Helper>,
     file: Option<PathBuf>,
 }
+
+/// Something a console keeps running (stopped when dropped).
+pub(in crate::ops) type Helper = Box<dyn std::any::Any + Send>;
 
 impl Drop for Served {
     fn drop(&mut self) {
         self.task.abort();
-        for helper in &self.helpers {
-            helper.abort();
-        }
         if let Some(file) = &self.file {
             let _ = std::fs::remove_file(file);
         }
@@ -97,7 +99,7 @@ pub(in crate::ops) fn serve_metrics_on(
     ));
     Served {
         task,
-        helpers: Vec::new(),
+        _helpers: Vec::new(),
         file: None,
     }
 }
@@ -116,7 +118,7 @@ pub(super) fn serve_queries(
     let file = layout::query_address_file(runner.location.state_dir());
     let served = Served {
         task,
-        helpers: Vec::new(),
+        _helpers: Vec::new(),
         file: Some(file.clone()),
     };
     layout::write_whole(&file, &bound.to_string())?;
@@ -133,8 +135,10 @@ pub(super) async fn serve_console(
     access: &strata_http::Access,
 ) -> Result<Served, RuntimeError> {
     let file = layout::console_address_file(runner.location.state_dir());
-    let replay = !runner.app.topic_suffix.is_empty();
-    let (job, diff) = match replay {
+    // A replay runs another version than the live one (a promoted version
+    // runs live with a suffix too).
+    let live = Versions::load(endpoint.root.state_dir())?;
+    let (job, diff) = match live.live_name() != endpoint.version {
         true => {
             let (diff, diffing) = RunningDiff::start(runner.app, &endpoint.root, &endpoint.version);
             (Job::Replay, Some((diff, diffing)))
@@ -150,7 +154,9 @@ pub(super) async fn serve_console(
     let console = Console {
         exposition,
         description: describe(runner.app, &endpoint.version, job),
-        helpers: diff.into_iter().map(|(_, diffing)| diffing).collect(),
+        helpers: (diff.into_iter())
+            .map(|(_, diffing)| Box::new(diffing) as Helper)
+            .collect(),
     };
     let queries = |bound| query_http::routes(runner.app, endpoint, bound, remote(runner), access);
     serve_console_on(endpoint.addr, file, console, queries, access).await
@@ -162,8 +168,8 @@ pub(in crate::ops) struct Console {
     pub exposition: strata_http::Exposition,
     /// What `/api/console` answers (see [`describe`]).
     pub description: Value,
-    /// Tasks making what it shows, stopped with it.
-    pub helpers: Vec<tokio::task::JoinHandle<()>>,
+    /// What makes what it shows, stopped with it.
+    pub helpers: Vec<Helper>,
 }
 
 /// Serves `console` on `addr` with the routes `routes` makes for the
@@ -192,7 +198,7 @@ pub(in crate::ops) async fn serve_console_on(
     ));
     let served = Served {
         task,
-        helpers: console.helpers,
+        _helpers: console.helpers,
         file: Some(file.clone()),
     };
     layout::write_whole(&file, &bound.to_string())?;
