@@ -13,8 +13,11 @@
 //! cargo run --example dead_letters -- --data-dir DIR <command>   # the app's own commands
 //! ```
 //!
+//! Its output carries provenance: `explain customer-totals P OFFSET`
+//! names the order each total came from.
+//!
 //! With a command, the binary is the app and takes every subcommand apps
-//! get (`run`, `status`, `dlq list`, `dlq show`, ...), embedded
+//! get (`run`, `status`, `dlq list`, `dlq show`, `explain`, ...), embedded
 //! (`--data-dir`) or remote (`--bootstrap`).
 
 use std::collections::BTreeMap;
@@ -55,6 +58,7 @@ fn app() -> App {
         .input(ORDERS)
         .store(TOTALS)
         .output(CUSTOMER_TOTALS)
+        .provenance()
         .on_error(OnError::dead_letter())
 }
 

@@ -431,6 +431,13 @@ fn remote_dead_letters_are_written_once_through_kills() {
     assert_eq!(row[4], failing.to_string(), "{list}");
     let show = orders_app(&[&location[..], &["dlq", "show", "--limit", "1"]].concat());
     assert!(show.contains("invalid digit found in string"), "{show}");
+    // Remote, explain fetches each record: a total names its order.
+    let explained =
+        orders_app(&[&location[..], &["explain", "customer-totals", "0", "3"]].concat());
+    assert!(
+        explained.contains("made by total (orders, version base) from orders/0@"),
+        "{explained}"
+    );
     let status = orders_app(&[&location[..], &["status"]].concat());
     let counted = format!("total: {failing} records failed and are in orders-total-dlq");
     assert!(status.contains(&counted), "{status}");

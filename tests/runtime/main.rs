@@ -20,6 +20,7 @@ mod operators_enrich;
 mod operators_enrich_backlog;
 mod operators_sessionize;
 mod operators_versions;
+mod provenance;
 mod query;
 mod query_instances;
 mod replay_from;

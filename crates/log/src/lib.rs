@@ -45,7 +45,8 @@ pub use partition_log::{
     RetentionOutcome, SegmentSnapshot, flush_together,
 };
 pub use peek::{
-    peek_batches, peek_log_end_offset, peek_log_start_offset, peek_segment_max_timestamp,
+    peek_batch_holding, peek_batches, peek_log_end_offset, peek_log_start_offset,
+    peek_segment_max_timestamp,
 };
 pub use producer_ids::{
     PRODUCER_ID_BLOCK, ProducerIdAndEpoch, ProducerIds, TRANSACTIONAL_ID_BYTES_MAX,

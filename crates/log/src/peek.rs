@@ -59,6 +59,43 @@ pub fn peek_batches(
     Ok(true)
 }
 
+/// The whole, checksum-verified batch of `topic`/`partition` under
+/// `data_dir` that holds `offset`, handed to `visit` (read as
+/// [`peek_batches`] reads, from the segment holding it only: the batch
+/// headers before it are read, not their records). False when no batch
+/// holds it (deleted, compacted away, at or past the end).
+pub fn peek_batch_holding(
+    data_dir: &Path,
+    topic: &str,
+    partition: i32,
+    offset: i64,
+    visit: impl FnOnce(RecordBatch<'_>),
+) -> Result<bool, LogError> {
+    let dir = &super::log_manager::partition_dir(data_dir, topic, partition);
+    if !dir.exists() {
+        return Ok(false);
+    }
+    let Some(&base) = segment_bases(dir)?.iter().rev().find(|&&b| b <= offset) else {
+        return Ok(false);
+    };
+    let mut buffer = Vec::new();
+    let mut found = false;
+    walk_segment(dir, base, |header, read| {
+        if header.next_offset() <= offset {
+            return Ok(true);
+        }
+        if header.base_offset <= offset {
+            read(&mut buffer)?;
+            found = RecordBatch::parse_and_verify(&buffer).is_ok();
+        }
+        Ok(false)
+    })?;
+    if found && let Ok(batch) = RecordBatch::parse_and_verify(&buffer) {
+        visit(batch);
+    }
+    Ok(found)
+}
+
 /// The log start offset of `topic`/`partition` as its files show it (the
 /// oldest segment's base); `None` if it has no segment.
 pub fn peek_log_start_offset(

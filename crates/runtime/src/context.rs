@@ -21,6 +21,7 @@ use strata_record::{Header, NewRecord};
 
 use super::handles::{Store, Topic};
 use super::process_error::ProcessError;
+use super::provenance::{self, Origin};
 use super::record::RecordHeader;
 use super::spec::{StoreSpec, TopicOutput};
 use super::state::{EncodeBuffers, TaskState, prefix_end};
@@ -66,6 +67,8 @@ pub struct Context<'c> {
     /// False in a rebuild: the derived topics already hold what the
     /// processor emits, so emits are checked and dropped.
     pub(crate) emits: bool,
+    /// Who emits, for an output with provenance.
+    pub(crate) origin: Origin<'c>,
 }
 
 /// How to emit a record besides its topic, key and value.
@@ -385,10 +388,11 @@ impl Context<'_> {
             return Err(self.undeclared_output(output));
         };
         // Encoded into the task's reused buffers: no allocation per emit.
-        let (position, emits) = (self.position, self.emits);
+        let (position, emits, origin) = (self.position, self.emits, self.origin);
         self.state.with_buffers(|state, buffers| {
             let record = (key, value, options);
-            emit_encoded(state, position, emits, declared, record, buffers)
+            let from = (position, &origin);
+            emit_encoded(state, from, emits, declared, record, buffers)
         })
     }
 
@@ -455,7 +459,7 @@ impl Context<'_> {
 /// to the run's batch of its partition.
 fn emit_encoded<Q, W>(
     state: &mut TaskState,
-    position: &Position,
+    (position, origin): (&Position, &Origin<'_>),
     emits: bool,
     output: &TopicOutput,
     (key, value, options): (Option<&Q>, Option<&W>, EmitOptions),
@@ -491,7 +495,18 @@ where
         (None, Some(key)) => partition_for_key(key, output.partitions),
         (None, None) => position.partition.rem_euclid(output.partitions),
     };
-    let headers = Header::from_pairs(&options.headers);
+    let from = match output.spec.provenance {
+        true => provenance::headers(
+            origin,
+            (&position.topic, position.partition, position.offset),
+        ),
+        false => Vec::new(),
+    };
+    let mut headers = Header::from_pairs(&options.headers);
+    headers.extend(from.iter().map(|(name, value)| Header {
+        key: name.as_bytes(),
+        value: Some(value.as_bytes()),
+    }));
     let record = NewRecord {
         key,
         value,

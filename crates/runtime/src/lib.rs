@@ -95,6 +95,7 @@ mod process_error;
 pub mod processor;
 mod processor_spec;
 mod progress;
+mod provenance;
 mod record;
 mod spec;
 pub mod state;
@@ -129,6 +130,7 @@ pub use ops::{
 };
 pub use process_error::ProcessError;
 pub use processor::{IntoProcessor, Processor};
+pub use provenance::Provenance;
 pub use record::{Record, RecordHeader};
 pub use state::{Entry, OutboxBatch, StateError, TaskState};
 pub use task::StartAt;

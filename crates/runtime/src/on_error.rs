@@ -127,6 +127,7 @@ pub(crate) fn dead_letter_output(topic: String) -> OutputSpec {
         value_codec: Codec::Raw,
         key_type: TypeId::of::<DeadLetterRecord>(),
         value_type: TypeId::of::<DeadLetterRecord>(),
+        provenance: false,
     }
 }
 

@@ -95,6 +95,9 @@ pub(crate) struct OutputSpec {
     pub value_codec: Codec,
     pub key_type: TypeId,
     pub value_type: TypeId,
+    /// Whether each record emitted carries headers naming the input record
+    /// it came from (see `provenance`).
+    pub provenance: bool,
 }
 
 impl OutputSpec {
@@ -106,6 +109,7 @@ impl OutputSpec {
             value_codec: output.value_codec(),
             key_type: TypeId::of::<K>(),
             value_type: TypeId::of::<V>(),
+            provenance: false,
         }
     }
 

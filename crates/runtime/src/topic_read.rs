@@ -86,6 +86,50 @@ pub(crate) async fn read_partition_at(
     Ok(records)
 }
 
+/// The record at `offset` of `topic`/`partition`: read from the segment
+/// holding it (embedded) or fetched through `access` (remote,
+/// read_committed); None when the log holds none there (deleted by
+/// retention or compaction, a control record, an aborted transaction's,
+/// or not written yet).
+pub(crate) async fn read_record_at(
+    location: &Location,
+    access: Option<&LogAccess>,
+    (topic, partition, offset): (&str, i32, i64),
+) -> Result<Option<ReadRecord>, RuntimeError> {
+    let mut records = Vec::new();
+    match (location, access) {
+        (Location::Embedded { data_dir, .. }, _) => {
+            let mut failure = None;
+            strata_log::peek_batch_holding(data_dir, topic, partition, offset, |batch| {
+                failure = take(&batch, topic, partition, &mut records).err();
+            })?;
+            if let Some(error) = failure {
+                return Err(error);
+            }
+        }
+        (_, Some(access)) => {
+            let end = access.end_offset(topic, partition).await?;
+            if offset >= end || offset < access.start_offset(topic, partition).await? {
+                return Ok(None);
+            }
+            let fetched = access.fetch(topic, partition, offset, 1 << 20).await?;
+            let mut visible = strata_client::AbortedFilter::new(fetched.aborted);
+            let mut rest: &[u8] = &fetched.records;
+            while let Ok(batch) = RecordBatch::parse_and_verify(rest) {
+                rest = &rest[batch.size_bytes()..];
+                if batch.header().base_offset > offset {
+                    break;
+                }
+                if batch.header().next_offset() > offset && visible.visible(&batch) {
+                    take(&batch, topic, partition, &mut records)?;
+                }
+            }
+        }
+        (Location::Remote { .. }, None) => {}
+    }
+    Ok(records.into_iter().find(|r| r.offset == offset))
+}
+
 /// Every record of one partition of `topic`, in offset order (none if
 /// the partition was never made).
 pub(crate) fn read_partition(

@@ -279,6 +279,19 @@ impl App {
         self
     }
 
+    /// The last output declared carries provenance: each record the
+    /// processor emits to it has headers naming the app, version,
+    /// processor and input record it came from (see `provenance`;
+    /// `<app> explain` walks them back).
+    pub fn provenance(mut self) -> Self {
+        let output = self.last("provenance").and_then(|p| p.outputs.last_mut());
+        match output {
+            Some(output) => output.provenance = true,
+            None => self.fail("provenance declared before any output".into()),
+        }
+        self
+    }
+
     /// What the last processor's tasks do with a record it fails on (see
     /// [`OnError`]); by default they stop.
     pub fn on_error(mut self, policy: OnError) -> Self {

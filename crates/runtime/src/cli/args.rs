@@ -240,6 +240,16 @@ pub enum Command {
         #[arg(long)]
         version: Option<String>,
     },
+    /// Walk a derived record back to the input records it came from,
+    /// through the provenance headers of outputs declared with
+    /// `.provenance()`.
+    Explain {
+        /// The record's topic, as the log names it (`word-counts`, or
+        /// `word-counts.v2` for a version's).
+        topic: String,
+        partition: i32,
+        offset: i64,
+    },
     /// The records processors failed on and sent to their dead-letter
     /// topics (`.on_error(OnError::dead_letter())`).
     Dlq {

@@ -22,6 +22,7 @@
 //!               [--metrics ADDR] [--console ADDR]
 //!                                                 fresh state from the log, swapped in
 //! <app> checkpoint [--version V]                  checkpoint every task's state
+//! <app> explain TOPIC PARTITION OFFSET            a derived record back to its inputs
 //! <app> dlq list [--version V]                    dead letters per processor
 //! <app> dlq show [--processor P] [--limit N] [--version V]
 //!                                                 the newest dead letters
@@ -380,6 +381,15 @@ async fn dispatch(
                 http: http.security(),
             };
             print::rebuilt(app.name(), &ops::rebuild(&app, &location, options).await?);
+            Ok(Outcome::Done)
+        }
+        Command::Explain {
+            topic,
+            partition,
+            offset,
+        } => {
+            let at = (topic.as_str(), *partition, *offset);
+            print::explained(&ops::explain(location, at).await?)?;
             Ok(Outcome::Done)
         }
         Command::Dlq { command } => {

@@ -406,6 +406,51 @@ pub(super) fn dead_letters(all: &[ops::DeadLetters], limit: usize) -> Result<(),
     out.flush().map_err(stdout_error)
 }
 
+/// `explain`: each record on the way back, with what made it.
+pub(super) fn explained(steps: &[ops::ExplainStep]) -> Result<(), RuntimeError> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let text = |bytes: &Option<Vec<u8>>| match bytes {
+        Some(bytes) => printable(bytes),
+        None => "(null)".to_string(),
+    };
+    for step in steps {
+        let at = format!("{}/{}@{}", step.topic, step.partition, step.offset);
+        let Some(record) = &step.record else {
+            writeln!(
+                out,
+                "{at}  (no longer in the log: retention or compaction deleted it)"
+            )
+            .map_err(stdout_error)?;
+            continue;
+        };
+        writeln!(
+            out,
+            "{at}  {}  key: {}  value: {}",
+            strata_record::time::format_rfc3339(record.timestamp),
+            text(&record.key),
+            text(&record.value),
+        )
+        .map_err(stdout_error)?;
+        let said = match &record.made_by {
+            Some(made) => {
+                let by = format!(
+                    "made by {} ({}, version {})",
+                    made.processor, made.app, made.version
+                );
+                match &made.input {
+                    Some((topic, partition, offset)) => {
+                        format!("{by} from {topic}/{partition}@{offset}")
+                    }
+                    None => format!("{by} from a timer, init or close: no single input record"),
+                }
+            }
+            None => "no provenance: a record from outside the app, or an output declared without .provenance()".to_string(),
+        };
+        writeln!(out, "  ← {said}").map_err(stdout_error)?;
+    }
+    out.flush().map_err(stdout_error)
+}
+
 /// Bytes as a terminal may show them: text, with bytes that are not
 /// UTF-8 replaced and control characters escaped (a letter's key, value
 /// and error come from outside).

@@ -12,6 +12,8 @@
 //! - [`diff()`]: two versions' stores and derived topics compared.
 //! - [`dead_letters()`]: the records processors failed on and sent to
 //!   their dead-letter topics.
+//! - [`explain()`]: a derived record walked back to its input records
+//!   through its provenance headers.
 //! - [`promote()`]: make a version live.
 //! - [`query()`]: a store's committed entries by key, prefix, range or
 //!   window, as JSON; `query/http.rs` serves it while the app runs.
@@ -24,6 +26,7 @@ mod checkpoint;
 mod dead_letters;
 pub(crate) mod diff;
 pub(crate) mod dump_state;
+mod explain;
 pub(crate) mod open;
 mod promote;
 pub mod query;
@@ -38,6 +41,7 @@ pub use checkpoint::{TaskCheckpoint, checkpoint};
 pub use dead_letters::{DeadLetter, DeadLetters, dead_letters};
 pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff, diff};
 pub use dump_state::{dump_state, dump_state_at};
+pub use explain::{ExplainStep, Explained, explain};
 pub use promote::{Promoted, promote};
 pub use query::{Held, Lookup, QueryAnswer, StoreQuery, query};
 pub use rebuild::{REBUILD_COMMIT, RebuildOptions, RebuildSummary, rebuild};

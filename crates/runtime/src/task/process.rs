@@ -13,6 +13,7 @@ use crate::context::{Context, Position};
 use crate::erased::RawRecord;
 use crate::error::{RuntimeError, Unreadable};
 use crate::log_access::{FETCH_WAIT_MAX, Fetched, LogAccess};
+use crate::provenance::Origin;
 use crate::state::TaskState;
 use crate::task_metrics::{KeySampler, TaskMetrics};
 use crate::timer::TimeDomain;
@@ -373,5 +374,12 @@ pub(super) fn context<'t>(
         metrics,
         written: setup.config.metrics.then_some(written),
         emits: setup.emits,
+        origin: Origin {
+            app: &setup.app,
+            version: &setup.version,
+            processor: &setup.spec.name,
+            inputs: &setup.spec.inputs,
+            log_topics: &setup.log_topics,
+        },
     }
 }
