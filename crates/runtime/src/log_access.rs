@@ -26,6 +26,7 @@ use strata_record::{RecordBatch, RecordError};
 
 use super::error::RuntimeError;
 use super::fetch_pool::{self, FetchPool};
+use super::location::Location;
 
 /// Whole batches read from one partition.
 pub(crate) struct Fetched {
@@ -172,6 +173,16 @@ const FETCH_OPTIONS: FetchOptions = FetchOptions {
 };
 
 impl LogAccess {
+    /// For a command that only reads topics (`diff`, `dlq`, `explain`):
+    /// remote, a connection to the cluster; embedded, none (the segment
+    /// files are read directly, so the app may be running).
+    pub(crate) async fn to_read(location: &Location) -> Result<Option<Self>, RuntimeError> {
+        match location.client_config() {
+            Some(config) => Ok(Some(Self::connect(config).await?.0)),
+            None => Ok(None),
+        }
+    }
+
     /// Connects to a cluster with `config`; also returns the cluster, for
     /// an admin client beside.
     pub(crate) async fn connect(

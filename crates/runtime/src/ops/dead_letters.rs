@@ -77,14 +77,7 @@ pub async fn dead_letters(
             known.collect::<Vec<_>>().join(", ")
         )));
     }
-    let access = match location {
-        remote @ Location::Remote { .. } => Some(
-            LogAccess::connect(remote.client_config().expect("a remote location"))
-                .await?
-                .0,
-        ),
-        Location::Embedded { .. } => None,
-    };
+    let access = LogAccess::to_read(location).await?;
     let mut all = Vec::new();
     for (spec, topic) in senders {
         let topic = app.log_topic(&topic);

@@ -147,14 +147,7 @@ pub async fn diff(
             stores.push(diff_store(&spec.name, store, (a, b), examples)?);
         }
     }
-    let access = match location {
-        remote @ Location::Remote { .. } => Some(
-            LogAccess::connect(remote.client_config().expect("a remote location"))
-                .await?
-                .0,
-        ),
-        Location::Embedded { .. } => None,
-    };
+    let access = LogAccess::to_read(location).await?;
     let (app_a, app_b) = (app.as_version(location, a).0, app.as_version(location, b).0);
     let mut topics = Vec::new();
     for topic in app.derived_topics() {

@@ -43,14 +43,7 @@ pub async fn explain(
     location: &Location,
     (topic, partition, offset): (&str, i32, i64),
 ) -> Result<Vec<ExplainStep>, RuntimeError> {
-    let access = match location {
-        remote @ Location::Remote { .. } => Some(
-            LogAccess::connect(remote.client_config().expect("a remote location"))
-                .await?
-                .0,
-        ),
-        Location::Embedded { .. } => None,
-    };
+    let access = LogAccess::to_read(location).await?;
     let mut steps: Vec<ExplainStep> = Vec::new();
     let mut next = Some((topic.to_string(), partition, offset));
     while let Some((topic, partition, offset)) = next.take() {
