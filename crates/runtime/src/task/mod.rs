@@ -19,7 +19,8 @@
 //!   `prefetch`: asking for store entries ahead of their records.
 //! - `merge`, `patience` and `input`: a task with several inputs, which
 //!   processes their records in timestamp order across them.
-//! - `commit`: commit, settle and ship; `pending`: what a run holds.
+//! - `commit`: commit, settle and ship; `pending`: what a run holds;
+//!   `progress`: what the tasks count together.
 //! - `dead_letters`: records the processor failed on, diverted under its
 //!   error policy (skipped, or sent to a dead-letter topic).
 //! - `timers`: due timers fired (event time after the record that moved
@@ -42,6 +43,7 @@ mod pending;
 pub(crate) mod positions;
 mod prefetch;
 mod process;
+mod progress;
 mod restore;
 mod resume;
 pub(crate) mod standby;
@@ -54,7 +56,7 @@ pub(crate) mod transaction;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
@@ -77,6 +79,7 @@ use handover::{Handover, SWAPPED};
 use input::Input;
 use pending::Pending;
 use prefetch::Prefetch;
+pub(crate) use progress::TaskProgress;
 use resume::Resumed;
 pub use start::StartAt;
 use start::first_offset;
@@ -95,42 +98,6 @@ const IDLE_WAIT_MAX: Duration = Duration::from_millis(100);
 /// End offsets, per input topic, at which a task running `--until-end`
 /// stops.
 pub(crate) type Targets = BTreeMap<String, i64>;
-
-/// Counters a running task shares with the app.
-///
-/// `done` and `total` count the same records, so a progress bar never
-/// passes 100%: a task adds to `total` what it has to go when it learns
-/// its targets (at start for external inputs, once the writers stopped for
-/// derived ones), and to `done` only the records it processes after that.
-/// `records` counts every record processed (derived topics' too).
-#[derive(Default)]
-pub(crate) struct TaskProgress {
-    pub records: AtomicU64,
-    /// Set by the first task to see `records` reach the run's
-    /// `crash_after`; every task then ends as crashed at its next check.
-    pub crashed: AtomicBool,
-    /// Store entries the tasks' commits wrote to their databases.
-    pub store_writes: AtomicU64,
-    /// Records the tasks that know their targets have to process, from
-    /// where they stood when they learned them.
-    pub total: AtomicU64,
-    /// Records processed towards `total`.
-    pub done: AtomicU64,
-}
-
-impl Task {
-    /// Counts `records` processed in the progress; towards the total when
-    /// the task had counted what it has to go.
-    fn count_progress(&mut self, records: u64) {
-        let progress = &self.setup.progress;
-        progress.records.fetch_add(records, Ordering::Relaxed);
-        self.run_progress.0 += records;
-        if self.counted {
-            progress.done.fetch_add(records, Ordering::Relaxed);
-            self.run_progress.1 += records;
-        }
-    }
-}
 
 /// A task's checkpoint directory and the version's request file.
 #[derive(Clone)]
