@@ -6,7 +6,7 @@
 use strata::record::codec::Codec;
 use strata::runtime::ops::explain;
 use strata::runtime::testing::TestDriver;
-use strata::runtime::{App, Context, Location, ProcessError, Record, Store, Topic};
+use strata::runtime::{App, Context, Location, OnError, ProcessError, Record, Store, Topic};
 
 const LINES: Topic<String, String> = Topic::new("lines").codecs(Codec::Utf8, Codec::Utf8);
 const WORDS: Topic<String, String> = Topic::new("words").codecs(Codec::Utf8, Codec::Utf8);
@@ -88,6 +88,30 @@ fn explain_walks_a_word_count_back_to_the_line_it_came_from() {
             .to_string()
             .contains("holds no record at offset 1000000"),
     );
+}
+
+#[test]
+fn provenance_declared_after_an_error_policy_is_the_outputs_not_the_dead_letters() {
+    let app = App::new("wordcount")
+        .processor("split", split)
+        .input(LINES)
+        .output(WORDS)
+        .on_error(OnError::dead_letter())
+        .provenance();
+    let mut driver = TestDriver::new(app).unwrap();
+    driver.pipe(LINES, "line-0", "a b").unwrap();
+    let words = driver.output(WORDS).unwrap();
+    assert_eq!(words.len(), 2);
+    for word in &words {
+        let processor = word
+            .headers
+            .iter()
+            .find(|(n, _)| n == "strata.from.processor");
+        assert_eq!(
+            processor.and_then(|(_, v)| v.clone()),
+            Some(b"split".to_vec())
+        );
+    }
 }
 
 #[test]

@@ -503,6 +503,10 @@ where
         false => Vec::new(),
     };
     let mut headers = Header::from_pairs(&options.headers);
+    if !from.is_empty() && !headers.is_empty() {
+        // Headers copied from the input name what made the input.
+        headers.retain(|h| !h.key.starts_with(provenance::PREFIX.as_bytes()));
+    }
     headers.extend(from.iter().map(|(name, value)| Header {
         key: name.as_bytes(),
         value: Some(value.as_bytes()),

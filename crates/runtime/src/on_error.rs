@@ -113,6 +113,21 @@ impl OnError {
     }
 }
 
+/// The headers a dead letter carries after its record's own (see
+/// `task::dead_letters`), each value text.
+pub(crate) mod letter_headers {
+    // In the order a dead letter carries them.
+    pub(crate) const TOPIC: &str = "strata.dlq.topic";
+    pub(crate) const PARTITION: &str = "strata.dlq.partition";
+    pub(crate) const OFFSET: &str = "strata.dlq.offset";
+    pub(crate) const TIMESTAMP: &str = "strata.dlq.timestamp";
+    pub(crate) const ERROR: &str = "strata.dlq.error";
+    pub(crate) const ERROR_KIND: &str = "strata.dlq.error.kind";
+    pub(crate) const APP: &str = "strata.dlq.app";
+    pub(crate) const VERSION: &str = "strata.dlq.version";
+    pub(crate) const PROCESSOR: &str = "strata.dlq.processor";
+}
+
 /// The type a dead-letter topic's declaration carries: no processor can
 /// name it, so none emits to the topic but the task itself.
 pub(crate) struct DeadLetterRecord;

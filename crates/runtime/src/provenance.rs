@@ -7,13 +7,19 @@
 //! | `strata.from.app`, `strata.from.version`, `strata.from.processor` | who emitted it |
 //! | `strata.from.topic`, `strata.from.partition`, `strata.from.offset` | the input record the processor was called for, as the log names it |
 //!
+//! A dead letter is read as made by the processor that failed on its
+//! record, from its `strata.dlq.*` headers (see `task::dead_letters`).
+//!
 //! A record emitted while processing an input record names that record;
 //! an aggregate names the latest record it took in (the one it was emitted
 //! for). A record emitted from a timer, `init` or `close` names no input
 //! record: only the first three headers.
 
+use crate::on_error::letter_headers as dead_letters;
 use crate::record::RecordHeader;
 
+/// What every provenance header's name begins with.
+pub(crate) const PREFIX: &str = "strata.from.";
 pub(crate) const APP: &str = "strata.from.app";
 pub(crate) const VERSION: &str = "strata.from.version";
 pub(crate) const PROCESSOR: &str = "strata.from.processor";
@@ -68,31 +74,70 @@ pub struct Provenance {
 }
 
 impl Provenance {
-    /// Read from `headers` (the last of each name); None when the record
-    /// carries none (an input from outside the app, or an output declared
-    /// without provenance).
+    /// Read from `headers`; None when the record carries none (an input
+    /// from outside the app, or an output declared without provenance).
+    ///
+    /// The newest provenance wins: the last `strata.from.processor`, with
+    /// the input fields after it (fields before it were copied from an
+    /// input by a processor that passes headers on). A dead letter is made
+    /// by the processor that failed on its record: its `strata.dlq.*`
+    /// headers, from the last `strata.dlq.topic` on, when they come after
+    /// any provenance, name that record.
     pub(crate) fn of(headers: &[RecordHeader]) -> Option<Self> {
+        let last = |name: &str| (headers.iter()).rposition(|(n, _)| n == name);
+        // Where each begins: provenance with its processor, a letter with
+        // its record's topic (the orders they are written in).
+        let (from, letter) = (last(PROCESSOR), last(dead_letters::TOPIC));
+        let (names, since) = match (from, letter) {
+            (Some(f), Some(l)) if f > l => (FROM, f),
+            (_, Some(l)) => (DEAD_LETTER, l),
+            (Some(f), None) => (FROM, f),
+            (None, None) => return None,
+        };
+        // The header `name` at or after `since`, as text.
         let text = |name: &str| {
-            (headers.iter().rev())
+            (headers[since..].iter().rev())
                 .find(|(n, _)| n == name)
                 .and_then(|(_, v)| v.as_deref())
                 .map(|v| String::from_utf8_lossy(v).into_owned())
         };
-        let processor = text(PROCESSOR)?;
-        let input = match (text(TOPIC), text(PARTITION), text(OFFSET)) {
-            (Some(topic), Some(partition), Some(offset)) => {
-                Some((topic, partition.parse().ok()?, offset.parse().ok()?))
-            }
+        let [app, version, processor, topic, partition, offset] = names;
+        let input = match (text(topic), text(partition), text(offset)) {
+            (Some(topic), Some(partition), Some(offset)) => (partition.parse().ok())
+                .zip(offset.parse().ok())
+                .map(|(p, o)| (topic, p, o)),
             _ => None,
         };
+        // The app, version and processor headers come first: read them
+        // from wherever they are last.
+        let named = |name: &str| {
+            (headers.iter().rev())
+                .find(|(n, _)| n == name)
+                .and_then(|(_, v)| v.as_deref())
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .unwrap_or_default()
+        };
         Some(Self {
-            app: text(APP).unwrap_or_default(),
-            version: text(VERSION).unwrap_or_default(),
-            processor,
+            app: named(app),
+            version: named(version),
+            processor: named(processor),
             input,
         })
     }
 }
+
+/// The header names a provenance is read from: app, version, processor,
+/// topic, partition, offset.
+type Names = [&'static str; 6];
+const FROM: Names = [APP, VERSION, PROCESSOR, TOPIC, PARTITION, OFFSET];
+const DEAD_LETTER: Names = [
+    dead_letters::APP,
+    dead_letters::VERSION,
+    dead_letters::PROCESSOR,
+    dead_letters::TOPIC,
+    dead_letters::PARTITION,
+    dead_letters::OFFSET,
+];
 
 #[cfg(test)]
 mod tests {
@@ -125,5 +170,50 @@ mod tests {
             .collect();
         assert_eq!(Provenance::of(&written).unwrap().input, None);
         assert_eq!(Provenance::of(&[]), None);
+    }
+
+    fn header(name: &str, value: &str) -> RecordHeader {
+        (name.to_string(), Some(value.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn the_newest_provenance_wins_over_headers_copied_from_an_input() {
+        // A timer's record (no input) after headers copied from an input.
+        let copied = [
+            header(APP, "app"),
+            header(PROCESSOR, "split"),
+            header(TOPIC, "lines"),
+            header(PARTITION, "0"),
+            header(OFFSET, "7"),
+        ];
+        let mut headers = copied.to_vec();
+        headers.extend([
+            header(APP, "app"),
+            header(VERSION, "base"),
+            header(PROCESSOR, "tick"),
+        ]);
+        let read = Provenance::of(&headers).unwrap();
+        assert_eq!((read.processor.as_str(), read.input), ("tick", None));
+        // A dead letter of a record that carried provenance: made by the
+        // processor that failed on it, from that record.
+        let mut letter = copied.to_vec();
+        letter.extend([
+            header(dead_letters::TOPIC, "words"),
+            header(dead_letters::PARTITION, "2"),
+            header(dead_letters::OFFSET, "40"),
+            header(dead_letters::PROCESSOR, "count"),
+        ]);
+        let read = Provenance::of(&letter).unwrap();
+        assert_eq!(read.processor, "count");
+        assert_eq!(read.input, Some(("words".to_string(), 2, 40)));
+        // A broken offset drops the input only.
+        let broken = [
+            header(PROCESSOR, "count"),
+            header(TOPIC, "words"),
+            header(PARTITION, "x"),
+            header(OFFSET, "1"),
+        ];
+        let read = Provenance::of(&broken).unwrap();
+        assert_eq!((read.processor.as_str(), read.input), ("count", None));
     }
 }

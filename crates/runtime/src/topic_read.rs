@@ -1,8 +1,9 @@
 //! Reading a topic's records as the log holds them, control batches passed
 //! over: a batch's records (fetched or read from a file), and a whole
 //! partition or topic of an embedded log read from its segment files, for
-//! `diff`, `dlq` and the test driver (which read while no run holds the
-//! log, or beside it: the files are only read), or fetched from a cluster.
+//! `diff`, `dlq`, `explain` (one record, from the segment holding it) and
+//! the test driver (which read while no run holds the log, or beside it:
+//! the files are only read), or fetched from a cluster.
 
 use std::path::Path;
 
@@ -108,11 +109,15 @@ pub(crate) async fn read_record_at(
             }
         }
         (_, Some(access)) => {
-            let end = access.end_offset(topic, partition).await?;
-            if offset >= end || offset < access.start_offset(topic, partition).await? {
-                return Ok(None);
-            }
-            let fetched = access.fetch(topic, partition, offset, 1 << 20).await?;
+            let fetched = match access.fetch(topic, partition, offset, 1 << 20).await {
+                Ok(fetched) => fetched,
+                // Deleted, past the end, or no such partition: no record.
+                Err(RuntimeError::Client(
+                    strata_client::ClientError::OffsetOutOfRange { .. }
+                    | strata_client::ClientError::UnknownTopic(_),
+                )) => return Ok(None),
+                Err(error) => return Err(error),
+            };
             let mut visible = strata_client::AbortedFilter::new(fetched.aborted);
             let mut rest: &[u8] = &fetched.records;
             while let Ok(batch) = RecordBatch::parse_and_verify(rest) {

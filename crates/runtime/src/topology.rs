@@ -284,7 +284,13 @@ impl App {
     /// processor and input record it came from (see `provenance`;
     /// `<app> explain` walks them back).
     pub fn provenance(mut self) -> Self {
-        let output = self.last("provenance").and_then(|p| p.outputs.last_mut());
+        let app = self.name.clone();
+        let output = self.last("provenance").and_then(|p| {
+            // Not the dead-letter topic `on_error` declares: its letters
+            // carry where they came from already.
+            let letters = dead_letter_topic(&app, &p.name, &p.on_error);
+            (p.outputs.iter_mut().rev()).find(|o| Some(&o.topic) != letters.as_ref())
+        });
         match output {
             Some(output) => output.provenance = true,
             None => self.fail("provenance declared before any output".into()),

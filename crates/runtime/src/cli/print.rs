@@ -414,7 +414,12 @@ pub(super) fn explained(steps: &[ops::ExplainStep]) -> Result<(), RuntimeError> 
         None => "(null)".to_string(),
     };
     for step in steps {
-        let at = format!("{}/{}@{}", step.topic, step.partition, step.offset);
+        let at = format!(
+            "{}/{}@{}",
+            printable(step.topic.as_bytes()),
+            step.partition,
+            step.offset
+        );
         let Some(record) = &step.record else {
             writeln!(
                 out,
@@ -435,10 +440,13 @@ pub(super) fn explained(steps: &[ops::ExplainStep]) -> Result<(), RuntimeError> 
             Some(made) => {
                 let by = format!(
                     "made by {} ({}, version {})",
-                    made.processor, made.app, made.version
+                    printable(made.processor.as_bytes()),
+                    printable(made.app.as_bytes()),
+                    printable(made.version.as_bytes())
                 );
                 match &made.input {
                     Some((topic, partition, offset)) => {
+                        let topic = printable(topic.as_bytes());
                         format!("{by} from {topic}/{partition}@{offset}")
                     }
                     None => format!("{by} from a timer, init or close: no single input record"),
@@ -447,6 +455,10 @@ pub(super) fn explained(steps: &[ops::ExplainStep]) -> Result<(), RuntimeError> 
             None => "no provenance: a record from outside the app, or an output declared without .provenance()".to_string(),
         };
         writeln!(out, "  ← {said}").map_err(stdout_error)?;
+    }
+    let cut = (steps.last()).and_then(|s| s.record.as_ref()?.made_by.as_ref()?.input.as_ref());
+    if steps.len() == ops::EXPLAIN_STEPS_MAX && cut.is_some() {
+        writeln!(out, "(stopped after {} records)", steps.len()).map_err(stdout_error)?;
     }
     out.flush().map_err(stdout_error)
 }

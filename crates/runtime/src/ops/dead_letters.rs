@@ -108,7 +108,7 @@ fn letter(record: ReadRecord) -> DeadLetter {
             .map(|v| String::from_utf8_lossy(v).into_owned())
             .unwrap_or_default()
     };
-    use crate::task::dead_letters as names;
+    use crate::on_error::letter_headers as names;
     let number = |name: &str| header(name).parse().unwrap_or(-1);
     DeadLetter {
         partition: record.partition,

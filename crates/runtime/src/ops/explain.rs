@@ -11,9 +11,11 @@ use crate::log_access::LogAccess;
 use crate::provenance::Provenance;
 use crate::topic_read::read_record_at;
 
+use super::diff::partition_count;
+
 /// Records walked back at most (provenance naming a record later than
 /// itself would go round).
-const STEPS_MAX: usize = 64;
+pub const STEPS_MAX: usize = 64;
 
 /// One record on the way back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +40,9 @@ pub struct Explained {
 }
 
 /// Walks the record at `offset` of `topic`/`partition` (as the log names
-/// it) back through its provenance; the first step is that record.
+/// it) back through its provenance; the first step is that record. At
+/// most [`STEPS_MAX`] steps: a walk cut there ends on a record whose
+/// provenance names another.
 pub async fn explain(
     location: &Location,
     (topic, partition, offset): (&str, i32, i64),
@@ -53,8 +57,13 @@ pub async fn explain(
         let at = (topic.as_str(), partition, offset);
         let record = read_record_at(location, access.as_ref(), at).await?;
         if record.is_none() && steps.is_empty() {
+            if partition_count(location, access.as_ref(), &topic).await? <= partition {
+                return Err(RuntimeError::Config(format!(
+                    "the log has no partition {partition} of {topic:?}: name the topic as the log does (a version's derived topics end in .VERSION)"
+                )));
+            }
             return Err(RuntimeError::Config(format!(
-                "{topic}/{partition} holds no record at offset {offset}: give the offset of a record the log still holds (`strata consume {topic} --partition {partition} --format json --end` lists them)"
+                "{topic}/{partition} holds no record at offset {offset} (deleted, never written, a transaction marker or an aborted transaction's): give the offset of a record the log still holds"
             )));
         }
         let record = record.map(|r| {

@@ -41,7 +41,7 @@ pub use checkpoint::{TaskCheckpoint, checkpoint};
 pub use dead_letters::{DeadLetter, DeadLetters, dead_letters};
 pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff, diff};
 pub use dump_state::{dump_state, dump_state_at};
-pub use explain::{ExplainStep, Explained, explain};
+pub use explain::{ExplainStep, Explained, STEPS_MAX as EXPLAIN_STEPS_MAX, explain};
 pub use promote::{Promoted, promote};
 pub use query::{Held, Lookup, QueryAnswer, StoreQuery, query};
 pub use rebuild::{REBUILD_COMMIT, RebuildOptions, RebuildSummary, rebuild};

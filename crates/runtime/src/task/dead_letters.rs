@@ -49,6 +49,9 @@ use strata_record::{Header, NewRecord, Record};
 
 use crate::context::Position;
 use crate::error::RuntimeError;
+use crate::on_error::letter_headers::{
+    APP, ERROR, ERROR_KIND, OFFSET, PARTITION, PROCESSOR, TIMESTAMP, TOPIC, VERSION,
+};
 use crate::on_error::{DeadLetterRecord, OnError};
 use crate::process_error::{ProcessError, UndecodableInput};
 use crate::state::StateError;
@@ -57,17 +60,6 @@ use super::{Pending, Task, TaskSetup};
 
 /// The window the policy's limit counts failures in.
 const LIMIT_WINDOW: Duration = Duration::from_secs(60);
-
-/// Header names, in the order a dead letter carries them.
-pub(crate) const TOPIC: &str = "strata.dlq.topic";
-pub(crate) const PARTITION: &str = "strata.dlq.partition";
-pub(crate) const OFFSET: &str = "strata.dlq.offset";
-pub(crate) const TIMESTAMP: &str = "strata.dlq.timestamp";
-pub(crate) const ERROR: &str = "strata.dlq.error";
-pub(crate) const ERROR_KIND: &str = "strata.dlq.error.kind";
-pub(crate) const APP: &str = "strata.dlq.app";
-pub(crate) const VERSION: &str = "strata.dlq.version";
-pub(crate) const PROCESSOR: &str = "strata.dlq.processor";
 
 /// Why the processor failed on a record.
 #[derive(Debug, Clone)]

@@ -34,7 +34,7 @@
 
 mod checkpoint_request;
 mod commit;
-pub(crate) mod dead_letters;
+mod dead_letters;
 pub(crate) mod handover;
 mod input;
 mod merge;
