@@ -495,7 +495,8 @@ where
         (None, Some(key)) => partition_for_key(key, output.partitions),
         (None, None) => position.partition.rem_euclid(output.partitions),
     };
-    let from = match output.spec.provenance {
+    // Not in a rebuild, which drops what it emits.
+    let from = match output.spec.provenance && emits {
         true => provenance::headers(
             origin,
             (&position.topic, position.partition, position.offset),
