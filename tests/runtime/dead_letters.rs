@@ -253,11 +253,16 @@ fn failing_and_letters(
         .map(|(k, v, _)| (k.clone(), v.clone()))
         .collect();
     wanted.sort();
+    (wanted, letters(driver))
+}
+
+/// The dead letters' (key, value) as text, sorted.
+fn letters(driver: &mut TestDriver) -> KeyValues {
     let mut found: Vec<_> = (driver.output(DEAD_LETTERS).unwrap().into_iter())
         .map(|r| (r.key.unwrap(), String::from_utf8(r.value.unwrap()).unwrap()))
         .collect();
     found.sort();
-    (wanted, found)
+    found
 }
 
 #[test]
@@ -333,11 +338,11 @@ fn a_task_with_two_inputs_diverts_the_failures_of_each_and_processes_the_rest_on
     driver.restart().unwrap();
     assert_eq!(driver.store(TOTALS).unwrap(), expected);
     failing.sort();
-    let mut found: Vec<_> = (driver.output(DEAD_LETTERS).unwrap().into_iter())
-        .map(|r| (r.key.unwrap(), String::from_utf8(r.value.unwrap()).unwrap()))
-        .collect();
-    found.sort();
-    assert_eq!(found, failing, "each failing record once, and no other");
+    assert_eq!(
+        letters(&mut driver),
+        failing,
+        "each failing record once, and no other"
+    );
 }
 
 /// Order `i` of the remote test, as `customer=cents` (the dead_letters

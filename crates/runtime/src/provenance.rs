@@ -16,7 +16,7 @@
 //! record: only the first three headers.
 
 use crate::on_error::letter_headers as dead_letters;
-use crate::record::RecordHeader;
+use crate::record::{RecordHeader, last_header_text};
 
 /// What every provenance header's name begins with.
 pub(crate) const PREFIX: &str = "strata.from.";
@@ -95,12 +95,7 @@ impl Provenance {
             (None, None) => return None,
         };
         // The header `name` at or after `since`, as text.
-        let text = |name: &str| {
-            (headers[since..].iter().rev())
-                .find(|(n, _)| n == name)
-                .and_then(|(_, v)| v.as_deref())
-                .map(|v| String::from_utf8_lossy(v).into_owned())
-        };
+        let text = |name: &str| last_header_text(&headers[since..], name);
         let [app, version, processor, topic, partition, offset] = names;
         let input = match (text(topic), text(partition), text(offset)) {
             (Some(topic), Some(partition), Some(offset)) => (partition.parse().ok())
@@ -110,13 +105,7 @@ impl Provenance {
         };
         // The app, version and processor headers come first: read them
         // from wherever they are last.
-        let named = |name: &str| {
-            (headers.iter().rev())
-                .find(|(n, _)| n == name)
-                .and_then(|(_, v)| v.as_deref())
-                .map(|v| String::from_utf8_lossy(v).into_owned())
-                .unwrap_or_default()
-        };
+        let named = |name: &str| last_header_text(headers, name).unwrap_or_default();
         Some(Self {
             app: named(app),
             version: named(version),

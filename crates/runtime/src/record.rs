@@ -4,6 +4,15 @@
 /// A record header: a string key and an optional value.
 pub type RecordHeader = (String, Option<Vec<u8>>);
 
+/// The value of the last header named `name`, as text (bytes that are not
+/// UTF-8 replaced); None when there is none, or it has no value.
+pub(crate) fn last_header_text(headers: &[RecordHeader], name: &str) -> Option<String> {
+    (headers.iter().rev())
+        .find(|(n, _)| n == name)
+        .and_then(|(_, v)| v.as_deref())
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
 /// One input record with its key and value decoded. Its topic is the
 /// context's ([`Context::topic`](super::Context::topic)).
 #[derive(Debug, Clone, PartialEq)]

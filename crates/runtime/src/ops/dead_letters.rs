@@ -10,6 +10,7 @@ use crate::error::RuntimeError;
 use crate::location::Location;
 use crate::log_access::LogAccess;
 use crate::on_error::dead_letter_topic;
+use crate::record::last_header_text;
 use crate::topic_read::{ReadRecord, read_partition_at};
 use crate::topology::App;
 
@@ -101,13 +102,7 @@ pub async fn dead_letters(
 /// read (the last of each name: a letter that failed again when replayed
 /// carries the newest reason last).
 fn letter(record: ReadRecord) -> DeadLetter {
-    let header = |name: &str| {
-        (record.headers.iter().rev())
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| v.as_deref())
-            .map(|v| String::from_utf8_lossy(v).into_owned())
-            .unwrap_or_default()
-    };
+    let header = |name: &str| last_header_text(&record.headers, name).unwrap_or_default();
     use crate::on_error::letter_headers as names;
     let number = |name: &str| header(name).parse().unwrap_or(-1);
     DeadLetter {
