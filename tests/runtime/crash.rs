@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use strata::log::{LogConfig, LogManager};
 use strata::record::Compression;
@@ -222,18 +222,26 @@ fn kill(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// How long to let the app run before each kill: random, from right after
-/// start (opening state, shipping leftovers) up to a window that starts at
-/// about twice what one chunk of input took in the crash-free run and
-/// adapts: it shrinks after a kill that found the work done and grows after
-/// one that interrupted it or came before anything was committed, so that
-/// kills keep landing mid-processing on fast and slow machines alike.
-/// (Shrinking after a kill that came too early would feed on itself: every
-/// later kill would come earlier still.)
+/// When to kill each run. One kill in four comes at a random moment from
+/// the start, while the app opens its state, ships leftovers and fetches.
+/// The others wait until the run has written derived records to the log
+/// (`shipped_bytes` grew) and then come at a random moment within a window,
+/// so how long the app takes to start on a loaded machine does not decide
+/// where they land. The window starts at about twice what one chunk of
+/// input took in the crash-free run and adapts: it shrinks after a kill
+/// that found the work done and grows after one that interrupted it, so
+/// that kills keep landing mid-processing on fast and slow machines alike.
 struct KillClock {
     window_ms: u64,
     start_ms: u64,
 }
+
+/// The longest a run may take to write its first derived records before
+/// it is killed anyway (the kill then lands wherever it lands).
+const FIRST_WRITE_WAIT: Duration = Duration::from_secs(60);
+
+/// The window of the kills that come while the app is starting.
+const STARTING_WINDOW_MS: u64 = 300;
 
 impl KillClock {
     fn new() -> Self {
@@ -244,18 +252,46 @@ impl KillClock {
         }
     }
 
-    fn delay(&self, rng: &mut Rng) -> Duration {
-        Duration::from_millis(rng.below(self.window_ms))
+    /// Waits until the moment to kill the run just started on `data_dir`,
+    /// whose derived topics held `shipped` bytes before it.
+    fn wait(&self, rng: &mut Rng, data_dir: &Path, shipped: u64) {
+        if rng.below(4) == 0 {
+            std::thread::sleep(Duration::from_millis(rng.below(STARTING_WINDOW_MS)));
+            return;
+        }
+        let deadline = Instant::now() + FIRST_WRITE_WAIT;
+        while shipped_bytes(data_dir) <= shipped && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(rng.below(self.window_ms)));
     }
 
     fn killed(&mut self, landed: Landed) {
         self.window_ms = match landed {
             Landed::MidProcessing => (self.window_ms * 3 / 2).min(4 * self.start_ms),
-            // However long the app takes to start on this machine.
-            Landed::BeforeAnyCommit => (self.window_ms * 2).min(4 * self.start_ms + 5_000),
-            Landed::AfterTheWork => (self.window_ms / 2).max(10),
+            Landed::BeforeAnyCommit => self.window_ms,
+            Landed::AfterTheWork => (self.window_ms / 2).max(5),
         };
     }
+}
+
+/// Bytes in the segments of the derived topic `words` under `data_dir`:
+/// they grow once a run writes what it derived.
+fn shipped_bytes(data_dir: &Path) -> u64 {
+    let Ok(dirs) = std::fs::read_dir(data_dir) else {
+        return 0;
+    };
+    let partitions = dirs
+        .flatten()
+        .filter(|dir| dir.file_name().to_string_lossy().starts_with("words-"));
+    let segments = partitions
+        .filter_map(|dir| std::fs::read_dir(dir.path()).ok())
+        .flat_map(|files| files.flatten())
+        .filter(|file| file.path().extension().is_some_and(|e| e == "log"));
+    segments
+        .filter_map(|file| file.metadata().ok())
+        .map(|meta| meta.len())
+        .sum()
 }
 
 /// Where a kill landed, as `status` shows it before the run and after the
@@ -285,11 +321,10 @@ struct Kills {
 
 impl Kills {
     /// Runs `killed_run` (start the app on the chunk just appended, kill it
-    /// after `clock`'s delay, say where the kill landed) until a kill lands
+    /// when `clock` says, say where the kill landed) until a kill lands
     /// after the run's first commit, at most `RUNS_PER_CHUNK` times. A kill
     /// while the app is still starting leaves the chunk as it was and tests
-    /// little, and on a loaded machine starting can take longer than the
-    /// window the clock has learned so far.
+    /// little on its own.
     fn kill_until_it_commits(
         &mut self,
         clock: &mut KillClock,
@@ -499,9 +534,9 @@ fn embedded_killed_at_random_moments(app: &Path) {
     for chunk in input() {
         append_embedded(&data, std::slice::from_ref(chunk));
         tally.kill_until_it_commits(&mut clock, |clock| {
-            let before = positions(&location);
+            let (before, shipped) = (positions(&location), shipped_bytes(&data));
             let mut child = spawn_run(app, &location);
-            std::thread::sleep(clock.delay(&mut rng));
+            clock.wait(&mut rng, &data, shipped);
             kill(&mut child);
             landed(&location, &before)
         });
@@ -535,9 +570,9 @@ fn remote_app_and_broker_killed_at_random_moments_end_as_a_crash_free_run() {
     for chunk in input() {
         append_remote(&addr, chunk);
         tally.kill_until_it_commits(&mut clock, |clock| {
-            let before = positions(&location);
+            let (before, shipped) = (positions(&location), shipped_bytes(&data));
             let mut app = spawn_run(&wordcount(), &location);
-            std::thread::sleep(clock.delay(&mut rng));
+            clock.wait(&mut rng, &data, shipped);
             match rng.below(3) {
                 // The app alone.
                 0 => kill(&mut app),
