@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use serde_json::json;
+use strata_schema::SchemaType;
 
 use super::not_authorized::Needs;
 use super::{BrokerArgs, StartAt, bytes_json};
@@ -15,6 +16,7 @@ use crate::broker::acl::Operation;
 use crate::client::{
     Admin, Cluster, Consumer, ConsumerConfig, ConsumerRecord, LATEST, OffsetReset, Seek,
 };
+use crate::runtime::cli::RegistryArgs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RecordFormat {
@@ -25,6 +27,25 @@ pub enum RecordFormat {
     /// One JSON object per record: topic, partition, offset, timestamp,
     /// key, value and headers (text as strings, other bytes as hex).
     Json,
+    /// As json, the value read as Avro in the schema registry's wire
+    /// format (and the key too, when it is in that format).
+    Avro,
+    /// As avro, for Protobuf.
+    Protobuf,
+    /// As avro, for JSON Schema.
+    JsonSchema,
+}
+
+impl RecordFormat {
+    /// The registry schema type the format reads, if it is one of those.
+    fn schema_type(self) -> Option<SchemaType> {
+        match self {
+            Self::Avro => Some(SchemaType::Avro),
+            Self::Protobuf => Some(SchemaType::Protobuf),
+            Self::JsonSchema => Some(SchemaType::Json),
+            Self::Value | Self::KeyValue | Self::Json => None,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -50,6 +71,9 @@ pub struct ConsumeArgs {
     pub end: bool,
     #[arg(long, value_enum, default_value = "value")]
     pub format: RecordFormat,
+    /// The schema registry the avro, protobuf and json-schema formats ask.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 pub async fn run(broker: &BrokerArgs, args: ConsumeArgs) -> anyhow::Result<()> {
@@ -62,6 +86,16 @@ pub async fn run(broker: &BrokerArgs, args: ConsumeArgs) -> anyhow::Result<()> {
 }
 
 async fn consume(cluster: Arc<Cluster>, args: ConsumeArgs) -> anyhow::Result<()> {
+    args.registry.install()?;
+    if args.format.schema_type().is_some() && !strata_schema::is_installed() {
+        anyhow::bail!(
+            "--format {}: give the schema registry (--schema-registry URL or STRATA_SCHEMA_REGISTRY)",
+            args.format
+                .to_possible_value()
+                .expect("not skipped")
+                .get_name()
+        );
+    }
     let topic = cluster.topic(&args.topic).await?;
     let partitions: Vec<i32> = match args.partition {
         Some(p) if (0..topic.partitions.len() as i32).contains(&p) => vec![p],
@@ -215,13 +249,16 @@ fn write_record(
             out.write_all(record.value.as_deref().unwrap_or_default())?;
             out.write_all(b"\n")
         }
-        RecordFormat::Json => {
+        RecordFormat::Json
+        | RecordFormat::Avro
+        | RecordFormat::Protobuf
+        | RecordFormat::JsonSchema => {
             let headers: Vec<serde_json::Value> = record
                 .headers
                 .iter()
                 .map(|(key, value)| json!({ "key": key, "value": bytes_json(value.as_deref()) }))
                 .collect();
-            let line = json!({
+            let mut line = json!({
                 "topic": record.topic,
                 "partition": record.partition,
                 "offset": record.offset,
@@ -230,7 +267,38 @@ fn write_record(
                 "value": bytes_json(record.value.as_deref()),
                 "headers": headers,
             });
+            if let Some(wanted) = format.schema_type() {
+                registry_fields(&mut line, record, wanted);
+            }
             writeln!(out, "{line}")
         }
+    }
+}
+
+/// Replaces the key and value of a record's JSON line with what they read
+/// as through the registry: the value in `wanted`'s format (or an `error`
+/// saying why not, the bytes left as they are), the key when it is in the
+/// registry's wire format at all.
+fn registry_fields(line: &mut serde_json::Value, record: &ConsumerRecord, wanted: SchemaType) {
+    if let Some(key) = record.key.as_deref()
+        && let Ok(read) = strata_schema::decode_dynamic(key)
+    {
+        line["key"] = read.value;
+    }
+    let Some(value) = record.value.as_deref() else {
+        return;
+    };
+    match strata_schema::decode_dynamic(value) {
+        Ok(read) if read.schema_type == wanted => {
+            line["value"] = read.value;
+            line["schema_id"] = json!(read.id);
+        }
+        Ok(read) => {
+            line["error"] = json!(format!(
+                "the value is {} (schema id {}), not {wanted}",
+                read.schema_type, read.id
+            ));
+        }
+        Err(error) => line["error"] = json!(error.to_string()),
     }
 }

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use strata_client::partitioner::partition_for_key;
-use strata_record::codec::Codec;
+use strata_record::codec::{Codec, Part};
 use strata_record::{Header, NewRecord};
 
 use super::handles::{Store, Topic};
@@ -472,14 +472,15 @@ where
     let topic = &output.spec.topic;
     let key = match key {
         Some(k) => {
-            output.spec.key_codec.encode_into(k, &mut buffers.key)?;
+            (output.spec.key_codec).encode_record_into(topic, Part::Key, k, &mut buffers.key)?;
             Some(&buffers.key[..])
         }
         None => None,
     };
     let value = match value {
         Some(v) => {
-            output.spec.value_codec.encode_into(v, &mut buffers.value)?;
+            let buffer = &mut buffers.value;
+            (output.spec.value_codec).encode_record_into(topic, Part::Value, v, buffer)?;
             Some(&buffers.value[..])
         }
         None => None,

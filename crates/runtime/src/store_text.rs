@@ -121,7 +121,7 @@ where
                     std::any::type_name::<K>()
                 )
             })?,
-            Codec::Postcard | Codec::Json => serde_json::from_str(text)
+            Codec::Postcard | Codec::Json | Codec::Registry(_) => serde_json::from_str(text)
                 .or_else(|_| serde_json::from_value(Value::String(text.to_string())))
                 .map_err(|e| {
                     format!(

@@ -487,6 +487,15 @@ impl App {
                     p.name
                 ));
             }
+            let registry = |c: Codec| matches!(c, Codec::Registry(_));
+            let store =
+                (p.stores.iter()).find(|s| registry(s.key_codec) || registry(s.value_codec));
+            if let Some(store) = store {
+                return Err(format!(
+                    "store {:?} of processor {:?} uses a schema-registry codec, which is for topics: give stores postcard, json, raw or utf8",
+                    store.name, p.name
+                ));
+            }
             if let Some(o) = p.outputs.iter().find(|o| p.inputs.contains(&o.topic)) {
                 return Err(format!(
                     "processor {:?} reads and writes {:?}",
@@ -515,6 +524,24 @@ impl App {
             }
         }
         Ok(())
+    }
+
+    /// A topic the app reads or writes with a registry codec, named with
+    /// its codec, if there is one.
+    pub(crate) fn registry_codec(&self) -> Option<String> {
+        self.processors.iter().find_map(|p| {
+            let inputs = (p.inputs.iter()).map(|t| (t, [p.key_codec, p.value_codec]));
+            let outputs = (p.outputs.iter()).map(|o| (&o.topic, [o.key_codec, o.value_codec]));
+            inputs.chain(outputs).find_map(|(topic, codecs)| {
+                let codec = codecs
+                    .into_iter()
+                    .find(|c| matches!(c, Codec::Registry(_)))?;
+                Some(format!(
+                    "{topic:?} is read or written with the {} codec",
+                    codec.name()
+                ))
+            })
+        })
     }
 
     /// Input topics no processor of the app writes.

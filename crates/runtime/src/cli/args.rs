@@ -54,6 +54,9 @@ pub struct LocationArgs {
     /// [default: 512MiB].
     #[arg(long, global = true, value_name = "SIZE", value_parser = parse_size)]
     pub state_memory: Option<usize>,
+    /// The schema registry of the registry codecs.
+    #[command(flatten)]
+    pub registry: crate::cli::RegistryArgs,
 }
 
 /// A size: bytes, or a number with KiB, MiB or GiB.
@@ -256,6 +259,17 @@ pub enum Command {
         #[command(subcommand)]
         command: DlqCommand,
     },
+}
+
+impl Command {
+    /// Whether the subcommand reads or writes records through the app's
+    /// codecs (so needs the schema registry its registry codecs ask).
+    pub fn processes(&self) -> bool {
+        matches!(
+            self,
+            Self::Run { .. } | Self::Replay { .. } | Self::Rebuild { .. }
+        )
+    }
 }
 
 /// `dlq list` and `dlq show`.

@@ -44,6 +44,7 @@
 
 mod args;
 mod print;
+mod registry_args;
 mod security_args;
 
 use std::net::SocketAddr;
@@ -56,6 +57,7 @@ pub use args::{
     CheckpointArgs, Cli, Command, CommitArgs, DlqCommand, GroupArgs, HttpArgs, LocationArgs,
     LookupArgs, NoArgs,
 };
+pub use registry_args::RegistryArgs;
 pub use security_args::SecurityArgs;
 
 use super::error::RuntimeError;
@@ -246,6 +248,15 @@ pub fn execute(
     command: &Command,
 ) -> Result<Outcome, RuntimeError> {
     let state_memory = location.state_memory;
+    location.registry.install()?;
+    if let Some(codec) = app.registry_codec()
+        && !strata_schema::is_installed()
+        && command.processes()
+    {
+        return Err(RuntimeError::Config(format!(
+            "{codec}: give the app a schema registry (--schema-registry URL or STRATA_SCHEMA_REGISTRY)"
+        )));
+    }
     let location = location.location(app.name())?;
     if let Some(budget) = state_memory
         && !crate::state::memory::configure(budget)
