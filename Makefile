@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-latency bench-rebuild bench-operators bench-overload bench-scale bench-tls bench-sasl fuzz prune clean
+.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-schema bench-latency bench-rebuild bench-operators bench-overload bench-scale bench-tls bench-sasl fuzz prune clean
 
 all: build
 
@@ -100,6 +100,11 @@ bench-latency: deps
 # loop over the same records, in one run (optimized; not part of `make test`).
 bench-runtime: deps
 	$(CARGO) bench --bench runtime
+
+# Avro records through the runtime beside a plain loop decoding them with
+# the same crate, in one run (optimized; a minute).
+bench-schema: deps
+	$(CARGO) bench --bench schema
 
 # strata-operators' pipelines (count, windowed count, join, word count)
 # beside the plain loop, the HashMap count and the same apps written by

@@ -126,3 +126,48 @@ fn app() -> App {
 fn main() -> std::process::ExitCode {
     strata::runtime::run_cli(app())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strata::testing::TestDriver;
+
+    /// The driver gives the app a registry held in the process: each
+    /// format's totals come out as the orders add up, through crashes.
+    #[test]
+    fn each_formats_totals_add_up_its_orders_through_a_crash() {
+        let mut driver = TestDriver::new(app()).unwrap();
+        for format in &FORMATS {
+            driver.partitions(format.orders, 2).unwrap();
+        }
+        for id in 0..300 {
+            let customer = format!("customer-{}", id % 3);
+            let order = Order {
+                id,
+                customer: customer.clone(),
+                amount: 1.5,
+                note: None,
+            };
+            for format in &FORMATS {
+                driver.pipe(format.orders, &customer, &order).unwrap();
+            }
+        }
+        driver.crash_after(500).unwrap();
+        driver.restart().unwrap();
+        for format in &FORMATS {
+            let totals = driver.output(format.totals).unwrap();
+            let last = (totals.iter().rev())
+                .find(|t| t.key.as_deref() == Some("customer-0"))
+                .and_then(|t| t.value.clone())
+                .unwrap();
+            let expected = CustomerTotal {
+                customer: "customer-0".into(),
+                orders: 100,
+                total: 150.0,
+            };
+            assert_eq!(last, expected, "{}", format.name);
+            assert_eq!(totals.len(), 300, "{}: one total per order", format.name);
+        }
+        driver.assert_replay_matches();
+    }
+}

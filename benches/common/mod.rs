@@ -176,7 +176,7 @@ pub fn durable_hashmap_loop(
 
 /// Reads every partition of `topic` in turn as [`plain_loop`] describes,
 /// handing each decoded key and value to `each`; returns records/s.
-fn read_loop(
+pub fn read_loop(
     data: &Path,
     topic: &str,
     expected: u64,

@@ -32,15 +32,16 @@ static INSTALLED: RwLock<Option<Arc<Schemas>>> = RwLock::new(None);
 /// Makes `registry` the one the codecs use, named by `subjects`, from now
 /// on (replacing one installed before, and everything it kept).
 pub fn install(registry: Arc<dyn Registry>, subjects: SubjectStrategy) {
-    let schemas = Schemas {
-        registry,
-        subjects,
-        written: RwLock::default(),
-        declared: RwLock::default(),
-        avro_readers: RwLock::default(),
-        ids: RwLock::default(),
-    };
-    *INSTALLED.write().expect("registry lock") = Some(Arc::new(schemas));
+    *INSTALLED.write().expect("registry lock") = Some(Arc::new(Schemas::new(registry, subjects)));
+}
+
+/// Installs the registry `make` gives unless one is installed already (in
+/// one step: tests running side by side in a process all get the first).
+pub fn install_unless_installed(make: impl FnOnce() -> Arc<dyn Registry>) {
+    let mut installed = INSTALLED.write().expect("registry lock");
+    if installed.is_none() {
+        *installed = Some(Arc::new(Schemas::new(make(), SubjectStrategy::default())));
+    }
 }
 
 /// Whether a registry is installed.
@@ -261,6 +262,17 @@ fn other_type(id: u32, written: &Written, codec: SchemaType) -> SchemaError {
 }
 
 impl Schemas {
+    fn new(registry: Arc<dyn Registry>, subjects: SubjectStrategy) -> Self {
+        Self {
+            registry,
+            subjects,
+            written: RwLock::default(),
+            declared: RwLock::default(),
+            avro_readers: RwLock::default(),
+            ids: RwLock::default(),
+        }
+    }
+
     fn written(&self, id: u32) -> Result<Arc<Written>, SchemaError> {
         if let Some(known) = self.written.read().expect("schema cache").get(&id) {
             return Ok(known.clone());

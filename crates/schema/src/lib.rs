@@ -20,7 +20,9 @@ pub mod registry;
 mod subject;
 pub mod wire;
 
-pub use codec::{DynamicRecord, decode, decode_dynamic, encode, install, is_installed};
+pub use codec::{
+    DynamicRecord, decode, decode_dynamic, encode, install, install_unless_installed, is_installed,
+};
 pub use error::SchemaError;
 pub use format::{SchemaFormat, SchemaType};
 pub use subject::{Part, SubjectStrategy};

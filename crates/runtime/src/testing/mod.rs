@@ -55,6 +55,9 @@
 //!   not committed is lost, the log is not closed cleanly, and
 //!   [`TestDriver::restart`] recovers both as a restarted process would
 //!   (see [`RunOptions::crash_after`] for how close to a SIGKILL it is).
+//! - An app with schema-registry codecs (`Codec::avro`, …) gets a registry
+//!   held in the process (`strata_schema::registry::MemoryRegistry`), unless
+//!   the test installed one with `strata_schema::install`.
 //! - [`TestDriver::assert_replay_matches`] replays the app from the start
 //!   of its inputs into a version of its own and compares its stores and
 //!   derived topics with the live ones (see `replay_check`).
@@ -167,6 +170,13 @@ impl TestDriver {
     fn at(app: impl IntoApp, dir: Dir) -> Result<Self, TestError> {
         let mut app = app.into_app().map_err(TestError::App)?;
         app.check().map_err(TestError::App)?;
+        if app.registry_codec().is_some() {
+            // A registry held in the process, as Confluent's serializers
+            // take `mock://` URLs, unless the test installed one.
+            strata_schema::install_unless_installed(|| {
+                std::sync::Arc::new(strata_schema::registry::MemoryRegistry::new())
+            });
+        }
         app.config.commit = commit_every(COMMIT_RECORDS);
         // One thread: the tasks take their turns in the same order every
         // run.

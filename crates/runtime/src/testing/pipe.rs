@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use strata_client::partitioner::partition_for_key;
 use strata_log::{LogConfig, LogManager};
-use strata_record::codec::Codec;
+use strata_record::codec::{Codec, Part};
 use strata_record::{BatchBuilder, Compression, Header, NewRecord};
 
 use crate::context::EmitOptions;
@@ -93,8 +93,8 @@ impl TestDriver {
         Q: Serialize + ?Sized,
         W: Serialize + ?Sized,
     {
-        let key = encode(topic.key_codec(), key, topic.name(), "key")?;
-        let value = encode(topic.value_codec(), value, topic.name(), "value")?;
+        let key = encode(topic.key_codec(), key, topic.name(), Part::Key)?;
+        let value = encode(topic.value_codec(), value, topic.name(), Part::Value)?;
         self.push(topic.name(), Some(key), Some(value), options)
     }
 
@@ -109,7 +109,7 @@ impl TestDriver {
         K: Borrow<Q>,
         Q: Serialize + ?Sized,
     {
-        let key = encode(topic.key_codec(), key, topic.name(), "key")?;
+        let key = encode(topic.key_codec(), key, topic.name(), Part::Key)?;
         self.push(topic.name(), Some(key), None, options)
     }
 
@@ -124,7 +124,7 @@ impl TestDriver {
         V: Borrow<W>,
         W: Serialize + ?Sized,
     {
-        let value = encode(topic.value_codec(), value, topic.name(), "value")?;
+        let value = encode(topic.value_codec(), value, topic.name(), Part::Value)?;
         self.push(topic.name(), None, Some(value), options)
     }
 
@@ -255,10 +255,18 @@ fn encode<T: Serialize + ?Sized>(
     codec: Codec,
     value: &T,
     topic: &str,
-    part: &str,
+    part: Part,
 ) -> Result<Vec<u8>, TestError> {
-    (codec.encode(value)).map_err(|error| TestError::Codec {
-        what: format!("topic {topic:?}: a piped record's {part}"),
+    let mut out = Vec::new();
+    (codec.encode_record_into(topic, part, value, &mut out)).map_err(|error| TestError::Codec {
+        what: format!(
+            "topic {topic:?}: a piped record's {}",
+            match part {
+                Part::Key => "key",
+                Part::Value => "value",
+            }
+        ),
         error,
-    })
+    })?;
+    Ok(out)
 }
