@@ -24,5 +24,6 @@ mod provenance;
 mod query;
 mod query_instances;
 mod replay_from;
+mod schema_registry;
 mod timers;
 mod versions;

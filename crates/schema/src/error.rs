@@ -40,3 +40,20 @@ pub enum SchemaError {
     #[error("the value does not fit the schema: {0}")]
     Encode(String),
 }
+
+impl SchemaError {
+    /// Whether the registry could not be asked (not reached, failing, or
+    /// not configured), as opposed to the record or value being wrong:
+    /// the same record may read once the registry answers.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Self::NoRegistry(_) => true,
+            Self::Registry(RegistryError::Unreachable { .. } | RegistryError::BadAnswer(_)) => true,
+            Self::Registry(RegistryError::Refused { status, code, .. }) => {
+                // 5xx, and Confluent's 500xx codes: the registry's own failure.
+                *status >= 500 || *code >= 50000
+            }
+            _ => false,
+        }
+    }
+}

@@ -42,6 +42,10 @@ pub enum Codec {
 pub struct CodecError {
     pub codec: &'static str,
     pub reason: String,
+    /// No fault of the value's: the schema registry could not be asked
+    /// (unreachable, failing, or not configured). Trying again later may
+    /// work, so a runtime stops rather than treat the record as bad.
+    pub unavailable: bool,
 }
 
 impl Codec {
@@ -97,6 +101,7 @@ impl Codec {
         let fail = |reason: String| CodecError {
             codec: self.name(),
             reason,
+            unavailable: false,
         };
         out.clear();
         match self {
@@ -123,11 +128,8 @@ impl Codec {
         out: &mut Vec<u8>,
     ) -> Result<(), CodecError> {
         match self {
-            Self::Registry(format) => strata_schema::encode(&format, topic, part, value, out)
-                .map_err(|e| CodecError {
-                    codec: self.name(),
-                    reason: e.to_string(),
-                }),
+            Self::Registry(format) => (strata_schema::encode(&format, topic, part, value, out))
+                .map_err(|e| self.schema_error(e)),
             _ => self.encode_into(value, out),
         }
     }
@@ -156,10 +158,19 @@ impl Codec {
         self.decode_with_serde(bytes)
     }
 
+    fn schema_error(self, error: strata_schema::SchemaError) -> CodecError {
+        CodecError {
+            codec: self.name(),
+            unavailable: error.is_unavailable(),
+            reason: error.to_string(),
+        }
+    }
+
     fn decode_with_serde<T: DeserializeOwned>(self, bytes: &[u8]) -> Result<T, CodecError> {
         let fail = |reason: String| CodecError {
             codec: self.name(),
             reason,
+            unavailable: false,
         };
         match self {
             Self::Postcard => {
@@ -174,7 +185,7 @@ impl Codec {
             Self::Raw => raw::from_bytes(bytes, raw::Accept::BytesOrText).map_err(fail),
             Self::Utf8 => raw::from_bytes(bytes, raw::Accept::Text).map_err(fail),
             Self::Registry(format) => {
-                strata_schema::decode(&format, bytes).map_err(|e| fail(e.to_string()))
+                strata_schema::decode(&format, bytes).map_err(|e| self.schema_error(e))
             }
         }
     }

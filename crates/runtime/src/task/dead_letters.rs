@@ -55,6 +55,7 @@ use crate::on_error::letter_headers::{
 use crate::on_error::{DeadLetterRecord, OnError};
 use crate::process_error::{ProcessError, UndecodableInput};
 use crate::state::StateError;
+use strata_record::codec::CodecError;
 
 use super::{Pending, Task, TaskSetup};
 
@@ -71,13 +72,18 @@ pub(super) struct Failure {
 
 impl Failure {
     /// The failure `error` is, or None when it is the task's own (its
-    /// state could not be read or written): no record is to blame, and
-    /// the task stops.
+    /// state could not be read or written, the schema registry could not
+    /// be asked): no record is to blame, and the task stops.
     pub fn of(error: &ProcessError) -> Option<Self> {
         if error.downcast_ref::<StateError>().is_some() {
             return None;
         }
-        let kind = match error.downcast_ref::<UndecodableInput>() {
+        let undecodable = error.downcast_ref::<UndecodableInput>();
+        let codec = (undecodable.map(|u| &u.error)).or_else(|| error.downcast_ref::<CodecError>());
+        if codec.is_some_and(|codec| codec.unavailable) {
+            return None;
+        }
+        let kind = match undecodable {
             Some(_) => "decode",
             None => "process",
         };
