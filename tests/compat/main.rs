@@ -21,6 +21,7 @@ mod quix;
 mod records;
 mod rust_client;
 mod scenarios;
+mod schema_formats;
 mod transactions;
 mod wire;
 

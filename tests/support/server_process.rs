@@ -13,6 +13,9 @@ pub struct ServerProcess {
     /// and the first one once read.
     metrics_lines: Mutex<mpsc::Receiver<String>>,
     metrics: OnceLock<String>,
+    /// Likewise the schema registry's URL (when it serves one).
+    registry_lines: Mutex<mpsc::Receiver<String>>,
+    registry: OnceLock<String>,
     /// The `strata serve` arguments it was started with, given again at
     /// every restart.
     args: Vec<std::ffi::OsString>,
@@ -95,6 +98,7 @@ impl ServerProcess {
         let stdout = child.stdout.take().expect("piped stdout");
         let (found, listening) = mpsc::channel();
         let (metrics_found, metrics_lines) = mpsc::channel();
+        let (registry_found, registry_lines) = mpsc::channel();
         std::thread::spawn(move || {
             use std::io::BufRead;
             for line in std::io::BufReader::new(stdout).lines() {
@@ -107,6 +111,9 @@ impl ServerProcess {
                 if let Some(url) = line.strip_prefix("metrics on http://") {
                     let addr = url.trim().trim_end_matches("/metrics");
                     let _ = metrics_found.send(addr.to_string());
+                }
+                if let Some(url) = line.strip_prefix("schema registry on ") {
+                    let _ = registry_found.send(url.trim().trim_end_matches('/').to_string());
                 }
             }
         });
@@ -123,6 +130,8 @@ impl ServerProcess {
             addr,
             metrics_lines: Mutex::new(metrics_lines),
             metrics: OnceLock::new(),
+            registry_lines: Mutex::new(registry_lines),
+            registry: OnceLock::new(),
             args: args.iter().map(|a| a.to_os_string()).collect(),
         }
     }
@@ -135,6 +144,17 @@ impl ServerProcess {
             lines
                 .recv_timeout(START_WAIT)
                 .expect("strata serve never said where it serves metrics")
+        })
+    }
+
+    /// The URL of the schema registry the broker serves (started with
+    /// `--schema-registry`), without a trailing slash.
+    pub fn schema_registry_url(&self) -> &str {
+        self.registry.get_or_init(|| {
+            let lines = self.registry_lines.lock().unwrap();
+            lines
+                .recv_timeout(START_WAIT)
+                .expect("strata serve never said where it serves the schema registry")
         })
     }
 

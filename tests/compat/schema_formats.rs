@@ -1,0 +1,110 @@
+//! The registry codecs between Confluent's own serializers: orders written
+//! by confluent-kafka's Avro (two versions of the schema), Protobuf and
+//! JSON Schema serializers through `strata serve --schema-registry`, read
+//! by the `schema_orders` example app (remote, exactly-once), whose totals,
+//! written with its own schemas, the Python deserializers read back
+//! (`clients/drive_schema_formats.py`); and `strata consume --format avro`
+//! prints them decoded.
+
+use std::ffi::OsStr;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::driver::{field, python_script, run_with_input};
+use crate::support::ServerProcess;
+use crate::support::example::example;
+
+const STRATA: &str = env!("CARGO_BIN_EXE_strata");
+const ORDERS: u64 = 300;
+const PARTITIONS: i32 = 2;
+const FORMATS: [&str; 3] = ["avro", "protobuf", "json"];
+
+/// Runs one op of the driver.
+fn drive(op: &str, broker: &ServerProcess, mut request: Value) -> Value {
+    request["op"] = op.into();
+    request["bootstrap"] = broker.addr.clone().into();
+    request["url"] = broker.schema_registry_url().into();
+    let mut command = python_script("drive_schema_formats.py");
+    let output = run_with_input(&mut command, request.to_string().as_bytes());
+    assert!(
+        output.status.success(),
+        "drive_schema_formats.py {op} failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("the driver prints JSON")
+}
+
+fn strata(args: &[&str]) -> String {
+    let output = Command::new(STRATA).args(args).output().expect("strata runs");
+    assert!(
+        output.status.success(),
+        "strata {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn an_app_reads_what_confluents_serializers_wrote_and_its_deserializers_read_what_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let broker = ServerProcess::start_with(
+        STRATA,
+        &data,
+        &[OsStr::new("--schema-registry"), OsStr::new("127.0.0.1:0")],
+        std::process::Stdio::null(),
+    );
+    let bootstrap = broker.addr.clone();
+    for format in FORMATS {
+        let topic = format!("orders-{format}");
+        let partitions = PARTITIONS.to_string();
+        strata(&["topics", "create", &topic, "--partitions", &partitions, "--bootstrap", &bootstrap]);
+    }
+    let produced = drive("produce", &broker, json!({"orders": ORDERS}));
+    // Half the Avro orders went with the schema's first version, half with
+    // its second, which adds a field with a default: accepted as BACKWARD.
+    assert_eq!(field::<Vec<i64>>(&produced, "avro_versions"), [1, 2]);
+    let expected: Value = produced["expected"].clone();
+
+    let state = dir.path().join("app");
+    let app = Command::new(example("schema_orders"))
+        .args(["--bootstrap", &bootstrap, "--state-dir"])
+        .arg(&state)
+        .args(["--schema-registry", broker.schema_registry_url()])
+        .args(["run", "--until-end"])
+        .output()
+        .expect("the app runs");
+    assert!(
+        app.status.success(),
+        "schema_orders run --until-end: {}",
+        String::from_utf8_lossy(&app.stderr)
+    );
+
+    let totals = drive("read_totals", &broker, json!({}));
+    for format in FORMATS {
+        let read = &totals[format];
+        let customers = expected.as_object().unwrap();
+        assert_eq!(read.as_object().unwrap().len(), customers.len(), "{format}: {read}");
+        for (customer, want) in customers {
+            let got = &read[customer];
+            assert_eq!(got[0], want[0], "{format}: {customer}'s orders");
+            let (got, want) = (got[1].as_f64().unwrap(), want[1].as_f64().unwrap());
+            assert!((got - want).abs() < 1e-6, "{format}: {customer}'s total {got}, not {want}");
+        }
+    }
+
+    // The command line reads them too, with the schema each id names.
+    let url = broker.schema_registry_url();
+    let consume = |topic: &str, more: &[&str]| {
+        let args = ["consume", topic, "--end", "--bootstrap", &bootstrap, "--schema-registry", url];
+        strata(&[&args[..], more].concat())
+    };
+    let printed = consume("customer-totals-avro", &["--format", "avro"]);
+    let lines: Vec<Value> = printed.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len() as u64, ORDERS, "one total per order:\n{printed}");
+    assert!(lines.iter().all(|l| l["value"]["customer"] == l["key"]), "{printed}");
+    let printed = consume("orders-protobuf", &["--format", "avro", "--count", "1"]);
+    assert!(printed.contains("the value is PROTOBUF"), "{printed}");
+}
