@@ -26,6 +26,11 @@ struct Served {
 
 impl Served {
     fn start(data_dir: &Path) -> Self {
+        Self::start_with(data_dir, &[])
+    }
+
+    /// Like `start`, with more `strata serve` arguments.
+    fn start_with(data_dir: &Path, args: &[&std::ffi::OsStr]) -> Self {
         let mut child = Command::new(STRATA)
             .args([
                 "serve",
@@ -36,6 +41,7 @@ impl Served {
             ])
             .arg("--data-dir")
             .arg(data_dir)
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -59,7 +65,13 @@ impl Served {
 
     /// Runs one op of the driver against this registry.
     fn run(&self, op: &str) -> Value {
-        let request = json!({"op": op, "url": self.url});
+        self.run_with(op, json!({}))
+    }
+
+    /// Runs one op with more request fields.
+    fn run_with(&self, op: &str, mut request: Value) -> Value {
+        request["op"] = op.into();
+        request["url"] = self.url.clone().into();
         let mut command = python_script("drive_schema_registry.py");
         let output = run_with_input(&mut command, request.to_string().as_bytes());
         assert!(
@@ -224,4 +236,49 @@ fn schemas_levels_and_ids_survive_a_restart_and_a_kill() {
     assert_eq!(again["new_id"], 5);
     assert_eq!(again["level"], "FULL_TRANSITIVE");
     served.stop();
+}
+
+#[test]
+fn a_registry_with_a_token_answers_only_clients_that_send_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "5f4e3d2c1b0a99887766554433221100";
+    let token_file = dir.path().join("registry-token");
+    std::fs::write(&token_file, token).unwrap();
+    let config = dir.path().join("strata.toml");
+    let setting = format!(
+        "metrics_token_file = {:?}\n",
+        token_file.display().to_string()
+    );
+    std::fs::write(&config, setting).unwrap();
+    let data_dir = dir.path().join("data");
+    let args = [std::ffi::OsStr::new("--config"), config.as_os_str()];
+    let served = Served::start_with(&data_dir, &args);
+    let seen = served.run_with("secured", json!({"token": token}));
+    assert_eq!(seen["anonymous"]["status"], 401);
+    assert_eq!(seen["signed_in_id"], 1);
+    assert_eq!(seen["signed_in_subjects"], json!(["s-value"]));
+    served.stop();
+}
+
+#[test]
+fn a_registry_beyond_loopback_is_refused_without_tls_and_authentication() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(STRATA)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--schema-registry",
+            "0.0.0.0:0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .expect("strata serve runs");
+    assert!(!output.status.success(), "strata serve started anyway");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        said.contains("schema registry") && said.contains("metrics_tls"),
+        "{said}"
+    );
 }

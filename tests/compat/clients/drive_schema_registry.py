@@ -13,6 +13,7 @@ which fails the test with its traceback.
 | `serializers` | Avro, Protobuf and JSON Schema values serialized and read back |
 | `populate` | ids registered before a restart |
 | `verify` | what the registry answers after the restart |
+| `secured` | with `token`: what a client without it and one sending it by HTTP Basic get |
 """
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -189,5 +190,15 @@ def verify(request):
     }
 
 
+def secured(request):
+    anonymous = client(request)
+    signed_in = SchemaRegistryClient({"url": request["url"], "basic.auth.user.info": "strata:" + request["token"]})
+    return {
+        "anonymous": refusal(lambda: anonymous.register_schema("s-value", Schema('"string"', "AVRO"))),
+        "signed_in_id": signed_in.register_schema("s-value", Schema('"string"', "AVRO")),
+        "signed_in_subjects": signed_in.get_subjects(),
+    }
+
+
 if __name__ == "__main__":
-    run({"clients": clients, "serializers": serializers, "populate": populate, "verify": verify})
+    run({"clients": clients, "serializers": serializers, "populate": populate, "verify": verify, "secured": secured})

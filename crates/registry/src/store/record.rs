@@ -251,6 +251,18 @@ mod tests {
         assert!(!value.contains("schemaType"), "{value}");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn no_bytes_make_decoding_panic(
+            key in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            value in proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)),
+        ) {
+            let _ = decode(&key, value.as_deref());
+            let key = br#"{"keytype":"SCHEMA","subject":"s","version":1,"magic":1}"#;
+            let _ = decode(key, value.as_deref());
+        }
+    }
+
     #[test]
     fn records_of_other_key_types_are_passed_over() {
         assert_eq!(decode(br#"{"keytype":"NOOP","magic":0}"#, None), Ok(None));
