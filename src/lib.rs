@@ -17,6 +17,9 @@
 //! - [`client`] (`strata-client`): a Kafka-protocol client (producer,
 //!   fetcher, consumer, admin) for strata and Kafka clusters; [`cli`]: the
 //!   commands on it.
+//! - [`registry`] (`strata-registry`): a schema registry speaking
+//!   Confluent's REST API, its schemas in the log's `_schemas` topic
+//!   (`strata serve --schema-registry`).
 //! - [`runtime`] (`strata-runtime`): the processor runtime: `Processor`s,
 //!   `App` pipelines, exactly-once RocksDB state and derived streams, on the
 //!   embedded log or any Kafka-protocol cluster; rebuilds, replays into
@@ -58,6 +61,7 @@ pub use strata_log as log;
 pub use strata_protocol::{sasl, security};
 pub use strata_record as record;
 pub use strata_record::{codec, hex, time};
+pub use strata_registry as registry;
 pub use strata_runtime as runtime;
 pub use strata_runtime::testing;
 

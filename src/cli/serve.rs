@@ -12,6 +12,7 @@ use crate::broker::auth::{ClientAuth, TlsSettings};
 use crate::broker::listener::ListenerConfig;
 use crate::broker::{Broker, BrokerConfig, ConfigFile};
 use crate::log::LogManager;
+use crate::registry::Registry;
 
 /// Where the broker keeps its log and how it listens; flags win over the
 /// config file, which wins over the defaults.
@@ -61,6 +62,11 @@ pub struct ServeArgs {
     /// groups with their lag, transactions, with `/metrics` beside it.
     #[arg(long, value_name = "ADDR")]
     pub console: Option<SocketAddr>,
+    /// Serve a schema registry speaking Confluent's REST API on this
+    /// address (off by default), its schemas kept in the `_schemas` topic;
+    /// secured as --metrics and --console are.
+    #[arg(long, value_name = "ADDR")]
+    pub schema_registry: Option<SocketAddr>,
 }
 
 /// Blocks at least this large are mapped and unmapped whole by the C
@@ -90,6 +96,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         config: config_path,
         metrics,
         console,
+        schema_registry,
         listener,
         tls_cert,
         tls_key,
@@ -185,6 +192,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         if let Some(url) = broker.console_url() {
             println!("console on {url}");
         }
+        if let Some(addr) = schema_registry {
+            serve_schema_registry(&broker, &log, addr).await?;
+        }
         broker.serve(signalled).await?;
         anyhow::Ok(())
     })?;
@@ -193,6 +203,26 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         Arc::try_unwrap(log).map_err(|_| anyhow::anyhow!("the log is still in use at shutdown"))?;
     log.close().context("closing the log")?;
     eprintln!("strata stopped cleanly");
+    Ok(())
+}
+
+/// Opens the schema registry over the broker's log (reading `_schemas`)
+/// and serves it on `addr` until the runtime ends, secured as the broker's
+/// other HTTP endpoints.
+async fn serve_schema_registry(
+    broker: &Broker,
+    log: &Arc<LogManager>,
+    addr: SocketAddr,
+) -> anyhow::Result<()> {
+    let (listener, access) = broker.bind_http(addr, "schema registry").await?;
+    let (log, appends) = (Arc::clone(log), broker.append_signals());
+    let registry = tokio::task::spawn_blocking(move || Registry::open(&log, appends))
+        .await
+        .context("opening the schema registry")?
+        .context("opening the schema registry")?;
+    let bound = listener.local_addr().context("reading the bound address")?;
+    println!("schema registry on {}://{bound}/", access.scheme());
+    tokio::spawn(crate::registry::serve(listener, access, Arc::new(registry)));
     Ok(())
 }
 

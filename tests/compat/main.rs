@@ -1,5 +1,6 @@
 //! The real-client compatibility suite: confluent-kafka and kcat
-//! (librdkafka), kafka-python, aiokafka and kafkajs against `strata serve`.
+//! (librdkafka), kafka-python, aiokafka and kafkajs against `strata serve`,
+//! and confluent-kafka's schema registry client against its registry.
 //!
 //! Every test starts its own broker on a free port with its own data
 //! directory and drives one client through one scenario (`scenarios.rs`),
@@ -22,6 +23,7 @@ mod records;
 mod rust_client;
 mod scenarios;
 mod schema_formats;
+mod schema_registry;
 mod transactions;
 mod wire;
 

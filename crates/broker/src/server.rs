@@ -205,6 +205,18 @@ impl Broker {
         Some(format!("{}://{addr}/metrics", access.scheme()))
     }
 
+    /// Binds another HTTP endpoint of this broker's process (`what` names
+    /// it in errors: the schema registry), secured as `/metrics` and the
+    /// console are (see http_endpoints): loopback unless TLS and
+    /// authentication are on, or allow_unauthenticated_remote.
+    pub async fn bind_http(
+        &self,
+        addr: SocketAddr,
+        what: &str,
+    ) -> Result<(TcpListener, strata_http::Access), BrokerError> {
+        bind_http(addr, what, &self.ctx).await
+    }
+
     /// The address the web console is served on, if enabled.
     pub fn console_addr(&self) -> Option<SocketAddr> {
         self.console_listener
