@@ -96,7 +96,9 @@ fn compare(path: &str, reader: &Value, writer: &Value, out: &mut Vec<String>) {
     let empty = Map::new();
     let (r, w) = (as_object(reader, &empty), as_object(writer, &empty));
     let (Some(r), Some(w)) = (r, w) else {
-        out.push(format!("{path}: the reader accepts nothing"));
+        out.push(format!(
+            "{path}: the reader refuses what the writer allowed"
+        ));
         return;
     };
     for keyword in OPAQUE_KEYWORDS {
