@@ -36,7 +36,7 @@ build: deps
 # its own would build RocksDB a second time, in a target directory of its
 # own. `make soak` builds its million-line processor-crash run the same way.
 WORKSPACE_CRATES = strata strata-record strata-log strata-protocol strata-http strata-client \
-	strata-broker strata-registry strata-runtime strata-operators
+	strata-broker strata-registry strata-schema strata-runtime strata-operators
 OPTIMIZED = $(foreach c,$(WORKSPACE_CRATES),profile.dev.package.$(c).opt-level=3 \
 	profile.dev.package.$(c).debug-assertions=false \
 	profile.dev.package.$(c).overflow-checks=false)
