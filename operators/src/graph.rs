@@ -386,6 +386,10 @@ impl Processor<Vec<u8>, Vec<u8>> for SegmentProcessor {
 
 /// The key codec a stream's keys are known to be encoded with, if any
 /// (after a re-key, none: internal topics and stores then use postcard).
+/// A schema-registry codec writes a topic's records under its subject and
+/// stores have none: its keys are kept in postcard too.
 pub(crate) fn key_codec_or_default(known: Option<Codec>) -> Codec {
-    known.unwrap_or(Codec::Postcard)
+    known
+        .filter(|codec| !matches!(codec, Codec::Registry(_)))
+        .unwrap_or(Codec::Postcard)
 }

@@ -37,7 +37,10 @@ fn drive(op: &str, broker: &ServerProcess, mut request: Value) -> Value {
 }
 
 fn strata(args: &[&str]) -> String {
-    let output = Command::new(STRATA).args(args).output().expect("strata runs");
+    let output = Command::new(STRATA)
+        .args(args)
+        .output()
+        .expect("strata runs");
     assert!(
         output.status.success(),
         "strata {args:?}: {}",
@@ -60,7 +63,15 @@ fn an_app_reads_what_confluents_serializers_wrote_and_its_deserializers_read_wha
     for format in FORMATS {
         let topic = format!("orders-{format}");
         let partitions = PARTITIONS.to_string();
-        strata(&["topics", "create", &topic, "--partitions", &partitions, "--bootstrap", &bootstrap]);
+        strata(&[
+            "topics",
+            "create",
+            &topic,
+            "--partitions",
+            &partitions,
+            "--bootstrap",
+            &bootstrap,
+        ]);
     }
     let produced = drive("produce", &broker, json!({"orders": ORDERS}));
     // Half the Avro orders went with the schema's first version, half with
@@ -86,25 +97,50 @@ fn an_app_reads_what_confluents_serializers_wrote_and_its_deserializers_read_wha
     for format in FORMATS {
         let read = &totals[format];
         let customers = expected.as_object().unwrap();
-        assert_eq!(read.as_object().unwrap().len(), customers.len(), "{format}: {read}");
+        assert_eq!(
+            read.as_object().unwrap().len(),
+            customers.len(),
+            "{format}: {read}"
+        );
         for (customer, want) in customers {
             let got = &read[customer];
             assert_eq!(got[0], want[0], "{format}: {customer}'s orders");
             let (got, want) = (got[1].as_f64().unwrap(), want[1].as_f64().unwrap());
-            assert!((got - want).abs() < 1e-6, "{format}: {customer}'s total {got}, not {want}");
+            assert!(
+                (got - want).abs() < 1e-6,
+                "{format}: {customer}'s total {got}, not {want}"
+            );
         }
     }
 
     // The command line reads them too, with the schema each id names.
     let url = broker.schema_registry_url();
     let consume = |topic: &str, more: &[&str]| {
-        let args = ["consume", topic, "--end", "--bootstrap", &bootstrap, "--schema-registry", url];
+        let args = [
+            "consume",
+            topic,
+            "--end",
+            "--bootstrap",
+            &bootstrap,
+            "--schema-registry",
+            url,
+        ];
         strata(&[&args[..], more].concat())
     };
     let printed = consume("customer-totals-avro", &["--format", "avro"]);
-    let lines: Vec<Value> = printed.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(lines.len() as u64, ORDERS, "one total per order:\n{printed}");
-    assert!(lines.iter().all(|l| l["value"]["customer"] == l["key"]), "{printed}");
+    let lines: Vec<Value> = printed
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len() as u64,
+        ORDERS,
+        "one total per order:\n{printed}"
+    );
+    assert!(
+        lines.iter().all(|l| l["value"]["customer"] == l["key"]),
+        "{printed}"
+    );
     let printed = consume("orders-protobuf", &["--format", "avro", "--count", "1"]);
     assert!(printed.contains("the value is PROTOBUF"), "{printed}");
 }

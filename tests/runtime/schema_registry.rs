@@ -23,7 +23,10 @@ const ORDERS: Topic<String, Order> = Topic::new("orders").codecs(Codec::Utf8, Co
 
 #[derive(Debug, serde::Deserialize)]
 struct Order {
-    #[allow(dead_code)]
+    #[expect(
+        dead_code,
+        reason = "read, never looked at: the test is about the registry"
+    )]
     id: i64,
 }
 
@@ -45,6 +48,8 @@ fn run_until_end() -> Command {
     }
 }
 
+/// Installs a registry for the whole test process: no other test of this
+/// binary uses a registry codec.
 #[test]
 fn a_registry_missing_or_out_of_reach_stops_the_app_and_diverts_no_record() {
     let dir = tempfile::tempdir().unwrap();

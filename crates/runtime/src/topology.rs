@@ -503,6 +503,13 @@ impl App {
                 ));
             }
         }
+        for (topic, codec) in self.registry_codecs() {
+            if let Codec::Registry(format) = codec
+                && let Err(error) = strata_schema::check_declared(&format)
+            {
+                return Err(format!("topic {topic:?}: {error}"));
+            }
+        }
         for p in &self.processors {
             if let Some(error) =
                 input::overridden(&p.name, &p.typed_inputs, (p.key_codec, p.value_codec))
@@ -529,17 +536,23 @@ impl App {
     /// A topic the app reads or writes with a registry codec, named with
     /// its codec, if there is one.
     pub(crate) fn registry_codec(&self) -> Option<String> {
-        self.processors.iter().find_map(|p| {
+        let (topic, codec) = self.registry_codecs().next()?;
+        Some(format!(
+            "{topic:?} is read or written with the {} codec",
+            codec.name()
+        ))
+    }
+
+    /// Every topic read or written with a registry codec, with the codec.
+    fn registry_codecs(&self) -> impl Iterator<Item = (&String, Codec)> {
+        self.processors.iter().flat_map(|p| {
             let inputs = (p.inputs.iter()).map(|t| (t, [p.key_codec, p.value_codec]));
             let outputs = (p.outputs.iter()).map(|o| (&o.topic, [o.key_codec, o.value_codec]));
-            inputs.chain(outputs).find_map(|(topic, codecs)| {
-                let codec = codecs
+            inputs.chain(outputs).flat_map(|(topic, codecs)| {
+                let registry = codecs
                     .into_iter()
-                    .find(|c| matches!(c, Codec::Registry(_)))?;
-                Some(format!(
-                    "{topic:?} is read or written with the {} codec",
-                    codec.name()
-                ))
+                    .filter(|c| matches!(c, Codec::Registry(_)));
+                registry.map(move |codec| (topic, codec))
             })
         })
     }

@@ -7,12 +7,20 @@
 //! codec reads it from there. Everything asked of the registry is kept:
 //! the schema of each id met, the id of each declared schema under each
 //! subject (registered on first write, as Confluent's serializers do with
-//! `auto.register.schemas`), and each parsed schema. After the first
-//! record of each kind, a record costs a read lock and a hash lookup, no
-//! question to the registry.
+//! `auto.register.schemas`), each parsed schema, and for a while the ids
+//! the registry does not know (so a run of records naming one does not
+//! ask again for each). After the first record of each kind a record
+//! asks the registry nothing: a read costs two read locks and hash
+//! lookups (the installation, then the reader or the schema), a write
+//! three (the installation, the declared schema, its id for the topic).
+//!
+//! A question to the registry blocks the thread asking, a task thread
+//! that may run other tasks too, for up to the client's timeout: the
+//! first records of each schema pay it, later ones do not.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use prost_reflect::MessageDescriptor;
 use serde::Serialize;
@@ -23,7 +31,7 @@ use crate::error::SchemaError;
 use crate::format::{SchemaFormat, SchemaType};
 use crate::json_schema::JsonSchema;
 use crate::protobuf::{self, ProtoFile};
-use crate::registry::{Registry, SchemaText};
+use crate::registry::{Registry, RegistryError, SchemaText};
 use crate::subject::{Part, SubjectStrategy};
 use crate::wire;
 
@@ -52,6 +60,13 @@ pub fn is_installed() -> bool {
 /// Reads a record's key or value, written in `format`'s wire format, into
 /// `T`.
 pub fn decode<T: DeserializeOwned>(format: &SchemaFormat, bytes: &[u8]) -> Result<T, SchemaError> {
+    if bytes.is_empty() {
+        // A null key or value (a tombstone): `None`, `()`, or an error
+        // for types that cannot be nothing, as Confluent's deserializers
+        // give null.
+        return serde_json::from_str("null")
+            .map_err(|e| SchemaError::Decode(format!("no bytes (a null): {e}")));
+    }
     let (id, payload) = wire::split(bytes)?;
     if let SchemaFormat::JsonSchema { .. } = format {
         // The text is the record: no schema is needed to read it.
@@ -73,12 +88,7 @@ pub fn decode<T: DeserializeOwned>(format: &SchemaFormat, bytes: &[u8]) -> Resul
             let (indexes, message) = wire::split_message_indexes(payload)?;
             let found = file.message_at(&indexes).map_err(SchemaError::Decode)?;
             let declared = schemas.declared(format)?;
-            let Declared::Protobuf {
-                message: wanted, ..
-            } = &*declared
-            else {
-                unreachable!("a Protobuf format is declared as one")
-            };
+            let wanted = declared.protobuf_message(format)?;
             if found.full_name() != wanted.full_name() {
                 return Err(SchemaError::OtherMessage {
                     id,
@@ -86,9 +96,14 @@ pub fn decode<T: DeserializeOwned>(format: &SchemaFormat, bytes: &[u8]) -> Resul
                     declared: wanted.full_name().into(),
                 });
             }
-            protobuf::read(&found, message).map_err(SchemaError::Decode)
+            // Read with the app's own descriptor: Protobuf's evolution is
+            // by field number, so a field renamed or added since the
+            // record was written reads as the app names it.
+            protobuf::read(wanted, message).map_err(SchemaError::Decode)
         }
-        SchemaFormat::JsonSchema { .. } => unreachable!("read above"),
+        SchemaFormat::JsonSchema { .. } => {
+            serde_json::from_slice(payload).map_err(|e| SchemaError::Decode(e.to_string()))
+        }
     }
 }
 
@@ -121,6 +136,18 @@ pub fn encode<T: Serialize + ?Sized>(
         Declared::Json(schema) => schema.write(value, out),
     };
     written.map_err(SchemaError::Encode)
+}
+
+/// Checks that a declared format's schema parses (and names a message
+/// the file has), without a registry: an app's declarations are checked
+/// before it runs.
+pub fn check_declared(format: &SchemaFormat) -> Result<(), SchemaError> {
+    Declared::parse(format)
+        .map(drop)
+        .map_err(|reason| SchemaError::BadDeclared {
+            codec: format.name(),
+            reason,
+        })
 }
 
 /// A record read with no type in mind, for tools.
@@ -179,28 +206,88 @@ struct Schemas {
     avro_readers: RwLock<HashMap<AvroReaderKey, Arc<AvroReader>>>,
     /// Per declared schema and part, per topic, its id.
     ids: RwLock<HashMap<(DeclaredKey, Part), HashMap<String, u32>>>,
+    /// Ids lately found unknown or unreadable.
+    unreadable: Unreadable,
+}
+
+/// How long an id the registry did not know, or gave a schema for that
+/// does not parse, is answered from memory: records naming it fail
+/// without a question each, and one registered meanwhile is found soon.
+const UNREADABLE_KEPT: Duration = Duration::from_secs(10);
+
+/// The most such ids kept; past it the oldest half is forgotten.
+const UNREADABLE_MAX: usize = 1024;
+
+/// Ids lately found unknown (40403) or unreadable, with why.
+#[derive(Default)]
+struct Unreadable(Mutex<HashMap<u32, (Instant, String, bool)>>);
+
+impl Unreadable {
+    fn recent(&self, id: u32) -> Option<SchemaError> {
+        let known = self.0.lock().expect("schema cache");
+        let (at, reason, unknown) = known.get(&id)?;
+        (at.elapsed() < UNREADABLE_KEPT).then(|| match unknown {
+            true => SchemaError::Registry(RegistryError::Refused {
+                status: 404,
+                code: 40403,
+                message: reason.clone(),
+            }),
+            false => SchemaError::BadRegistered {
+                id,
+                reason: reason.clone(),
+            },
+        })
+    }
+
+    /// Keeps `error` for `id` when it says the id is unknown or its
+    /// schema unreadable (not when the registry could not be asked).
+    fn note(&self, id: u32, error: &SchemaError) {
+        let (reason, unknown) = match error {
+            SchemaError::Registry(RegistryError::Refused { message, .. })
+                if error.blames_the_record() =>
+            {
+                (message.clone(), true)
+            }
+            SchemaError::BadRegistered { reason, .. } => (reason.clone(), false),
+            _ => return,
+        };
+        let mut known = self.0.lock().expect("schema cache");
+        if known.len() >= UNREADABLE_MAX {
+            let mut ages: Vec<Instant> = known.values().map(|(at, ..)| *at).collect();
+            ages.sort_unstable();
+            let cut = ages[ages.len() / 2];
+            known.retain(|_, (at, ..)| *at > cut);
+        }
+        known.insert(id, (Instant::now(), reason, unknown));
+    }
 }
 
 /// A writer's schema id, and the declared schema it is read as.
 type AvroReaderKey = (u32, Option<DeclaredKey>);
 
-/// A declared format by the address of its texts: they are `'static`
-/// constants, so comparing addresses is exact and hashing one costs
-/// nothing like hashing the schema.
+/// A declared format by its kind and the addresses and lengths of its
+/// texts: they are `'static` constants, so comparing addresses is exact
+/// and hashing one costs nothing like hashing the schema. (The same text
+/// at two addresses is parsed and registered twice, to the same id.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct DeclaredKey(usize, usize, usize);
+struct DeclaredKey {
+    schema_type: SchemaType,
+    schema: (usize, usize),
+    message: (usize, usize),
+}
 
 impl DeclaredKey {
     fn of(format: &SchemaFormat) -> Self {
+        let text = |text: &str| (text.as_ptr() as usize, text.len());
         let message = match format {
-            SchemaFormat::Protobuf { message, .. } => message.as_ptr() as usize,
-            _ => 0,
+            SchemaFormat::Protobuf { message, .. } => text(message),
+            _ => (0, 0),
         };
-        Self(
-            format.schema().as_ptr() as usize,
-            format.schema().len(),
+        Self {
+            schema_type: format.schema_type(),
+            schema: text(format.schema()),
             message,
-        )
+        }
     }
 }
 
@@ -226,6 +313,14 @@ enum Declared {
 }
 
 impl Declared {
+    /// The message a Protobuf format declared.
+    fn protobuf_message(&self, format: &SchemaFormat) -> Result<&MessageDescriptor, SchemaError> {
+        match self {
+            Self::Protobuf { message, .. } => Ok(message),
+            _ => Err(declared_as_other(format)),
+        }
+    }
+
     fn parse(format: &SchemaFormat) -> Result<Self, String> {
         Ok(match *format {
             SchemaFormat::Avro { schema } => {
@@ -252,6 +347,15 @@ impl Declared {
     }
 }
 
+/// A declared schema cached as another format than its key says: not
+/// expected, since the key holds the format; an error, not a panic.
+fn declared_as_other(format: &SchemaFormat) -> SchemaError {
+    SchemaError::BadDeclared {
+        codec: format.name(),
+        reason: "parsed as another format".into(),
+    }
+}
+
 fn other_type(id: u32, written: &Written, codec: SchemaType) -> SchemaError {
     let found = match written {
         Written::Avro(_) => SchemaType::Avro,
@@ -270,6 +374,7 @@ impl Schemas {
             declared: RwLock::default(),
             avro_readers: RwLock::default(),
             ids: RwLock::default(),
+            unreadable: Unreadable::default(),
         }
     }
 
@@ -277,21 +382,30 @@ impl Schemas {
         if let Some(known) = self.written.read().expect("schema cache").get(&id) {
             return Ok(known.clone());
         }
+        if let Some(error) = self.unreadable.recent(id) {
+            return Err(error);
+        }
+        let parsed = self.fetch(id);
+        if let Err(error) = &parsed {
+            self.unreadable.note(id, error);
+        }
+        let parsed = Arc::new(parsed?);
+        let mut written = self.written.write().expect("schema cache");
+        Ok(written.entry(id).or_insert(parsed).clone())
+    }
+
+    /// Asks the registry for schema `id` and parses it.
+    fn fetch(&self, id: u32) -> Result<Written, SchemaError> {
         let text = self.registry.schema_by_id(id)?;
         if !text.references.is_empty() {
             return Err(SchemaError::References(id));
         }
-        let bad = |reason| SchemaError::BadSchema {
-            whose: format!("registered schema {id}'s"),
-            reason,
-        };
-        let parsed = Arc::new(match text.schema_type {
+        let bad = |reason| SchemaError::BadRegistered { id, reason };
+        Ok(match text.schema_type {
             SchemaType::Avro => Written::Avro(avro::parse(&text.schema).map_err(bad)?),
             SchemaType::Protobuf => Written::Protobuf(ProtoFile::parse(&text.schema).map_err(bad)?),
             SchemaType::Json => Written::Json,
-        });
-        let mut written = self.written.write().expect("schema cache");
-        Ok(written.entry(id).or_insert(parsed).clone())
+        })
     }
 
     fn declared(&self, format: &SchemaFormat) -> Result<Arc<Declared>, SchemaError> {
@@ -299,8 +413,8 @@ impl Schemas {
         if let Some(known) = self.declared.read().expect("schema cache").get(&key) {
             return Ok(known.clone());
         }
-        let parsed = Declared::parse(format).map_err(|reason| SchemaError::BadSchema {
-            whose: format!("the {} codec's", format.name()),
+        let parsed = Declared::parse(format).map_err(|reason| SchemaError::BadDeclared {
+            codec: format.name(),
             reason,
         })?;
         let mut declared = self.declared.write().expect("schema cache");
@@ -327,15 +441,11 @@ impl Schemas {
             None => None,
             Some(format) => match &*self.declared(format)? {
                 Declared::Avro { schema, .. } => Some(*schema),
-                _ => unreachable!("an Avro format is declared as one"),
+                _ => return Err(declared_as_other(format)),
             },
         };
-        let reader = AvroReader::new(writer_schema, reader_schema).map_err(|reason| {
-            SchemaError::BadSchema {
-                whose: format!("registered schema {id} read as the codec's"),
-                reason,
-            }
-        })?;
+        let reader = (AvroReader::new(writer_schema, reader_schema))
+            .map_err(|reason| SchemaError::BadRegistered { id, reason })?;
         let reader = Arc::new(reader);
         self.avro_readers
             .write()
@@ -432,6 +542,49 @@ mod tests {
         avro_record.extend_from_slice(&[0, 0]);
         let error = decode::<Point>(&POINT_PROTO, &avro_record).unwrap_err();
         assert!(matches!(error, SchemaError::OtherType { .. }), "{error}");
+
+        // The same text declared in two formats is parsed as each: an Avro
+        // record's schema is no JSON Schema ("type": "record").
+        const TEXT: &str = r#"{"type":"record","name":"Point","fields":[{"name":"x","type":"int"},{"name":"y","type":"int"}]}"#;
+        let as_avro = SchemaFormat::Avro { schema: TEXT };
+        let as_json = SchemaFormat::JsonSchema { schema: TEXT };
+        encode(&as_avro, "same-text", Part::Value, &point, &mut out).unwrap();
+        let error = encode(&as_json, "same-text", Part::Key, &point, &mut out).unwrap_err();
+        assert!(
+            matches!(
+                error,
+                SchemaError::BadDeclared {
+                    codec: "json-schema",
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(!error.blames_the_record());
+        // A null reads as nothing.
+        assert_eq!(decode::<Option<Point>>(&POINT_AVRO, &[]).unwrap(), None);
+        assert!(decode::<Point>(&POINT_AVRO, &[]).is_err());
+        // A message written before a field was added reads with the app's
+        // descriptor: the new field at its default.
+        const POINT_PROTO_V2: SchemaFormat = SchemaFormat::Protobuf {
+            schema: "syntax = \"proto3\"; message Other {} message Point { int32 x = 1; int32 y = 2; int32 z = 3; }",
+            message: "Point",
+        };
+        #[derive(Debug, PartialEq, Deserialize)]
+        struct Point3 {
+            x: i32,
+            y: i32,
+            z: i32,
+        }
+        encode(&POINT_PROTO, "points-proto", Part::Value, &point, &mut out).unwrap();
+        let read: Point3 = decode(&POINT_PROTO_V2, &out).unwrap();
+        assert_eq!(read, Point3 { x: 3, y: -4, z: 0 });
+        // An id the registry does not know blames the record.
+        let mut unknown = Vec::new();
+        wire::write_header(9_999, &mut unknown);
+        unknown.push(0);
+        let error = decode::<Point>(&POINT_AVRO, &unknown).unwrap_err();
+        assert!(error.blames_the_record(), "{error}");
 
         install(registry.clone(), SubjectStrategy::RecordName);
         encode(&POINT_AVRO, "anything", Part::Key, &point, &mut out).unwrap();

@@ -21,7 +21,8 @@ mod subject;
 pub mod wire;
 
 pub use codec::{
-    DynamicRecord, decode, decode_dynamic, encode, install, install_unless_installed, is_installed,
+    DynamicRecord, check_declared, decode, decode_dynamic, encode, install,
+    install_unless_installed, is_installed,
 };
 pub use error::SchemaError;
 pub use format::{SchemaFormat, SchemaType};

@@ -36,6 +36,8 @@ pub enum WireError {
     IndexesCut,
     #[error("{0} Protobuf message indexes: more than {MESSAGE_INDEXES_MAX}, not a real schema")]
     TooManyIndexes(u64),
+    #[error("a negative Protobuf message index: not the wire format")]
+    NegativeIndex,
 }
 
 /// The schema id and the rest of a record's bytes.
@@ -103,10 +105,9 @@ fn read_zigzag(bytes: &mut &[u8]) -> Result<u64, WireError> {
         *bytes = rest;
         raw |= u64::from(byte & 0x7f) << shift;
         if byte & 0x80 == 0 {
-            // A negative index is as wrong as a huge one.
             return match raw & 1 {
                 0 => Ok(raw >> 1),
-                _ => Err(WireError::TooManyIndexes(u64::MAX)),
+                _ => Err(WireError::NegativeIndex),
             };
         }
     }

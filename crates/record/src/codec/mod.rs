@@ -42,10 +42,11 @@ pub enum Codec {
 pub struct CodecError {
     pub codec: &'static str,
     pub reason: String,
-    /// No fault of the value's: the schema registry could not be asked
-    /// (unreachable, failing, or not configured). Trying again later may
-    /// work, so a runtime stops rather than treat the record as bad.
-    pub unavailable: bool,
+    /// No fault of the value's: the schema registry could not be asked,
+    /// or refused the app (its credentials, its schema), or the app's own
+    /// schema is wrong. Every record would fail alike, so a runtime stops
+    /// rather than treat the record as bad.
+    pub blameless: bool,
 }
 
 impl Codec {
@@ -101,7 +102,7 @@ impl Codec {
         let fail = |reason: String| CodecError {
             codec: self.name(),
             reason,
-            unavailable: false,
+            blameless: false,
         };
         out.clear();
         match self {
@@ -161,7 +162,7 @@ impl Codec {
     fn schema_error(self, error: strata_schema::SchemaError) -> CodecError {
         CodecError {
             codec: self.name(),
-            unavailable: error.is_unavailable(),
+            blameless: !error.blames_the_record(),
             reason: error.to_string(),
         }
     }
@@ -170,7 +171,7 @@ impl Codec {
         let fail = |reason: String| CodecError {
             codec: self.name(),
             reason,
-            unavailable: false,
+            blameless: false,
         };
         match self {
             Self::Postcard => {

@@ -2,6 +2,10 @@
 //! Schema) ask, taken by every subcommand: `--schema-registry URL`, with
 //! credentials, a CA and the subject strategy. Installed for the process
 //! before the subcommand runs (see `strata_schema::install`).
+//!
+//! The credentials come from a file or the environment, never a flag's
+//! value, which `ps` would show to every user of the machine (as the SASL
+//! password, see `security_args`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +15,9 @@ use strata_schema::SubjectStrategy;
 use strata_schema::registry::{HttpRegistry, RegistryConfig};
 
 use crate::error::RuntimeError;
+
+/// The variable holding `USER:PASSWORD` when no file is given.
+pub const AUTH_ENV: &str = "STRATA_SCHEMA_REGISTRY_AUTH";
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct RegistryArgs {
@@ -24,16 +31,11 @@ pub struct RegistryArgs {
         value_name = "URL"
     )]
     pub schema_registry: Option<String>,
-    /// USER:PASSWORD for the registry's HTTP Basic authentication (sent
-    /// over https only, or to this machine).
-    #[arg(
-        long,
-        global = true,
-        env = "STRATA_SCHEMA_REGISTRY_AUTH",
-        value_name = "USER:PASSWORD",
-        hide_env_values = true
-    )]
-    pub schema_registry_auth: Option<String>,
+    /// A file whose first line is USER:PASSWORD for the registry's HTTP
+    /// Basic authentication (or set STRATA_SCHEMA_REGISTRY_AUTH); sent
+    /// over https only, or to this machine.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub schema_registry_auth_file: Option<PathBuf>,
     /// CA certificates (PEM) the registry's certificate must chain to.
     #[arg(long, global = true, value_name = "FILE")]
     pub schema_registry_ca: Option<PathBuf>,
@@ -51,7 +53,7 @@ impl RegistryArgs {
         };
         let config = RegistryConfig {
             url: url.clone(),
-            basic_auth: self.schema_registry_auth.clone(),
+            basic_auth: self.credentials()?,
             ca: self.schema_registry_ca.clone(),
         };
         let registry =
@@ -59,5 +61,25 @@ impl RegistryArgs {
         let subjects = self.schema_registry_subjects.unwrap_or_default();
         strata_schema::install(Arc::new(registry), subjects);
         Ok(())
+    }
+
+    /// USER:PASSWORD, from the file or the environment.
+    fn credentials(&self) -> Result<Option<String>, RuntimeError> {
+        let Some(path) = &self.schema_registry_auth_file else {
+            return Ok(std::env::var(AUTH_ENV).ok().filter(|pair| !pair.is_empty()));
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            RuntimeError::Config(format!(
+                "the schema registry's credentials file {}: {e}",
+                path.display()
+            ))
+        })?;
+        let pair = text
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_end()
+            .to_string();
+        Ok(Some(pair))
     }
 }

@@ -73,14 +73,15 @@ pub(super) struct Failure {
 impl Failure {
     /// The failure `error` is, or None when it is the task's own (its
     /// state could not be read or written, the schema registry could not
-    /// be asked): no record is to blame, and the task stops.
+    /// be asked or refused the app): no record is to blame, and the task
+    /// stops.
     pub fn of(error: &ProcessError) -> Option<Self> {
         if error.downcast_ref::<StateError>().is_some() {
             return None;
         }
         let undecodable = error.downcast_ref::<UndecodableInput>();
         let codec = (undecodable.map(|u| &u.error)).or_else(|| error.downcast_ref::<CodecError>());
-        if codec.is_some_and(|codec| codec.unavailable) {
+        if codec.is_some_and(|codec| codec.blameless) {
             return None;
         }
         let kind = match undecodable {

@@ -19,15 +19,16 @@ use ureq::tls::{Certificate, RootCerts, TlsConfig};
 use super::{Reference, Registry, RegistryError, SchemaText};
 use crate::format::SchemaType;
 
-/// The longest one question to the registry may take.
-pub const ASK_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest one question to the registry may take: it holds up the
+/// task thread asking (see `codec`).
+pub const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The most bytes of an answer read: schemas are small, so more is not the
 /// registry's API.
 pub const ANSWER_MAX: u64 = 16 << 20;
 
 /// Where the registry is and how to reach it.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RegistryConfig {
     /// `http://host:port` or `https://host:port`, with a path prefix if the
     /// registry is served under one.
@@ -50,27 +51,67 @@ pub enum ConfigError {
     Ca { path: PathBuf, reason: String },
     #[error("credentials would go in clear to {0}: use an https:// URL")]
     CredentialsInClear(String),
+    #[error(
+        "schema registry URL {0:?}: give credentials apart (--schema-registry-auth-file), not in the URL"
+    )]
+    UserInfo(String),
+    #[error("a CA for the schema registry, whose URL {0:?} is not https://")]
+    CaWithoutTls(String),
+}
+
+impl std::fmt::Debug for RegistryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegistryConfig")
+            .field("url", &self.url)
+            .field(
+                "basic_auth",
+                &self.basic_auth.as_ref().map(|_| "<redacted>"),
+            )
+            .field("ca", &self.ca)
+            .finish()
+    }
 }
 
 /// A registry over HTTP.
-#[derive(Debug)]
 pub struct HttpRegistry {
     base: String,
+    /// The Basic header: never printed.
     authorization: Option<String>,
     agent: ureq::Agent,
+}
+
+impl std::fmt::Debug for HttpRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpRegistry")
+            .field("base", &self.base)
+            .field(
+                "authorization",
+                &self.authorization.as_ref().map(|_| "<redacted>"),
+            )
+            .finish()
+    }
 }
 
 impl HttpRegistry {
     pub fn new(config: &RegistryConfig) -> Result<Self, ConfigError> {
         let base = config.url.trim_end_matches('/').to_string();
-        let tls = base.starts_with("https://");
-        if !tls && !base.starts_with("http://") {
-            return Err(ConfigError::Url(config.url.clone()));
+        let uri: ureq::http::Uri =
+            (base.parse()).map_err(|_| ConfigError::Url(config.url.clone()))?;
+        let tls = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(ConfigError::Url(config.url.clone())),
+        };
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(ConfigError::UserInfo(config.url.clone()));
+        }
+        if config.ca.is_some() && !tls {
+            return Err(ConfigError::CaWithoutTls(config.url.clone()));
         }
         let authorization = match &config.basic_auth {
             None => None,
             Some(pair) if !pair.contains(':') => return Err(ConfigError::Credentials),
-            Some(_) if !tls && !is_loopback(&base) => {
+            Some(_) if !tls && !is_loopback(&uri) => {
                 return Err(ConfigError::CredentialsInClear(base));
             }
             Some(pair) => Some(format!(
@@ -207,11 +248,11 @@ fn refusal(status: u16, body: &str) -> RegistryError {
             code: error.error_code,
             message: error.message,
         },
-        Err(_) => RegistryError::Refused {
-            status,
-            code: i64::from(status),
-            message: body.chars().take(200).collect(),
-        },
+        // Not the registry's API answering (a proxy, a wrong path).
+        Err(_) => RegistryError::BadAnswer(format!(
+            "HTTP {status}: {}",
+            body.chars().take(200).collect::<String>()
+        )),
     }
 }
 
@@ -231,16 +272,10 @@ fn encode_path(subject: &str) -> String {
     out
 }
 
-fn is_loopback(base: &str) -> bool {
-    let authority = base
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap_or("");
-    let host = match authority.strip_prefix('[') {
-        Some(bracketed) => bracketed.split(']').next().unwrap_or(""),
-        None => authority.split(':').next().unwrap_or(""),
-    };
+/// Whether the URL's host is this machine.
+fn is_loopback(uri: &ureq::http::Uri) -> bool {
+    let host = uri.host().unwrap_or_default();
+    let host = host.trim_start_matches('[').trim_end_matches(']');
     host == "localhost"
         || host
             .parse::<std::net::IpAddr>()
@@ -294,13 +329,29 @@ mod tests {
             HttpRegistry::new(&config("registry.example:8081")),
             Err(ConfigError::Url(_))
         ));
+        for disguised in [
+            "http://localhost:8081@evil.example/",
+            "http://127.0.0.1:1@evil.example:8081",
+            "http://[::1]@evil.example",
+        ] {
+            assert!(
+                matches!(
+                    HttpRegistry::new(&config(disguised)),
+                    Err(ConfigError::UserInfo(_))
+                ),
+                "{disguised}"
+            );
+        }
+        let registry = HttpRegistry::new(&config("https://registry.example")).unwrap();
+        assert!(!format!("{registry:?}").contains("u:p"));
+        assert!(!format!("{registry:?}").contains("dTpw"));
     }
 
     #[test]
     fn a_registry_error_keeps_its_code() {
         let error = refusal(409, r#"{"error_code":409,"message":"incompatible"}"#);
         assert!(matches!(error, RegistryError::Refused { code: 409, .. }));
-        let error = refusal(502, "<html>bad gateway</html>");
-        assert!(matches!(error, RegistryError::Refused { code: 502, .. }));
+        let error = refusal(404, "<html>not found</html>");
+        assert!(matches!(error, RegistryError::BadAnswer(_)));
     }
 }

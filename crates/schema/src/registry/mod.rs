@@ -2,10 +2,12 @@
 //! Confluent REST API over HTTP ([`HttpRegistry`]), or one held in the
 //! process ([`MemoryRegistry`], for tests written with the test driver).
 
+#[cfg(feature = "http")]
 mod http;
 mod memory;
 
-pub use http::{HttpRegistry, RegistryConfig};
+#[cfg(feature = "http")]
+pub use http::{ConfigError, HttpRegistry, RegistryConfig};
 pub use memory::MemoryRegistry;
 
 use crate::format::SchemaType;
@@ -45,6 +47,13 @@ pub enum RegistryError {
     },
     #[error("schema registry answered what is not its API: {0}")]
     BadAnswer(String),
+}
+
+impl RegistryError {
+    /// The registry answered, as JSON, that it has no such schema id.
+    pub fn is_unknown_schema(&self) -> bool {
+        matches!(self, Self::Refused { code: 40403, .. })
+    }
 }
 
 /// A schema registry: schemas by id, and ids for schemas under subjects.
