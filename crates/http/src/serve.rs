@@ -15,7 +15,9 @@
 //! `Host` on a loopback listener, and the authentication `Access` asks
 //! for) before any route sees it.
 //!
-//! Nothing here reads a request body: the routes served are small GETs.
+//! Nothing here reads a request body: routes that take one (the schema
+//! registry's) bound it themselves (axum's `DefaultBodyLimit`), within
+//! the connection's life.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -54,6 +54,14 @@ pub enum RegistryError {
         subject: String,
         details: Vec<String>,
     },
+    #[error(
+        "Version {version} of subject '{subject}' is referenced by schemas {referrers:?}: delete those first"
+    )]
+    ReferenceExists {
+        subject: String,
+        version: i32,
+        referrers: Vec<i32>,
+    },
     #[error("Unreadable request: {0}")]
     UnreadableRequest(String),
     #[error("The request was interrupted: {0}")]
@@ -104,6 +112,7 @@ impl RegistryError {
             Self::InvalidVersion(_) => 42202,
             Self::InvalidCompatibilityLevel(_) => 42203,
             Self::Incompatible { .. } => 409,
+            Self::ReferenceExists { .. } => 42206,
             Self::UnreadableRequest(_) => 422,
             Self::Interrupted(_) => 500,
             Self::Store(_) => 50001,

@@ -86,7 +86,17 @@ impl Registry {
                 details: problems,
             });
         }
-        let id = known.unwrap_or(state.next_id());
+        let id = match known {
+            Some(id) => id,
+            // An id at i32::MAX (a record written into _schemas by hand)
+            // leaves none above it: never give one twice.
+            None if state.next_id() == i32::MAX || state.schema(state.next_id()).is_some() => {
+                return Err(RegistryError::Store(StoreError::Missing(
+                    "a free schema id (the ids in _schemas reach i32::MAX)".into(),
+                )));
+            }
+            None => state.next_id(),
+        };
         let version = versions.keys().next_back().map_or(1, |v| v + 1);
         let change = Change::Version {
             subject: subject.to_string(),
@@ -202,17 +212,7 @@ impl Registry {
     ) -> Result<Vec<i32>, RegistryError> {
         let state = self.store.lock();
         let (version, _) = pick(&visible(&state, subject, false)?, subject, spec)?;
-        let mut ids: Vec<i32> = (state.subjects())
-            .flat_map(|(_, versions)| versions.values().map(|v| v.id))
-            .filter(|id| {
-                (state.schema(*id)).is_some_and(|s| {
-                    (s.references.iter()).any(|r| r.subject == subject && r.version == version)
-                })
-            })
-            .collect();
-        ids.sort_unstable();
-        ids.dedup();
-        Ok(ids)
+        Ok(referrers(&state, subject, version))
     }
 
     /// What keeps `schema` from being registered under `subject`: against
@@ -229,7 +229,17 @@ impl Registry {
         let earlier = match spec {
             None => live_parsed(&state, subject)?,
             Some(spec) => {
-                let (version, entry) = pick(&visible(&state, subject, false)?, subject, spec)?;
+                let versions = match visible(&state, subject, false) {
+                    // Nothing to be incompatible with (as Confluent
+                    // answers a client testing against "latest" first).
+                    Err(RegistryError::SubjectNotFound(_))
+                        if matches!(spec, VersionSpec::Latest) =>
+                    {
+                        return Ok(Vec::new());
+                    }
+                    versions => versions?,
+                };
+                let (version, entry) = pick(&versions, subject, spec)?;
                 let old = state.schema(entry.id).ok_or_else(not_found_schema)?;
                 vec![(version, parse(&state, old)?)]
             }
@@ -300,6 +310,7 @@ impl Registry {
                 return Err(RegistryError::SubjectSoftDeleted(subject.to_string()));
             }
             for version in &live {
+                refuse_if_referenced(&state, subject, *version)?;
                 changes.push(soft_deleted(&state, subject, *version, versions[version])?);
             }
             self.store.commit(&mut state, changes)?;
@@ -355,7 +366,10 @@ impl Registry {
                     version,
                 });
             }
-            (false, false) => vec![soft_deleted(&state, subject, version, entry)?],
+            (false, false) => {
+                refuse_if_referenced(&state, subject, version)?;
+                vec![soft_deleted(&state, subject, version, entry)?]
+            }
             (true, true) => vec![
                 Change::VersionGone {
                     subject: subject_name,
@@ -367,6 +381,37 @@ impl Registry {
         self.store.commit(&mut state, changes)?;
         Ok(version)
     }
+}
+
+/// Ids of the live schemas (under a version not deleted) that reference
+/// `subject` at `version`.
+fn referrers(state: &State, subject: &str, version: i32) -> Vec<i32> {
+    let mut ids: Vec<i32> = (state.subjects())
+        .flat_map(|(_, versions)| versions.values().filter(|v| !v.deleted).map(|v| v.id))
+        .filter(|id| {
+            (state.schema(*id)).is_some_and(|s| {
+                (s.references.iter()).any(|r| r.subject == subject && r.version == version)
+            })
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// 42206 when live schemas reference `subject` at `version`: deleting it
+/// would leave them unreadable (as Confluent refuses, soft or permanent).
+/// A version soft-deleted already was checked when it was.
+fn refuse_if_referenced(state: &State, subject: &str, version: i32) -> Result<(), RegistryError> {
+    let referrers = referrers(state, subject, version);
+    if referrers.is_empty() {
+        return Ok(());
+    }
+    Err(RegistryError::ReferenceExists {
+        subject: subject.to_string(),
+        version,
+        referrers,
+    })
 }
 
 fn not_found_schema() -> RegistryError {
@@ -465,12 +510,27 @@ fn live_parsed(state: &State, subject: &str) -> Result<Vec<(i32, Parsed)>, Regis
     Ok(parsed)
 }
 
+/// The largest schema text taken: far above real schemas, and small
+/// enough that a subject's versions fit the `_schemas` topic's batches.
+pub const SCHEMA_BYTES_MAX: usize = 1 << 20;
+
 /// Parses `schema` with its references resolved from the state.
 fn parse(state: &State, schema: &Schema) -> Result<Parsed, RegistryError> {
+    if schema.text.len() > SCHEMA_BYTES_MAX {
+        return Err(RegistryError::InvalidSchema(format!(
+            "{} bytes: more than {SCHEMA_BYTES_MAX}",
+            schema.text.len()
+        )));
+    }
     let mut resolved = Vec::new();
     resolve(state, schema, 0, &mut resolved)?;
     compat::parse(schema, &resolved)
 }
+
+/// The most schemas one schema's references may reach, directly or not:
+/// resolving them runs under the registry's lock and copies each text, so
+/// the work a request can ask for is bounded (real schemas import a few).
+const REFERENCES_MAX: usize = 256;
 
 /// Appends what `schema` references to `into`, each after those it
 /// references itself, each name once.
@@ -485,9 +545,20 @@ fn resolve(
             "references nest deeper than {REFERENCE_DEPTH_MAX}: is there a cycle?"
         )));
     }
+    if schema.references.len() > REFERENCES_MAX {
+        return Err(RegistryError::InvalidSchema(format!(
+            "{} references: more than {REFERENCES_MAX}",
+            schema.references.len()
+        )));
+    }
     for reference in &schema.references {
         if into.iter().any(|(name, _)| *name == reference.name) {
             continue;
+        }
+        if into.len() >= REFERENCES_MAX {
+            return Err(RegistryError::InvalidSchema(format!(
+                "references reach more than {REFERENCES_MAX} schemas"
+            )));
         }
         let entry = (state.versions(&reference.subject))
             .and_then(|versions| versions.get(&reference.version))

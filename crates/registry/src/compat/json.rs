@@ -24,9 +24,12 @@
 //!   that name with any value), unless the property takes anything;
 //! - `required`: a name the reader requires that the writer did not is
 //!   refused;
-//! - what the subset does not reason about (`allOf`, `anyOf`, `oneOf`,
-//!   `not`, `$ref`, conditionals, pattern properties, dependencies) must
-//!   be unchanged.
+//! - every other keyword (`allOf`, `anyOf`, `oneOf`, `not`, `$ref`,
+//!   conditionals, pattern properties, dependencies, `definitions`,
+//!   `multipleOf`, `uniqueItems`, and any this list does not name) must be
+//!   unchanged: what the checker does not reason about is never assumed
+//!   harmless. Annotations (`title`, `description`, `default`, …) may
+//!   change freely.
 //!
 //! References to other registered schemas are stored but not resolved:
 //! a `$ref` is compared as text.
@@ -48,6 +51,37 @@ const OPAQUE_KEYWORDS: [&str; 11] = [
     "patternProperties",
     "dependentSchemas",
     "dependencies",
+];
+
+/// Keywords the checks below reason about; with `OPAQUE_KEYWORDS`, the
+/// bounds and the annotations, every other keyword must be equal on both
+/// sides (default-deny: a keyword this checker does not understand, such
+/// as `definitions`, `multipleOf` or `uniqueItems`, is never assumed
+/// harmless).
+const COMPARED_KEYWORDS: [&str; 9] = [
+    "pattern",
+    "format",
+    "type",
+    "enum",
+    "const",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+];
+
+/// Keywords that describe and never constrain: free to change.
+const ANNOTATIONS: [&str; 10] = [
+    "title",
+    "description",
+    "$schema",
+    "$id",
+    "$comment",
+    "examples",
+    "default",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
 ];
 
 /// Upper bounds: the reader's must be at least the writer's.
@@ -102,6 +136,27 @@ fn compare(path: &str, reader: &Value, writer: &Value, out: &mut Vec<String>) {
         return;
     };
     for keyword in OPAQUE_KEYWORDS {
+        if r.get(keyword) != w.get(keyword) {
+            out.push(format!("{path}: '{keyword}' changed"));
+        }
+    }
+    let understood = |keyword: &str| {
+        [
+            &OPAQUE_KEYWORDS[..],
+            &COMPARED_KEYWORDS,
+            &MAXIMUMS,
+            &MINIMUMS,
+            &ANNOTATIONS,
+        ]
+        .iter()
+        .any(|known| known.contains(&keyword))
+    };
+    let mut others: Vec<&String> = (r.keys().chain(w.keys()))
+        .filter(|keyword| !understood(keyword))
+        .collect();
+    others.sort_unstable();
+    others.dedup();
+    for keyword in others {
         if r.get(keyword) != w.get(keyword) {
             out.push(format!("{path}: '{keyword}' changed"));
         }
@@ -303,6 +358,21 @@ mod tests {
 
     fn check(reader: Value, writer: Value) -> Vec<String> {
         incompatibilities(&reader, &writer)
+    }
+
+    #[test]
+    fn a_keyword_the_checker_does_not_reason_about_must_not_change() {
+        let v1 = json!({"type":"object","definitions":{"a":{"type":"string"}},"title":"A"});
+        let v2 = json!({"type":"object","definitions":{"a":{"type":"integer"}},"title":"A"});
+        assert!(
+            check(v2.clone(), v1.clone())
+                .iter()
+                .any(|p| p.contains("'definitions'"))
+        );
+        let stricter = json!({"type":"number","multipleOf":2});
+        assert!(!check(stricter, json!({"type":"number"})).is_empty());
+        let retitled = json!({"type":"object","definitions":{"a":{"type":"string"}},"title":"B"});
+        assert!(check(retitled, v1).is_empty(), "annotations change freely");
     }
 
     #[test]

@@ -265,6 +265,21 @@ fn a_reference_resolves_to_its_registered_version() {
         r.referenced_by("address", VersionSpec::Latest).unwrap(),
         [id]
     );
+    // A referenced version stays while something refers to it (42206),
+    // whether the subject or the version is deleted.
+    assert_eq!(
+        r.delete_subject("address", false).unwrap_err().code(),
+        42206
+    );
+    let version_one = VersionSpec::Number(1);
+    assert_eq!(
+        r.delete_version("address", version_one, false)
+            .unwrap_err()
+            .code(),
+        42206
+    );
+    r.delete_subject("user", false).unwrap();
+    r.delete_subject("address", false).unwrap();
 }
 
 /// An operation of the id property.

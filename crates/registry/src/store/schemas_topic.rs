@@ -20,8 +20,12 @@ use super::record::Encoded;
 
 /// The topic's name, as Confluent's registry names it.
 pub const SCHEMAS_TOPIC: &str = "_schemas";
-/// How much one read of the topic asks for.
-const READ_BYTES_MAX: u64 = 4 << 20;
+/// The largest batch the topic takes (its `max.message.bytes` when the
+/// registry creates it): a soft delete of a subject writes every version's
+/// text in one batch, each at most `registry::SCHEMA_BYTES_MAX`.
+pub const BATCH_BYTES_MAX: usize = 16 << 20;
+/// How much one read of the topic asks for: a whole batch of the largest.
+const READ_BYTES_MAX: u64 = BATCH_BYTES_MAX as u64;
 /// The most a batch of the topic may inflate to when read.
 const DECOMPRESSED_BYTES_MAX: usize = 64 << 20;
 
@@ -32,14 +36,18 @@ pub struct SchemasTopic {
 }
 
 impl SchemasTopic {
-    /// Opens the topic, creating it (compacted, one partition) if the log
-    /// has none.
+    /// Opens the topic, creating it (compacted, one partition, batches up
+    /// to [`BATCH_BYTES_MAX`]) if the log has none.
     pub fn open(log: &LogManager, appends: Arc<AppendSignals>) -> Result<Self, StoreError> {
         let topic = match log.topic(SCHEMAS_TOPIC) {
             Some(topic) => topic,
             None => {
-                let config =
-                    BTreeMap::from([("cleanup.policy".to_string(), "compact".to_string())]);
+                // Room for the largest batch the registry writes: a soft
+                // delete of a subject holds every version's text.
+                let config = BTreeMap::from([
+                    ("cleanup.policy".to_string(), "compact".to_string()),
+                    ("max.message.bytes".to_string(), BATCH_BYTES_MAX.to_string()),
+                ]);
                 match log.create_topic(SCHEMAS_TOPIC, 1, config) {
                     Ok(topic) => topic,
                     // Made meanwhile by a client's auto-creation.
