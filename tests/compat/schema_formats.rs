@@ -22,6 +22,19 @@ const FORMATS: [&str; 3] = ["avro", "protobuf", "json"];
 
 /// Runs one op of the driver.
 fn drive(op: &str, broker: &ServerProcess, mut request: Value) -> Value {
+    drive_signed_in(op, broker, None, request.take())
+}
+
+/// Runs one op of the driver, signed in to the registry with `auth`.
+fn drive_signed_in(
+    op: &str,
+    broker: &ServerProcess,
+    auth: Option<&str>,
+    mut request: Value,
+) -> Value {
+    if let Some(auth) = auth {
+        request["auth"] = auth.into();
+    }
     request["op"] = op.into();
     request["bootstrap"] = broker.addr.clone().into();
     request["url"] = broker.schema_registry_url().into();
@@ -143,4 +156,78 @@ fn an_app_reads_what_confluents_serializers_wrote_and_its_deserializers_read_wha
     );
     let printed = consume("orders-protobuf", &["--format", "avro", "--count", "1"]);
     assert!(printed.contains("the value is PROTOBUF"), "{printed}");
+}
+
+/// A registry that asks for credentials: without them the registry's
+/// refusal (401) stops the app, saying so; with those of its file the app
+/// signs in and then counts every order once.
+#[test]
+fn an_app_signs_in_to_a_secured_registry_and_stops_when_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = "0a1b2c3d4e5f60718293a4b5c6d7e8f9";
+    let token_file = dir.path().join("registry-token");
+    std::fs::write(&token_file, token).unwrap();
+    let config = dir.path().join("strata.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "metrics_token_file = {:?}\n",
+            token_file.display().to_string()
+        ),
+    )
+    .unwrap();
+    let broker = ServerProcess::start_with(
+        STRATA,
+        &dir.path().join("data"),
+        &[
+            OsStr::new("--config"),
+            config.as_os_str(),
+            OsStr::new("--schema-registry"),
+            OsStr::new("127.0.0.1:0"),
+        ],
+        std::process::Stdio::null(),
+    );
+    let bootstrap = broker.addr.clone();
+    let auth = format!("strata:{token}");
+    let produced = drive_signed_in("produce", &broker, Some(&auth), json!({"orders": 20}));
+    let expected = produced["expected"].as_object().unwrap().clone();
+
+    let state = dir.path().join("app");
+    let run = |auth_file: Option<&std::path::Path>| {
+        let mut app = Command::new(example("schema_orders"));
+        app.args(["--bootstrap", &bootstrap, "--state-dir"])
+            .arg(&state)
+            .args(["--schema-registry", broker.schema_registry_url()])
+            .env_remove("STRATA_SCHEMA_REGISTRY_AUTH");
+        if let Some(file) = auth_file {
+            app.arg("--schema-registry-auth-file").arg(file);
+        }
+        app.args(["run", "--until-end"])
+            .output()
+            .expect("the app runs")
+    };
+    let refused = run(None);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "ran without credentials: {said}");
+    assert!(said.contains("schema registry refused (401)"), "{said}");
+
+    let auth_file = dir.path().join("registry-auth");
+    std::fs::write(&auth_file, format!("{auth}\n")).unwrap();
+    let signed_in = run(Some(&auth_file));
+    assert!(
+        signed_in.status.success(),
+        "with credentials: {}",
+        String::from_utf8_lossy(&signed_in.stderr)
+    );
+    let totals = drive_signed_in("read_totals", &broker, Some(&auth), json!({}));
+    for format in FORMATS {
+        let read = totals[format].as_object().unwrap();
+        assert_eq!(read.len(), expected.len(), "{format}: {read:?}");
+        for (customer, want) in &expected {
+            assert_eq!(
+                read[customer][0], want[0],
+                "{format}: {customer}'s orders, once each"
+            );
+        }
+    }
 }

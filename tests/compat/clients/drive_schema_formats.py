@@ -2,8 +2,9 @@
 serializers for the schema_orders example app to read, and its totals read
 back with the matching deserializers, for tests/compat/schema_formats.rs.
 
-One JSON request on stdin ({"op": ..., "bootstrap": ..., "url": ...}), one
-JSON result on stdout (see compat_common.py).
+One JSON request on stdin ({"op": ..., "bootstrap": ..., "url": ..., and
+"auth": "USER:PASSWORD" for a registry that asks for it}), one JSON result
+on stdout (see compat_common.py).
 
 | op | result |
 |---|---|
@@ -45,7 +46,10 @@ FORMATS = ("avro", "protobuf", "json")
 
 
 def registry(request):
-    return SchemaRegistryClient({"url": request["url"]})
+    config = {"url": request["url"]}
+    if request.get("auth"):
+        config["basic.auth.user.info"] = request["auth"]
+    return SchemaRegistryClient(config)
 
 
 def shop_classes():

@@ -248,6 +248,12 @@ fn refusal(status: u16, body: &str) -> RegistryError {
             code: error.error_code,
             message: error.message,
         },
+        // Authentication refused in front of the API: said as it was.
+        Err(_) if matches!(status, 401 | 403) => RegistryError::Refused {
+            status,
+            code: i64::from(status),
+            message: body.chars().take(300).collect(),
+        },
         // Not the registry's API answering (a proxy, a wrong path).
         Err(_) => RegistryError::BadAnswer(format!(
             "HTTP {status}: {}",
@@ -353,5 +359,7 @@ mod tests {
         assert!(matches!(error, RegistryError::Refused { code: 409, .. }));
         let error = refusal(404, "<html>not found</html>");
         assert!(matches!(error, RegistryError::BadAnswer(_)));
+        let error = refusal(401, "authentication is needed");
+        assert!(matches!(error, RegistryError::Refused { code: 401, .. }));
     }
 }
