@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::driver::{field, python_script, run_with_input};
 use crate::support::ServerProcess;
+use crate::support::certs::Authority;
 use crate::support::example::example;
 
 const STRATA: &str = env!("CARGO_BIN_EXE_strata");
@@ -25,15 +26,14 @@ fn drive(op: &str, broker: &ServerProcess, mut request: Value) -> Value {
     drive_signed_in(op, broker, None, request.take())
 }
 
-/// Runs one op of the driver, signed in to the registry with `auth`.
-fn drive_signed_in(
-    op: &str,
-    broker: &ServerProcess,
-    auth: Option<&str>,
-    mut request: Value,
-) -> Value {
-    if let Some(auth) = auth {
+/// How a driver reaches a secured registry: credentials and a CA file.
+type SignIn<'a> = Option<(&'a str, &'a std::path::Path)>;
+
+/// Runs one op of the driver, signed in to the registry with `sign_in`.
+fn drive_signed_in(op: &str, broker: &ServerProcess, sign_in: SignIn, mut request: Value) -> Value {
+    if let Some((auth, ca)) = sign_in {
         request["auth"] = auth.into();
+        request["ca"] = ca.display().to_string().into();
     }
     request["op"] = op.into();
     request["bootstrap"] = broker.addr.clone().into();
@@ -158,38 +158,45 @@ fn an_app_reads_what_confluents_serializers_wrote_and_its_deserializers_read_wha
     assert!(printed.contains("the value is PROTOBUF"), "{printed}");
 }
 
-/// A registry that asks for credentials: without them the registry's
-/// refusal (401) stops the app, saying so; with those of its file the app
-/// signs in and then counts every order once.
+/// A registry over TLS that asks for credentials: without them the
+/// registry's refusal (401) stops the app, saying so; with those of its
+/// file, and the CA its certificate chains to, the app signs in and then
+/// counts every order once.
 #[test]
 fn an_app_signs_in_to_a_secured_registry_and_stops_when_refused() {
     let dir = tempfile::tempdir().unwrap();
     let token = "0a1b2c3d4e5f60718293a4b5c6d7e8f9";
     let token_file = dir.path().join("registry-token");
     std::fs::write(&token_file, token).unwrap();
+    let ca = Authority::new(dir.path(), "ca");
+    let server = ca.server(dir.path(), "registry");
     let config = dir.path().join("strata.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "metrics_token_file = {:?}\n",
-            token_file.display().to_string()
-        ),
-    )
-    .unwrap();
+    let settings = format!(
+        "metrics_tls = true\nmetrics_token_file = {:?}\n",
+        token_file.display().to_string()
+    );
+    std::fs::write(&config, settings).unwrap();
     let broker = ServerProcess::start_with(
         STRATA,
         &dir.path().join("data"),
         &[
             OsStr::new("--config"),
             config.as_os_str(),
+            OsStr::new("--tls-cert"),
+            server.cert.as_os_str(),
+            OsStr::new("--tls-key"),
+            server.key.as_os_str(),
             OsStr::new("--schema-registry"),
             OsStr::new("127.0.0.1:0"),
         ],
         std::process::Stdio::null(),
     );
+    let url = broker.schema_registry_url();
+    assert!(url.starts_with("https://"), "{url}");
     let bootstrap = broker.addr.clone();
     let auth = format!("strata:{token}");
-    let produced = drive_signed_in("produce", &broker, Some(&auth), json!({"orders": 20}));
+    let sign_in = Some((auth.as_str(), ca.pem.as_path()));
+    let produced = drive_signed_in("produce", &broker, sign_in, json!({"orders": 20}));
     let expected = produced["expected"].as_object().unwrap().clone();
 
     let state = dir.path().join("app");
@@ -198,6 +205,8 @@ fn an_app_signs_in_to_a_secured_registry_and_stops_when_refused() {
         app.args(["--bootstrap", &bootstrap, "--state-dir"])
             .arg(&state)
             .args(["--schema-registry", broker.schema_registry_url()])
+            .arg("--schema-registry-ca")
+            .arg(&ca.pem)
             .env_remove("STRATA_SCHEMA_REGISTRY_AUTH");
         if let Some(file) = auth_file {
             app.arg("--schema-registry-auth-file").arg(file);
@@ -219,7 +228,7 @@ fn an_app_signs_in_to_a_secured_registry_and_stops_when_refused() {
         "with credentials: {}",
         String::from_utf8_lossy(&signed_in.stderr)
     );
-    let totals = drive_signed_in("read_totals", &broker, Some(&auth), json!({}));
+    let totals = drive_signed_in("read_totals", &broker, sign_in, json!({}));
     for format in FORMATS {
         let read = totals[format].as_object().unwrap();
         assert_eq!(read.len(), expected.len(), "{format}: {read:?}");

@@ -3,7 +3,7 @@ serializers for the schema_orders example app to read, and its totals read
 back with the matching deserializers, for tests/compat/schema_formats.rs.
 
 One JSON request on stdin ({"op": ..., "bootstrap": ..., "url": ..., and
-"auth": "USER:PASSWORD" for a registry that asks for it}), one JSON result
+"auth": "USER:PASSWORD" and "ca": a CA file for a secured registry}), one JSON result
 on stdout (see compat_common.py).
 
 | op | result |
@@ -49,6 +49,8 @@ def registry(request):
     config = {"url": request["url"]}
     if request.get("auth"):
         config["basic.auth.user.info"] = request["auth"]
+    if request.get("ca"):
+        config["ssl.ca.location"] = request["ca"]
     return SchemaRegistryClient(config)
 
 
