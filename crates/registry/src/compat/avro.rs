@@ -6,26 +6,131 @@
 //! writer needs a default, types promote only as the spec allows (int to
 //! long, float, double; string and bytes both ways), names must match).
 //!
+//! A named type taken from a reference is written out where it is first
+//! used before checking: apache-avro compares a type known only by name by
+//! that name alone, which would let a referenced type's own breaking
+//! change through.
+//!
 //! Resolution that works for only some data is refused: an enum reader
 //! lacking a writer's symbol, or a reader union lacking one of the
 //! writer's branches (apache-avro's "partial" answer), as Confluent refuses
 //! them.
 
+use std::collections::{HashMap, HashSet};
+
 use apache_avro::Schema as AvroSchema;
 use apache_avro::schema_compatibility::{Compatibility, SchemaCompatibility};
+use serde_json::Value;
 
 use crate::error::RegistryError;
 
+/// How deep named types written out inside one another may go.
+const INLINE_DEPTH_MAX: usize = 64;
+
 /// Parses `text`, resolving the named types it uses from `references`
-/// (the texts of the schemas it references, in any order).
-pub fn parse(text: &str, references: &[&str]) -> Result<AvroSchema, RegistryError> {
+/// (name → text of each schema it references, in any order). The schema
+/// returned for checking has them written out (see `inline_references`);
+/// should that not parse where the references do (a namespace the
+/// writing out got wrong), the referenced types stay names.
+pub fn parse(text: &str, references: &[(&str, &str)]) -> Result<AvroSchema, RegistryError> {
     let invalid = |e: apache_avro::Error| RegistryError::InvalidSchema(e.to_string());
     if references.is_empty() {
         return AvroSchema::parse_str(text).map_err(invalid);
     }
-    let (schema, _named) =
-        AvroSchema::parse_str_with_list(text, references.iter().copied()).map_err(invalid)?;
-    Ok(schema)
+    let texts = references.iter().map(|(_, text)| *text);
+    let (schema, _named) = AvroSchema::parse_str_with_list(text, texts).map_err(invalid)?;
+    let written_out = inline_references(text, references)?;
+    Ok(AvroSchema::parse_str(&written_out).unwrap_or(schema))
+}
+
+/// `text` made self-contained for the compatibility check: each named
+/// type it takes from `references` (name → the referenced schema's
+/// text) written out in full where it is first used, as Avro allows, its
+/// namespace kept. apache-avro's checker compares a type it only knows by
+/// name (a `Ref`) by that name alone, so a referenced type's own changes
+/// would pass unseen; written out, they are checked like any field.
+pub fn inline_references(text: &str, references: &[(&str, &str)]) -> Result<String, RegistryError> {
+    let invalid = |e: serde_json::Error| RegistryError::InvalidSchema(e.to_string());
+    let mut schema: Value = serde_json::from_str(text).map_err(invalid)?;
+    let mut definitions = HashMap::new();
+    for (name, referenced) in references {
+        definitions.insert(
+            name.to_string(),
+            serde_json::from_str::<Value>(referenced).map_err(invalid)?,
+        );
+    }
+    let mut defined = HashSet::new();
+    write_out(&mut schema, &definitions, &mut defined, 0)?;
+    Ok(schema.to_string())
+}
+
+/// Walks a schema in definition order, writing out each referenced name
+/// at its first use.
+fn write_out(
+    schema: &mut Value,
+    definitions: &HashMap<String, Value>,
+    defined: &mut HashSet<String>,
+    depth: usize,
+) -> Result<(), RegistryError> {
+    if depth > INLINE_DEPTH_MAX {
+        return Err(RegistryError::InvalidSchema(format!(
+            "named types nest deeper than {INLINE_DEPTH_MAX}"
+        )));
+    }
+    match schema {
+        Value::String(name) => {
+            if let Some(definition) = definitions.get(name.as_str())
+                && defined.insert(name.clone())
+            {
+                let mut definition = definition.clone();
+                keep_namespace(&mut definition, name);
+                write_out(&mut definition, definitions, defined, depth + 1)?;
+                *schema = definition;
+            }
+        }
+        Value::Array(branches) => {
+            for branch in branches {
+                write_out(branch, definitions, defined, depth + 1)?;
+            }
+        }
+        Value::Object(object) => {
+            if let Some(Value::String(name)) = object.get("name") {
+                defined.insert(name.clone());
+            }
+            for key in ["type", "items", "values"] {
+                if let Some(inner) = object.get_mut(key) {
+                    write_out(inner, definitions, defined, depth + 1)?;
+                }
+            }
+            if let Some(Value::Array(fields)) = object.get_mut("fields") {
+                for field in fields {
+                    if let Some(inner) = field.get_mut("type") {
+                        write_out(inner, definitions, defined, depth + 1)?;
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A definition written out inside another namespace would take that
+/// namespace: its own (from its full name, or none) is written with it.
+fn keep_namespace(definition: &mut Value, full_name: &str) {
+    let Value::Object(object) = definition else {
+        return;
+    };
+    if object.contains_key("namespace") {
+        return;
+    }
+    let namespace = match object.get("name").and_then(Value::as_str) {
+        Some(name) if name.contains('.') => return,
+        _ => full_name
+            .rsplit_once('.')
+            .map_or("", |(namespace, _)| namespace),
+    };
+    object.insert("namespace".into(), Value::String(namespace.into()));
 }
 
 /// What stops `reader` from reading every datum written with `writer`;
@@ -108,6 +213,6 @@ mod tests {
             r#"{"type":"record","name":"Address","fields":[{"name":"city","type":"string"}]}"#;
         let user = r#"{"type":"record","name":"User","fields":[{"name":"home","type":"Address"}]}"#;
         assert!(parse(user, &[]).is_err());
-        parse(user, &[address]).unwrap();
+        parse(user, &[("Address", address)]).unwrap();
     }
 }

@@ -32,8 +32,10 @@ pub enum Parsed {
 pub fn parse(schema: &Schema, references: &[(String, Schema)]) -> Result<Parsed, RegistryError> {
     match schema.schema_type {
         SchemaType::Avro => {
-            let texts: Vec<&str> = references.iter().map(|(_, s)| s.text.as_str()).collect();
-            avro::parse(&schema.text, &texts).map(Parsed::Avro)
+            let named: Vec<(&str, &str)> = (references.iter())
+                .map(|(name, s)| (name.as_str(), s.text.as_str()))
+                .collect();
+            avro::parse(&schema.text, &named).map(Parsed::Avro)
         }
         SchemaType::Protobuf => {
             let files: Vec<(&str, &str)> = (references.iter())

@@ -282,6 +282,40 @@ fn a_reference_resolves_to_its_registered_version() {
     r.delete_subject("address", false).unwrap();
 }
 
+#[test]
+fn a_referenced_types_own_change_is_checked_like_an_inline_one() {
+    let opened = Opened::new();
+    let r = opened.registry();
+    let address = |fields: &str| {
+        avro(&format!(
+            r#"{{"type":"record","name":"Address","namespace":"shop","fields":[{fields}]}}"#
+        ))
+    };
+    r.register("address", address(r#"{"name":"city","type":"string"}"#))
+        .unwrap();
+    // Version 2 adds a field without a default: fine on its own subject
+    // under NONE, but a reader of it cannot read version 1's data.
+    r.set_level(Some("address"), Some(CompatibilityLevel::None))
+        .unwrap();
+    let zip = r#"{"name":"city","type":"string"},{"name":"zip","type":"string"}"#;
+    r.register("address", address(zip)).unwrap();
+    let user = |version: i32| {
+        let mut user = avro(
+            r#"{"type":"record","name":"User","namespace":"shop","fields":[{"name":"home","type":"shop.Address"}]}"#,
+        );
+        user.references = vec![crate::schema::SchemaReference {
+            name: "shop.Address".into(),
+            subject: "address".into(),
+            version,
+        }];
+        user
+    };
+    r.register("user", user(1)).unwrap();
+    let refused = r.register("user", user(2)).unwrap_err();
+    assert_eq!(refused.code(), 409, "{refused}");
+    assert!(refused.to_string().contains("zip"), "{refused}");
+}
+
 /// An operation of the id property.
 #[derive(Debug, Clone)]
 enum Op {
