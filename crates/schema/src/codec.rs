@@ -68,19 +68,17 @@ pub fn decode<T: DeserializeOwned>(format: &SchemaFormat, bytes: &[u8]) -> Resul
             .map_err(|e| SchemaError::Decode(format!("no bytes (a null): {e}")));
     }
     let (id, payload) = wire::split(bytes)?;
-    if let SchemaFormat::JsonSchema { .. } = format {
-        // The text is the record: no schema is needed to read it.
-        return serde_json::from_slice(payload).map_err(|e| SchemaError::Decode(e.to_string()));
-    }
-    let installed = INSTALLED.read().expect("registry lock");
-    let schemas = installed
-        .as_ref()
-        .ok_or(SchemaError::NoRegistry(format.name()))?;
     match format {
-        SchemaFormat::Avro { .. } => schemas.with_avro_reader(id, Some(format), |reader| {
-            reader.read(payload).map_err(SchemaError::Decode)
+        // The text is the record: no schema is needed to read it.
+        SchemaFormat::JsonSchema { .. } => {
+            serde_json::from_slice(payload).map_err(|e| SchemaError::Decode(e.to_string()))
+        }
+        SchemaFormat::Avro { .. } => with_schemas(format, |schemas| {
+            schemas.with_avro_reader(id, Some(format), |reader| {
+                reader.read(payload).map_err(SchemaError::Decode)
+            })
         }),
-        SchemaFormat::Protobuf { .. } => {
+        SchemaFormat::Protobuf { .. } => with_schemas(format, |schemas| {
             let written = schemas.written(id)?;
             let Written::Protobuf(file) = &*written else {
                 return Err(other_type(id, &written, SchemaType::Protobuf));
@@ -100,11 +98,20 @@ pub fn decode<T: DeserializeOwned>(format: &SchemaFormat, bytes: &[u8]) -> Resul
             // by field number, so a field renamed or added since the
             // record was written reads as the app names it.
             protobuf::read(wanted, message).map_err(SchemaError::Decode)
-        }
-        SchemaFormat::JsonSchema { .. } => {
-            serde_json::from_slice(payload).map_err(|e| SchemaError::Decode(e.to_string()))
-        }
+        }),
     }
+}
+
+/// Runs `f` with the installed registry's schemas, or says `format`'s
+/// codec needs a registry.
+fn with_schemas<R>(
+    format: &SchemaFormat,
+    f: impl FnOnce(&Schemas) -> Result<R, SchemaError>,
+) -> Result<R, SchemaError> {
+    let installed = INSTALLED.read().expect("registry lock");
+    f(installed
+        .as_ref()
+        .ok_or(SchemaError::NoRegistry(format.name()))?)
 }
 
 /// Writes `value` as `topic`'s key or value in `format`'s wire format into
@@ -117,12 +124,11 @@ pub fn encode<T: Serialize + ?Sized>(
     value: &T,
     out: &mut Vec<u8>,
 ) -> Result<(), SchemaError> {
-    let installed = INSTALLED.read().expect("registry lock");
-    let schemas = installed
-        .as_ref()
-        .ok_or(SchemaError::NoRegistry(format.name()))?;
-    let declared = schemas.declared(format)?;
-    let id = schemas.id_for(format, &declared, topic, part)?;
+    let (declared, id) = with_schemas(format, |schemas| {
+        let declared = schemas.declared(format)?;
+        let id = schemas.id_for(format, &declared, topic, part)?;
+        Ok((declared, id))
+    })?;
     out.clear();
     wire::write_header(id, out);
     let written = match &*declared {

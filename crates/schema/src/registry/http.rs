@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use serde_json::json;
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
@@ -262,20 +263,18 @@ fn refusal(status: u16, body: &str) -> RegistryError {
     }
 }
 
+/// What stays as it is in a path segment: RFC 3986's unreserved
+/// characters; everything else is percent-encoded.
+const NOT_UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
 /// A subject as one path segment: subjects are free text (`orders-value`,
-/// `com.example.Order`), so everything beyond the unreserved characters is
-/// percent-encoded.
+/// `com.example.Order`, anything with a `/`).
 fn encode_path(subject: &str) -> String {
-    let mut out = String::with_capacity(subject.len());
-    for byte in subject.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                out.push(byte as char)
-            }
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
+    utf8_percent_encode(subject, NOT_UNRESERVED).to_string()
 }
 
 /// Whether the URL's host is this machine.
