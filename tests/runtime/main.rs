@@ -11,6 +11,7 @@ mod console;
 mod crash;
 mod dead_letters;
 mod determinism;
+mod dlq_replay;
 mod failover;
 mod input_order;
 mod many_tasks;

@@ -278,6 +278,7 @@ pub mod codes {
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
     pub const OPERATION_NOT_ATTEMPTED: i16 = 55;
     pub const UNKNOWN_PRODUCER_ID: i16 = 59;
+    pub const GROUP_ID_NOT_FOUND: i16 = 69;
     pub const UNSTABLE_OFFSET_COMMIT: i16 = 88;
     pub const PRODUCER_FENCED: i16 = 90;
     pub const FENCED_LEADER_EPOCH: i16 = 74;

@@ -86,6 +86,7 @@ pub mod handles;
 pub mod index_key;
 mod input;
 mod layout;
+mod letter;
 mod location;
 mod log_access;
 mod metrics;

@@ -55,35 +55,44 @@ pub(crate) async fn read_partition_at(
 ) -> Result<Vec<ReadRecord>, RuntimeError> {
     let records = match (location, access) {
         (Location::Embedded { data_dir, .. }, _) => read_partition(data_dir, topic, partition)?,
-        (_, Some(access)) => {
-            let mut records = Vec::new();
-            let end = access.end_offset(topic, partition).await?;
-            let mut next = access.start_offset(topic, partition).await?;
-            while next < end {
-                let fetched = access.fetch(topic, partition, next, 4 << 20).await?;
-                // Remote, derived topics are written in transactions: an
-                // aborted one's records are no part of the version's output.
-                let mut visible = strata_client::AbortedFilter::new(fetched.aborted);
-                let mut rest: &[u8] = &fetched.records;
-                let before = next;
-                while let Ok(batch) = RecordBatch::parse_and_verify(rest) {
-                    rest = &rest[batch.size_bytes()..];
-                    if batch.header().next_offset() > next {
-                        if visible.visible(&batch) {
-                            take(&batch, topic, partition, &mut records)?;
-                        }
-                        next = batch.header().next_offset();
-                    }
-                }
-                if next == before {
-                    break;
-                }
-            }
-            records.retain(|r| r.offset < end);
-            records
-        }
+        (_, Some(access)) => fetch_partition(access, topic, partition).await?,
         (Location::Remote { .. }, None) => Vec::new(),
     };
+    Ok(records)
+}
+
+/// Every record of one partition of `topic` as `access` fetches it, in
+/// offset order: read_committed (an aborted transaction's records left
+/// out), up to the end it had when asked.
+pub(crate) async fn fetch_partition(
+    access: &LogAccess,
+    topic: &str,
+    partition: i32,
+) -> Result<Vec<ReadRecord>, RuntimeError> {
+    let mut records = Vec::new();
+    let end = access.end_offset(topic, partition).await?;
+    let mut next = access.start_offset(topic, partition).await?;
+    while next < end {
+        let fetched = access.fetch(topic, partition, next, 4 << 20).await?;
+        // Remote, derived topics are written in transactions: an
+        // aborted one's records are no part of the version's output.
+        let mut visible = strata_client::AbortedFilter::new(fetched.aborted);
+        let mut rest: &[u8] = &fetched.records;
+        let before = next;
+        while let Ok(batch) = RecordBatch::parse_and_verify(rest) {
+            rest = &rest[batch.size_bytes()..];
+            if batch.header().next_offset() > next {
+                if visible.visible(&batch) {
+                    take(&batch, topic, partition, &mut records)?;
+                }
+                next = batch.header().next_offset();
+            }
+        }
+        if next == before {
+            break;
+        }
+    }
+    records.retain(|r| r.offset < end);
     Ok(records)
 }
 

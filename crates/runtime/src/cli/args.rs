@@ -267,12 +267,17 @@ impl Command {
     pub fn processes(&self) -> bool {
         matches!(
             self,
-            Self::Run { .. } | Self::Replay { .. } | Self::Rebuild { .. }
+            Self::Run { .. }
+                | Self::Replay { .. }
+                | Self::Rebuild { .. }
+                | Self::Dlq {
+                    command: DlqCommand::Replay { .. }
+                }
         )
     }
 }
 
-/// `dlq list` and `dlq show`.
+/// `dlq list`, `dlq show` and `dlq replay`.
 #[derive(Debug, Clone, Subcommand)]
 pub enum DlqCommand {
     /// Per processor: its dead-letter topic, how many letters, of which
@@ -294,6 +299,30 @@ pub enum DlqCommand {
         /// Another version than the live one.
         #[arg(long)]
         version: Option<String>,
+    },
+    /// Run a processor's letters again through the app as it is now (after
+    /// a fix), exactly once: each letter is marked, and no replay takes a
+    /// marked one. The app must not be running.
+    Replay {
+        /// The processor whose letters to replay.
+        processor: String,
+        /// Only letters of this kind.
+        #[arg(long, value_parser = ["decode", "process"])]
+        kind: Option<String>,
+        /// The first letter: an offset in the dead-letter topic (in each of
+        /// its partitions), or a time it failed at (1700000000000ms,
+        /// 2026-11-30T12:00:00Z).
+        #[arg(long, value_name = "OFFSET|TIME")]
+        from: Option<String>,
+        /// The last letter (included), as --from.
+        #[arg(long, value_name = "OFFSET|TIME")]
+        to: Option<String>,
+        /// Another version than the live one.
+        #[arg(long)]
+        version: Option<String>,
+        /// As `run` takes them (a replay commits like a run).
+        #[command(flatten)]
+        commit: CommitArgs,
     },
 }
 

@@ -26,6 +26,9 @@
 //! <app> dlq list [--version V]                    dead letters per processor
 //! <app> dlq show [--processor P] [--limit N] [--version V]
 //!                                                 the newest dead letters
+//! <app> dlq replay PROCESSOR [--kind decode|process] [--from OFFSET|TIME] [--to OFFSET|TIME]
+//!                  [--version V] (and run's commit flags)
+//!                                                 the letters again, through this build
 //! ```
 //!
 //! The version the app runs is `live` (see `versions`); `run` runs it, and
@@ -64,6 +67,7 @@ use super::error::RuntimeError;
 use super::location::Location;
 use super::ops::query::http::QueryEndpoint;
 use super::ops::{self, RebuildOptions, RunOptions, StoreQuery};
+use super::task::StartAt;
 use super::topology::App;
 use super::versions::{BASE, LIVE, Version, Versions};
 
@@ -405,7 +409,9 @@ async fn dispatch(
         }
         Command::Dlq { command } => {
             let name = match command {
-                DlqCommand::List { version } | DlqCommand::Show { version, .. } => version,
+                DlqCommand::List { version }
+                | DlqCommand::Show { version, .. }
+                | DlqCommand::Replay { version, .. } => version,
             };
             let (app, location) = app.as_version(location, &version(name)?);
             match command {
@@ -418,6 +424,28 @@ async fn dispatch(
                     let all = ops::dead_letters(&app, &location, processor.as_deref()).await?;
                     print::dead_letters(&all, *limit)?
                 }
+                DlqCommand::Replay {
+                    processor,
+                    kind,
+                    from,
+                    to,
+                    commit,
+                    ..
+                } => {
+                    let mut app = app;
+                    commit.apply(&mut app.config);
+                    let replay = ops::LetterReplay {
+                        processor: processor.clone(),
+                        filter: ops::LetterFilter {
+                            kind: kind.clone(),
+                            from: letter_bound(from.as_deref(), "--from")?,
+                            to: letter_bound(to.as_deref(), "--to")?,
+                        },
+                        ..ops::LetterReplay::default()
+                    };
+                    let summary = ops::replay_dead_letters(&app, &location, &replay).await?;
+                    print::letters_replayed(&summary)
+                }
             }
             Ok(Outcome::Done)
         }
@@ -426,5 +454,22 @@ async fn dispatch(
             print::checkpoints(&ops::checkpoint(&app, &location).await?);
             Ok(Outcome::Done)
         }
+    }
+}
+
+/// A bound of `dlq replay`: an offset in the dead-letter topic, or the
+/// time a letter failed at.
+fn letter_bound(text: Option<&str>, flag: &str) -> Result<Option<ops::LetterBound>, RuntimeError> {
+    let bad = || {
+        RuntimeError::Config(format!(
+            "{flag} {:?}: give an offset in the dead-letter topic (12) or the time a letter failed at (1700000000000ms, 2026-11-30T12:00:00Z)",
+            text.unwrap_or_default()
+        ))
+    };
+    match text.map(crate::versions::parse_start).transpose() {
+        Ok(None) => Ok(None),
+        Ok(Some(StartAt::Offset(offset))) => Ok(Some(ops::LetterBound::Offset(offset))),
+        Ok(Some(StartAt::Timestamp(ms))) => Ok(Some(ops::LetterBound::FailedAt(ms))),
+        Ok(Some(StartAt::Earliest)) | Err(_) => Err(bad()),
     }
 }

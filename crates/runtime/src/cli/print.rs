@@ -131,10 +131,11 @@ pub(super) async fn status(app: &App, location: &Location) -> Result<(), Runtime
         if !letters.letters.is_empty() {
             writeln!(
                 out,
-                "{}: {} records failed and are in {} (`dlq list`, `dlq show`)",
+                "{}: {} records failed and are in {}, {} not replayed yet (`dlq list`, `dlq show`, `dlq replay`)",
                 letters.processor,
                 letters.letters.len(),
-                letters.topic
+                letters.topic,
+                letters.waiting()
             )
             .map_err(stdout_error)?;
         }
@@ -321,15 +322,16 @@ pub(super) fn versions(versions: &Versions) {
     }
 }
 
-/// `dlq list`: per processor, its dead-letter topic, the letters by kind
-/// and the newest error.
+/// `dlq list`: per processor, its dead-letter topic, the letters by kind,
+/// how many no replay has taken, and the newest error.
 pub(super) fn dead_letter_counts(all: &[ops::DeadLetters]) -> Result<(), RuntimeError> {
-    const COLUMNS: [(&str, CellAlignment); 6] = [
+    const COLUMNS: [(&str, CellAlignment); 7] = [
         ("PROCESSOR", CellAlignment::Left),
         ("TOPIC", CellAlignment::Left),
         ("LETTERS", CellAlignment::Right),
         ("DECODE", CellAlignment::Right),
         ("PROCESS", CellAlignment::Right),
+        ("WAITING", CellAlignment::Right),
         ("NEWEST ERROR", CellAlignment::Left),
     ];
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -351,6 +353,7 @@ pub(super) fn dead_letter_counts(all: &[ops::DeadLetters]) -> Result<(), Runtime
             letters.letters.len().to_string(),
             kinds.get("decode").copied().unwrap_or(0).to_string(),
             kinds.get("process").copied().unwrap_or(0).to_string(),
+            letters.waiting().to_string(),
             newest.map_or("-".to_string(), |l| printable(l.error.as_bytes())),
         ]);
     }
@@ -387,9 +390,21 @@ pub(super) fn dead_letters(all: &[ops::DeadLetters], limit: usize) -> Result<(),
         .map_err(stdout_error)?;
         for letter in &letters.letters[shown..] {
             let (topic, partition, offset) = &letter.origin;
+            let replayed = match &letter.replayed {
+                None => String::new(),
+                Some(mark) => format!(
+                    "\n    replayed {}: {}{}",
+                    strata_record::time::format_rfc3339(mark.at),
+                    mark.outcome,
+                    (mark.error.as_deref()).map_or(String::new(), |e| format!(
+                        " again ({})",
+                        printable(e.as_bytes())
+                    ))
+                ),
+            };
             writeln!(
                 out,
-                "  {}/{}@{}  failed {}  {}: {}\n    from {topic}/{partition}@{offset} ({})\n    key: {}\n    value: {}",
+                "  {}/{}@{}  failed {}  {}: {}\n    from {topic}/{partition}@{offset} ({})\n    key: {}\n    value: {}{replayed}",
                 letters.topic,
                 letter.partition,
                 letter.offset,
@@ -404,6 +419,24 @@ pub(super) fn dead_letters(all: &[ops::DeadLetters], limit: usize) -> Result<(),
         }
     }
     out.flush().map_err(stdout_error)
+}
+
+/// `dlq replay`: what the replay did.
+pub(super) fn letters_replayed(summary: &ops::LetterReplaySummary) {
+    let count = |outcome: &str| summary.outcomes.get(outcome).copied().unwrap_or(0);
+    let (processed, failed) = (
+        count(crate::letter::PROCESSED),
+        count(crate::letter::FAILED),
+    );
+    println!(
+        "replayed {} dead letters of {} ({}) in {} tasks, {:.1?}: {processed} processed, {failed} failed again; {} not replayed (`dlq show`)",
+        processed + failed,
+        summary.processor,
+        summary.topic,
+        summary.tasks,
+        summary.elapsed,
+        summary.waiting,
+    );
 }
 
 /// `explain`: each record on the way back, with what made it.

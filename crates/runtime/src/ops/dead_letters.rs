@@ -1,17 +1,17 @@
 //! `dlq list` and `dlq show`: the records a version's processors failed on
-//! and sent to their dead-letter topics (see `on_error`), read from the
-//! log (embedded: its segment files, so the app may be running; remote:
+//! and sent to their dead-letter topics (see `on_error`), each with what a
+//! replay did with it (its mark, see `letter`), read from the log (embedded: its segment files, so the app may be running; remote:
 //! fetched read_committed, so a letter of an aborted transaction is not
 //! shown).
 
 use std::collections::BTreeMap;
 
 use crate::error::RuntimeError;
+use crate::letter::{Letter, Replayed, marks, marks_topic};
 use crate::location::Location;
 use crate::log_access::LogAccess;
 use crate::on_error::dead_letter_topic;
-use crate::record::last_header_text;
-use crate::topic_read::{ReadRecord, read_partition_at};
+use crate::topic_read::read_partition_at;
 use crate::topology::App;
 
 use super::diff::partition_count;
@@ -34,6 +34,8 @@ pub struct DeadLetter {
     pub error: String,
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
+    /// What `dlq replay` did with it; None until a replay takes it.
+    pub replayed: Option<Replayed>,
 }
 
 /// A processor's dead-letter topic and what it holds.
@@ -47,6 +49,11 @@ pub struct DeadLetters {
 }
 
 impl DeadLetters {
+    /// How many letters no replay has taken yet.
+    pub fn waiting(&self) -> usize {
+        self.letters.iter().filter(|l| l.replayed.is_none()).count()
+    }
+
     /// How many letters of each kind.
     pub fn by_kind(&self) -> BTreeMap<&str, u64> {
         let mut kinds = BTreeMap::new();
@@ -81,11 +88,17 @@ pub async fn dead_letters(
     let access = LogAccess::to_read(location).await?;
     let mut all = Vec::new();
     for (spec, topic) in senders {
+        let marks_topic = app.log_topic(&marks_topic(&topic));
         let topic = app.log_topic(&topic);
         let mut letters = Vec::new();
         for partition in 0..partition_count(location, access.as_ref(), &topic).await? {
             let records = read_partition_at(location, access.as_ref(), &topic, partition).await?;
-            letters.extend(records.into_iter().map(letter));
+            let mut marked =
+                marks(read_partition_at(location, access.as_ref(), &marks_topic, partition).await?);
+            let letters_of = records.into_iter().map(Letter::read);
+            // A topic named by `.to_topic` may be shared: each its own.
+            let mine = letters_of.filter(|l| l.processor == spec.name || l.processor.is_empty());
+            letters.extend(mine.map(|l| letter(l, &mut marked)));
         }
         // Oldest failure first, across partitions.
         letters.sort_by_key(|l| (l.failed_at, l.partition, l.offset));
@@ -98,26 +111,18 @@ pub async fn dead_letters(
     Ok(all)
 }
 
-/// A dead-letter record as the letter it is: its `strata.dlq.*` headers
-/// read (the last of each name: a letter that failed again when replayed
-/// carries the newest reason last).
-fn letter(record: ReadRecord) -> DeadLetter {
-    let header = |name: &str| last_header_text(&record.headers, name).unwrap_or_default();
-    use crate::on_error::letter_headers as names;
-    let number = |name: &str| header(name).parse().unwrap_or(-1);
+/// `letter` as `dlq show` shows it, with its mark taken from `marked`.
+fn letter(letter: Letter, marked: &mut BTreeMap<i64, Replayed>) -> DeadLetter {
     DeadLetter {
-        partition: record.partition,
-        offset: record.offset,
-        origin: (
-            header(names::TOPIC),
-            number(names::PARTITION) as i32,
-            number(names::OFFSET),
-        ),
-        failed_at: record.timestamp,
-        timestamp: number(names::TIMESTAMP),
-        kind: header(names::ERROR_KIND),
-        error: header(names::ERROR),
-        key: record.key,
-        value: record.value,
+        partition: letter.partition,
+        offset: letter.offset,
+        replayed: marked.remove(&letter.offset),
+        origin: letter.origin,
+        failed_at: letter.failed_at,
+        timestamp: letter.timestamp,
+        kind: letter.kind,
+        error: letter.error,
+        key: letter.key,
+        value: letter.value,
     }
 }

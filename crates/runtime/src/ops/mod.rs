@@ -11,7 +11,8 @@
 //! - [`Replay`]: run a new build into a version of its own.
 //! - [`diff()`]: two versions' stores and derived topics compared.
 //! - [`dead_letters()`]: the records processors failed on and sent to
-//!   their dead-letter topics.
+//!   their dead-letter topics; [`replay_dead_letters()`]: those records
+//!   run again through a fixed build, exactly once.
 //! - [`explain()`]: a derived record walked back to its input records
 //!   through its provenance headers.
 //! - [`promote()`]: make a version live.
@@ -25,6 +26,7 @@
 mod checkpoint;
 mod dead_letters;
 pub(crate) mod diff;
+mod dlq_replay;
 pub(crate) mod dump_state;
 mod explain;
 pub(crate) mod open;
@@ -37,9 +39,11 @@ mod running_diff;
 mod serve;
 mod status;
 
+pub use crate::letter::{LetterBound, LetterFilter, Replayed};
 pub use checkpoint::{TaskCheckpoint, checkpoint};
 pub use dead_letters::{DeadLetter, DeadLetters, dead_letters};
 pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff, diff};
+pub use dlq_replay::{LetterReplay, LetterReplaySummary, replay_dead_letters};
 pub use dump_state::{dump_state, dump_state_at};
 pub use explain::{ExplainStep, Explained, STEPS_MAX as EXPLAIN_STEPS_MAX, explain};
 pub use promote::{Promoted, promote};

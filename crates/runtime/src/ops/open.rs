@@ -191,3 +191,16 @@ pub(crate) async fn open(
         }
     }
 }
+
+/// Closes the embedded log `embedded` (none remote): every partition
+/// flushed and the shutdown marked clean. A run that crashed does not
+/// call it: it leaves the log as a killed process would.
+pub(crate) fn close(embedded: Option<Arc<LogManager>>) -> Result<(), RuntimeError> {
+    if let Some(manager) = embedded {
+        match Arc::try_unwrap(manager) {
+            Ok(manager) => manager.close()?,
+            Err(_) => tracing::warn!("the log is still in use; not closed cleanly"),
+        }
+    }
+    Ok(())
+}

@@ -134,6 +134,12 @@ impl Failures {
         self.policy != OnError::Fail
     }
 
+    /// The output the dead letters go to, if any (an index into the
+    /// setup's).
+    pub fn dead_letter_output(&self) -> Option<usize> {
+        self.dead_letters
+    }
+
     /// Why record `offset` of input `input` failed in this run, if it did.
     #[inline]
     pub fn noted(&self, input: usize, offset: i64) -> Option<&Failure> {
@@ -198,7 +204,10 @@ impl Task {
             self.inputs[failed.input].log_topic, self.setup.partition, failed.offset
         );
         let (kind, error_text) = (failed.failure.kind, failed.failure.error.clone());
-        self.failures.note(failed, self.setup.emits, at.clone())?;
+        // Not limited in a rebuild (the live task diverted those records
+        // already) nor in a replay of dead letters (each failed before).
+        let limited = self.setup.emits && self.setup.letters.is_none();
+        self.failures.note(failed, limited, at.clone())?;
         let action = self.failures.policy.action();
         self.metrics.failed(kind, action);
         let done = match self.failures.dead_letters {

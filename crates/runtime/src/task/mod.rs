@@ -37,6 +37,7 @@ mod commit;
 mod dead_letters;
 pub(crate) mod handover;
 mod input;
+pub(crate) mod letters;
 mod merge;
 mod patience;
 mod pending;
@@ -151,6 +152,9 @@ pub(crate) struct TaskSetup {
     pub board: TaskBoard,
     /// Where the task reads processing time.
     pub clock: Clock,
+    /// A `dlq replay`: the task replays its processor's dead letters
+    /// instead of reading its inputs (see `letters`).
+    pub letters: Option<Arc<letters::LetterJob>>,
     /// Ends the task as a SIGKILL would once the run has processed this
     /// many records (see [`RunOptions::crash_after`]).
     ///
@@ -234,21 +238,26 @@ pub(crate) async fn run(mut setup: TaskSetup) -> Result<(), RuntimeError> {
     tracing::debug!(task = %name, "started");
     task.lifecycle("init").await?;
     task.pending.moved = true;
-    loop {
-        match task.pump().await {
-            Ok(Pumped::Stopped) => break,
-            Ok(Pumped::Swap) => {
-                task = task.take_rebuilt()?;
-                // The task goes on as after a restart: a fresh processor
-                // (none of its fields hold what it had from the old
-                // state), `init` first.
-                task.lifecycle("init").await?;
-                task.pending.moved = true;
+    // A replay of dead letters takes its letters; a live task (or a
+    // rebuild's) reads its inputs until stopped.
+    match task.setup.letters.clone() {
+        Some(job) => task.replay_letters(&job).await?,
+        None => loop {
+            match task.pump().await {
+                Ok(Pumped::Stopped) => break,
+                Ok(Pumped::Swap) => {
+                    task = task.take_rebuilt()?;
+                    // The task goes on as after a restart: a fresh processor
+                    // (none of its fields hold what it had from the old
+                    // state), `init` first.
+                    task.lifecycle("init").await?;
+                    task.pending.moved = true;
+                }
+                // A record the processor failed on, under a policy that
+                // diverts it: the run again without it (see `dead_letters`).
+                Err(error) => task.divert_failure(error).await?,
             }
-            // A record the processor failed on, under a policy that
-            // diverts it: the run again without it (see `dead_letters`).
-            Err(error) => task.divert_failure(error).await?,
-        }
+        },
     }
     // Told to stop because another task crashed the run: no last commit.
     if task.crashed() {

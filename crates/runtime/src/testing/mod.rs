@@ -58,10 +58,15 @@
 //! - An app with schema-registry codecs (`Codec::avro`, …) gets a registry
 //!   held in the process (`strata_schema::registry::MemoryRegistry`), unless
 //!   the test installed one with `strata_schema::install`.
+//! - [`TestDriver::dead_letters`] reads the dead-letter topics; after
+//!   [`TestDriver::deploy`] puts a fixed build in place,
+//!   [`TestDriver::replay_dead_letters`] runs `dlq replay` (and
+//!   [`TestDriver::crash_replay_after`] crashes it).
 //! - [`TestDriver::assert_replay_matches`] replays the app from the start
 //!   of its inputs into a version of its own and compares its stores and
 //!   derived topics with the live ones (see `replay_check`).
 
+mod dead_letters;
 mod error;
 mod output;
 mod pipe;

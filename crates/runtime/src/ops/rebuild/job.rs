@@ -160,6 +160,7 @@ pub(super) async fn run_to(
         progress: Arc::clone(&shared.progress),
         board: shared.board.clone(),
         clock: Clock::System,
+        letters: None,
         crash_after: None,
     };
     let panicked = |reason: String| RuntimeError::TaskPanicked {

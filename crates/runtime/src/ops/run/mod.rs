@@ -31,7 +31,7 @@ use crate::task::threads::TaskThreads;
 use crate::task::{StartAt, TaskProgress};
 use crate::topology::App;
 
-use super::open::{ensure_changelogs, open, resolve};
+use super::open::{close, ensure_changelogs, open, resolve};
 use super::query::http::QueryEndpoint;
 use super::serve::serve;
 
@@ -41,6 +41,7 @@ mod outage;
 mod runner;
 
 use instance::Instance;
+pub(crate) use runner::LiveTasks;
 use runner::{Runner, set_targets};
 
 /// How `run` runs an app.
@@ -152,12 +153,8 @@ pub async fn run_until(
     // A crashed run leaves the log as a killed process would: not closed,
     // so the next open recovers it.
     let crashed = matches!(result, Err(RuntimeError::Crashed));
-    // Closing flushes every partition and marks the shutdown clean.
-    if let Some(manager) = embedded.filter(|_| !crashed) {
-        match Arc::try_unwrap(manager) {
-            Ok(manager) => manager.close()?,
-            Err(_) => tracing::warn!("the log is still in use; not closed cleanly"),
-        }
+    if !crashed {
+        close(embedded)?;
     }
     let (tasks, records, store_writes) = result?;
     Ok(RunSummary {

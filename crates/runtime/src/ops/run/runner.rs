@@ -18,7 +18,7 @@ use crate::task::standby::{self, StandbySetup};
 use crate::task::threads::{Ended, TaskThreads};
 use crate::task::transaction::TxnNames;
 use crate::task::{self, Checkpoints, StartAt, Targets, TaskProgress, TaskSetup};
-use crate::topology::App;
+use crate::topology::{App, ProcessorSpec};
 
 use super::super::open::outputs;
 use super::RunOptions;
@@ -81,6 +81,72 @@ pub(super) struct Runner<'a> {
     pub(super) current: Option<Assigned>,
 }
 
+/// What the live run's tasks share, and how one is set up (also for a
+/// replay of dead letters, which runs live tasks on their letters).
+pub(crate) struct LiveTasks<'a> {
+    pub app: &'a App,
+    pub log: &'a LogAccess,
+    pub location: &'a Location,
+    pub options: &'a RunOptions,
+    pub partitions: &'a BTreeMap<String, i32>,
+    /// Whether stores write changelogs.
+    pub changelogs: bool,
+    pub progress: &'a Arc<TaskProgress>,
+    pub board: &'a TaskBoard,
+}
+
+impl LiveTasks<'_> {
+    /// The setup of the live task of `spec` on `partition`.
+    pub fn setup(
+        &self,
+        spec: &ProcessorSpec,
+        partition: i32,
+        stop: Arc<AtomicBool>,
+        targets: watch::Receiver<Option<Targets>>,
+    ) -> TaskSetup {
+        let app = self.app;
+        let state_dir = self.location.state_dir();
+        let remote = matches!(self.log, LogAccess::Remote(_));
+        let start = (spec.inputs.iter())
+            .map(|t| match app.is_derived(t) {
+                true => StartAt::Earliest,
+                false => self.options.start,
+            })
+            .collect();
+        TaskSetup {
+            app: app.name.clone(),
+            version: app.version_name().to_string(),
+            spec: spec.clone(),
+            partition,
+            dir: layout::task_dir(state_dir, &spec.name, partition),
+            checkpoints: Some(Checkpoints {
+                dir: layout::checkpoint_dir(state_dir, &spec.name, partition),
+                request: layout::checkpoint_request(state_dir),
+            }),
+            log_topics: spec.inputs.iter().map(|t| app.log_topic(t)).collect(),
+            start,
+            emits: true,
+            rebuild: Some(layout::rebuild_dir(state_dir, &spec.name, partition)),
+            outputs: outputs(app, spec, self.partitions),
+            changelogs: (spec.stores.iter())
+                .map(|s| self.changelogs.then(|| app.changelog_topic(&s.name)))
+                .collect(),
+            txn: remote.then(|| TxnNames::of(&app.versioned_name(), &spec.name, partition)),
+            positions: remote.then(|| app.positions_topic(&spec.name)),
+            config: app.config,
+            log: self.log.clone(),
+            stop,
+            targets,
+            until_end: self.options.until_end,
+            progress: Arc::clone(self.progress),
+            board: self.board.clone(),
+            clock: self.options.clock.clone(),
+            letters: None,
+            crash_after: self.options.crash_after,
+        }
+    }
+}
+
 impl Runner<'_> {
     /// Every task of the app.
     pub(super) fn all_tasks(&self) -> Vec<TaskId> {
@@ -100,51 +166,21 @@ impl Runner<'_> {
             .find(|(_, s)| s.name == id.processor)
             .expect("tasks are the app's");
         let partition = id.partition;
-        let state_dir = self.location.state_dir();
-        let remote = matches!(self.log, LogAccess::Remote(_));
         // Run here, the state is no copy: the task runs where it is.
         self.board.forget_copy(&id.to_string());
         let (targets, targets_rx) = watch::channel(None);
         let stop = Arc::new(AtomicBool::new(false));
-        let start = (spec.inputs.iter())
-            .map(|t| {
-                if app.is_derived(t) {
-                    StartAt::Earliest
-                } else {
-                    self.options.start
-                }
-            })
-            .collect();
-        let setup = TaskSetup {
-            app: app.name.clone(),
-            version: app.version_name().to_string(),
-            spec: spec.clone(),
-            partition,
-            dir: layout::task_dir(state_dir, &spec.name, partition),
-            checkpoints: Some(Checkpoints {
-                dir: layout::checkpoint_dir(state_dir, &spec.name, partition),
-                request: layout::checkpoint_request(state_dir),
-            }),
-            log_topics: spec.inputs.iter().map(|t| app.log_topic(t)).collect(),
-            start,
-            emits: true,
-            rebuild: Some(layout::rebuild_dir(state_dir, &spec.name, partition)),
-            outputs: outputs(app, spec, &self.partitions),
-            changelogs: (spec.stores.iter())
-                .map(|s| self.changelogs.then(|| app.changelog_topic(&s.name)))
-                .collect(),
-            txn: remote.then(|| TxnNames::of(&app.versioned_name(), &spec.name, partition)),
-            positions: remote.then(|| app.positions_topic(&spec.name)),
-            config: app.config,
-            log: self.log.clone(),
-            stop: Arc::clone(&stop),
-            targets: targets_rx,
-            until_end: self.options.until_end,
-            progress: Arc::clone(&self.progress),
-            board: self.board.clone(),
-            clock: self.options.clock.clone(),
-            crash_after: self.options.crash_after,
+        let live = LiveTasks {
+            app,
+            log: self.log,
+            location: self.location,
+            options: self.options,
+            partitions: &self.partitions,
+            changelogs: self.changelogs,
+            progress: &self.progress,
+            board: &self.board,
         };
+        let setup = live.setup(spec, partition, Arc::clone(&stop), targets_rx);
         let ended = self.threads.spawn(move || task::run(setup));
         let task = id.clone();
         self.running.spawn(async move {

@@ -1,0 +1,233 @@
+//! A task of `dlq replay`: its processor's dead letters whose records were
+//! at the task's partition, each run again through the processor as it is
+//! now, at the record's own place (topic, offset, timestamp, headers), and
+//! marked replayed in the same commit as what the processor did for it.
+//!
+//! The protocol, for the task of partition P of a processor whose letters
+//! go to partition P mod N of its dead-letter topic:
+//!
+//! 1. The task starts as a live one does: its state opened (remote,
+//!    resumed against the cluster's last commit, its changelogs restored
+//!    if need be) and what its outbox still held shipped. Every mark a
+//!    commit made is in the log from here on.
+//! 2. It reads partition P mod N of the dead-letter topic and of the marks
+//!    topic (`letter` has both formats). The letters to replay: the
+//!    processor's, whose record was at partition P of one of its inputs,
+//!    that the job's filter admits, with no mark; in letter order.
+//! 3. Each letter's record goes through the processor as `apply` runs a
+//!    fetched one (a one-record batch at the record's offset, so an async
+//!    processor prepares it too); its mark (`processed`) goes to the marks
+//!    topic in the same run.
+//! 4. The run commits as a live one does (every `commit.records`, or the
+//!    commit interval), with the inputs' positions unchanged: store writes,
+//!    emits and marks in one commit.
+//! 5. A letter that fails again under a diverting policy is diverted as a
+//!    live task diverts a record (`dead_letters`: the run discarded and
+//!    processed again, the letter diverted: a new dead letter, or nothing),
+//!    with the mark `failed`; under `OnError::Fail` the job stops there.
+//!
+//! Crash windows: killed before a commit lands, neither its effects nor its
+//! marks are there, and the next job replays those letters; embedded, a
+//! commit that landed but was not shipped is shipped by the next job's
+//! step 1, before it reads the marks; remote, the next job's transaction
+//! ends the unfinished one first (committed with all its marks, or aborted
+//! with all its effects).
+//!
+//! Timers are not fired here: the live run fires what the letters set.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use strata_record::{BatchBuilder, Compression, Header, NewRecord, RecordBatch};
+
+use crate::context::Position;
+use crate::error::{RuntimeError, Unreadable};
+use crate::letter::{self, FAILED, Letter, LetterFilter, MARK_ERROR, MARK_JOB, PROCESSED};
+use crate::topic_read::fetch_partition;
+
+use super::{DECOMPRESSED_BYTES_MAX, Task};
+
+/// A `dlq replay`'s part in a task.
+#[derive(Debug, Clone)]
+pub(crate) struct LetterJob {
+    pub filter: LetterFilter,
+    /// The marks topic, as the log names it.
+    pub marks: String,
+    /// The job's name, in each mark it leaves.
+    pub job: String,
+}
+
+/// A letter to replay: its record, at input `input`.
+struct ToReplay {
+    input: usize,
+    letter: Letter,
+}
+
+impl Task {
+    /// Replays the task's letters (steps 2 to 5), until done or told to
+    /// stop.
+    pub(super) async fn replay_letters(&mut self, job: &LetterJob) -> Result<(), RuntimeError> {
+        let letters = self.letters_to_replay(job).await?;
+        tracing::info!(task = %self.setup.name(), "{} dead letters to replay", letters.len());
+        let progress = &self.setup.progress;
+        progress
+            .total
+            .fetch_add(letters.len() as u64, Ordering::Relaxed);
+        self.counted = true;
+        // The first letter of the run in progress: where a failure
+        // rewinds to.
+        let (mut next, mut run_first) = (0, 0);
+        while next < letters.len() {
+            if self.crashed() {
+                return Err(RuntimeError::Crashed);
+            }
+            if self.setup.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let replay = &letters[next];
+            match self.replay_letter(job, replay).await {
+                Ok(()) => next += 1,
+                Err(error) => {
+                    self.divert_failure(error).await?;
+                    next = run_first;
+                    continue;
+                }
+            }
+            self.count_progress(1);
+            if self.commit_full() || self.pending.due(&self.setup.config) {
+                if self.crashed() {
+                    return Err(RuntimeError::Crashed);
+                }
+                self.commit().await?;
+                run_first = next;
+            }
+            if self.state.commit_landed() {
+                self.settle().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 2: the letters of this task to replay, in letter order.
+    async fn letters_to_replay(&self, job: &LetterJob) -> Result<Vec<ToReplay>, RuntimeError> {
+        let output = self.failures.dead_letter_output().ok_or_else(|| {
+            RuntimeError::Config(format!(
+                "processor {:?} sends no failing records to a dead-letter topic: nothing to replay",
+                self.setup.spec.name
+            ))
+        })?;
+        let dead_letters = &self.setup.outputs[output];
+        let partition = self.setup.partition.rem_euclid(dead_letters.partitions);
+        let log = &self.setup.log;
+        let marks = letter::marks(fetch_partition(log, &job.marks, partition).await?);
+        let records = fetch_partition(log, &dead_letters.log_topic, partition).await?;
+        let mut letters = Vec::new();
+        for record in records {
+            let letter = Letter::read(record);
+            let input = (self.inputs.iter()).position(|i| i.log_topic == letter.origin.0);
+            let Some(input) = input else { continue };
+            if letter.origin.1 != self.setup.partition
+                || letter.processor != self.setup.spec.name
+                || letter.headers.is_none()
+                || marks.contains_key(&letter.offset)
+                || !job.filter.admits(&letter)
+            {
+                continue;
+            }
+            letters.push(ToReplay { input, letter });
+        }
+        Ok(letters)
+    }
+
+    /// Step 3 for one letter: its record through the processor (or
+    /// diverted, when it failed in this run before) and its mark.
+    async fn replay_letter(
+        &mut self,
+        job: &LetterJob,
+        replay: &ToReplay,
+    ) -> Result<(), RuntimeError> {
+        let (at, letter) = (replay.input, &replay.letter);
+        let batch = one_record_batch(letter)?;
+        let unreadable = |error: Unreadable| RuntimeError::UnreadableBatch {
+            topic: letter.origin.0.clone(),
+            partition: letter.origin.1,
+            offset: letter.origin.2,
+            error,
+        };
+        let batch =
+            RecordBatch::parse_and_verify(&batch).map_err(|e| unreadable(Unreadable::batch(e)))?;
+        let records = (batch.records(DECOMPRESSED_BYTES_MAX))
+            .map_err(|e| unreadable(Unreadable::batch(e)))?;
+        let records = (records.iter())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| unreadable(Unreadable::record(e)))?;
+        let topic = Arc::clone(&self.inputs[at].topic);
+        let mut position = Position::before_records(&topic, self.setup.partition, 0);
+        let offsets = letter.origin.2..letter.origin.2 + 1;
+        if self.failures.noted(at, letter.origin.2).is_none()
+            && let Some(prepare) = self.processor.prepare(&records, &position, offsets)
+        {
+            prepare.await;
+        }
+        let failed = self.failures.noted(at, letter.origin.2).cloned();
+        self.apply(at, &records[0], &mut position)?;
+        let (outcome, error) = match &failed {
+            None => (PROCESSED, None),
+            Some(failure) => (FAILED, Some(failure.error.as_str())),
+        };
+        self.mark(job, letter, outcome, error)
+    }
+
+    /// The mark of `letter`, in the run.
+    fn mark(
+        &mut self,
+        job: &LetterJob,
+        letter: &Letter,
+        outcome: &str,
+        error: Option<&str>,
+    ) -> Result<(), RuntimeError> {
+        let key = letter.offset.to_string();
+        let mut headers = vec![Header {
+            key: MARK_JOB.as_bytes(),
+            value: Some(job.job.as_bytes()),
+        }];
+        if let Some(error) = error {
+            headers.push(Header {
+                key: MARK_ERROR.as_bytes(),
+                value: Some(error.as_bytes()),
+            });
+        }
+        let mark = NewRecord {
+            key: Some(key.as_bytes()),
+            value: Some(outcome.as_bytes()),
+            timestamp: self.setup.clock.now_ms(),
+            headers: &headers,
+        };
+        self.state.emit(&job.marks, letter.partition, mark)?;
+        self.pending.moved = true;
+        Ok(())
+    }
+}
+
+/// `letter`'s record as a batch of one at its offset: key, value,
+/// timestamp and its own headers as they were.
+fn one_record_batch(letter: &Letter) -> Result<Vec<u8>, RuntimeError> {
+    let own = letter.headers.as_deref().unwrap_or_default();
+    let headers = Header::from_pairs(own);
+    let record = NewRecord {
+        key: letter.key.as_deref(),
+        value: letter.value.as_deref(),
+        timestamp: letter.timestamp,
+        headers: &headers,
+    };
+    let mut builder = BatchBuilder::new(Compression::None);
+    let built = builder.push(record).and_then(|()| builder.build());
+    let mut batch = built.map_err(|error| RuntimeError::UnreadableBatch {
+        topic: letter.origin.0.clone(),
+        partition: letter.origin.1,
+        offset: letter.origin.2,
+        error: Unreadable::batch(error),
+    })?;
+    strata_record::set_base_offset(&mut batch, letter.origin.2);
+    Ok(batch)
+}
