@@ -47,6 +47,7 @@
 
 mod args;
 mod print;
+mod print_letters;
 mod registry_args;
 mod security_args;
 
@@ -415,14 +416,14 @@ async fn dispatch(
             };
             let (app, location) = app.as_version(location, &version(name)?);
             match command {
-                DlqCommand::List { .. } => {
-                    print::dead_letter_counts(&ops::dead_letters(&app, &location, None).await?)?
-                }
+                DlqCommand::List { .. } => print_letters::dead_letter_counts(
+                    &ops::dead_letters(&app, &location, None).await?,
+                )?,
                 DlqCommand::Show {
                     processor, limit, ..
                 } => {
                     let all = ops::dead_letters(&app, &location, processor.as_deref()).await?;
-                    print::dead_letters(&all, *limit)?
+                    print_letters::dead_letters(&all, *limit)?
                 }
                 DlqCommand::Replay {
                     processor,
@@ -444,7 +445,7 @@ async fn dispatch(
                         ..ops::LetterReplay::default()
                     };
                     let summary = ops::replay_dead_letters(&app, &location, &replay).await?;
-                    print::letters_replayed(&summary)
+                    print_letters::letters_replayed(&summary)
                 }
             }
             Ok(Outcome::Done)

@@ -91,10 +91,16 @@ pub async fn dead_letters(
         let marks_topic = app.log_topic(&marks_topic(&topic));
         let topic = app.log_topic(&topic);
         let mut letters = Vec::new();
+        // No marks topic before the first replay.
+        let marked_partitions = partition_count(location, access.as_ref(), &marks_topic).await?;
         for partition in 0..partition_count(location, access.as_ref(), &topic).await? {
             let records = read_partition_at(location, access.as_ref(), &topic, partition).await?;
-            let mut marked =
-                marks(read_partition_at(location, access.as_ref(), &marks_topic, partition).await?);
+            let mut marked = match partition < marked_partitions {
+                true => marks(
+                    read_partition_at(location, access.as_ref(), &marks_topic, partition).await?,
+                ),
+                false => BTreeMap::new(),
+            };
             let letters_of = records.into_iter().map(Letter::read);
             // A topic named by `.to_topic` may be shared: each its own.
             let mine = letters_of.filter(|l| l.processor == spec.name || l.processor.is_empty());
