@@ -426,7 +426,7 @@ fn remote_dead_letters_are_written_once_through_kills() {
         .unwrap_or_else(|| panic!("no row for total in:\n{list}"))
         .split_whitespace()
         .collect();
-    // PROCESSOR TOPIC LETTERS DECODE PROCESS NEWEST ERROR…
+    // PROCESSOR TOPIC LETTERS DECODE PROCESS WAITING NEWEST ERROR…
     assert_eq!(row[1], "orders-total-dlq", "{list}");
     assert_eq!(
         row[2],
