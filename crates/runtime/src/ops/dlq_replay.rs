@@ -156,10 +156,12 @@ async fn replay_on(
     let compacted = [("cleanup.policy".to_string(), "compact".to_string())];
     log.ensure_topic_with(&marks, count, &compacted).await?;
     let inputs: Vec<String> = spec.inputs.iter().map(|t| app.log_topic(t)).collect();
+    let task_count = partitions[&spec.inputs[0]];
     let wanted = |letter: &Letter| {
         letter.processor == spec.name
             && letter.headers.is_some()
             && inputs.contains(&letter.origin.0)
+            && (0..task_count).contains(&letter.origin.1)
             && replay.filter.admits(letter)
     };
     // Which tasks have letters to replay (a letter a crashed job's unshipped
