@@ -256,8 +256,8 @@ const LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Remote, through Kafka transactions: the dead_letters example against
 /// `strata serve`; the fixed build's `dlq replay`, from another state
-/// directory, is refused while an instance runs, then SIGKILLed at several
-/// moments, then run to the end. Every order is totalled once, no letter
+/// directory, is refused while an instance runs, then SIGKILLed until a
+/// kill lands while it runs, then run to the end. Every order is totalled once, no letter
 /// is left waiting, and the app run again where it ran holds the totals.
 #[test]
 fn remote_dlq_replay_after_a_fix_totals_each_failed_order_once_through_kills() {
@@ -283,7 +283,17 @@ fn remote_dlq_replay_after_a_fix_totals_each_failed_order_once_through_kills() {
     orders_app(&[&location[..], &["run", "--until-end"]].concat()).unwrap();
     let failing = orders.iter().filter(|o| o.2).count();
 
-    // Refused while an instance of the app runs.
+    // Refused while an instance of the app runs (once it is in the
+    // group: a replay before that would run beside it).
+    let members = || -> usize {
+        let described = std::process::Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["groups", "describe", "orders", "--format", "json"])
+            .args(["--bootstrap", &addr])
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&described.stdout).unwrap_or_default();
+        json["members"].as_array().map_or(0, Vec::len)
+    };
     let mut live = std::process::Command::new(support::example::example("dead_letters"))
         .env("STRATA_SESSION_TIMEOUT_MS", "1500")
         .args(location)
@@ -292,6 +302,7 @@ fn remote_dlq_replay_after_a_fix_totals_each_failed_order_once_through_kills() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
+    support::wait::wait_until("the live instance in the group", LIMIT, || members() == 1);
     // The replay runs on another machine: a state directory of its own,
     // each task's state restored from its changelog.
     let elsewhere = dir.path().join("elsewhere");
@@ -302,40 +313,44 @@ fn remote_dlq_replay_after_a_fix_totals_each_failed_order_once_through_kills() {
         elsewhere.to_str().unwrap(),
     ];
     let replay = [&other[..], &["--fixed", "dlq", "replay", "total"]].concat();
-    let mut refused = String::new();
-    support::wait::wait_until("a replay refused while the app runs", LIMIT, || {
-        refused = orders_app(&replay).err().unwrap_or_default();
-        refused.contains("member(s) running")
-    });
+    let refused = orders_app(&replay).unwrap_err();
+    assert!(refused.contains("has 1 member(s) running"), "{refused}");
     assert!(refused.contains("stop every instance"), "{refused}");
     live.kill().unwrap();
     live.wait().unwrap();
+    // The killed instance's member leaves after its session.
+    support::wait::wait_until("the group empty", LIMIT, || members() == 0);
 
-    // SIGKILLed at several moments (a commit every 3 letters), then to
-    // the end.
-    let mut rng = support::Rng(support::rng::seed());
-    let killed = [&replay[..], &["--commit-records", "3"]].concat();
-    for _ in 0..4 {
+    // SIGKILLed at moments further and further in (a commit per letter),
+    // until a kill has landed after some letters were replayed; then run
+    // to the end.
+    let waiting = || -> usize {
+        let list = orders_app(&[&other[..], &["dlq", "list"]].concat()).unwrap();
+        let row = (list.lines()).find(|l| l.starts_with("total"));
+        let row = row.unwrap_or_else(|| panic!("no row for total in:\n{list}"));
+        // PROCESSOR TOPIC LETTERS DECODE PROCESS WAITING NEWEST ERROR…
+        row.split_whitespace().nth(5).unwrap().parse().unwrap()
+    };
+    let killed = [&replay[..], &["--commit-records", "1"]].concat();
+    let mut mid_replay = 0;
+    for attempt in 0..20u64 {
         let mut job = std::process::Command::new(support::example::example("dead_letters"))
-            .env("STRATA_SESSION_TIMEOUT_MS", "1500")
             .args(&killed)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(100 + rng.below(900)));
+        std::thread::sleep(std::time::Duration::from_millis(50 + 60 * attempt));
         job.kill().unwrap();
         job.wait().unwrap();
+        let left = waiting();
+        mid_replay += usize::from(0 < left && left < failing);
+        if left < failing {
+            break;
+        }
     }
-    // The killed instance's member leaves after its session.
-    let mut done = Err(String::new());
-    support::wait::wait_until("a replay once the group is empty", LIMIT, || {
-        done = orders_app(&replay);
-        !done
-            .as_ref()
-            .is_err_and(|e| e.contains("member(s) running"))
-    });
-    let done = done.unwrap();
+    assert_eq!(mid_replay, 1, "a kill landed while the replay ran");
+    let done = orders_app(&replay).unwrap();
     assert!(done.contains("0 failed again"), "{done}");
 
     let list = orders_app(&[&other[..], &["dlq", "list"]].concat()).unwrap();
@@ -344,7 +359,6 @@ fn remote_dlq_replay_after_a_fix_totals_each_failed_order_once_through_kills() {
         .unwrap_or_else(|| panic!("no row for total in:\n{list}"))
         .split_whitespace()
         .collect();
-    // PROCESSOR TOPIC LETTERS DECODE PROCESS WAITING NEWEST ERROR…
     assert_eq!(row[2], failing.to_string(), "{list}");
     assert_eq!(row[5], "0", "no letter waits:\n{list}");
     let again = orders_app(&replay).unwrap();
@@ -374,4 +388,30 @@ fn remote_dlq_replay_after_a_fix_totals_each_failed_order_once_through_kills() {
         "the live state holds the replay's"
     );
     drop(broker);
+}
+
+#[test]
+fn a_marks_topic_of_another_partition_count_is_refused() {
+    let mut driver = TestDriver::new(app(buggy)).unwrap();
+    driver.partitions(ORDERS, 2).unwrap();
+    driver.pipe(ORDERS_TEXT, "k", "{\"cents\":5000}").unwrap();
+    driver.process().unwrap();
+    let log = strata::log::LogManager::open(driver.data_dir(), Default::default()).unwrap();
+    let configs = Default::default();
+    log.create_topic("shop-total-dlq-replayed", 1, configs)
+        .unwrap();
+    log.close().unwrap();
+    driver.deploy(app(fixed)).unwrap();
+    let error = (driver.replay_dead_letters("total", LetterFilter::default()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("has 1 partitions, but the dead-letter topic"),
+        "{error}"
+    );
+    assert_eq!(
+        driver.store(TOTALS).unwrap().get("k"),
+        None,
+        "nothing replayed"
+    );
 }

@@ -187,6 +187,17 @@ pub enum RuntimeError {
         start: i64,
         position: i64,
     },
+    /// Records a command must read whole are held back by a transaction
+    /// still open.
+    #[error(
+        "{topic}/{partition}: offsets {at} to {end} are in a transaction still open (most likely a killed task's; the cluster ends it within its timeout, 60 s for the runtime's): run the command again then"
+    )]
+    Unsettled {
+        topic: String,
+        partition: i32,
+        at: i64,
+        end: i64,
+    },
     /// A remote task kept failing for want of the cluster longer than it
     /// may wait.
     #[error(

@@ -11,18 +11,21 @@
 //!
 //! Marks go to `<dead-letter topic>-replayed` (compacted, as many
 //! partitions as the dead-letter topic), the mark of letter O of partition
-//! P to partition P, keyed by O as text:
+//! P, which failed at time T, to partition P, keyed `O@T`: a mark left
+//! for a letter of a topic since deleted and made again is no mark of the
+//! new letter at the same offset.
 //!
 //! | field | value |
 //! |---|---|
-//! | key | the letter's offset, as text |
+//! | key | `O@T`: the letter's offset and the time it failed (ms), as text |
 //! | value | `processed`, or `failed` (it failed again and went where the processor's policy sends failures) |
 //! | `strata.dlq.replayed.job` | the replay that took it (its start, ms since the epoch, and its process id) |
 //! | `strata.dlq.replayed.error` | when it failed again: the error's text |
 //!
 //! A mark is committed with what the processor did for its letter (see
 //! `task::letters`), so a letter with a mark was replayed exactly once and
-//! one without was not replayed at all.
+//! one without was not replayed at all: a letter has one mark (were there
+//! two, the first read would be taken).
 
 use std::collections::BTreeMap;
 
@@ -79,9 +82,9 @@ pub(crate) struct Letter {
 
 impl Letter {
     /// `record` of a dead-letter topic as a letter. Its fields are read
-    /// from the last header of each name (a letter that failed again when
-    /// replayed carries the newest reason last); a missing or unreadable
-    /// number reads as -1.
+    /// from the last header of each name (its record may carry
+    /// `strata.dlq.*` headers of its own, ahead of the letter's); a
+    /// missing or unreadable number reads as -1.
     pub fn read(record: ReadRecord) -> Self {
         let header = |name: &str| last_header_text(&record.headers, name).unwrap_or_default();
         let number = |name: &str| header(name).parse::<i64>().unwrap_or(-1);
@@ -109,6 +112,24 @@ impl Letter {
             headers: headers.map(|own| record.headers[..own].to_vec()),
         }
     }
+
+    /// What its mark is keyed by: (its offset, when it failed).
+    pub fn mark_key(&self) -> (i64, i64) {
+        (self.offset, self.failed_at)
+    }
+
+    /// Whether it is `processor`'s letter, as the dlq commands count them
+    /// (one without a processor's name counts for every processor that
+    /// sends letters to its topic; it is never replayed).
+    pub fn counts_for(&self, processor: &str) -> bool {
+        self.processor == processor || self.processor.is_empty()
+    }
+}
+
+/// The key of the mark of the letter at `offset` that failed at
+/// `failed_at`.
+pub(crate) fn mark_key_text((offset, failed_at): (i64, i64)) -> String {
+    format!("{offset}@{failed_at}")
 }
 
 /// What a replay did with one letter, as its mark says.
@@ -124,14 +145,16 @@ pub struct Replayed {
     pub at: i64,
 }
 
-/// The marks of one partition of a marks topic, by the offset of the
-/// letter each marks (a record that is no mark is passed over).
-pub(crate) fn marks(records: Vec<ReadRecord>) -> BTreeMap<i64, Replayed> {
+/// The marks of one partition of a marks topic, by the key of the letter
+/// each marks ([`Letter::mark_key`]; a record that is no mark is passed
+/// over).
+pub(crate) fn marks(records: Vec<ReadRecord>) -> BTreeMap<(i64, i64), Replayed> {
     let mut marks = BTreeMap::new();
     for record in records {
         let offset = (record.key.as_deref())
             .and_then(|key| std::str::from_utf8(key).ok())
-            .and_then(|key| key.parse::<i64>().ok());
+            .and_then(|key| key.split_once('@'))
+            .and_then(|(o, t)| Some((o.parse::<i64>().ok()?, t.parse::<i64>().ok()?)));
         let outcome = (record.value.as_deref()).map(|v| String::from_utf8_lossy(v).into_owned());
         let (Some(offset), Some(outcome)) = (offset, outcome) else {
             continue;
@@ -262,17 +285,22 @@ mod tests {
             ..record(Vec::new())
         };
         let found = marks(vec![
-            mark(b"3", PROCESSED, 1),
-            mark(b"3", FAILED, 2),
-            mark(b"x", PROCESSED, 3),
+            mark(b"3@10", PROCESSED, 1),
+            mark(b"3@10", FAILED, 2),
+            mark(b"3@11", FAILED, 3),
+            mark(b"3", PROCESSED, 4),
+            mark(b"x@1", PROCESSED, 5),
             ReadRecord {
                 value: None,
-                ..mark(b"4", PROCESSED, 4)
+                ..mark(b"4@10", PROCESSED, 6)
             },
         ]);
-        assert_eq!(found.len(), 1);
-        assert_eq!((found[&3].outcome.as_str(), found[&3].at), (PROCESSED, 1));
-        assert_eq!(found[&3].job, "j");
+        assert_eq!(found.len(), 2);
+        let first = &found[&(3, 10)];
+        assert_eq!((first.outcome.as_str(), first.at), (PROCESSED, 1));
+        assert_eq!(first.job, "j");
+        assert_eq!(found[&(3, 11)].outcome, FAILED, "another letter at 3");
+        assert_eq!(mark_key_text((3, 10)), "3@10");
     }
 
     #[test]

@@ -63,7 +63,8 @@ pub(crate) async fn read_partition_at(
 
 /// Every record of one partition of `topic` as `access` fetches it, in
 /// offset order: read_committed (an aborted transaction's records left
-/// out), up to the end it had when asked.
+/// out), up to the end it had when asked, or short of it where a
+/// transaction still open holds the rest back (the last stable offset).
 pub(crate) async fn fetch_partition(
     access: &LogAccess,
     topic: &str,
@@ -71,7 +72,55 @@ pub(crate) async fn fetch_partition(
 ) -> Result<Vec<ReadRecord>, RuntimeError> {
     let mut records = Vec::new();
     let end = access.end_offset(topic, partition).await?;
+    let start = access.start_offset(topic, partition).await?;
+    fetch_range(access, (topic, partition), start..end, &mut records).await?;
+    Ok(records)
+}
+
+/// [`fetch_partition`] read whole: up to the end it had when asked, a
+/// transaction still open waited for (every `SETTLE_POLL`) for at most
+/// `wait`, after which it is an error. What decides from the records which
+/// were seen (a replay's marks) must see them all.
+pub(crate) async fn fetch_partition_settled(
+    access: &LogAccess,
+    topic: &str,
+    partition: i32,
+    wait: std::time::Duration,
+) -> Result<Vec<ReadRecord>, RuntimeError> {
+    let mut records = Vec::new();
+    let end = access.end_offset(topic, partition).await?;
     let mut next = access.start_offset(topic, partition).await?;
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        next = fetch_range(access, (topic, partition), next..end, &mut records).await?;
+        if next >= end {
+            return Ok(records);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(RuntimeError::Unsettled {
+                topic: topic.to_string(),
+                partition,
+                at: next,
+                end,
+            });
+        }
+        tokio::time::sleep(SETTLE_POLL).await;
+    }
+}
+
+/// How often [`fetch_partition_settled`] asks again past an open
+/// transaction.
+const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The records of `range` into `records`, as far as read_committed
+/// fetches go; where they stopped.
+async fn fetch_range(
+    access: &LogAccess,
+    (topic, partition): (&str, i32),
+    range: std::ops::Range<i64>,
+    records: &mut Vec<ReadRecord>,
+) -> Result<i64, RuntimeError> {
+    let (mut next, end) = (range.start, range.end);
     while next < end {
         let fetched = access.fetch(topic, partition, next, 4 << 20).await?;
         // Remote, derived topics are written in transactions: an
@@ -83,7 +132,7 @@ pub(crate) async fn fetch_partition(
             rest = &rest[batch.size_bytes()..];
             if batch.header().next_offset() > next {
                 if visible.visible(&batch) {
-                    take(&batch, topic, partition, &mut records)?;
+                    take(&batch, topic, partition, records)?;
                 }
                 next = batch.header().next_offset();
             }
@@ -93,7 +142,7 @@ pub(crate) async fn fetch_partition(
         }
     }
     records.retain(|r| r.offset < end);
-    Ok(records)
+    Ok(next.min(end))
 }
 
 /// The record at `offset` of `topic`/`partition`: read from the segment

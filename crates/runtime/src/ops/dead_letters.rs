@@ -103,7 +103,7 @@ pub async fn dead_letters(
             };
             let letters_of = records.into_iter().map(Letter::read);
             // A topic named by `.to_topic` may be shared: each its own.
-            let mine = letters_of.filter(|l| l.processor == spec.name || l.processor.is_empty());
+            let mine = letters_of.filter(|l| l.counts_for(&spec.name));
             letters.extend(mine.map(|l| letter(l, &mut marked)));
         }
         // Oldest failure first, across partitions.
@@ -118,11 +118,11 @@ pub async fn dead_letters(
 }
 
 /// `letter` as `dlq show` shows it, with its mark taken from `marked`.
-fn letter(letter: Letter, marked: &mut BTreeMap<i64, Replayed>) -> DeadLetter {
+fn letter(letter: Letter, marked: &mut BTreeMap<(i64, i64), Replayed>) -> DeadLetter {
     DeadLetter {
         partition: letter.partition,
         offset: letter.offset,
-        replayed: marked.remove(&letter.offset),
+        replayed: marked.remove(&letter.mark_key()),
         origin: letter.origin,
         failed_at: letter.failed_at,
         timestamp: letter.timestamp,

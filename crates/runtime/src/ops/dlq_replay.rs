@@ -13,12 +13,13 @@
 //! are started (remote, each restores its state first if this machine
 //! does not hold its last commit).
 //!
-//! A letter that fails again goes where the processor's policy sends
-//! failures (a new dead letter, or nothing under `skip`), marked `failed`;
-//! under `OnError::Fail` the job stops at it, having replayed the letters
-//! committed before.
+//! A letter that fails again goes to the dead-letter topic again (a new
+//! letter: the same record from the same place, the new error), marked
+//! `failed`. Only a processor that sends letters can be replayed: a build
+//! whose policy no longer does is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -39,8 +40,8 @@ use crate::task::{self, TaskProgress};
 use crate::topic_read::fetch_partition;
 use crate::topology::{App, ProcessorSpec};
 
-use super::open::{close, ensure_changelogs, open, resolve};
-use super::run::{LiveTasks, RunOptions};
+use super::open::{check_compacted, close, ensure_changelogs, open, resolve};
+use super::run::{LiveTasks, RunOptions, stop_signal};
 
 /// Which letters a replay takes, and how it runs.
 #[derive(Debug, Clone, Default)]
@@ -68,19 +69,32 @@ pub struct LetterReplaySummary {
     pub tasks: usize,
     /// Letters this job replayed, by outcome (`processed`, `failed`).
     pub outcomes: BTreeMap<String, u64>,
-    /// The processor's letters no replay has taken (left out by the
-    /// filter, or not in the runtime's format).
+    /// The processor's letters with no mark: those the filter left out,
+    /// the new letters of those that failed again, those behind a
+    /// transaction still open (remote), and those no replay takes (not in
+    /// the runtime's format, or from a topic no longer an input).
     pub waiting: u64,
     pub elapsed: Duration,
 }
 
 /// Replays the dead letters of `replay.processor` that `replay.filter`
 /// admits and no replay took before, through `app` (the build as it is
-/// now), exactly once; see the module's doc.
+/// now), exactly once, until done or Ctrl-C or SIGTERM (each task then
+/// commits what it replayed); see the module's doc.
 pub async fn replay_dead_letters(
     app: &App,
     location: &Location,
     replay: &LetterReplay,
+) -> Result<LetterReplaySummary, RuntimeError> {
+    replay_dead_letters_until(app, location, replay, stop_signal()?).await
+}
+
+/// [`replay_dead_letters`], stopped early when `stop` completes.
+pub async fn replay_dead_letters_until(
+    app: &App,
+    location: &Location,
+    replay: &LetterReplay,
+    stop: impl Future<Output = ()>,
 ) -> Result<LetterReplaySummary, RuntimeError> {
     app.check().map_err(RuntimeError::Config)?;
     let started = Instant::now();
@@ -89,7 +103,7 @@ pub async fn replay_dead_letters(
     let _running = lock_running(state_dir)?;
     let _rebuilds = lock_rebuilds(state_dir)?;
     let (log, embedded) = open(location).await?;
-    let result = replay_on(app, location, &log, (spec, &topic), replay).await;
+    let result = replay_on(app, location, &log, (spec, &topic), (replay, stop)).await;
     drop(log);
     if !matches!(result, Err(RuntimeError::Crashed)) {
         close(embedded)?;
@@ -127,15 +141,19 @@ fn letter_sender<'a>(
     }
 }
 
-/// The job on an open log: (tasks run, the job's name, outcomes, letters
-/// waiting).
+/// What the job did: tasks run, its name, letters by outcome, letters
+/// waiting.
+type Done = (usize, String, BTreeMap<String, u64>, u64);
+
+/// The job on an open log, until done or `stop` (then each task commits
+/// what it replayed).
 async fn replay_on(
     app: &App,
     location: &Location,
     log: &LogAccess,
     (spec, topic): (&ProcessorSpec, &str),
-    replay: &LetterReplay,
-) -> Result<(usize, String, BTreeMap<String, u64>, u64), RuntimeError> {
+    (replay, stop): (&LetterReplay, impl Future<Output = ()>),
+) -> Result<Done, RuntimeError> {
     no_live_member(app, log).await?;
     let partitions = resolve(app, log).await?;
     ensure_changelogs(app, log, &partitions).await?;
@@ -148,43 +166,24 @@ async fn replay_on(
             )));
         }
     }
-    let (letters, marks) = (
-        app.log_topic(topic),
-        app.log_topic(&letter::marks_topic(topic)),
-    );
-    let count = partitions[topic];
-    let compacted = [("cleanup.policy".to_string(), "compact".to_string())];
-    log.ensure_topic_with(&marks, count, &compacted).await?;
-    let inputs: Vec<String> = spec.inputs.iter().map(|t| app.log_topic(t)).collect();
-    let task_count = partitions[&spec.inputs[0]];
-    let wanted = |letter: &Letter| {
-        letter.processor == spec.name
-            && letter.headers.is_some()
-            && inputs.contains(&letter.origin.0)
-            && (0..task_count).contains(&letter.origin.1)
-            && replay.filter.admits(letter)
+    let topics = Topics {
+        letters: app.log_topic(topic),
+        marks: app.log_topic(&letter::marks_topic(topic)),
+        partitions: partitions[topic],
     };
-    // Which tasks have letters to replay (a letter a crashed job's unshipped
-    // commit marked may still look unmarked: its task ships it first).
-    let mut tasks = BTreeSet::new();
-    for partition in 0..count {
-        let (letters, marked) = read_letters(log, (&letters, &marks), partition).await?;
-        let waiting = letters.iter().filter(|l| !marked.contains_key(&l.offset));
-        tasks.extend(waiting.filter(|l| wanted(l)).map(|l| l.origin.1));
-    }
+    ensure_marks(log, &topics).await?;
     let job = format!("{}-{}", strata_record::time::now_ms(), std::process::id());
+    let letter_job = Arc::new(LetterJob {
+        filter: replay.filter.clone(),
+        marks: topics.marks.clone(),
+        job: job.clone(),
+        found_in: to_replay(app, log, spec, &partitions, (&topics, &replay.filter)).await?,
+    });
     let options = RunOptions {
         clock: replay.clock.clone(),
         crash_after: replay.crash_after,
         ..RunOptions::default()
     };
-    // Embedded, stores write changelogs when asked to (`--changelogs`):
-    // where the run wrote them, the job must too, whether asked or not.
-    let mut changelogs = matches!(log, LogAccess::Remote(_)) || app.config.changelogs;
-    for store in &spec.stores {
-        let topic = app.changelog_topic(&store.name);
-        changelogs |= log.partition_count(&topic).await?.is_some();
-    }
     let progress = Arc::new(TaskProgress::default());
     let board = TaskBoard::default();
     let live = LiveTasks {
@@ -193,33 +192,40 @@ async fn replay_on(
         location,
         options: &options,
         partitions: &partitions,
-        changelogs,
+        changelogs: matches!(log, LogAccess::Remote(_)) || app.config.changelogs,
         progress: &progress,
         board: &board,
     };
-    let letter_job = Arc::new(LetterJob {
-        filter: replay.filter.clone(),
-        marks: marks.clone(),
-        job: job.clone(),
-    });
+    let changelogs = changelogs(app, spec, log, live.changelogs).await?;
     let threads = TaskThreads::start(
         &tokio::runtime::Handle::current(),
         app.config.task_thread_count(),
     )
     .map_err(RuntimeError::io("starting the task threads"))?;
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop_flag = Arc::new(AtomicBool::new(false));
     let (_targets, no_targets) = watch::channel(None);
     let mut running = tokio::task::JoinSet::new();
-    for &partition in &tasks {
-        let mut setup = live.setup(spec, partition, Arc::clone(&stop), no_targets.clone());
+    for &partition in letter_job.found_in.keys() {
+        let mut setup = live.setup(spec, partition, Arc::clone(&stop_flag), no_targets.clone());
         // Nothing checkpointed or handed over: the job is no live run.
         (setup.checkpoints, setup.rebuild) = (None, None);
+        setup.changelogs = changelogs.clone();
         setup.letters = Some(Arc::clone(&letter_job));
         let ended = threads.spawn(move || task::run(setup));
         running.spawn(async move { (partition, ended.await) });
     }
     let mut failure = None;
-    while let Some(joined) = running.join_next().await {
+    tokio::pin!(stop);
+    loop {
+        let joined = tokio::select! {
+            joined = running.join_next() => joined,
+            () = &mut stop, if !stop_flag.load(Ordering::Relaxed) => {
+                tracing::info!("stopping: each task commits what it replayed");
+                stop_flag.store(true, Ordering::Relaxed);
+                continue;
+            }
+        };
+        let Some(joined) = joined else { break };
         let (partition, ended) = joined.map_err(|e| panicked(spec, -1, e.to_string()))?;
         let outcome = match ended {
             Ok(Ok(outcome)) => outcome,
@@ -227,33 +233,128 @@ async fn replay_on(
             Err(_) => Err(panicked(spec, partition, "its task thread ended".into())),
         };
         if let Err(error) = outcome {
-            stop.store(true, Ordering::Relaxed);
+            stop_flag.store(true, Ordering::Relaxed);
             failure.get_or_insert(error);
         }
     }
-    if let Some(error) = failure {
-        return Err(error);
+    match failure {
+        Some(error @ RuntimeError::Fenced { .. }) => {
+            return Err(RuntimeError::Config(format!(
+                "{error}: an instance of the app started while the replay ran and took the task over; stop every instance and run the replay again (what was committed stays replayed)"
+            )));
+        }
+        Some(error) => return Err(error),
+        None => {}
     }
+    let (outcomes, waiting) = summary(log, spec, &topics, &job).await?;
+    Ok((letter_job.found_in.len(), job, outcomes, waiting))
+}
+
+/// A processor's dead-letter topic and its marks topic, as the log names
+/// them, and their partition count.
+struct Topics {
+    letters: String,
+    marks: String,
+    partitions: i32,
+}
+
+/// Makes the marks topic (compacted, as many partitions as the
+/// dead-letter topic), or checks the one there: a mark goes to its
+/// letter's partition, and retention would forget what was replayed.
+async fn ensure_marks(log: &LogAccess, topics: &Topics) -> Result<(), RuntimeError> {
+    let compacted = [("cleanup.policy".to_string(), "compact".to_string())];
+    let (marks, wanted) = (&topics.marks, topics.partitions);
+    let count = log.ensure_topic_with(marks, wanted, &compacted).await?;
+    if count != wanted {
+        return Err(RuntimeError::Config(format!(
+            "topic {marks:?} has {count} partitions, but the dead-letter topic {:?} has {wanted}: a letter's mark goes to the letter's partition; delete {marks:?} (the letters it marks would be replayed again) or give it {wanted} partitions",
+            topics.letters
+        )));
+    }
+    check_compacted(log, marks).await
+}
+
+/// Which tasks have letters to replay, and in which partitions of the
+/// dead-letter topic (read as far as read_committed goes: a letter behind
+/// a transaction still open waits for the next replay; a letter a crashed
+/// replay's unshipped commit marked may look unmarked, and its task, which
+/// ships that commit first, passes it over).
+async fn to_replay(
+    app: &App,
+    log: &LogAccess,
+    spec: &ProcessorSpec,
+    partitions: &BTreeMap<String, i32>,
+    (topics, filter): (&Topics, &LetterFilter),
+) -> Result<BTreeMap<i32, BTreeSet<i32>>, RuntimeError> {
+    let inputs: Vec<String> = spec.inputs.iter().map(|t| app.log_topic(t)).collect();
+    let tasks = 0..partitions[&spec.inputs[0]];
+    let mut found_in: BTreeMap<i32, BTreeSet<i32>> = BTreeMap::new();
+    for partition in 0..topics.partitions {
+        let (letters, marked) = read_letters(log, topics, partition).await?;
+        for letter in letters {
+            if letter.processor == spec.name
+                && letter.headers.is_some()
+                && inputs.contains(&letter.origin.0)
+                && tasks.contains(&letter.origin.1)
+                && !marked.contains_key(&letter.mark_key())
+                && filter.admits(&letter)
+            {
+                found_in
+                    .entry(letter.origin.1)
+                    .or_default()
+                    .insert(partition);
+            }
+        }
+    }
+    Ok(found_in)
+}
+
+/// Per store of `spec`, its changelog topic, when its writes go to one:
+/// remote or when asked (`all`), else (embedded) where the run wrote one
+/// (`run --changelogs`): the job must go on writing it.
+async fn changelogs(
+    app: &App,
+    spec: &ProcessorSpec,
+    log: &LogAccess,
+    all: bool,
+) -> Result<Vec<Option<String>>, RuntimeError> {
+    let mut changelogs = Vec::new();
+    for store in &spec.stores {
+        let topic = app.changelog_topic(&store.name);
+        let written = all || log.partition_count(&topic).await?.is_some();
+        changelogs.push(written.then_some(topic));
+    }
+    Ok(changelogs)
+}
+
+/// The job's marks by outcome, and the processor's letters with no mark,
+/// as far as read_committed goes.
+async fn summary(
+    log: &LogAccess,
+    spec: &ProcessorSpec,
+    topics: &Topics,
+    job: &str,
+) -> Result<(BTreeMap<String, u64>, u64), RuntimeError> {
     let (mut outcomes, mut waiting) = (BTreeMap::new(), 0);
-    for partition in 0..count {
-        let (letters, marked) = read_letters(log, (&letters, &marks), partition).await?;
-        for (outcome, n) in letter::outcomes(marked.values(), &job) {
+    for partition in 0..topics.partitions {
+        let (letters, marked) = read_letters(log, topics, partition).await?;
+        for (outcome, n) in letter::outcomes(marked.values(), job) {
             *outcomes.entry(outcome).or_insert(0) += n;
         }
-        let mine = letters.iter().filter(|l| l.processor == spec.name);
-        waiting += mine.filter(|l| !marked.contains_key(&l.offset)).count() as u64;
+        let mine = letters.iter().filter(|l| l.counts_for(&spec.name));
+        waiting += mine.filter(|l| !marked.contains_key(&l.mark_key())).count() as u64;
     }
-    Ok((tasks.len(), job, outcomes, waiting))
+    Ok((outcomes, waiting))
 }
 
 /// One partition of the dead-letter topic and its marks.
 async fn read_letters(
     log: &LogAccess,
-    (letters, marks): (&str, &str),
+    topics: &Topics,
     partition: i32,
-) -> Result<(Vec<Letter>, BTreeMap<i64, letter::Replayed>), RuntimeError> {
-    let marked = letter::marks(fetch_partition(log, marks, partition).await?);
-    let letters = fetch_partition(log, letters, partition).await?;
+) -> Result<(Vec<Letter>, BTreeMap<(i64, i64), letter::Replayed>), RuntimeError> {
+    let marked = letter::marks(fetch_partition(log, &topics.marks, partition).await?);
+    let letters = fetch_partition(log, &topics.letters, partition).await?;
     Ok((letters.into_iter().map(Letter::read).collect(), marked))
 }
 

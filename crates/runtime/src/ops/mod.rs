@@ -43,7 +43,9 @@ pub use crate::letter::{LetterBound, LetterFilter, Replayed};
 pub use checkpoint::{TaskCheckpoint, checkpoint};
 pub use dead_letters::{DeadLetter, DeadLetters, dead_letters};
 pub use diff::{DiffReport, PartitionDiff, StoreDiff, TopicDiff, diff};
-pub use dlq_replay::{LetterReplay, LetterReplaySummary, replay_dead_letters};
+pub use dlq_replay::{
+    LetterReplay, LetterReplaySummary, replay_dead_letters, replay_dead_letters_until,
+};
 pub use dump_state::{dump_state, dump_state_at};
 pub use explain::{ExplainStep, Explained, STEPS_MAX as EXPLAIN_STEPS_MAX, explain};
 pub use promote::{Promoted, promote};

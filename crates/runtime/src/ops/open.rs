@@ -124,25 +124,29 @@ pub(crate) async fn ensure_changelogs(
     Ok(())
 }
 
-/// What `topic` (one `ensure_changelogs` makes) is, for messages.
+/// What `topic` (one `ensure_changelogs` makes, or a dead-letter topic's
+/// marks) is, for messages.
 fn kind_of(topic: &str) -> &'static str {
-    match topic.ends_with("-changelog") {
-        true => "changelog",
-        false => "positions log",
+    if topic.ends_with("-changelog") {
+        "changelog"
+    } else if topic.ends_with("-replayed") {
+        "dead-letter marks"
+    } else {
+        "positions log"
     }
 }
 
 /// Refuses a changelog whose `cleanup.policy` is not `compact`: with
 /// `delete` retention drops state the changelog is the only copy of, and
 /// a restore would bring back less than was committed.
-async fn check_compacted(log: &LogAccess, topic: &str) -> Result<(), RuntimeError> {
+pub(crate) async fn check_compacted(log: &LogAccess, topic: &str) -> Result<(), RuntimeError> {
     let compacted_only = CleanupPolicy {
         delete: false,
         compact: true,
     };
     match log.cleanup_policy(topic).await? {
         Some(policy) if policy != compacted_only => Err(RuntimeError::Config(format!(
-            "{} topic {topic:?} has cleanup.policy={}, but it must be compacted only (retention would delete state a restore needs): set cleanup.policy=compact on it (kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config cleanup.policy=compact), or delete it for the app to create it anew",
+            "{} topic {topic:?} has cleanup.policy={}, but it must be compacted only (retention would delete what it must keep: state a restore needs, or which dead letters were replayed): set cleanup.policy=compact on it (kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config cleanup.policy=compact), or delete it for the app to create it anew",
             kind_of(topic),
             policy.name()
         ))),

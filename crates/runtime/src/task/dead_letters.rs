@@ -149,6 +149,18 @@ impl Failures {
         }
     }
 
+    /// Notes that record `offset` of input `input` failed with `failure`,
+    /// to be diverted when the run reaches it (a replay of dead letters
+    /// keeps its failures by letter, and notes each one for its turn).
+    pub fn note_for_turn(&mut self, input: usize, offset: i64, failure: Failure) {
+        self.noted.insert((input, offset), failure);
+    }
+
+    /// Forgets the failure of record `offset` of input `input`, if noted.
+    pub fn forget(&mut self, input: usize, offset: i64) -> Option<Failure> {
+        self.noted.remove(&(input, offset))
+    }
+
     /// A run was committed, the next one beginning at `run_start`: the
     /// failures behind it are forgotten, those ahead kept (a commit may
     /// come between the rewind and the failed record: the interval's, a

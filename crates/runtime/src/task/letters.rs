@@ -11,9 +11,13 @@
 //!    if need be) and what its outbox still held shipped. Every mark a
 //!    commit made is in the log from here on.
 //! 2. It reads partition P mod N of the dead-letter topic and of the marks
-//!    topic (`letter` has both formats). The letters to replay: the
-//!    processor's, whose record was at partition P of one of its inputs,
-//!    that the job's filter admits, with no mark; in letter order.
+//!    topic (`letter` has both formats), and those where the job found
+//!    letters of P before (written when the topic had other partitions),
+//!    each whole: remote, read_committed, an open transaction (a killed
+//!    task's) is waited for until the cluster ends it, never read past.
+//!    The letters to replay: the processor's, whose record was at
+//!    partition P of one of its inputs, that the job's filter admits, with
+//!    no mark; in letter order.
 //! 3. Each letter's record goes through the processor as `apply` runs a
 //!    fetched one (a one-record batch at the record's offset, so an async
 //!    processor prepares it too); its mark (`processed`) goes to the marks
@@ -21,10 +25,12 @@
 //! 4. The run commits as a live one does (every `commit.records`, or the
 //!    commit interval), with the inputs' positions unchanged: store writes,
 //!    emits and marks in one commit.
-//! 5. A letter that fails again under a diverting policy is diverted as a
-//!    live task diverts a record (`dead_letters`: the run discarded and
-//!    processed again, the letter diverted: a new dead letter, or nothing),
-//!    with the mark `failed`; under `OnError::Fail` the job stops there.
+//! 5. A letter that fails again is diverted as a live task diverts a
+//!    record (`dead_letters`: the run discarded and processed again from
+//!    its first letter, that letter diverted: a new dead letter, the same
+//!    record from the same place), with the mark `failed`. The failure is
+//!    kept by letter for the whole job: a commit in between does not make
+//!    the processor meet it again.
 //!
 //! Crash windows: killed before a commit lands, neither its effects nor its
 //! marks are there, and the next job replays those letters; embedded, a
@@ -35,17 +41,28 @@
 //!
 //! Timers are not fired here: the live run fires what the letters set.
 
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use strata_record::{BatchBuilder, Compression, Header, NewRecord, RecordBatch};
 
 use crate::context::Position;
 use crate::error::{RuntimeError, Unreadable};
-use crate::letter::{self, FAILED, Letter, LetterFilter, MARK_ERROR, MARK_JOB, PROCESSED};
-use crate::topic_read::fetch_partition;
+use crate::letter::{
+    self, FAILED, Letter, LetterFilter, MARK_ERROR, MARK_JOB, PROCESSED, mark_key_text,
+};
+use crate::topic_read::fetch_partition_settled;
 
+use super::dead_letters::Failure;
+use super::transaction::TRANSACTION_TIMEOUT_MS;
 use super::{DECOMPRESSED_BYTES_MAX, Task};
+
+/// How long a read of the letters or marks waits for a transaction still
+/// open (a killed task's) to end: past the time the cluster takes to abort
+/// one of the runtime's.
+const SETTLE_WAIT: Duration = Duration::from_millis(TRANSACTION_TIMEOUT_MS as u64 + 30_000);
 
 /// A `dlq replay`'s part in a task.
 #[derive(Debug, Clone)]
@@ -55,6 +72,9 @@ pub(crate) struct LetterJob {
     pub marks: String,
     /// The job's name, in each mark it leaves.
     pub job: String,
+    /// Per task partition, the dead-letter partitions the job found its
+    /// letters in (beside partition P mod N, which each task reads).
+    pub found_in: BTreeMap<i32, BTreeSet<i32>>,
 }
 
 /// A letter to replay: its record, at input `input`.
@@ -75,8 +95,9 @@ impl Task {
             .fetch_add(letters.len() as u64, Ordering::Relaxed);
         self.counted = true;
         // The first letter of the run in progress: where a failure
-        // rewinds to.
+        // rewinds to. The letters that failed again, by letter.
         let (mut next, mut run_first) = (0, 0);
+        let mut failed: HashMap<(i32, i64), Failure> = HashMap::new();
         while next < letters.len() {
             if self.crashed() {
                 return Err(RuntimeError::Crashed);
@@ -85,10 +106,21 @@ impl Task {
                 break;
             }
             let replay = &letters[next];
-            match self.replay_letter(job, replay).await {
+            let (at, offset) = (replay.input, replay.letter.origin.2);
+            let letter_id = (replay.letter.partition, replay.letter.offset);
+            let failure = failed.get(&letter_id).cloned();
+            if let Some(failure) = &failure {
+                self.failures.note_for_turn(at, offset, failure.clone());
+            }
+            let replayed = self.replay_letter(job, replay, failure.as_ref()).await;
+            self.failures.forget(at, offset);
+            match replayed {
                 Ok(()) => next += 1,
                 Err(error) => {
+                    let failure = (self.failures.failed.as_ref()).map(|f| f.failure.clone());
                     self.divert_failure(error).await?;
+                    self.failures.forget(at, offset);
+                    failed.extend(failure.map(|failure| (letter_id, failure)));
                     next = run_first;
                     continue;
                 }
@@ -117,34 +149,42 @@ impl Task {
             ))
         })?;
         let dead_letters = &self.setup.outputs[output];
-        let partition = self.setup.partition.rem_euclid(dead_letters.partitions);
+        let found_in = job.found_in.get(&self.setup.partition);
+        let mut partitions = found_in.cloned().unwrap_or_default();
+        partitions.insert(self.setup.partition.rem_euclid(dead_letters.partitions));
         let log = &self.setup.log;
-        let marks = letter::marks(fetch_partition(log, &job.marks, partition).await?);
-        let records = fetch_partition(log, &dead_letters.log_topic, partition).await?;
         let mut letters = Vec::new();
-        for record in records {
-            let letter = Letter::read(record);
-            let input = (self.inputs.iter()).position(|i| i.log_topic == letter.origin.0);
-            let Some(input) = input else { continue };
-            if letter.origin.1 != self.setup.partition
-                || letter.processor != self.setup.spec.name
-                || letter.headers.is_none()
-                || marks.contains_key(&letter.offset)
-                || !job.filter.admits(&letter)
-            {
-                continue;
+        for partition in partitions {
+            let marks = fetch_partition_settled(log, &job.marks, partition, SETTLE_WAIT).await?;
+            let marks = letter::marks(marks);
+            let topic = &dead_letters.log_topic;
+            let records = fetch_partition_settled(log, topic, partition, SETTLE_WAIT).await?;
+            for record in records {
+                let letter = Letter::read(record);
+                let input = (self.inputs.iter()).position(|i| i.log_topic == letter.origin.0);
+                let Some(input) = input else { continue };
+                if letter.origin.1 != self.setup.partition
+                    || letter.processor != self.setup.spec.name
+                    || letter.headers.is_none()
+                    || marks.contains_key(&letter.mark_key())
+                    || !job.filter.admits(&letter)
+                {
+                    continue;
+                }
+                letters.push(ToReplay { input, letter });
             }
-            letters.push(ToReplay { input, letter });
         }
         Ok(letters)
     }
 
     /// Step 3 for one letter: its record through the processor (or
-    /// diverted, when it failed in this run before) and its mark.
+    /// diverted, when it failed before: `failed`, noted for its turn) and
+    /// its mark.
     async fn replay_letter(
         &mut self,
         job: &LetterJob,
         replay: &ToReplay,
+        failed: Option<&Failure>,
     ) -> Result<(), RuntimeError> {
         let (at, letter) = (replay.input, &replay.letter);
         let batch = one_record_batch(letter)?;
@@ -164,14 +204,13 @@ impl Task {
         let topic = Arc::clone(&self.inputs[at].topic);
         let mut position = Position::before_records(&topic, self.setup.partition, 0);
         let offsets = letter.origin.2..letter.origin.2 + 1;
-        if self.failures.noted(at, letter.origin.2).is_none()
+        if failed.is_none()
             && let Some(prepare) = self.processor.prepare(&records, &position, offsets)
         {
             prepare.await;
         }
-        let failed = self.failures.noted(at, letter.origin.2).cloned();
         self.apply(at, &records[0], &mut position)?;
-        let (outcome, error) = match &failed {
+        let (outcome, error) = match failed {
             None => (PROCESSED, None),
             Some(failure) => (FAILED, Some(failure.error.as_str())),
         };
@@ -186,7 +225,7 @@ impl Task {
         outcome: &str,
         error: Option<&str>,
     ) -> Result<(), RuntimeError> {
-        let key = letter.offset.to_string();
+        let key = mark_key_text(letter.mark_key());
         let mut headers = vec![Header {
             key: MARK_JOB.as_bytes(),
             value: Some(job.job.as_bytes()),

@@ -41,7 +41,7 @@ use strata_client::{ClientError, Cluster};
 
 /// How long a transaction may stay open before the coordinator aborts it:
 /// far above one commit's shipping time.
-const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
+pub(crate) const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
 
 /// The prefix of the offsets' metadata the runtime commits.
 const METADATA_PREFIX: &str = "strata/1";

@@ -4,7 +4,8 @@
 
 use crate::cli::IntoApp;
 use crate::ops::{
-    DeadLetters, LetterFilter, LetterReplay, LetterReplaySummary, dead_letters, replay_dead_letters,
+    DeadLetters, LetterFilter, LetterReplay, LetterReplaySummary, dead_letters,
+    replay_dead_letters_until,
 };
 
 use super::{TestDriver, TestError};
@@ -50,10 +51,10 @@ impl TestDriver {
     }
 
     /// [`replay_dead_letters`](Self::replay_dead_letters), ended as a
-    /// SIGKILL would once it has replayed `letters` letters (at the next
-    /// commit point; at the end if it never does): what its tasks had not
-    /// committed is lost. The next call recovers as a restarted process
-    /// would. True if the crash cut the replay short.
+    /// SIGKILL would right after its tasks have replayed `letters` letters
+    /// between them: what they had not committed is lost. The next call
+    /// recovers as a restarted process would. True if the crash cut the
+    /// replay short (false: it replayed fewer, and ended).
     pub fn crash_replay_after(
         &mut self,
         processor: &str,
@@ -86,7 +87,8 @@ impl TestDriver {
         // The app then runs before the next read: what the replay emitted
         // flows on through the processors downstream.
         self.up_to_date = false;
-        let job = replay_dead_letters(&self.app, &self.location, &replay);
+        let job =
+            replay_dead_letters_until(&self.app, &self.location, &replay, std::future::pending());
         Ok(self.runtime.block_on(job)?)
     }
 }
