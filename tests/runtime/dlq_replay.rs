@@ -415,3 +415,79 @@ fn a_marks_topic_of_another_partition_count_is_refused() {
         "nothing replayed"
     );
 }
+
+#[test]
+fn letters_that_fail_again_among_fixed_ones_rewind_their_run_and_the_fixed_ones_count_once() {
+    let mut driver = TestDriver::new(app(buggy)).unwrap();
+    driver.partitions(ORDERS, 2).unwrap();
+    let orders = orders();
+    for (key, value, _) in &orders {
+        driver.pipe(ORDERS_TEXT, key, value).unwrap();
+    }
+    driver.process().unwrap();
+    let before = driver.dead_letters(None).unwrap();
+    let decode = of_kind(&before, "decode").len();
+    // Every letter, in runs of 100: the decode ones fail again amid the
+    // process ones, each rewinding its run.
+    driver.deploy(app(fixed)).unwrap();
+    driver.commit_every(100);
+    let all = driver
+        .replay_dead_letters("total", LetterFilter::default())
+        .unwrap();
+    let process = of_kind(&before, "process").len() as u64;
+    assert_eq!(all.outcomes.get("processed"), Some(&process), "{all:?}");
+    assert_eq!(
+        all.outcomes.get("failed"),
+        Some(&(decode as u64)),
+        "{all:?}"
+    );
+    assert_eq!(
+        driver.store(TOTALS).unwrap(),
+        totals_of_json_orders(&orders)
+    );
+    let json = orders.iter().filter(|o| o.2 != Some("decode")).count();
+    assert_eq!(driver.output(TOTALS_OUT).unwrap().len(), json);
+    let after = driver.dead_letters(None).unwrap();
+    assert_eq!(after[0].waiting(), decode, "the new letters wait");
+    assert_eq!(of_kind(&after, "decode").len(), 2 * decode);
+}
+
+#[test]
+fn tasks_sharing_a_dead_letter_partition_replay_their_own_letters_once() {
+    let mut driver = TestDriver::new(app(buggy)).unwrap();
+    driver.partitions(ORDERS, 3).unwrap();
+    // The dead-letter topic made beforehand with one partition: the three
+    // tasks' letters and marks share it.
+    let log = strata::log::LogManager::open(driver.data_dir(), Default::default()).unwrap();
+    log.create_topic("shop-total-dlq", 1, Default::default())
+        .unwrap();
+    log.close().unwrap();
+    let orders = orders();
+    for (key, value, _) in &orders {
+        driver.pipe(ORDERS_TEXT, key, value).unwrap();
+    }
+    driver.process().unwrap();
+    driver.deploy(app(fixed)).unwrap();
+    driver.commit_every(3);
+    let mut cuts = 0;
+    for cut_at in [4, 9, 2] {
+        cuts +=
+            usize::from((driver.crash_replay_after("total", process_letters(), cut_at)).unwrap());
+    }
+    assert_eq!(cuts, 3, "the crashes cut the replays");
+    let last = driver
+        .replay_dead_letters("total", process_letters())
+        .unwrap();
+    assert!(last.tasks >= 1, "{last:?}");
+    assert_eq!(
+        driver.store(TOTALS).unwrap(),
+        totals_of_json_orders(&orders)
+    );
+    let letters = driver.dead_letters(None).unwrap();
+    assert!((letters[0].letters.iter()).all(|l| l.partition == 0));
+    let process = of_kind(&letters, "process");
+    assert!(
+        (process.iter()).all(|l| l.2.as_deref() == Some("processed")),
+        "{process:?}"
+    );
+}

@@ -113,7 +113,9 @@ pub(crate) async fn fetch_partition_settled(
 const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// The records of `range` into `records`, as far as read_committed
-/// fetches go; where they stopped.
+/// fetches go; where they stopped: at the end, or where a transaction
+/// still open holds the rest back. Bytes that are no batch where one must
+/// begin are an error.
 async fn fetch_range(
     access: &LogAccess,
     (topic, partition): (&str, i32),
@@ -128,7 +130,15 @@ async fn fetch_range(
         let mut visible = strata_client::AbortedFilter::new(fetched.aborted);
         let mut rest: &[u8] = &fetched.records;
         let before = next;
-        while let Ok(batch) = RecordBatch::parse_and_verify(rest) {
+        let mut unparsed = None;
+        while !rest.is_empty() {
+            let batch = match RecordBatch::parse_and_verify(rest) {
+                Ok(batch) => batch,
+                Err(error) => {
+                    unparsed = Some(error);
+                    break;
+                }
+            };
             rest = &rest[batch.size_bytes()..];
             if batch.header().next_offset() > next {
                 if visible.visible(&batch) {
@@ -137,8 +147,22 @@ async fn fetch_range(
                 next = batch.header().next_offset();
             }
         }
-        if next == before {
-            break;
+        if next > before {
+            continue;
+        }
+        match unparsed {
+            // Held back by a transaction still open (or an answer with
+            // nothing yet: asked again by a settled read).
+            None => break,
+            // A fetch may end inside a batch, never at its start.
+            Some(error) => {
+                return Err(RuntimeError::UnreadableBatch {
+                    topic: topic.to_string(),
+                    partition,
+                    offset: next,
+                    error: Unreadable::batch(error),
+                });
+            }
         }
     }
     records.retain(|r| r.offset < end);

@@ -226,7 +226,14 @@ async fn replay_on(
             }
         };
         let Some(joined) = joined else { break };
-        let (partition, ended) = joined.map_err(|e| panicked(spec, -1, e.to_string()))?;
+        let (partition, ended) = match joined {
+            Ok(joined) => joined,
+            Err(error) => {
+                stop_flag.store(true, Ordering::Relaxed);
+                failure.get_or_insert(panicked(spec, -1, error.to_string()));
+                continue;
+            }
+        };
         let outcome = match ended {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(panic)) => Err(panicked(spec, partition, panic)),
@@ -240,7 +247,7 @@ async fn replay_on(
     match failure {
         Some(error @ RuntimeError::Fenced { .. }) => {
             return Err(RuntimeError::Config(format!(
-                "{error}: an instance of the app started while the replay ran and took the task over; stop every instance and run the replay again (what was committed stays replayed)"
+                "{error}: an instance of the app, or another dlq replay, started while this one ran and took the task over; stop it and run the replay again (what was committed stays replayed)"
             )));
         }
         Some(error) => return Err(error),

@@ -99,6 +99,8 @@ impl Task {
         let (mut next, mut run_first) = (0, 0);
         let mut failed: HashMap<(i32, i64), Failure> = HashMap::new();
         while next < letters.len() {
+            // The other tasks of this thread get their turn.
+            tokio::task::yield_now().await;
             if self.crashed() {
                 return Err(RuntimeError::Crashed);
             }
