@@ -80,13 +80,14 @@ pub(crate) async fn fetch_partition(
 /// [`fetch_partition`] read whole: up to the end it had when asked, a
 /// transaction still open waited for (every `SETTLE_POLL`) for at most
 /// `wait`, after which it is an error. What decides from the records which
-/// were seen (a replay's marks) must see them all.
+/// were seen (a replay's marks) must see them all. None when `stop` was
+/// set while it waited.
 pub(crate) async fn fetch_partition_settled(
     access: &LogAccess,
-    topic: &str,
-    partition: i32,
+    (topic, partition): (&str, i32),
     wait: std::time::Duration,
-) -> Result<Vec<ReadRecord>, RuntimeError> {
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<Option<Vec<ReadRecord>>, RuntimeError> {
     let mut records = Vec::new();
     let end = access.end_offset(topic, partition).await?;
     let mut next = access.start_offset(topic, partition).await?;
@@ -94,7 +95,10 @@ pub(crate) async fn fetch_partition_settled(
     loop {
         next = fetch_range(access, (topic, partition), next..end, &mut records).await?;
         if next >= end {
-            return Ok(records);
+            return Ok(Some(records));
+        }
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(None);
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(RuntimeError::Unsettled {
@@ -124,7 +128,24 @@ async fn fetch_range(
 ) -> Result<i64, RuntimeError> {
     let (mut next, end) = (range.start, range.end);
     while next < end {
-        let fetched = access.fetch(topic, partition, next, 4 << 20).await?;
+        let fetched = match access.fetch(topic, partition, next, 4 << 20).await {
+            Ok(fetched) => fetched,
+            // Retention moved the start past `next` meanwhile: what it
+            // deleted is gone for every reader; on from the new start.
+            Err(
+                error @ (RuntimeError::Client(strata_client::ClientError::OffsetOutOfRange {
+                    ..
+                })
+                | RuntimeError::Log(strata_log::LogError::OffsetOutOfRange { .. })),
+            ) => match access.start_offset(topic, partition).await? {
+                start if start > next => {
+                    next = start;
+                    continue;
+                }
+                _ => return Err(error),
+            },
+            Err(error) => return Err(error),
+        };
         // Remote, derived topics are written in transactions: an
         // aborted one's records are no part of the version's output.
         let mut visible = strata_client::AbortedFilter::new(fetched.aborted);

@@ -14,7 +14,8 @@
 //!    topic (`letter` has both formats), and those where the job found
 //!    letters of P before (written when the topic had other partitions),
 //!    each whole: remote, read_committed, an open transaction (a killed
-//!    task's) is waited for until the cluster ends it, never read past.
+//!    task's) is waited for until the cluster ends it, never read past (a
+//!    stop meanwhile ends the task with nothing replayed).
 //!    The letters to replay: the processor's, whose record was at
 //!    partition P of one of its inputs, that the job's filter admits, with
 //!    no mark; in letter order.
@@ -156,11 +157,17 @@ impl Task {
         partitions.insert(self.setup.partition.rem_euclid(dead_letters.partitions));
         let log = &self.setup.log;
         let mut letters = Vec::new();
+        let stop = &self.setup.stop;
         for partition in partitions {
-            let marks = fetch_partition_settled(log, &job.marks, partition, SETTLE_WAIT).await?;
+            let read = |topic| fetch_partition_settled(log, (topic, partition), SETTLE_WAIT, stop);
+            // Told to stop while waiting out a transaction: nothing to do.
+            let Some(marks) = read(&job.marks).await? else {
+                return Ok(Vec::new());
+            };
             let marks = letter::marks(marks);
-            let topic = &dead_letters.log_topic;
-            let records = fetch_partition_settled(log, topic, partition, SETTLE_WAIT).await?;
+            let Some(records) = read(&dead_letters.log_topic).await? else {
+                return Ok(Vec::new());
+            };
             for record in records {
                 let letter = Letter::read(record);
                 let input = (self.inputs.iter()).position(|i| i.log_topic == letter.origin.0);
