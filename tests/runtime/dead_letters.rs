@@ -21,22 +21,25 @@ use strata::runtime::{
 };
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Order {
-    cents: u64,
+pub(super) struct Order {
+    pub(super) cents: u64,
 }
 
-const ORDERS: Topic<String, Order> = Topic::new("orders").codecs(Codec::Utf8, Codec::Json);
+pub(super) const ORDERS: Topic<String, Order> =
+    Topic::new("orders").codecs(Codec::Utf8, Codec::Json);
 /// The same topic, written as text: what a broken producer sends.
-const ORDERS_TEXT: Topic<String, String> = Topic::new("orders").codecs(Codec::Utf8, Codec::Utf8);
-const TOTALS_OUT: Topic<String, u64> = Topic::new("totals").codecs(Codec::Utf8, Codec::Json);
-const TOTALS: Store<String, u64> = Store::new("totals");
+pub(super) const ORDERS_TEXT: Topic<String, String> =
+    Topic::new("orders").codecs(Codec::Utf8, Codec::Utf8);
+pub(super) const TOTALS_OUT: Topic<String, u64> =
+    Topic::new("totals").codecs(Codec::Utf8, Codec::Json);
+pub(super) const TOTALS: Store<String, u64> = Store::new("totals");
 const DEAD_LETTERS: Topic<String, Vec<u8>> =
     Topic::new("shop-total-dlq").codecs(Codec::Utf8, Codec::Raw);
 
 /// Above this, `total` fails (after its writes: they must not stay).
 const LIMIT_CENTS: u64 = 1000;
 
-fn total(order: Record<String, Order>, ctx: &mut Context) -> Result<(), ProcessError> {
+pub(super) fn total(order: Record<String, Order>, ctx: &mut Context) -> Result<(), ProcessError> {
     let sum = ctx.get(TOTALS, &order.key)?.unwrap_or(0) + order.value.cents;
     ctx.put(TOTALS, &order.key, &sum)?;
     ctx.emit(TOTALS_OUT, &order.key, &sum)?;
@@ -60,12 +63,21 @@ fn app(policy: OnError) -> App {
 
 /// What is piped: (key, value text, fails how), in order.
 fn orders() -> Vec<(String, String, Option<&'static str>)> {
-    (0..400u64)
+    orders_of(400, 37)
+}
+
+/// `count` orders: one in 41 not JSON, one in `over_limit_every` above the
+/// limit, the others JSON under it.
+pub(super) fn orders_of(
+    count: u64,
+    over_limit_every: u64,
+) -> Vec<(String, String, Option<&'static str>)> {
+    (0..count)
         .map(|i| {
             let key = format!("customer-{}", i % 7);
             if i % 41 == 5 {
                 (key, format!("not json {i}"), Some("decode"))
-            } else if i % 37 == 3 {
+            } else if i % over_limit_every == 3 {
                 (key, format!("{{\"cents\":{}}}", 5_000 + i), Some("process"))
             } else {
                 (key, format!("{{\"cents\":{}}}", i % 50 * 10), None)
@@ -74,7 +86,7 @@ fn orders() -> Vec<(String, String, Option<&'static str>)> {
         .collect()
 }
 
-fn pipe_all(driver: &mut TestDriver, orders: &[(String, String, Option<&str>)]) {
+pub(super) fn pipe_all(driver: &mut TestDriver, orders: &[(String, String, Option<&str>)]) {
     for (key, value, _) in orders {
         driver.pipe(ORDERS_TEXT, key, value).unwrap();
     }

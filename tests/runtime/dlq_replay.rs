@@ -10,43 +10,21 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use strata::record::codec::Codec;
 use strata::runtime::ops::{DeadLetters, LetterBound, LetterFilter};
 use strata::runtime::testing::TestDriver;
-use strata::runtime::{App, Context, OnError, ProcessError, Record, Store, Topic};
+use strata::runtime::{App, Context, OnError, ProcessError, Record};
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Order {
-    cents: u64,
-}
+// The buggy build is dead_letters.rs's `total`: it fails on orders above
+// 1000 cents, after writing its store and emitting.
+use super::dead_letters::{
+    ORDERS, ORDERS_TEXT, Order, TOTALS, TOTALS_OUT, orders_of, pipe_all, total as buggy,
+};
 
-const ORDERS: Topic<String, Order> = Topic::new("orders").codecs(Codec::Utf8, Codec::Json);
-const ORDERS_TEXT: Topic<String, String> = Topic::new("orders").codecs(Codec::Utf8, Codec::Utf8);
-const TOTALS_OUT: Topic<String, u64> = Topic::new("totals").codecs(Codec::Utf8, Codec::Json);
-const TOTALS: Store<String, u64> = Store::new("totals");
-
-/// Above this, the buggy build fails (after its writes: they must not
-/// stay).
-const LIMIT_CENTS: u64 = 1000;
-
-fn add(order: &Record<String, Order>, ctx: &mut Context) -> Result<(), ProcessError> {
+/// The fixed build: every order counted.
+fn fixed(order: Record<String, Order>, ctx: &mut Context) -> Result<(), ProcessError> {
     let sum = ctx.get(TOTALS, &order.key)?.unwrap_or(0) + order.value.cents;
     ctx.put(TOTALS, &order.key, &sum)?;
     ctx.emit(TOTALS_OUT, &order.key, &sum)
-}
-
-fn buggy(order: Record<String, Order>, ctx: &mut Context) -> Result<(), ProcessError> {
-    add(&order, ctx)?;
-    match order.value.cents > LIMIT_CENTS {
-        true => Err(ProcessError::msg("above the limit")),
-        false => Ok(()),
-    }
-}
-
-fn fixed(order: Record<String, Order>, ctx: &mut Context) -> Result<(), ProcessError> {
-    add(&order, ctx)
 }
 
 fn app(total: fn(Record<String, Order>, &mut Context) -> Result<(), ProcessError>) -> App {
@@ -60,18 +38,7 @@ fn app(total: fn(Record<String, Order>, &mut Context) -> Result<(), ProcessError
 
 /// What is piped: (key, value text, fails how), in order.
 fn orders() -> Vec<(String, String, Option<&'static str>)> {
-    (0..600u64)
-        .map(|i| {
-            let key = format!("customer-{}", i % 7);
-            if i % 41 == 5 {
-                (key, format!("not json {i}"), Some("decode"))
-            } else if i % 13 == 3 {
-                (key, format!("{{\"cents\":{}}}", 5_000 + i), Some("process"))
-            } else {
-                (key, format!("{{\"cents\":{}}}", i % 50 * 10), None)
-            }
-        })
-        .collect()
+    orders_of(600, 13)
 }
 
 /// Per customer, the sum of the orders that are JSON.
@@ -106,9 +73,7 @@ fn after_a_fix_the_failed_records_are_replayed_once_each_through_crashes_and_mar
     let mut driver = TestDriver::new(app(buggy)).unwrap();
     driver.partitions(ORDERS, 3).unwrap();
     let orders = orders();
-    for (key, value, _) in &orders {
-        driver.pipe(ORDERS_TEXT, key, value).unwrap();
-    }
+    pipe_all(&mut driver, &orders);
     driver.process().unwrap();
     let failing = |kind| orders.iter().filter(|o| o.2 == Some(kind)).count();
     let letters = driver.dead_letters(Some("total")).unwrap();
@@ -162,9 +127,7 @@ fn a_letter_that_fails_again_is_marked_failed_and_sent_to_the_dead_letter_topic_
     let mut driver = TestDriver::new(app(buggy)).unwrap();
     driver.partitions(ORDERS, 2).unwrap();
     let orders = orders();
-    for (key, value, _) in orders.iter().take(200) {
-        driver.pipe(ORDERS_TEXT, key, value).unwrap();
-    }
+    pipe_all(&mut driver, &orders[..200]);
     driver.process().unwrap();
     let decode = of_kind(&driver.dead_letters(None).unwrap(), "decode");
     assert!(decode.len() >= 4, "{decode:?}");
@@ -421,9 +384,7 @@ fn letters_that_fail_again_among_fixed_ones_rewind_their_run_and_the_fixed_ones_
     let mut driver = TestDriver::new(app(buggy)).unwrap();
     driver.partitions(ORDERS, 2).unwrap();
     let orders = orders();
-    for (key, value, _) in &orders {
-        driver.pipe(ORDERS_TEXT, key, value).unwrap();
-    }
+    pipe_all(&mut driver, &orders);
     driver.process().unwrap();
     let before = driver.dead_letters(None).unwrap();
     let decode = of_kind(&before, "decode").len();
@@ -463,9 +424,7 @@ fn tasks_sharing_a_dead_letter_partition_replay_their_own_letters_once() {
         .unwrap();
     log.close().unwrap();
     let orders = orders();
-    for (key, value, _) in &orders {
-        driver.pipe(ORDERS_TEXT, key, value).unwrap();
-    }
+    pipe_all(&mut driver, &orders);
     driver.process().unwrap();
     driver.deploy(app(fixed)).unwrap();
     driver.commit_every(3);

@@ -157,8 +157,8 @@ impl Failures {
     }
 
     /// Forgets the failure of record `offset` of input `input`, if noted.
-    pub fn forget(&mut self, input: usize, offset: i64) -> Option<Failure> {
-        self.noted.remove(&(input, offset))
+    pub fn forget(&mut self, input: usize, offset: i64) {
+        self.noted.remove(&(input, offset));
     }
 
     /// A run was committed, the next one beginning at `run_start`: the
