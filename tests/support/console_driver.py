@@ -148,10 +148,13 @@ def live(driver, url, store, key, value, screenshot):
 
 
 def rows(driver, selector):
-    return [
-        [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
-        for tr in driver.find_elements(By.CSS_SELECTOR, f"{selector} tbody tr")
-    ]
+    # Read in one script, all at once: cell by cell, a page drawn again
+    # meanwhile (each reading) left every read stale on a loaded machine.
+    return driver.execute_script(
+        "return Array.from(document.querySelectorAll(arguments[0] + ' tbody tr'),"
+        " tr => Array.from(tr.querySelectorAll('td'), td => td.innerText.trim()));",
+        selector,
+    )
 
 
 def check_progress_moving(driver, job):
