@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-broker bench-runtime bench-schema bench-latency bench-rebuild bench-operators bench-overload bench-scale bench-tls bench-sasl fuzz prune clean
+.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-all bench-broker bench-runtime bench-schema bench-latency bench-rebuild bench-operators bench-overload bench-scale bench-tls bench-sasl fuzz prune clean
 
 all: build
 
@@ -80,7 +80,14 @@ lint: deps
 fmt:
 	$(CARGO) fmt
 
-# Criterion benchmarks (optimized build; not part of `make test`).
+# Every benchmark below in turn, release profile as users run it, and one
+# Markdown table of every target beside its reference from the same run,
+# with MET or MISSED (scripts/bench-all.sh; an hour or so; BENCHES= picks
+# some, OUT= says where the outputs and summary.md go).
+bench-all: deps-bench
+	@scripts/bench-all.sh
+
+# Criterion benchmarks (release profile; not part of `make test`).
 bench: deps
 	$(CARGO) bench --bench log
 
@@ -118,25 +125,24 @@ bench-rebuild: deps
 	$(CARGO) bench --bench rebuild
 
 # A producer's acks=all p50/p99 alone and beside 100 consumers that never
-# read, in one run, with the ratio (optimized inside the dev profile, as
-# `make demo`: no second RocksDB build; takes a minute).
+# read, in one run, with the ratio (release profile; takes a minute).
 bench-overload: deps
-	$(CARGO) bench --bench overload --profile dev $(DEMO_BUILD)
+	$(CARGO) bench --bench overload
 
 # Produce and consume with kcat through a PLAINTEXT and an SSL listener of
-# one optimized broker, in one run: MB/s for each and the TLS ratio.
+# one broker (release profile), in one run: MB/s for each and the TLS ratio.
 bench-tls: deps
-	$(CARGO) build $(DEMO_BUILD) --bin strata
-	scripts/bench-tls.sh $${CARGO_TARGET_DIR:-target}/debug/strata
+	$(CARGO) build --release --bin strata
+	scripts/bench-tls.sh $${CARGO_TARGET_DIR:-target}/release/strata
 
 # SASL connection set-up through one optimized broker, in one run:
 # connections/s for PLAIN, SCRAM-SHA-256/512 (SASL_PLAINTEXT) and
 # SCRAM-SHA-512 over SASL_SSL beside plain TCP and TLS connects, with the
 # broker's CPU per connection and PBKDF2's rate as the CPU floor; then a
 # producer's MB/s alone and beside a SCRAM login storm, with the ratio
-# (optimized inside the dev profile, as `make bench-overload`; a minute).
+# (release profile; a minute).
 bench-sasl: deps
-	$(CARGO) bench --bench sasl --profile dev $(DEMO_BUILD)
+	$(CARGO) bench --bench sasl
 
 # The wordcount example in remote mode, one instance and then two side by
 # side against one `strata serve`, with the CPU each case used and the

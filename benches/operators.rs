@@ -41,6 +41,7 @@ use std::path::Path;
 use std::time::Duration;
 
 mod common;
+mod summary;
 
 use strata::client::partitioner::partition_for_key;
 use strata::log::{LogConfig, LogManager};
@@ -141,6 +142,23 @@ fn main() -> anyhow::Result<()> {
             twin(n).map(|hand| format!("{n}: {:.2}x its hand-written twin", common::best(r) / hand))
         })
         .collect();
+    let best_of = |name: &str| {
+        let row = rows.iter().find(|(n, _)| n == name);
+        common::best(&row.expect("a case of this bench").1)
+    };
+    let hashmap = best_of("HashMap count");
+    let against_hashmap = |what: &str, factor| summary::Target {
+        what: what.into(),
+        measured: best_of(what),
+        reference_name: "HashMap count".into(),
+        reference: hashmap,
+        factor,
+        unit: "records/s",
+    };
+    let targets = [
+        against_hashmap("windowed count, pipeline", 0.5),
+        against_hashmap("join, pipeline", 0.6),
+    ];
     common::print_rows(
         std::iter::once(("plain loop".to_string(), plain))
             .chain(rows)
@@ -154,7 +172,7 @@ fn main() -> anyhow::Result<()> {
         let rounds: Vec<String> = per_record.iter().map(|w| format!("{w:.4}")).collect();
         println!("{name}: store writes per record {}", rounds.join(" "));
     }
-    Ok(())
+    summary::report("operators", &targets)
 }
 
 /// The apps of one round with the records each processes (0: the word

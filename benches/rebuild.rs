@@ -31,6 +31,7 @@
 use std::time::Instant;
 
 mod common;
+mod summary;
 
 use strata::runtime::{App, CommitInterval, Location, REBUILD_COMMIT, RebuildOptions, Store};
 
@@ -135,6 +136,24 @@ fn main() -> anyhow::Result<()> {
         rebuild2.push(common::rate(summary.records, summary.elapsed));
     }
     let (floor, floor2) = (common::best(&plain), common::best(&plain2));
+    let targets = [
+        summary::Target {
+            what: "rebuild".into(),
+            measured: common::best(&rates[0]),
+            reference_name: "plain loop".into(),
+            reference: floor,
+            factor: 0.5,
+            unit: "records/s",
+        },
+        summary::Target {
+            what: "rebuild, 2 partitions".into(),
+            measured: common::best(&rebuild2),
+            reference_name: "plain loop over both".into(),
+            reference: floor2,
+            factor: 0.5,
+            unit: "records/s",
+        },
+    ];
     let named = |name: &str, rates| (name.to_string(), rates);
     let rows = [named("plain loop", plain), named("HashMap count", hashmap)]
         .into_iter()
@@ -148,5 +167,5 @@ fn main() -> anyhow::Result<()> {
             .map(|row| (row, floor2)),
         );
     common::print_rows(rows);
-    Ok(())
+    summary::report("rebuild", &targets)
 }

@@ -58,6 +58,7 @@ use std::path::Path;
 use std::time::Duration;
 
 mod common;
+mod summary;
 
 use strata::runtime::{
     App, CommitInterval, Context, Location, Output, ProcessError, Record, Store,
@@ -185,6 +186,36 @@ fn main() -> anyhow::Result<()> {
     cases.extend(net_rows);
     cases2.extend(net_rows2);
     let (floor, floor2) = (common::best(&plain), common::best(&plain2));
+    let best_of = |rows: &[(String, Vec<f64>)], name: &str| {
+        let row = rows.iter().find(|(n, _)| n == name);
+        common::best(&row.expect("a case of this bench").1)
+    };
+    let targets = [
+        summary::Target {
+            what: "pass-through, per record".into(),
+            measured: best_of(&cases, "pass-through, per record"),
+            reference_name: "plain loop".into(),
+            reference: floor,
+            factor: 0.85,
+            unit: "records/s",
+        },
+        summary::Target {
+            what: "count, per record (default commit interval)".into(),
+            measured: best_of(&cases, "count, per record"),
+            reference_name: "HashMap count".into(),
+            reference: best_of(&cases, "HashMap count"),
+            factor: 0.8,
+            unit: "records/s",
+        },
+        summary::Target {
+            what: "count: 2 partitions' gain over 1".into(),
+            measured: best_of(&cases2, "count, 2 partitions") / best_of(&cases, "count"),
+            reference_name: "plain loop's gain side by side".into(),
+            reference: best_of(&cases2, "plain loop, 2 partitions side by side") / floor2,
+            factor: 0.9,
+            unit: "×",
+        },
+    ];
     let rows = std::iter::once(("plain loop".to_string(), plain))
         .chain(cases)
         .map(|row| (row, floor))
@@ -194,7 +225,7 @@ fn main() -> anyhow::Result<()> {
                 .map(|row| (row, floor2)),
         );
     common::print_rows(rows);
-    Ok(())
+    summary::report("runtime", &targets)
 }
 
 /// How long the pass-through app takes over the whole of `input`, which

@@ -22,18 +22,9 @@ LINES=${LINES:-2000000}
 ROUNDS=${ROUNDS:-2}
 # More `run` flags for every instance, e.g. RUN_ARGS="--commit-ms 1000".
 read -r -a run_args <<< "${RUN_ARGS:-}"
-# The optimized build `make demo` uses (the workspace's crates at opt-level
-# 3 in the dev profile, so RocksDB is not compiled a second time).
-BUILD=()
-for crate in strata strata-record strata-log strata-protocol strata-http strata-client strata-broker \
-    strata-runtime strata-operators; do
-    BUILD+=(--config "profile.dev.package.$crate.opt-level=3"
-        --config "profile.dev.package.$crate.debug-assertions=false"
-        --config "profile.dev.package.$crate.overflow-checks=false")
-done
-
-cargo build --quiet "${BUILD[@]}" --bin strata --example wordcount
-target=${CARGO_TARGET_DIR:-target}/debug
+# The release profile, as users run it.
+cargo build --quiet --release --bin strata --example wordcount
+target=${CARGO_TARGET_DIR:-target}/release
 strata=$target/strata
 wordcount=$target/examples/wordcount
 

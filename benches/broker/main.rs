@@ -48,6 +48,8 @@ mod cleaning;
 mod latency;
 mod report;
 mod server;
+#[path = "../summary/mod.rs"]
+mod summary;
 
 use std::net::TcpListener;
 use std::process::Child;
@@ -179,6 +181,6 @@ fn main() -> Result<()> {
         disk_dir: root.path().to_path_buf(),
         disk_bytes: settings.produce_bytes,
     };
-    report::print(&settings, &baselines, &results);
+    report::print(&settings, &baselines, &results)?;
     Ok(())
 }

@@ -24,16 +24,26 @@ impl FileSlice {
     /// Copies the bytes into memory (the non-zero-copy path, for embedded
     /// readers and tests).
     pub fn read_to_vec(&self) -> Result<Vec<u8>, LogError> {
+        let mut buf = Vec::new();
+        self.read_onto(&mut buf)?;
+        Ok(buf)
+    }
+
+    /// Reads the bytes onto the end of `out`: several slices land in one
+    /// buffer without a copy each (a fetch's slices, read in turn).
+    pub fn read_onto(&self, out: &mut Vec<u8>) -> Result<(), LogError> {
         let len = usize::try_from(self.len).map_err(|_| {
             LogError::io(
                 "reading a file slice",
                 std::io::Error::other("slice larger than memory"),
             )
         })?;
-        let mut buf = vec![0u8; len];
-        self.file
-            .read_exact_at(&mut buf, self.position)
-            .context(|| format!("reading {} bytes at position {}", self.len, self.position))?;
-        Ok(buf)
+        let start = out.len();
+        out.resize(start + len, 0);
+        let read = self.file.read_exact_at(&mut out[start..], self.position);
+        if read.is_err() {
+            out.truncate(start);
+        }
+        read.context(|| format!("reading {} bytes at position {}", self.len, self.position))
     }
 }

@@ -32,6 +32,11 @@ pub struct Records<'a> {
     count: usize,
 }
 
+/// The fewest bytes a record takes: a one-byte length, attributes,
+/// timestamp delta, offset delta, key length, value length and header
+/// count.
+const RECORD_BYTES_MIN: usize = 7;
+
 impl<'a> Records<'a> {
     pub(super) fn new(
         header: &BatchHeader,
@@ -61,6 +66,13 @@ impl<'a> Records<'a> {
 
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// The declared count, but no more than the bytes can hold: what a
+    /// buffer for the records may be sized to before they are read (a
+    /// header's count alone could ask for any size).
+    pub fn len_bound(&self) -> usize {
+        self.count.min(self.data.len() / RECORD_BYTES_MIN)
     }
 
     /// Iterates the records in offset order. Yields an error (then stops) at
@@ -348,6 +360,28 @@ mod tests {
             assert_eq!(read, expected, "{codec:?}");
             assert_eq!(read[6], (56, 994, b"v6".to_vec()));
             assert_eq!(cursor.remaining(), 0);
+        }
+    }
+
+    #[test]
+    fn a_buffer_for_the_records_is_bounded_by_their_bytes_not_the_declared_count() {
+        let mut bytes = batch_of(Compression::None, 3);
+        let honest = RecordBatch::parse(&bytes).unwrap();
+        assert_eq!(honest.records(1 << 20).unwrap().len_bound(), 3);
+        let payload = bytes.len() - crate::BATCH_HEADER_BYTES;
+        for claimed in [4, 1_000, i32::MAX] {
+            // recordCount, the header's last field, and lastOffsetDelta to
+            // match it (at byte 23), as a hostile producer would write them.
+            let at = crate::BATCH_HEADER_BYTES - 4;
+            bytes[at..at + 4].copy_from_slice(&claimed.to_be_bytes());
+            bytes[23..27].copy_from_slice(&(claimed - 1).to_be_bytes());
+            let batch = RecordBatch::parse(&bytes).unwrap();
+            let records = batch.records(1 << 20).unwrap();
+            assert_eq!(records.len(), claimed as usize);
+            assert!(
+                records.len_bound() <= payload / RECORD_BYTES_MIN,
+                "{claimed}"
+            );
         }
     }
 

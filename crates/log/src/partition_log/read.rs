@@ -43,7 +43,7 @@ impl LogRead {
     pub fn read_to_vec(&self) -> Result<Vec<u8>, LogError> {
         let mut out = Vec::with_capacity(self.size_bytes() as usize);
         for slice in &self.slices {
-            out.extend_from_slice(&slice.read_to_vec()?);
+            slice.read_onto(&mut out)?;
         }
         Ok(out)
     }

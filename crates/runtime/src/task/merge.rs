@@ -228,7 +228,9 @@ impl Task {
                 let sampler = &mut self.key_sampler;
                 (self.metrics).count_sampled(sampler, 1, |_| record.key, record.timestamp);
             }
-            self.after_record(&mut counted).await?;
+            if self.due_after_record() {
+                self.after_record(&mut counted).await?;
+            }
         }
         self.inputs[at].advance(cursor, ahead, None);
         self.count_progress(counted);

@@ -150,10 +150,13 @@ impl Task {
         let mut position = Position::before_records(&topic, self.setup.partition, 0);
         // Decoded first, so that a record's store entries can be asked for
         // a few records ahead of its turn.
-        let records = records
-            .iter()
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| unreadable(Unreadable::record(e)))?;
+        // (Sized first: collected through a `Result`, the buffer would grow
+        // by doubling, copying the records each time.)
+        let mut decoded = Vec::with_capacity(records.len_bound());
+        for record in records.iter() {
+            decoded.push(record.map_err(|e| unreadable(Unreadable::record(e)))?);
+        }
+        let records = decoded;
         // An async processor's lookups for the records to process, before
         // the first is applied (none for the others).
         let offsets = self.inputs[at].next..limit;
@@ -187,7 +190,11 @@ impl Task {
             self.inputs[at].next = record.offset + 1;
             counted += 1;
             processed += 1;
-            self.after_record(&mut counted).await?;
+            // Checked here, without a future per record; most records need
+            // nothing after them.
+            if self.due_after_record() {
+                self.after_record(&mut counted).await?;
+            }
         }
         self.count_progress(counted);
         let past_batch = header.next_offset().min(limit);
@@ -220,13 +227,16 @@ impl Task {
         );
         position.offset = record.offset;
         position.timestamp = record.timestamp;
-        position.headers.clear();
-        position.headers.extend(record.headers().map(|h| {
-            (
-                String::from_utf8_lossy(h.key).into_owned(),
-                h.value.map(<[u8]>::to_vec),
-            )
-        }));
+        // Most records have no headers: nothing to clear or build for them.
+        if record.header_count() > 0 || !position.headers.is_empty() {
+            position.headers.clear();
+            position.headers.extend(record.headers().map(|h| {
+                (
+                    String::from_utf8_lossy(h.key).into_owned(),
+                    h.value.map(<[u8]>::to_vec),
+                )
+            }));
+        }
         // A record the processor failed on earlier in this run, diverted
         // under its policy (see `dead_letters`).
         if let Some(failure) = self.failures.noted(at, record.offset) {
@@ -268,11 +278,6 @@ impl Task {
         Ok(())
     }
 
-    /// After a record (its input's position moved past it, counted in
-    /// `counted`): the event-time timers it brought the stream time to,
-    /// fired before the next record, and a commit when the run is full
-    /// (`counted` then goes to the progress).
-    #[inline]
     /// Nanoseconds since `started` (an instant and the time in commits
     /// then), the commits made meanwhile left out.
     pub(super) fn processing_nanos(&self, (at, in_commits): (Instant, Duration)) -> u64 {
@@ -280,6 +285,19 @@ impl Task {
         u64::try_from(spent.as_nanos()).unwrap_or(u64::MAX)
     }
 
+    /// Whether [`Task::after_record`] has anything to do: an event-time
+    /// timer due at the stream time, or a full run.
+    #[inline]
+    pub(super) fn due_after_record(&self) -> bool {
+        let timer_due = (self.state.stream_time())
+            .is_some_and(|now| self.state.timer_due(TimeDomain::EventTime, now));
+        timer_due || self.commit_full()
+    }
+
+    /// After a record (its input's position moved past it, counted in
+    /// `counted`): the event-time timers it brought the stream time to,
+    /// fired before the next record, and a commit when the run is full
+    /// (`counted` then goes to the progress).
     pub(super) async fn after_record(&mut self, counted: &mut u64) -> Result<(), RuntimeError> {
         if let Some(now) = self.state.stream_time()
             && self.state.timer_due(TimeDomain::EventTime, now)
