@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-all bench-broker bench-runtime bench-schema bench-latency bench-rebuild bench-operators bench-overload bench-scale bench-tls bench-sasl fuzz prune clean
+.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-all bench-broker bench-runtime bench-schema bench-latency bench-rebuild bench-operators bench-overload bench-requests bench-scale bench-tls bench-sasl fuzz prune clean
 
 all: build
 
@@ -128,6 +128,12 @@ bench-rebuild: deps
 # read, in one run, with the ratio (release profile; takes a minute).
 bench-overload: deps
 	$(CARGO) bench --bench overload
+
+# The broker's CPU per request under one-record produces and one-batch
+# fetches, beside an echo server over the same framing, in one run
+# (release profile; a minute).
+bench-requests: deps
+	$(CARGO) bench --bench requests
 
 # Produce and consume with kcat through a PLAINTEXT and an SSL listener of
 # one broker (release profile), in one run: MB/s for each and the TLS ratio.

@@ -18,22 +18,23 @@
 //! `STRATA_BENCH_DIR` (parent of the temporary directory).
 
 mod scrape;
+mod serve;
 mod summary;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use hdrhistogram::Histogram;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiKey, FetchRequest, ProduceRequest, ProduceResponse, RequestHeader, ResponseHeader, TopicName,
+    ApiKey, FetchRequest, ProduceRequest, ProduceResponse, ResponseHeader,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::Decodable;
+use serve::{Broker, frame, read_frame, topic_name};
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord};
 
@@ -54,20 +55,6 @@ const TARGET_RATIO: f64 = 2.0;
 const PRODUCE_VERSION: i16 = 9;
 const FETCH_VERSION: i16 = 12;
 const STALL_WAIT: Duration = Duration::from_secs(60);
-
-/// Kills the broker when the run ends, however it ends.
-struct Broker {
-    child: Child,
-    address: String,
-    metrics: String,
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn main() -> Result<()> {
     // `cargo bench` passes --bench; nothing else is taken.
@@ -172,44 +159,15 @@ fn prepare(dir: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
+/// The broker, with its metrics endpoint and no stalled consumer cut
+/// during the run.
 fn start(dir: &std::path::Path) -> Result<Broker> {
-    let config = dir.join("strata.toml");
-    // No stalled consumer is cut during the run.
-    std::fs::write(
-        &config,
-        "metrics = \"127.0.0.1:0\"\nsocket_stall_timeout_ms = 3600000\n",
-    )?;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting strata serve")?;
-    let mut stdout = BufReader::new(child.stdout.take().context("strata's stdout")?);
-    let mut broker = Broker {
-        child,
-        address: String::new(),
-        metrics: String::new(),
-    };
-    let mut line = String::new();
-    for _ in 0..2 {
-        line.clear();
-        stdout.read_line(&mut line)?;
-        if let Some(address) = line.trim().strip_prefix("strata listening on ") {
-            broker.address = address.to_string();
-        } else if let Some(url) = line.trim().strip_prefix("metrics on http://") {
-            broker.metrics = url.trim_end_matches("/metrics").to_string();
-        }
-    }
+    let config = "metrics = \"127.0.0.1:0\"\nsocket_stall_timeout_ms = 3600000\n";
+    let broker = serve::start(dir, config)?;
     ensure!(
-        !broker.address.is_empty() && !broker.metrics.is_empty(),
-        "strata serve printed {line:?}"
+        broker.metrics.is_some(),
+        "strata serve printed no metrics address"
     );
-    // Keeps the pipe open: a closed stdout would fail a later print.
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     Ok(broker)
 }
 
@@ -304,40 +262,13 @@ async fn stall_consumers(broker: &Broker) -> Result<Vec<tokio::net::TcpStream>> 
     Ok(consumers)
 }
 
-fn topic_name(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.into()))
-}
-
-fn frame<T: Encodable>(
-    key: ApiKey,
-    version: i16,
-    correlation_id: i32,
-    body: &T,
-) -> Result<Vec<u8>> {
-    let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation_id)
-        .with_client_id(Some(StrBytes::from_static_str("overload-bench")));
-    let mut buf = BytesMut::new();
-    header.encode(&mut buf, key.request_header_version(version))?;
-    body.encode(&mut buf, version)?;
-    let mut out = i32::try_from(buf.len())?.to_be_bytes().to_vec();
-    out.extend_from_slice(&buf);
-    Ok(out)
-}
-
-fn read_frame(stream: &mut TcpStream) -> Result<Bytes> {
-    let mut size = [0u8; 4];
-    stream.read_exact(&mut size)?;
-    let mut body = vec![0u8; usize::try_from(i32::from_be_bytes(size))?];
-    stream.read_exact(&mut body)?;
-    Ok(Bytes::from(body))
-}
-
 /// An unlabelled metric's value.
 fn metric(broker: &Broker, name: &str) -> Result<u64> {
-    scrape::metric(&broker.metrics, name)
+    let address = broker
+        .metrics
+        .as_deref()
+        .context("the broker's metrics address")?;
+    scrape::metric(address, name)
 }
 
 /// The broker's `VmHWM`, in bytes.

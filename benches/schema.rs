@@ -26,8 +26,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-// The runtime benchmarks' input helpers go unused here: only their loop.
-#[allow(dead_code)]
 mod common;
 
 use serde::{Deserialize, Serialize};

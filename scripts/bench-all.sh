@@ -15,7 +15,7 @@ set -uo pipefail
 
 cd "$(dirname "$0")/.."
 out=${OUT:-${CARGO_TARGET_DIR:-target}/bench-all}
-benches=${BENCHES:-runtime operators rebuild schema latency overload sasl tls scale broker log}
+benches=${BENCHES:-runtime operators rebuild restore schema latency requests overload sasl tls scale broker log}
 mkdir -p "$out"
 rows="$out/targets.md"
 : >"$rows"

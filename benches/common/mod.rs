@@ -3,6 +3,11 @@
 //! batches of 1,000), the plain fetch-and-decode loop they are measured
 //! against, the counting processor they run, and the table they print.
 
+#![allow(
+    dead_code,
+    reason = "each benchmark takes the part of this module it needs"
+)]
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -108,7 +113,6 @@ pub fn hashmap_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
 /// written to a RocksDB in `state` with their counts, in one synced write
 /// batch, as a plain program keeping its counts on disk would. No
 /// runtime, no input offsets, no overlap of the writes with counting.
-#[allow(dead_code, reason = "a reference of the runtime bench only")]
 pub fn durable_hashmap_loop(
     data: &Path,
     state: &Path,
@@ -199,7 +203,6 @@ pub fn read_loop(
 /// Records/s of [`plain_loop`] over every partition of `topic` at once, a
 /// thread each: what the machine's cores give side by side, the ceiling
 /// of tasks that run in parallel.
-#[allow(dead_code, reason = "a reference of the runtime bench only")]
 pub fn plain_loop_side_by_side(data: &Path, topic: &str, expected: u64) -> anyhow::Result<f64> {
     let log = LogManager::open(data, LogConfig::default())?;
     let partitions = partitions_of(&log, topic)?;

@@ -122,7 +122,9 @@ proptest! {
     fn partition_log_agrees_with_a_vec_of_records(
         ops in prop::collection::vec(op(), 1..48),
         segment_bytes in prop_oneof![Just(1024u64), 1024..16_384u64],
-        index_interval_bytes in prop_oneof![Just(1u64), 64..1024u64],
+        // Past 4 KiB, a read's walk from an index entry crosses the
+        // windows it reads headers in.
+        index_interval_bytes in prop_oneof![Just(1u64), 64..1024u64, 4096..16_384u64],
     ) {
         let config = LogConfig {
             segment_bytes,

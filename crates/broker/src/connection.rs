@@ -12,7 +12,8 @@
 //!   connection on a SASL listener has authenticated, it reads one request
 //!   at a time instead, from a budget of its own ([`pre_auth`]).
 //! - The **handler** takes queued requests in order and runs each one's
-//!   handler off the executor's threads (handlers block on disk I/O), then
+//!   handler where blocking on disk I/O stalls no other connection (see
+//!   [`handle_one`]), then
 //!   returns the frame's bytes to the budget. A request's effects are
 //!   therefore applied strictly in the order sent (a producer's batches
 //!   append in that order). Most responses are known when the handler
@@ -59,6 +60,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
+use tokio::runtime::RuntimeFlavor;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use super::BrokerError;
@@ -506,9 +508,17 @@ async fn write_responses<W: ResponseWriter>(
     }
 }
 
-/// Runs the request's handler off the executor's threads (handlers block on
-/// disk I/O), waiting between passes when a fetch asks to wait for data.
-/// `None` closes the connection.
+/// Runs the request's handler where it may block on disk I/O (a segment
+/// roll syncs a file, a read may miss the page cache), waiting between
+/// passes when a fetch asks to wait for data. `None` closes the
+/// connection.
+///
+/// On a multi-threaded runtime (`strata serve`'s) the handler runs on the
+/// connection's own thread, the executor's other tasks handed to another
+/// thread meanwhile (`block_in_place`): a handoff to a blocking thread and
+/// back per request cost more CPU than most requests' work
+/// (`make bench-requests`). Elsewhere (an app serving its log from a
+/// current-thread runtime) it runs on a blocking thread.
 async fn handle_one(
     ctx: &Arc<BrokerContext>,
     frame: Bytes,
@@ -522,10 +532,12 @@ async fn handle_one(
         let final_pass = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
         let (handler_ctx, handler_frame) = (Arc::clone(ctx), frame.clone());
         let (caller, endpoint) = (Arc::clone(caller), Arc::clone(&link.endpoint));
-        let handled = tokio::task::spawn_blocking(move || {
-            api::handle(&handler_ctx, handler_frame, final_pass, &caller, &endpoint)
-        })
-        .await;
+        let handle =
+            move || api::handle(&handler_ctx, handler_frame, final_pass, &caller, &endpoint);
+        let handled = match tokio::runtime::Handle::current().runtime_flavor() {
+            RuntimeFlavor::MultiThread => Ok(tokio::task::block_in_place(handle)),
+            _ => tokio::task::spawn_blocking(handle).await,
+        };
         match handled {
             Ok(Ok(Reply::Respond(parts))) => return Some(Response::Ready(Some(parts), now())),
             Ok(Ok(Reply::Silent)) => return Some(Response::Ready(None, now())),

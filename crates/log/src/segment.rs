@@ -29,6 +29,7 @@ use super::error::IoContext;
 use super::storage::{Disk, OpenMode};
 use super::{FileSlice, LogConfig, LogError, OffsetIndex, TimeIndex};
 
+mod locate;
 mod timestamps;
 
 /// What the log knows about one batch it is appending.
@@ -433,32 +434,42 @@ impl Segment {
 
     /// Reads and checks the header of the batch at `position`.
     pub(crate) fn read_header(&self, position: u64) -> Result<BatchHeader, LogError> {
-        let available = self.size.saturating_sub(position);
         let mut raw = [0u8; BATCH_HEADER_BYTES];
-        if available < BATCH_HEADER_BYTES as u64 {
+        self.header_fits(position, BATCH_HEADER_BYTES)?;
+        self.read_at(&mut raw, position)?;
+        self.checked_header(&raw, position)
+    }
+
+    /// Fails unless `needed` bytes of the segment start at `position`.
+    fn header_fits(&self, position: u64, needed: usize) -> Result<(), LogError> {
+        let available = self.size.saturating_sub(position);
+        if available < needed as u64 {
             return Err(LogError::InvalidBatch(
                 strata_record::RecordError::Truncated {
-                    needed: BATCH_HEADER_BYTES,
+                    needed,
                     available: available as usize,
                 },
             ));
         }
-        self.log.read_exact_at(&mut raw, position).context(|| {
+        Ok(())
+    }
+
+    /// Fills `buf` from `position` of the log file.
+    fn read_at(&self, buf: &mut [u8], position: u64) -> Result<(), LogError> {
+        self.log.read_exact_at(buf, position).context(|| {
             format!(
-                "reading batch header at {position} of {}",
+                "reading batch headers at {position} of {}",
                 self.log_path().display()
             )
-        })?;
-        let header = BatchHeader::parse(&raw)?;
+        })
+    }
+
+    /// The header of the batch at `position`, from its first bytes `raw`,
+    /// checked, and checked to end within the segment.
+    fn checked_header(&self, raw: &[u8], position: u64) -> Result<BatchHeader, LogError> {
+        let header = BatchHeader::parse(raw)?;
         header.check()?;
-        if header.size_bytes() as u64 > available {
-            return Err(LogError::InvalidBatch(
-                strata_record::RecordError::Truncated {
-                    needed: header.size_bytes(),
-                    available: available as usize,
-                },
-            ));
-        }
+        self.header_fits(position, header.size_bytes())?;
         Ok(header)
     }
 
@@ -479,72 +490,8 @@ impl Segment {
         Ok(RecordBatch::parse(buf)?)
     }
 
-    /// Finds the batch holding `offset`, or the first batch after it.
-    /// Returns its position and header, or `None` if the segment ends first.
-    pub(crate) fn locate(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>, LogError> {
-        let start = match self.index.lookup(offset) {
-            Some((indexed, position)) if self.index_points_at(indexed, position) => position,
-            Some(_) => 0,
-            None => 0,
-        };
-        let mut position = start;
-        while position < self.size {
-            let header = self.read_header(position)?;
-            if header.last_offset() >= offset {
-                return Ok(Some((position, header)));
-            }
-            position += header.size_bytes() as u64;
-        }
-        Ok(None)
-    }
-
-    /// Whether the index entry (offset, position) really is a batch boundary;
-    /// if not, the index is flagged for a rebuild and readers scan instead.
-    fn index_points_at(&self, offset: i64, position: u64) -> bool {
-        if self.index_suspect.load(Ordering::Relaxed) {
-            return false;
-        }
-        let ok = self
-            .read_header(position)
-            .is_ok_and(|header| header.base_offset == offset);
-        if !ok {
-            tracing::warn!(
-                segment = %self.log_path().display(),
-                offset, position,
-                "offset index entry does not point at a batch; scanning the segment and rebuilding the index"
-            );
-            self.index_suspect.store(true, Ordering::Relaxed);
-        }
-        ok
-    }
-
     pub(crate) fn index_suspect(&self) -> bool {
         self.index_suspect.load(Ordering::Relaxed)
-    }
-
-    /// End position of the whole batches that start at `start` and fit in
-    /// `max_bytes`, never less than one batch.
-    pub(crate) fn slice_end(&self, start: u64, max_bytes: u64) -> Result<u64, LogError> {
-        let target = start.saturating_add(max_bytes);
-        if target >= self.size {
-            return Ok(self.size);
-        }
-        let mut position = match self.index.lookup_position(target) {
-            Some((offset, position))
-                if position > start && self.index_points_at(offset, position) =>
-            {
-                position
-            }
-            _ => start,
-        };
-        loop {
-            let header = self.read_header(position)?;
-            let end = position + header.size_bytes() as u64;
-            if end > target {
-                return Ok(if position == start { end } else { position });
-            }
-            position = end;
-        }
     }
 
     pub(crate) fn slice(&self, start: u64, end: u64) -> FileSlice {

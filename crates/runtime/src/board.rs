@@ -69,6 +69,8 @@ pub(crate) struct TaskBoard {
     copies: Arc<Mutex<BTreeMap<String, i64>>>,
     /// Changelog records put back by this instance's restores, in all.
     restored: Arc<AtomicU64>,
+    /// The time those restores took, summed over tasks (nanoseconds).
+    restoring_nanos: Arc<AtomicU64>,
     /// Each running task's counters, for `/metrics`.
     metrics: Arc<Mutex<BTreeMap<String, Arc<TaskMetrics>>>>,
 }
@@ -166,9 +168,11 @@ impl TaskBoard {
             .clone()
     }
 
-    /// Counts `records` put back by a restore.
-    pub fn restored(&self, records: u64) {
+    /// Counts `records` put back by a restore that took `took`.
+    pub fn restored(&self, records: u64, took: Duration) {
         self.restored.fetch_add(records, Ordering::Relaxed);
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.restoring_nanos.fetch_add(nanos, Ordering::Relaxed);
     }
 
     /// Restores in progress: changelog offsets done and in all, summed.
@@ -217,6 +221,11 @@ impl TaskBoard {
     /// Changelog records put back by this instance's restores, in all.
     pub fn restored_in_all(&self) -> u64 {
         self.restored.load(Ordering::Relaxed)
+    }
+
+    /// The time this instance's restores took, summed over tasks.
+    pub fn restoring_in_all(&self) -> Duration {
+        Duration::from_nanos(self.restoring_nanos.load(Ordering::Relaxed))
     }
 
     fn lines(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, TaskView>> {

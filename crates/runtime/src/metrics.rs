@@ -417,7 +417,7 @@ mod tests {
             },
         );
         let _standby = board.enter("count/2".into(), TaskView::Standby { behind: 3 });
-        board.restored(5);
+        board.restored(5, std::time::Duration::from_millis(3));
         let progress = TaskProgress::default();
         progress.records.store(7, Ordering::Relaxed);
         let text = exposition(

@@ -279,8 +279,15 @@ pub(super) fn stdout_error(error: std::io::Error) -> RuntimeError {
 
 /// `run` and `replay`: what they did, on stderr.
 pub(super) fn processed(app: &str, summary: &ops::RunSummary) {
+    let restored = match summary.restored {
+        0 => String::new(),
+        records => format!(
+            " (restores put back {records} changelog records in {:.1} s of task time)",
+            summary.restoring.as_secs_f64()
+        ),
+    };
     eprintln!(
-        "{app}: {} records processed in {:.1} s",
+        "{app}: {} records processed in {:.1} s{restored}",
         summary.records,
         summary.elapsed.as_secs_f64()
     );

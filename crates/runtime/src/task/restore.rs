@@ -172,7 +172,7 @@ impl<'a> ChangelogReader<'a> {
             }
         }
         restoring.flush()?;
-        self.board.restored(records);
+        self.board.restored(records, started.elapsed());
         tracing::info!(
             task = %self.task,
             "restored {store} from {changelog}/{}: {records} records, offsets {from} to {end}, in {:.1} s",

@@ -91,6 +91,11 @@ pub struct RunSummary {
     pub records: u64,
     /// Store entries the commits wrote to the tasks' databases.
     pub store_writes: u64,
+    /// Changelog records the tasks' restores put back (remote: a task
+    /// whose local state was not the one last committed), and the time
+    /// those restores took, summed over tasks.
+    pub restored: u64,
+    pub restoring: Duration,
     pub elapsed: Duration,
 }
 
@@ -156,12 +161,10 @@ pub async fn run_until(
     if !crashed {
         close(embedded)?;
     }
-    let (tasks, records, store_writes) = result?;
+    let summary = result?;
     Ok(RunSummary {
-        tasks,
-        records,
-        store_writes,
         elapsed: started.elapsed(),
+        ..summary
     })
 }
 
@@ -171,7 +174,7 @@ async fn run_tasks(
     location: &Location,
     (options, access): (&RunOptions, &strata_http::Access),
     stop: impl std::future::Future<Output = ()>,
-) -> Result<(usize, u64, u64), RuntimeError> {
+) -> Result<RunSummary, RuntimeError> {
     let partitions = resolve(app, log).await?;
     ensure_changelogs(app, log, &partitions).await?;
     let remote = matches!(log, LogAccess::Remote(_));
@@ -253,9 +256,15 @@ async fn run_tasks(
         let _ = std::fs::remove_file(layout::task_board_file(location.state_dir()));
     }
     outcome?;
-    let records = runner.progress.records.load(Ordering::Relaxed);
-    let writes = runner.progress.store_writes.load(Ordering::Relaxed);
-    Ok((runner.started, records, writes))
+    Ok(RunSummary {
+        tasks: runner.started,
+        records: runner.progress.records.load(Ordering::Relaxed),
+        store_writes: runner.progress.store_writes.load(Ordering::Relaxed),
+        restored: runner.board.restored_in_all(),
+        restoring: runner.board.restoring_in_all(),
+        // The whole run's, set by the caller.
+        elapsed: Duration::ZERO,
+    })
 }
 
 /// Joins the app's group (named after the app and its version).
