@@ -9,7 +9,7 @@ export STRATA_COMPAT_VENV ?= $(STRATA_CACHE_DIR)/compat/venv
 export STRATA_COMPAT_QUIX_VENV ?= $(STRATA_CACHE_DIR)/compat/quix-venv
 export STRATA_COMPAT_NODE ?= $(STRATA_CACHE_DIR)/compat/node
 
-.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-all bench-broker bench-runtime bench-schema bench-latency bench-rebuild bench-operators bench-overload bench-requests bench-scale bench-tls bench-sasl fuzz prune clean
+.PHONY: all deps deps-bench build demo test lint fmt soak bench bench-all bench-broker bench-runtime bench-schema bench-latency bench-rebuild bench-restore bench-operators bench-overload bench-requests bench-scale bench-tls bench-sasl fuzz prune clean
 
 all: build
 
@@ -123,6 +123,12 @@ bench-operators: deps
 # fetch-and-decode loop over it, in one run (optimized; takes minutes).
 bench-rebuild: deps
 	$(CARGO) bench --bench rebuild
+
+# A store's restore from its changelog (remote, against strata serve)
+# beside `strata bench consume --read-committed` over the same changelog,
+# in one run (release profile; a few minutes).
+bench-restore: deps
+	$(CARGO) bench --bench restore
 
 # A producer's acks=all p50/p99 alone and beside 100 consumers that never
 # read, in one run, with the ratio (release profile; takes a minute).
