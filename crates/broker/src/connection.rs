@@ -13,7 +13,7 @@
 //!   at a time instead, from a budget of its own ([`pre_auth`]).
 //! - The **handler** takes queued requests in order and runs each one's
 //!   handler where blocking on disk I/O stalls no other connection (see
-//!   [`handle_one`]), then
+//!   [`run_handler`]; the connection's own reader and writer pause), then
 //!   returns the frame's bytes to the budget. A request's effects are
 //!   therefore applied strictly in the order sent (a producer's batches
 //!   append in that order). Most responses are known when the handler
@@ -35,8 +35,10 @@
 //! frame of at most [`SASL_FRAME_BYTES_MAX`](super::auth::SASL_FRAME_BYTES_MAX)
 //! and none of `request_memory_bytes_max`. A response is written before
 //! the next one, and a fetch response's records are file ranges sent with
-//! sendfile, never copied into memory, so a client that stops reading
-//! holds small in-memory parts; once writing (or reading a frame's body)
+//! sendfile, not copied into memory (but for a whole response of at most
+//! [`COALESCED_RESPONSE_BYTES_MAX`](super::transport::COALESCED_RESPONSE_BYTES_MAX),
+//! written in one piece), so a client that stops reading holds small
+//! in-memory parts; once writing (or reading a frame's body)
 //! makes no progress for `socket_stall_timeout` the connection closes and
 //! returns what it held.
 //!
@@ -54,7 +56,7 @@ mod reader;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -513,12 +515,7 @@ async fn write_responses<W: ResponseWriter>(
 /// passes when a fetch asks to wait for data. `None` closes the
 /// connection.
 ///
-/// On a multi-threaded runtime (`strata serve`'s) the handler runs on the
-/// connection's own thread, the executor's other tasks handed to another
-/// thread meanwhile (`block_in_place`): a handoff to a blocking thread and
-/// back per request cost more CPU than most requests' work
-/// (`make bench-requests`). Elsewhere (an app serving its log from a
-/// current-thread runtime) it runs on a blocking thread.
+/// Where the handler runs is [`run_handler`]'s choice.
 async fn handle_one(
     ctx: &Arc<BrokerContext>,
     frame: Bytes,
@@ -534,10 +531,7 @@ async fn handle_one(
         let (caller, endpoint) = (Arc::clone(caller), Arc::clone(&link.endpoint));
         let handle =
             move || api::handle(&handler_ctx, handler_frame, final_pass, &caller, &endpoint);
-        let handled = match tokio::runtime::Handle::current().runtime_flavor() {
-            RuntimeFlavor::MultiThread => Ok(tokio::task::block_in_place(handle)),
-            _ => tokio::task::spawn_blocking(handle).await,
-        };
+        let handled = run_handler(handle).await;
         match handled {
             Ok(Ok(Reply::Respond(parts))) => return Some(Response::Ready(Some(parts), now())),
             Ok(Ok(Reply::Silent)) => return Some(Response::Ready(None, now())),
@@ -585,6 +579,70 @@ async fn handle_one(
                 return None;
             }
         }
+    }
+}
+
+/// At most this many handlers run in place at once; past it they go to
+/// the blocking pool. A handler in place has handed its worker's
+/// scheduler to a thread of that pool (512 threads by default), so with
+/// no bound a disk stall under many connections could take every thread
+/// of the pool and stop the executor itself (timers, stall timeouts,
+/// shutdown); work queued for the pool only waits.
+const HANDLERS_IN_PLACE_MAX: usize = 64;
+static HANDLERS_IN_PLACE: AtomicUsize = AtomicUsize::new(0);
+
+/// A handler's place among [`HANDLERS_IN_PLACE_MAX`], given back when
+/// dropped.
+struct InPlace;
+
+impl InPlace {
+    fn take() -> Option<Self> {
+        let before = HANDLERS_IN_PLACE.fetch_add(1, Ordering::AcqRel);
+        if before < HANDLERS_IN_PLACE_MAX {
+            return Some(Self);
+        }
+        HANDLERS_IN_PLACE.fetch_sub(1, Ordering::AcqRel);
+        None
+    }
+}
+
+impl Drop for InPlace {
+    fn drop(&mut self) {
+        HANDLERS_IN_PLACE.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Runs a request's handler, which may block on disk I/O. On a
+/// multi-threaded runtime (`strata serve`'s) it runs on the connection's
+/// own thread, the executor's other tasks handed to another thread
+/// meanwhile (`block_in_place`): a handoff to a blocking thread and back
+/// per request cost more CPU than most requests' work (`make
+/// bench-requests`). The connection's reader and writer, in the same
+/// task, pause while it runs. Past [`HANDLERS_IN_PLACE_MAX`], and on a
+/// current-thread runtime (an app serving its log), it runs on a blocking
+/// thread. A handler that panics fails its request either way, the
+/// panic's message returned.
+async fn run_handler<T: Send + 'static>(
+    handle: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let multi_threaded = matches!(
+        tokio::runtime::Handle::current().runtime_flavor(),
+        RuntimeFlavor::MultiThread
+    );
+    if multi_threaded && let Some(_place) = InPlace::take() {
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            tokio::task::block_in_place(handle)
+        }));
+        return handled.map_err(|panic| panic_message(&*panic));
+    }
+    (tokio::task::spawn_blocking(handle).await).map_err(|failed| failed.to_string())
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(message), _) => format!("panicked: {message}"),
+        (_, Some(message)) => format!("panicked: {message}"),
+        _ => "panicked".to_string(),
     }
 }
 

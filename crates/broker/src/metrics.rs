@@ -48,7 +48,8 @@ pub struct Metrics {
     /// reading because the pre-authentication budget was spent.
     pub(crate) pre_auth_memory_waits: AtomicU64,
     /// Gauge: response bytes held in memory, produced and not yet written
-    /// (file ranges sent with sendfile are not held, so not counted).
+    /// (file ranges sent with sendfile are not held, so not counted; nor
+    /// are those of a small response, read in as it is written).
     pub(crate) response_bytes_buffered: AtomicU64,
     /// Gauge: fetches waiting for an append or their deadline.
     pub(crate) fetches_waiting: AtomicU64,
@@ -186,7 +187,7 @@ impl Metrics {
         )?;
         families.gauge(
             "strata_response_bytes_buffered",
-            "Response bytes produced and not yet written (sendfile ranges not counted).",
+            "Response bytes produced and not yet written (sendfile ranges not counted, nor those of a small response read in to be written in one piece).",
             load(&self.response_bytes_buffered),
         )?;
         families.gauge(

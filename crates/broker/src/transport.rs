@@ -1,6 +1,6 @@
 //! How response bytes reach the client: on a plain TCP connection, file
 //! ranges go from the page cache to the socket with `sendfile` (zero
-//! copy); on TLS every byte must pass through the cipher, so file ranges
+//! copy), but for small responses, written in one piece; on TLS every byte must pass through the cipher, so file ranges
 //! are read in [`TLS_FILE_CHUNK_BYTES`] pieces (off the executor's
 //! threads) and written through the TLS stream.
 //!
@@ -41,8 +41,10 @@ pub(crate) trait ResponseWriter: Send {
 /// one-batch fetch went out as three. For clients that fetch a record at
 /// a time that was most of the broker's CPU per request beyond an echo
 /// server's (`make bench-requests`). Larger ranges keep `sendfile`: their
-/// copy would cost more than the calls saved.
-pub const COALESCED_RESPONSE_BYTES_MAX: u64 = 64 << 10;
+/// copy would cost more than the calls saved. The copy is held while the
+/// write waits for the client (up to the stall timeout), so this bounds
+/// what a connection holds that way.
+pub const COALESCED_RESPONSE_BYTES_MAX: u64 = 16 << 10;
 
 /// A plain TCP connection's write half: file ranges with `sendfile`, or
 /// read in with a small response's other bytes.

@@ -20,6 +20,11 @@ use crate::timer::TimeDomain;
 use strata_record::{Record, RecordBatch};
 
 use super::dead_letters::{Failed, Failure};
+
+/// The most records a batch's buffer is sized for before they are read
+/// (a batch of more grows it as usual): a damaged or hostile batch that
+/// claims millions of records in 64 MiB of garbage reserves no more.
+const RECORDS_SIZED_MAX: usize = 16 << 10;
 use super::{DECOMPRESSED_BYTES_MAX, PREFETCH_AHEAD, Task, TaskSetup};
 
 impl Task {
@@ -152,7 +157,7 @@ impl Task {
         // a few records ahead of its turn.
         // (Sized first: collected through a `Result`, the buffer would grow
         // by doubling, copying the records each time.)
-        let mut decoded = Vec::with_capacity(records.len_bound());
+        let mut decoded = Vec::with_capacity(records.len_bound().min(RECORDS_SIZED_MAX));
         for record in records.iter() {
             decoded.push(record.map_err(|e| unreadable(Unreadable::record(e)))?);
         }
