@@ -23,6 +23,12 @@ export STRATA_BENCH_SUMMARY
 STRATA_BENCH_SUMMARY=$(realpath "$rows")
 
 started=$(date +%s)
+# The commit measured: the one the run starts at (and whether the tree
+# had changes beside it).
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git status --porcelain 2>/dev/null)" ]; then
+    commit="$commit with uncommitted changes"
+fi
 failed=()
 ran=()
 for bench in $benches; do
@@ -42,13 +48,13 @@ for bench in $benches; do
 done
 
 {
-    echo "Benchmarks on $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), release profile."
+    echo "Benchmarks on $(nproc) cores, finished $(date -u +%Y-%m-%dT%H:%MZ), commit $commit, release profile."
     echo "Each target is measured against its reference in the same run."
     echo
     echo "| bench | target | measured | reference | ratio | goal | verdict |"
     echo "|---|---|---:|---|---:|---:|---|"
     cat "$rows"
-    for bench in "${failed[@]}"; do
+    for bench in ${failed[@]+"${failed[@]}"}; do
         echo "| $bench | the benchmark failed: see $out/$bench.txt | | | | | FAILED |"
     done
     echo

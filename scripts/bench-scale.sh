@@ -107,7 +107,7 @@ run_case() {
     # ends: `split` on the 4 partitions of lines, `count` on those of words.
     local deadline=$((SECONDS + CASE_SECS))
     until curl -s --max-time 2 "http://127.0.0.1:$metrics/metrics" | awk '
-        /^strata_group_lag/ && /topic="(lines|words)"/ { rows++; if ($NF != 0) behind++ }
+        /^strata_group_lag\{/ && /topic="(lines|words)"/ { rows++; if ($NF != 0) behind++ }
         END { exit !(rows == 8 && behind == 0) }'; do
         for i in $(seq "$instances"); do
             if ! kill -0 "${pids[$((i - 1))]}" 2>/dev/null; then

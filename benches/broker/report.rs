@@ -216,7 +216,7 @@ pub fn print(settings: &Settings, baselines: &Baselines, results: &Results) -> a
         summary.push(super::summary::Target {
             what: format!("{} ({})", target.what.trim(), client.name()),
             measured: measured / MB,
-            reference_name: format!("{} × {}", target.factor, target.reference_name),
+            reference_name: target.reference_name.clone(),
             reference: target.reference / MB,
             factor: target.factor,
             unit: "MB/s",
@@ -361,9 +361,8 @@ fn print_latency(fsync: &FsyncLatency, outcomes: &[Outcome], steady: &LatencyOut
     }
 }
 
-/// strata's client against librdkafka (the driver) in the same cases:
-/// records/s of each and the ratio, which must be at least 1.
-/// strata's client against the driver, case by case: at least equal,
+/// strata's client against librdkafka (the driver) in the same cases,
+/// records/s of each and the ratio: at least equal,
 /// and its producer of 100-byte records with acks=1 at least
 /// [`PRODUCER_100B_OVER_DRIVER`] times the driver's. Returns the targets.
 fn print_client_comparison(outcomes: &[Outcome]) -> Vec<super::summary::Target> {

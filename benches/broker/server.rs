@@ -57,10 +57,9 @@ impl Broker {
         stdout
             .read_line(&mut line)
             .context("reading strata's first line")?;
-        // "strata listening on 127.0.0.1:PORT"
-        let address = line
-            .trim()
-            .strip_prefix("strata listening on ")
+        // "strata listening on 127.0.0.1:PORT (PLAINTEXT)"
+        let address = (line.trim().strip_prefix("strata listening on "))
+            .and_then(|rest| rest.split_whitespace().next())
             .with_context(|| format!("strata serve printed {line:?}"))?
             .to_string();
         Ok(Self {

@@ -52,9 +52,13 @@ pub fn start(dir: &Path, config: &str) -> Result<Broker> {
         address: String::new(),
         metrics: None,
     };
-    // The metrics line, when there is one, comes before the listener's.
+    // Every listener's line comes first, then the metrics endpoint's when
+    // the configuration names one.
+    let wants_metrics = config
+        .lines()
+        .any(|line| line.trim_start().starts_with("metrics"));
     let mut line = String::new();
-    while broker.address.is_empty() {
+    while broker.address.is_empty() || (wants_metrics && broker.metrics.is_none()) {
         line.clear();
         ensure!(
             stdout.read_line(&mut line)? > 0,

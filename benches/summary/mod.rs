@@ -89,6 +89,7 @@ fn figure(value: f64, unit: &str) -> String {
         v if v >= 1e7 => format!("{:.1} M {unit}", v / 1e6),
         v if v >= 1e6 => format!("{:.2} M {unit}", v / 1e6),
         v if v >= 1e4 => format!("{:.0} k {unit}", v / 1e3),
-        v => format!("{v:.1} {unit}"),
+        v if v >= 10.0 => format!("{v:.1} {unit}"),
+        v => format!("{v:.2} {unit}"),
     }
 }
