@@ -250,7 +250,12 @@ pub fn run_all(root: &Path, settings: &Settings) -> Result<Results> {
         for run in 0..settings.runs {
             let measured = match &topic {
                 Some(topic) => bench.consume(case, topic)?,
-                None => bench.produce(case, &format!("{}-{run}", topic_name(&case)))?,
+                None => {
+                    let topic = format!("{}-{run}", topic_name(&case));
+                    let measured = bench.produce(case, &topic)?;
+                    bench.delete_topic(&topic)?;
+                    measured
+                }
             };
             if let Some(rtt) = measured.rtt_p99_seconds {
                 outcome.rtt_p99.push(rtt);
@@ -429,6 +434,25 @@ impl Bench<'_> {
                 Ok(measured)
             }
         }
+    }
+
+    /// Deletes a produce case's topic once it is measured: the cases
+    /// together write tens of GiB, more than a small disk has free (a full
+    /// disk showed as librdkafka's "Message timed out" in a later case).
+    fn delete_topic(&self, topic: &str) -> Result<()> {
+        let status = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args([
+                "topics",
+                "delete",
+                topic,
+                "--bootstrap",
+                &self.broker.address,
+            ])
+            .stderr(Stdio::null())
+            .status()
+            .context("running strata topics delete")?;
+        ensure!(status.success(), "deleting topic {topic} failed: {status}");
+        Ok(())
     }
 
     fn consume(&self, case: Case, topic: &ConsumeTopic) -> Result<Measured> {
