@@ -50,19 +50,19 @@
 //! and requests read ahead but not begun are dropped unanswered (never
 //! handled, so a producer's retry of them cannot duplicate anything).
 
+mod handler_place;
 mod pre_auth;
 mod read_loop;
 mod reader;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
-use tokio::runtime::RuntimeFlavor;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use super::BrokerError;
@@ -72,6 +72,7 @@ use super::fetch_frame::Part;
 use super::listener::Endpoint;
 use super::metrics::Metrics;
 use super::transport::{ResponseWriter, TlsWriter};
+use handler_place::run_handler;
 pub use pre_auth::{LOGIN_FRAME_BYTES_MAX, PRE_AUTH_MEMORY_BYTES_MAX};
 use reader::Reader;
 
@@ -579,70 +580,6 @@ async fn handle_one(
                 return None;
             }
         }
-    }
-}
-
-/// At most this many handlers run in place at once; past it they go to
-/// the blocking pool. A handler in place has handed its worker's
-/// scheduler to a thread of that pool (512 threads by default), so with
-/// no bound a disk stall under many connections could take every thread
-/// of the pool and stop the executor itself (timers, stall timeouts,
-/// shutdown); work queued for the pool only waits.
-const HANDLERS_IN_PLACE_MAX: usize = 64;
-static HANDLERS_IN_PLACE: AtomicUsize = AtomicUsize::new(0);
-
-/// A handler's place among [`HANDLERS_IN_PLACE_MAX`], given back when
-/// dropped.
-struct InPlace;
-
-impl InPlace {
-    fn take() -> Option<Self> {
-        let before = HANDLERS_IN_PLACE.fetch_add(1, Ordering::AcqRel);
-        if before < HANDLERS_IN_PLACE_MAX {
-            return Some(Self);
-        }
-        HANDLERS_IN_PLACE.fetch_sub(1, Ordering::AcqRel);
-        None
-    }
-}
-
-impl Drop for InPlace {
-    fn drop(&mut self) {
-        HANDLERS_IN_PLACE.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Runs a request's handler, which may block on disk I/O. On a
-/// multi-threaded runtime (`strata serve`'s) it runs on the connection's
-/// own thread, the executor's other tasks handed to another thread
-/// meanwhile (`block_in_place`): a handoff to a blocking thread and back
-/// per request cost more CPU than most requests' work (`make
-/// bench-requests`). The connection's reader and writer, in the same
-/// task, pause while it runs. Past [`HANDLERS_IN_PLACE_MAX`], and on a
-/// current-thread runtime (an app serving its log), it runs on a blocking
-/// thread. A handler that panics fails its request either way, the
-/// panic's message returned.
-async fn run_handler<T: Send + 'static>(
-    handle: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
-    let multi_threaded = matches!(
-        tokio::runtime::Handle::current().runtime_flavor(),
-        RuntimeFlavor::MultiThread
-    );
-    if multi_threaded && let Some(_place) = InPlace::take() {
-        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            tokio::task::block_in_place(handle)
-        }));
-        return handled.map_err(|panic| panic_message(&*panic));
-    }
-    (tokio::task::spawn_blocking(handle).await).map_err(|failed| failed.to_string())
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
-        (Some(message), _) => format!("panicked: {message}"),
-        (_, Some(message)) => format!("panicked: {message}"),
-        _ => "panicked".to_string(),
     }
 }
 
