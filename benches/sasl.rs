@@ -47,6 +47,7 @@
 //! `STRATA_BENCH_DIR` (parent of the temporary directory).
 
 mod scrape;
+mod serve;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{BufRead, BufReader};
@@ -93,9 +94,6 @@ const PHASE_BYTES_MAX: u64 = 1 << 30;
 const DELIVERIES_PENDING_MAX: usize = 8192;
 /// The four listeners and the metrics endpoint, as the broker prints them.
 const ADDRESSES: usize = 5;
-/// `/proc/<pid>/stat` counts CPU time in USER_HZ ticks, 100 a second on
-/// Linux.
-const TICKS_PER_SECOND: f64 = 100.0;
 
 /// Kills the broker when the run ends, however it ends.
 struct Broker {
@@ -654,32 +652,12 @@ fn print_produce(phases: &[Phase], time: Duration) {
     );
 }
 
-/// CPU seconds (user + system) the process `pid` has used.
-fn cpu_seconds(pid: &str) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // After the command name, which may hold spaces: state is field 3,
-    // utime 14 and stime 15.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .context("a /proc stat line")?
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks = |field: usize| -> Result<f64> {
-        Ok(fields
-            .get(field - 3)
-            .context("a short /proc stat line")?
-            .parse::<u64>()? as f64)
-    };
-    Ok((ticks(14)? + ticks(15)?) / TICKS_PER_SECOND)
-}
-
 fn mark(broker: &Broker, count: u64) -> Result<Mark> {
     Ok(Mark {
         at: Instant::now(),
         count,
-        broker_cpu_s: cpu_seconds(&broker.child.id().to_string())?,
-        own_cpu_s: cpu_seconds("self")?,
+        broker_cpu_s: serve::cpu_seconds(broker.child.id())?,
+        own_cpu_s: serve::cpu_seconds("self")?,
     })
 }
 

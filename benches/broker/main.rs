@@ -47,6 +47,8 @@ mod cases;
 mod cleaning;
 mod latency;
 mod report;
+#[path = "../serve/mod.rs"]
+mod serve;
 mod server;
 #[path = "../summary/mod.rs"]
 mod summary;

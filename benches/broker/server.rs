@@ -98,21 +98,7 @@ impl Broker {
 
     /// User + system CPU seconds the broker has used so far.
     pub fn cpu_seconds(&self) -> Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
-            .context("reading the broker's /proc stat")?;
-        // Fields after the command name, which ends with the last ')':
-        // state is field 3, utime 14, stime 15.
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| -> Result<f64> {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<f64>().ok())
-                .context("parsing the broker's /proc stat")
-        };
-        // SAFETY: sysconf only reads a constant.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        Ok((ticks(11)? + ticks(12)?) / hz)
+        super::serve::cpu_seconds(self.pid).context("reading the broker's /proc stat")
     }
 
     /// SIGTERM, then wait for the clean shutdown.

@@ -113,8 +113,8 @@ pub fn read_frame(stream: &mut TcpStream) -> Result<Bytes> {
     Ok(Bytes::from(body))
 }
 
-/// User + system CPU seconds process `pid` has used so far.
-pub fn cpu_seconds(pid: u32) -> Result<f64> {
+/// User + system CPU seconds process `pid` (or `self`) has used so far.
+pub fn cpu_seconds(pid: impl std::fmt::Display) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // The fields after the command name (which ends at the last ')'):
     // utime is the 14th field, stime the 15th.
