@@ -32,6 +32,9 @@
 //!   database write per key per commit) and without it (one per update);
 //!   each also reports the store entries written per record.
 //!
+//! `STRATA_BENCH_CASES` (`|`-separated parts of case names) runs only
+//! the cases named (and the plain loop and HashMap count, the floors).
+//!
 //! Each case runs `ROUNDS` times after a warm-up; the best round is
 //! reported with its ratio to the plain loop's best (and, for the
 //! pipelines, to their hand-written twin's).
@@ -93,6 +96,10 @@ fn main() -> anyhow::Result<()> {
     let mut writes_per_record: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut rows: Vec<(String, Vec<f64>)> =
         names.iter().map(|n| (n.to_string(), Vec::new())).collect();
+    let only: Vec<String> = std::env::var("STRATA_BENCH_CASES")
+        .map(|cases| cases.split('|').map(str::to_string).collect())
+        .unwrap_or_default();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|part| name.contains(part));
     let mut plain = Vec::new();
     for round in 0..ROUNDS {
         plain.push(common::plain_loop(&data, RECORDS)?);
@@ -102,6 +109,9 @@ fn main() -> anyhow::Result<()> {
             ("zipf count, no write cache", false),
         ];
         for (at, (app, records)) in apps(round)?.into_iter().enumerate() {
+            if !wanted(&rows[1 + at].0) {
+                continue;
+            }
             let location = Location::embedded(&data, app.name());
             let rate = if records == 0 {
                 // The word counts: lines through split, then the words.
@@ -112,7 +122,7 @@ fn main() -> anyhow::Result<()> {
             };
             rows[1 + at].1.push(rate);
         }
-        for (name, cache) in zipf {
+        for (name, cache) in zipf.into_iter().filter(|(name, _)| wanted(name)) {
             let app = zipf_count(&format!("zipf-{cache}-{round}"), cache)?;
             let location = Location::embedded(&data, app.name());
             let summary =
@@ -132,12 +142,12 @@ fn main() -> anyhow::Result<()> {
     let twin = |name: &str| -> Option<f64> {
         let hand = name.replace("pipeline", "by hand");
         rows.iter()
-            .find(|(n, _)| *n == hand)
+            .find(|(n, r)| *n == hand && !r.is_empty())
             .map(|(_, r)| common::best(r))
     };
     let ratios: Vec<String> = rows
         .iter()
-        .filter(|(n, _)| n.ends_with("pipeline"))
+        .filter(|(n, r)| n.ends_with("pipeline") && !r.is_empty())
         .filter_map(|(n, r)| {
             twin(n).map(|hand| format!("{n}: {:.2}x its hand-written twin", common::best(r) / hand))
         })
@@ -155,13 +165,15 @@ fn main() -> anyhow::Result<()> {
         factor,
         unit: "records/s",
     };
-    let targets = [
-        against_hashmap("windowed count, pipeline", 0.5),
-        against_hashmap("join, pipeline", 0.6),
-    ];
+    let targets: Vec<summary::Target> =
+        [("windowed count, pipeline", 0.5), ("join, pipeline", 0.6)]
+            .into_iter()
+            .filter(|(what, _)| wanted(what))
+            .map(|(what, factor)| against_hashmap(what, factor))
+            .collect();
     common::print_rows(
         std::iter::once(("plain loop".to_string(), plain))
-            .chain(rows)
+            .chain(rows.into_iter().filter(|(_, rates)| !rates.is_empty()))
             .map(|row| (row, floor)),
     );
     println!();

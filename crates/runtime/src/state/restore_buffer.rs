@@ -2,10 +2,11 @@
 //!
 //! A changelog's records come in log order and in no key order, so a
 //! RocksDB write of them searches the memtable once per record: the cost
-//! of a large restore. Held here instead, a large run of them is sorted
-//! once, cut to the latest entry per key (a later record of a key
-//! replaces an earlier one, a tombstone included), and written as one
-//! sorted table file RocksDB takes in whole (see [`Restoring`]).
+//! of a large restore. Held here instead, a large run of them is cut to
+//! the latest entry per key (a later record of a key replaces an earlier
+//! one, a tombstone included) through a hash table, the keys left are
+//! sorted once, and written as one sorted table file RocksDB takes in
+//! whole (see [`Restoring`]).
 //!
 //! ```text
 //! bytes:   key₀ value₀ key₁ value₁ …      keys and values back to back
@@ -14,6 +15,8 @@
 //! ```
 //!
 //! [`Restoring`]: super::Restoring
+
+use super::key_words::{INLINE_BYTES, WORDS, hash, padded_words, tag_of};
 
 /// A value length that stands for a tombstone.
 const TOMBSTONE: u32 = u32::MAX;
@@ -82,19 +85,31 @@ impl RestoreBuffer {
     }
 
     /// The latest entry of each key, in key order: what the run leaves.
-    pub fn latest_by_key(&mut self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
-        // Stable: entries of one key stay in log order, the latest last.
-        let bytes = &self.bytes;
-        (self.entries).sort_by(|a, b| compare_keys(bytes, a, b));
-        let this = &*self;
-        let entries = &this.entries;
-        (0..entries.len())
-            .filter(move |&i| {
-                (entries.get(i + 1)).is_none_or(|next| {
-                    compare_keys(&this.bytes, next, &entries[i]) != std::cmp::Ordering::Equal
-                })
-            })
-            .map(move |i| this.entry(&entries[i]))
+    pub fn latest_by_key(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        let mut latest = self.latest_entries();
+        // Unstable is enough: no two of them have the same key.
+        let (bytes, entries) = (&self.bytes, &self.entries);
+        latest.sort_unstable_by(|&a, &b| {
+            compare_keys(bytes, &entries[a as usize], &entries[b as usize])
+        });
+        latest
+            .into_iter()
+            .map(move |at| self.entry(&self.entries[at as usize]))
+    }
+
+    /// The position of each key's latest entry, in no order: one pass over
+    /// the log through an open-addressing table of (hash tag, position),
+    /// which a later entry of a key overwrites. A changelog holds many
+    /// records per key (one per commit that changed it), so only the keys
+    /// left are sorted, not every record.
+    fn latest_entries(&self) -> Vec<u32> {
+        let mut table = LatestTable::default();
+        for (at, entry) in self.entries.iter().enumerate() {
+            let key = key_of(&self.bytes, entry);
+            let same = |held: u32| key_of(&self.bytes, &self.entries[held as usize]) == key;
+            table.set(LatestKey::of(key), at as u32, same);
+        }
+        table.into_positions()
     }
 
     pub fn clear(&mut self) {
@@ -109,6 +124,115 @@ impl RestoreBuffer {
         let value = (entry.value_len != TOMBSTONE)
             .then(|| &self.bytes[key_end..key_end + entry.value_len as usize]);
         (key, value)
+    }
+}
+
+/// A key as [`LatestTable`] compares it: its hash tag (never 0), its
+/// length and, when it is short, its bytes as words, so the table finds
+/// a short key without reading the held bytes (far apart in memory, a
+/// cache miss each).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct LatestKey {
+    tag: u32,
+    len: u32,
+    /// The key when it has at most `INLINE_BYTES`; zero otherwise.
+    words: [u64; WORDS],
+}
+
+impl LatestKey {
+    fn of(key: &[u8]) -> Self {
+        let words = match key.len() <= INLINE_BYTES {
+            true => padded_words(key),
+            false => [0; WORDS],
+        };
+        Self {
+            tag: tag_of(hash(key)),
+            len: key.len() as u32,
+            words,
+        }
+    }
+
+    /// Whether the key is all in `words`.
+    fn inline(&self) -> bool {
+        self.len as usize <= INLINE_BYTES
+    }
+}
+
+/// A slot of [`LatestTable`]: a key (tag 0: an empty slot) and the
+/// position of its latest entry.
+#[derive(Clone, Copy, Default)]
+struct Latest {
+    key: LatestKey,
+    at: u32,
+}
+
+/// Fewest slots (as a power of two) a [`LatestTable`] starts with.
+const LATEST_BITS_MIN: u32 = 10;
+
+/// Keys to their latest entries, kept at most half full (linear probing);
+/// a slot's home is its tag's top bits, so growing needs no key again.
+struct LatestTable {
+    slots: Vec<Latest>,
+    bits: u32,
+    used: usize,
+}
+
+impl Default for LatestTable {
+    fn default() -> Self {
+        Self {
+            slots: vec![Latest::default(); 1 << LATEST_BITS_MIN],
+            bits: LATEST_BITS_MIN,
+            used: 0,
+        }
+    }
+}
+
+impl LatestTable {
+    /// Makes `at` the latest entry of `key`; `same` tells whether a held
+    /// position has the key (asked only of a long key whose tag and
+    /// length match).
+    fn set(&mut self, key: LatestKey, at: u32, same: impl Fn(u32) -> bool) {
+        if (self.used + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut home = self.home(key.tag);
+        loop {
+            let slot = &mut self.slots[home];
+            if slot.key.tag == 0 {
+                *slot = Latest { key, at };
+                self.used += 1;
+                return;
+            }
+            if slot.key == key && (key.inline() || same(slot.at)) {
+                slot.at = at;
+                return;
+            }
+            home = (home + 1) & mask;
+        }
+    }
+
+    fn home(&self, tag: u32) -> usize {
+        (tag >> (32 - self.bits)) as usize
+    }
+
+    fn grow(&mut self) {
+        let old = std::mem::take(&mut self.slots);
+        self.bits += 1;
+        self.slots = vec![Latest::default(); 1 << self.bits];
+        let mask = self.slots.len() - 1;
+        for slot in old.into_iter().filter(|s| s.key.tag != 0) {
+            let mut home = self.home(slot.key.tag);
+            while self.slots[home].key.tag != 0 {
+                home = (home + 1) & mask;
+            }
+            self.slots[home] = slot;
+        }
+    }
+
+    fn into_positions(self) -> Vec<u32> {
+        let held = self.slots.into_iter().filter(|s| s.key.tag != 0);
+        held.map(|s| s.at).collect()
     }
 }
 
@@ -164,6 +288,33 @@ mod tests {
                 .map(|(k, v)| (k.to_vec(), v.map(<[u8]>::to_vec)))
                 .collect();
             prop_assert_eq!(latest, applied.into_iter().collect::<Vec<_>>());
+        }
+    }
+
+    /// Past the table's first size (1,024 slots, half of them used), so
+    /// it grows while it holds keys: each key's latest value survives,
+    /// for keys held in the table's slots (short) and keys compared in
+    /// the buffer (long, alike in their first 24 bytes).
+    #[test]
+    fn latest_by_key_keeps_the_last_of_each_key_across_table_growth() {
+        let short = |k: u32| format!("key-{k:06}").into_bytes();
+        let long = |k: u32| format!("a-long-key-shared-by-the-whole-run-{k:06}").into_bytes();
+        for key in [&short as &dyn Fn(u32) -> Vec<u8>, &long] {
+            let mut buffer = RestoreBuffer::default();
+            for round in 0u8..3 {
+                for k in 0..5_000u32 {
+                    let value = [round];
+                    let deleted = round == 2 && k % 7 == 0;
+                    buffer.push(&key(k), (!deleted).then_some(&value[..]));
+                }
+            }
+            let latest: Vec<_> = buffer.latest_by_key().collect();
+            assert_eq!(latest.len(), 5_000);
+            for (k, (held, value)) in latest.into_iter().enumerate() {
+                assert_eq!(held, key(k as u32));
+                let expected = (k % 7 != 0).then_some(&[2u8][..]);
+                assert_eq!(value, expected, "key {k}");
+            }
         }
     }
 }
