@@ -70,9 +70,11 @@ impl RestoreBuffer {
         });
     }
 
-    /// Bytes held, keys and values, plus a fixed cost per entry.
+    /// Bytes held, keys and values, plus a fixed cost per entry: its
+    /// [`Entry`] and the [`Latest`] a flush makes of it.
     pub fn size(&self) -> usize {
-        self.bytes.len() + self.entries.len() * std::mem::size_of::<Entry>()
+        let per_entry = std::mem::size_of::<Entry>() + std::mem::size_of::<Latest>();
+        self.bytes.len() + self.entries.len() * per_entry
     }
 
     pub fn is_empty(&self) -> bool {
@@ -97,19 +99,40 @@ impl RestoreBuffer {
             .map(move |at| self.entry(&self.entries[at as usize]))
     }
 
-    /// The position of each key's latest entry, in no order: one pass over
-    /// the log through an open-addressing table of (hash tag, position),
-    /// which a later entry of a key overwrites. A changelog holds many
-    /// records per key (one per commit that changed it), so only the keys
-    /// left are sorted, not every record.
+    /// The position of each key's latest entry, in no order. A changelog
+    /// holds many records per key (one per commit that changed it), so
+    /// only the keys left are sorted, not every record.
+    ///
+    /// Two passes: the entries are spread over [`PARTITIONS`] runs by
+    /// their key's hash (in log order within each), then each run goes
+    /// through an open-addressing table of keys, where a later entry of a
+    /// key overwrites the position. A run's table stays in the CPU's
+    /// cache; one table for all the keys did not (measured: about 2.5×
+    /// the time over a million records of 100,000 keys).
     fn latest_entries(&self) -> Vec<u32> {
-        let mut table = LatestTable::default();
+        let per_partition = self.entries.len() / PARTITIONS * 5 / 4 + 16;
+        let mut partitions: Vec<Vec<Latest>> = (0..PARTITIONS)
+            .map(|_| Vec::with_capacity(per_partition))
+            .collect();
         for (at, entry) in self.entries.iter().enumerate() {
-            let key = key_of(&self.bytes, entry);
-            let same = |held: u32| key_of(&self.bytes, &self.entries[held as usize]) == key;
-            table.set(LatestKey::of(key), at as u32, same);
+            let key = LatestKey::of(key_of(&self.bytes, entry));
+            partitions[key.partition()].push(Latest { key, at: at as u32 });
         }
-        table.into_positions()
+        let mut table = LatestTable::default();
+        let mut latest = Vec::new();
+        for partition in partitions {
+            table.clear();
+            for Latest { key, at } in partition {
+                let same = |held: u32| self.key_at(held) == self.key_at(at);
+                table.set(key, at, same);
+            }
+            latest.extend(table.positions());
+        }
+        latest
+    }
+
+    fn key_at(&self, at: u32) -> &[u8] {
+        key_of(&self.bytes, &self.entries[at as usize])
     }
 
     pub fn clear(&mut self) {
@@ -152,6 +175,11 @@ impl LatestKey {
         }
     }
 
+    /// Its run in [`RestoreBuffer::latest_entries`]: the tag's top bits.
+    fn partition(&self) -> usize {
+        (self.tag >> (32 - PARTITION_BITS)) as usize
+    }
+
     /// Whether the key is all in `words`.
     fn inline(&self) -> bool {
         self.len as usize <= INLINE_BYTES
@@ -166,11 +194,16 @@ struct Latest {
     at: u32,
 }
 
-/// Fewest slots (as a power of two) a [`LatestTable`] starts with.
-const LATEST_BITS_MIN: u32 = 10;
+/// Runs (as a power of two) a flush spreads its entries over by hash.
+const PARTITION_BITS: u32 = 6;
+const PARTITIONS: usize = 1 << PARTITION_BITS;
 
-/// Keys to their latest entries, kept at most half full (linear probing);
-/// a slot's home is its tag's top bits, so growing needs no key again.
+/// Fewest slots (as a power of two) a [`LatestTable`] starts with.
+const LATEST_BITS_MIN: u32 = 6;
+
+/// Keys of one run to their latest entries, kept at most half full
+/// (linear probing); a slot's home is its tag's bits below the run's
+/// (which every key of the run shares), so growing needs no key again.
 struct LatestTable {
     slots: Vec<Latest>,
     bits: u32,
@@ -213,7 +246,13 @@ impl LatestTable {
     }
 
     fn home(&self, tag: u32) -> usize {
-        (tag >> (32 - self.bits)) as usize
+        ((tag << PARTITION_BITS) >> (32 - self.bits)) as usize
+    }
+
+    /// Empties the table, keeping its size for the next run.
+    fn clear(&mut self) {
+        self.slots.fill(Latest::default());
+        self.used = 0;
     }
 
     fn grow(&mut self) {
@@ -230,9 +269,9 @@ impl LatestTable {
         }
     }
 
-    fn into_positions(self) -> Vec<u32> {
-        let held = self.slots.into_iter().filter(|s| s.key.tag != 0);
-        held.map(|s| s.at).collect()
+    fn positions(&self) -> impl Iterator<Item = u32> {
+        let held = self.slots.iter().filter(|s| s.key.tag != 0);
+        held.map(|s| s.at)
     }
 }
 
@@ -291,8 +330,9 @@ mod tests {
         }
     }
 
-    /// Past the table's first size (1,024 slots, half of them used), so
-    /// it grows while it holds keys: each key's latest value survives,
+    /// Past a run's first table size (64 slots, half of them used; 5,000
+    /// keys make about 78 per run), so the table grows while it holds
+    /// keys: each key's latest value survives,
     /// for keys held in the table's slots (short) and keys compared in
     /// the buffer (long, alike in their first 24 bytes).
     #[test]
