@@ -82,8 +82,8 @@ impl TaskState {
 /// A store being restored from its changelog, record by record in log
 /// order. Records are held until [`flush`](Self::flush) (or until they
 /// fill [`HELD_BYTES_RUN`]): a short run is written as one write batch with
-/// the position it reaches; a long one is sorted, cut to the latest entry
-/// per key and written as a table file that RocksDB takes in whole
+/// the position it reaches; a long one is cut to the latest entry per key,
+/// sorted and written as a table file that RocksDB takes in whole
 /// (`ingest`), which spares the memtable a search per record; its position
 /// is written right after. A crash between the two leaves entries past
 /// the position, which the restore reads again from there: putting a

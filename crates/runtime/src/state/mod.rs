@@ -41,6 +41,7 @@ mod db_stats;
 mod error;
 pub(crate) mod inline_bytes;
 mod key_words;
+mod latest_table;
 pub mod memory;
 mod meta;
 mod outbox;

@@ -4,9 +4,9 @@
 //! RocksDB write of them searches the memtable once per record: the cost
 //! of a large restore. Held here instead, a large run of them is cut to
 //! the latest entry per key (a later record of a key replaces an earlier
-//! one, a tombstone included) through a hash table, the keys left are
-//! sorted once, and written as one sorted table file RocksDB takes in
-//! whole (see [`Restoring`]).
+//! one, a tombstone included) through hash tables (see `latest_table`),
+//! the keys left are sorted once, and written as one sorted table file
+//! RocksDB takes in whole (see [`Restoring`]).
 //!
 //! ```text
 //! bytes:   key₀ value₀ key₁ value₁ …      keys and values back to back
@@ -16,14 +16,26 @@
 //!
 //! [`Restoring`]: super::Restoring
 
-use super::key_words::{INLINE_BYTES, WORDS, hash, padded_words, tag_of};
+use super::latest_table::{BITS_MAX, Latest, LatestKey, LatestTable, PARTITIONS};
 
 /// A value length that stands for a tombstone.
 const TOMBSTONE: u32 = u32::MAX;
 
-/// Most bytes held (keys and values): a run is written before it grows past
-/// this, so an entry's start and lengths fit in `u32`.
+/// Most bytes held (see [`RestoreBuffer::size`]): a run is written before
+/// it grows past this, so an entry's start and lengths, and its position,
+/// fit in `u32`.
 pub(super) const HELD_BYTES_MAX: usize = 1 << 31;
+
+/// What an entry costs, counted against [`HELD_BYTES_MAX`] (and the
+/// caller's smaller limit): its [`Entry`], and what finding the latest
+/// entries makes of it while the run is written (its [`Latest`], its tag,
+/// its position among the latest). On top, one hash partition's table at
+/// a time (at most twice the partition's keys in slots).
+const ENTRY_BYTES: usize = size_of::<Entry>() + size_of::<Latest>() + 2 * size_of::<u32>();
+
+// A partition's table (up to twice its entries in slots) fits the slots
+// a tag can place, even with every entry of a run in one partition.
+const _: () = assert!(2 * (HELD_BYTES_MAX / ENTRY_BYTES) <= 1 << BITS_MAX);
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -47,7 +59,7 @@ impl RestoreBuffer {
     pub fn push(&mut self, key: &[u8], value: Option<&[u8]>) {
         let added = key.len() + value.map_or(0, <[u8]>::len);
         assert!(
-            self.bytes.len() + added <= HELD_BYTES_MAX,
+            self.size() + added + ENTRY_BYTES <= HELD_BYTES_MAX,
             "a restore run is written before it holds {HELD_BYTES_MAX} bytes"
         );
         let start = self.bytes.len() as u32;
@@ -70,11 +82,9 @@ impl RestoreBuffer {
         });
     }
 
-    /// Bytes held, keys and values, plus a fixed cost per entry: its
-    /// [`Entry`] and the [`Latest`] a flush makes of it.
+    /// Bytes held, keys and values, plus [`ENTRY_BYTES`] per entry.
     pub fn size(&self) -> usize {
-        let per_entry = std::mem::size_of::<Entry>() + std::mem::size_of::<Latest>();
-        self.bytes.len() + self.entries.len() * per_entry
+        self.bytes.len() + self.entries.len() * ENTRY_BYTES
     }
 
     pub fn is_empty(&self) -> bool {
@@ -103,26 +113,38 @@ impl RestoreBuffer {
     /// holds many records per key (one per commit that changed it), so
     /// only the keys left are sorted, not every record.
     ///
-    /// Two passes: the entries are spread over [`PARTITIONS`] runs by
-    /// their key's hash (in log order within each), then each run goes
-    /// through an open-addressing table of keys, where a later entry of a
-    /// key overwrites the position. A run's table stays in the CPU's
-    /// cache; one table for all the keys did not (measured: about 2.5×
-    /// the time over a million records of 100,000 keys).
+    /// The entries are spread over [`PARTITIONS`] hash partitions (in log
+    /// order within each: a first pass counts them, a second places them
+    /// in one buffer), then each partition goes through a
+    /// [`LatestTable`]. A partition's table stays in the CPU's cache; one
+    /// table for all the keys did not (measured: about 2.5× the time over
+    /// a million records of 100,000 keys).
     fn latest_entries(&self) -> Vec<u32> {
-        let per_partition = self.entries.len() / PARTITIONS * 5 / 4 + 16;
-        let mut partitions: Vec<Vec<Latest>> = (0..PARTITIONS)
-            .map(|_| Vec::with_capacity(per_partition))
-            .collect();
-        for (at, entry) in self.entries.iter().enumerate() {
-            let key = LatestKey::of(key_of(&self.bytes, entry));
-            partitions[key.partition()].push(Latest { key, at: at as u32 });
+        let mut tags = Vec::with_capacity(self.entries.len());
+        let mut counts = [0usize; PARTITIONS];
+        for entry in &self.entries {
+            let tag = LatestKey::tag_for(key_of(&self.bytes, entry));
+            counts[LatestKey::partition(tag)] += 1;
+            tags.push(tag);
         }
+        let mut next = [0usize; PARTITIONS];
+        for p in 1..PARTITIONS {
+            next[p] = next[p - 1] + counts[p - 1];
+        }
+        let starts = next;
+        let mut spread = vec![Latest::default(); self.entries.len()];
+        for (at, (entry, &tag)) in self.entries.iter().zip(&tags).enumerate() {
+            let partition = LatestKey::partition(tag);
+            let key = LatestKey::tagged(key_of(&self.bytes, entry), tag);
+            spread[next[partition]] = Latest { key, at: at as u32 };
+            next[partition] += 1;
+        }
+        drop(tags);
         let mut table = LatestTable::default();
         let mut latest = Vec::new();
-        for partition in partitions {
-            table.clear();
-            for Latest { key, at } in partition {
+        for (start, end) in starts.into_iter().zip(next) {
+            table.clear_for(end - start);
+            for &Latest { key, at } in &spread[start..end] {
                 let same = |held: u32| self.key_at(held) == self.key_at(at);
                 table.set(key, at, same);
             }
@@ -147,131 +169,6 @@ impl RestoreBuffer {
         let value = (entry.value_len != TOMBSTONE)
             .then(|| &self.bytes[key_end..key_end + entry.value_len as usize]);
         (key, value)
-    }
-}
-
-/// A key as [`LatestTable`] compares it: its hash tag (never 0), its
-/// length and, when it is short, its bytes as words, so the table finds
-/// a short key without reading the held bytes (far apart in memory, a
-/// cache miss each).
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-struct LatestKey {
-    tag: u32,
-    len: u32,
-    /// The key when it has at most `INLINE_BYTES`; zero otherwise.
-    words: [u64; WORDS],
-}
-
-impl LatestKey {
-    fn of(key: &[u8]) -> Self {
-        let words = match key.len() <= INLINE_BYTES {
-            true => padded_words(key),
-            false => [0; WORDS],
-        };
-        Self {
-            tag: tag_of(hash(key)),
-            len: key.len() as u32,
-            words,
-        }
-    }
-
-    /// Its run in [`RestoreBuffer::latest_entries`]: the tag's top bits.
-    fn partition(&self) -> usize {
-        (self.tag >> (32 - PARTITION_BITS)) as usize
-    }
-
-    /// Whether the key is all in `words`.
-    fn inline(&self) -> bool {
-        self.len as usize <= INLINE_BYTES
-    }
-}
-
-/// A slot of [`LatestTable`]: a key (tag 0: an empty slot) and the
-/// position of its latest entry.
-#[derive(Clone, Copy, Default)]
-struct Latest {
-    key: LatestKey,
-    at: u32,
-}
-
-/// Runs (as a power of two) a flush spreads its entries over by hash.
-const PARTITION_BITS: u32 = 6;
-const PARTITIONS: usize = 1 << PARTITION_BITS;
-
-/// Fewest slots (as a power of two) a [`LatestTable`] starts with.
-const LATEST_BITS_MIN: u32 = 6;
-
-/// Keys of one run to their latest entries, kept at most half full
-/// (linear probing); a slot's home is its tag's bits below the run's
-/// (which every key of the run shares), so growing needs no key again.
-struct LatestTable {
-    slots: Vec<Latest>,
-    bits: u32,
-    used: usize,
-}
-
-impl Default for LatestTable {
-    fn default() -> Self {
-        Self {
-            slots: vec![Latest::default(); 1 << LATEST_BITS_MIN],
-            bits: LATEST_BITS_MIN,
-            used: 0,
-        }
-    }
-}
-
-impl LatestTable {
-    /// Makes `at` the latest entry of `key`; `same` tells whether a held
-    /// position has the key (asked only of a long key whose tag and
-    /// length match).
-    fn set(&mut self, key: LatestKey, at: u32, same: impl Fn(u32) -> bool) {
-        if (self.used + 1) * 2 > self.slots.len() {
-            self.grow();
-        }
-        let mask = self.slots.len() - 1;
-        let mut home = self.home(key.tag);
-        loop {
-            let slot = &mut self.slots[home];
-            if slot.key.tag == 0 {
-                *slot = Latest { key, at };
-                self.used += 1;
-                return;
-            }
-            if slot.key == key && (key.inline() || same(slot.at)) {
-                slot.at = at;
-                return;
-            }
-            home = (home + 1) & mask;
-        }
-    }
-
-    fn home(&self, tag: u32) -> usize {
-        ((tag << PARTITION_BITS) >> (32 - self.bits)) as usize
-    }
-
-    /// Empties the table, keeping its size for the next run.
-    fn clear(&mut self) {
-        self.slots.fill(Latest::default());
-        self.used = 0;
-    }
-
-    fn grow(&mut self) {
-        let old = std::mem::take(&mut self.slots);
-        self.bits += 1;
-        self.slots = vec![Latest::default(); 1 << self.bits];
-        let mask = self.slots.len() - 1;
-        for slot in old.into_iter().filter(|s| s.key.tag != 0) {
-            let mut home = self.home(slot.key.tag);
-            while self.slots[home].key.tag != 0 {
-                home = (home + 1) & mask;
-            }
-            self.slots[home] = slot;
-        }
-    }
-
-    fn positions(&self) -> impl Iterator<Item = u32> {
-        let held = self.slots.iter().filter(|s| s.key.tag != 0);
-        held.map(|s| s.at)
     }
 }
 
@@ -304,11 +201,12 @@ mod tests {
     proptest! {
         /// The latest entry per key, in key order, is what applying the
         /// records one by one in log order leaves (keys around the 8 bytes
-        /// of the prefix, zero bytes beside the padding).
+        /// of the prefix and the 24 matched by their words, zero bytes
+        /// beside the padding).
         #[test]
         fn latest_by_key_is_the_log_applied_in_order(
             records in proptest::collection::vec(
-                (proptest::collection::vec(0u8..3, 0..12),
+                (proptest::collection::vec(0u8..3, 0..30),
                  proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3))),
                 0..200,
             )
@@ -330,11 +228,10 @@ mod tests {
         }
     }
 
-    /// Past a run's first table size (64 slots, half of them used; 5,000
-    /// keys make about 78 per run), so the table grows while it holds
-    /// keys: each key's latest value survives,
-    /// for keys held in the table's slots (short) and keys compared in
-    /// the buffer (long, alike in their first 24 bytes).
+    /// Keys enough that each hash partition's table grows (5,000 keys are
+    /// about 78 per partition, past a first table of 64 slots half used):
+    /// each key's latest value survives, for short keys (matched by their
+    /// words) and long ones (by their bytes).
     #[test]
     fn latest_by_key_keeps_the_last_of_each_key_across_table_growth() {
         let short = |k: u32| format!("key-{k:06}").into_bytes();
