@@ -100,7 +100,8 @@ pub struct TopicInfo {
 #[derive(Default)]
 struct Metadata {
     brokers: HashMap<i32, String>,
-    topics: HashMap<String, TopicInfo>,
+    /// Read per record by a producer: hashed with foldhash, not SipHash.
+    topics: foldhash::HashMap<String, TopicInfo>,
     /// Topics the last answer reported an error for other than
     /// UNKNOWN_TOPIC_OR_PARTITION (a leader election, say), with it.
     topic_errors: HashMap<String, i16>,

@@ -69,20 +69,19 @@ pub(super) struct PartitionQueue {
 }
 
 /// Partition queues by topic, then partition: a send looks its queue up by
-/// the record's topic without allocating.
+/// the record's topic without allocating, hashed with foldhash (SipHash of
+/// the topic per record cost more than the record's encoding).
 #[derive(Default)]
-pub(super) struct Queues(HashMap<String, HashMap<i32, PartitionQueue>>);
+pub(super) struct Queues(foldhash::HashMap<String, foldhash::HashMap<i32, PartitionQueue>>);
 
 impl Queues {
     pub(super) fn get_or_insert(&mut self, topic: &str, partition: i32) -> &mut PartitionQueue {
         if !self.0.contains_key(topic) {
-            self.0.insert(topic.to_string(), HashMap::new());
+            self.0
+                .insert(topic.to_string(), foldhash::HashMap::default());
         }
-        self.0
-            .get_mut(topic)
-            .expect("inserted above")
-            .entry(partition)
-            .or_default()
+        let queues = self.0.get_mut(topic).expect("inserted above");
+        queues.entry(partition).or_default()
     }
 
     pub(super) fn get_mut(&mut self, topic: &str, partition: i32) -> Option<&mut PartitionQueue> {
@@ -98,7 +97,7 @@ impl Queues {
     }
 
     pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut PartitionQueue> {
-        self.0.values_mut().flat_map(HashMap::values_mut)
+        self.0.values_mut().flat_map(|queues| queues.values_mut())
     }
 }
 
@@ -112,7 +111,7 @@ pub(super) struct Sticky {
 pub(super) struct State {
     pub(super) partitions: Queues,
     /// The current partition of each topic for records without a key.
-    pub(super) sticky: HashMap<String, Sticky>,
+    pub(super) sticky: foldhash::HashMap<String, Sticky>,
     /// Picks the partitions keyless records move on to.
     pub(super) random: Random,
     pub(super) closing: bool,

@@ -36,7 +36,6 @@ mod delivery;
 mod sender;
 mod transaction;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -107,7 +106,7 @@ impl Producer {
             identity: std::sync::Mutex::new(identity),
             state: std::sync::Mutex::new(State {
                 partitions: Queues::default(),
-                sticky: HashMap::new(),
+                sticky: foldhash::HashMap::default(),
                 random: Random::seeded(),
                 closing: false,
                 outstanding: 0,
