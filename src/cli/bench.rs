@@ -238,8 +238,6 @@ async fn produce(
         *byte = state as u8;
     }
     let noise = Bytes::from(noise);
-    // Deliveries are awaited in order on their own task, so a record's
-    // latency is read as soon as it is acknowledged.
     // Deliveries go, in chunks, to a task that awaits them in order, so a
     // record's latency is read as soon as it is acknowledged.
     let (pending_tx, mut pending_rx) = tokio::sync::mpsc::channel::<
@@ -252,7 +250,10 @@ async fn produce(
         while let Some(chunk) = pending_rx.recv().await {
             // The clock is read when the chunk arrives and after each real
             // wait; records already answered by then count until then.
+            // Records sent and answered at the same clock readings have one
+            // latency: each run of them is recorded once, with its count.
             let mut now = Instant::now();
+            let mut run = (0u64, 0u64);
             for (sent, mut delivery) in chunk {
                 if let Some(outcome) = answered_already(&mut delivery) {
                     outcome?;
@@ -260,7 +261,15 @@ async fn produce(
                     delivery.await?;
                     now = Instant::now();
                 }
-                latencies.saturating_record(now.saturating_duration_since(sent).as_micros() as u64);
+                let latency = now.saturating_duration_since(sent).as_micros() as u64;
+                if latency != run.0 && run.1 > 0 {
+                    latencies.saturating_record_n(run.0, run.1);
+                    run.1 = 0;
+                }
+                run = (latency, run.1 + 1);
+            }
+            if run.1 > 0 {
+                latencies.saturating_record_n(run.0, run.1);
             }
             let done = latencies.len();
             counters.records.store(done, Ordering::Relaxed);

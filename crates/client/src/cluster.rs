@@ -310,10 +310,19 @@ impl Cluster {
     /// How many partitions `topic` has (fetching its metadata if unknown),
     /// without copying the rest of what is known of it.
     pub async fn partition_count(&self, name: &str) -> Result<usize, ClientError> {
-        if let Some(topic) = self.read_metadata().topics.get(name) {
-            return Ok(topic.partitions.len());
+        if let Some(count) = self.known_partition_count(name) {
+            return Ok(count);
         }
         Ok(self.topic(name).await?.partitions.len())
+    }
+
+    /// How many partitions `topic` has, if its metadata is known now.
+    pub fn known_partition_count(&self, name: &str) -> Option<usize> {
+        let metadata = self.read_metadata();
+        metadata
+            .topics
+            .get(name)
+            .map(|topic| topic.partitions.len())
     }
 
     /// Forgets what is known of `topic` so the next use asks again.

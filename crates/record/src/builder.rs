@@ -74,7 +74,9 @@ impl BatchBuilder {
     /// A builder whose records buffer starts with room for `bytes`.
     pub fn with_capacity(compression: Compression, bytes: usize) -> Self {
         let mut builder = Self::new(compression);
-        builder.records.reserve(bytes);
+        let mut records = Vec::with_capacity(BATCH_HEADER_BYTES + bytes);
+        records.resize(BATCH_HEADER_BYTES, 0);
+        builder.records = records;
         builder
     }
 
