@@ -124,6 +124,7 @@ fn main() -> Result<()> {
             reference: 1.0 / quiet[at],
             factor: 1.0 / TARGET_RATIO,
             unit: "/s",
+            floor: None,
         })
         .collect();
     summary::report("overload", &targets)

@@ -144,6 +144,7 @@ fn main() -> anyhow::Result<()> {
             reference: floor,
             factor: 0.5,
             unit: "records/s",
+            floor: None,
         },
         summary::Target {
             what: "rebuild, 2 partitions".into(),
@@ -152,6 +153,7 @@ fn main() -> anyhow::Result<()> {
             reference: floor2,
             factor: 0.5,
             unit: "records/s",
+            floor: None,
         },
     ];
     let named = |name: &str, rates| (name.to_string(), rates);

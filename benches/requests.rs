@@ -195,6 +195,7 @@ fn main() -> Result<()> {
             reference: 1.0 / best[&(kind, "echo floor")].cpu_seconds_per_request,
             factor: 0.5,
             unit: "/CPU-s",
+            floor: None,
         })
         .collect();
     summary::report("requests", &targets)

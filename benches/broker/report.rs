@@ -220,6 +220,7 @@ pub fn print(settings: &Settings, baselines: &Baselines, results: &Results) -> a
             reference: target.reference / MB,
             factor: target.factor,
             unit: "MB/s",
+            floor: None,
         });
         let ratio = measured / target.reference;
         let needs = format!(
@@ -404,6 +405,7 @@ fn print_client_comparison(outcomes: &[Outcome]) -> Vec<super::summary::Target> 
             reference: theirs,
             factor,
             unit: "records/s",
+            floor: None,
         });
     }
     targets

@@ -18,6 +18,8 @@ use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
 use strata::runtime::{App, Context, Location, Output, ProcessError, Record, RunOptions, Store};
 
+pub mod durable;
+
 pub const KEYS: u64 = 100_000;
 const FETCH_BYTES: u64 = 4 << 20;
 
@@ -108,76 +110,6 @@ pub fn hashmap_loop(data: &Path, expected: u64) -> anyhow::Result<f64> {
     Ok(rate)
 }
 
-/// The HashMap count made durable by hand, for reference: every
-/// `commit_records` records (and at the end) the keys counted since are
-/// written to a RocksDB in `state` with their counts, in one synced write
-/// batch, as a plain program keeping its counts on disk would. No
-/// runtime, no input offsets, no overlap of the writes with counting.
-pub fn durable_hashmap_loop(
-    data: &Path,
-    state: &Path,
-    expected: u64,
-    commit_records: u64,
-) -> anyhow::Result<f64> {
-    /// A key's count, and whether it changed since the last write.
-    struct Counted {
-        count: u64,
-        changed: bool,
-    }
-    let db = rocksdb::DB::open_default(state)?;
-    let mut sync = rocksdb::WriteOptions::default();
-    sync.set_sync(true);
-    let write = |counts: &mut HashMap<String, Counted>, changed: &mut Vec<String>| {
-        let mut batch = rocksdb::WriteBatch::default();
-        for key in changed.drain(..) {
-            let counted = counts.get_mut(&key).expect("a changed key is counted");
-            counted.changed = false;
-            batch.put(key.as_bytes(), counted.count.to_le_bytes());
-        }
-        db.write_opt(batch, &sync)
-    };
-    let mut counts: HashMap<String, Counted> = HashMap::new();
-    let mut changed: Vec<String> = Vec::new();
-    let (mut since, mut failed) = (0, None);
-    let rate = read_loop(data, "events", expected, |key, value| {
-        std::hint::black_box(&value);
-        match counts.get_mut(key.as_str()) {
-            Some(counted) => {
-                counted.count += 1;
-                if !std::mem::replace(&mut counted.changed, true) {
-                    changed.push(key);
-                }
-            }
-            None => {
-                changed.push(key.clone());
-                counts.insert(
-                    key,
-                    Counted {
-                        count: 1,
-                        changed: true,
-                    },
-                );
-            }
-        }
-        since += 1;
-        if since == commit_records {
-            since = 0;
-            if let Err(error) = write(&mut counts, &mut changed) {
-                failed.get_or_insert(error);
-            }
-        }
-    })?;
-    // The last write is part of the work; the read loop's time ends before it.
-    let last = Instant::now();
-    write(&mut counts, &mut changed)?;
-    let elapsed = Duration::from_secs_f64(expected as f64 / rate) + last.elapsed();
-    if let Some(error) = failed {
-        return Err(error.into());
-    }
-    anyhow::ensure!(counts.len() as u64 <= KEYS, "{} keys counted", counts.len());
-    Ok(self::rate(expected, elapsed))
-}
-
 /// Reads every partition of `topic` in turn as [`plain_loop`] describes,
 /// handing each decoded key and value to `each`; returns records/s.
 pub fn read_loop(
@@ -185,6 +117,16 @@ pub fn read_loop(
     topic: &str,
     expected: u64,
     mut each: impl FnMut(String, Vec<u8>),
+) -> anyhow::Result<f64> {
+    read_loop_stamped(data, topic, expected, |key, value, _| each(key, value))
+}
+
+/// [`read_loop`], also handing each record's timestamp to `each`.
+pub fn read_loop_stamped(
+    data: &Path,
+    topic: &str,
+    expected: u64,
+    mut each: impl FnMut(String, Vec<u8>, i64),
 ) -> anyhow::Result<f64> {
     let log = LogManager::open(data, LogConfig::default())?;
     let partitions = partitions_of(&log, topic)?;
@@ -212,7 +154,7 @@ pub fn plain_loop_side_by_side(data: &Path, topic: &str, expected: u64) -> anyho
             .map(|partition| {
                 scope.spawn(move || {
                     let mut touched = 0usize;
-                    let records = read_partition(partition, &mut |key, value| {
+                    let records = read_partition(partition, &mut |key, value, _| {
                         touched += key.len() + value.len();
                     });
                     std::hint::black_box(touched);
@@ -247,7 +189,7 @@ fn partitions_of(
 /// verifying every batch and decoding each record; returns its records.
 fn read_partition(
     partition: &strata::log::PartitionLog,
-    each: &mut impl FnMut(String, Vec<u8>),
+    each: &mut impl FnMut(String, Vec<u8>, i64),
 ) -> anyhow::Result<u64> {
     let mut records = 0;
     let (mut next, end) = (0, partition.log_end_offset());
@@ -264,7 +206,7 @@ fn read_partition(
                 let record = record?;
                 let key: String = Codec::Raw.decode(record.key.unwrap_or_default())?;
                 let value: Vec<u8> = Codec::Raw.decode(record.value.unwrap_or_default())?;
-                each(key, value);
+                each(key, value, record.timestamp);
                 records += 1;
             }
             next = batch.header().next_offset();

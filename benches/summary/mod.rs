@@ -8,6 +8,12 @@
 //! names a file in [`SUMMARY_ENV`]; each target appends its row there, and
 //! `scripts/bench-all.sh` puts the rows under one header. A benchmark run
 //! alone prints its targets and writes nothing.
+//!
+//! A target may carry a [`Floor`]: a plain program, no runtime, doing the
+//! work the target's case cannot avoid (durably where the case is), timed
+//! in the same run against the same reference. It shows how much of the
+//! gap to the goal is that work itself: a case at or above its floor
+//! spends no more than a plain program would.
 
 use std::io::Write;
 
@@ -25,6 +31,16 @@ pub struct Target {
     pub factor: f64,
     /// Both figures' unit ("records/s").
     pub unit: &'static str,
+    /// The floor measured beside it, if the benchmark has one.
+    pub floor: Option<Floor>,
+}
+
+/// What a plain program doing the work a target's case cannot avoid
+/// reaches, measured in the same run (in the target's unit).
+pub struct Floor {
+    /// What the program does ("HashMap count, writes overlapped").
+    pub name: String,
+    pub value: f64,
 }
 
 impl Target {
@@ -38,6 +54,19 @@ impl Target {
 
     fn verdict(&self) -> &'static str {
         if self.met() { "MET" } else { "MISSED" }
+    }
+
+    /// The floor, its figure and its ratio to the reference, or "—".
+    fn floor_text(&self) -> String {
+        match &self.floor {
+            Some(floor) => format!(
+                "{}: {} ({:.2}×)",
+                floor.name,
+                figure(floor.value, self.unit),
+                floor.value / self.reference
+            ),
+            None => "—".to_string(),
+        }
     }
 }
 
@@ -59,6 +88,9 @@ pub fn report(bench: &str, targets: &[Target]) -> anyhow::Result<()> {
             target.factor,
             target.verdict()
         );
+        if target.floor.is_some() {
+            println!("  {:<48} floor: {}", "", target.floor_text());
+        }
     }
     let Some(path) = std::env::var_os(SUMMARY_ENV) else {
         return Ok(());
@@ -70,14 +102,15 @@ pub fn report(bench: &str, targets: &[Target]) -> anyhow::Result<()> {
     for target in targets {
         writeln!(
             file,
-            "| {bench} | {} | {} | {}: {} | {:.2}× | ≥ {:.2}× | {} |",
+            "| {bench} | {} | {} | {}: {} | {:.2}× | ≥ {:.2}× | {} | {} |",
             target.what,
             figure(target.measured, target.unit),
             target.reference_name,
             figure(target.reference, target.unit),
             target.ratio(),
             target.factor,
-            target.verdict()
+            target.verdict(),
+            target.floor_text()
         )?;
     }
     Ok(())

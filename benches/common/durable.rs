@@ -1,0 +1,171 @@
+//! Counting per key (or per key and tumbling window) made durable by
+//! hand, as a plain program keeping its counts in RocksDB would: the
+//! references that show what durability costs without a runtime, and with
+//! its writes overlapped, the floor of the runtime's stateful targets.
+//!
+//! Every `commit_records` records (and at the end) the counts changed
+//! since are put, and the windows closed since deleted, in one synced
+//! write batch, to a RocksDB set as the runtime sets its stores (values
+//! updated in place in the memtable). No input offsets, no outbox: a closed window's count is
+//! handed to [`std::hint::black_box`] where the runtime would emit it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How the loop writes its counts.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Writes {
+    /// On the counting thread, which waits for each write.
+    Inline,
+    /// On a thread of their own: counting goes on while a write lands,
+    /// and waits only when the next write is due before the last one
+    /// landed (one write in flight, as the runtime pipelines one commit).
+    Overlapped,
+}
+
+/// What is counted: each key for all time, or each key per tumbling
+/// window of this many milliseconds, a window closed (its count emitted,
+/// its entry deleted) once a record stamped at or past its end is read.
+#[derive(Clone, Copy)]
+pub enum Counting {
+    PerKey,
+    PerWindow { millis: i64 },
+}
+
+/// A count, and whether it changed since the last write.
+struct Counted {
+    count: u64,
+    changed: bool,
+}
+
+/// Open windows by start (one, at 0, when counting per key), then key.
+type Windows = BTreeMap<i64, HashMap<String, Counted>>;
+
+/// Counts `expected` records of `events` in `data` as [`Counting`] says,
+/// keeping the counts in a RocksDB in `state`; records/s, the last write
+/// included.
+pub fn count_loop(
+    data: &Path,
+    state: &Path,
+    expected: u64,
+    commit_records: u64,
+    counting: Counting,
+    writes: Writes,
+) -> anyhow::Result<f64> {
+    // Set as the runtime sets its stores: a memtable entry updated in
+    // place holds one version per key, however many commits rewrite it.
+    let mut options = rocksdb::Options::default();
+    options.create_if_missing(true);
+    options.set_allow_concurrent_memtable_write(false);
+    options.set_inplace_update_support(true);
+    let db = rocksdb::DB::open(&options, state)?;
+    let mut sync = rocksdb::WriteOptions::default();
+    sync.set_sync(true);
+    let stored = |start: i64, key: &str| -> Vec<u8> {
+        let mut bytes = key.as_bytes().to_vec();
+        if let Counting::PerWindow { .. } = counting {
+            bytes.extend_from_slice(&start.to_be_bytes());
+        }
+        bytes
+    };
+    let batch_of =
+        |windows: &mut Windows, changed: &mut Vec<(i64, String)>, closed: &mut Vec<Vec<u8>>| {
+            let mut batch = rocksdb::WriteBatch::default();
+            for (start, key) in changed.drain(..) {
+                // A window closed since its change is among the deletes.
+                if let Some(counted) = windows.get_mut(&start).and_then(|w| w.get_mut(&key)) {
+                    counted.changed = false;
+                    batch.put(stored(start, &key), counted.count.to_le_bytes());
+                }
+            }
+            for key in closed.drain(..) {
+                batch.delete(key);
+            }
+            batch
+        };
+    std::thread::scope(|scope| {
+        // A rendezvous: a batch is handed over only once the writer has
+        // finished the one before.
+        let (to_writer, batches) = std::sync::mpsc::sync_channel::<rocksdb::WriteBatch>(0);
+        let writer = (writes == Writes::Overlapped).then(|| {
+            let (db, sync) = (&db, &sync);
+            scope.spawn(move || -> Result<(), rocksdb::Error> {
+                for batch in batches {
+                    db.write_opt(batch, sync)?;
+                }
+                Ok(())
+            })
+        });
+        let write = |batch: rocksdb::WriteBatch| -> anyhow::Result<()> {
+            match writes {
+                Writes::Inline => Ok(db.write_opt(batch, &sync)?),
+                Writes::Overlapped => to_writer
+                    .send(batch)
+                    .map_err(|_| anyhow::anyhow!("the writer thread stopped")),
+            }
+        };
+        let mut windows = Windows::new();
+        let mut changed: Vec<(i64, String)> = Vec::new();
+        let mut closed: Vec<Vec<u8>> = Vec::new();
+        let (mut since, mut failed) = (0, None);
+        let rate = super::read_loop_stamped(data, "events", expected, |key, value, timestamp| {
+            std::hint::black_box(&value);
+            let start = match counting {
+                Counting::PerKey => 0,
+                Counting::PerWindow { millis } => {
+                    // Every window ending at or before this record closes.
+                    while let Some(entry) = windows.first_entry()
+                        && *entry.key() + millis <= timestamp
+                    {
+                        let (start, counts) = entry.remove_entry();
+                        for (key, counted) in counts {
+                            std::hint::black_box(counted.count);
+                            closed.push(stored(start, &key));
+                        }
+                    }
+                    timestamp - timestamp.rem_euclid(millis)
+                }
+            };
+            let counts = windows.entry(start).or_default();
+            match counts.get_mut(key.as_str()) {
+                Some(counted) => {
+                    counted.count += 1;
+                    if !std::mem::replace(&mut counted.changed, true) {
+                        changed.push((start, key));
+                    }
+                }
+                None => {
+                    changed.push((start, key.clone()));
+                    let counted = Counted {
+                        count: 1,
+                        changed: true,
+                    };
+                    counts.insert(key, counted);
+                }
+            }
+            since += 1;
+            if since == commit_records {
+                since = 0;
+                if let Err(error) = write(batch_of(&mut windows, &mut changed, &mut closed)) {
+                    failed.get_or_insert(error);
+                }
+            }
+        })?;
+        // The last write, landed, is part of the work; the read loop's
+        // time ends before it.
+        let last = Instant::now();
+        write(batch_of(&mut windows, &mut changed, &mut closed))?;
+        drop(to_writer);
+        if let Some(writer) = writer {
+            writer.join().expect("the writer thread panicked")?;
+        }
+        let elapsed = Duration::from_secs_f64(expected as f64 / rate) + last.elapsed();
+        if let Some(error) = failed {
+            return Err(error);
+        }
+        let open: usize = windows.values().map(HashMap::len).sum();
+        anyhow::ensure!(open > 0, "no window open at the end");
+        Ok(super::rate(expected, elapsed))
+    })
+}
