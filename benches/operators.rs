@@ -8,7 +8,7 @@
 //! key for the join; and `lines`, 250,000 lines of 8 words out of 100,000
 //! for the word counts (2 million words).
 //!
-//! - `plain loop`, `HashMap count`: the floors, as in the runtime bench.
+//! - `plain loop`, `HashMap count`: the references, as in the runtime bench.
 //! - `count, by hand` / `count, pipeline`: a get and a put per record in
 //!   RocksDB, hand-written and as `from(..).count()`.
 //! - `count + emit, …`: the same, also emitting each new count.
@@ -43,7 +43,7 @@
 //!   emitted.
 //!
 //! `STRATA_BENCH_CASES` (`|`-separated parts of case names) runs only
-//! the cases named (and the plain loop and HashMap count, the floors).
+//! the cases named (and the plain loop and HashMap count, the references).
 //!
 //! Each case runs `ROUNDS` times after a warm-up; the best round is
 //! reported with its ratio to the plain loop's best (and, for the

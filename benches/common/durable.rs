@@ -155,11 +155,13 @@ pub fn count_loop(
         // The last write, landed, is part of the work; the read loop's
         // time ends before it.
         let last = Instant::now();
-        write(batch_of(&mut windows, &mut changed, &mut closed))?;
+        let written = write(batch_of(&mut windows, &mut changed, &mut closed));
         drop(to_writer);
+        // A writer that failed says why; the handover only that it stopped.
         if let Some(writer) = writer {
             writer.join().expect("the writer thread panicked")?;
         }
+        written?;
         let elapsed = Duration::from_secs_f64(expected as f64 / rate) + last.elapsed();
         if let Some(error) = failed {
             return Err(error);

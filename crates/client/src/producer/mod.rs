@@ -172,8 +172,9 @@ impl Producer {
         };
         // Room in the buffer is checked under the lock that queues the
         // record: one acquisition per record. A record that had to wait
-        // for room is queued once room was seen, as Kafka's producer
-        // admits a record once its wait for memory ends.
+        // for room is queued once room was seen, without checking again:
+        // senders woken together may take the buffer past `buffer_bytes`
+        // by their records, never by more.
         let mut must_fit = true;
         loop {
             if let Some(delivery) = self.enqueue(&record, new, count, record_bytes, must_fit)? {
