@@ -15,12 +15,13 @@ use super::delivery::CompletionHandle;
 use crate::Cluster;
 use strata_record::BatchBuilder;
 
-/// Most bytes reserved up front for a partition's first batch (a batch
-/// grows past this by doubling, as any Vec). A later batch reserves what
-/// the partition's last one held: growing a 1 MiB batch of 100-byte
-/// records by doubling copied nearly a megabyte into freshly faulted
-/// pages, a tenth of a producing thread's samples.
-pub(super) const BUILDER_RESERVE_BYTES_MAX: usize = 64 << 10;
+/// Bytes reserved up front for a partition's first batch, and the least
+/// any later one reserves (a batch grows past its reserve by doubling, as
+/// any Vec). A later batch reserves what the partition's last one held,
+/// up to `batch_bytes`: growing a 1 MiB batch of 100-byte records by
+/// doubling copied nearly a megabyte into freshly faulted pages, a tenth
+/// of a producing thread's samples.
+pub(super) const FIRST_BATCH_RESERVE_BYTES: usize = 64 << 10;
 /// Most bytes a record adds to a batch beyond its key, value and headers
 /// (length, attributes, deltas and header count varints).
 pub(super) const RECORD_OVERHEAD_BYTES: usize = 21;

@@ -44,7 +44,7 @@ use tokio::sync::Notify;
 
 use crate::producer_id::init_producer_id_for;
 use accumulator::{
-    BUILDER_RESERVE_BYTES_MAX, Inner, OpenBatch, Queues, RECORD_OVERHEAD_BYTES, Random, State,
+    FIRST_BATCH_RESERVE_BYTES, Inner, OpenBatch, Queues, RECORD_OVERHEAD_BYTES, Random, State,
     close_open_batch,
 };
 use delivery::CompletionHandle;
@@ -239,7 +239,7 @@ impl Producer {
             // A new batch has a new due time the sender must learn of.
             wake |= queue.open.is_none();
             let reserve = (self.inner.config.batch_bytes)
-                .min(BUILDER_RESERVE_BYTES_MAX.max(queue.last_batch_bytes));
+                .min(FIRST_BATCH_RESERVE_BYTES.max(queue.last_batch_bytes));
             let open = queue.open.get_or_insert_with(|| OpenBatch {
                 builder: BatchBuilder::with_capacity(self.inner.config.compression, reserve),
                 completion: CompletionHandle::new(),
