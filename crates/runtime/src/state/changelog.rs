@@ -19,9 +19,9 @@ use rocksdb::WriteBatch;
 use crate::layout;
 use strata_record::NewRecord;
 
+use super::dirty_entries::DirtyEntries;
 use super::meta::{RESTORED_PREFIX, Restored, topic_key};
 use super::restore_buffer::{HELD_BYTES_MAX, RestoreBuffer};
-use super::slot_table::DirtyEntries;
 use super::{META, StateError, TaskState};
 
 /// Most bytes of restored entries held before they are written.

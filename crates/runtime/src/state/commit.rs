@@ -17,11 +17,11 @@ use std::sync::Arc;
 
 use rocksdb::WriteBatch;
 
+use super::dirty_entries::DirtyEntries;
 use super::inline_bytes::InlineBytes;
 use super::meta::{
     COMMIT, INPUT_OFFSET_PREFIX, NEXT_OUTBOX, RATE, START_OFFSET_PREFIX, sequence_key, topic_key,
 };
-use super::slot_table::DirtyEntries;
 use super::store_map::StoreMap;
 use super::writer::{CommitJob, Writer};
 use super::{META, OUTBOX, StateError, TaskState};

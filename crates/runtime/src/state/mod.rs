@@ -34,10 +34,12 @@
 //! Thread-safety: a `TaskState` belongs to one task; RocksDB calls block, so
 //! the task runs them on a blocking thread, never an async executor's.
 
+mod cache_line;
 mod changelog;
 mod checkpoints;
 mod commit;
 mod db_stats;
+mod dirty_entries;
 mod error;
 pub(crate) mod inline_bytes;
 mod key_words;
@@ -49,6 +51,7 @@ mod outbox;
 pub mod outbox_codec;
 mod restore_buffer;
 pub(crate) mod slot_table;
+mod spill_slab;
 mod store_map;
 mod stores;
 mod timers;

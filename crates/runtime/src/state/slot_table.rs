@@ -4,12 +4,17 @@
 //! Built for the per-record path: open addressing with linear probing over
 //! 32-byte entries aligned to 32, so a lookup usually touches one cache
 //! line; a key and value that fit in 24 bytes together are held in the
-//! entry itself (longer ones in a side slab); keys are compared a word at a
-//! time. And the task can ask for a key's line ahead of time
-//! ([`SlotTable::prefetch`]): over a state larger than the CPU's caches,
-//! the first touch of a key's entry is the most expensive part of a get.
+//! entry itself (longer ones in a [`SpillSlab`] cell, one line more);
+//! keys are compared a word at a time. And the task can ask for a key's
+//! lines ahead of time ([`SlotTable::prefetch`], then
+//! [`SlotTable::prefetch_spilled`] once the entry has arrived): over a
+//! state larger than the CPU's caches, the first touch of each line is
+//! the most expensive part of a get.
 
+use super::cache_line;
+use super::dirty_entries::push_dirty;
 use super::key_words::{INLINE_BYTES, WORDS, hash, hash_words, padded_words, prefix_equal, tag_of};
+use super::spill_slab::SpillSlab;
 
 /// Fewest entries a table has.
 const MIN_CAPACITY_BITS: u32 = 6;
@@ -18,7 +23,7 @@ const MIN_CAPACITY_BITS: u32 = 6;
 const DIRTY: u8 = 1;
 /// The key is known to have no value (absent, or deleted by the run).
 const ABSENT: u8 = 2;
-/// Key and value are in the slab; `data[..4]` is the slab index.
+/// Key and value are in the slab; `data[..4]` is their cell's index.
 const HEAP: u8 = 4;
 
 #[derive(Clone, Copy, Default)]
@@ -32,12 +37,6 @@ struct Entry {
     _spare: u8,
     /// Inline: the key, then the value.
     data: [u8; INLINE_BYTES],
-}
-
-/// A key and value too long to be held inline.
-struct Spilled {
-    bytes: Vec<u8>,
-    key_len: usize,
 }
 
 /// A key's slot as the table holds it.
@@ -72,6 +71,11 @@ impl<'k> Probe<'k> {
             words,
         }
     }
+
+    /// The key's hash tag, what [`SlotTable::prefetch_spilled`] needs.
+    pub fn tag(&self) -> u32 {
+        self.tag
+    }
 }
 
 #[derive(Default)]
@@ -80,8 +84,7 @@ pub(crate) struct SlotTable {
     /// log2 of `entries.len()` (0 while the table has no entries).
     bits: u32,
     len: usize,
-    slab: Vec<Option<Spilled>>,
-    free: Vec<u32>,
+    slab: SpillSlab,
 }
 
 impl SlotTable {
@@ -95,16 +98,34 @@ impl SlotTable {
         if self.entries.is_empty() {
             return;
         }
-        let entry = &self.entries[self.home(probe.tag)];
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch is only a hint; it never faults, and the
-        // address is that of a live entry anyway.
-        unsafe {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            _mm_prefetch::<_MM_HINT_T0>((entry as *const Entry).cast::<i8>());
+        cache_line::prefetch(&self.entries[self.home(probe.tag)]);
+    }
+
+    /// Asks the CPU to bring the slab cell of the key tagged `tag` into
+    /// its cache, when its entry spilled: the second step after
+    /// [`prefetch`](Self::prefetch), once the entry is in the cache (an
+    /// entry not there yet is waited for; tag 0, no key, asks nothing).
+    /// The first entry with the tag is taken for the key's: a wrong one
+    /// only wastes the hint.
+    pub fn prefetch_spilled(&self, tag: u32) {
+        if self.entries.is_empty() || tag == 0 {
+            return;
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = entry;
+        let mask = self.entries.len() - 1;
+        let mut at = self.home(tag);
+        loop {
+            let entry = &self.entries[at];
+            if entry.tag == 0 {
+                return;
+            }
+            if entry.tag == tag {
+                if entry.flags & HEAP != 0 {
+                    self.slab.prefetch(slab_index(entry));
+                }
+                return;
+            }
+            at = (at + 1) & mask;
+        }
     }
 
     pub fn get(&self, probe: &Probe<'_>) -> Option<Slot<'_>> {
@@ -168,17 +189,7 @@ impl SlotTable {
 
     fn take_at(&mut self, at: usize, out: &mut Vec<u8>) {
         self.entries[at].flags &= !DIRTY;
-        let (key, slot) = (self.key(at), self.slot(at));
-        out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-        out.extend_from_slice(key);
-        match slot.value {
-            None => out.push(0),
-            Some(value) => {
-                out.push(1);
-                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-                out.extend_from_slice(value);
-            }
-        }
+        push_dirty(out, self.key(at), self.slot(at).value);
     }
 
     pub fn remove(&mut self, probe: &Probe<'_>) {
@@ -186,7 +197,7 @@ impl SlotTable {
             return;
         };
         if let Some(index) = self.release(hole) {
-            self.free_slab(index as usize);
+            self.slab.free(index);
         }
         self.len -= 1;
         // Backward-shift deletion: later entries of the same probe run move
@@ -220,7 +231,7 @@ impl SlotTable {
                 self.place(entry);
                 self.len += 1;
             } else if entry.flags & HEAP != 0 {
-                self.free_slab(slab_index(&entry));
+                self.slab.free(slab_index(&entry));
             }
         }
     }
@@ -256,24 +267,16 @@ impl SlotTable {
 
     fn holds(&self, entry: &Entry, probe: &Probe<'_>) -> bool {
         if entry.flags & HEAP != 0 {
-            let spilled = self.spilled(entry);
-            return &spilled.bytes[..spilled.key_len] == probe.key;
+            return self.slab.get(slab_index(entry)).0 == probe.key;
         }
         usize::from(entry.key_len) == probe.key.len()
             && prefix_equal(&entry.data, &probe.words, probe.key.len())
     }
 
-    fn spilled(&self, entry: &Entry) -> &Spilled {
-        self.slab[slab_index(entry)]
-            .as_ref()
-            .expect("a heap entry's slab slot is filled")
-    }
-
     fn key(&self, at: usize) -> &[u8] {
         let entry = &self.entries[at];
         if entry.flags & HEAP != 0 {
-            let spilled = self.spilled(entry);
-            return &spilled.bytes[..spilled.key_len];
+            return self.slab.get(slab_index(entry)).0;
         }
         &entry.data[..usize::from(entry.key_len)]
     }
@@ -285,8 +288,7 @@ impl SlotTable {
             return Slot { value: None, dirty };
         }
         let value = if entry.flags & HEAP != 0 {
-            let spilled = self.spilled(entry);
-            &spilled.bytes[spilled.key_len..]
+            self.slab.get(slab_index(entry)).1
         } else {
             let key_len = usize::from(entry.key_len);
             &entry.data[key_len..key_len + usize::from(entry.value_len)]
@@ -298,8 +300,7 @@ impl SlotTable {
     }
 
     /// An entry for the key and value; a long one's bytes go to the slab,
-    /// into `reused` (a slab slot of the entry it replaces, its buffer kept)
-    /// when given.
+    /// into `reused` (the cell of the entry it replaces) when given.
     fn entry(
         &mut self,
         probe: &Probe<'_>,
@@ -320,7 +321,7 @@ impl SlotTable {
         };
         if key.len() + value.len() <= INLINE_BYTES {
             if let Some(index) = reused {
-                self.free_slab(index as usize);
+                self.slab.free(index);
             }
             entry.key_len = key.len() as u8;
             entry.value_len = value.len() as u8;
@@ -330,36 +331,17 @@ impl SlotTable {
             entry.data[key.len()..key.len() + value.len()].copy_from_slice(value);
             return entry;
         }
-        let index = match reused.or_else(|| self.free.pop()) {
-            Some(index) => index,
-            None => {
-                self.slab.push(None);
-                u32::try_from(self.slab.len() - 1).expect("fewer than 2^32 long entries")
-            }
-        };
-        let spilled = self.slab[index as usize].get_or_insert_with(|| Spilled {
-            bytes: Vec::with_capacity(key.len() + value.len()),
-            key_len: 0,
-        });
-        spilled.bytes.clear();
-        spilled.bytes.extend_from_slice(key);
-        spilled.bytes.extend_from_slice(value);
-        spilled.key_len = key.len();
+        let index = self.slab.put(key, value, reused);
         entry.flags |= HEAP;
         entry.data[..4].copy_from_slice(&index.to_le_bytes());
         entry
     }
 
-    /// The slab slot of the entry at `at`, if it has one, for the entry
+    /// The slab cell of the entry at `at`, if it has one, for the entry
     /// replacing it to reuse (or free).
     fn release(&self, at: usize) -> Option<u32> {
         let entry = &self.entries[at];
-        (entry.flags & HEAP != 0).then(|| slab_index(entry) as u32)
-    }
-
-    fn free_slab(&mut self, index: usize) {
-        self.slab[index] = None;
-        self.free.push(index as u32);
+        (entry.flags & HEAP != 0).then(|| slab_index(entry))
     }
 
     /// Puts an entry in the first empty place of its probe run.
@@ -382,50 +364,8 @@ impl SlotTable {
     }
 }
 
-/// Reads back what [`SlotTable::take_dirty`] wrote: (key, value or None
-/// for a delete).
-pub(crate) struct DirtyEntries<'a> {
-    rest: &'a [u8],
-}
-
-impl<'a> DirtyEntries<'a> {
-    pub fn new(bytes: &'a [u8]) -> Self {
-        Self { rest: bytes }
-    }
-
-    fn take(&mut self, n: usize) -> &'a [u8] {
-        let (head, rest) = self.rest.split_at(n);
-        self.rest = rest;
-        head
-    }
-
-    fn length(&mut self) -> usize {
-        u32::from_le_bytes(self.take(4).try_into().expect("4 bytes")) as usize
-    }
-}
-
-impl<'a> Iterator for DirtyEntries<'a> {
-    type Item = (&'a [u8], Option<&'a [u8]>);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() {
-            return None;
-        }
-        let key_len = self.length();
-        let key = self.take(key_len);
-        let value = match self.take(1)[0] {
-            0 => None,
-            _ => {
-                let value_len = self.length();
-                Some(self.take(value_len))
-            }
-        };
-        Some((key, value))
-    }
-}
-
-fn slab_index(entry: &Entry) -> usize {
-    u32::from_le_bytes(entry.data[..4].try_into().expect("4 bytes")) as usize
+fn slab_index(entry: &Entry) -> u32 {
+    u32::from_le_bytes(entry.data[..4].try_into().expect("4 bytes"))
 }
 
 #[cfg(test)]
@@ -433,6 +373,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
+    use crate::state::dirty_entries::DirtyEntries;
 
     fn set(table: &mut SlotTable, key: &[u8], value: Option<&[u8]>, dirty: bool) {
         table.set(&Probe::new(key), value, dirty);
@@ -515,6 +456,43 @@ mod tests {
         assert_eq!(table.len(), 1);
         assert_eq!(read(&table, b"k"), Some((Some(b"again".to_vec()), true)));
         assert_eq!(read(&table, &long_key), None);
+    }
+
+    /// The two prefetch steps are hints: over every kind of slot, a freed
+    /// cell, an empty table and tag 0, they change nothing a get sees.
+    #[test]
+    fn prefetching_any_key_or_tag_changes_nothing() {
+        let mut table = SlotTable::default();
+        let keys: Vec<Vec<u8>> = (0..200)
+            .map(|n| format!("key-{n:03}").into_bytes())
+            .collect();
+        for probe in keys.iter().map(|k| Probe::new(k)) {
+            table.prefetch(&probe);
+            table.prefetch_spilled(probe.tag());
+        }
+        table.prefetch_spilled(0);
+        for (n, key) in keys.iter().enumerate() {
+            let value = vec![b'v'; n % 70];
+            set(
+                &mut table,
+                key,
+                (n % 7 != 0).then_some(&value[..]),
+                n % 2 == 0,
+            );
+        }
+        for key in keys.iter().step_by(3) {
+            table.remove(&Probe::new(key));
+        }
+        let before: Vec<_> = keys.iter().map(|k| get(&table, k)).collect();
+        for probe in keys.iter().map(|k| Probe::new(k)) {
+            table.prefetch(&probe);
+            table.prefetch_spilled(probe.tag());
+        }
+        for tag in [0, 1, u32::MAX] {
+            table.prefetch_spilled(tag);
+        }
+        let after: Vec<_> = keys.iter().map(|k| get(&table, k)).collect();
+        assert_eq!(before, after);
     }
 
     /// Random sets and removes over a small key space (so probe runs

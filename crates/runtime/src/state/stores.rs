@@ -107,11 +107,21 @@ impl TaskState {
     }
 
     /// Asks the CPU to bring `key`'s entry in each of `stores` (positions)
-    /// into its cache, ahead of a get.
-    pub(crate) fn prefetch(&self, key: &[u8], stores: &[usize]) {
+    /// into its cache, ahead of a get; returns the key's tag, for
+    /// [`prefetch_spilled`](Self::prefetch_spilled) a little later.
+    pub(crate) fn prefetch(&self, key: &[u8], stores: &[usize]) -> u32 {
         let probe = Probe::new(key);
         for index in stores {
             self.maps[*index].slots.prefetch(&probe);
+        }
+        probe.tag()
+    }
+
+    /// The second step of [`prefetch`](Self::prefetch), once the entries
+    /// have arrived: asks for the slab cells of those that spilled.
+    pub(crate) fn prefetch_spilled(&self, tag: u32, stores: &[usize]) {
+        for index in stores {
+            self.maps[*index].slots.prefetch_spilled(tag);
         }
     }
 

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use rocksdb::{DB, WriteBatch};
 
 use super::StateError;
-use super::slot_table::DirtyEntries;
+use super::dirty_entries::DirtyEntries;
 
 /// Threads writing commits, for the whole process: enough that commits of
 /// tasks on different disks, or fsyncs the file system batches, run side by

@@ -252,7 +252,7 @@ impl Task {
         cursor: RecordCursor,
         section: &[u8],
     ) -> Option<RecordCursor> {
-        if self.prefetch.active.is_empty() {
+        if !self.prefetch.is_active() {
             return None;
         }
         if kept.is_some() {
@@ -270,7 +270,7 @@ impl Task {
     fn prefetch_next(&mut self, ahead: &mut RecordCursor, section: &[u8]) {
         if let Some(Ok(record)) = ahead.next(section) {
             let key = record.key.unwrap_or_default();
-            self.state.prefetch(key, &self.prefetch.active);
+            self.prefetch.ahead(&self.state, key);
         }
     }
 

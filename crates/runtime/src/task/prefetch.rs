@@ -1,6 +1,7 @@
 //! [`Prefetch`]: which stores' entries for a record's key the task asks
 //! the CPU for, a few records ahead of the record's turn.
 
+use super::PREFETCH_AHEAD;
 use crate::state::TaskState;
 use crate::topology::ProcessorSpec;
 
@@ -13,11 +14,19 @@ use crate::topology::ProcessorSpec;
 /// stores the processor actually reads from are prefetched (reviewed every
 /// [`PREFETCH_REVIEW_RECORDS`] records); a wrong guess costs a wasted
 /// prefetch.
+///
+/// In two steps: a key's entries [`PREFETCH_AHEAD`] records ahead, then,
+/// half as far ahead, when its entries should have arrived, the slab cells
+/// of those whose key and value spilled (a table's rows, typically): each
+/// step's line is only known once the line before it is in the cache.
 pub(super) struct Prefetch {
     candidates: Vec<usize>,
-    pub active: Vec<usize>,
+    active: Vec<usize>,
     /// Records since the last review.
     since_review: usize,
+    /// The tags of the last keys asked for, oldest first from `next`.
+    tags: [u32; PREFETCH_AHEAD],
+    next: usize,
 }
 
 /// How many records go by between reviews of which stores are read.
@@ -41,7 +50,27 @@ impl Prefetch {
             active: candidates.clone(),
             candidates,
             since_review: 0,
+            tags: [0; PREFETCH_AHEAD],
+            next: 0,
         }
+    }
+
+    /// Whether any store is prefetched.
+    pub fn is_active(&self) -> bool {
+        !self.active.is_empty()
+    }
+
+    /// Asks for `key`'s entries (the key of the record [`PREFETCH_AHEAD`]
+    /// ahead), and for the spilled cells of the key half as far ahead.
+    pub fn ahead(&mut self, state: &TaskState, key: &[u8]) {
+        if self.active.is_empty() {
+            return;
+        }
+        let tag = state.prefetch(key, &self.active);
+        let halfway = self.tags[(self.next + PREFETCH_AHEAD / 2) % PREFETCH_AHEAD];
+        state.prefetch_spilled(halfway, &self.active);
+        self.tags[self.next] = tag;
+        self.next = (self.next + 1) % PREFETCH_AHEAD;
     }
 
     /// Before a batch of `records`: once enough records went by, keeps the

@@ -169,21 +169,19 @@ impl Task {
             prepare.await;
         }
         self.prefetch.review(&mut self.state, records.len());
-        let prefetched = &self.prefetch.active;
-        if !prefetched.is_empty() {
+        if self.prefetch.is_active() {
             for record in records.iter().take(PREFETCH_AHEAD) {
                 let key = record.key.unwrap_or_default();
-                self.state.prefetch(key, prefetched);
+                self.prefetch.ahead(&self.state, key);
             }
         }
         let (mut counted, mut processed) = (0u64, 0u64);
         for (index, record) in records.iter().enumerate() {
-            let prefetched = &self.prefetch.active;
-            if !prefetched.is_empty()
+            if self.prefetch.is_active()
                 && let Some(ahead) = records.get(index + PREFETCH_AHEAD)
             {
                 let key = ahead.key.unwrap_or_default();
-                self.state.prefetch(key, prefetched);
+                self.prefetch.ahead(&self.state, key);
             }
             if record.offset < self.inputs[at].next {
                 continue;
