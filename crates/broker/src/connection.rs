@@ -72,7 +72,7 @@ use super::fetch_frame::Part;
 use super::listener::Endpoint;
 use super::metrics::Metrics;
 use super::transport::{ResponseWriter, TlsWriter};
-use handler_place::run_handler;
+use handler_place::{Pace, run_handler};
 pub use pre_auth::{LOGIN_FRAME_BYTES_MAX, PRE_AUTH_MEMORY_BYTES_MAX};
 use reader::Reader;
 
@@ -327,6 +327,7 @@ async fn handle_requests(
 ) {
     let mut caller = Arc::new(caller);
     let mut sasl = link.sasl.clone().map(SaslSession::new);
+    let mut pace = Pace::default();
     loop {
         let request = tokio::select! {
             biased;
@@ -434,8 +435,8 @@ async fn handle_requests(
                 continue;
             }
         }
-        let Some(response) = handle_one(ctx, frame, &mut shutdown, peer, link, &caller).await
-        else {
+        let handled = handle_one(ctx, frame, &mut shutdown, peer, link, &caller, &mut pace).await;
+        let Some(response) = handled else {
             return;
         };
         // A response already known holds nothing of the frame.
@@ -524,6 +525,7 @@ async fn handle_one(
     peer: Option<SocketAddr>,
     link: &Link,
     caller: &Arc<Caller>,
+    pace: &mut Pace,
 ) -> Option<Response> {
     let mut deadline: Option<tokio::time::Instant> = None;
     loop {
@@ -532,7 +534,7 @@ async fn handle_one(
         let (caller, endpoint) = (Arc::clone(caller), Arc::clone(&link.endpoint));
         let handle =
             move || api::handle(&handler_ctx, handler_frame, final_pass, &caller, &endpoint);
-        let handled = run_handler(handle).await;
+        let handled = run_handler(pace, handle).await;
         match handled {
             Ok(Ok(Reply::Respond(parts))) => return Some(Response::Ready(Some(parts), now())),
             Ok(Ok(Reply::Silent)) => return Some(Response::Ready(None, now())),
