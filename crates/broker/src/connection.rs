@@ -12,8 +12,9 @@
 //!   connection on a SASL listener has authenticated, it reads one request
 //!   at a time instead, from a budget of its own ([`pre_auth`]).
 //! - The **handler** takes queued requests in order and runs each one's
-//!   handler where blocking on disk I/O stalls no other connection (see
-//!   [`run_handler`]; the connection's own reader and writer pause), then
+//!   handler inline while the connection's are quick, else where blocking
+//!   on disk I/O stalls no other connection (see [`run_handler`]; the
+//!   connection's own reader and writer pause), then
 //!   returns the frame's bytes to the budget. A request's effects are
 //!   therefore applied strictly in the order sent (a producer's batches
 //!   append in that order). Most responses are known when the handler
@@ -343,10 +344,7 @@ async fn handle_requests(
             slot,
         } = request;
         let started = std::time::Instant::now();
-        let api_key = i16::from_be_bytes([
-            frame.first().copied().unwrap_or(0xff),
-            frame.get(1).copied().unwrap_or(0xff),
-        ]);
+        let api_key = api_key_of(&frame);
         let bytes_in = frame.len() as u64 + 4;
         let passes = sasl
             .as_ref()
@@ -512,6 +510,15 @@ async fn write_responses<W: ResponseWriter>(
     }
 }
 
+/// The API key a request frame starts with (-1 for a frame too short to
+/// hold one, which no handler accepts).
+fn api_key_of(frame: &[u8]) -> i16 {
+    match frame {
+        [high, low, ..] => i16::from_be_bytes([*high, *low]),
+        _ => -1,
+    }
+}
+
 /// Runs the request's handler where it may block on disk I/O (a segment
 /// roll syncs a file, a read may miss the page cache), waiting between
 /// passes when a fetch asks to wait for data. `None` closes the
@@ -534,7 +541,7 @@ async fn handle_one(
         let (caller, endpoint) = (Arc::clone(caller), Arc::clone(&link.endpoint));
         let handle =
             move || api::handle(&handler_ctx, handler_frame, final_pass, &caller, &endpoint);
-        let handled = run_handler(pace, handle).await;
+        let handled = run_handler(pace, api_key_of(&frame), handle).await;
         match handled {
             Ok(Ok(Reply::Respond(parts))) => return Some(Response::Ready(Some(parts), now())),
             Ok(Ok(Reply::Silent)) => return Some(Response::Ready(None, now())),

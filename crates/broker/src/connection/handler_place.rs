@@ -11,25 +11,35 @@
 //! time, still wakes one per request (31 µs of broker CPU per request);
 //! run on the executor itself, 15 µs.
 //!
-//! So each connection keeps a [`Pace`]:
-//! 1. While its handlers are quick (each under [`QUICK_HANDLER_MAX`]),
-//!    they run inline on the connection's task, on the executor.
-//! 2. One that took longer (it waited on the disk, most likely) sends the
-//!    connection's handlers off the executor for [`OFF_EXECUTOR_FOR`]:
-//!    a cold read or a sync then stalls the executor's thread once per
-//!    connection and period, not once per request. Another executor
-//!    thread steals the stalled one's queued tasks meanwhile.
-//! 3. Off the executor, a handler runs in place (`block_in_place`) within
-//!    a bound ([`HANDLERS_IN_PLACE_MAX`]), and on the blocking pool past
-//!    it.
+//! So the requests of the data path ([`runs_inline`]: produce, fetch,
+//! and the small reads clients make beside them) run inline on the
+//! connection's task, on the executor, while its [`Pace`] allows:
+//! 1. While the connection's handlers are quick, they run inline.
+//! 2. One that held its thread past [`QUICK_HANDLER_MAX`] and gave the CPU
+//!    up on the way (it waited on the disk, most likely: a read that
+//!    missed the page cache, a segment roll's sync) sends the
+//!    connection's handlers off the executor for [`OFF_EXECUTOR_FOR`]. A
+//!    cold reader then stalls an executor thread once per connection and
+//!    period, not once per request; the other executor threads take the
+//!    stalled one's queued tasks meanwhile (all but the one it would run
+//!    next). A handler the kernel preempted is not slow: no place would
+//!    spare it that.
+//! 3. Off the executor, and for every other request (those that sync by
+//!    design: transactions, topic creation and deletion, record
+//!    deletion, group offsets), a handler runs in place (`block_in_place`)
+//!    within a bound ([`HANDLERS_IN_PLACE_MAX`]), and on the blocking pool
+//!    past it.
 //!
-//! On a current-thread runtime (an app serving its log) handlers always
-//! run on the blocking pool: inline, they would stop the app's only
-//! thread.
+//! What is left: a new connection's first slow handler stalls its thread,
+//! and so many at once could stall every executor thread for a disk
+//! read's time. On a current-thread runtime (an app serving its log)
+//! handlers always run on the blocking pool: inline, they would stop the
+//! app's only thread.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::ApiKey;
 use tokio::runtime::RuntimeFlavor;
 
 /// A handler that took longer than this is counted slow.
@@ -49,6 +59,25 @@ const HANDLERS_IN_PLACE_MAX: usize = 64;
 
 /// The broker's places for handlers in place, shared by every connection.
 static IN_PLACE: Places = Places::new(HANDLERS_IN_PLACE_MAX);
+
+/// Whether requests of `api_key` may run inline: the data path's, whose
+/// handlers sync nothing themselves (an acks=all produce's sync runs on
+/// the blocking pool). The others sync by design (transactions' state,
+/// topics' directories, deleted records' marks, group offsets) or are
+/// rare enough that a handoff costs nothing that matters.
+pub(super) fn runs_inline(api_key: i16) -> bool {
+    matches!(
+        ApiKey::try_from(api_key),
+        Ok(ApiKey::Produce
+            | ApiKey::Fetch
+            | ApiKey::ListOffsets
+            | ApiKey::Metadata
+            | ApiKey::ApiVersions
+            | ApiKey::FindCoordinator
+            | ApiKey::Heartbeat
+            | ApiKey::OffsetFetch)
+    )
+}
 
 /// Where one connection's handlers run: inline while they are quick, off
 /// the executor for a while after one was not (see the module doc).
@@ -71,26 +100,28 @@ impl Pace {
     }
 }
 
-/// What the thread running a handler had used when it started.
+/// When a handler started, and how often its thread had given the CPU up
+/// by then.
 ///
 /// A handler is slow when it held its thread past [`QUICK_HANDLER_MAX`]
-/// by its own doing: it used the CPU that long, or it took that long and
-/// gave the CPU up on the way (waiting for the disk or a lock). A thread
-/// the kernel preempted, which a loaded machine does to any thread, does
-/// not make its handler slow: that is not the handler's cost, and no
-/// place would spare it.
+/// and gave the CPU up on the way (waiting for the disk, or a lock). A
+/// thread the kernel preempted, which a loaded machine does to any
+/// thread, does not make its handler slow: that is not the handler's
+/// cost, and no place would spare it. (The thread's CPU time is not
+/// asked: the kernel brings it up to date only at its ticks and switches,
+/// so a preempted handler would be charged for what ran before it.)
 struct Usage {
     started: Instant,
-    /// The thread's CPU time and its voluntary context switches; None
-    /// where the kernel does not say (the time alone decides then).
-    thread: Option<(Duration, i64)>,
+    /// The thread's voluntary context switches; None where the kernel
+    /// does not say (the time alone decides then).
+    gave_up: Option<i64>,
 }
 
 impl Usage {
     fn now() -> Self {
         Self {
             started: Instant::now(),
-            thread: thread_usage(),
+            gave_up: voluntary_switches(),
         }
     }
 
@@ -101,18 +132,17 @@ impl Usage {
         if took <= QUICK_HANDLER_MAX {
             return false;
         }
-        match (self.thread, thread_usage()) {
-            (Some((cpu, waits)), Some((cpu_now, waits_now))) => {
-                cpu_now.saturating_sub(cpu) > QUICK_HANDLER_MAX || waits_now > waits
-            }
+        match (self.gave_up, voluntary_switches()) {
+            (Some(before), Some(after)) => after > before,
             _ => true,
         }
     }
 }
 
-/// The calling thread's CPU time (user and system) and voluntary context
-/// switches.
-fn thread_usage() -> Option<(Duration, i64)> {
+/// How often the calling thread has given the CPU up (its voluntary
+/// context switches).
+#[cfg(target_os = "linux")]
+fn voluntary_switches() -> Option<i64> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
     // SAFETY: `getrusage` fills the `rusage` it is given, of the calling
     // thread; it is read only when the call says it succeeded.
@@ -122,11 +152,15 @@ fn thread_usage() -> Option<(Duration, i64)> {
         }
         usage.assume_init()
     };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
-    };
-    let cpu = time(usage.ru_utime) + time(usage.ru_stime);
-    Some((cpu, usage.ru_nvcsw))
+    // `c_long`: 64 bits where this builds, 32 on a 32-bit Linux.
+    #[allow(clippy::useless_conversion)]
+    Some(i64::from(usage.ru_nvcsw))
+}
+
+/// Elsewhere the kernel is not asked: time alone decides.
+#[cfg(not(target_os = "linux"))]
+fn voluntary_switches() -> Option<i64> {
+    None
 }
 
 /// Where a handler ran.
@@ -182,15 +216,19 @@ impl Drop for InPlace<'_> {
 /// it ran, the panic's message returned.
 pub(super) async fn run_handler<T: Send + 'static>(
     pace: &mut Pace,
+    api_key: i16,
     handle: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, String> {
-    run_within(&IN_PLACE, pace, handle).await.0
+    let inline = runs_inline(api_key);
+    run_within(&IN_PLACE, pace, inline, handle).await.0
 }
 
-/// [`run_handler`] within `places`; also says where the handler ran.
+/// [`run_handler`] within `places`, inline if `inline` and the pace
+/// allows; also says where the handler ran.
 async fn run_within<T: Send + 'static>(
     places: &Places,
     pace: &mut Pace,
+    inline: bool,
     handle: impl FnOnce() -> T + Send + 'static,
 ) -> (Result<T, String>, Ran) {
     let multi_threaded = matches!(
@@ -203,7 +241,7 @@ async fn run_within<T: Send + 'static>(
         let handled = handle();
         (handled, before.slow_since())
     };
-    let (handled, ran) = if multi_threaded && pace.inline_at(Instant::now()) {
+    let (handled, ran) = if multi_threaded && inline && pace.inline_at(Instant::now()) {
         (caught(timed), Ran::Inline)
     } else if multi_threaded && let Some(_place) = places.take() {
         let handled = caught(|| tokio::task::block_in_place(timed));
@@ -243,7 +281,11 @@ mod tests {
     use std::sync::{Arc, Barrier};
     use std::time::{Duration, Instant};
 
-    use super::{OFF_EXECUTOR_FOR, Pace, Places, QUICK_HANDLER_MAX, Ran, Usage, run_within};
+    use kafka_protocol::messages::ApiKey;
+
+    use super::{
+        OFF_EXECUTOR_FOR, Pace, Places, QUICK_HANDLER_MAX, Ran, Usage, run_within, runs_inline,
+    };
 
     /// A connection's pace with its handlers sent off the executor.
     fn slowed() -> Pace {
@@ -252,16 +294,24 @@ mod tests {
         pace
     }
 
-    /// Where a handler of the connection keeping `pace` ran, once the
-    /// barrier, if any, let it return.
+    /// Where a handler (of a request that may run inline) of the
+    /// connection keeping `pace` ran, once the barrier, if any, let it
+    /// return; checked against the thread it ran on.
     async fn ran(places: &Places, pace: &mut Pace, wait: Option<Arc<Barrier>>) -> Ran {
+        let caller = std::thread::current().id();
         let handler = move || {
             if let Some(barrier) = wait {
                 barrier.wait();
             }
+            std::thread::current().id() == caller
         };
-        let (handled, ran) = run_within(places, pace, handler).await;
-        handled.expect("the handler returns");
+        let (handled, ran) = run_within(places, pace, true, handler).await;
+        let here = handled.expect("the handler returns");
+        assert_eq!(
+            here,
+            ran != Ran::BlockingPool,
+            "{ran:?} on the caller's thread or not"
+        );
         ran
     }
 
@@ -279,25 +329,46 @@ mod tests {
     }
 
     #[test]
-    fn a_handler_is_slow_when_it_waits_or_computes_past_the_limit_not_when_quick() {
+    fn a_handler_is_slow_when_it_waited_past_the_limit_not_when_it_only_ran() {
         let quick = Usage::now();
         assert!(!quick.slow_since());
         let waited = Usage::now();
         std::thread::sleep(QUICK_HANDLER_MAX * 3);
         assert!(waited.slow_since(), "a sleep gives the CPU up");
-        let computed = Usage::now();
+        // A spin never gives the CPU up: past the limit (preempted or
+        // not), it is still not slow.
+        let ran = Usage::now();
         let mut spin = 0u64;
-        while computed.started.elapsed() < QUICK_HANDLER_MAX * 3 {
+        while ran.started.elapsed() < QUICK_HANDLER_MAX * 3 {
             spin = std::hint::black_box(spin.wrapping_add(1));
         }
-        // Used the CPU past the limit, unless the kernel preempted the
-        // spin for most of it (then it is rightly not slow): either way,
-        // its verdict follows what the thread itself says it used.
-        let cpu = |usage: &Usage| usage.thread.expect("Linux says").0;
-        let used = cpu(&Usage::now()).saturating_sub(cpu(&computed));
-        if used > QUICK_HANDLER_MAX * 2 {
-            assert!(computed.slow_since());
+        assert!(!ran.slow_since());
+    }
+
+    #[test]
+    fn the_data_paths_requests_may_run_inline_and_those_that_sync_never_do() {
+        let inline = [
+            ApiKey::Produce,
+            ApiKey::Fetch,
+            ApiKey::Metadata,
+            ApiKey::Heartbeat,
+        ];
+        for key in inline {
+            assert!(runs_inline(key as i16), "{key:?}");
         }
+        let off = [
+            ApiKey::InitProducerId,
+            ApiKey::EndTxn,
+            ApiKey::WriteTxnMarkers,
+            ApiKey::CreateTopics,
+            ApiKey::DeleteTopics,
+            ApiKey::DeleteRecords,
+            ApiKey::OffsetCommit,
+        ];
+        for key in off {
+            assert!(!runs_inline(key as i16), "{key:?}");
+        }
+        assert!(!runs_inline(-1) && !runs_inline(i16::MAX), "unknown keys");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -306,10 +377,18 @@ mod tests {
         let mut pace = Pace::default();
         assert_eq!(ran(&places, &mut pace, None).await, Ran::Inline);
         let slow = || std::thread::sleep(QUICK_HANDLER_MAX * 3);
-        let (handled, _) = run_within(&places, &mut pace, slow).await;
+        let (handled, _) = run_within(&places, &mut pace, true, slow).await;
         handled.expect("the handler returns");
         assert_eq!(ran(&places, &mut pace, None).await, Ran::InPlace);
         assert_eq!(places.taken.load(std::sync::atomic::Ordering::Acquire), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_that_may_not_run_inline_runs_in_place_on_a_quick_connection() {
+        let places = Places::new(1);
+        let (handled, ran) = run_within(&places, &mut Pace::default(), false, || ()).await;
+        handled.expect("the handler returns");
+        assert_eq!(ran, Ran::InPlace);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -343,8 +422,10 @@ mod tests {
     async fn a_panicking_handler_fails_its_request_inline_or_in_place_and_gives_its_place_back() {
         let places = Places::new(1);
         for mut pace in [Pace::default(), slowed()] {
-            let (failed, _) =
-                run_within(&places, &mut pace, || -> () { panic!("a bad request") }).await;
+            let (failed, _) = run_within(&places, &mut pace, true, || -> () {
+                panic!("a bad request")
+            })
+            .await;
             assert_eq!(failed.unwrap_err(), "panicked: a bad request");
             assert_eq!(places.taken.load(std::sync::atomic::Ordering::Acquire), 0);
         }
@@ -362,7 +443,7 @@ mod tests {
             ran(&places, &mut Pace::default(), None).await,
             Ran::BlockingPool
         );
-        let (failed, _) = run_within(&places, &mut Pace::default(), || -> () {
+        let (failed, _) = run_within(&places, &mut Pace::default(), true, || -> () {
             panic!("a bad request")
         })
         .await;

@@ -163,7 +163,8 @@ impl SlotTable {
     }
 
     /// Marks every slot the run wrote as committed, appending each to
-    /// `out` as [`DirtyEntries`] reads them. One pass over the table in
+    /// `out` as [`DirtyEntries`](super::dirty_entries::DirtyEntries) reads
+    /// them. One pass over the table in
     /// memory order, not a lookup per key: for a run that wrote a good
     /// part of the table.
     pub fn take_dirty(&mut self, out: &mut Vec<u8>) {

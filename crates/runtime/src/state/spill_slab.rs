@@ -47,6 +47,10 @@ impl CellBytes {
     }
 }
 
+/// A free cell's `key_len`: no key is that long (keys are shorter than
+/// 4 GiB), and a read of a free cell is caught in debug builds.
+const FREED: u32 = u32::MAX;
+
 const EMPTY: CellBytes = CellBytes::Inline {
     len: 0,
     bytes: [0; CELL_BYTES],
@@ -100,12 +104,16 @@ impl SpillSlab {
     /// The key and the value held at `index`.
     pub fn get(&self, index: u32) -> (&[u8], &[u8]) {
         let cell = &self.cells[index as usize];
+        debug_assert_ne!(cell.key_len, FREED, "a freed cell read");
         cell.bytes.as_slice().split_at(cell.key_len as usize)
     }
 
     /// Frees the cell at `index` (and its buffer, if it has one).
     pub fn free(&mut self, index: u32) {
-        self.cells[index as usize].bytes = EMPTY;
+        let cell = &mut self.cells[index as usize];
+        debug_assert_ne!(cell.key_len, FREED, "a cell freed twice");
+        cell.key_len = FREED;
+        cell.bytes = EMPTY;
         self.free.push(index);
     }
 

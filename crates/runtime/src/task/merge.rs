@@ -255,6 +255,10 @@ impl Task {
         if !self.prefetch.is_active() {
             return None;
         }
+        // The keys asked for last were another run's (of this input or
+        // another): a kept cursor's second steps for the records between
+        // this run's first and the cursor are lost, a few per run.
+        self.prefetch.restart();
         if kept.is_some() {
             return kept;
         }

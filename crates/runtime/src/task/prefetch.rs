@@ -24,9 +24,34 @@ pub(super) struct Prefetch {
     active: Vec<usize>,
     /// Records since the last review.
     since_review: usize,
-    /// The tags of the last keys asked for, oldest first from `next`.
+    /// The tags of the last keys asked for.
+    tags: TagRing,
+}
+
+/// The tags of the last [`PREFETCH_AHEAD`] keys asked for, in order: the
+/// one pushed half that many pushes ago is the key whose entry should
+/// have arrived.
+#[derive(Debug, Default)]
+struct TagRing {
     tags: [u32; PREFETCH_AHEAD],
+    /// Where the next tag goes: the oldest one's place.
     next: usize,
+}
+
+const _: () = assert!(
+    PREFETCH_AHEAD >= 2 && PREFETCH_AHEAD.is_multiple_of(2),
+    "the second step is half as far ahead"
+);
+
+impl TagRing {
+    /// Pushes `tag` (0: none); returns the tag pushed `PREFETCH_AHEAD / 2`
+    /// pushes before it (0 if none was).
+    fn push(&mut self, tag: u32) -> u32 {
+        let halfway = self.tags[(self.next + PREFETCH_AHEAD / 2) % PREFETCH_AHEAD];
+        self.tags[self.next] = tag;
+        self.next = (self.next + 1) % PREFETCH_AHEAD;
+        halfway
+    }
 }
 
 /// How many records go by between reviews of which stores are read.
@@ -50,8 +75,7 @@ impl Prefetch {
             active: candidates.clone(),
             candidates,
             since_review: 0,
-            tags: [0; PREFETCH_AHEAD],
-            next: 0,
+            tags: TagRing::default(),
         }
     }
 
@@ -67,10 +91,22 @@ impl Prefetch {
             return;
         }
         let tag = state.prefetch(key, &self.active);
-        let halfway = self.tags[(self.next + PREFETCH_AHEAD / 2) % PREFETCH_AHEAD];
-        state.prefetch_spilled(halfway, &self.active);
-        self.tags[self.next] = tag;
-        self.next = (self.next + 1) % PREFETCH_AHEAD;
+        state.prefetch_spilled(self.tags.push(tag), &self.active);
+    }
+
+    /// Where no record is [`PREFETCH_AHEAD`] ahead (a batch's last ones):
+    /// only the second step, for the key half as far ahead.
+    pub fn coast(&mut self, state: &TaskState) {
+        if self.active.is_empty() {
+            return;
+        }
+        state.prefetch_spilled(self.tags.push(0), &self.active);
+    }
+
+    /// Forgets the keys asked for: the records that come next are not
+    /// those that followed them (another batch, or another input).
+    pub fn restart(&mut self) {
+        self.tags = TagRing::default();
     }
 
     /// Before a batch of `records`: once enough records went by, keeps the
@@ -89,6 +125,20 @@ impl Prefetch {
             if state.take_reads(*store) * 4 >= window {
                 self.active.push(*store);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PREFETCH_AHEAD, TagRing};
+
+    #[test]
+    fn the_ring_gives_back_the_tag_pushed_half_the_distance_before() {
+        let mut ring = TagRing::default();
+        for tag in 1..=(3 * PREFETCH_AHEAD as u32) {
+            let expected = tag.saturating_sub(PREFETCH_AHEAD as u32 / 2);
+            assert_eq!(ring.push(tag), expected, "pushing {tag}");
         }
     }
 }

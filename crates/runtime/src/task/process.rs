@@ -170,6 +170,7 @@ impl Task {
         }
         self.prefetch.review(&mut self.state, records.len());
         if self.prefetch.is_active() {
+            self.prefetch.restart();
             for record in records.iter().take(PREFETCH_AHEAD) {
                 let key = record.key.unwrap_or_default();
                 self.prefetch.ahead(&self.state, key);
@@ -177,11 +178,13 @@ impl Task {
         }
         let (mut counted, mut processed) = (0u64, 0u64);
         for (index, record) in records.iter().enumerate() {
-            if self.prefetch.is_active()
-                && let Some(ahead) = records.get(index + PREFETCH_AHEAD)
-            {
-                let key = ahead.key.unwrap_or_default();
-                self.prefetch.ahead(&self.state, key);
+            if self.prefetch.is_active() {
+                match records.get(index + PREFETCH_AHEAD) {
+                    Some(ahead) => self
+                        .prefetch
+                        .ahead(&self.state, ahead.key.unwrap_or_default()),
+                    None => self.prefetch.coast(&self.state),
+                }
             }
             if record.offset < self.inputs[at].next {
                 continue;
