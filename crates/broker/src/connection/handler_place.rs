@@ -42,7 +42,8 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::ApiKey;
 use tokio::runtime::RuntimeFlavor;
 
-/// A handler that took longer than this is counted slow.
+/// A handler that held its thread longer than this, giving the CPU up on
+/// the way, is counted slow (see [`Usage`]).
 const QUICK_HANDLER_MAX: Duration = Duration::from_millis(1);
 
 /// How long a connection whose handler was slow runs its handlers off
@@ -236,10 +237,13 @@ async fn run_within<T: Send + 'static>(
         RuntimeFlavor::MultiThread
     );
     // Measured inside, so that a wait for a blocking thread is not counted.
+    // Only the handlers that may run inline are measured: the others
+    // (those that sync by design, slow every time) say nothing of how the
+    // connection's data path runs, and are spared the measuring.
     let timed = move || {
-        let before = Usage::now();
+        let before = inline.then(Usage::now);
         let handled = handle();
-        (handled, before.slow_since())
+        (handled, before.is_some_and(|before| before.slow_since()))
     };
     let (handled, ran) = if multi_threaded && inline && pace.inline_at(Instant::now()) {
         (caught(timed), Ran::Inline)
@@ -389,6 +393,19 @@ mod tests {
         let (handled, ran) = run_within(&places, &mut Pace::default(), false, || ()).await;
         handled.expect("the handler returns");
         assert_eq!(ran, Ran::InPlace);
+    }
+
+    /// A transactional producer's EndTxn syncs every time: its slowness
+    /// must not send the producer's produce requests off the executor.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_request_that_may_not_run_inline_leaves_the_connection_inline() {
+        let places = Places::new(1);
+        let mut pace = Pace::default();
+        let slow = || std::thread::sleep(QUICK_HANDLER_MAX * 3);
+        let (handled, slow_ran) = run_within(&places, &mut pace, false, slow).await;
+        handled.expect("the handler returns");
+        assert_eq!(slow_ran, Ran::InPlace);
+        assert_eq!(ran(&places, &mut pace, None).await, Ran::Inline);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
