@@ -280,6 +280,16 @@ impl Harness {
         );
         let bytes = read.read_to_vec()?;
         ensure!(bytes.len() as u64 == read.size_bytes());
+        if let Some(held) = &read.held {
+            let mut from_file = Vec::new();
+            for slice in &read.slices {
+                slice.read_onto(&mut from_file)?;
+            }
+            ensure!(
+                *held == from_file,
+                "the bytes a read at {offset} held are not its file ranges'"
+            );
+        }
         let batches = split_batches(&bytes)?;
         let Some(&(first_base, _)) = batches.first() else {
             ensure!(

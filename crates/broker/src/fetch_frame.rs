@@ -58,7 +58,8 @@ pub(crate) struct FetchedPartition {
     /// (producer id, first offset) of the aborted transactions the records
     /// may hold; `None` (null on the wire) for a read_uncommitted fetch.
     pub aborted: Option<Vec<(i64, i64)>>,
-    pub records: Vec<FileSlice>,
+    /// The batches: file ranges, or bytes the read already held.
+    pub records: Vec<Part>,
 }
 
 /// One topic's answer.
@@ -119,10 +120,13 @@ pub(crate) fn fetch_response(
             if version >= 11 {
                 w.i32(-1); // preferred_read_replica
             }
-            let records: u64 = partition.records.iter().map(|s| s.len).sum();
+            let records: u64 = partition.records.iter().map(Part::len).sum();
             w.bytes_len(records);
-            for slice in &partition.records {
-                w.file(slice.clone());
+            for part in &partition.records {
+                match part {
+                    Part::Bytes(bytes) => w.buf.extend_from_slice(bytes),
+                    Part::File(slice) => w.file(slice.clone()),
+                }
             }
             w.tagged_fields();
         }
@@ -254,10 +258,7 @@ mod tests {
                     .partitions
                     .iter()
                     .map(|p| {
-                        let mut records = Vec::new();
-                        for slice in &p.records {
-                            records.extend_from_slice(&slice.read_to_vec().unwrap());
-                        }
+                        let records = flatten(&p.records);
                         let mut data = PartitionData::default()
                             .with_partition_index(p.index)
                             .with_error_code(p.error_code)
@@ -329,16 +330,17 @@ mod tests {
                         high_watermark: 5,
                         last_stable_offset: 5,
                         log_start_offset: 0,
-                        records: read.slices.clone(),
+                        records: read.slices.iter().cloned().map(Part::File).collect(),
                         ..FetchedPartition::default()
                     },
+                    // Batches the read already held go out as bytes.
                     FetchedPartition {
                         index: 1,
                         high_watermark: 5,
                         last_stable_offset: 2,
                         log_start_offset: 0,
                         aborted: Some(vec![(7, 0), (9, 1)]),
-                        records: read.slices.clone(),
+                        records: vec![Part::Bytes(read.read_to_vec().unwrap())],
                         ..FetchedPartition::default()
                     },
                     FetchedPartition {

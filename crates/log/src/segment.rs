@@ -32,6 +32,8 @@ use super::{FileSlice, LogConfig, LogError, OffsetIndex, TimeIndex};
 mod locate;
 mod timestamps;
 
+pub(crate) use locate::Window;
+
 /// What the log knows about one batch it is appending.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BatchInfo {

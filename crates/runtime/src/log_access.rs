@@ -353,10 +353,11 @@ impl LogAccess {
             Self::Embedded(log, _) => {
                 let log = log.partition(topic, partition)?;
                 let read = log.read(offset, u64::from(max_bytes))?;
+                let (log_start_offset, end) = (read.log_start_offset, read.log_end_offset);
                 Ok(Fetched {
-                    records: Bytes::from(read.read_to_vec()?),
-                    log_start_offset: read.log_start_offset,
-                    end: read.log_end_offset,
+                    records: Bytes::from(read.into_vec()?),
+                    log_start_offset,
+                    end,
                     aborted: Vec::new(),
                     check_crcs: true,
                     sent_ms: strata_record::time::now_ms(),

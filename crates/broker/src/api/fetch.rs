@@ -1,14 +1,18 @@
 //! Fetch: whole batches from each requested partition, starting at the
 //! batch that holds the fetch offset, waiting up to `max_wait_ms` for at
 //! least `min_bytes`. The wait itself happens in the connection, without a
-//! thread: a pass that may wait subscribes to each partition it reads
-//! before reading it ([`AppendSignals`](crate::AppendSignals)), so
-//! only an append to one of those partitions (or the deadline, or shutdown)
-//! runs the fetch again, and an append between the read and the wait is
-//! not lost.
+//! thread: a pass that may wait and comes up short subscribes to each
+//! partition it reads and reads them again
+//! ([`AppendSignals`](crate::AppendSignals)), so only an append to one of
+//! those partitions (or the deadline, or shutdown) runs the fetch again,
+//! and an append between the read and the wait is not lost. The first read
+//! of a pass takes no subscription: a fetch that finds its data at once (a
+//! consumer behind the log end) takes no lock shared with every other
+//! connection.
 //!
 //! The answer holds file ranges, not bytes: the connection sends them with
-//! `sendfile` (see `fetch_frame`).
+//! `sendfile` (see `fetch_frame`). A read that already held its batches'
+//! bytes (a small one, see `strata_log`'s `LogRead::held`) answers those.
 //!
 //! With `isolation_level` READ_COMMITTED (v4+) a partition is read only up
 //! to its last stable offset, and the answer lists the aborted transactions
@@ -26,7 +30,7 @@ use super::BrokerContext;
 use crate::ErrorCode;
 use crate::acl::{Operation, Resource};
 use crate::auth::Caller;
-use crate::fetch_frame::{FetchedPartition, FetchedTopic};
+use crate::fetch_frame::{FetchedPartition, FetchedTopic, Part};
 use strata_log::AppendWatch;
 use strata_log::{Isolation, LogError, Topic};
 
@@ -45,7 +49,8 @@ pub(crate) struct DataWait {
     pub appends: AppendWatch,
 }
 
-/// One pass over the requested partitions. Returns `Err(wait)` when there is
+/// One pass over the requested partitions (read twice when short, see the
+/// module doc). Returns `Err(wait)` when there is
 /// less than `min_bytes` and the client allows waiting, unless `final_pass`
 /// (the wait is over): the connection then waits for an append to one of
 /// the partitions or the deadline, without holding a thread, and asks again.
@@ -62,17 +67,26 @@ pub(super) fn handle(
     );
     let min_bytes = u64::try_from(request.min_bytes).unwrap_or(0);
     let may_wait = !wait.is_zero() && !final_pass && min_bytes > 0;
+    let (topics, bytes) = read_once(ctx, request, caller, None);
+    if !may_wait || answers_now(&topics, bytes, min_bytes) {
+        return Ok(topics);
+    }
+    // Short of `min_bytes`: subscribe, then read again, so that an append
+    // between the first read and the subscription is seen by the second.
     let mut appends = AppendWatch::default();
-    let (topics, bytes) = read_once(ctx, request, caller, may_wait.then_some(&mut appends));
-    let any_error = topics
-        .iter()
-        .flat_map(|t| &t.partitions)
-        .any(|p| p.error_code != ErrorCode::None.code());
-    // Errors are answered at once, as Kafka does.
-    if bytes >= min_bytes || any_error || !may_wait {
+    let (topics, bytes) = read_once(ctx, request, caller, Some(&mut appends));
+    if answers_now(&topics, bytes, min_bytes) {
         return Ok(topics);
     }
     Err(DataWait { wait, appends })
+}
+
+/// Whether a pass that read `bytes` is the answer: it reached `min_bytes`,
+/// or a partition answered an error (answered at once, as Kafka does).
+fn answers_now(topics: &[FetchedTopic], bytes: u64, min_bytes: u64) -> bool {
+    bytes >= min_bytes
+        || (topics.iter().flat_map(|t| &t.partitions))
+            .any(|p| p.error_code != ErrorCode::None.code())
 }
 
 /// One pass over the requested partitions; returns the answers and the
@@ -150,7 +164,10 @@ fn read_once(
                         if first || bytes <= limit {
                             total += bytes;
                             budget = budget.saturating_sub(bytes);
-                            answer.records = read.slices;
+                            answer.records = match read.held {
+                                Some(bytes) => vec![Part::Bytes(bytes)],
+                                None => read.slices.into_iter().map(Part::File).collect(),
+                            };
                             answer.aborted = (isolation == Isolation::ReadCommitted).then(|| {
                                 read.aborted
                                     .iter()

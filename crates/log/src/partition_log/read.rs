@@ -8,6 +8,7 @@ use strata_record::{BATCH_HEADER_BYTES, BatchHeader};
 use super::transactions::last_stable;
 use super::{PartitionLog, decompressed_limit};
 use crate::error::IoContext;
+use crate::segment::Window;
 use crate::{AbortedTransaction, FileSlice, LogError};
 
 /// What a reader may see of open transactions (Kafka's `isolation.level`).
@@ -32,6 +33,10 @@ pub struct LogRead {
     /// For a `read_committed` read: the aborted transactions its range may
     /// meet, by first offset. Empty otherwise.
     pub aborted: Vec<AbortedTransaction>,
+    /// The bytes of `slices`, when the read already held them all: one
+    /// slice inside what the walk to it read (at most 4 KiB). A reader
+    /// that sends or decodes them need not read the file again.
+    pub held: Option<Vec<u8>>,
 }
 
 impl LogRead {
@@ -39,8 +44,20 @@ impl LogRead {
         self.slices.iter().map(|s| s.len).sum()
     }
 
+    /// All slices' bytes in one buffer: the held bytes as they are, or
+    /// the slices read.
+    pub fn into_vec(self) -> Result<Vec<u8>, LogError> {
+        match self.held {
+            Some(held) => Ok(held),
+            None => self.read_to_vec(),
+        }
+    }
+
     /// Copies all slices into one buffer.
     pub fn read_to_vec(&self) -> Result<Vec<u8>, LogError> {
+        if let Some(held) = &self.held {
+            return Ok(held.clone());
+        }
         let mut out = Vec::with_capacity(self.size_bytes() as usize);
         for slice in &self.slices {
             slice.read_onto(&mut out)?;
@@ -71,6 +88,9 @@ impl PartitionLog {
         if slice.len < BATCH_HEADER_BYTES as u64 {
             return Ok(None);
         }
+        if let Some(held) = &read.held {
+            return Ok(Some(BatchHeader::parse(held)?.max_timestamp));
+        }
         let mut header = [0u8; BATCH_HEADER_BYTES];
         (slice.file.read_exact_at(&mut header, slice.position))
             .context(|| format!("reading the batch header at position {}", slice.position))?;
@@ -97,6 +117,7 @@ impl PartitionLog {
             log_end_offset,
             last_stable_offset,
             aborted: Vec::new(),
+            held: None,
         };
         if let Some(corruption) = &inner.corruption
             && offset >= corruption.offset
@@ -132,19 +153,20 @@ impl PartitionLog {
             if want >= segment.next_offset() {
                 continue;
             }
-            let Some((start, _)) = segment.locate(want)? else {
+            let mut window = Window::new();
+            let Some((start, _)) = segment.locate_in(&mut window, want)? else {
                 continue;
             };
             // The upper bound is a batch boundary (the first batch of an
             // open transaction), so the cut leaves whole batches.
             let limit = if upper < segment.next_offset() {
                 segment
-                    .locate(upper)?
+                    .locate_in(&mut window, upper)?
                     .map_or(segment.size_bytes(), |(position, _)| position)
             } else {
                 segment.size_bytes()
             };
-            let end = segment.slice_end(start, budget)?.min(limit);
+            let end = segment.slice_end_in(&mut window, start, budget)?.min(limit);
             if end <= start {
                 break;
             }
@@ -152,6 +174,11 @@ impl PartitionLog {
                 break;
             }
             budget = budget.saturating_sub(end - start);
+            if read.slices.is_empty() {
+                read.held = window.holding(start, end).map(<[u8]>::to_vec);
+            } else {
+                read.held = None;
+            }
             read.slices.push(segment.slice(start, end));
             want = segment.next_offset();
             if end < segment.size_bytes() || budget == 0 {

@@ -9,6 +9,11 @@
 //! system calls. A header that crosses the window's end is read in a new
 //! window starting at it.
 //!
+//! One read of a partition walks a segment twice (to the batch holding
+//! the offset, then to the end of what fits the budget), so it shares one
+//! window between the two: a one-batch fetch reads the segment's headers
+//! once.
+//!
 //! An index entry that does not point at a batch boundary (a damaged
 //! index) flags the index for a rebuild; readers scan from the segment's
 //! start meanwhile.
@@ -23,15 +28,16 @@ use super::{LogError, Segment};
 /// so a walk from an entry is usually one read.
 const WINDOW_BYTES: usize = 4 << 10;
 
-/// The bytes of the segment last read, from `at`.
-struct Window {
+/// The bytes of one segment last read, from `at`: what one read of a
+/// partition shares between its walks of that segment.
+pub(crate) struct Window {
     bytes: [u8; WINDOW_BYTES],
     at: u64,
     len: usize,
 }
 
 impl Window {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             bytes: [0; WINDOW_BYTES],
             at: 0,
@@ -54,15 +60,35 @@ impl Window {
         let from = usize::try_from(position - self.at).expect("within the window");
         segment.checked_header(&self.bytes[from..from + BATCH_HEADER_BYTES], position)
     }
+
+    /// The segment's bytes from `start` to `end`, if the window holds them
+    /// all.
+    pub(crate) fn holding(&self, start: u64, end: u64) -> Option<&[u8]> {
+        if start < self.at || end > self.at + self.len as u64 || start > end {
+            return None;
+        }
+        let from = usize::try_from(start - self.at).ok()?;
+        let to = usize::try_from(end - self.at).ok()?;
+        Some(&self.bytes[from..to])
+    }
 }
 
 impl Segment {
     /// Finds the batch holding `offset`, or the first batch after it.
     /// Returns its position and header, or `None` if the segment ends first.
     pub(crate) fn locate(&self, offset: i64) -> Result<Option<(u64, BatchHeader)>, LogError> {
-        let mut window = Window::new();
+        self.locate_in(&mut Window::new(), offset)
+    }
+
+    /// [`Segment::locate`] through `window`, which holds this segment's
+    /// bytes or none.
+    pub(crate) fn locate_in(
+        &self,
+        window: &mut Window,
+        offset: i64,
+    ) -> Result<Option<(u64, BatchHeader)>, LogError> {
         let start = match self.index.lookup(offset) {
-            Some((indexed, position)) if self.index_points_at(&mut window, indexed, position) => {
+            Some((indexed, position)) if self.index_points_at(window, indexed, position) => {
                 position
             }
             Some(_) | None => 0,
@@ -79,16 +105,21 @@ impl Segment {
     }
 
     /// End position of the whole batches that start at `start` and fit in
-    /// `max_bytes`, never less than one batch.
-    pub(crate) fn slice_end(&self, start: u64, max_bytes: u64) -> Result<u64, LogError> {
+    /// `max_bytes`, never less than one batch; read through `window`, which
+    /// holds this segment's bytes or none.
+    pub(crate) fn slice_end_in(
+        &self,
+        window: &mut Window,
+        start: u64,
+        max_bytes: u64,
+    ) -> Result<u64, LogError> {
         let target = start.saturating_add(max_bytes);
         if target >= self.size {
             return Ok(self.size);
         }
-        let mut window = Window::new();
         let mut position = match self.index.lookup_position(target) {
             Some((offset, position))
-                if position > start && self.index_points_at(&mut window, offset, position) =>
+                if position > start && self.index_points_at(window, offset, position) =>
             {
                 position
             }
