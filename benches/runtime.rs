@@ -25,6 +25,15 @@
 //!   counting goes on (one write in flight, as the runtime pipelines one
 //!   commit): a plain program keeping its counts in RocksDB at that
 //!   interval, the `count` target's floor.
+//! - `plain loop, its position durable, overlapped`: the plain loop
+//!   writing only its position (records read) to such a RocksDB at each
+//!   commit interval, synced, overlapped the same way: what committing the
+//!   input offset costs a plain program, the pass-through's floor.
+//! - the overlapped durable count over the two partitions of the
+//!   two-partition topic at once, a thread and a RocksDB each (as the
+//!   runtime runs a task per partition): its gain over the one-partition
+//!   durable count is the floor of the two-partition target (not printed
+//!   as a row: it is a ratio).
 //! - `pass-through`: an app whose processor does nothing with its records
 //!   (no store; the input offset committed): the runtime's own cost per
 //!   record.
@@ -125,6 +134,10 @@ fn main() -> anyhow::Result<()> {
         .map(|(label, _)| (format!("HashMap count, durable{label}"), Vec::new()))
         .collect();
     durable.push(("HashMap count, durable, overlapped".to_string(), Vec::new()));
+    durable.push((
+        "plain loop, its position durable, overlapped".to_string(),
+        Vec::new(),
+    ));
     for (label, _) in &intervals {
         cases.push((format!("count{label}"), Vec::new()));
         cases.push((format!("count + emit{label}"), Vec::new()));
@@ -137,6 +150,8 @@ fn main() -> anyhow::Result<()> {
     cases2.extend(
         (intervals.iter()).map(|(label, _)| (format!("count{label}, 2 partitions"), Vec::new())),
     );
+    // The durable count's, overlapped, a thread per partition of events2.
+    let mut floor2_rounds = Vec::new();
     let runtime = tokio::runtime::Runtime::new()?;
     let mut fixed = Duration::MAX;
     for round in 0..ROUNDS {
@@ -167,6 +182,19 @@ fn main() -> anyhow::Result<()> {
             Writes::Overlapped,
         )?;
         durable[intervals.len()].1.push(rate);
+        let state = dir.path().join(format!("position-{round}"));
+        let rate = durable::count_loop(
+            &data,
+            &state,
+            RECORDS,
+            commit,
+            Counting::Nothing,
+            Writes::Overlapped,
+        )?;
+        durable[intervals.len() + 1].1.push(rate);
+        let state = dir.path().join(format!("overlapped2-{round}"));
+        let rate = durable::count_side_by_side(&data, "events2", &state, RECORDS, commit)?;
+        floor2_rounds.push(rate);
         let name = format!("pass-{round}");
         let took = runtime.block_on(pass_through_over(&data, "events", &name, RECORDS))?;
         cases[1].1.push(common::rate(RECORDS, took));
@@ -226,7 +254,11 @@ fn main() -> anyhow::Result<()> {
             reference: floor,
             factor: 0.85,
             unit: "records/s",
-            floor: None,
+            floor: Some(summary::Floor {
+                name: "plain loop, its position written to RocksDB at each commit, overlapped"
+                    .into(),
+                value: best_of(&cases, "plain loop, its position durable, overlapped"),
+            }),
         },
         summary::Target {
             what: "count, per record (default commit interval)".into(),
@@ -247,7 +279,11 @@ fn main() -> anyhow::Result<()> {
             reference: best_of(&cases2, "plain loop, 2 partitions side by side") / floor2,
             factor: 0.9,
             unit: "×",
-            floor: None,
+            floor: Some(summary::Floor {
+                name: "HashMap count, durable, overlapped: a thread each over 2 partitions".into(),
+                value: common::best(&floor2_rounds)
+                    / best_of(&cases, "HashMap count, durable, overlapped"),
+            }),
         },
     ];
     let rows = std::iter::once(("plain loop".to_string(), plain))

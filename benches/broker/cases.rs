@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail, ensure};
 
 use super::cleaning::{self, CleanerOutcome};
 use super::latency::{self, LatencyOutcome};
+use super::prebuilt::Encoding;
 use super::server::{Broker, percentile_bound};
 use super::{Samples, Settings, baselines::pseudo_random};
 
@@ -26,6 +27,12 @@ pub enum Client {
     Kcat,
     /// `strata bench`: strata's own client, fed from memory.
     Strata,
+    /// One produce request built before the run, sent again and again
+    /// (see `prebuilt`): the broker's intake with no client work.
+    Prebuilt,
+    /// Each request's batch encoded anew, nothing else (see `prebuilt`):
+    /// a plain producer.
+    Plain,
 }
 
 impl Client {
@@ -34,6 +41,8 @@ impl Client {
             Client::Driver => "driver",
             Client::Kcat => "kcat",
             Client::Strata => "strata",
+            Client::Prebuilt => "prebuilt",
+            Client::Plain => "plain",
         }
     }
 
@@ -169,6 +178,8 @@ pub fn all_cases() -> Vec<Case> {
         cases.push(produce("1", 1, Mode::Plain, Client::Driver));
         cases.push(produce("1", 1, Mode::Plain, Client::Kcat));
         cases.push(produce("1", 1, Mode::Plain, Client::Strata));
+        cases.push(produce("1", 1, Mode::Plain, Client::Plain));
+        cases.push(produce("1", 1, Mode::Plain, Client::Prebuilt));
         cases.push(produce("-1", 1, Mode::Plain, Client::Driver));
         cases.push(produce("-1", 1, Mode::Plain, Client::Strata));
         let many = CONCURRENT_PRODUCERS;
@@ -418,6 +429,23 @@ impl Bench<'_> {
                 self.expect_end_offset(topic, records)?;
                 Ok(measured)
             }
+            Client::Prebuilt | Client::Plain => {
+                ensure!(
+                    producers == 1 && mode == Mode::Plain,
+                    "the plain producers are one plain producer"
+                );
+                let encoding = match case.client {
+                    Client::Prebuilt => Encoding::Once,
+                    _ => Encoding::PerRequest,
+                };
+                let mut command = Command::new(std::env::current_exe()?);
+                command.args([super::prebuilt::ARG, encoding.arg()]);
+                command.args([address, topic, &records.to_string()]);
+                command.args([&case.record_bytes.to_string(), acks]);
+                let measured = self.timed_driver(command)?;
+                self.expect_end_offset(topic, measured.records)?;
+                Ok(measured)
+            }
             Client::Strata => {
                 ensure!(
                     producers == 1 && mode == Mode::Plain,
@@ -503,6 +531,7 @@ impl Bench<'_> {
                 );
                 Ok(measured)
             }
+            Client::Prebuilt | Client::Plain => bail!("the plain producers only produce"),
         }
     }
 

@@ -26,8 +26,12 @@
 //! the table shows when kcat's own line handling is what limits a case.
 //! strata's own client runs the single-producer and consume cases through
 //! `strata bench`, and a last table sets its records/s against the
-//! driver's (it must be at least equal). The broker's targets are judged on
-//! the librdkafka clients only.
+//! driver's (it must be at least equal). Beside strata's producer run two
+//! plain ones (see `prebuilt`): one request built before the run and sent
+//! again and again, the most any client gets through this broker here,
+//! and a producer that encodes each batch and does nothing else, the
+//! producer-client target's floor. The broker's targets are judged on the
+//! librdkafka clients only.
 //!
 //! Each case reports the best of its runs, with the median beside it, and
 //! the CPU the broker and the client used (percent of one core over the
@@ -46,6 +50,7 @@ mod baselines;
 mod cases;
 mod cleaning;
 mod latency;
+mod prebuilt;
 mod report;
 #[path = "../serve/mod.rs"]
 mod serve;
@@ -148,6 +153,10 @@ fn env_number(name: &str, default: u64) -> Result<u64> {
 }
 
 fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|arg| arg == prebuilt::ARG) {
+        return prebuilt::run(&args[2..]);
+    }
     // `cargo test --benches` runs bench targets without `--bench`: a
     // benchmark of minutes has no place there.
     if !std::env::args().any(|arg| arg == "--bench") {

@@ -398,6 +398,34 @@ fn print_client_comparison(outcomes: &[Outcome]) -> Vec<super::summary::Target> 
             ratio,
             if ratio >= factor { "MET" } else { "MISSED" }
         );
+        let beside = |client: Client| {
+            outcomes.iter().find(|o| {
+                o.case.client == client
+                    && o.case.work == case.case.work
+                    && o.case.record_bytes == case.case.record_bytes
+            })
+        };
+        // A producer doing only the wire's work per record: the floor.
+        let plain = beside(Client::Plain);
+        // The broker's intake with no client work: no client beats it.
+        if let Some(intake) = beside(Client::Prebuilt) {
+            println!(
+                "{:<44} {:>14.0} {:>14} {:>6.2}×  (no client gets more through the broker)",
+                "  the broker's intake, one pre-built request",
+                intake.records_per_second.best(),
+                "",
+                intake.records_per_second.best() / theirs,
+            );
+        }
+        if let Some(plain) = plain {
+            println!(
+                "{:<44} {:>14.0} {:>14} {:>6.2}×  (encodes each batch, nothing else)",
+                "  a plain producer",
+                plain.records_per_second.best(),
+                "",
+                plain.records_per_second.best() / theirs,
+            );
+        }
         targets.push(super::summary::Target {
             what: format!("strata client, {}", case.case.label()),
             measured: ours,
@@ -405,7 +433,10 @@ fn print_client_comparison(outcomes: &[Outcome]) -> Vec<super::summary::Target> 
             reference: theirs,
             factor,
             unit: "records/s",
-            floor: None,
+            floor: plain.map(|plain| super::summary::Floor {
+                name: "a plain producer, each batch encoded and sent, nothing else".into(),
+                value: plain.records_per_second.best(),
+            }),
         });
     }
     targets

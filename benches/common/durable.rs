@@ -4,14 +4,26 @@
 //! its writes overlapped, the floor of the runtime's stateful targets.
 //!
 //! Every `commit_records` records (and at the end) the counts changed
-//! since are put, and the windows closed since deleted, in one synced
-//! write batch, to a RocksDB set as the runtime sets its stores (values
-//! updated in place in the memtable). No input offsets, no outbox: a closed window's count is
-//! handed to [`std::hint::black_box`] where the runtime would emit it.
+//! since are put, and the windows closed since deleted, with the loop's
+//! position (records read), in one synced write batch, to a RocksDB set
+//! as the runtime sets its stores (values updated in place in the
+//! memtable). No outbox: a closed window's count is handed to
+//! [`std::hint::black_box`] where the runtime would emit it.
+//!
+//! Counting nothing, the loop is the pass-through's floor: a plain loop
+//! whose writes hold its position alone. Over the partitions of a topic
+//! side by side, a thread (and a RocksDB) each, it is the floor of what a
+//! second task gains.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use strata::log::{LogConfig, LogManager, PartitionLog};
+
+/// The key each write puts the loop's position under.
+const POSITION_KEY: &[u8] = b"\0position";
 
 /// How the loop writes its counts.
 #[derive(Clone, Copy, PartialEq)]
@@ -30,7 +42,12 @@ pub enum Writes {
 #[derive(Clone, Copy)]
 pub enum Counting {
     PerKey,
-    PerWindow { millis: i64 },
+    PerWindow {
+        millis: i64,
+    },
+    /// Nothing counted: each write holds the position alone, as a
+    /// pass-through's commit holds its input offset.
+    Nothing,
 }
 
 /// A count, and whether it changed since the last write.
@@ -53,6 +70,69 @@ pub fn count_loop(
     counting: Counting,
     writes: Writes,
 ) -> anyhow::Result<f64> {
+    let log = LogManager::open(data, LogConfig::default())?;
+    let partitions = super::partitions_of(&log, "events")?;
+    let counted = count_over(&partitions, state, commit_records, counting, writes);
+    drop(partitions);
+    log.close()?;
+    let (records, elapsed) = counted?;
+    anyhow::ensure!(records == expected, "counted {records} records");
+    Ok(super::rate(records, elapsed))
+}
+
+/// [`count_loop`] per key, its writes overlapped, over each partition of
+/// `topic` at once: a thread and a RocksDB (in `state`) each, as the
+/// runtime runs a task per partition. Records/s of them all, timed to the
+/// last one's end.
+pub fn count_side_by_side(
+    data: &Path,
+    topic: &str,
+    state: &Path,
+    expected: u64,
+    commit_records: u64,
+) -> anyhow::Result<f64> {
+    let log = LogManager::open(data, LogConfig::default())?;
+    let partitions = super::partitions_of(&log, topic)?;
+    let counted = std::thread::scope(|scope| {
+        let counters: Vec<_> = (partitions.iter().enumerate())
+            .map(|(at, partition)| {
+                let state = state.join(format!("partition-{at}"));
+                scope.spawn(move || {
+                    let partitions = std::slice::from_ref(partition);
+                    count_over(
+                        partitions,
+                        &state,
+                        commit_records,
+                        Counting::PerKey,
+                        Writes::Overlapped,
+                    )
+                })
+            })
+            .collect();
+        let mut total = (0, Duration::ZERO);
+        for counter in counters {
+            let (records, elapsed) = counter.join().expect("a counter panicked")?;
+            total = (total.0 + records, total.1.max(elapsed));
+        }
+        anyhow::Ok(total)
+    });
+    drop(partitions);
+    log.close()?;
+    let (records, elapsed) = counted?;
+    anyhow::ensure!(records == expected, "counted {records} records");
+    Ok(super::rate(records, elapsed))
+}
+
+/// Counts the records of `partitions` in turn as [`Counting`] says, keeping
+/// the counts in a RocksDB in `state`; returns the records read and the
+/// time taken, the last write included.
+fn count_over(
+    partitions: &[Arc<PartitionLog>],
+    state: &Path,
+    commit_records: u64,
+    counting: Counting,
+    writes: Writes,
+) -> anyhow::Result<(u64, Duration)> {
     // Set as the runtime sets its stores: a memtable entry updated in
     // place holds one version per key, however many commits rewrite it.
     let mut options = rocksdb::Options::default();
@@ -62,6 +142,8 @@ pub fn count_loop(
     let db = rocksdb::DB::open(&options, state)?;
     let mut sync = rocksdb::WriteOptions::default();
     sync.set_sync(true);
+    // The records read: the position each write holds.
+    let position = std::cell::Cell::new(0u64);
     let stored = |start: i64, key: &str| -> Vec<u8> {
         let mut bytes = key.as_bytes().to_vec();
         if let Counting::PerWindow { .. } = counting {
@@ -82,6 +164,7 @@ pub fn count_loop(
             for key in closed.drain(..) {
                 batch.delete(key);
             }
+            batch.put(POSITION_KEY, position.get().to_le_bytes());
             batch
         };
     std::thread::scope(|scope| {
@@ -109,10 +192,12 @@ pub fn count_loop(
         let mut changed: Vec<(i64, String)> = Vec::new();
         let mut closed: Vec<Vec<u8>> = Vec::new();
         let (mut since, mut failed) = (0, None);
-        let rate = super::read_loop_stamped(data, "events", expected, |key, value, timestamp| {
+        let read = super::read_partitions_stamped(partitions, |key, value, timestamp| {
             std::hint::black_box(&value);
+            position.set(position.get() + 1);
             let start = match counting {
-                Counting::PerKey => 0,
+                Counting::Nothing => None,
+                Counting::PerKey => Some(0),
                 Counting::PerWindow { millis } => {
                     // Every window ending at or before this record closes.
                     while let Some(entry) = windows.first_entry()
@@ -124,25 +209,14 @@ pub fn count_loop(
                             closed.push(stored(start, &key));
                         }
                     }
-                    timestamp - timestamp.rem_euclid(millis)
+                    Some(timestamp - timestamp.rem_euclid(millis))
                 }
             };
-            let counts = windows.entry(start).or_default();
-            match counts.get_mut(key.as_str()) {
-                Some(counted) => {
-                    counted.count += 1;
-                    if !std::mem::replace(&mut counted.changed, true) {
-                        changed.push((start, key));
-                    }
-                }
+            match start {
                 None => {
-                    changed.push((start, key.clone()));
-                    let counted = Counted {
-                        count: 1,
-                        changed: true,
-                    };
-                    counts.insert(key, counted);
+                    std::hint::black_box(&key);
                 }
+                Some(start) => count(windows.entry(start).or_default(), &mut changed, start, key),
             }
             since += 1;
             if since == commit_records {
@@ -151,7 +225,7 @@ pub fn count_loop(
                     failed.get_or_insert(error);
                 }
             }
-        })?;
+        });
         // The last write, landed, is part of the work; the read loop's
         // time ends before it.
         let last = Instant::now();
@@ -162,12 +236,40 @@ pub fn count_loop(
             writer.join().expect("the writer thread panicked")?;
         }
         written?;
-        let elapsed = Duration::from_secs_f64(expected as f64 / rate) + last.elapsed();
+        let (records, reading) = read?;
+        let elapsed = reading + last.elapsed();
         if let Some(error) = failed {
             return Err(error);
         }
         let open: usize = windows.values().map(HashMap::len).sum();
-        anyhow::ensure!(open > 0, "no window open at the end");
-        Ok(super::rate(expected, elapsed))
+        let counts = !matches!(counting, Counting::Nothing);
+        anyhow::ensure!(open > 0 || !counts, "no window open at the end");
+        Ok((records, elapsed))
     })
+}
+
+/// Counts `key` in the window `counts` (starting at `start`), noting in
+/// `changed` a count that changed since the last write.
+fn count(
+    counts: &mut HashMap<String, Counted>,
+    changed: &mut Vec<(i64, String)>,
+    start: i64,
+    key: String,
+) {
+    match counts.get_mut(key.as_str()) {
+        Some(counted) => {
+            counted.count += 1;
+            if !std::mem::replace(&mut counted.changed, true) {
+                changed.push((start, key));
+            }
+        }
+        None => {
+            changed.push((start, key.clone()));
+            let counted = Counted {
+                count: 1,
+                changed: true,
+            };
+            counts.insert(key, counted);
+        }
+    }
 }

@@ -126,20 +126,30 @@ pub fn read_loop_stamped(
     data: &Path,
     topic: &str,
     expected: u64,
-    mut each: impl FnMut(String, Vec<u8>, i64),
+    each: impl FnMut(String, Vec<u8>, i64),
 ) -> anyhow::Result<f64> {
     let log = LogManager::open(data, LogConfig::default())?;
     let partitions = partitions_of(&log, topic)?;
-    let started = Instant::now();
-    let mut records = 0u64;
-    for partition in &partitions {
-        records += read_partition(partition, &mut each)?;
-    }
-    let elapsed = started.elapsed();
+    let (records, elapsed) = read_partitions_stamped(&partitions, each)?;
     drop(partitions);
     log.close()?;
     anyhow::ensure!(records == expected, "read {records} records");
     Ok(rate(records, elapsed))
+}
+
+/// Reads `partitions` in turn as [`plain_loop`] describes, handing each
+/// decoded key, value and timestamp to `each`; returns the records read
+/// and the time taken.
+pub fn read_partitions_stamped(
+    partitions: &[std::sync::Arc<strata::log::PartitionLog>],
+    each: impl FnMut(String, Vec<u8>, i64),
+) -> anyhow::Result<(u64, Duration)> {
+    let (started, mut each) = (Instant::now(), each);
+    let mut records = 0u64;
+    for partition in partitions {
+        records += read_partition(partition, &mut each)?;
+    }
+    Ok((records, started.elapsed()))
 }
 
 /// Records/s of [`plain_loop`] over every partition of `topic` at once, a
@@ -174,7 +184,7 @@ pub fn plain_loop_side_by_side(data: &Path, topic: &str, expected: u64) -> anyho
     Ok(rate(records, elapsed))
 }
 
-fn partitions_of(
+pub fn partitions_of(
     log: &LogManager,
     topic: &str,
 ) -> anyhow::Result<Vec<std::sync::Arc<strata::log::PartitionLog>>> {
