@@ -49,6 +49,7 @@
 mod baselines;
 mod cases;
 mod cleaning;
+mod clients;
 mod latency;
 mod prebuilt;
 mod report;

@@ -405,26 +405,29 @@ fn print_client_comparison(outcomes: &[Outcome]) -> Vec<super::summary::Target> 
                     && o.case.record_bytes == case.case.record_bytes
             })
         };
-        // A producer doing only the wire's work per record: the floor.
+        // The broker's intake with no client work (the broker's own limit),
+        // and a producer doing only the wire's work per record: the floor.
         let plain = beside(Client::Plain);
-        // The broker's intake with no client work: no client beats it.
-        if let Some(intake) = beside(Client::Prebuilt) {
-            println!(
-                "{:<44} {:>14.0} {:>14} {:>6.2}×  (no client gets more through the broker)",
+        for (client, name, says) in [
+            (
+                Client::Prebuilt,
                 "  the broker's intake, one pre-built request",
-                intake.records_per_second.best(),
-                "",
-                intake.records_per_second.best() / theirs,
-            );
-        }
-        if let Some(plain) = plain {
-            println!(
-                "{:<44} {:>14.0} {:>14} {:>6.2}×  (encodes each batch, nothing else)",
+                "the broker's own limit",
+            ),
+            (
+                Client::Plain,
                 "  a plain producer",
-                plain.records_per_second.best(),
-                "",
-                plain.records_per_second.best() / theirs,
-            );
+                "encodes each batch, nothing else",
+            ),
+        ] {
+            if let Some(peer) = beside(client) {
+                let rate = peer.records_per_second.best();
+                println!(
+                    "{name:<44} {rate:>14.0} {:>14} {:>6.2}×  ({says})",
+                    "",
+                    rate / theirs
+                );
+            }
         }
         targets.push(super::summary::Target {
             what: format!("strata client, {}", case.case.label()),

@@ -70,20 +70,15 @@ pub fn count_loop(
     counting: Counting,
     writes: Writes,
 ) -> anyhow::Result<f64> {
-    let log = LogManager::open(data, LogConfig::default())?;
-    let partitions = super::partitions_of(&log, "events")?;
-    let counted = count_over(&partitions, state, commit_records, counting, writes);
-    drop(partitions);
-    log.close()?;
-    let (records, elapsed) = counted?;
-    anyhow::ensure!(records == expected, "counted {records} records");
-    Ok(super::rate(records, elapsed))
+    over_topic(data, "events", expected, |partitions| {
+        count_over(partitions, state, commit_records, counting, writes, None)
+    })
 }
 
 /// [`count_loop`] per key, its writes overlapped, over each partition of
 /// `topic` at once: a thread and a RocksDB (in `state`) each, as the
-/// runtime runs a task per partition. Records/s of them all, timed to the
-/// last one's end.
+/// runtime runs a task per partition. Records/s of them all, timed from
+/// a common start (each RocksDB opened before it) to the last one's end.
 pub fn count_side_by_side(
     data: &Path,
     topic: &str,
@@ -91,31 +86,48 @@ pub fn count_side_by_side(
     expected: u64,
     commit_records: u64,
 ) -> anyhow::Result<f64> {
+    over_topic(data, topic, expected, |partitions| {
+        let ready = std::sync::Barrier::new(partitions.len());
+        std::thread::scope(|scope| {
+            let counters: Vec<_> = (partitions.iter().enumerate())
+                .map(|(at, partition)| {
+                    let (state, ready) = (state.join(format!("partition-{at}")), &ready);
+                    scope.spawn(move || {
+                        let partitions = std::slice::from_ref(partition);
+                        let (counting, writes) = (Counting::PerKey, Writes::Overlapped);
+                        count_over(
+                            partitions,
+                            &state,
+                            commit_records,
+                            counting,
+                            writes,
+                            Some(ready),
+                        )
+                    })
+                })
+                .collect();
+            // Each counter's clock starts as the barrier lets them all go.
+            let mut total = (0, Duration::ZERO);
+            for counter in counters {
+                let (records, elapsed) = counter.join().expect("a counter panicked")?;
+                total = (total.0 + records, total.1.max(elapsed));
+            }
+            anyhow::Ok(total)
+        })
+    })
+}
+
+/// Opens the log in `data` and runs `count` over the partitions of
+/// `topic`, which must count `expected` records; records/s.
+fn over_topic(
+    data: &Path,
+    topic: &str,
+    expected: u64,
+    count: impl FnOnce(&[Arc<PartitionLog>]) -> anyhow::Result<(u64, Duration)>,
+) -> anyhow::Result<f64> {
     let log = LogManager::open(data, LogConfig::default())?;
     let partitions = super::partitions_of(&log, topic)?;
-    let counted = std::thread::scope(|scope| {
-        let counters: Vec<_> = (partitions.iter().enumerate())
-            .map(|(at, partition)| {
-                let state = state.join(format!("partition-{at}"));
-                scope.spawn(move || {
-                    let partitions = std::slice::from_ref(partition);
-                    count_over(
-                        partitions,
-                        &state,
-                        commit_records,
-                        Counting::PerKey,
-                        Writes::Overlapped,
-                    )
-                })
-            })
-            .collect();
-        let mut total = (0, Duration::ZERO);
-        for counter in counters {
-            let (records, elapsed) = counter.join().expect("a counter panicked")?;
-            total = (total.0 + records, total.1.max(elapsed));
-        }
-        anyhow::Ok(total)
-    });
+    let counted = count(&partitions);
     drop(partitions);
     log.close()?;
     let (records, elapsed) = counted?;
@@ -125,13 +137,15 @@ pub fn count_side_by_side(
 
 /// Counts the records of `partitions` in turn as [`Counting`] says, keeping
 /// the counts in a RocksDB in `state`; returns the records read and the
-/// time taken, the last write included.
+/// time taken, the last write included. With `ready`, the clock starts
+/// once the RocksDB is open and every counter sharing the barrier is.
 fn count_over(
     partitions: &[Arc<PartitionLog>],
     state: &Path,
     commit_records: u64,
     counting: Counting,
     writes: Writes,
+    ready: Option<&std::sync::Barrier>,
 ) -> anyhow::Result<(u64, Duration)> {
     // Set as the runtime sets its stores: a memtable entry updated in
     // place holds one version per key, however many commits rewrite it.
@@ -142,6 +156,9 @@ fn count_over(
     let db = rocksdb::DB::open(&options, state)?;
     let mut sync = rocksdb::WriteOptions::default();
     sync.set_sync(true);
+    if let Some(ready) = ready {
+        ready.wait();
+    }
     // The records read: the position each write holds.
     let position = std::cell::Cell::new(0u64);
     let stored = |start: i64, key: &str| -> Vec<u8> {

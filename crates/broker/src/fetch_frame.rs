@@ -1,5 +1,6 @@
 //! The Fetch response, written by hand so that record batches go from the
-//! segment files to the socket with `sendfile` instead of through memory.
+//! segment files to the socket with `sendfile` instead of through memory
+//! (a small read whose bytes the log already held sends those instead).
 //!
 //! The layout follows Kafka's schema for Fetch v4–v18 (flexible from v12):
 //!

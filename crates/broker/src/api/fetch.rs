@@ -7,8 +7,9 @@
 //! those partitions (or the deadline, or shutdown) runs the fetch again,
 //! and an append between the read and the wait is not lost. The first read
 //! of a pass takes no subscription: a fetch that finds its data at once (a
-//! consumer behind the log end) takes no lock shared with every other
-//! connection.
+//! consumer behind the log end) takes no append-signal lock, which every
+//! connection shares. A consumer waiting at the end reads twice per pass
+//! (before subscribing and after), the price of that.
 //!
 //! The answer holds file ranges, not bytes: the connection sends them with
 //! `sendfile` (see `fetch_frame`). A read that already held its batches'

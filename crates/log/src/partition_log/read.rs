@@ -22,7 +22,8 @@ pub enum Isolation {
     ReadCommitted,
 }
 
-/// The result of a read: whole batches, as file ranges.
+/// The result of a read: whole batches, as file ranges (to send with
+/// sendfile), and their bytes too when the read already held them.
 #[derive(Debug, Clone)]
 pub struct LogRead {
     pub slices: Vec<FileSlice>,
@@ -35,7 +36,9 @@ pub struct LogRead {
     pub aborted: Vec<AbortedTransaction>,
     /// The bytes of `slices`, when the read already held them all: one
     /// slice inside what the walk to it read (at most 4 KiB). A reader
-    /// that sends or decodes them need not read the file again.
+    /// that sends or decodes them need not read the file again. They
+    /// describe `slices` as the read made them: a caller that changes
+    /// `slices` clears them.
     pub held: Option<Vec<u8>>,
 }
 
@@ -53,7 +56,8 @@ impl LogRead {
         }
     }
 
-    /// Copies all slices into one buffer.
+    /// All slices' bytes in one buffer: the held bytes copied, or the
+    /// slices read.
     pub fn read_to_vec(&self) -> Result<Vec<u8>, LogError> {
         if let Some(held) = &self.held {
             return Ok(held.clone());

@@ -9,10 +9,12 @@
 //! system calls. A header that crosses the window's end is read in a new
 //! window starting at it.
 //!
-//! One read of a partition walks a segment twice (to the batch holding
-//! the offset, then to the end of what fits the budget), so it shares one
-//! window between the two: a one-batch fetch reads the segment's headers
-//! once.
+//! One read of a partition walks a segment more than once (to the batch
+//! holding the offset, to the end of what fits the budget, and under
+//! read_committed to the last stable offset), so it shares one window per
+//! segment between the walks: a one-batch fetch reads the segment's
+//! headers once, and the batch itself is answered from the window when
+//! it lies inside.
 //!
 //! An index entry that does not point at a batch boundary (a damaged
 //! index) flags the index for a rebuild; readers scan from the segment's
@@ -54,6 +56,10 @@ impl Window {
             segment.header_fits(position, BATCH_HEADER_BYTES)?;
             let left = segment.size.saturating_sub(position);
             let len = usize::try_from(left).map_or(WINDOW_BYTES, |left| left.min(WINDOW_BYTES));
+            // Emptied first: a read that fails part way leaves the bytes
+            // half overwritten, and a walk that goes on past the failure
+            // (a suspect index entry) must not answer them as held.
+            self.len = 0;
             segment.read_at(&mut self.bytes[..len], position)?;
             (self.at, self.len) = (position, len);
         }
