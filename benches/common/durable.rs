@@ -153,12 +153,14 @@ fn count_over(
     options.create_if_missing(true);
     options.set_allow_concurrent_memtable_write(false);
     options.set_inplace_update_support(true);
-    let db = rocksdb::DB::open(&options, state)?;
-    let mut sync = rocksdb::WriteOptions::default();
-    sync.set_sync(true);
+    let db = rocksdb::DB::open(&options, state);
+    // Waited for even when the open failed, or the others would wait on.
     if let Some(ready) = ready {
         ready.wait();
     }
+    let db = db?;
+    let mut sync = rocksdb::WriteOptions::default();
+    sync.set_sync(true);
     // The records read: the position each write holds.
     let position = std::cell::Cell::new(0u64);
     let stored = |start: i64, key: &str| -> Vec<u8> {
