@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use super::cases::{Bench, CONCURRENT_PRODUCERS};
+use super::case::CONCURRENT_PRODUCERS;
+use super::cases::Bench;
 use super::server::percentile_bound;
 use super::{Samples, baselines};
 

@@ -47,6 +47,7 @@
 //! default).
 
 mod baselines;
+mod case;
 mod cases;
 mod cleaning;
 mod clients;

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use super::baselines::FsyncLatency;
-use super::cases::{CONCURRENT_PRODUCERS, Client, Mode, Outcome, RECORD_SIZES, Results, Work};
+use super::case::{CONCURRENT_PRODUCERS, Client, Mode, RECORD_SIZES, Work};
+use super::cases::{Outcome, Results};
 use super::cleaning::CleanerOutcome;
 use super::latency::LatencyOutcome;
 use super::{Samples, Settings};
@@ -170,7 +171,7 @@ pub fn print(settings: &Settings, baselines: &Baselines, results: &Results) -> a
     for (work, factor, peer) in peers {
         for size in RECORD_SIZES {
             let label = |work| {
-                super::cases::Case {
+                super::case::Case {
                     work,
                     record_bytes: size,
                     client: Client::Driver,
