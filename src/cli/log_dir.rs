@@ -261,7 +261,7 @@ fn consume(
     let log = manager.partition(&topic, partition)?;
     let mut offset = from.unwrap_or_else(|| log.log_start_offset());
     while offset < log.log_end_offset() {
-        let bytes = log.read(offset, 1 << 20)?.read_to_vec()?;
+        let bytes = log.read(offset, 1 << 20)?.into_vec()?;
         let mut rest = &bytes[..];
         while !rest.is_empty() {
             let batch = RecordBatch::parse_and_verify(rest)?;

@@ -85,7 +85,7 @@ impl SchemasTopic {
         let mut offset = self.partition.log_start_offset();
         while offset < end {
             let read = (self.partition.read(offset, READ_BYTES_MAX))
-                .and_then(|read| read.read_to_vec())
+                .and_then(strata_log::LogRead::into_vec)
                 .map_err(|e| StoreError::log("reading", e))?;
             if read.is_empty() {
                 break;
