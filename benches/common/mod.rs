@@ -19,6 +19,7 @@ use strata::record::{BatchBuilder, Compression, NewRecord, RecordBatch};
 use strata::runtime::{App, Context, Location, Output, ProcessError, Record, RunOptions, Store};
 
 pub mod durable;
+pub mod join_floor;
 
 pub const KEYS: u64 = 100_000;
 const FETCH_BYTES: u64 = 4 << 20;

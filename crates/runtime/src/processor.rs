@@ -211,6 +211,9 @@ where
 }
 
 /// A raw record at `position` decoded with the input's codecs.
+///
+/// Called for every record: the errors are made out of line, and a record
+/// without headers (most) gets an empty vector rather than a clone.
 #[inline]
 pub(crate) fn decode<K, V>(
     (key_codec, value_codec): (Codec, Codec),
@@ -221,15 +224,33 @@ where
     K: DeserializeOwned + 'static,
     V: DeserializeOwned + 'static,
 {
-    let undecodable = |what| move |error| UndecodableInput { what, error };
+    let key = match key_codec.decode(raw.key.unwrap_or_default()) {
+        Ok(key) => key,
+        Err(error) => return Err(undecodable("key", error)),
+    };
+    let value = match value_codec.decode(raw.value.unwrap_or_default()) {
+        Ok(value) => value,
+        Err(error) => return Err(undecodable("value", error)),
+    };
+    let headers = match position.headers.is_empty() {
+        true => Vec::new(),
+        false => position.headers.clone(),
+    };
     Ok(Record {
-        key: (key_codec.decode(raw.key.unwrap_or_default())).map_err(undecodable("key"))?,
-        value: (value_codec.decode(raw.value.unwrap_or_default())).map_err(undecodable("value"))?,
+        key,
+        value,
         key_is_null: raw.key.is_none(),
         value_is_null: raw.value.is_none(),
         partition: position.partition,
         offset: position.offset,
         timestamp: position.timestamp,
-        headers: position.headers.clone(),
+        headers,
     })
+}
+
+/// Why a record's `what` (key or value) did not decode.
+#[cold]
+#[inline(never)]
+fn undecodable(what: &'static str, error: strata_record::codec::CodecError) -> ProcessError {
+    UndecodableInput { what, error }.into()
 }

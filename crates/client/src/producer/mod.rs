@@ -106,7 +106,6 @@ impl Producer {
             identity: std::sync::Mutex::new(identity),
             state: std::sync::Mutex::new(State {
                 partitions: Queues::default(),
-                sticky: foldhash::HashMap::default(),
                 random: Random::seeded(),
                 closing: false,
                 outstanding: 0,
@@ -207,6 +206,10 @@ impl Producer {
             if must_fit && !self.inner.fits(&state, record_bytes) {
                 return Ok(None);
             }
+            let State {
+                partitions, random, ..
+            } = &mut *state;
+            let topic = partitions.topic(&record.topic);
             let partition = match (record.partition, &record.key) {
                 (Some(p), _) if (0..count).contains(&p) => p,
                 (Some(p), _) => {
@@ -219,13 +222,12 @@ impl Producer {
                 (None, Some(key)) => partition_for_key(key, count),
                 (None, None) => {
                     let (partition, closed) =
-                        self.inner
-                            .sticky_partition(&mut state, &record.topic, count, record_bytes);
+                        (self.inner).sticky_partition(topic, random, count, record_bytes);
                     wake |= closed;
                     partition
                 }
             };
-            let queue = state.partitions.get_or_insert(&record.topic, partition);
+            let queue = topic.queues.entry(partition).or_default();
             // A batch closes before this record would take it past
             // batch_bytes, so batches stay under the broker's limit.
             if let Some(open) = &queue.open
@@ -286,9 +288,12 @@ impl Producer {
             (None, Some(key)) => partition_for_key(key, count),
             (None, None) => {
                 let mut state = self.inner.lock();
+                let State {
+                    partitions, random, ..
+                } = &mut *state;
+                let topic = partitions.topic(&record.topic);
                 let (partition, closed) =
-                    self.inner
-                        .sticky_partition(&mut state, &record.topic, count, record_bytes);
+                    (self.inner).sticky_partition(topic, random, count, record_bytes);
                 drop(state);
                 if closed {
                     self.inner.wake.notify_one();
