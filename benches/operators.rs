@@ -42,9 +42,11 @@
 //!   and looks every record's key up in it, nothing durable and nothing
 //!   emitted (what the lookups cost by themselves); `join by hand,
 //!   durable`, the join target's floor, also emits every joined record
-//!   exactly once as the runtime does: into batches committed with the
-//!   position in a synced RocksDB write every 100,000 records, then
-//!   appended to an output topic and synced (see `common/join_floor.rs`).
+//!   exactly once as the runtime's design does: into batches committed
+//!   with the position in a synced RocksDB write every 100,000 records,
+//!   then appended to an output topic and synced, both on a thread of
+//!   their own (the runtime ships on the task's; see
+//!   `common/join_floor.rs`).
 //!
 //! `STRATA_BENCH_CASES` (`|`-separated parts of case names) runs only
 //! the cases named (and the plain loop and HashMap count, the references).
@@ -469,10 +471,12 @@ fn write_profiles(data: &Path) -> anyhow::Result<()> {
     })
 }
 
-/// The join's floor: `profiles` read into a `HashMap`, then every record
-/// of `events` looked up in it and its row cloned, as the join's output
-/// would carry it; records/s of the events, the table's reading included
-/// (each read timed as the read loops are, opening the log left out).
+/// The join's lookups alone, for reference (the target's floor is
+/// `join_floor::join_durable`): `profiles` read into a `HashMap`, then
+/// every record of `events` looked up in it and its row cloned, as the
+/// join's output would carry it; records/s of the rows and events read,
+/// as the join's case counts them (each read timed as the read loops are,
+/// opening the log left out).
 fn join_in_memory(data: &Path) -> anyhow::Result<f64> {
     let mut rows: HashMap<String, Vec<u8>> = HashMap::new();
     let table_rate = common::read_loop(data, "profiles", common::KEYS, |key, row| {
@@ -487,7 +491,7 @@ fn join_in_memory(data: &Path) -> anyhow::Result<f64> {
     })?;
     anyhow::ensure!(found == RECORDS, "{found} of {RECORDS} records found a row");
     let took = common::KEYS as f64 / table_rate + RECORDS as f64 / events_rate;
-    Ok(RECORDS as f64 / took)
+    Ok((common::KEYS + RECORDS) as f64 / took)
 }
 
 /// The first and last timestamps of `events`.

@@ -10,8 +10,11 @@
 //! outbox committed with the input offset), then appended to the output
 //! partition, which is then synced, and deleted from RocksDB by the next
 //! write: the runtime's commit, then its shipping. Both run on a thread of
-//! their own while the loop goes on (one commit in flight), which the
-//! runtime does only for the first.
+//! their own while the loop goes on (one commit in flight); the runtime
+//! overlaps only the first, and ships on the task's thread.
+//!
+//! Records/s count the table's rows with the events, as the join's case
+//! does (its app reads both).
 
 use std::path::Path;
 use std::time::Instant;
@@ -19,9 +22,8 @@ use std::time::Instant;
 use strata::log::{LogConfig, LogManager, PartitionLog};
 use strata::record::{BatchBuilder, Compression, NewRecord};
 
-/// Records per output batch: the runtime's outbox seals its batches at
-/// 8,192 records.
-const BATCH_RECORDS: usize = 8192;
+/// Records per output batch, as the runtime's outbox seals them.
+const BATCH_RECORDS: usize = strata::runtime::state::OUTBOX_BATCH_RECORDS_MAX;
 
 /// The outbox's batches and the position they were committed with.
 struct Commit {
@@ -31,8 +33,8 @@ struct Commit {
 
 /// Joins `expected` records of `events` in `data` with the rows of
 /// `table` (`table_rows` of them), emitting to a new topic `out`, its
-/// outbox kept in a RocksDB in `state`; records/s of the events, the
-/// table's reading and the last commit and shipping included.
+/// outbox kept in a RocksDB in `state`; records/s of the rows and events
+/// read, the last commit and shipping included.
 pub fn join_durable(
     data: &Path,
     state: &Path,
@@ -66,7 +68,7 @@ pub fn join_durable(
         let writer = scope.spawn(move || write_and_ship(db, sync, output, commits));
         let mut builder = BatchBuilder::new(Compression::None);
         let mut sealed: Vec<Vec<u8>> = Vec::new();
-        let (mut position, mut failed) = (0u64, None);
+        let (mut position, mut found, mut failed) = (0u64, 0u64, None);
         let commit = |builder: &mut BatchBuilder, sealed: &mut Vec<Vec<u8>>, position| {
             let open = std::mem::replace(builder, BatchBuilder::new(Compression::None));
             if !open.is_empty() {
@@ -79,6 +81,7 @@ pub fn join_durable(
         let read = super::read_partitions_stamped(&events, |key, value, timestamp| {
             std::hint::black_box(&value);
             let row = rows.get(key.as_str()).map_or(&[][..], Vec::as_slice);
+            found += u64::from(!row.is_empty());
             let pushed = builder.push(NewRecord::new(Some(key.as_bytes()), row, timestamp));
             if let Err(error) = pushed {
                 failed.get_or_insert(error.into());
@@ -104,6 +107,10 @@ pub fn join_durable(
         if let Some(error) = failed {
             return Err(error);
         }
+        anyhow::ensure!(
+            found == expected,
+            "{found} of {expected} records found a row"
+        );
         anyhow::Ok(read?.0)
     })?;
     let elapsed = started.elapsed();
@@ -112,7 +119,7 @@ pub fn join_durable(
     anyhow::ensure!(shipped == expected as i64, "shipped {shipped} records");
     drop((output, table, events));
     log.close()?;
-    Ok(super::rate(expected, elapsed))
+    Ok(super::rate(table_rows + expected, elapsed))
 }
 
 /// The writer thread: each commit's batches put with the position in one

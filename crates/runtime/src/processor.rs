@@ -213,7 +213,8 @@ where
 /// A raw record at `position` decoded with the input's codecs.
 ///
 /// Called for every record: the errors are made out of line, and a record
-/// without headers (most) gets an empty vector rather than a clone.
+/// without headers (most) gets an empty vector without a call to clone
+/// the position's.
 #[inline]
 pub(crate) fn decode<K, V>(
     (key_codec, value_codec): (Codec, Codec),
