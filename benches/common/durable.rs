@@ -147,20 +147,12 @@ fn count_over(
     writes: Writes,
     ready: Option<&std::sync::Barrier>,
 ) -> anyhow::Result<(u64, Duration)> {
-    // Set as the runtime sets its stores: a memtable entry updated in
-    // place holds one version per key, however many commits rewrite it.
-    let mut options = rocksdb::Options::default();
-    options.create_if_missing(true);
-    options.set_allow_concurrent_memtable_write(false);
-    options.set_inplace_update_support(true);
-    let db = rocksdb::DB::open(&options, state);
+    let opened = open_store(state);
     // Waited for even when the open failed, or the others would wait on.
     if let Some(ready) = ready {
         ready.wait();
     }
-    let db = db?;
-    let mut sync = rocksdb::WriteOptions::default();
-    sync.set_sync(true);
+    let (db, sync) = opened?;
     // The records read: the position each write holds.
     let position = std::cell::Cell::new(0u64);
     let stored = |start: i64, key: &str| -> Vec<u8> {
@@ -265,6 +257,20 @@ fn count_over(
         anyhow::ensure!(open > 0 || !counts, "no window open at the end");
         Ok((records, elapsed))
     })
+}
+
+/// Opens a RocksDB in `state` set as the runtime sets its stores (a
+/// memtable entry updated in place holds one version per key, however
+/// many commits rewrite it), with the options of a synced write.
+pub fn open_store(state: &Path) -> Result<(rocksdb::DB, rocksdb::WriteOptions), rocksdb::Error> {
+    let mut options = rocksdb::Options::default();
+    options.create_if_missing(true);
+    options.set_allow_concurrent_memtable_write(false);
+    options.set_inplace_update_support(true);
+    let db = rocksdb::DB::open(&options, state)?;
+    let mut sync = rocksdb::WriteOptions::default();
+    sync.set_sync(true);
+    Ok((db, sync))
 }
 
 /// Counts `key` in the window `counts` (starting at `start`), noting in

@@ -43,13 +43,7 @@ pub fn join_durable(
     expected: u64,
     commit_records: u64,
 ) -> anyhow::Result<f64> {
-    let mut options = rocksdb::Options::default();
-    options.create_if_missing(true);
-    options.set_allow_concurrent_memtable_write(false);
-    options.set_inplace_update_support(true);
-    let db = rocksdb::DB::open(&options, state)?;
-    let mut sync = rocksdb::WriteOptions::default();
-    sync.set_sync(true);
+    let (db, sync) = super::durable::open_store(state)?;
     let log = LogManager::open(data, LogConfig::default())?;
     let output = log.create_topic(out, 1, Default::default())?.partitions[0].clone();
     let table = super::partitions_of(&log, table)?;
@@ -70,10 +64,7 @@ pub fn join_durable(
         let mut sealed: Vec<Vec<u8>> = Vec::new();
         let (mut position, mut found, mut failed) = (0u64, 0u64, None);
         let commit = |builder: &mut BatchBuilder, sealed: &mut Vec<Vec<u8>>, position| {
-            let open = std::mem::replace(builder, BatchBuilder::new(Compression::None));
-            if !open.is_empty() {
-                sealed.push(open.build()?);
-            }
+            seal(builder, sealed)?;
             let batches = std::mem::take(sealed);
             (to_writer.send(Commit { batches, position }))
                 .map_err(|_| anyhow::anyhow!("the writer thread stopped"))
@@ -86,12 +77,10 @@ pub fn join_durable(
             if let Err(error) = pushed {
                 failed.get_or_insert(error.into());
             }
-            if builder.len() == BATCH_RECORDS {
-                match std::mem::replace(&mut builder, BatchBuilder::new(Compression::None)).build()
-                {
-                    Ok(batch) => sealed.push(batch),
-                    Err(error) => _ = failed.get_or_insert(error.into()),
-                }
+            if builder.len() == BATCH_RECORDS
+                && let Err(error) = seal(&mut builder, &mut sealed)
+            {
+                failed.get_or_insert(error);
             }
             position += 1;
             if position % commit_records == 0
@@ -120,6 +109,16 @@ pub fn join_durable(
     drop((output, table, events));
     log.close()?;
     Ok(super::rate(table_rows + expected, elapsed))
+}
+
+/// Seals `builder`'s batch into `sealed` (nothing if it is empty) and
+/// opens the next.
+fn seal(builder: &mut BatchBuilder, sealed: &mut Vec<Vec<u8>>) -> anyhow::Result<()> {
+    let open = std::mem::replace(builder, BatchBuilder::new(Compression::None));
+    if !open.is_empty() {
+        sealed.push(open.build()?);
+    }
+    Ok(())
 }
 
 /// The writer thread: each commit's batches put with the position in one
