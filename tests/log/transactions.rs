@@ -4,7 +4,8 @@
 //! offset of the oldest open transaction (or the log end), a
 //! `read_committed` reader that drops the aborted transactions the read
 //! lists sees exactly the committed values below it, a `read_uncommitted`
-//! reader sees every value, and a marker of a newer epoch fences the older.
+//! reader sees every value, and a marker of a newer epoch fences the older;
+//! a producer with a transaction open is never forgotten as idle.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -305,4 +306,33 @@ fn a_read_committed_read_at_or_past_the_last_stable_offset_is_empty() {
         .read_isolated(0, u64::MAX, Isolation::ReadCommitted)
         .unwrap();
     assert_eq!(read.slices.len(), 1);
+}
+
+/// Kafka never forgets a producer while it has a transaction open in the
+/// partition (`producer.id.expiration.ms` counts only between
+/// transactions): a batch resent late in a long transaction, or after the
+/// broker restarted, is still recognised. Forgotten, the producer would be
+/// unknown, the resend appended with any sequence, and its transaction
+/// would commit the batch twice.
+#[test]
+fn a_producer_with_a_transaction_open_is_not_forgotten_and_its_resend_is_not_stored_twice() {
+    const EXPIRATION_MS: i64 = 500;
+    let much_later = strata::log::now_ms() + 3_600_000;
+    let dir = tempfile::tempdir().unwrap();
+    let log = PartitionLog::open(dir.path(), NAME, config(), true).unwrap();
+    let first = batch(Some((5, 2, 40)), &["a".to_string(), "b".to_string()]);
+    log.append(&first).unwrap();
+    assert_eq!(log.expire_producers(much_later, EXPIRATION_MS), 0);
+    assert!(log.append(&first).unwrap().duplicate);
+    // The same once the partition is reopened (the broker killed): the
+    // open transaction is rebuilt from the log, and keeps its producer.
+    drop(log);
+    let log = PartitionLog::open(dir.path(), NAME, config(), false).unwrap();
+    assert_eq!(log.expire_producers(much_later, EXPIRATION_MS), 0);
+    assert!(log.append(&first).unwrap().duplicate);
+    log.append_marker(5, 2, marker(MarkerKind::Commit)).unwrap();
+    assert_eq!(read(&log, Isolation::ReadCommitted), ["a", "b"]);
+    // Between transactions it idles like any producer, and is forgotten.
+    assert_eq!(log.expire_producers(much_later, EXPIRATION_MS), 1);
+    assert_eq!(log.producer_epoch(5), None);
 }

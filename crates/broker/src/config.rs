@@ -108,7 +108,8 @@ pub struct BrokerConfig {
     /// How often segments past retention are deleted.
     pub retention_check_interval: std::time::Duration,
     /// An idempotent producer idle this long is forgotten (Kafka's
-    /// `producer.id.expiration.ms`), at the next retention pass.
+    /// `producer.id.expiration.ms`), at the next retention pass; as in
+    /// Kafka, never while it has a transaction open in the partition.
     pub producer_id_expiration: std::time::Duration,
     /// How often the `flush.ms` policy is applied.
     pub flush_check_interval: std::time::Duration,

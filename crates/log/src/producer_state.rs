@@ -39,8 +39,14 @@
 //!
 //! Limits: a producer that has not appended for [`PRODUCER_EXPIRATION_MS`]
 //! of broker time is forgotten (Kafka's `producer.id.expiration.ms`), and at
-//! most [`PRODUCERS_PER_PARTITION_MAX`] producers are remembered; beyond
-//! that the one whose last batch is oldest in the log is forgotten.
+//! most [`PRODUCERS_PER_PARTITION_MAX`] producers are remembered (beyond
+//! that the one whose last batch is oldest in the log is forgotten). Neither
+//! forgets a producer with a transaction open in the partition: as in
+//! Kafka, an open transaction keeps its producer, so a resend of its
+//! batches is recognised however late it comes (forgotten, the producer
+//! would be unknown and the resend appended again, inside a transaction
+//! that then commits it twice). Only retention deleting the transaction's
+//! batches (or DeleteRecords) ends that, as it does in Kafka.
 //!
 //! Thread-safety: none of its own; the [`PartitionLog`](super::PartitionLog)
 //! checks and updates it under the write lock that serialises appends.
@@ -231,12 +237,12 @@ impl ProducerStateTable {
     }
 
     /// Records batches that were written (as [`ProducerStateTable::check`]
-    /// admitted them) at broker time `now_ms`.
+    /// admitted them) at broker time `now_ms`; then
+    /// [`ProducerStateTable::enforce_limit`] is due.
     pub fn apply(&mut self, batches: &[ProducerBatch], now_ms: i64) {
         for batch in batches {
             self.record(batch, now_ms);
         }
-        self.enforce_limit();
     }
 
     /// Records one batch found in the log. Unlike an append nothing is
@@ -287,8 +293,9 @@ impl ProducerStateTable {
     }
 
     /// Forgets producers beyond the limit, those whose last batch is oldest
-    /// in the log first.
-    pub fn enforce_limit(&mut self) {
+    /// in the log first, but none `in_transaction` says has a transaction
+    /// open in the partition (so many open at once stay over the limit).
+    pub fn enforce_limit(&mut self, in_transaction: impl Fn(i64) -> bool) {
         let excess = self
             .producers
             .len()
@@ -296,11 +303,14 @@ impl ProducerStateTable {
         if excess == 0 {
             return;
         }
-        let mut by_age: Vec<(i64, i64)> = self
-            .producers
-            .iter()
+        let mut by_age: Vec<(i64, i64)> = (self.producers.iter())
+            .filter(|&(&id, _)| !in_transaction(id))
             .map(|(&id, entry)| (entry.last_offset, id))
             .collect();
+        let excess = excess.min(by_age.len());
+        if excess == 0 {
+            return;
+        }
         by_age.select_nth_unstable(excess - 1);
         for &(_, id) in &by_age[..excess] {
             self.producers.remove(&id);
@@ -313,11 +323,18 @@ impl ProducerStateTable {
     }
 
     /// Forgets producers idle for `expiration_ms` (by default
-    /// [`PRODUCER_EXPIRATION_MS`]); returns how many.
-    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+    /// [`PRODUCER_EXPIRATION_MS`]), but never one `in_transaction` says has
+    /// a transaction open in the partition; returns how many.
+    pub fn expire(
+        &mut self,
+        now_ms: i64,
+        expiration_ms: i64,
+        in_transaction: impl Fn(i64) -> bool,
+    ) -> usize {
         let before = self.producers.len();
-        self.producers
-            .retain(|_, e| now_ms.saturating_sub(e.last_append_ms) < expiration_ms);
+        self.producers.retain(|&id, e| {
+            now_ms.saturating_sub(e.last_append_ms) < expiration_ms || in_transaction(id)
+        });
         before - self.producers.len()
     }
 

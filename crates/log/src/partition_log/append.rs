@@ -60,9 +60,13 @@ impl PartitionLog {
         let last_offset = next - 1;
         let now = now_ms();
         self.write(&mut inner, batches, &infos, next, now)?;
-        inner.producers.apply(&producer_updates, now);
+        let Inner {
+            producers,
+            transactions,
+            ..
+        } = &mut *inner;
+        producers.apply(&producer_updates, now);
         for batch in producer_updates.iter().filter(|b| b.transactional) {
-            let Inner { transactions, .. } = &mut *inner;
             transactions.data(
                 batch.producer_id,
                 batch.epoch,
@@ -70,6 +74,7 @@ impl PartitionLog {
                 batch.last_offset,
             );
         }
+        producers.enforce_limit(|id| transactions.open_transaction(id).is_some());
         let record_count = next - base_offset;
         let flush_now = inner.config.flush_messages > 0
             && inner.unflushed_records >= inner.config.flush_messages;

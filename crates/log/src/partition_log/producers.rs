@@ -1,7 +1,7 @@
 //! Idempotent producers in a partition: what append refuses before the
 //! producer state sees it, and what the state knows.
 
-use super::PartitionLog;
+use super::{Inner, PartitionLog};
 use crate::LogError;
 use crate::ProducerStateLoad;
 use crate::producer_state::BatchMetadata;
@@ -68,9 +68,17 @@ impl PartitionLog {
     /// Forgets producers idle for `expiration_ms` (Kafka's
     /// `producer.id.expiration.ms`; by default
     /// [`PRODUCER_EXPIRATION_MS`](crate::PRODUCER_EXPIRATION_MS)) as
-    /// of `now_ms`; returns how many.
+    /// of `now_ms`, but none with a transaction open here; returns how many.
     pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
-        self.exclusive().producers.expire(now_ms, expiration_ms)
+        let mut inner = self.exclusive();
+        let Inner {
+            producers,
+            transactions,
+            ..
+        } = &mut *inner;
+        producers.expire(now_ms, expiration_ms, |id| {
+            transactions.open_transaction(id).is_some()
+        })
     }
 
     /// Every producer this partition remembers, by id: its epoch, its last

@@ -145,7 +145,7 @@ fn idle_producers_expire_and_the_limit_forgets_the_least_recent() {
     table.apply(&[batch(1, 0, 0, 1, 0)], 0);
     table.apply(&[batch(2, 0, 0, 1, 1)], PRODUCER_EXPIRATION_MS);
     assert_eq!(
-        table.expire(PRODUCER_EXPIRATION_MS, PRODUCER_EXPIRATION_MS),
+        table.expire(PRODUCER_EXPIRATION_MS, PRODUCER_EXPIRATION_MS, |_| false),
         1
     );
     assert_eq!(table.epoch(1), None);
@@ -157,10 +157,41 @@ fn idle_producers_expire_and_the_limit_forgets_the_least_recent() {
         .map(|id| batch(id, 0, 0, 1, id))
         .collect();
     table.apply(&many, 0);
+    table.enforce_limit(|_| false);
     assert_eq!(table.len(), PRODUCERS_PER_PARTITION_MAX);
     assert_eq!(
         table.epoch(0),
         None,
         "the producer with the oldest batch goes"
     );
+}
+
+#[test]
+fn a_producer_with_a_transaction_open_is_neither_expired_nor_dropped_over_the_limit() {
+    let mut table = ProducerStateTable::new();
+    table.apply(&[batch(1, 0, 0, 1, 0), batch(2, 0, 0, 1, 1)], 0);
+    let in_transaction = |id: i64| id == 1;
+    let later = 10 * PRODUCER_EXPIRATION_MS;
+    assert_eq!(
+        table.expire(later, PRODUCER_EXPIRATION_MS, in_transaction),
+        1
+    );
+    assert_eq!(table.epoch(1), Some(0), "in a transaction: kept");
+    assert_eq!(table.epoch(2), None, "idle between transactions: forgotten");
+
+    // Over the limit, the oldest producer outside a transaction goes,
+    // however old the one in a transaction is.
+    let many: Vec<_> = (2..=PRODUCERS_PER_PARTITION_MAX as i64 + 1)
+        .map(|id| batch(id, 0, 0, 1, id))
+        .collect();
+    table.apply(&many, 0);
+    table.enforce_limit(in_transaction);
+    assert_eq!(table.len(), PRODUCERS_PER_PARTITION_MAX);
+    assert_eq!(table.epoch(1), Some(0));
+    assert_eq!(table.epoch(2), None);
+    assert_eq!(table.epoch(3), Some(0));
+    // All in transactions: none goes, the limit is passed.
+    table.apply(&[batch(10_000_000, 0, 0, 1, 9)], 0);
+    table.enforce_limit(|_| true);
+    assert_eq!(table.len(), PRODUCERS_PER_PARTITION_MAX + 1);
 }
