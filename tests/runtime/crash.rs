@@ -12,7 +12,10 @@
 //! as a sorted list, plus the per-word order in `word-counts`.
 //!
 //! The kill moments come from a seeded RNG: the seed is printed, and
-//! `STRATA_CRASH_SEED=<seed>` replays it.
+//! `STRATA_CRASH_SEED=<seed>` replays its choices, not their timing. So a
+//! failure may not come back: with `STRATA_TEST_KEEP=<dir>` each test
+//! leaves its files in `<dir>`, with the logs of the instances the
+//! multi-instance tests start.
 
 use crate::support;
 
@@ -77,6 +80,40 @@ fn seed() -> u64 {
         });
     eprintln!("crash seed: {seed} (STRATA_CRASH_SEED={seed} replays it)");
     seed
+}
+
+/// The directory of a crash test: removed at its end, or, when
+/// `STRATA_TEST_KEEP` names a directory, made in it (named after the test)
+/// and kept, its path printed. The seed replays the kills' choices, not
+/// their timing, so a failure may not come back: the test's files (the
+/// log's, the states') are what is left to read.
+struct TestDir {
+    path: PathBuf,
+    _removed_at_end: Option<tempfile::TempDir>,
+}
+
+impl TestDir {
+    fn new() -> Self {
+        let Some(keep) = support::process::kept_in() else {
+            let temp = tempfile::tempdir().unwrap();
+            return Self {
+                path: temp.path().to_path_buf(),
+                _removed_at_end: Some(temp),
+            };
+        };
+        let prefix = format!("{}-", support::process::test_name());
+        let temp = tempfile::Builder::new().prefix(&prefix).tempdir_in(keep);
+        let path = temp.expect("a directory in STRATA_TEST_KEEP").keep();
+        eprintln!("the test's files stay in {}", path.display());
+        Self {
+            path,
+            _removed_at_end: None,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 /// The wordcount example, in this test's own profile.
@@ -527,7 +564,7 @@ fn embedded_killed_at_random_moments(app: &Path) {
     let seed = seed();
     let mut rng = Rng(seed);
     reference();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let data = dir.path().join("data");
     let location = ["--data-dir", data.to_str().unwrap()];
     let (mut tally, mut clock) = (Kills::default(), KillClock::new());
@@ -555,14 +592,14 @@ fn remote_app_and_broker_killed_at_random_moments_end_as_a_crash_free_run() {
     let seed = seed();
     let mut rng = Rng(seed ^ 0x5eed);
     reference();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let (data, state) = (dir.path().join("broker"), dir.path().join("app"));
     append_embedded(&data, &[]);
     let strata = env!("CARGO_BIN_EXE_strata");
     // The broker forgets idle idempotent producers within a second (Kafka
-    // after `producer.id.expiration.ms`): a resend after a restart is not
-    // recognised by its producer id, so only the transactions keep the
-    // derived topics exactly once.
+    // after `producer.id.expiration.ms`) between transactions: a resend
+    // of an earlier commit is not recognised by its producer id, so only
+    // the transactions keep the derived topics exactly once.
     let mut broker = expiring_broker(dir.path());
     let addr = broker.addr.clone();
     let location = ["--bootstrap", &addr, "--state-dir", state.to_str().unwrap()];
@@ -607,8 +644,8 @@ fn remote_outcome(location: &[&str], broker: ServerProcess, data: &Path) -> Outc
     }
 }
 
-/// `strata serve` with a producer-state expiry of half a second (see the
-/// remote crash test), in `dir`; and the app's location against it.
+/// `strata serve` with a producer-state expiry of half a second between
+/// transactions (see the remote crash test), in `dir`.
 fn expiring_broker(dir: &Path) -> ServerProcess {
     broker_configured(dir, "")
 }
@@ -647,7 +684,7 @@ const OUTAGE: Duration = Duration::from_secs(15);
 fn a_remote_app_waits_out_its_broker_being_down_and_ends_as_a_crash_free_run() {
     reference();
     let strata = env!("CARGO_BIN_EXE_strata");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let (data, state) = (dir.path().join("broker"), dir.path().join("app"));
     append_embedded(&data, &[]);
     let mut broker = expiring_broker(dir.path());
@@ -711,7 +748,7 @@ fn a_remote_app_waits_out_its_broker_being_down_and_ends_as_a_crash_free_run() {
 #[test]
 fn remote_state_deleted_while_the_app_is_down_is_restored_from_the_changelogs() {
     reference();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let (data, state) = (dir.path().join("broker"), dir.path().join("app"));
     append_embedded(&data, &[]);
     let broker = expiring_broker(dir.path());
@@ -749,7 +786,7 @@ const PAST_RETRIES: Duration = Duration::from_secs(11);
 fn a_commit_decided_while_its_answer_was_lost_is_not_shipped_again() {
     reference();
     let strata = env!("CARGO_BIN_EXE_strata");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let (data, state) = (dir.path().join("broker"), dir.path().join("app"));
     append_embedded(&data, &[]);
     let crash = [("STRATA_CRASH_POINT", "txn-prepared")];
@@ -794,7 +831,7 @@ fn a_commit_decided_while_its_answer_was_lost_is_not_shipped_again() {
 #[test]
 fn a_remote_app_whose_offsets_expired_and_whose_state_is_lost_goes_on_exactly_once() {
     reference();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let (data, state) = (dir.path().join("broker"), dir.path().join("app"));
     append_embedded(&data, &[]);
     let broker = broker_configured(
@@ -835,7 +872,7 @@ fn groups(addr: &str) -> Vec<String> {
 #[test]
 fn a_paused_instance_is_fenced_once_its_tasks_moved_and_its_writes_never_show() {
     reference();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let (data, broker, addr, [state_a, state_b]) = two_instances(dir.path(), &[]);
     let first = ["--bootstrap", &addr, "--state-dir", &state_a];
     let second = ["--bootstrap", &addr, "--state-dir", &state_b];
@@ -908,7 +945,7 @@ fn instances_scaled_up_and_down_and_killed_share_the_tasks_and_end_as_a_crash_fr
     let seed = seed();
     let mut rng = Rng(seed ^ 0x5ca1e);
     reference();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let data = dir.path().join("broker");
     append_embedded(&data, &[]);
     let strata = env!("CARGO_BIN_EXE_strata");
@@ -985,7 +1022,7 @@ fn stop((mut child, log): (Child, Log)) {
 #[test]
 fn a_standby_copy_takes_a_killed_instances_tasks_over_without_a_full_restore() {
     reference();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let (data, broker, addr, [state_a, state_b]) = two_instances(dir.path(), &[]);
     let first = ["--bootstrap", &addr, "--state-dir", &state_a];
     let second = ["--bootstrap", &addr, "--state-dir", &state_b];
@@ -1056,7 +1093,7 @@ fn a_standby_copy_takes_a_killed_instances_tasks_over_without_a_full_restore() {
 
 #[test]
 fn a_static_instance_restarted_within_its_session_gets_its_tasks_back() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let (_data, _broker, addr, [state_a, state_b]) = two_instances(dir.path(), &input()[..2]);
     let first = ["--bootstrap", &addr, "--state-dir", &state_a];
     let second = ["--bootstrap", &addr, "--state-dir", &state_b];
@@ -1172,7 +1209,7 @@ fn rebuild_killed_at_random_moments_ends_as_a_crash_free_run() {
     let seed = seed();
     let mut rng = Rng(seed ^ 0xb11d);
     let reference_state = reference().outcome.state.clone();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = TestDir::new();
     let data = dir.path().join("data");
     append_embedded(&data, input());
     let location = ["--data-dir", data.to_str().unwrap()];

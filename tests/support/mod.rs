@@ -11,7 +11,8 @@
 //! - `browser`: the web console in headless Chromium, through WebDriver;
 //! - `member`: a consumer-group member polling in a task;
 //! - `mock_cluster`: librdkafka's mock Kafka cluster of several brokers;
-//! - `process`: a command run as a process, with input on its stdin;
+//! - `process`: a command run as a process, with input on its stdin or its
+//!   log collected (and kept, with `STRATA_TEST_KEEP`);
 //! - `wait`: waiting for a condition, with a limit;
 //! - `rng`: reproducible pseudo-random data.
 

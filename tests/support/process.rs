@@ -1,16 +1,51 @@
-//! Running a command as a real process with some input on its stdin.
+//! Running a command as a real process with some input on its stdin, or
+//! with its log collected.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What a process wrote to stderr so far, a line at a time.
 pub type Log = Arc<Mutex<String>>;
 
+/// A directory where tests leave what they would remove, when set: every
+/// [`spawn_logged`] process's log (`<test>-<n>-<program>.log`), and the
+/// files of the tests that keep theirs (the crash tests). For a failure
+/// that does not come back: its processes' logs were dropped with them.
+pub const KEEP_VARIABLE: &str = "STRATA_TEST_KEEP";
+
+/// The directory [`KEEP_VARIABLE`] names, made if missing; None if unset.
+pub fn kept_in() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os(KEEP_VARIABLE)?);
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("{KEEP_VARIABLE}={}: {e}", dir.display()));
+    Some(dir)
+}
+
+/// The running test's name, as a file name (`crash-a_test`).
+pub fn test_name() -> String {
+    let thread = std::thread::current();
+    thread.name().unwrap_or("test").replace("::", "-")
+}
+
 /// Starts `command` with its stdout dropped and its stderr collected, line
 /// by line, into the returned log (read while it runs, shown when a test
-/// fails).
+/// fails), and into a file in [`KEEP_VARIABLE`]'s directory if it is set.
 pub fn spawn_logged(command: &mut Command) -> (Child, Log) {
+    let mut copy = kept_in().map(|dir| {
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, Ordering::Relaxed);
+        let program = Path::new(command.get_program()).file_name();
+        let program = program.unwrap_or_default().to_string_lossy();
+        let path = dir.join(format!("{}-{n:03}-{program}.log", test_name()));
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path);
+        file.unwrap_or_else(|e| panic!("{} cannot be written: {e}", path.display()))
+    });
     let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -25,6 +60,9 @@ pub fn spawn_logged(command: &mut Command) -> (Child, Log) {
             .lines()
             .map_while(Result::ok)
         {
+            if let Some(file) = &mut copy {
+                let _ = writeln!(file, "{line}");
+            }
             let mut log = lines.lock().unwrap();
             log.push_str(&line);
             log.push('\n');
