@@ -15,7 +15,9 @@
 //! [`KEY_BYTES_MAX`] bytes, so the table's memory is bounded whatever the
 //! keys.
 
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
+
+use foldhash::quality::RandomState;
 
 /// Bytes of a key kept; longer keys are counted by this prefix.
 pub const KEY_BYTES_MAX: usize = 256;
@@ -59,10 +61,16 @@ struct Slot {
 /// (the runtime offers one record's key in 16: `make bench-runtime` had
 /// the task metrics costing 9% of a pass-through's throughput). This
 /// shape takes 47–56 ns; a key already counted costs the same 21–27 ns
-/// in both. The keys live in buffers that the key taking a place reuses
-/// (nothing is allocated once the table is full, but for a key longer than
-/// any its place held); a key is found by its 64-bit hash (two keys of one
-/// hash, a 2^-64 chance, are counted as one) in an open-addressed index of
+/// in both, with std's SipHash. Half of a counted key's cost was that
+/// hash: in a later run on a busier machine (three alternating rounds of
+/// each), SipHash took 64–90 ns (uniform) and 27–45 ns (50 keys), foldhash
+/// (its `quality` hasher, seeded per table) 45–63 ns and 11–15 ns. The
+/// keys live in buffers that the key taking a place reuses (nothing is
+/// allocated once the table is full, but for a key longer than any its
+/// place held); a key is found by its 64-bit hash (two keys of one hash,
+/// about a 2^-64 chance for keys not crafted against the table's random
+/// seed, are counted as one: a report merges them) in an open-addressed
+/// index of
 /// slot numbers at most a quarter full, whose entries are removed by
 /// shifting back (no tombstones to sweep); and the places with the
 /// smallest count are found by one scan, then given up one by one until
@@ -93,7 +101,7 @@ impl HeavyHitters {
             slots: Vec::with_capacity(capacity),
             hashes: Vec::with_capacity(capacity),
             index: vec![0; (capacity * 4).next_power_of_two()],
-            hasher: RandomState::new(),
+            hasher: RandomState::default(),
             at_floor: Vec::new(),
             floor: 0,
             offered: 0,
