@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use proptest::prelude::*;
-use strata::log::{Isolation, LogConfig, LogError, PartitionLog};
+use strata::log::{Isolation, LogConfig, LogError, LogManager, PartitionLog};
 use strata::record::{
     BatchBuilder, Compression, ControlRecord, MarkerKind, NewRecord, RecordBatch,
 };
@@ -335,4 +335,28 @@ fn a_producer_with_a_transaction_open_is_not_forgotten_and_its_resend_is_not_sto
     // Between transactions it idles like any producer, and is forgotten.
     assert_eq!(log.expire_producers(much_later, EXPIRATION_MS), 1);
     assert_eq!(log.producer_epoch(5), None);
+}
+
+/// The broker's periodic pass (`LogManager::enforce_retention`, which also
+/// forgets idle producers) keeps the producer of an open transaction and
+/// forgets an idle one beside it.
+#[test]
+fn the_periodic_pass_forgets_an_idle_producer_but_not_one_in_a_transaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogManager::open(dir.path(), config()).unwrap();
+    log.create_topic("txn", 1, BTreeMap::new()).unwrap();
+    log.set_producer_expiration_ms(1);
+    let partition = log.partition("txn", 0).unwrap();
+    partition
+        .append(&batch(Some((5, 0, 0)), &["open".to_string()]))
+        .unwrap();
+    let mut idempotent = BatchBuilder::new(Compression::None).producer(6, 0, 0);
+    idempotent
+        .push(NewRecord::new(None, b"idle", 1_000))
+        .unwrap();
+    partition.append(&idempotent.build().unwrap()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    log.enforce_retention();
+    assert_eq!(partition.producer_epoch(5), Some(0), "in a transaction");
+    assert_eq!(partition.producer_epoch(6), None, "idle, no transaction");
 }

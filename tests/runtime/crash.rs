@@ -14,8 +14,9 @@
 //! The kill moments come from a seeded RNG: the seed is printed, and
 //! `STRATA_CRASH_SEED=<seed>` replays its choices, not their timing. So a
 //! failure may not come back: with `STRATA_TEST_KEEP=<dir>` each test
-//! leaves its files in `<dir>`, with the logs of the instances the
-//! multi-instance tests start.
+//! leaves its files in `<dir>`, with the logs of the app instances it
+//! started through `spawn_logged` (not the broker's, nor those of the
+//! seeded kill tests' runs, whose output is dropped).
 
 use crate::support;
 

@@ -12,8 +12,8 @@ pub type Log = Arc<Mutex<String>>;
 
 /// A directory where tests leave what they would remove, when set: every
 /// [`spawn_logged`] process's log (`<test>-<n>-<program>.log`), and the
-/// files of the tests that keep theirs (the crash tests). For a failure
-/// that does not come back: its processes' logs were dropped with them.
+/// files of the tests that keep theirs (the crash tests): for a failure
+/// that does not come back, whose processes' logs would go with the test.
 pub const KEEP_VARIABLE: &str = "STRATA_TEST_KEEP";
 
 /// The directory [`KEEP_VARIABLE`] names, made if missing; None if unset.
@@ -40,10 +40,7 @@ pub fn spawn_logged(command: &mut Command) -> (Child, Log) {
         let program = Path::new(command.get_program()).file_name();
         let program = program.unwrap_or_default().to_string_lossy();
         let path = dir.join(format!("{}-{n:03}-{program}.log", test_name()));
-        let file = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(&path);
+        let file = std::fs::File::create(&path);
         file.unwrap_or_else(|e| panic!("{} cannot be written: {e}", path.display()))
     });
     let mut child = command

@@ -45,8 +45,9 @@
 //! Kafka, an open transaction keeps its producer, so a resend of its
 //! batches is recognised however late it comes (forgotten, the producer
 //! would be unknown and the resend appended again, inside a transaction
-//! that then commits it twice). Only retention deleting the transaction's
-//! batches (or DeleteRecords) ends that, as it does in Kafka.
+//! that then commits it twice). Short of its marker, only retention (or
+//! DeleteRecords) deleting the transaction's batches ends that, as in
+//! Kafka.
 //!
 //! Thread-safety: none of its own; the [`PartitionLog`](super::PartitionLog)
 //! checks and updates it under the write lock that serialises appends.

@@ -70,9 +70,8 @@ struct Slot {
 /// place held); a key is found by its 64-bit hash (two keys of one hash,
 /// about a 2^-64 chance for keys not crafted against the table's random
 /// seed, are counted as one: a report merges them) in an open-addressed
-/// index of
-/// slot numbers at most a quarter full, whose entries are removed by
-/// shifting back (no tombstones to sweep); and the places with the
+/// index of slot numbers at most a quarter full, whose entries are
+/// removed by shifting back (no tombstones to sweep); and the places with the
 /// smallest count are found by one scan, then given up one by one until
 /// they are used up.
 #[derive(Debug, Clone)]
