@@ -84,7 +84,7 @@ pub(crate) fn rebuild(
             Ok(())
         })?;
     }
-    producers.enforce_limit(|id| transactions.open_transaction(id).is_some());
+    producers.enforce_limit(|id| transactions.has_open(id));
     stats.producers = producers.len();
     stats.elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     Ok((producers, transactions, stats))

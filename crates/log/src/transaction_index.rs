@@ -103,6 +103,12 @@ impl TransactionIndex {
         self.open.get(&producer_id).copied()
     }
 
+    /// Whether `producer_id` has a transaction open here (its producer
+    /// state is then never forgotten: `producer_state`).
+    pub fn has_open(&self, producer_id: i64) -> bool {
+        self.open.contains_key(&producer_id)
+    }
+
     /// Every open transaction, by first offset.
     pub fn open_transactions(&self) -> Vec<OpenTransaction> {
         let mut open: Vec<_> = self.open.values().copied().collect();

@@ -71,9 +71,9 @@ struct Slot {
 /// about a 2^-64 chance for keys not crafted against the table's random
 /// seed, are counted as one: a report merges them) in an open-addressed
 /// index of slot numbers at most a quarter full, whose entries are
-/// removed by shifting back (no tombstones to sweep); and the places with the
-/// smallest count are found by one scan, then given up one by one until
-/// they are used up.
+/// removed by shifting back (no tombstones to sweep); and the places with
+/// the smallest count are found by one scan, then given up one by one
+/// until they are used up.
 #[derive(Debug, Clone)]
 pub struct HeavyHitters {
     capacity: usize,

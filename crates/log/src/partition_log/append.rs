@@ -74,7 +74,7 @@ impl PartitionLog {
                 batch.last_offset,
             );
         }
-        producers.enforce_limit(|id| transactions.open_transaction(id).is_some());
+        producers.enforce_limit(|id| transactions.has_open(id));
         let record_count = next - base_offset;
         let flush_now = inner.config.flush_messages > 0
             && inner.unflushed_records >= inner.config.flush_messages;

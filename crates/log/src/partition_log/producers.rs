@@ -76,9 +76,7 @@ impl PartitionLog {
             transactions,
             ..
         } = &mut *inner;
-        producers.expire(now_ms, expiration_ms, |id| {
-            transactions.open_transaction(id).is_some()
-        })
+        producers.expire(now_ms, expiration_ms, |id| transactions.has_open(id))
     }
 
     /// Every producer this partition remembers, by id: its epoch, its last
