@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -111,6 +112,9 @@ pub struct Cluster {
     config: ClientConfig,
     /// Held only briefly and never across an await.
     metadata: std::sync::RwLock<Metadata>,
+    /// Moves on each time `metadata` is written, so a caller may keep
+    /// what it read of it until it does (see [`Cluster::metadata_version`]).
+    metadata_version: AtomicU64,
     /// One connection per broker address.
     connections: Mutex<HashMap<String, Arc<Connection>>>,
 }
@@ -128,6 +132,7 @@ impl Cluster {
         let cluster = Arc::new(Self {
             config,
             metadata: std::sync::RwLock::default(),
+            metadata_version: AtomicU64::new(0),
             connections: Mutex::default(),
         });
         cluster.any_connection().await?;
@@ -139,7 +144,18 @@ impl Cluster {
     }
 
     fn write_metadata(&self) -> std::sync::RwLockWriteGuard<'_, Metadata> {
-        self.metadata.write().unwrap_or_else(|e| e.into_inner())
+        let guard = self.metadata.write().unwrap_or_else(|e| e.into_inner());
+        // Moved on under the write lock, before any change: a reader that
+        // then sees this version reads the metadata after the change.
+        self.metadata_version.fetch_add(1, Ordering::AcqRel);
+        guard
+    }
+
+    /// A number that moves on whenever what is known of the cluster
+    /// changes. A value read after this returned this version may be kept
+    /// while it still returns it: read the version first, then the value.
+    pub fn metadata_version(&self) -> u64 {
+        self.metadata_version.load(Ordering::Acquire)
     }
 
     pub fn config(&self) -> &ClientConfig {

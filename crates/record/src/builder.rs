@@ -6,7 +6,7 @@ use super::header::{
     NO_SEQUENCE, attributes_for, write_header,
 };
 use super::records::Header;
-use super::varint::{varint_len, varlong_len, write_varint, write_varlong};
+use super::varint::{Gathered, varint_len, varlong_len, write_varint};
 use super::{Compression, RecordError, Result};
 
 /// A record to put into a batch.
@@ -138,16 +138,34 @@ impl BatchBuilder {
         let start = self.records.len();
         self.records
             .reserve(varint_len(body_len) + body_len as usize);
-        write_varint(&mut self.records, body_len);
-        self.records.push(0); // attributes
-        write_varlong(&mut self.records, timestamp_delta);
-        write_varint(&mut self.records, self.count);
-        write_nullable(&mut self.records, record.key)?;
-        write_nullable(&mut self.records, record.value)?;
-        write_varint(&mut self.records, header_count);
-        for header in record.headers {
-            write_nullable(&mut self.records, Some(header.key))?;
-            write_nullable(&mut self.records, header.value)?;
+        // The fields around the key and value are gathered on the stack
+        // and copied in together. Measured reason (`strata bench produce`,
+        // 100-byte keyless records, `callgrind`): written a byte at a time
+        // they took 343 instructions per record with the value's copy,
+        // ~21% of a producing thread's.
+        let mut fields = Gathered::default();
+        fields.varint(body_len);
+        fields.byte(0); // attributes
+        fields.varlong(timestamp_delta);
+        fields.varint(self.count);
+        fields.varint(nullable_length(record.key)?);
+        if let Some(key) = record.key {
+            fields.drain_into(&mut self.records);
+            self.records.extend_from_slice(key);
+        }
+        fields.varint(nullable_length(record.value)?);
+        fields.drain_into(&mut self.records);
+        if let Some(value) = record.value {
+            self.records.extend_from_slice(value);
+        }
+        if record.headers.is_empty() {
+            self.records.push(0); // the header count's varint
+        } else {
+            write_varint(&mut self.records, header_count);
+            for header in record.headers {
+                write_nullable(&mut self.records, Some(header.key))?;
+                write_nullable(&mut self.records, header.value)?;
+            }
         }
         debug_assert_eq!(
             self.records.len() - start,
@@ -221,6 +239,11 @@ fn nullable_len(bytes: Option<&[u8]>) -> Result<usize> {
         None => varint_len(-1),
         Some(bytes) => varint_len(length_i32(bytes.len())?) + bytes.len(),
     })
+}
+
+/// The length a nullable field is written with: -1 for null.
+fn nullable_length(bytes: Option<&[u8]>) -> Result<i32> {
+    bytes.map_or(Ok(-1), |bytes| length_i32(bytes.len()))
 }
 
 fn write_nullable(out: &mut Vec<u8>, bytes: Option<&[u8]>) -> Result<()> {
@@ -312,6 +335,64 @@ mod tests {
                 (101, 900, None)
             );
             assert_eq!((all[2].offset, all[2].value), (102, None));
+        }
+    }
+
+    type Spec = (
+        Option<Vec<u8>>,
+        Option<Vec<u8>>,
+        i64,
+        Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    );
+
+    fn bytes(max: usize) -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(proptest::num::u8::ANY, 0..max)
+    }
+
+    proptest::proptest! {
+        /// Keys and values null, empty or long enough for multi-byte
+        /// lengths, timestamps far either side of the first, and headers.
+        #[test]
+        fn any_records_parse_back_as_pushed(
+            specs in proptest::collection::vec(
+                (
+                    proptest::option::of(bytes(300)),
+                    proptest::option::of(bytes(300)),
+                    proptest::prelude::any::<i64>(),
+                    proptest::collection::vec((bytes(20), proptest::option::of(bytes(200))), 0..3),
+                ),
+                1..20,
+            )
+        ) {
+            let specs: Vec<Spec> = specs;
+            let mut builder = BatchBuilder::new(Compression::None);
+            for (key, value, timestamp, headers) in &specs {
+                let headers: Vec<Header<'_>> = (headers.iter())
+                    .map(|(key, value)| Header { key, value: value.as_deref() })
+                    .collect();
+                builder.push(NewRecord {
+                    key: key.as_deref(),
+                    value: value.as_deref(),
+                    timestamp: *timestamp,
+                    headers: &headers,
+                }).unwrap();
+            }
+            let bytes = builder.build().unwrap();
+            let batch = RecordBatch::parse_and_verify(&bytes).unwrap();
+            batch.validate_records(1 << 24).unwrap();
+            let records = batch.records(1 << 24).unwrap();
+            let parsed: Vec<_> = records.iter().map(Result::unwrap).collect();
+            proptest::prop_assert_eq!(parsed.len(), specs.len());
+            for (record, (key, value, timestamp, headers)) in parsed.iter().zip(&specs) {
+                proptest::prop_assert_eq!(record.key, key.as_deref());
+                proptest::prop_assert_eq!(record.value, value.as_deref());
+                proptest::prop_assert_eq!(record.timestamp, *timestamp);
+                let read: Vec<_> = record.headers().collect();
+                let pushed: Vec<_> = (headers.iter())
+                    .map(|(key, value)| Header { key, value: value.as_deref() })
+                    .collect();
+                proptest::prop_assert_eq!(read, pushed);
+            }
         }
     }
 

@@ -61,6 +61,15 @@ pub use config::{Acks, ProducerConfig, ProducerRecord, RecordMetadata};
 pub use delivery::DeliveryFuture;
 pub(crate) use sender::PRODUCE_VERSION_MAX;
 
+/// What [`Producer::enqueue`] did with a record.
+enum Enqueued {
+    Queued(DeliveryFuture),
+    /// Not queued: the buffer has no room for it.
+    NoRoom,
+    /// Not queued: how many partitions its topic has must be asked for.
+    CountUnknown,
+}
+
 /// A batching, idempotent producer (see the module doc); cheap to share
 /// behind an `Arc`, its sender runs as a task of its own.
 pub struct Producer {
@@ -147,20 +156,6 @@ impl Producer {
             self.join_transaction(&record.topic, partition).await?;
             record.partition = Some(partition);
         }
-        let mut partitions = self.partition_count(&record.topic).await?;
-        if record
-            .partition
-            .is_some_and(|p| p >= 0 && p as usize >= partitions)
-        {
-            // Partitions may have been added (or the topic re-created)
-            // since the metadata was read: ask again before refusing.
-            self.inner.cluster.invalidate(&record.topic).await;
-            partitions = self.partition_count(&record.topic).await?;
-        }
-        let count = i32::try_from(partitions).unwrap_or(i32::MAX);
-        if count == 0 {
-            return Err(ClientError::UnknownTopic(record.topic.to_string()));
-        }
         let timestamp = record.timestamp.unwrap_or_else(now_ms);
         let headers = Header::from_pairs(&record.headers);
         let new = NewRecord {
@@ -175,27 +170,56 @@ impl Producer {
         // senders woken together may take the buffer past `buffer_bytes`
         // by their records, never by more.
         let mut must_fit = true;
+        // The topic's partition count, once asked for outside the lock
+        // (nearly every record finds it kept beside its topic's queues).
+        let mut count = None;
         loop {
-            if let Some(delivery) = self.enqueue(&record, new, count, record_bytes, must_fit)? {
-                return Ok(delivery);
+            match self.enqueue(&record, new, count, record_bytes, must_fit)? {
+                Enqueued::Queued(delivery) => return Ok(delivery),
+                Enqueued::NoRoom => {
+                    self.wait_for_buffer_space(record_bytes).await;
+                    must_fit = false;
+                }
+                Enqueued::CountUnknown => {
+                    count = Some(self.checked_partition_count(&record).await?)
+                }
             }
-            self.wait_for_buffer_space(record_bytes).await;
-            must_fit = false;
+        }
+    }
+
+    /// How many partitions `record`'s topic has, asked for through the
+    /// retries (see [`Producer::partition_count`]); asked again once when
+    /// the record names a partition past them, since partitions may have
+    /// been added (or the topic re-created) since the metadata was read.
+    async fn checked_partition_count(&self, record: &ProducerRecord) -> Result<i32, ClientError> {
+        let mut partitions = self.partition_count(&record.topic).await?;
+        if record
+            .partition
+            .is_some_and(|p| p >= 0 && p as usize >= partitions)
+        {
+            self.inner.cluster.invalidate(&record.topic).await;
+            partitions = self.partition_count(&record.topic).await?;
+        }
+        match i32::try_from(partitions).unwrap_or(i32::MAX) {
+            0 => Err(ClientError::UnknownTopic(record.topic.to_string())),
+            count => Ok(count),
         }
     }
 
     /// Queues `new` (of `record`, `record_bytes` long) in its partition's
     /// open batch, waking the sender when a batch closes or a new one
-    /// opens. None, having queued nothing, when `must_fit` and the buffer
-    /// has no room for it.
+    /// opens. Its topic has `count` partitions, or (None) as many as are
+    /// kept beside its queues. Queues nothing when `must_fit` and the
+    /// buffer has no room for it, or when that count is not known or
+    /// does not hold the partition the record names.
     fn enqueue(
         &self,
         record: &ProducerRecord,
         new: NewRecord<'_>,
-        count: i32,
+        count: Option<i32>,
         record_bytes: usize,
         must_fit: bool,
-    ) -> Result<Option<DeliveryFuture>, ClientError> {
+    ) -> Result<Enqueued, ClientError> {
         let mut wake = false;
         let delivery;
         {
@@ -204,12 +228,22 @@ impl Producer {
                 return Err(ClientError::Closed);
             }
             if must_fit && !self.inner.fits(&state, record_bytes) {
-                return Ok(None);
+                return Ok(Enqueued::NoRoom);
             }
             let State {
                 partitions, random, ..
             } = &mut *state;
-            let topic = partitions.topic(&record.topic);
+            let (topic, count) = match count {
+                Some(count) => (partitions.topic(&record.topic), count),
+                None => match partitions.counted_topic(&record.topic, &self.inner.cluster) {
+                    Some((topic, count))
+                        if count > 0 && record.partition.is_none_or(|p| p < count) =>
+                    {
+                        (topic, count)
+                    }
+                    _ => return Ok(Enqueued::CountUnknown),
+                },
+            };
             let partition = match (record.partition, &record.key) {
                 (Some(p), _) if (0..count).contains(&p) => p,
                 (Some(p), _) => {
@@ -227,7 +261,7 @@ impl Producer {
                     partition
                 }
             };
-            let queue = topic.queues.entry(partition).or_default();
+            let queue = topic.queues.get_or_insert(partition);
             // A batch closes before this record would take it past
             // batch_bytes, so batches stay under the broker's limit.
             if let Some(open) = &queue.open
@@ -240,8 +274,9 @@ impl Producer {
             }
             // A new batch has a new due time the sender must learn of.
             wake |= queue.open.is_none();
-            let reserve = (self.inner.config.batch_bytes)
-                .min(FIRST_BATCH_RESERVE_BYTES.max(queue.last_batch_bytes));
+            let reserve = (self.inner.config.batch_bytes).min(
+                FIRST_BATCH_RESERVE_BYTES.max(queue.last_batch_bytes + queue.last_batch_bytes / 4),
+            );
             let open = queue.open.get_or_insert_with(|| OpenBatch {
                 builder: BatchBuilder::with_capacity(self.inner.config.compression, reserve),
                 completion: CompletionHandle::new(),
@@ -268,7 +303,7 @@ impl Producer {
         if wake {
             self.inner.wake.notify_one();
         }
-        Ok(Some(delivery))
+        Ok(Enqueued::Queued(delivery))
     }
 
     /// The partition `record` goes to, chosen now (for a transactional
