@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use strata::broker::BrokerConfig;
+use strata::client::partitioner::partition_for_key;
 use strata::client::{
     Acks, Admin, ClientConfig, ClientError, Cluster, EARLIEST, FetchOptions, Fetcher, LATEST,
     Producer, ProducerConfig, ProducerRecord,
@@ -499,6 +500,43 @@ async fn a_deleted_and_recreated_topic_is_found_again() {
     ));
     let values = read_back(&fetcher, "reborn", 0, 0, 1).await;
     assert_eq!(values[0].2.as_deref(), Some(&b"new-0"[..]));
+    broker.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_record_follows_the_partition_count_once_the_metadata_changes() {
+    let broker = start().await;
+    let cluster = broker.cluster().await;
+    Admin::new(Arc::clone(&cluster))
+        .create_topic("grows", 1, &[])
+        .await
+        .unwrap();
+    let producer = Producer::new(Arc::clone(&cluster), ProducerConfig::default())
+        .await
+        .unwrap();
+    // A key murmur2 puts past partition 0 once there are three.
+    let key = (0..)
+        .map(|n| format!("key-{n}"))
+        .find(|key| partition_for_key(key.as_bytes(), 3) != 0)
+        .unwrap();
+    let send = || producer.send(ProducerRecord::new("grows", Some(key.as_bytes()), b"v"));
+    // The first send asks for the topic's metadata; the second finds its
+    // partition count and keeps it beside the topic's queues.
+    for _ in 0..2 {
+        let written = send().await.unwrap().await.unwrap();
+        assert_eq!(written.partition, 0);
+    }
+
+    // Partitions added by another client; once this client's metadata
+    // changes, the count the producer kept for the topic is read again.
+    Admin::new(broker.cluster().await)
+        .create_partitions("grows", 3)
+        .await
+        .unwrap();
+    cluster.invalidate("grows").await;
+    let written = send().await.unwrap().await.unwrap();
+    assert_eq!(written.partition, partition_for_key(key.as_bytes(), 3));
+    producer.close().await;
     broker.stop().await;
 }
 

@@ -154,7 +154,7 @@ impl Cluster {
     /// A number that moves on whenever what is known of the cluster
     /// changes. A value read after this returned this version may be kept
     /// while it still returns it: read the version first, then the value.
-    pub fn metadata_version(&self) -> u64 {
+    pub(crate) fn metadata_version(&self) -> u64 {
         self.metadata_version.load(Ordering::Acquire)
     }
 

@@ -18,18 +18,19 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// records, `callgrind`).
 #[cfg(unix)]
 pub fn now_ms() -> i64 {
-    let mut now = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
+    let mut now = std::mem::MaybeUninit::<libc::timespec>::uninit();
+    // SAFETY: `clock_gettime` fills the timespec it is given; it is read
+    // only when the call says it succeeded.
+    let now = unsafe {
+        if libc::clock_gettime(libc::CLOCK_REALTIME, now.as_mut_ptr()) != 0 {
+            return now_ms_from_system_time();
+        }
+        now.assume_init()
     };
-    // SAFETY: `now` is a valid timespec for the call to write, and
-    // CLOCK_REALTIME exists on every unix.
-    let read = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
-    if read != 0 {
-        return now_ms_from_system_time();
-    }
-    // `time_t` and `c_long`: 64 bits where this builds, 32 on some unix.
-    #[allow(clippy::useless_conversion)]
+    #[allow(
+        clippy::useless_conversion,
+        reason = "time_t and c_long are 32 bits on some unix"
+    )]
     let (secs, nanos) = (i64::from(now.tv_sec), i64::from(now.tv_nsec));
     secs.saturating_mul(1000)
         .saturating_add(nanos / 1_000_000)

@@ -188,23 +188,18 @@ impl Queues {
         cluster: &Cluster,
     ) -> Option<(&mut TopicQueues, i32)> {
         let version = cluster.metadata_version();
-        let at = match self.place(topic) {
-            Some(at) => at,
-            None => {
-                cluster.known_partition_count(topic)?;
-                self.add(topic)
-            }
-        };
+        let at = self.place(topic);
+        if let Some(at) = at
+            && let Some((read_at, count)) = self.topics[at].1.partition_count
+            && read_at == version
+        {
+            return Some((&mut self.topics[at].1, count));
+        }
+        let count = cluster.known_partition_count(topic)?;
+        let count = i32::try_from(count).unwrap_or(i32::MAX);
+        let at = at.unwrap_or_else(|| self.add(topic));
         let queues = &mut self.topics[at].1;
-        let count = match queues.partition_count {
-            Some((read_at, count)) if read_at == version => count,
-            _ => {
-                let count = cluster.known_partition_count(topic)?;
-                let count = i32::try_from(count).unwrap_or(i32::MAX);
-                queues.partition_count = Some((version, count));
-                count
-            }
-        };
+        queues.partition_count = Some((version, count));
         Some((queues, count))
     }
 
@@ -447,7 +442,7 @@ pub(super) fn close_open_batch(inner: &Inner, queue: &mut PartitionQueue) {
 mod tests {
     use proptest::prelude::*;
 
-    use super::{Queues, Random, another_partition};
+    use super::{PartitionQueues, Queues, Random, another_partition};
 
     #[test]
     fn each_topic_keeps_its_own_queues_whichever_was_looked_up_last() {
@@ -464,6 +459,21 @@ mod tests {
             assert_eq!(queue.next_sequence, sequence, "topic {topic}");
         }
         assert_eq!(queues.iter_mut().count(), 3);
+    }
+
+    #[test]
+    fn partition_queues_are_found_by_number_and_only_those_added_are_listed() {
+        let mut queues = PartitionQueues::default();
+        queues.get_or_insert(3).next_sequence = 3;
+        queues.get_or_insert(1).next_sequence = 1;
+        for absent in [-1, 0, 2, 4] {
+            assert!(queues.get_mut(absent).is_none(), "partition {absent}");
+        }
+        assert_eq!(queues.get_or_insert(3).next_sequence, 3);
+        let listed: Vec<_> = (queues.iter_mut())
+            .map(|(partition, queue)| (partition, queue.next_sequence))
+            .collect();
+        assert_eq!(listed, [(1, 1), (3, 3)]);
     }
 
     #[test]

@@ -61,6 +61,24 @@ pub use config::{Acks, ProducerConfig, ProducerRecord, RecordMetadata};
 pub use delivery::DeliveryFuture;
 pub(crate) use sender::PRODUCE_VERSION_MAX;
 
+/// `record`'s topic's queues in `partitions`, with how many partitions it
+/// has: `count` when asked for outside the lock, else the count kept
+/// beside its queues. None when that count is not known or does not hold
+/// the partition the record names (it must be asked for).
+fn counted<'q>(
+    partitions: &'q mut Queues,
+    record: &ProducerRecord,
+    count: Option<i32>,
+    cluster: &Cluster,
+) -> Option<(&'q mut accumulator::TopicQueues, i32)> {
+    match count {
+        Some(count) => Some((partitions.topic(&record.topic), count)),
+        None => partitions
+            .counted_topic(&record.topic, cluster)
+            .filter(|&(_, count)| count > 0 && record.partition.is_none_or(|p| p < count)),
+    }
+}
+
 /// What [`Producer::enqueue`] did with a record.
 enum Enqueued {
     Queued(DeliveryFuture),
@@ -181,7 +199,9 @@ impl Producer {
                     must_fit = false;
                 }
                 Enqueued::CountUnknown => {
-                    count = Some(self.checked_partition_count(&record).await?)
+                    count = Some(self.checked_partition_count(&record).await?);
+                    // Room seen before that wait may be gone.
+                    must_fit = true;
                 }
             }
         }
@@ -209,9 +229,9 @@ impl Producer {
     /// Queues `new` (of `record`, `record_bytes` long) in its partition's
     /// open batch, waking the sender when a batch closes or a new one
     /// opens. Its topic has `count` partitions, or (None) as many as are
-    /// kept beside its queues. Queues nothing when `must_fit` and the
-    /// buffer has no room for it, or when that count is not known or
-    /// does not hold the partition the record names.
+    /// kept beside its queues. Queues nothing when that count is not known
+    /// or does not hold the partition the record names, or when `must_fit`
+    /// and the buffer has no room for it.
     fn enqueue(
         &self,
         record: &ProducerRecord,
@@ -227,23 +247,18 @@ impl Producer {
             if state.closing {
                 return Err(ClientError::Closed);
             }
-            if must_fit && !self.inner.fits(&state, record_bytes) {
-                return Ok(Enqueued::NoRoom);
-            }
+            let no_room = must_fit && !self.inner.fits(&state, record_bytes);
             let State {
                 partitions, random, ..
             } = &mut *state;
-            let (topic, count) = match count {
-                Some(count) => (partitions.topic(&record.topic), count),
-                None => match partitions.counted_topic(&record.topic, &self.inner.cluster) {
-                    Some((topic, count))
-                        if count > 0 && record.partition.is_none_or(|p| p < count) =>
-                    {
-                        (topic, count)
-                    }
-                    _ => return Ok(Enqueued::CountUnknown),
-                },
+            // A topic not known fails before any wait for room.
+            let Some((topic, count)) = counted(partitions, record, count, &self.inner.cluster)
+            else {
+                return Ok(Enqueued::CountUnknown);
             };
+            if no_room {
+                return Ok(Enqueued::NoRoom);
+            }
             let partition = match (record.partition, &record.key) {
                 (Some(p), _) if (0..count).contains(&p) => p,
                 (Some(p), _) => {
