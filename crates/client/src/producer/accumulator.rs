@@ -22,7 +22,7 @@ use strata_record::BatchBuilder;
 /// records by doubling copied nearly a megabyte into freshly faulted
 /// pages, a tenth of a producing thread's samples. (Reserving just what
 /// the last one held, a batch that lingered a little longer than the last
-/// grew: 36 batches in 46.)
+/// grew: 36 growths in 46 batches.)
 pub(super) const FIRST_BATCH_RESERVE_BYTES: usize = 64 << 10;
 /// Most bytes a record adds to a batch beyond its key, value and headers
 /// (length, attributes, deltas and header count varints).
