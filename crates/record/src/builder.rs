@@ -235,10 +235,7 @@ impl BatchBuilder {
 
 /// Bytes `write_nullable(bytes)` takes.
 fn nullable_len(bytes: Option<&[u8]>) -> Result<usize> {
-    Ok(match bytes {
-        None => varint_len(-1),
-        Some(bytes) => varint_len(length_i32(bytes.len())?) + bytes.len(),
-    })
+    Ok(varint_len(nullable_length(bytes)?) + bytes.map_or(0, <[u8]>::len))
 }
 
 /// The length a nullable field is written with: -1 for null.
@@ -247,12 +244,9 @@ fn nullable_length(bytes: Option<&[u8]>) -> Result<i32> {
 }
 
 fn write_nullable(out: &mut Vec<u8>, bytes: Option<&[u8]>) -> Result<()> {
-    match bytes {
-        None => write_varint(out, -1),
-        Some(bytes) => {
-            write_varint(out, length_i32(bytes.len())?);
-            out.extend_from_slice(bytes);
-        }
+    write_varint(out, nullable_length(bytes)?);
+    if let Some(bytes) = bytes {
+        out.extend_from_slice(bytes);
     }
     Ok(())
 }

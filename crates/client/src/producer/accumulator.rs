@@ -112,8 +112,10 @@ pub(super) struct TopicQueues {
 /// A topic's queues by partition number: partitions run from 0, so a
 /// queue is found by indexing, not hashing. Measured reason (`strata bench
 /// produce`, 100-byte keyless records, `callgrind` on the producing
-/// thread): a keyless record looked its partition up twice, and with a
-/// hash map the two lookups took ~50 instructions per record.
+/// thread): a keyless record looks its partition's queue up twice (the
+/// sticky choice, then queueing); this and the quarter more a batch
+/// reserves (which spared ~33 instructions of buffer growth) took the
+/// thread from 1,133 to 1,050 instructions per record.
 #[derive(Default)]
 pub(super) struct PartitionQueues(Vec<Option<PartitionQueue>>);
 
