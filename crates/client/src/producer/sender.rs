@@ -57,6 +57,14 @@ pub(super) async fn run_sender(inner: Arc<Inner>) {
                     by_leader.entry(node).or_default().push(sending);
                 }
                 Ok(_) => hold_back(&inner, sending),
+                // A metadata answer without the topic (a broker that has
+                // not heard of it yet, leaders moving) is retried like
+                // any other lost leader, as Kafka's producer retries
+                // UNKNOWN_TOPIC_OR_PARTITION; a topic that is gone fails
+                // its batches once the retries are used up.
+                Err(error @ ClientError::UnknownTopic(_)) => {
+                    requeue_or_fail_as(&inner, sending, error, true);
+                }
                 Err(error) => requeue_or_fail(&inner, sending, error),
             }
         }
