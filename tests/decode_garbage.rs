@@ -136,12 +136,18 @@ fn decode_everything(bytes: &[u8]) {
     }
     if let Ok(records) = batch.records(DECOMPRESSED_BYTES_MAX) {
         let _ = records.len();
+        // A cursor reading keys alone, as a task's prefetch runs ahead,
+        // agrees with the records read whole for as long as those read.
+        let mut keys = records.cursor();
+        let section = records.section();
         for record in records.iter() {
             let Ok(record) = record else { break };
+            assert_eq!(keys.next_key(section), Some(record.key));
             for header in record.headers() {
                 let _ = (header.key.len(), header.value.map(<[u8]>::len));
             }
         }
+        while keys.next_key(section).is_some() {}
     }
     let _ = batch.validate_records(DECOMPRESSED_BYTES_MAX);
 }

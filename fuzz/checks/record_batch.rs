@@ -45,15 +45,20 @@ pub fn check(data: &[u8]) {
     let mut well_formed = 0usize;
     let mut failed = false;
     if let Ok(records) = batch.records(DECOMPRESSED_BYTES_MAX) {
+        // Keys read alone agree with the records read whole, as long as
+        // those read.
+        let mut keys = records.cursor();
         for record in records.iter() {
             match record {
                 Ok(record) => {
                     well_formed += 1;
                     assert_eq!(record.headers().count(), record.header_count());
+                    assert_eq!(keys.next_key(records.section()), Some(record.key));
                 }
                 Err(_) => failed = true,
             }
         }
+        while keys.next_key(records.section()).is_some() {}
     }
     if batch.validate_records(DECOMPRESSED_BYTES_MAX).is_ok() {
         assert!(!failed);

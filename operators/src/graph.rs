@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use strata_record::codec::Codec;
-use strata_runtime::{App, Context, ProcessError, Processor, Record};
+use strata_runtime::{App, Context, ProcessError, RawProcessor, RawRecord};
 
 use crate::item::{Data, Item};
 use crate::operator::{BoxOp, Next, Operator};
@@ -41,15 +41,13 @@ pub(crate) type Make = Arc<dyn Fn(Vec<AnyOp>) -> AnyOp + Send + Sync>;
 /// output topic).
 pub(crate) type Declare = Arc<dyn Fn(App) -> App + Send + Sync>;
 
-/// A source as a task calls it: the record as the runtime decoded it
-/// (raw bytes), decoded here with the source topic's codecs.
+/// A source as a task calls it: the record's key and value bytes as the
+/// log holds them, borrowed from the fetched batch, decoded here with the
+/// source topic's codecs.
 pub(crate) trait Source: Send {
     fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
-    fn push(
-        &mut self,
-        record: Record<Vec<u8>, Vec<u8>>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError>;
+    /// A record of the source's topic, its timestamp the context's.
+    fn push(&mut self, record: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
 
     /// The source as its concrete type, for a segment that reads only it
     /// (see [`Typed`]).
@@ -60,7 +58,8 @@ pub(crate) type BoxSource = Box<dyn Source>;
 
 /// Registers a segment whose only source is this node as a processor of
 /// the source's own types and codecs: the runtime then decodes each
-/// record straight into them, with no raw copy in between.
+/// record into them itself, and its checks see the segment's input
+/// types (a typed input, a topic written with other types or codecs).
 pub(crate) type Typed = Arc<dyn Fn(App, &str, Arc<Frozen>) -> App + Send + Sync>;
 
 /// How a node's built operator is shared among several parents.
@@ -357,7 +356,10 @@ impl Frozen {
     }
 }
 
-impl Processor<Vec<u8>, Vec<u8>> for SegmentProcessor {
+/// The segment's sources read the record's bytes where the task fetched
+/// them: each decodes the key and value with its topic's codecs, with no
+/// copy in between (see `strata_runtime::RawProcessor`).
+impl RawProcessor for SegmentProcessor {
     fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         self.sources.iter_mut().try_for_each(|(_, s)| s.init(ctx))
     }
@@ -365,20 +367,13 @@ impl Processor<Vec<u8>, Vec<u8>> for SegmentProcessor {
     #[inline]
     fn process(
         &mut self,
-        record: Record<Vec<u8>, Vec<u8>>,
+        record: RawRecord<'_>,
         ctx: &mut Context<'_>,
     ) -> Result<(), ProcessError> {
-        let topic = ctx.topic();
-        let mut reading = self.sources.iter().filter(|(t, _)| *t == topic).count();
-        for (t, source) in &mut self.sources {
-            if *t != ctx.topic() {
-                continue;
+        for (topic, source) in &mut self.sources {
+            if *topic == ctx.topic() {
+                source.push(record, ctx)?;
             }
-            reading -= 1;
-            if reading == 0 {
-                return source.push(record, ctx);
-            }
-            source.push(record.clone(), ctx)?;
         }
         Ok(())
     }

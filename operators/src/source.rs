@@ -2,8 +2,8 @@
 //! decoded with its codecs.
 
 use serde::de::DeserializeOwned;
-use strata_record::codec::Codec;
-use strata_runtime::{Context, ProcessError, Processor, Record};
+use strata_record::codec::{Codec, Part};
+use strata_runtime::{Context, ProcessError, Processor, RawRecord, Record};
 
 use crate::graph::{SegmentProcessor, Source};
 use crate::item::{Data, Item};
@@ -34,18 +34,17 @@ where
     }
 
     #[inline]
-    fn push(
-        &mut self,
-        record: Record<Vec<u8>, Vec<u8>>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
+    fn push(&mut self, record: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         let (key_codec, value_codec) = self.codecs;
         // A null key or value decodes from zero bytes, as the runtime
         // decodes a hand-written processor's input.
+        let undecodable = |part| move |error| ProcessError::undecodable(part, error);
         let item = Item {
-            key: key_codec.decode(&record.key)?,
-            value: value_codec.decode(&record.value)?,
-            timestamp: record.timestamp,
+            key: (key_codec.decode(record.key.unwrap_or_default()))
+                .map_err(undecodable(Part::Key))?,
+            value: (value_codec.decode(record.value.unwrap_or_default()))
+                .map_err(undecodable(Part::Value))?,
+            timestamp: ctx.timestamp(),
         };
         self.next.push(item, ctx)
     }

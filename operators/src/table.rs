@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use strata_record::codec::Codec;
-use strata_runtime::{App, Context, ProcessError, Record, Store};
+use strata_record::codec::{Codec, Part};
+use strata_runtime::{App, Context, ProcessError, RawRecord, Store};
 
 use crate::graph::{Source, make_op, make_source, share};
 use crate::item::{Data, Item};
@@ -71,21 +71,23 @@ where
         self
     }
 
-    fn push(
-        &mut self,
-        record: Record<Vec<u8>, Vec<u8>>,
-        ctx: &mut Context<'_>,
-    ) -> Result<(), ProcessError> {
-        let key: K = self.codecs.0.decode(&record.key)?;
-        let value = if record.is_tombstone() {
-            ctx.delete(self.store, &key)?;
-            None
-        } else {
-            let value: V = self.codecs.1.decode(&record.value)?;
-            ctx.put(self.store, &key, &value)?;
-            Some(value)
+    fn push(&mut self, record: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
+        let undecodable = |part| move |error| ProcessError::undecodable(part, error);
+        let key: K = (self.codecs.0.decode(record.key.unwrap_or_default()))
+            .map_err(undecodable(Part::Key))?;
+        // A null value, a tombstone, deletes the key.
+        let value = match record.value {
+            None => {
+                ctx.delete(self.store, &key)?;
+                None
+            }
+            Some(bytes) => {
+                let value: V = (self.codecs.1.decode(bytes)).map_err(undecodable(Part::Value))?;
+                ctx.put(self.store, &key, &value)?;
+                Some(value)
+            }
         };
-        let timestamp = record.timestamp;
+        let timestamp = ctx.timestamp();
         self.next.push(
             Item {
                 key,

@@ -8,6 +8,7 @@ const VARLONG_BYTES_MAX: usize = 10;
 
 /// Reads a zig-zag varint from the front of `buf`, returning it and the bytes
 /// consumed, or `None` if `buf` ends first or the encoding is overlong.
+#[inline]
 pub fn read_varint(buf: &[u8]) -> Option<(i32, usize)> {
     let (raw, used) = read_unsigned(buf, VARINT_BYTES_MAX)?;
     let raw = u32::try_from(raw).ok()?;
@@ -15,12 +16,30 @@ pub fn read_varint(buf: &[u8]) -> Option<(i32, usize)> {
 }
 
 /// Reads a zig-zag varlong from the front of `buf`.
+#[inline]
 pub fn read_varlong(buf: &[u8]) -> Option<(i64, usize)> {
     let (raw, used) = read_unsigned(buf, VARLONG_BYTES_MAX)?;
     Some((((raw >> 1) as i64) ^ -((raw & 1) as i64), used))
 }
 
+/// A record's varints are mostly one or two bytes (lengths under 64 and
+/// 8,192, deltas inside a batch): those are read inline, the longer ones
+/// by the loop. Measured under callgrind on the operators bench's join,
+/// reading a 100-byte record whole took about 365 instructions with the
+/// loop for every varint, 340 with this.
+#[inline]
 fn read_unsigned(buf: &[u8], bytes_max: usize) -> Option<(u64, usize)> {
+    match *buf {
+        [first, ..] if first < 0x80 => Some((u64::from(first), 1)),
+        [first, second, ..] if second < 0x80 => {
+            Some((u64::from(first & 0x7f) | u64::from(second) << 7, 2))
+        }
+        _ => read_unsigned_long(buf, bytes_max),
+    }
+}
+
+#[inline(never)]
+fn read_unsigned_long(buf: &[u8], bytes_max: usize) -> Option<(u64, usize)> {
     let mut value = 0u64;
     for (i, &byte) in buf.iter().take(bytes_max).enumerate() {
         value |= u64::from(byte & 0x7f) << (7 * i);
@@ -188,6 +207,22 @@ mod tests {
             write_varlong(&mut buf, value);
             assert_eq!(buf.len(), varlong_len(value));
             assert_eq!(read_varlong(&buf), Some((value, buf.len())));
+        }
+    }
+
+    proptest::proptest! {
+        /// The inline reads of one- and two-byte varints read what the
+        /// loop reads, from any bytes.
+        #[test]
+        fn short_varints_read_inline_as_the_loop_reads_them(
+            bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..12),
+        ) {
+            for bytes_max in [VARINT_BYTES_MAX, VARLONG_BYTES_MAX] {
+                proptest::prop_assert_eq!(
+                    read_unsigned(&bytes, bytes_max),
+                    read_unsigned_long(&bytes, bytes_max)
+                );
+            }
         }
     }
 

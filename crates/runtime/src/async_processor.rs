@@ -27,9 +27,9 @@ use serde::de::DeserializeOwned;
 use strata_record::codec::Codec;
 
 use super::context::{Context, Position};
-use super::erased::{ErasedProcessor, Prepare, RawRecord};
+use super::erased::{ErasedProcessor, Prepare};
 use super::process_error::{ProcessError, UndecodableInput};
-use super::record::Record;
+use super::record::{RawRecord, Record};
 use super::timer::Timer;
 
 /// How many `prepare` calls run at a time unless the processor says.

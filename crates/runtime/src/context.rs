@@ -408,22 +408,22 @@ impl Context<'_> {
                 debug_assert_eq!(self.state.stores()[index], store.name());
                 Ok(index)
             }
-            Some(index) => {
-                let spec = &self.stores[index];
-                Err(ProcessError::msg(format!(
-                    "store {:?} holds {} → {} ({} / {} codecs), not {} → {} ({} / {})",
-                    spec.name,
-                    spec.key_type_name,
-                    spec.value_type_name,
-                    spec.key_codec.name(),
-                    spec.value_codec.name(),
-                    std::any::type_name::<K>(),
-                    std::any::type_name::<V>(),
-                    store.key_codec().name(),
-                    store.value_codec().name(),
-                )))
-            }
-            None => Err(ProcessError::msg(format!(
+            found => Err(self.unusable_store(store, found)),
+        }
+    }
+
+    /// Why `store` cannot be used: declared with other types or codecs
+    /// (at `found`), or not declared. Out of line, so that every get and
+    /// put does not set up room for the message.
+    #[cold]
+    #[inline(never)]
+    fn unusable_store<K: 'static, V: 'static>(
+        &self,
+        store: &Store<K, V>,
+        found: Option<usize>,
+    ) -> ProcessError {
+        let Some(index) = found else {
+            return ProcessError::msg(format!(
                 "no store {:?} declared for processor {:?} (declared: {}): declare it with .store(..) after .processor({:?}, ..)",
                 store.name(),
                 self.processor,
@@ -433,8 +433,21 @@ impl Context<'_> {
                     .collect::<Vec<_>>()
                     .join(", "),
                 self.processor,
-            ))),
-        }
+            ));
+        };
+        let spec = &self.stores[index];
+        ProcessError::msg(format!(
+            "store {:?} holds {} → {} ({} / {} codecs), not {} → {} ({} / {})",
+            spec.name,
+            spec.key_type_name,
+            spec.value_type_name,
+            spec.key_codec.name(),
+            spec.value_codec.name(),
+            std::any::type_name::<K>(),
+            std::any::type_name::<V>(),
+            store.key_codec().name(),
+            store.value_codec().name(),
+        ))
     }
 
     #[cold]

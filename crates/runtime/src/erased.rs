@@ -1,7 +1,7 @@
 //! A processor with its record types erased, as a task calls it: raw
 //! records in, the typed processor called directly (no future per record).
-//! The typed adapters are beside their traits (`processor`,
-//! `async_processor`).
+//! The adapters are beside their traits (`processor`, `async_processor`,
+//! `raw_processor`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,21 +11,16 @@ use strata_record::codec::Codec;
 
 use super::context::{Context, Position};
 use super::process_error::ProcessError;
+use super::record::RawRecord;
 use super::timer::Timer;
-
-/// A record's key and value as read from the log, before decoding; the
-/// rest of the record is the context's position.
-pub(crate) struct RawRecord<'a> {
-    pub key: Option<&'a [u8]>,
-    pub value: Option<&'a [u8]>,
-}
 
 /// Work a processor does over the records of a batch before the task
 /// applies them one by one (an async processor's lookups).
 pub(crate) type Prepare<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
-/// A processor with its record types erased: decodes raw records with the
-/// input codecs and calls the typed processor, directly.
+/// A processor with its record types erased: takes raw records, decodes
+/// them with the input codecs (a raw processor's adapter does not), and
+/// calls the processor, directly.
 pub(crate) trait ErasedProcessor: Send {
     fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
 

@@ -35,8 +35,10 @@
 //! - an [`AsyncProcessor`] only when a record needs I/O that must be
 //!   awaited (a lookup in an external service): its `prepare` runs for
 //!   several records at a time without the context, its `apply` in order
-//!   with it. The other two are called directly by the task, with nothing
-//!   allocated per record, and are the faster ones.
+//!   with it. The others are called directly by the task, with nothing
+//!   allocated per record, and are the faster ones;
+//! - a [`RawProcessor`] for code that decodes records itself: it gets
+//!   each record's key and value bytes where the task fetched them.
 //!
 //! The modules:
 //!
@@ -45,8 +47,10 @@
 //!   input as the builder takes it (a name, or a `Topic` checked against the
 //!   processor and the topic's writers).
 //! - [`processor`]: the `Processor` trait and what `App::processor` takes;
-//!   `async_processor`: `AsyncProcessor`; `erased`: a processor as a task
-//!   calls it; `record`: `Record`; `process_error`: `ProcessError`.
+//!   `async_processor`: `AsyncProcessor`; `raw_processor`: `RawProcessor`,
+//!   records' bytes as the log holds them; `erased`: a processor as a task
+//!   calls it; `record`: `Record` and `RawRecord`; `process_error`:
+//!   `ProcessError`.
 //! - [`context`]: `Context` (position, store reads and writes, scans, emit,
 //!   timers).
 //! - [`timer`]: `TimeDomain` and `Timer`; the timer store's layout and when
@@ -97,6 +101,7 @@ pub mod processor;
 mod processor_spec;
 mod progress;
 mod provenance;
+mod raw_processor;
 mod record;
 mod spec;
 pub mod state;
@@ -132,7 +137,8 @@ pub use ops::{
 pub use process_error::ProcessError;
 pub use processor::{IntoProcessor, Processor};
 pub use provenance::Provenance;
-pub use record::{Record, RecordHeader};
+pub use raw_processor::RawProcessor;
+pub use record::{RawRecord, Record, RecordHeader};
 pub use state::{Entry, OutboxBatch, StateError, TaskState};
 pub use task::StartAt;
 #[doc(hidden)]

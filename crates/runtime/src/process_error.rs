@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use strata_record::codec::{CodecError, Part};
+
 type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Why a processor could not handle a record: it stops the task, and the
@@ -18,6 +20,18 @@ impl ProcessError {
     /// An error with the processor's own message.
     pub fn msg(message: impl fmt::Display) -> Self {
         Self(message.to_string().into())
+    }
+
+    /// An input record's key or value (`part`) that does not decode: a
+    /// failure of kind `decode` for the error policies (see `OnError`),
+    /// as when the runtime decodes a processor's input. For a
+    /// [`RawProcessor`](crate::RawProcessor), which decodes its own.
+    pub fn undecodable(part: Part, error: CodecError) -> Self {
+        let what = match part {
+            Part::Key => "key",
+            Part::Value => "value",
+        };
+        UndecodableInput { what, error }.into()
     }
 
     /// The error as it was raised, to look at its type.
@@ -37,7 +51,7 @@ impl ProcessError {
 pub(crate) struct UndecodableInput {
     /// `key` or `value`.
     pub what: &'static str,
-    pub error: strata_record::codec::CodecError,
+    pub error: CodecError,
 }
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for ProcessError {

@@ -3,7 +3,9 @@
 //! decoded with the processor's input codecs) and a [`Context`] (the
 //! record's position, the processor's stores, `emit` to derived topics).
 //!
-//! Three forms, all given to [`App::processor`](super::App::processor):
+//! Three forms, all given to [`App::processor`](super::App::processor)
+//! (and a fourth for code that decodes records itself,
+//! [`RawProcessor`](super::RawProcessor)):
 //!
 //! - **A function or closure** `fn(Record<K, V>, &mut Context) ->
 //!   Result<(), ProcessError>`: the common case. The runtime clones it for
@@ -44,9 +46,9 @@ use strata_record::codec::Codec;
 
 use super::async_processor::{AsyncAdapter, AsyncProcessor};
 use super::context::{Context, Position};
-use super::erased::{ErasedProcessor, Factory, RawRecord, no_on_timer};
+use super::erased::{ErasedProcessor, Factory, no_on_timer};
 use super::process_error::{ProcessError, UndecodableInput};
-use super::record::Record;
+use super::record::{RawRecord, Record};
 use super::timer::Timer;
 
 /// A processor with fields, or with `init` and `close`. One instance runs
@@ -82,8 +84,9 @@ pub trait Processor<K, V>: Send + 'static {
 }
 
 /// What [`App::processor`](super::App::processor) takes: a function or
-/// closure, a factory of [`Processor`]s or a factory of
-/// [`AsyncProcessor`]s. `M` tells the three apart; it is inferred.
+/// closure, or a factory of [`Processor`]s, of [`AsyncProcessor`]s or of
+/// [`RawProcessor`](super::RawProcessor)s. `M` tells the four apart; it is
+/// inferred.
 pub trait IntoProcessor<K, V, M>: Send + Sync + 'static {
     #[doc(hidden)]
     fn into_factory(self) -> ProcessorFactory;
@@ -103,6 +106,9 @@ pub struct FnMarker<K, V>(PhantomData<fn(K, V)>);
 pub struct ProcessorMarker<P>(PhantomData<fn() -> P>);
 /// [`IntoProcessor`] for factories of [`AsyncProcessor`]s.
 pub struct AsyncMarker<P>(PhantomData<fn() -> P>);
+/// [`IntoProcessor`] for factories of [`RawProcessor`](super::RawProcessor)s
+/// (the impl is beside the trait, in `raw_processor`).
+pub struct RawMarker<P>(pub(crate) PhantomData<fn() -> P>);
 
 impl<K, V, F> IntoProcessor<K, V, FnMarker<K, V>> for F
 where

@@ -1,5 +1,7 @@
 //! [`Record`]: one input record as a processor receives it, its key and
-//! value decoded with the processor's input codecs.
+//! value decoded with the processor's input codecs; [`RawRecord`], the
+//! same record's key and value as the log holds them, what a
+//! [`RawProcessor`](super::RawProcessor) receives.
 
 /// A record header: a string key and an optional value.
 pub type RecordHeader = (String, Option<Vec<u8>>);
@@ -11,6 +13,16 @@ pub(crate) fn last_header_text(headers: &[RecordHeader], name: &str) -> Option<S
         .find(|(n, _)| n == name)
         .and_then(|(_, v)| v.as_deref())
         .map(|v| String::from_utf8_lossy(v).into_owned())
+}
+
+/// An input record's key and value as the log holds them (None: null),
+/// borrowed from the fetched batch for the length of one call. Its topic,
+/// partition, offset, timestamp and headers are the context's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RawRecord<'a> {
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
 }
 
 /// One input record with its key and value decoded. Its topic is the

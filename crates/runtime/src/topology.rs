@@ -84,7 +84,8 @@ impl App {
     /// or an [`AsyncProcessor`](super::AsyncProcessor) (called for every
     /// task). Its input keys and values are decoded as `K` and `V` with the
     /// raw codec (strings and bytes) unless [`App::input_codecs`] says
-    /// otherwise.
+    /// otherwise. A factory of a [`RawProcessor`](super::RawProcessor)
+    /// gets them undecoded (its `K` and `V` are `Vec<u8>`).
     pub fn processor<K: 'static, V: 'static, M>(
         mut self,
         name: &str,
@@ -120,14 +121,15 @@ impl App {
         self
     }
 
-    /// Declares timers for the last processor (a [`Processor`] or an
-    /// [`AsyncProcessor`] with `on_timer`): its timer store,
+    /// Declares timers for the last processor (a [`Processor`], an
+    /// [`AsyncProcessor`] or a [`RawProcessor`] with `on_timer`): its timer store,
     /// `<processor>.timers`, committed with its other stores and with a
     /// changelog when they have one (see `runtime::timer`). A function
     /// processor declares them with [`App::on_timer`] instead.
     ///
     /// [`Processor`]: super::Processor
     /// [`AsyncProcessor`]: super::AsyncProcessor
+    /// [`RawProcessor`]: super::RawProcessor
     pub fn timers(mut self) -> Self {
         let taken: Vec<String> = (self.processors.iter())
             .flat_map(|p| p.stores.iter().map(|s| s.name.clone()))

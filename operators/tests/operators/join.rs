@@ -12,8 +12,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use proptest::prelude::*;
+use strata::codec::Codec;
 use strata::log::{LogConfig, LogManager};
 use strata::record::{BatchBuilder, Compression, NewRecord};
+use strata::runtime::{Location, OnError};
 use strata_operators::{Pipeline, Topic};
 use support::Rec;
 
@@ -170,4 +172,82 @@ fn a_stream_re_keyed_before_a_join_is_repartitioned_by_the_tables_key_encoding()
     assert_eq!(got, ["u1 Ada /a", "u1 Ada /b"]);
     let internal = support::read(data, "rekeyed-join-2-raw-repartition");
     assert_eq!(internal.iter().map(Vec::len).sum::<usize>(), 3);
+}
+
+const ORDERS: Topic<String, u64> = Topic::new("orders").codecs(Codec::Raw, Codec::Json);
+const PRICED: Topic<String, String> = Topic::new("priced");
+
+/// A segment reading two topics (the orders keyed as the table is, so no
+/// repartition splits them) decodes each record itself: a value that
+/// does not decode is a `decode` failure, dead-lettered as the runtime's
+/// own decoding would have it, and the records around it are joined.
+#[test]
+fn an_undecodable_record_of_a_join_is_dead_lettered_as_a_decode_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let base = support::base_ms();
+    let users = [Rec::text("u1", "Ann", base)];
+    support::append(&data, "users", 1, 0, &users);
+    let orders = [
+        Rec::text("u1", "5", base + 1),
+        Rec::text("u1", "not json", base + 2),
+        Rec::text("u1", "7", base + 3),
+    ];
+    support::append(&data, "orders", 1, 0, &orders);
+    let pipeline = Pipeline::new("pricing");
+    let users = pipeline.table(USERS);
+    (pipeline.from(ORDERS))
+        .left_join(&users, |_, cents, name: Option<String>| {
+            format!("{} {cents}", name.unwrap_or_default())
+        })
+        .to(PRICED);
+    let app = pipeline.app().unwrap().on_error(OnError::dead_letter());
+    support::run(&app, &data);
+    let priced: Vec<String> = support::read(&data, "priced")[0]
+        .iter()
+        .map(Rec::value_text)
+        .collect();
+    assert_eq!(priced, ["Ann 5", "Ann 7"]);
+    let location = Location::embedded(&data, app.name());
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let letters = runtime
+        .block_on(strata::runtime::ops::dead_letters(&app, &location, None))
+        .unwrap();
+    let letters: Vec<_> = letters.iter().flat_map(|d| &d.letters).collect();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    assert_eq!(letters[0].kind, "decode", "{}", letters[0].error);
+    assert_eq!(letters[0].value.as_deref(), Some(&b"not json"[..]));
+}
+
+/// One topic read by two sources of one segment: each source gets every
+/// record.
+#[test]
+fn a_topic_read_twice_in_one_segment_reaches_both_sources() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let base = support::base_ms();
+    let views = [
+        Rec::text("u1", "home", base),
+        Rec::text("u2", "cart", base + 1),
+    ];
+    support::append(&data, "views", 1, 0, &views);
+    let pipeline = Pipeline::new("twice");
+    let shouted = pipeline.from(VIEWS).map_values(|page| page.to_uppercase());
+    pipeline.from(VIEWS).merge(&shouted).to(LEFT);
+    support::run(&pipeline.app().unwrap(), &data);
+    let mut seen: Vec<(String, String)> = support::read(&data, "left")[0]
+        .iter()
+        .map(|r| (r.key_text(), r.value_text()))
+        .collect();
+    seen.sort();
+    let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+    assert_eq!(
+        seen,
+        [
+            pair("u1", "HOME"),
+            pair("u1", "home"),
+            pair("u2", "CART"),
+            pair("u2", "cart")
+        ]
+    );
 }

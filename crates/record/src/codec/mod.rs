@@ -149,7 +149,7 @@ impl Codec {
         }
         if matches!(self, Self::Raw | Self::Utf8)
             && wanted == TypeId::of::<String>()
-            && let Ok(text) = std::str::from_utf8(bytes)
+            && let Ok(text) = text_of(bytes)
         {
             let mut slot = Some(text.to_string());
             if let Some(value) = (&mut slot as &mut dyn Any).downcast_mut::<Option<T>>() {
@@ -190,6 +190,20 @@ impl Codec {
             }
         }
     }
+}
+
+/// `bytes` as text (a `String` key or value). Keys are mostly short and
+/// ASCII, which the standard check walks a byte at a time when short:
+/// about 110 instructions per 10-byte key, measured under callgrind on the
+/// operators bench's join. Checked a word at a time for ASCII first, about
+/// 17.
+#[inline]
+fn text_of(bytes: &[u8]) -> Result<&str, std::str::Utf8Error> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII bytes are UTF-8.
+        return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
+    }
+    std::str::from_utf8(bytes)
 }
 
 #[cfg(test)]
@@ -256,6 +270,20 @@ mod tests {
         assert!(Codec::Raw.decode::<[u8; 3]>(&[1, 2]).is_err());
         let empty: Vec<u8> = Vec::new();
         assert_eq!(Codec::Raw.encode(&empty).unwrap(), empty);
+    }
+
+    proptest::proptest! {
+        /// Text is taken as the standard check takes it, from any bytes:
+        /// ASCII, other UTF-8 and bytes that are not text.
+        #[test]
+        fn text_is_checked_as_the_standard_check_does(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![0u8..0x80, proptest::num::u8::ANY], 0..40),
+            text in ".{0,12}",
+        ) {
+            proptest::prop_assert_eq!(text_of(&bytes), std::str::from_utf8(&bytes));
+            proptest::prop_assert_eq!(text_of(text.as_bytes()), Ok(text.as_str()));
+        }
     }
 
     #[test]

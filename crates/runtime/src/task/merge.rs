@@ -272,9 +272,8 @@ impl Task {
     /// Asks for the store entries of the record at `ahead`'s key, and moves
     /// it on.
     fn prefetch_next(&mut self, ahead: &mut RecordCursor, section: &[u8]) {
-        if let Some(Ok(record)) = ahead.next(section) {
-            let key = record.key.unwrap_or_default();
-            self.prefetch.ahead(&self.state, key);
+        if let Some(key) = ahead.next_key(section) {
+            self.prefetch.ahead(&self.state, key.unwrap_or_default());
         }
     }
 

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::context::{Context, Position};
-use crate::erased::RawRecord;
 use crate::error::{RuntimeError, Unreadable};
 use crate::log_access::{FETCH_WAIT_MAX, Fetched, LogAccess};
 use crate::provenance::Origin;
+use crate::record::RawRecord;
 use crate::state::TaskState;
 use crate::task_metrics::{KeySampler, TaskMetrics};
 use crate::timer::TimeDomain;

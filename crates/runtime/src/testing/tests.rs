@@ -234,3 +234,73 @@ fn partition_counts_and_partitions_out_of_range_are_refused() {
         "{error}"
     );
 }
+
+const RAW_ONE: Topic<Vec<u8>, Vec<u8>> = Topic::new("raw-one");
+const RAW_TWO: Topic<Vec<u8>, Vec<u8>> = Topic::new("raw-two");
+
+/// Describes each record's key and value as it came: `null`, or the bytes.
+struct Describe;
+
+impl crate::RawProcessor for Describe {
+    fn process(
+        &mut self,
+        record: crate::RawRecord<'_>,
+        ctx: &mut Context,
+    ) -> Result<(), ProcessError> {
+        let describe =
+            |bytes: Option<&[u8]>| bytes.map_or("null".to_string(), |b| format!("{b:?}"));
+        let seen = format!(
+            "{} {} {} @{}",
+            ctx.topic(),
+            describe(record.key),
+            describe(record.value),
+            ctx.timestamp()
+        );
+        ctx.emit(OUT, "seen", &seen)
+    }
+}
+
+/// Over one input and over two (a task merging its inputs by timestamp,
+/// its prefetch reading keys ahead), null and empty told apart.
+#[test]
+fn a_raw_processor_gets_keys_and_values_as_the_log_holds_them() {
+    let (one, two) = (RAW_ONE, RAW_TWO);
+    for inputs in [vec![one], vec![one, two]] {
+        let mut app = App::new("describe").processor("describe", || Describe);
+        for input in &inputs {
+            app = app.input(*input);
+        }
+        let mut driver = TestDriver::new(app.output(OUT)).unwrap();
+        let second = *inputs.last().unwrap();
+        let at = |ms| EmitOptions::default().timestamp(ms);
+        driver
+            .pipe_with(one, &vec![0xff, 0], &vec![1, 2], at(5))
+            .unwrap();
+        driver.pipe_tombstone(second, &vec![7], at(7)).unwrap();
+        driver
+            .pipe_with(one, &Vec::new(), &Vec::new(), at(6))
+            .unwrap();
+        driver.pipe_keyless(second, &vec![8], at(8)).unwrap();
+        let seen: Vec<String> = (driver.output(OUT).unwrap().into_iter())
+            .map(|r| r.value.unwrap())
+            .collect();
+        let second = second.name();
+        let expected = match inputs.len() {
+            // One input: in offset order.
+            1 => [
+                "raw-one [255, 0] [1, 2] @5".to_string(),
+                format!("{second} [7] null @7"),
+                "raw-one [] [] @6".to_string(),
+                format!("{second} null [8] @8"),
+            ],
+            // Two: in timestamp order across them.
+            _ => [
+                "raw-one [255, 0] [1, 2] @5".to_string(),
+                "raw-one [] [] @6".to_string(),
+                format!("{second} [7] null @7"),
+                format!("{second} null [8] @8"),
+            ],
+        };
+        assert_eq!(seen, expected, "{} inputs", inputs.len());
+    }
+}
