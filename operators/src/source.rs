@@ -36,18 +36,27 @@ where
     #[inline]
     fn push(&mut self, record: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         let (key_codec, value_codec) = self.codecs;
-        // A null key or value decodes from zero bytes, as the runtime
-        // decodes a hand-written processor's input.
-        let undecodable = |part| move |error| ProcessError::undecodable(part, error);
         let item = Item {
-            key: (key_codec.decode(record.key.unwrap_or_default()))
-                .map_err(undecodable(Part::Key))?,
-            value: (value_codec.decode(record.value.unwrap_or_default()))
-                .map_err(undecodable(Part::Value))?,
+            key: decode_part(key_codec, record.key, Part::Key)?,
+            value: decode_part(value_codec, record.value, Part::Value)?,
             timestamp: ctx.timestamp(),
         };
         self.next.push(item, ctx)
     }
+}
+
+/// A record's key or value (`part`) decoded with `codec`; a null one
+/// decodes from zero bytes, as the runtime decodes a hand-written
+/// processor's input. One that does not decode is a `decode` failure for
+/// the error policies.
+#[inline]
+pub(crate) fn decode_part<T: DeserializeOwned + 'static>(
+    codec: Codec,
+    bytes: Option<&[u8]>,
+    part: Part,
+) -> Result<T, ProcessError> {
+    (codec.decode(bytes.unwrap_or_default()))
+        .map_err(|error| ProcessError::undecodable(part, error))
 }
 
 /// A segment whose only source is a [`FromTopic`], as a processor of its

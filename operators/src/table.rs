@@ -25,6 +25,7 @@ use crate::graph::{Source, make_op, make_source, share};
 use crate::item::{Data, Item};
 use crate::operator::{Next, Operator};
 use crate::pipeline::Pipeline;
+use crate::source::decode_part;
 use crate::stream::Stream;
 use strata_runtime::Topic;
 
@@ -72,9 +73,7 @@ where
     }
 
     fn push(&mut self, record: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
-        let undecodable = |part| move |error| ProcessError::undecodable(part, error);
-        let key: K = (self.codecs.0.decode(record.key.unwrap_or_default()))
-            .map_err(undecodable(Part::Key))?;
+        let key: K = decode_part(self.codecs.0, record.key, Part::Key)?;
         // A null value, a tombstone, deletes the key.
         let value = match record.value {
             None => {
@@ -82,7 +81,7 @@ where
                 None
             }
             Some(bytes) => {
-                let value: V = (self.codecs.1.decode(bytes)).map_err(undecodable(Part::Value))?;
+                let value: V = decode_part(self.codecs.1, Some(bytes), Part::Value)?;
                 ctx.put(self.store, &key, &value)?;
                 Some(value)
             }

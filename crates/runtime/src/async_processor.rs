@@ -24,11 +24,11 @@ use std::task::Poll;
 
 use serde::de::DeserializeOwned;
 
-use strata_record::codec::Codec;
+use strata_record::codec::{Codec, Part};
 
 use super::context::{Context, Position};
 use super::erased::{ErasedProcessor, Prepare};
-use super::process_error::{ProcessError, UndecodableInput};
+use super::process_error::ProcessError;
 use super::record::{RawRecord, Record};
 use super::timer::Timer;
 
@@ -225,11 +225,11 @@ where
     K: DeserializeOwned + 'static,
     V: DeserializeOwned + 'static,
 {
-    let undecodable = |what| move |error| UndecodableInput { what, error };
+    let undecodable = |part| move |error| ProcessError::undecodable(part, error);
     Ok(Record {
-        key: (key_codec.decode(record.key.unwrap_or_default())).map_err(undecodable("key"))?,
+        key: (key_codec.decode(record.key.unwrap_or_default())).map_err(undecodable(Part::Key))?,
         value: (value_codec.decode(record.value.unwrap_or_default()))
-            .map_err(undecodable("value"))?,
+            .map_err(undecodable(Part::Value))?,
         key_is_null: record.key.is_none(),
         value_is_null: record.value.is_none(),
         partition,

@@ -42,12 +42,12 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 
-use strata_record::codec::Codec;
+use strata_record::codec::{Codec, Part};
 
 use super::async_processor::{AsyncAdapter, AsyncProcessor};
 use super::context::{Context, Position};
 use super::erased::{ErasedProcessor, Factory, no_on_timer};
-use super::process_error::{ProcessError, UndecodableInput};
+use super::process_error::ProcessError;
 use super::record::{RawRecord, Record};
 use super::timer::Timer;
 
@@ -233,11 +233,11 @@ where
 {
     let key = match key_codec.decode(raw.key.unwrap_or_default()) {
         Ok(key) => key,
-        Err(error) => return Err(undecodable("key", error)),
+        Err(error) => return Err(undecodable(Part::Key, error)),
     };
     let value = match value_codec.decode(raw.value.unwrap_or_default()) {
         Ok(value) => value,
-        Err(error) => return Err(undecodable("value", error)),
+        Err(error) => return Err(undecodable(Part::Value, error)),
     };
     let headers = match position.headers.is_empty() {
         true => Vec::new(),
@@ -255,9 +255,9 @@ where
     })
 }
 
-/// Why a record's `what` (key or value) did not decode.
+/// Why a record's key or value did not decode, out of line.
 #[cold]
 #[inline(never)]
-fn undecodable(what: &'static str, error: strata_record::codec::CodecError) -> ProcessError {
-    UndecodableInput { what, error }.into()
+fn undecodable(part: Part, error: strata_record::codec::CodecError) -> ProcessError {
+    ProcessError::undecodable(part, error)
 }
