@@ -173,7 +173,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         LogManager::open(&data_dir, config.log.clone())
             .with_context(|| format!("opening data directory {}", data_dir.display()))?,
     );
-    let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    let runtime = crate::broker::serving_runtime().context("starting the runtime")?;
     runtime.block_on(async {
         // Watching for signals starts before the port opens: a SIGTERM sent
         // as soon as the broker accepts connections must stop it cleanly.

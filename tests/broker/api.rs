@@ -500,6 +500,28 @@ async fn metrics_report_requests_and_partition_offsets() {
     broker.stop().await;
 }
 
+/// Activity keeps a connection open only for a while: once requests stop,
+/// it is closed.
+#[tokio::test]
+async fn a_connection_gone_quiet_after_its_requests_is_closed() {
+    let broker = InProcessBroker::start(BrokerConfig {
+        connection_idle_timeout: std::time::Duration::from_millis(100),
+        ..BrokerConfig::default()
+    })
+    .await;
+    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+    let request = frame(ApiKey::ApiVersions, 3, 7, &ApiVersionsRequest::default());
+    for _ in 0..3 {
+        assert!(exchange(&mut stream, &request).await.is_some());
+    }
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), stream.read(&mut buf))
+        .await
+        .expect("the broker closes the connection gone quiet");
+    assert_eq!(read.unwrap(), 0);
+    broker.stop().await;
+}
+
 #[tokio::test]
 async fn idle_connections_are_closed() {
     let broker = InProcessBroker::start(BrokerConfig {
@@ -513,6 +535,57 @@ async fn idle_connections_are_closed() {
         .await
         .expect("the broker closes the idle connection");
     assert_eq!(read.unwrap(), 0);
+    broker.stop().await;
+}
+
+/// A connection the idle timer finds busy each time it ends (a request
+/// read, an answer written) stays open however long it lives.
+#[tokio::test]
+async fn a_connection_with_requests_within_each_idle_timeout_stays_open() {
+    const IDLE: std::time::Duration = std::time::Duration::from_millis(1000);
+    let broker = InProcessBroker::start(BrokerConfig {
+        connection_idle_timeout: IDLE,
+        ..BrokerConfig::default()
+    })
+    .await;
+    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+    let request = frame(ApiKey::ApiVersions, 3, 7, &ApiVersionsRequest::default());
+    // Three timeouts long, a request every quarter timeout.
+    for round in 0..12 {
+        tokio::time::sleep(IDLE / 4).await;
+        let answer = exchange(&mut stream, &request).await;
+        assert!(answer.is_some(), "closed before request {round}");
+    }
+    broker.stop().await;
+}
+
+/// A fetch waiting for data past the idle timeout is in flight: its
+/// connection is not idle, and goes on reading requests after the answer.
+#[tokio::test]
+async fn a_fetch_waiting_past_the_idle_timeout_keeps_its_connection() {
+    const IDLE: std::time::Duration = std::time::Duration::from_millis(300);
+    let broker = InProcessBroker::start(BrokerConfig {
+        connection_idle_timeout: IDLE,
+        ..BrokerConfig::default()
+    })
+    .await;
+    broker
+        .log
+        .create_topic("quiet", 1, Default::default())
+        .unwrap();
+    let mut stream = TcpStream::connect(broker.addr).await.unwrap();
+    let wait_ms = i32::try_from((IDLE * 3).as_millis()).unwrap();
+    let request = fetch_request("quiet", &[0], 0, 1 << 20, wait_ms);
+    let started = std::time::Instant::now();
+    let answer = exchange(&mut stream, &frame(ApiKey::Fetch, 12, 1, &request)).await;
+    assert!(answer.is_some(), "closed while the fetch waited");
+    assert!(
+        started.elapsed() >= IDLE * 3,
+        "answered before its wait ended"
+    );
+    // Still reading: the wait was not idleness.
+    let versions = frame(ApiKey::ApiVersions, 3, 2, &ApiVersionsRequest::default());
+    assert!(exchange(&mut stream, &versions).await.is_some());
     broker.stop().await;
 }
 

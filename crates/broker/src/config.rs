@@ -92,8 +92,9 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     /// Partitions of an auto-created topic.
     pub default_partitions: i32,
-    /// A connection with no request in flight and none arriving for this
-    /// long is closed (Kafka's `connections.max.idle.ms`), so idle clients
+    /// A connection with no request in flight and none arriving is closed
+    /// after between one and two times this (one timer per connection, not
+    /// per request; Kafka's `connections.max.idle.ms`), so idle clients
     /// cannot hold every slot. Key `connection_idle_timeout_ms`.
     pub connection_idle_timeout: std::time::Duration,
     /// A request frame whose bytes stop arriving, or a response the client

@@ -45,8 +45,9 @@
 //!
 //! The connection ends on EOF or an oversized frame (after answering the
 //! requests read before it), on a request the broker cannot decode or does
-//! not serve, after `connection_idle_timeout` with nothing in flight and
-//! nothing arriving, not logged in by the login timeout ([`pre_auth`]), or
+//! not serve, after `connection_idle_timeout` (up to twice that, see
+//! [`reader`]) with nothing in flight and nothing arriving, not logged in
+//! by the login timeout ([`pre_auth`]), or
 //! at shutdown: the requests handled are answered,
 //! and requests read ahead but not begun are dropped unanswered (never
 //! handled, so a producer's retry of them cannot duplicate anything).
@@ -64,7 +65,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use tokio::sync::{Semaphore, SemaphorePermit, mpsc, watch};
 
 use super::BrokerError;
 use super::api::{self, BrokerContext, Reply};
@@ -73,9 +74,10 @@ use super::fetch_frame::Part;
 use super::listener::Endpoint;
 use super::metrics::Metrics;
 use super::transport::{ResponseWriter, TlsWriter};
+pub(crate) use handler_place::worker_woke;
 use handler_place::{Pace, run_handler};
 pub use pre_auth::{LOGIN_FRAME_BYTES_MAX, PRE_AUTH_MEMORY_BYTES_MAX};
-use reader::Reader;
+use reader::{IdleClock, Reader};
 
 /// What a connection knows of the listener it arrived on.
 pub(crate) struct Link {
@@ -106,7 +108,7 @@ pub(crate) struct RequestMemory {
 /// Bytes of request frames that may be held at once, and the metrics that
 /// show them.
 struct Budget {
-    bytes: Arc<Semaphore>,
+    bytes: Semaphore,
     /// Gauge of the bytes held.
     buffered: fn(&Metrics) -> &AtomicU64,
     /// Counter of the times a connection waited for the budget.
@@ -117,12 +119,12 @@ impl RequestMemory {
     pub(crate) fn new(request_memory_bytes_max: usize) -> Self {
         Self {
             shared: Budget {
-                bytes: Arc::new(Semaphore::new(request_memory_bytes_max)),
+                bytes: Semaphore::new(request_memory_bytes_max),
                 buffered: |m| &m.request_bytes_buffered,
                 waits: |m| &m.request_memory_waits,
             },
             pre_auth: Budget {
-                bytes: Arc::new(Semaphore::new(PRE_AUTH_MEMORY_BYTES_MAX)),
+                bytes: Semaphore::new(PRE_AUTH_MEMORY_BYTES_MAX),
                 buffered: |m| &m.pre_auth_request_bytes_buffered,
                 waits: |m| &m.pre_auth_memory_waits,
             },
@@ -130,29 +132,34 @@ impl RequestMemory {
     }
 }
 
-/// A request read and not yet answered.
-struct Request {
+/// A request read and not yet answered, holding what it took from its
+/// connection (`'c`).
+struct Request<'c> {
     frame: Bytes,
     /// The frame's share of a request memory budget, returned as soon as
     /// the request is handled.
-    memory: Held,
+    memory: Held<'c>,
     /// The connection's in-flight slot (before authentication, all of
     /// them), freed once the response is written.
-    slot: Held,
+    slot: Held<'c>,
 }
 
 /// A reservation (in-flight slots, or bytes of a request memory budget, or
 /// nothing for the small frames of a login) counted in one of the broker's
 /// gauges; both end on drop.
-struct Held {
-    _permit: Option<OwnedSemaphorePermit>,
-    _gauge: Gauge,
+///
+/// Borrowed from the connection, not shared: an `Arc` here would write a
+/// reference count per request to a cache line every core's connections
+/// write to (the broker's context, the request memory budget).
+struct Held<'c> {
+    _permit: Option<SemaphorePermit<'c>>,
+    _gauge: Gauge<'c>,
 }
 
-impl Held {
+impl<'c> Held<'c> {
     fn new(
-        ctx: &Arc<BrokerContext>,
-        permit: Option<OwnedSemaphorePermit>,
+        ctx: &'c BrokerContext,
+        permit: Option<SemaphorePermit<'c>>,
         gauge: fn(&Metrics) -> &AtomicU64,
         amount: usize,
     ) -> Self {
@@ -164,26 +171,22 @@ impl Held {
 }
 
 /// An amount added to one of the broker's gauges until dropped.
-struct Gauge {
-    ctx: Arc<BrokerContext>,
-    gauge: fn(&Metrics) -> &AtomicU64,
+struct Gauge<'c> {
+    gauge: &'c AtomicU64,
     amount: u64,
 }
 
-impl Gauge {
-    fn add(ctx: &Arc<BrokerContext>, gauge: fn(&Metrics) -> &AtomicU64, amount: u64) -> Self {
-        gauge(&ctx.metrics).fetch_add(amount, Ordering::Relaxed);
-        Self {
-            ctx: Arc::clone(ctx),
-            gauge,
-            amount,
-        }
+impl<'c> Gauge<'c> {
+    fn add(ctx: &'c BrokerContext, gauge: fn(&Metrics) -> &AtomicU64, amount: u64) -> Self {
+        let gauge = gauge(&ctx.metrics);
+        gauge.fetch_add(amount, Ordering::Relaxed);
+        Self { gauge, amount }
     }
 }
 
-impl Drop for Gauge {
+impl Drop for Gauge<'_> {
     fn drop(&mut self) {
-        (self.gauge)(&self.ctx.metrics).fetch_sub(self.amount, Ordering::Relaxed);
+        self.gauge.fetch_sub(self.amount, Ordering::Relaxed);
     }
 }
 
@@ -237,10 +240,12 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
     shutdown: watch::Receiver<bool>,
     peer: Option<SocketAddr>,
 ) {
+    // Declared before the queues: what requests borrow outlives them.
+    let slots = Semaphore::new(ctx.config.in_flight_requests_max);
+    // The responses written: activity, for the reader's idle clock.
+    let answered = AtomicU64::new(0);
     // Never full: the reader's in-flight slots bound what it queues.
     let (queue, queued) = mpsc::channel(ctx.config.in_flight_requests_max);
-    // The writer's "a response went out", which restarts the idle clock.
-    let answered = Notify::new();
     // Until a SASL connection authenticates, it reads one small frame at a
     // time.
     let authenticated = AtomicBool::new(link.sasl.is_none());
@@ -248,14 +253,22 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
         stream: reader,
         ctx: &ctx,
         memory,
-        slots: Arc::new(Semaphore::new(ctx.config.in_flight_requests_max)),
+        slots: &slots,
         queue,
         answered: &answered,
-        shutdown: shutdown.clone(),
         peer,
+        idle: IdleClock::new(ctx.config.connection_idle_timeout),
     };
     let login_timeout = link.sasl.as_ref().map(|sasl| sasl.login_timeout);
-    let reading = read_loop::read_requests(reader, &authenticated, login_timeout);
+    // At shutdown the reader is no longer polled, wherever it waits.
+    let mut reader_shutdown = shutdown.clone();
+    let reading = async {
+        tokio::select! {
+            biased;
+            () = stopped(&mut reader_shutdown) => {}
+            _ = read_loop::read_requests(reader, &authenticated, login_timeout) => {}
+        }
+    };
     let (outgoing, to_write) = mpsc::channel(ctx.config.in_flight_requests_max);
     let handling = handle_requests(
         &ctx,
@@ -286,7 +299,7 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
 }
 
 /// A handled request on its way out.
-struct Outgoing {
+struct Outgoing<'c> {
     response: Response,
     api_key: i16,
     bytes_in: u64,
@@ -294,9 +307,9 @@ struct Outgoing {
     /// The frame's share of the request memory budget, kept while the
     /// response waits (it may hold views into the frame, such as topic
     /// names).
-    memory: Option<Held>,
+    memory: Option<Held<'c>>,
     /// The request's in-flight slot, freed once the response is written.
-    slot: Held,
+    slot: Held<'c>,
 }
 
 enum Response {
@@ -316,10 +329,10 @@ enum Response {
     clippy::too_many_arguments,
     reason = "the handler's share of one connection's parts, passed once"
 )]
-async fn handle_requests(
+async fn handle_requests<'c>(
     ctx: &Arc<BrokerContext>,
-    mut queue: mpsc::Receiver<Request>,
-    outgoing: mpsc::Sender<Outgoing>,
+    mut queue: mpsc::Receiver<Request<'c>>,
+    outgoing: mpsc::Sender<Outgoing<'c>>,
     mut shutdown: watch::Receiver<bool>,
     peer: Option<SocketAddr>,
     link: &Link,
@@ -329,10 +342,14 @@ async fn handle_requests(
     let mut caller = Arc::new(caller);
     let mut sasl = link.sasl.clone().map(SaslSession::new);
     let mut pace = Pace::default();
+    // One wait for shutdown, polled in turn by every wait below: made once,
+    // it is registered once, not for each request.
+    let stopping = stopped(&mut shutdown);
+    tokio::pin!(stopping);
     loop {
         let request = tokio::select! {
             biased;
-            _ = shutdown.wait_for(|stop| *stop) => return,
+            () = &mut stopping => return,
             request = queue.recv() => match request {
                 Some(request) => request,
                 None => return,
@@ -348,7 +365,7 @@ async fn handle_requests(
         let bytes_in = frame.len() as u64 + 4;
         let passes = sasl
             .as_ref()
-            .is_none_or(|session| session.passes(&frame, std::time::Instant::now()));
+            .is_none_or(|session| session.passes(&frame, started));
         if !passes && let Some(session) = sasl.take() {
             let (step_ctx, step_frame) = (Arc::clone(ctx), frame.clone());
             let stepped = tokio::task::spawn_blocking(move || {
@@ -395,7 +412,7 @@ async fn handle_requests(
                         .map_or(Duration::ZERO, |s| s.failed_login_delay);
                     tokio::select! {
                         biased;
-                        _ = shutdown.wait_for(|stop| *stop) => return,
+                        () = &mut stopping => return,
                         () = tokio::time::sleep(delay) => {}
                     }
                     if let Some(part) = answer {
@@ -433,7 +450,19 @@ async fn handle_requests(
                 continue;
             }
         }
-        let handled = handle_one(ctx, frame, &mut shutdown, peer, link, &caller, &mut pace).await;
+        // A request that waited for a SASL step first starts its handler now.
+        let handler_started = if passes { started } else { now() };
+        let handled = handle_one(
+            ctx,
+            frame,
+            handler_started,
+            stopping.as_mut(),
+            peer,
+            link,
+            &caller,
+            &mut pace,
+        )
+        .await;
         let Some(response) = handled else {
             return;
         };
@@ -458,8 +487,8 @@ async fn handle_requests(
 async fn write_responses<W: ResponseWriter>(
     mut stream: W,
     ctx: &Arc<BrokerContext>,
-    mut to_write: mpsc::Receiver<Outgoing>,
-    answered: &Notify,
+    mut to_write: mpsc::Receiver<Outgoing<'_>>,
+    answered: &AtomicU64,
     peer: Option<SocketAddr>,
 ) {
     while let Some(next) = to_write.recv().await {
@@ -506,7 +535,7 @@ async fn write_responses<W: ResponseWriter>(
             }
         }
         drop(next.slot);
-        answered.notify_one();
+        answered.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -521,14 +550,19 @@ fn api_key_of(frame: &[u8]) -> i16 {
 
 /// Runs the request's handler where it may block on disk I/O (a segment
 /// roll syncs a file, a read may miss the page cache), waiting between
-/// passes when a fetch asks to wait for data. `None` closes the
-/// connection.
+/// passes when a fetch asks to wait for data; the request was taken at
+/// `started`. `None` closes the connection.
 ///
 /// Where the handler runs is [`run_handler`]'s choice.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one request's parts and its connection's, passed once"
+)]
 async fn handle_one(
     ctx: &Arc<BrokerContext>,
     frame: Bytes,
-    shutdown: &mut watch::Receiver<bool>,
+    started: std::time::Instant,
+    mut stopping: std::pin::Pin<&mut impl Future<Output = ()>>,
     peer: Option<SocketAddr>,
     link: &Link,
     caller: &Arc<Caller>,
@@ -537,14 +571,19 @@ async fn handle_one(
     let mut deadline: Option<tokio::time::Instant> = None;
     loop {
         let final_pass = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
+        // A pass after a wait for data starts when it runs.
+        let pass_started = match deadline {
+            None => started,
+            Some(_) => now(),
+        };
         let (handler_ctx, handler_frame) = (Arc::clone(ctx), frame.clone());
         let (caller, endpoint) = (Arc::clone(caller), Arc::clone(&link.endpoint));
         let handle =
             move || api::handle(&handler_ctx, handler_frame, final_pass, &caller, &endpoint);
-        let handled = run_handler(pace, api_key_of(&frame), handle).await;
+        let (handled, ended) = run_handler(pace, api_key_of(&frame), pass_started, handle).await;
         match handled {
-            Ok(Ok(Reply::Respond(parts))) => return Some(Response::Ready(Some(parts), now())),
-            Ok(Ok(Reply::Silent)) => return Some(Response::Ready(None, now())),
+            Ok(Ok(Reply::Respond(parts))) => return Some(Response::Ready(Some(parts), ended)),
+            Ok(Ok(Reply::Silent)) => return Some(Response::Ready(None, ended)),
             Ok(Ok(Reply::Pipelined(response))) => {
                 return Some(Response::Pending(tokio::spawn(async move {
                     (response.await, now())
@@ -559,7 +598,7 @@ async fn handle_one(
                             None
                         }
                     },
-                    _ = shutdown.wait_for(|stop| *stop) => None,
+                    () = stopping.as_mut() => None,
                 };
             }
             Ok(Ok(Reply::WaitForData(mut wait))) => {
@@ -573,7 +612,7 @@ async fn handle_one(
                         ctx.metrics.fetch_wakeups.fetch_add(1, Ordering::Relaxed);
                     }
                     () = tokio::time::sleep_until(until) => {}
-                    _ = shutdown.wait_for(|stop| *stop) => return None,
+                    () = stopping.as_mut() => return None,
                 }
             }
             Ok(Err(error)) if error.is_unserved_request() => {
@@ -590,6 +629,11 @@ async fn handle_one(
             }
         }
     }
+}
+
+/// Once the broker is shutting down (or its shutdown signal is gone).
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
 }
 
 fn now() -> std::time::Instant {

@@ -42,6 +42,7 @@ pub mod listener;
 mod metrics;
 mod security_config;
 mod server;
+mod serving_runtime;
 mod transport;
 pub mod txn;
 
@@ -52,4 +53,5 @@ pub use huge_alloc::{HugeReservingAllocator, huge_claims_survivable};
 pub use metrics::Metrics;
 pub use security_config::{ListenerTable, SaslTable, TlsTable, parse_mechanisms};
 pub use server::Broker;
+pub use serving_runtime::serving_runtime;
 pub use strata_log::{AppendSignals, AppendWatch};

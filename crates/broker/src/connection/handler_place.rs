@@ -38,6 +38,7 @@
 //! handlers always run on the blocking pool: inline, they would stop the
 //! app's only thread.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -104,6 +105,8 @@ pub(super) fn runs_inline(api_key: i16) -> bool {
 #[derive(Debug, Default)]
 pub(super) struct Pace {
     off: Option<Off>,
+    /// Whether the connection runs on a multi-thread runtime, asked once.
+    multi_threaded: Option<bool>,
 }
 
 /// A connection's handlers off the executor until `until`, for `period`.
@@ -114,6 +117,17 @@ struct Off {
 }
 
 impl Pace {
+    /// Whether the connection's runtime has workers to run handlers inline
+    /// (a current-thread runtime has one thread, the app's).
+    fn multi_threaded(&mut self) -> bool {
+        *self.multi_threaded.get_or_insert_with(|| {
+            matches!(
+                tokio::runtime::Handle::current().runtime_flavor(),
+                RuntimeFlavor::MultiThread
+            )
+        })
+    }
+
     /// Whether a handler starting at `now` runs inline.
     fn inline_at(&self, now: Instant) -> bool {
         self.off.is_none_or(|off| now >= off.until)
@@ -145,29 +159,119 @@ impl Pace {
 /// cost, and no place would spare it. (The thread's CPU time is not
 /// asked: the kernel brings it up to date only at its ticks and switches,
 /// so a preempted handler would be charged for what ran before it.)
+///
+/// Asking the kernel is a system call (`getrusage`, 375 ns here: 2% of
+/// `make bench-requests`' produce request), so an inline handler on a
+/// worker whose runtime notes the count as it wakes ([`worker_woke`])
+/// counts from that note instead, and asks only once it has taken past
+/// the limit. The count is noted again every [`HANDLERS_PER_NOTE`]
+/// handlers, and after a slow one. Between notes a worker gives the CPU
+/// up only where something it ran blocked (a lock, a page fault), and
+/// then a handler of the same stretch that was only preempted past the
+/// limit counts as slow: the count errs towards slow, never towards
+/// quick.
 struct Usage {
     started: Instant,
     /// The thread's voluntary context switches; None where the kernel
     /// does not say (the time alone decides then).
     gave_up: Option<i64>,
+    /// `gave_up` is the worker's noted count, not asked for this handler.
+    from_note: bool,
+}
+
+/// Inline handlers counted from one note of a worker's count before it is
+/// asked again: a worker busy for long stretches parks seldom, and
+/// counting from a wake long past would widen the stretch in which a wait
+/// makes a preempted handler slow. One system call per this many
+/// handlers costs nothing that can be measured.
+const HANDLERS_PER_NOTE: u32 = 64;
+
+/// A worker's count of voluntary context switches, and the handlers
+/// counted from it since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Noted {
+    switches: i64,
+    handlers: u32,
+}
+
+thread_local! {
+    /// The worker's noted count: set as it wakes, where its runtime calls
+    /// [`worker_woke`]. None elsewhere, and on a thread that has run a
+    /// handler in place since (it blocked there, and may be a worker again
+    /// before it next parks).
+    static NOTED: Cell<Option<Noted>> = const { Cell::new(None) };
+}
+
+/// Notes the calling worker's voluntary context switches as it wakes: the
+/// `on_thread_unpark` hook of the runtime the broker is served on
+/// ([`crate::serving_runtime`]). Workers park when they have nothing to
+/// run, a few times per hundred requests under load, so this costs a
+/// system call per park instead of one per request.
+pub(crate) fn worker_woke() {
+    note(voluntary_switches());
+}
+
+fn note(switches: Option<i64>) {
+    NOTED.set(switches.map(|switches| Noted {
+        switches,
+        handlers: 0,
+    }));
 }
 
 impl Usage {
+    /// A handler that started at `started` inline, on the executor's
+    /// worker running this.
+    fn inline(started: Instant) -> Self {
+        match NOTED.get() {
+            Some(noted) if noted.handlers < HANDLERS_PER_NOTE => {
+                NOTED.set(Some(Noted {
+                    handlers: noted.handlers + 1,
+                    ..noted
+                }));
+                Self {
+                    started,
+                    gave_up: Some(noted.switches),
+                    from_note: true,
+                }
+            }
+            Some(_) => {
+                let switches = voluntary_switches();
+                note(switches);
+                Self {
+                    started,
+                    gave_up: switches,
+                    from_note: true,
+                }
+            }
+            None => Self {
+                started,
+                gave_up: voluntary_switches(),
+                from_note: false,
+            },
+        }
+    }
+
+    /// A handler starting now, off the executor.
     fn now() -> Self {
         Self {
             started: Instant::now(),
             gave_up: voluntary_switches(),
+            from_note: false,
         }
     }
 
-    /// Whether the handler that started at `self` and has just ended was
+    /// Whether the handler that started at `self` and ended at `ended` was
     /// slow.
-    fn slow_since(&self) -> bool {
-        let took = self.started.elapsed();
-        if took <= QUICK_HANDLER_MAX {
+    fn slow_at(&self, ended: Instant) -> bool {
+        if ended.saturating_duration_since(self.started) <= QUICK_HANDLER_MAX {
             return false;
         }
-        match (self.gave_up, voluntary_switches()) {
+        let after = voluntary_switches();
+        if self.from_note {
+            // What this handler gave up is not counted again for the next.
+            note(after);
+        }
+        match (self.gave_up, after) {
             (Some(before), Some(after)) => after > before,
             _ => true,
         }
@@ -246,16 +350,19 @@ impl Drop for InPlace<'_> {
 }
 
 /// Runs a request's handler of the connection keeping `pace`, where the
-/// module doc says. The connection's reader and writer, in the same task,
-/// pause while it runs. A handler that panics fails its request wherever
-/// it ran, the panic's message returned.
+/// module doc says; the request was taken at `started`. The connection's
+/// reader and writer, in the same task, pause while it runs. A handler
+/// that panics fails its request wherever it ran, the panic's message
+/// returned. Also says when the handler ended.
 pub(super) async fn run_handler<T: Send + 'static>(
     pace: &mut Pace,
     api_key: i16,
+    started: Instant,
     handle: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
+) -> (Result<T, String>, Instant) {
     let inline = runs_inline(api_key);
-    run_within(&IN_PLACE, pace, inline, handle).await.0
+    let (handled, _, ended) = run_within(&IN_PLACE, pace, inline, started, handle).await;
+    (handled, ended)
 }
 
 /// [`run_handler`] within `places`, inline if `inline` and the pace
@@ -264,39 +371,48 @@ async fn run_within<T: Send + 'static>(
     places: &Places,
     pace: &mut Pace,
     inline: bool,
+    started: Instant,
     handle: impl FnOnce() -> T + Send + 'static,
-) -> (Result<T, String>, Ran) {
-    let multi_threaded = matches!(
-        tokio::runtime::Handle::current().runtime_flavor(),
-        RuntimeFlavor::MultiThread
-    );
+) -> (Result<T, String>, Ran, Instant) {
     // Measured inside, so that a wait for a blocking thread is not counted.
     // Only the handlers that may run inline are measured: the others
     // (those that sync by design, slow every time) say nothing of how the
     // connection's data path runs, and are spared the measuring.
-    let timed = move || {
-        let before = inline.then(Usage::now);
+    let timed = move |on_worker: bool| {
+        let usage = inline.then(|| {
+            if on_worker {
+                Usage::inline(started)
+            } else {
+                Usage::now()
+            }
+        });
         let handled = handle();
-        (handled, before.is_some_and(|before| before.slow_since()))
+        let ended = Instant::now();
+        let slow = usage.is_some_and(|usage| usage.slow_at(ended));
+        (handled, slow, ended)
     };
-    let (handled, ran) = if multi_threaded && inline && pace.inline_at(Instant::now()) {
-        (caught(timed), Ran::Inline)
+    let multi_threaded = pace.multi_threaded();
+    let (handled, ran) = if multi_threaded && inline && pace.inline_at(started) {
+        (caught(|| timed(true)), Ran::Inline)
     } else if multi_threaded && let Some(_place) = places.take() {
-        let handled = caught(|| tokio::task::block_in_place(timed));
+        let handled = caught(|| tokio::task::block_in_place(|| timed(false)));
+        // This thread blocked, and may go on as a worker before it next
+        // parks: its noted count no longer holds.
+        NOTED.set(None);
         (handled, Ran::InPlace)
     } else {
-        let handled = tokio::task::spawn_blocking(timed).await;
+        let handled = tokio::task::spawn_blocking(move || timed(false)).await;
         (
             handled.map_err(|failed| failed.to_string()),
             Ran::BlockingPool,
         )
     };
     match handled {
-        Ok((handled, slow)) => {
-            pace.handled(slow, Instant::now());
-            (Ok(handled), ran)
+        Ok((handled, slow, ended)) => {
+            pace.handled(slow, ended);
+            (Ok(handled), ran, ended)
         }
-        Err(failed) => (Err(failed), ran),
+        Err(failed) => (Err(failed), ran, Instant::now()),
     }
 }
 
@@ -322,8 +438,8 @@ mod tests {
     use kafka_protocol::messages::ApiKey;
 
     use super::{
-        OFF_EXECUTOR_FIRST, OFF_EXECUTOR_MAX, Off, Pace, Places, QUICK_HANDLER_MAX, Ran, Usage,
-        run_within, runs_inline,
+        HANDLERS_PER_NOTE, NOTED, OFF_EXECUTOR_FIRST, OFF_EXECUTOR_MAX, Off, Pace, Places,
+        QUICK_HANDLER_MAX, Ran, Usage, run_within, runs_inline, worker_woke,
     };
 
     /// A connection's pace with its handlers sent off the executor.
@@ -334,7 +450,10 @@ mod tests {
             until: Instant::now() + OFF_EXECUTOR_MAX,
             period: OFF_EXECUTOR_MAX,
         };
-        Pace { off: Some(off) }
+        Pace {
+            off: Some(off),
+            ..Pace::default()
+        }
     }
 
     /// Where a handler (of a request that may run inline) of the
@@ -348,7 +467,7 @@ mod tests {
             }
             std::thread::current().id() == caller
         };
-        let (handled, ran) = run_within(places, pace, true, handler).await;
+        let (handled, ran, _) = run_within(places, pace, true, Instant::now(), handler).await;
         let here = handled.expect("the handler returns");
         assert_eq!(
             here,
@@ -422,21 +541,125 @@ mod tests {
         assert_eq!(off_for(&pace, now), OFF_EXECUTOR_FIRST);
     }
 
+    /// Spins past the quick handler's limit without giving the CPU up.
+    fn spin_past_the_limit() {
+        let started = Instant::now();
+        let mut spin = 0u64;
+        while started.elapsed() < QUICK_HANDLER_MAX * 3 {
+            spin = std::hint::black_box(spin.wrapping_add(1));
+        }
+    }
+
     #[test]
     fn a_handler_is_slow_when_it_waited_past_the_limit_not_when_it_only_ran() {
         let quick = Usage::now();
-        assert!(!quick.slow_since());
+        assert!(!quick.slow_at(Instant::now()));
         let waited = Usage::now();
         std::thread::sleep(QUICK_HANDLER_MAX * 3);
-        assert!(waited.slow_since(), "a sleep gives the CPU up");
+        assert!(waited.slow_at(Instant::now()), "a sleep gives the CPU up");
         // A spin never gives the CPU up: past the limit (preempted or
         // not), it is still not slow.
         let ran = Usage::now();
-        let mut spin = 0u64;
-        while ran.started.elapsed() < QUICK_HANDLER_MAX * 3 {
-            spin = std::hint::black_box(spin.wrapping_add(1));
-        }
-        assert!(!ran.slow_since());
+        spin_past_the_limit();
+        assert!(!ran.slow_at(Instant::now()));
+    }
+
+    #[test]
+    fn counted_from_a_workers_wake_a_wait_makes_one_handler_slow_and_not_the_next() {
+        std::thread::spawn(|| {
+            worker_woke();
+            let quick = Usage::inline(Instant::now());
+            assert!(quick.from_note);
+            assert!(!quick.slow_at(Instant::now()));
+            let waited = Usage::inline(Instant::now());
+            std::thread::sleep(QUICK_HANDLER_MAX * 3);
+            assert!(waited.slow_at(Instant::now()), "a sleep gives the CPU up");
+            // That wait is counted once: a spin after it is not slow.
+            let ran = Usage::inline(Instant::now());
+            assert!(ran.from_note);
+            spin_past_the_limit();
+            assert!(!ran.slow_at(Instant::now()));
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The trade-off the note makes: a wait between handlers, since the
+    /// note, makes the next handler preempted past the limit slow; but
+    /// only for [`HANDLERS_PER_NOTE`] handlers, after which the count is
+    /// noted again.
+    #[test]
+    fn a_wait_since_the_note_counts_against_a_preempted_handler_until_the_next_note() {
+        std::thread::spawn(|| {
+            worker_woke();
+            std::thread::sleep(Duration::from_millis(1));
+            let ran = Usage::inline(Instant::now());
+            spin_past_the_limit();
+            assert!(ran.slow_at(Instant::now()), "the wait before it counted");
+
+            worker_woke();
+            std::thread::sleep(Duration::from_millis(1));
+            for _ in 0..HANDLERS_PER_NOTE {
+                Usage::inline(Instant::now());
+            }
+            let noted_again = Usage::inline(Instant::now());
+            assert_eq!(NOTED.get().map(|noted| noted.handlers), Some(0));
+            spin_past_the_limit();
+            assert!(!noted_again.slow_at(Instant::now()));
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_thread_that_never_woke_as_a_worker_asks_the_kernel_for_each_handler() {
+        std::thread::spawn(|| {
+            let waited = Usage::inline(Instant::now());
+            assert!(!waited.from_note);
+            assert!(waited.gave_up.is_some());
+            std::thread::sleep(QUICK_HANDLER_MAX * 3);
+            assert!(waited.slow_at(Instant::now()));
+            let ran = Usage::inline(Instant::now());
+            spin_past_the_limit();
+            assert!(!ran.slow_at(Instant::now()));
+            assert_eq!(NOTED.get(), None, "nothing noted off a worker");
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn the_runtime_the_broker_is_served_on_notes_its_workers_wakes() {
+        let runtime = crate::serving_runtime().unwrap();
+        let noted = runtime.block_on(async {
+            tokio::spawn(async {
+                // Idle meanwhile, every worker parks; the one that runs
+                // the rest of this has woken since.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                NOTED.get()
+            })
+            .await
+            .unwrap()
+        });
+        assert!(noted.is_some());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_handler_in_place_leaves_its_thread_counting_for_each_handler_again() {
+        let places = Places::new(1);
+        let thread_count = || (std::thread::current().id(), NOTED.get());
+        let (handled, ran, _) =
+            run_within(&places, &mut slowed(), true, Instant::now(), move || {
+                worker_woke();
+                thread_count()
+            })
+            .await;
+        let (thread, noted) = handled.unwrap();
+        assert_eq!(ran, Ran::InPlace);
+        assert!(noted.is_some());
+        // Still on the thread the handler blocked on.
+        assert_eq!(std::thread::current().id(), thread);
+        assert_eq!(NOTED.get(), None);
     }
 
     #[test]
@@ -472,7 +695,7 @@ mod tests {
         assert_eq!(ran(&places, &mut pace, None).await, Ran::Inline);
         let slow = || std::thread::sleep(QUICK_HANDLER_MAX * 3);
         let before_slow = Instant::now();
-        let (handled, _) = run_within(&places, &mut pace, true, slow).await;
+        let (handled, ..) = run_within(&places, &mut pace, true, Instant::now(), slow).await;
         handled.expect("the handler returns");
         let next = ran(&places, &mut pace, None).await;
         // Inline again only if this thread was held up past the period.
@@ -486,7 +709,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_request_that_may_not_run_inline_runs_in_place_on_a_quick_connection() {
         let places = Places::new(1);
-        let (handled, ran) = run_within(&places, &mut Pace::default(), false, || ()).await;
+        let (handled, ran, _) =
+            run_within(&places, &mut Pace::default(), false, Instant::now(), || ()).await;
         handled.expect("the handler returns");
         assert_eq!(ran, Ran::InPlace);
     }
@@ -498,7 +722,8 @@ mod tests {
         let places = Places::new(1);
         let mut pace = Pace::default();
         let slow = || std::thread::sleep(QUICK_HANDLER_MAX * 3);
-        let (handled, slow_ran) = run_within(&places, &mut pace, false, slow).await;
+        let (handled, slow_ran, _) =
+            run_within(&places, &mut pace, false, Instant::now(), slow).await;
         handled.expect("the handler returns");
         assert_eq!(slow_ran, Ran::InPlace);
         assert_eq!(ran(&places, &mut pace, None).await, Ran::Inline);
@@ -535,7 +760,7 @@ mod tests {
     async fn a_panicking_handler_fails_its_request_inline_or_in_place_and_gives_its_place_back() {
         let places = Places::new(1);
         for mut pace in [Pace::default(), slowed()] {
-            let (failed, _) = run_within(&places, &mut pace, true, || -> () {
+            let (failed, ..) = run_within(&places, &mut pace, true, Instant::now(), || -> () {
                 panic!("a bad request")
             })
             .await;
@@ -556,9 +781,13 @@ mod tests {
             ran(&places, &mut Pace::default(), None).await,
             Ran::BlockingPool
         );
-        let (failed, _) = run_within(&places, &mut Pace::default(), true, || -> () {
-            panic!("a bad request")
-        })
+        let (failed, ..) = run_within(
+            &places,
+            &mut Pace::default(),
+            true,
+            Instant::now(),
+            || -> () { panic!("a bad request") },
+        )
         .await;
         assert!(failed.unwrap_err().contains("a bad request"));
     }

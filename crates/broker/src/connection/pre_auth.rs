@@ -128,7 +128,10 @@ pub(super) async fn read_until_authenticated<R: AsyncRead + Unpin>(
 
 /// Reserves a frame read before authentication: from the pre-auth budget,
 /// or from nothing if it is as small as a login's.
-async fn reserve<R: AsyncRead + Unpin>(reader: &mut Reader<'_, R>, size: usize) -> Option<Held> {
+async fn reserve<'a, R: AsyncRead + Unpin>(
+    reader: &mut Reader<'a, R>,
+    size: usize,
+) -> Option<Held<'a>> {
     let budget = &reader.memory.pre_auth;
     if size <= LOGIN_FRAME_BYTES_MAX {
         return Some(Held::new(reader.ctx, None, budget.buffered, size));
@@ -145,12 +148,13 @@ mod tests {
     use std::task::Poll;
 
     use tokio::io::{AsyncWriteExt, DuplexStream};
-    use tokio::sync::{Notify, Semaphore, mpsc, watch};
+    use tokio::sync::{Semaphore, mpsc};
 
     use super::*;
     use crate::acl::{AclStore, Authorizer};
     use crate::api::BrokerContext;
     use crate::auth::CredentialStore;
+    use crate::connection::reader::IdleClock;
     use crate::connection::{Request, RequestMemory};
     use crate::group::GroupCoordinator;
     use crate::txn::TxnCoordinator;
@@ -190,10 +194,9 @@ mod tests {
     struct Connection {
         ctx: Arc<BrokerContext>,
         memory: RequestMemory,
-        answered: Notify,
+        answered: AtomicU64,
         authenticated: AtomicBool,
-        /// Never sent: the readers here end with their input.
-        stop: watch::Sender<bool>,
+        slots: Semaphore,
         _dir: tempfile::TempDir,
     }
 
@@ -202,12 +205,13 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             let ctx = context(&dir);
             let memory = RequestMemory::new(ctx.config.request_memory_bytes_max);
+            let slots = Semaphore::new(ctx.config.in_flight_requests_max);
             Self {
                 ctx,
                 memory,
-                answered: Notify::new(),
+                answered: AtomicU64::new(0),
                 authenticated: AtomicBool::new(false),
-                stop: watch::channel(false).0,
+                slots,
                 _dir: dir,
             }
         }
@@ -216,18 +220,17 @@ mod tests {
         fn reader(
             &self,
             stream: DuplexStream,
-        ) -> (Reader<'_, DuplexStream>, mpsc::Receiver<Request>) {
-            let slots = self.ctx.config.in_flight_requests_max;
-            let (queue, queued) = mpsc::channel(slots);
+        ) -> (Reader<'_, DuplexStream>, mpsc::Receiver<Request<'_>>) {
+            let (queue, queued) = mpsc::channel(self.ctx.config.in_flight_requests_max);
             let reader = Reader {
                 stream,
                 ctx: &self.ctx,
                 memory: &self.memory,
-                slots: Arc::new(Semaphore::new(slots)),
+                slots: &self.slots,
                 queue,
                 answered: &self.answered,
-                shutdown: self.stop.subscribe(),
                 peer: None,
+                idle: IdleClock::new(self.ctx.config.connection_idle_timeout),
             };
             (reader, queued)
         }
@@ -291,8 +294,8 @@ mod tests {
     #[tokio::test]
     async fn a_login_is_read_while_large_frames_hold_the_whole_pre_auth_budget() {
         let connection = Connection::new();
-        let spent = Arc::clone(&connection.memory.pre_auth.bytes)
-            .try_acquire_many_owned(PRE_AUTH_MEMORY_BYTES_MAX as u32)
+        let spent = (connection.memory.pre_auth.bytes)
+            .try_acquire_many(PRE_AUTH_MEMORY_BYTES_MAX as u32)
             .unwrap();
         let (mut client, server) = tokio::io::duplex(4 << 20);
         client

@@ -10,10 +10,11 @@ use tokio::io::AsyncRead;
 use super::pre_auth;
 use super::reader::Reader;
 
-/// Reads requests into the queue until EOF, a bad frame, idleness,
-/// shutdown or the login timeout (then `None`): one at a time until the
-/// connection has authenticated, then reading ahead, holding back only
-/// while its in-flight slots or the request memory budget are used up.
+/// Reads requests into the queue until EOF, a bad frame, idleness or the
+/// login timeout (then `None`): one at a time until the connection has
+/// authenticated, then reading ahead, holding back only while its
+/// in-flight slots or the request memory budget are used up. At shutdown
+/// the connection stops polling it, wherever it waits.
 pub(super) async fn read_requests<R: AsyncRead + Unpin>(
     mut reader: Reader<'_, R>,
     authenticated: &AtomicBool,
