@@ -53,6 +53,7 @@
 //! handled, so a producer's retry of them cannot duplicate anything).
 
 mod handler_place;
+mod handler_usage;
 mod pre_auth;
 mod read_loop;
 mod reader;
@@ -74,8 +75,8 @@ use super::fetch_frame::Part;
 use super::listener::Endpoint;
 use super::metrics::Metrics;
 use super::transport::{ResponseWriter, TlsWriter};
-pub(crate) use handler_place::worker_woke;
 use handler_place::{Pace, run_handler};
+pub(crate) use handler_usage::worker_woke;
 pub use pre_auth::{LOGIN_FRAME_BYTES_MAX, PRE_AUTH_MEMORY_BYTES_MAX};
 use reader::{IdleClock, Reader};
 

@@ -6,10 +6,11 @@
 //! are quick, and one that waited on the disk sends its connection off
 //! the executor for a while (`connection/handler_place.rs`). Telling a
 //! wait from a preemption takes the thread's count of voluntary context
-//! switches before and after the handler. Read for every request, that
-//! is a system call each (2% of a one-record produce's CPU in
-//! `make bench-requests`); noted as a worker wakes, it is read once per
-//! park, and again only for a handler that ran past the quick limit.
+//! switches before and after the handler (`connection/handler_usage.rs`).
+//! Read for every request, that is a system call each (2% of a
+//! one-record produce's CPU in `make bench-requests`); noted as a worker
+//! wakes (and every 64 handlers), it is read about once per ten
+//! requests, and again only for a handler that ran past the quick limit.
 //!
 //! A broker served on another runtime works the same, asking the kernel
 //! for every request.

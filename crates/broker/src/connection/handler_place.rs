@@ -15,7 +15,8 @@
 //! and the small reads clients make beside them) run inline on the
 //! connection's task, on the executor, while its [`Pace`] allows:
 //! 1. While the connection's handlers are quick, they run inline.
-//! 2. One that held its thread past [`QUICK_HANDLER_MAX`] and gave the CPU
+//! 2. One that held its thread past
+//!    [`QUICK_HANDLER_MAX`](super::handler_usage::QUICK_HANDLER_MAX) and gave the CPU
 //!    up on the way (it waited on the disk, most likely: a read that
 //!    missed the page cache, a segment roll's sync) sends the
 //!    connection's handlers off the executor for a period: at first
@@ -38,16 +39,13 @@
 //! handlers always run on the blocking pool: inline, they would stop the
 //! app's only thread.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::ApiKey;
 use tokio::runtime::RuntimeFlavor;
 
-/// A handler that held its thread longer than this, giving the CPU up on
-/// the way, is counted slow (see [`Usage`]).
-const QUICK_HANDLER_MAX: Duration = Duration::from_millis(1);
+use super::handler_usage::{Usage, forget_note};
 
 /// How long a connection whose handler was slow runs its handlers off
 /// the executor, the first time. In place a handler costs about twice
@@ -149,159 +147,6 @@ impl Pace {
     }
 }
 
-/// When a handler started, and how often its thread had given the CPU up
-/// by then.
-///
-/// A handler is slow when it held its thread past [`QUICK_HANDLER_MAX`]
-/// and gave the CPU up on the way (waiting for the disk, or a lock). A
-/// thread the kernel preempted, which a loaded machine does to any
-/// thread, does not make its handler slow: that is not the handler's
-/// cost, and no place would spare it. (The thread's CPU time is not
-/// asked: the kernel brings it up to date only at its ticks and switches,
-/// so a preempted handler would be charged for what ran before it.)
-///
-/// Asking the kernel is a system call (`getrusage`, 375 ns here: 2% of
-/// `make bench-requests`' produce request), so an inline handler on a
-/// worker whose runtime notes the count as it wakes ([`worker_woke`])
-/// counts from that note instead, and asks only once it has taken past
-/// the limit. The count is noted again every [`HANDLERS_PER_NOTE`]
-/// handlers, and after a slow one. Between notes a worker gives the CPU
-/// up only where something it ran blocked (a lock, a page fault), and
-/// then a handler of the same stretch that was only preempted past the
-/// limit counts as slow: the count errs towards slow, never towards
-/// quick.
-struct Usage {
-    started: Instant,
-    /// The thread's voluntary context switches; None where the kernel
-    /// does not say (the time alone decides then).
-    gave_up: Option<i64>,
-    /// `gave_up` is the worker's noted count, not asked for this handler.
-    from_note: bool,
-}
-
-/// Inline handlers counted from one note of a worker's count before it is
-/// asked again: a worker busy for long stretches parks seldom, and
-/// counting from a wake long past would widen the stretch in which a wait
-/// makes a preempted handler slow. One system call per this many
-/// handlers costs nothing that can be measured.
-const HANDLERS_PER_NOTE: u32 = 64;
-
-/// A worker's count of voluntary context switches, and the handlers
-/// counted from it since.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Noted {
-    switches: i64,
-    handlers: u32,
-}
-
-thread_local! {
-    /// The worker's noted count: set as it wakes, where its runtime calls
-    /// [`worker_woke`]. None elsewhere, and on a thread that has run a
-    /// handler in place since (it blocked there, and may be a worker again
-    /// before it next parks).
-    static NOTED: Cell<Option<Noted>> = const { Cell::new(None) };
-}
-
-/// Notes the calling worker's voluntary context switches as it wakes: the
-/// `on_thread_unpark` hook of the runtime the broker is served on
-/// ([`crate::serving_runtime`]). Workers park when they have nothing to
-/// run, a few times per hundred requests under load, so this costs a
-/// system call per park instead of one per request.
-pub(crate) fn worker_woke() {
-    note(voluntary_switches());
-}
-
-fn note(switches: Option<i64>) {
-    NOTED.set(switches.map(|switches| Noted {
-        switches,
-        handlers: 0,
-    }));
-}
-
-impl Usage {
-    /// A handler that started at `started` inline, on the executor's
-    /// worker running this.
-    fn inline(started: Instant) -> Self {
-        match NOTED.get() {
-            Some(noted) if noted.handlers < HANDLERS_PER_NOTE => {
-                NOTED.set(Some(Noted {
-                    handlers: noted.handlers + 1,
-                    ..noted
-                }));
-                Self {
-                    started,
-                    gave_up: Some(noted.switches),
-                    from_note: true,
-                }
-            }
-            Some(_) => {
-                let switches = voluntary_switches();
-                note(switches);
-                Self {
-                    started,
-                    gave_up: switches,
-                    from_note: true,
-                }
-            }
-            None => Self {
-                started,
-                gave_up: voluntary_switches(),
-                from_note: false,
-            },
-        }
-    }
-
-    /// A handler starting now, off the executor.
-    fn now() -> Self {
-        Self {
-            started: Instant::now(),
-            gave_up: voluntary_switches(),
-            from_note: false,
-        }
-    }
-
-    /// Whether the handler that started at `self` and ended at `ended` was
-    /// slow.
-    fn slow_at(&self, ended: Instant) -> bool {
-        if ended.saturating_duration_since(self.started) <= QUICK_HANDLER_MAX {
-            return false;
-        }
-        let after = voluntary_switches();
-        if self.from_note {
-            // What this handler gave up is not counted again for the next.
-            note(after);
-        }
-        match (self.gave_up, after) {
-            (Some(before), Some(after)) => after > before,
-            _ => true,
-        }
-    }
-}
-
-/// How often the calling thread has given the CPU up (its voluntary
-/// context switches).
-#[cfg(target_os = "linux")]
-fn voluntary_switches() -> Option<i64> {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: `getrusage` fills the `rusage` it is given, of the calling
-    // thread; it is read only when the call says it succeeded.
-    let usage = unsafe {
-        if libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) != 0 {
-            return None;
-        }
-        usage.assume_init()
-    };
-    // `c_long`: 64 bits where this builds, 32 on a 32-bit Linux.
-    #[allow(clippy::useless_conversion)]
-    Some(i64::from(usage.ru_nvcsw))
-}
-
-/// Elsewhere the kernel is not asked: time alone decides.
-#[cfg(not(target_os = "linux"))]
-fn voluntary_switches() -> Option<i64> {
-    None
-}
-
 /// Where a handler ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ran {
@@ -396,9 +241,7 @@ async fn run_within<T: Send + 'static>(
         (caught(|| timed(true)), Ran::Inline)
     } else if multi_threaded && let Some(_place) = places.take() {
         let handled = caught(|| tokio::task::block_in_place(|| timed(false)));
-        // This thread blocked, and may go on as a worker before it next
-        // parks: its noted count no longer holds.
-        NOTED.set(None);
+        forget_note();
         (handled, Ran::InPlace)
     } else {
         let handled = tokio::task::spawn_blocking(move || timed(false)).await;
@@ -438,9 +281,9 @@ mod tests {
     use kafka_protocol::messages::ApiKey;
 
     use super::{
-        HANDLERS_PER_NOTE, NOTED, OFF_EXECUTOR_FIRST, OFF_EXECUTOR_MAX, Off, Pace, Places,
-        QUICK_HANDLER_MAX, Ran, Usage, run_within, runs_inline, worker_woke,
+        OFF_EXECUTOR_FIRST, OFF_EXECUTOR_MAX, Off, Pace, Places, Ran, run_within, runs_inline,
     };
+    use crate::connection::handler_usage::{QUICK_HANDLER_MAX, noted, worker_woke};
 
     /// A connection's pace with its handlers sent off the executor.
     fn slowed() -> Pace {
@@ -541,125 +384,22 @@ mod tests {
         assert_eq!(off_for(&pace, now), OFF_EXECUTOR_FIRST);
     }
 
-    /// Spins past the quick handler's limit without giving the CPU up.
-    fn spin_past_the_limit() {
-        let started = Instant::now();
-        let mut spin = 0u64;
-        while started.elapsed() < QUICK_HANDLER_MAX * 3 {
-            spin = std::hint::black_box(spin.wrapping_add(1));
-        }
-    }
-
-    #[test]
-    fn a_handler_is_slow_when_it_waited_past_the_limit_not_when_it_only_ran() {
-        let quick = Usage::now();
-        assert!(!quick.slow_at(Instant::now()));
-        let waited = Usage::now();
-        std::thread::sleep(QUICK_HANDLER_MAX * 3);
-        assert!(waited.slow_at(Instant::now()), "a sleep gives the CPU up");
-        // A spin never gives the CPU up: past the limit (preempted or
-        // not), it is still not slow.
-        let ran = Usage::now();
-        spin_past_the_limit();
-        assert!(!ran.slow_at(Instant::now()));
-    }
-
-    #[test]
-    fn counted_from_a_workers_wake_a_wait_makes_one_handler_slow_and_not_the_next() {
-        std::thread::spawn(|| {
-            worker_woke();
-            let quick = Usage::inline(Instant::now());
-            assert!(quick.from_note);
-            assert!(!quick.slow_at(Instant::now()));
-            let waited = Usage::inline(Instant::now());
-            std::thread::sleep(QUICK_HANDLER_MAX * 3);
-            assert!(waited.slow_at(Instant::now()), "a sleep gives the CPU up");
-            // That wait is counted once: a spin after it is not slow.
-            let ran = Usage::inline(Instant::now());
-            assert!(ran.from_note);
-            spin_past_the_limit();
-            assert!(!ran.slow_at(Instant::now()));
-        })
-        .join()
-        .unwrap();
-    }
-
-    /// The trade-off the note makes: a wait between handlers, since the
-    /// note, makes the next handler preempted past the limit slow; but
-    /// only for [`HANDLERS_PER_NOTE`] handlers, after which the count is
-    /// noted again.
-    #[test]
-    fn a_wait_since_the_note_counts_against_a_preempted_handler_until_the_next_note() {
-        std::thread::spawn(|| {
-            worker_woke();
-            std::thread::sleep(Duration::from_millis(1));
-            let ran = Usage::inline(Instant::now());
-            spin_past_the_limit();
-            assert!(ran.slow_at(Instant::now()), "the wait before it counted");
-
-            worker_woke();
-            std::thread::sleep(Duration::from_millis(1));
-            for _ in 0..HANDLERS_PER_NOTE {
-                Usage::inline(Instant::now());
-            }
-            let noted_again = Usage::inline(Instant::now());
-            assert_eq!(NOTED.get().map(|noted| noted.handlers), Some(0));
-            spin_past_the_limit();
-            assert!(!noted_again.slow_at(Instant::now()));
-        })
-        .join()
-        .unwrap();
-    }
-
-    #[test]
-    fn a_thread_that_never_woke_as_a_worker_asks_the_kernel_for_each_handler() {
-        std::thread::spawn(|| {
-            let waited = Usage::inline(Instant::now());
-            assert!(!waited.from_note);
-            assert!(waited.gave_up.is_some());
-            std::thread::sleep(QUICK_HANDLER_MAX * 3);
-            assert!(waited.slow_at(Instant::now()));
-            let ran = Usage::inline(Instant::now());
-            spin_past_the_limit();
-            assert!(!ran.slow_at(Instant::now()));
-            assert_eq!(NOTED.get(), None, "nothing noted off a worker");
-        })
-        .join()
-        .unwrap();
-    }
-
-    #[test]
-    fn the_runtime_the_broker_is_served_on_notes_its_workers_wakes() {
-        let runtime = crate::serving_runtime().unwrap();
-        let noted = runtime.block_on(async {
-            tokio::spawn(async {
-                // Idle meanwhile, every worker parks; the one that runs
-                // the rest of this has woken since.
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                NOTED.get()
-            })
-            .await
-            .unwrap()
-        });
-        assert!(noted.is_some());
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_handler_in_place_leaves_its_thread_counting_for_each_handler_again() {
         let places = Places::new(1);
-        let thread_count = || (std::thread::current().id(), NOTED.get());
+        let thread_count = || (std::thread::current().id(), noted());
         let (handled, ran, _) =
             run_within(&places, &mut slowed(), true, Instant::now(), move || {
                 worker_woke();
                 thread_count()
             })
             .await;
-        let (thread, noted) = handled.unwrap();
+        let (thread, noted_in_place) = handled.unwrap();
         assert_eq!(ran, Ran::InPlace);
-        assert!(noted.is_some());
+        assert!(noted_in_place.is_some());
         // Still on the thread the handler blocked on.
         assert_eq!(std::thread::current().id(), thread);
-        assert_eq!(NOTED.get(), None);
+        assert_eq!(noted(), None);
     }
 
     #[test]
