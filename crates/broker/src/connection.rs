@@ -57,6 +57,7 @@ mod handler_usage;
 mod pre_auth;
 mod read_loop;
 mod reader;
+mod reservation;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -66,19 +67,20 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::AsyncRead;
 use tokio::net::TcpStream;
-use tokio::sync::{Semaphore, SemaphorePermit, mpsc, watch};
+use tokio::sync::{Semaphore, mpsc, watch};
 
 use super::BrokerError;
 use super::api::{self, BrokerContext, Reply};
 use super::auth::{Caller, Principal, SaslSession, SaslSettings, Step};
 use super::fetch_frame::Part;
 use super::listener::Endpoint;
-use super::metrics::Metrics;
 use super::transport::{ResponseWriter, TlsWriter};
 use handler_place::{Pace, run_handler};
 pub(crate) use handler_usage::worker_woke;
 pub use pre_auth::{LOGIN_FRAME_BYTES_MAX, PRE_AUTH_MEMORY_BYTES_MAX};
 use reader::{IdleClock, Reader};
+pub(crate) use reservation::RequestMemory;
+use reservation::{Gauge, Held};
 
 /// What a connection knows of the listener it arrived on.
 pub(crate) struct Link {
@@ -94,45 +96,6 @@ pub(crate) struct Link {
     pub sasl: Option<SaslSettings>,
 }
 
-/// The broker-wide budgets request frames are reserved from, shared by
-/// every connection.
-pub(crate) struct RequestMemory {
-    /// Frames of connections that have authenticated, or need not:
-    /// `request_memory_bytes_max` bytes.
-    shared: Budget,
-    /// The larger frames read before authentication:
-    /// [`PRE_AUTH_MEMORY_BYTES_MAX`] bytes, apart from `shared` so that
-    /// clients that never authenticate cannot hold what the others need.
-    pre_auth: Budget,
-}
-
-/// Bytes of request frames that may be held at once, and the metrics that
-/// show them.
-struct Budget {
-    bytes: Semaphore,
-    /// Gauge of the bytes held.
-    buffered: fn(&Metrics) -> &AtomicU64,
-    /// Counter of the times a connection waited for the budget.
-    waits: fn(&Metrics) -> &AtomicU64,
-}
-
-impl RequestMemory {
-    pub(crate) fn new(request_memory_bytes_max: usize) -> Self {
-        Self {
-            shared: Budget {
-                bytes: Semaphore::new(request_memory_bytes_max),
-                buffered: |m| &m.request_bytes_buffered,
-                waits: |m| &m.request_memory_waits,
-            },
-            pre_auth: Budget {
-                bytes: Semaphore::new(PRE_AUTH_MEMORY_BYTES_MAX),
-                buffered: |m| &m.pre_auth_request_bytes_buffered,
-                waits: |m| &m.pre_auth_memory_waits,
-            },
-        }
-    }
-}
-
 /// A request read and not yet answered, holding what it took from its
 /// connection (`'c`).
 struct Request<'c> {
@@ -143,52 +106,6 @@ struct Request<'c> {
     /// The connection's in-flight slot (before authentication, all of
     /// them), freed once the response is written.
     slot: Held<'c>,
-}
-
-/// A reservation (in-flight slots, or bytes of a request memory budget, or
-/// nothing for the small frames of a login) counted in one of the broker's
-/// gauges; both end on drop.
-///
-/// Borrowed from the connection, not shared: an `Arc` here would write a
-/// reference count per request to a cache line every core's connections
-/// write to (the broker's context, the request memory budget).
-struct Held<'c> {
-    _permit: Option<SemaphorePermit<'c>>,
-    _gauge: Gauge<'c>,
-}
-
-impl<'c> Held<'c> {
-    fn new(
-        ctx: &'c BrokerContext,
-        permit: Option<SemaphorePermit<'c>>,
-        gauge: fn(&Metrics) -> &AtomicU64,
-        amount: usize,
-    ) -> Self {
-        Self {
-            _permit: permit,
-            _gauge: Gauge::add(ctx, gauge, amount as u64),
-        }
-    }
-}
-
-/// An amount added to one of the broker's gauges until dropped.
-struct Gauge<'c> {
-    gauge: &'c AtomicU64,
-    amount: u64,
-}
-
-impl<'c> Gauge<'c> {
-    fn add(ctx: &'c BrokerContext, gauge: fn(&Metrics) -> &AtomicU64, amount: u64) -> Self {
-        let gauge = gauge(&ctx.metrics);
-        gauge.fetch_add(amount, Ordering::Relaxed);
-        Self { gauge, amount }
-    }
-}
-
-impl Drop for Gauge<'_> {
-    fn drop(&mut self) {
-        self.gauge.fetch_sub(self.amount, Ordering::Relaxed);
-    }
 }
 
 /// Serves one accepted connection: the TLS handshake first on a TLS

@@ -254,6 +254,7 @@ impl Broker {
         // read before authentication from a budget of their own).
         let request_memory = Arc::new(connection::RequestMemory::new(
             self.ctx.config.request_memory_bytes_max,
+            connection::PRE_AUTH_MEMORY_BYTES_MAX,
         ));
         let (stop, stopped) = watch::channel(false);
         let mut connections = JoinSet::new();

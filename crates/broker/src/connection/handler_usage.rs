@@ -102,32 +102,23 @@ impl Usage {
     /// A handler that started at `started` inline, on the executor's
     /// worker running this.
     pub(super) fn inline(started: Instant) -> Self {
-        match NOTED.get() {
+        let (gave_up, from_note) = match NOTED.get() {
+            None => (voluntary_switches(), false),
             Some(noted) if noted.handlers < HANDLERS_PER_NOTE => {
-                NOTED.set(Some(Noted {
-                    handlers: noted.handlers + 1,
-                    ..noted
-                }));
-                Self {
-                    started,
-                    gave_up: Some(noted.switches),
-                    from_note: true,
-                }
+                let handlers = noted.handlers + 1;
+                NOTED.set(Some(Noted { handlers, ..noted }));
+                (Some(noted.switches), true)
             }
             Some(_) => {
                 let switches = voluntary_switches();
                 note(switches);
-                Self {
-                    started,
-                    gave_up: switches,
-                    from_note: true,
-                }
+                (switches, true)
             }
-            None => Self {
-                started,
-                gave_up: voluntary_switches(),
-                from_note: false,
-            },
+        };
+        Self {
+            started,
+            gave_up,
+            from_note,
         }
     }
 

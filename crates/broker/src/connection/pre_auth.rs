@@ -45,8 +45,8 @@ use std::time::Duration;
 
 use tokio::io::AsyncRead;
 
-use super::Held;
 use super::reader::Reader;
+use super::reservation::Held;
 use crate::auth::SASL_FRAME_BYTES_MAX;
 
 /// Bytes of frames over [`LOGIN_FRAME_BYTES_MAX`] held at once for
@@ -204,7 +204,10 @@ mod tests {
         fn new() -> Self {
             let dir = tempfile::tempdir().unwrap();
             let ctx = context(&dir);
-            let memory = RequestMemory::new(ctx.config.request_memory_bytes_max);
+            let memory = RequestMemory::new(
+                ctx.config.request_memory_bytes_max,
+                PRE_AUTH_MEMORY_BYTES_MAX,
+            );
             let slots = Semaphore::new(ctx.config.in_flight_requests_max);
             Self {
                 ctx,

@@ -24,15 +24,15 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
-use std::time::Duration;
 use tokio::io::AsyncRead;
 use tokio::sync::{Semaphore, SemaphorePermit, TryAcquireError, mpsc};
-
 use tokio::time::{Instant, Sleep};
 
-use super::{Budget, Held, Request, RequestMemory};
+use super::Request;
+use super::reservation::{Budget, Held, RequestMemory};
 use crate::api::BrokerContext;
 use crate::frame::{read_frame_body, read_frame_size};
 
@@ -67,6 +67,20 @@ impl IdleClock {
             frames_read: 0,
             seen: 0,
         }
+    }
+
+    /// At the timer's end: whether the connection has been idle since the
+    /// timer was set (no frame read, no answer of the `answered` written,
+    /// nothing in flight); if not, the timer is set again, `timeout` from
+    /// now.
+    fn idle(&mut self, in_flight: bool, answered: u64, timeout: Duration) -> bool {
+        let activity = self.frames_read + answered;
+        if activity == self.seen && !in_flight {
+            return true;
+        }
+        self.seen = activity;
+        self.timer.as_mut().reset(Self::deadline(timeout));
+        false
     }
 
     /// `timeout` from now; a timeout past what the clock holds is a
@@ -105,14 +119,11 @@ impl<'a, R: AsyncRead + Unpin> Reader<'a, R> {
                     // request may be a fetch waiting for data.
                     let in_flight =
                         self.slots.available_permits() + held < config.in_flight_requests_max;
-                    let activity = self.idle.frames_read + self.answered.load(Ordering::Relaxed);
-                    if activity == self.idle.seen && !in_flight {
+                    let answered = self.answered.load(Ordering::Relaxed);
+                    if self.idle.idle(in_flight, answered, config.connection_idle_timeout) {
                         tracing::debug!(peer = ?self.peer, "closing an idle connection");
                         return None;
                     }
-                    self.idle.seen = activity;
-                    let again = IdleClock::deadline(config.connection_idle_timeout);
-                    self.idle.timer.as_mut().reset(again);
                 }
             }
         };
