@@ -500,41 +500,44 @@ async fn metrics_report_requests_and_partition_offsets() {
     broker.stop().await;
 }
 
+/// A broker that closes connections idle for `timeout`.
+async fn idle_after(timeout: std::time::Duration) -> InProcessBroker {
+    InProcessBroker::start(BrokerConfig {
+        connection_idle_timeout: timeout,
+        ..BrokerConfig::default()
+    })
+    .await
+}
+
+/// Waits (20 s at most, else fails saying `expected`) for the broker to
+/// close `stream`: the end of stream, nothing before it.
+async fn closed_by_the_broker(stream: &mut TcpStream, expected: &str) {
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(std::time::Duration::from_secs(20), stream.read(&mut buf))
+        .await
+        .expect(expected);
+    assert_eq!(read.unwrap(), 0);
+}
+
 /// Activity keeps a connection open only for a while: once requests stop,
 /// it is closed.
 #[tokio::test]
 async fn a_connection_gone_quiet_after_its_requests_is_closed() {
-    let broker = InProcessBroker::start(BrokerConfig {
-        connection_idle_timeout: std::time::Duration::from_millis(100),
-        ..BrokerConfig::default()
-    })
-    .await;
+    let broker = idle_after(std::time::Duration::from_millis(100)).await;
     let mut stream = TcpStream::connect(broker.addr).await.unwrap();
     let request = frame(ApiKey::ApiVersions, 3, 7, &ApiVersionsRequest::default());
     for _ in 0..3 {
         assert!(exchange(&mut stream, &request).await.is_some());
     }
-    let mut buf = [0u8; 1];
-    let read = tokio::time::timeout(std::time::Duration::from_secs(20), stream.read(&mut buf))
-        .await
-        .expect("the broker closes the connection gone quiet");
-    assert_eq!(read.unwrap(), 0);
+    closed_by_the_broker(&mut stream, "the broker closes the connection gone quiet").await;
     broker.stop().await;
 }
 
 #[tokio::test]
 async fn idle_connections_are_closed() {
-    let broker = InProcessBroker::start(BrokerConfig {
-        connection_idle_timeout: std::time::Duration::from_millis(100),
-        ..BrokerConfig::default()
-    })
-    .await;
+    let broker = idle_after(std::time::Duration::from_millis(100)).await;
     let mut stream = TcpStream::connect(broker.addr).await.unwrap();
-    let mut buf = [0u8; 1];
-    let read = tokio::time::timeout(std::time::Duration::from_secs(20), stream.read(&mut buf))
-        .await
-        .expect("the broker closes the idle connection");
-    assert_eq!(read.unwrap(), 0);
+    closed_by_the_broker(&mut stream, "the broker closes the idle connection").await;
     broker.stop().await;
 }
 
@@ -543,11 +546,7 @@ async fn idle_connections_are_closed() {
 #[tokio::test]
 async fn a_connection_with_requests_within_each_idle_timeout_stays_open() {
     const IDLE: std::time::Duration = std::time::Duration::from_millis(1000);
-    let broker = InProcessBroker::start(BrokerConfig {
-        connection_idle_timeout: IDLE,
-        ..BrokerConfig::default()
-    })
-    .await;
+    let broker = idle_after(IDLE).await;
     let mut stream = TcpStream::connect(broker.addr).await.unwrap();
     let request = frame(ApiKey::ApiVersions, 3, 7, &ApiVersionsRequest::default());
     // Three timeouts long, a request every quarter timeout.
@@ -564,11 +563,7 @@ async fn a_connection_with_requests_within_each_idle_timeout_stays_open() {
 #[tokio::test]
 async fn a_fetch_waiting_past_the_idle_timeout_keeps_its_connection() {
     const IDLE: std::time::Duration = std::time::Duration::from_millis(300);
-    let broker = InProcessBroker::start(BrokerConfig {
-        connection_idle_timeout: IDLE,
-        ..BrokerConfig::default()
-    })
-    .await;
+    let broker = idle_after(IDLE).await;
     broker
         .log
         .create_topic("quiet", 1, Default::default())

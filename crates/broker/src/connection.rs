@@ -58,6 +58,10 @@ mod pre_auth;
 mod read_loop;
 mod reader;
 mod reservation;
+#[cfg(test)]
+mod test_context;
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -199,20 +203,38 @@ async fn run<R: AsyncRead + Unpin, W: ResponseWriter>(
         &authenticated,
     );
     let writing = write_responses(writer, &ctx, to_write, &answered, peer);
+    // The stages polled in the order a request goes through them, so that
+    // a frame read is handled in the same poll of the connection's task,
+    // and answered in it when its handler ran inline with its answer
+    // ready. `select!` by default starts each poll at a random branch and
+    // goes round in the declared order, which was writer, handler,
+    // reader: two times in three, a request read waited for the task's
+    // next poll to be handled, or its answer to be written. Measured with
+    // `make bench-requests`' binary, seven alternating runs against that
+    // order (medians of the broker's CPU per request): produce 17.6 →
+    // 16.9 µs, fetch 18.8 → 17.5 µs.
+    //
+    // No stage starves the others: the reader stops at its in-flight
+    // slots, which only the writer frees, so the handler empties the
+    // queue and the writer runs after at most `in_flight_requests_max`
+    // requests. The price: of the requests read in one poll, the first
+    // answer is written once all of them were handled, where the writer
+    // went first one poll in three before.
     tokio::select! {
-        () = writing => {}
-        // A handler that stops closes the outgoing channel; the writer
-        // writes what is in it, then ends.
-        () = async {
-            handling.await;
-            std::future::pending::<()>().await;
-        } => {}
+        biased;
         // A reader that stops (EOF, a bad frame, idleness, shutdown) closes
         // the queue; the handler handles what is queued, then ends.
         () = async {
             reading.await;
             std::future::pending::<()>().await;
         } => {}
+        // A handler that stops closes the outgoing channel; the writer
+        // writes what is in it, then ends.
+        () = async {
+            handling.await;
+            std::future::pending::<()>().await;
+        } => {}
+        () = writing => {}
     }
 }
 

@@ -555,4 +555,4 @@ pub(crate) fn respond<T: Encodable>(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

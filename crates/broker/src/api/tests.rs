@@ -6,10 +6,21 @@ use super::*;
 /// A request frame (no size prefix): api key, version, correlation id 7,
 /// then `client_id` as a nullable string and nothing else.
 fn request(api: i16, version: i16, client_id: Option<&str>) -> Bytes {
+    numbered_request(api, version, 7, client_id)
+}
+
+/// [`request`] with the correlation id `correlation` (for the
+/// connection's tests too).
+pub(crate) fn numbered_request(
+    api: i16,
+    version: i16,
+    correlation: i32,
+    client_id: Option<&str>,
+) -> Bytes {
     let mut frame = Vec::new();
     frame.extend_from_slice(&api.to_be_bytes());
     frame.extend_from_slice(&version.to_be_bytes());
-    frame.extend_from_slice(&7i32.to_be_bytes());
+    frame.extend_from_slice(&correlation.to_be_bytes());
     match client_id {
         Some(id) => {
             frame.extend_from_slice(&(id.len() as i16).to_be_bytes());

@@ -16,9 +16,9 @@
 //! connection's task, on the executor, while its [`Pace`] allows:
 //! 1. While the connection's handlers are quick, they run inline.
 //! 2. One that held its thread past
-//!    [`QUICK_HANDLER_MAX`](super::handler_usage::QUICK_HANDLER_MAX) and gave the CPU
-//!    up on the way (it waited on the disk, most likely: a read that
-//!    missed the page cache, a segment roll's sync) sends the
+//!    [`QUICK_HANDLER_MAX`](super::handler_usage::QUICK_HANDLER_MAX) and
+//!    gave the CPU up on the way (it waited on the disk, most likely: a
+//!    read that missed the page cache, a segment roll's sync) sends the
 //!    connection's handlers off the executor for a period: at first
 //!    [`OFF_EXECUTOR_FIRST`], doubled up to [`OFF_EXECUTOR_MAX`] each time
 //!    one is slow again while off or within a period of coming back (see

@@ -179,6 +179,11 @@ mod tests {
 
     use super::{HANDLERS_PER_NOTE, NOTED, QUICK_HANDLER_MAX, Usage, worker_woke};
 
+    /// Runs `test` on a new thread: nothing noted on it yet.
+    fn on_a_thread_of_its_own(test: impl FnOnce() + Send + 'static) {
+        std::thread::spawn(test).join().unwrap();
+    }
+
     /// Spins past the quick handler's limit without giving the CPU up.
     fn spin_past_the_limit() {
         let started = Instant::now();
@@ -204,7 +209,7 @@ mod tests {
 
     #[test]
     fn counted_from_a_workers_wake_a_wait_makes_one_handler_slow_and_not_the_next() {
-        std::thread::spawn(|| {
+        on_a_thread_of_its_own(|| {
             worker_woke();
             let quick = Usage::inline(Instant::now());
             assert!(quick.from_note);
@@ -217,9 +222,7 @@ mod tests {
             assert!(ran.from_note);
             spin_past_the_limit();
             assert!(!ran.slow_at(Instant::now()));
-        })
-        .join()
-        .unwrap();
+        });
     }
 
     /// The trade-off the note makes: a wait between handlers, since the
@@ -228,7 +231,7 @@ mod tests {
     /// noted again.
     #[test]
     fn a_wait_since_the_note_counts_against_a_preempted_handler_until_the_next_note() {
-        std::thread::spawn(|| {
+        on_a_thread_of_its_own(|| {
             worker_woke();
             std::thread::sleep(Duration::from_millis(1));
             let ran = Usage::inline(Instant::now());
@@ -244,14 +247,12 @@ mod tests {
             assert_eq!(NOTED.get().map(|noted| noted.handlers), Some(0));
             spin_past_the_limit();
             assert!(!noted_again.slow_at(Instant::now()));
-        })
-        .join()
-        .unwrap();
+        });
     }
 
     #[test]
     fn a_thread_that_never_woke_as_a_worker_asks_the_kernel_for_each_handler() {
-        std::thread::spawn(|| {
+        on_a_thread_of_its_own(|| {
             let waited = Usage::inline(Instant::now());
             assert!(!waited.from_note);
             assert!(waited.gave_up.is_some());
@@ -261,9 +262,7 @@ mod tests {
             spin_past_the_limit();
             assert!(!ran.slow_at(Instant::now()));
             assert_eq!(NOTED.get(), None, "nothing noted off a worker");
-        })
-        .join()
-        .unwrap();
+        });
     }
 
     #[test]

@@ -141,8 +141,7 @@ async fn reserve<'a, R: AsyncRead + Unpin>(
 
 #[cfg(test)]
 mod tests {
-    use std::future::Future;
-    use std::pin::{Pin, pin};
+    use std::pin::pin;
     use std::sync::Arc;
     use std::sync::atomic::AtomicU64;
     use std::task::Poll;
@@ -151,44 +150,14 @@ mod tests {
     use tokio::sync::{Semaphore, mpsc};
 
     use super::*;
-    use crate::acl::{AclStore, Authorizer};
+    use crate::Metrics;
     use crate::api::BrokerContext;
-    use crate::auth::CredentialStore;
     use crate::connection::reader::IdleClock;
+    use crate::connection::test_context::{context, step};
     use crate::connection::{Request, RequestMemory};
-    use crate::group::GroupCoordinator;
-    use crate::txn::TxnCoordinator;
-    use crate::{AppendSignals, BrokerConfig, Metrics};
-    use strata_log::storage::Disk;
-    use strata_log::{LogConfig, LogManager};
 
     /// One of the broker's gauges or counters.
     type Gauge = fn(&Metrics) -> &AtomicU64;
-
-    /// What a connection's reader reaches, over an empty data directory.
-    fn context(dir: &tempfile::TempDir) -> Arc<BrokerContext> {
-        let log = Arc::new(LogManager::open(dir.path(), LogConfig::default()).unwrap());
-        let config = BrokerConfig::default();
-        let appends: Arc<AppendSignals> = Arc::default();
-        let groups = GroupCoordinator::open(&dir.path().join("groups"), config.groups.clone());
-        let transactions = TxnCoordinator::open(
-            &dir.path().join("transactions"),
-            config.transactions.clone(),
-            Arc::clone(&log),
-            Arc::clone(&appends),
-        );
-        let acls = AclStore::open(&Disk::os(), dir.path()).unwrap();
-        Arc::new(BrokerContext {
-            log,
-            config,
-            appends,
-            metrics: Metrics::default(),
-            groups: groups.unwrap(),
-            transactions: transactions.unwrap(),
-            acls: Authorizer::new(acls, Vec::new()),
-            credentials: CredentialStore::open(dir.path()).unwrap(),
-        })
-    }
 
     /// What one connection's reader borrows.
     struct Connection {
@@ -248,11 +217,6 @@ mod tests {
         let mut frame = i32::try_from(size).unwrap().to_be_bytes().to_vec();
         frame.resize(4 + size, 0);
         frame
-    }
-
-    /// Polls `reading` once: it runs until it has to wait for something.
-    async fn step<F: Future>(mut reading: Pin<&mut F>) -> Poll<F::Output> {
-        std::future::poll_fn(|cx| Poll::Ready(reading.as_mut().poll(cx))).await
     }
 
     #[tokio::test]

@@ -17,8 +17,9 @@ pub(crate) struct RequestMemory {
     /// `request_memory_bytes_max` bytes.
     pub(super) shared: Budget,
     /// The larger frames read before authentication:
-    /// [`PRE_AUTH_MEMORY_BYTES_MAX`](super::PRE_AUTH_MEMORY_BYTES_MAX) bytes, apart from `shared` so that
-    /// clients that never authenticate cannot hold what the others need.
+    /// [`PRE_AUTH_MEMORY_BYTES_MAX`](super::PRE_AUTH_MEMORY_BYTES_MAX)
+    /// bytes, apart from `shared` so that clients that never authenticate
+    /// cannot hold what the others need.
     pub(super) pre_auth: Budget,
 }
 
