@@ -82,8 +82,8 @@ fmt:
 
 # Every benchmark below in turn, release profile as users run it, and one
 # Markdown table of every target beside its reference from the same run,
-# with MET or MISSED (scripts/bench-all.sh; about 45 minutes; BENCHES= picks
-# some, OUT= says where the outputs and summary.md go).
+# with MET or MISSED (scripts/bench-all.sh; about 25 minutes here; BENCHES=
+# picks some, OUT= says where the outputs and summary.md go).
 bench-all: deps-bench
 	@scripts/bench-all.sh
 
