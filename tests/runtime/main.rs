@@ -25,6 +25,7 @@ mod provenance;
 mod query;
 mod query_instances;
 mod replay_from;
+mod runs;
 mod schema_registry;
 mod timers;
 mod versions;

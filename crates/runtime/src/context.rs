@@ -51,13 +51,32 @@ impl Position {
             headers: Vec::new(),
         }
     }
+
+    /// Moves to `record` (of this position's topic and partition).
+    #[inline]
+    pub fn enter(&mut self, record: &strata_record::Record<'_>) {
+        self.offset = record.offset;
+        self.timestamp = record.timestamp;
+        // Most records have no headers: nothing to clear or build for them.
+        if record.header_count() > 0 || !self.headers.is_empty() {
+            self.headers.clear();
+            self.headers.extend(record.headers().map(|h| {
+                (
+                    String::from_utf8_lossy(h.key).into_owned(),
+                    h.value.map(<[u8]>::to_vec),
+                )
+            }));
+        }
+    }
 }
 
 pub struct Context<'c> {
     pub(crate) state: &'c mut TaskState,
     pub(crate) stores: &'c [StoreSpec],
     pub(crate) outputs: &'c [TopicOutput],
-    pub(crate) position: &'c Position,
+    /// Mutable so that a run of records shares one context, moved from
+    /// record to record (see `ErasedProcessor::process_run`).
+    pub(crate) position: &'c mut Position,
     pub(crate) processor: &'c str,
     /// The task's counters, for [`Context::dropped`] and the keys written.
     pub(crate) metrics: &'c TaskMetrics,
@@ -388,7 +407,7 @@ impl Context<'_> {
             return Err(self.undeclared_output(output));
         };
         // Encoded into the task's reused buffers: no allocation per emit.
-        let (position, emits, origin) = (self.position, self.emits, self.origin);
+        let (position, emits, origin) = (&*self.position, self.emits, self.origin);
         self.state.with_buffers(|state, buffers| {
             let record = (key, value, options);
             let from = (position, &origin);

@@ -26,6 +26,24 @@ pub(crate) trait ErasedProcessor: Send {
 
     fn process(&mut self, raw: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
 
+    /// Runs the processor on `records` in turn, the context's position
+    /// moved to each; stops at the first it fails on. The task hands
+    /// over a run when nothing can be due between its records (see
+    /// `Task::run_room`): one call per run rather than per record, so an
+    /// adapter that overrides this (the typed one) decodes and calls its
+    /// processor inline.
+    fn process_run(
+        &mut self,
+        records: &[strata_record::Record<'_>],
+        ctx: &mut Context<'_>,
+    ) -> Result<(), Halted> {
+        for (at, record) in records.iter().enumerate() {
+            ctx.position.enter(record);
+            (self.process(RawRecord::of(record), ctx)).map_err(|error| Halted { at, error })?;
+        }
+        Ok(())
+    }
+
     fn close(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError>;
 
     /// A timer of the processor's is due (see `runtime::timer`).
@@ -55,6 +73,13 @@ pub(crate) trait ErasedProcessor: Send {
     ) -> Option<Prepare<'a>> {
         None
     }
+}
+
+/// Where a run stopped: the processor failed on its record `at` (the ones
+/// before it were processed).
+pub(crate) struct Halted {
+    pub at: usize,
+    pub error: ProcessError,
 }
 
 /// Makes a task's processor, decoding with the given key and value codecs.
@@ -88,6 +113,14 @@ impl ErasedProcessor for WithTimerFn {
     #[inline]
     fn process(&mut self, raw: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         self.inner.process(raw, ctx)
+    }
+
+    fn process_run(
+        &mut self,
+        records: &[strata_record::Record<'_>],
+        ctx: &mut Context<'_>,
+    ) -> Result<(), Halted> {
+        self.inner.process_run(records, ctx)
     }
 
     fn close(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {

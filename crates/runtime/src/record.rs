@@ -25,6 +25,17 @@ pub struct RawRecord<'a> {
     pub value: Option<&'a [u8]>,
 }
 
+impl<'a> RawRecord<'a> {
+    /// The key and value of a record as its batch holds them.
+    #[inline]
+    pub(crate) fn of(record: &strata_record::Record<'a>) -> Self {
+        Self {
+            key: record.key,
+            value: record.value,
+        }
+    }
+}
+
 /// One input record with its key and value decoded. Its topic is the
 /// context's ([`Context::topic`](super::Context::topic)).
 #[derive(Debug, Clone, PartialEq)]

@@ -140,6 +140,12 @@ impl Failures {
         self.dead_letters
     }
 
+    /// Whether any record of this run is to be diverted.
+    #[inline]
+    pub fn any_noted(&self) -> bool {
+        !self.noted.is_empty()
+    }
+
     /// Why record `offset` of input `input` failed in this run, if it did.
     #[inline]
     pub fn noted(&self, input: usize, offset: i64) -> Option<&Failure> {

@@ -5,13 +5,19 @@
 //! A fetch may end inside a batch (the next fetch starts there); a batch
 //! that fails its checks stops the task: records are never skipped. A
 //! target offset is a hard stop: nothing at or past it is processed.
+//!
+//! A batch's records go to the processor in runs, one call for many, when
+//! nothing can be due between them (see `Task::run_room`), and one at a
+//! time otherwise; a run ends where the commit interval's records do.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::context::{Context, Position};
+use crate::erased::Halted;
 use crate::error::{RuntimeError, Unreadable};
 use crate::log_access::{FETCH_WAIT_MAX, Fetched, LogAccess};
+use crate::process_error::ProcessError;
 use crate::provenance::Origin;
 use crate::record::RawRecord;
 use crate::state::TaskState;
@@ -177,7 +183,8 @@ impl Task {
             }
         }
         let (mut counted, mut processed) = (0u64, 0u64);
-        for (index, record) in records.iter().enumerate() {
+        let mut index = 0;
+        while let Some(record) = records.get(index) {
             if self.prefetch.is_active() {
                 match records.get(index + PREFETCH_AHEAD) {
                     Some(ahead) => self
@@ -187,15 +194,31 @@ impl Task {
                 }
             }
             if record.offset < self.inputs[at].next {
+                index += 1;
                 continue;
             }
             if record.offset >= limit {
                 break;
             }
-            self.apply(at, record, &mut position)?;
-            self.inputs[at].next = record.offset + 1;
-            counted += 1;
-            processed += 1;
+            // A run of records in one call when nothing can be due between
+            // them; else this one alone.
+            let applied = match self.run_room() {
+                Some(room) => {
+                    let rest = &records[index..];
+                    let run = rest.iter().take(room).take_while(|r| r.offset < limit);
+                    let run = &rest[..run.count()];
+                    self.apply_run(at, run, &mut position)?;
+                    run.len()
+                }
+                None => {
+                    self.apply(at, record, &mut position)?;
+                    1
+                }
+            };
+            index += applied;
+            self.inputs[at].next = records[index - 1].offset + 1;
+            counted += applied as u64;
+            processed += applied as u64;
             // Checked here, without a future per record; most records need
             // nothing after them.
             if self.due_after_record() {
@@ -231,57 +254,97 @@ impl Task {
             record.offset >= self.inputs[at].next || self.setup.letters.is_some(),
             "records are processed in offset order, each once (a dead letter's, again)"
         );
-        position.offset = record.offset;
-        position.timestamp = record.timestamp;
-        // Most records have no headers: nothing to clear or build for them.
-        if record.header_count() > 0 || !position.headers.is_empty() {
-            position.headers.clear();
-            position.headers.extend(record.headers().map(|h| {
-                (
-                    String::from_utf8_lossy(h.key).into_owned(),
-                    h.value.map(<[u8]>::to_vec),
-                )
-            }));
-        }
+        position.enter(record);
         // A record the processor failed on earlier in this run, diverted
         // under its policy (see `dead_letters`).
         if let Some(failure) = self.failures.noted(at, record.offset) {
             let failure = failure.clone();
             return self.divert(at, record, position, &failure);
         }
-        let raw = RawRecord {
-            key: record.key,
-            value: record.value,
-        };
         let mut ctx = context(
             (&mut self.state, &self.metrics, &mut self.write_sampler),
             &self.setup,
             position,
         );
-        if let Err(error) = self.processor.process(raw, &mut ctx) {
-            self.state.discard();
-            if self.failures.diverts()
-                && let Some(failure) = Failure::of(&error)
-            {
-                self.failures.failed = Some(Failed {
-                    input: at,
-                    offset: record.offset,
-                    failure,
-                });
-            }
-            return Err(RuntimeError::Processor {
-                processor: self.setup.spec.name.clone(),
-                topic: self.inputs[at].topic.to_string(),
-                partition: self.setup.partition,
-                offset: record.offset,
-                error,
-            });
+        if let Err(error) = self.processor.process(RawRecord::of(record), &mut ctx) {
+            return Err(self.failed(at, record.offset, error));
         }
         self.pending.records += 1;
         self.checkpointed.1 += 1;
         self.pending.moved = true;
         self.state.advance_stream_time(record.timestamp);
         Ok(())
+    }
+
+    /// Runs the processor on `run`, records of input `at` at or past its
+    /// position, in one call (see [`Task::run_room`]), `position` moved
+    /// along them. The caller moves the input's position past them.
+    fn apply_run(
+        &mut self,
+        at: usize,
+        run: &[Record<'_>],
+        position: &mut Position,
+    ) -> Result<(), RuntimeError> {
+        debug_assert!(!self.state.has_timers(), "no stream time to move in a run");
+        let mut ctx = context(
+            (&mut self.state, &self.metrics, &mut self.write_sampler),
+            &self.setup,
+            position,
+        );
+        let outcome = self.processor.process_run(run, &mut ctx);
+        let done = outcome
+            .as_ref()
+            .map_or_else(|halted| halted.at, |()| run.len());
+        self.pending.records += done as u64;
+        self.checkpointed.1 += done as u64;
+        self.pending.moved |= done > 0;
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(Halted { at: failed, error }) => Err(self.failed(at, run[failed].offset, error)),
+        }
+    }
+
+    /// How many records may go to the processor in one run, with nothing
+    /// due between them: the records left before the run is full, unless
+    /// something may be due after any record (a timer store's stream
+    /// time, store entries asked for ahead, a record to divert, or a
+    /// remote outbox that may fill). None: a record at a time.
+    #[inline]
+    fn run_room(&self) -> Option<usize> {
+        let remote = matches!(self.setup.log, LogAccess::Remote(_));
+        let one_at_a_time = self.prefetch.is_active()
+            || self.state.has_timers()
+            || self.failures.any_noted()
+            || self.pending.full
+            || (remote && !self.setup.outputs.is_empty());
+        let room = (self.setup.config.commit.records).saturating_sub(self.pending.records);
+        match one_at_a_time || room < 2 {
+            true => None,
+            false => Some(usize::try_from(room).unwrap_or(usize::MAX)),
+        }
+    }
+
+    /// What the processor's `error` on record `offset` of input `at`
+    /// makes of the task: the run discarded, the record noted for its
+    /// policy if it diverts it.
+    fn failed(&mut self, at: usize, offset: i64, error: ProcessError) -> RuntimeError {
+        self.state.discard();
+        if self.failures.diverts()
+            && let Some(failure) = Failure::of(&error)
+        {
+            self.failures.failed = Some(Failed {
+                input: at,
+                offset,
+                failure,
+            });
+        }
+        RuntimeError::Processor {
+            processor: self.setup.spec.name.clone(),
+            topic: self.inputs[at].topic.to_string(),
+            partition: self.setup.partition,
+            offset,
+            error,
+        }
     }
 
     /// Nanoseconds since `started` (an instant and the time in commits
@@ -359,11 +422,11 @@ impl Task {
     pub(super) async fn lifecycle(&mut self, which: &str) -> Result<(), RuntimeError> {
         let first = &self.inputs[0];
         let now = self.setup.clock.now_ms();
-        let position = Position::before_records(&first.topic, self.setup.partition, now);
+        let mut position = Position::before_records(&first.topic, self.setup.partition, now);
         let mut ctx = context(
             (&mut self.state, &self.metrics, &mut self.write_sampler),
             &self.setup,
-            &position,
+            &mut position,
         );
         let result = if which == "init" {
             self.processor.init(&mut ctx)
@@ -387,7 +450,7 @@ impl Task {
 pub(super) fn context<'t>(
     (state, metrics, written): (&'t mut TaskState, &'t TaskMetrics, &'t mut KeySampler),
     setup: &'t TaskSetup,
-    position: &'t Position,
+    position: &'t mut Position,
 ) -> Context<'t> {
     Context {
         state,

@@ -71,13 +71,13 @@ impl Task {
     /// Calls the processor's `on_timer` with `timer` (already removed).
     fn fire(&mut self, timer: Timer) -> Result<(), RuntimeError> {
         let topic = &self.inputs[0].topic;
-        let position = Position::before_records(topic, self.setup.partition, timer.time_ms);
+        let mut position = Position::before_records(topic, self.setup.partition, timer.time_ms);
         self.pending.moved = true;
         let described = timer.to_string();
         let mut ctx = context(
             (&mut self.state, &self.metrics, &mut self.write_sampler),
             &self.setup,
-            &position,
+            &mut position,
         );
         if let Err(error) = self.processor.on_timer(timer, &mut ctx) {
             self.state.discard();
