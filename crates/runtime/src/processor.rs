@@ -46,7 +46,7 @@ use strata_record::codec::{Codec, Part};
 
 use super::async_processor::{AsyncAdapter, AsyncProcessor};
 use super::context::{Context, Position};
-use super::erased::{ErasedProcessor, Factory, Halted, no_on_timer};
+use super::erased::{ErasedProcessor, Factory, no_on_timer};
 use super::process_error::ProcessError;
 use super::record::{RawRecord, Record};
 use super::timer::Timer;
@@ -205,28 +205,6 @@ where
     fn process(&mut self, raw: RawRecord<'_>, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         let record = decode(&self.codecs, raw, ctx.position)?;
         self.inner.process(record, ctx)
-    }
-
-    /// The records decoded and processed in one loop, monomorphic: no
-    /// call through the task's `dyn` processor, nor a context built, per
-    /// record. Under callgrind, the runtime bench's pass-through
-    /// (`Record<String, Vec<u8>>`, 500,000 records) ran 1,179 instructions
-    /// per record on the task's thread a record at a time and 1,067 in
-    /// runs, against the plain loop's 865.
-    fn process_run(
-        &mut self,
-        records: &[strata_record::Record<'_>],
-        ctx: &mut Context<'_>,
-    ) -> Result<(), Halted> {
-        for (at, record) in records.iter().enumerate() {
-            ctx.position.enter(record);
-            let outcome = match decode(&self.codecs, RawRecord::of(record), ctx.position) {
-                Ok(record) => self.inner.process(record, ctx),
-                Err(error) => Err(error),
-            };
-            outcome.map_err(|error| Halted { at, error })?;
-        }
-        Ok(())
     }
 
     fn close(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {

@@ -4,7 +4,7 @@
 //!
 //! The protocol, for a record R at offset O of input I:
 //!
-//! 1. The processor fails on R: `apply` discards the run in progress
+//! 1. The processor fails on R: `Task::failed` discards the run in progress
 //!    (store writes, emits, timers: everything since the last commit) and
 //!    notes the failure.
 //! 2. The task counts it against the policy's limit: one more than the
@@ -95,7 +95,7 @@ impl Failure {
     }
 }
 
-/// A failure `apply` noted, for the task's loop to take up.
+/// A failure `Task::failed` noted, for the task's loop to take up.
 pub(super) struct Failed {
     pub input: usize,
     pub offset: i64,
@@ -109,7 +109,7 @@ pub(super) struct Failures {
     noted: HashMap<(usize, i64), Failure>,
     /// When each failure of the last [`LIMIT_WINDOW`] was noted.
     recent: VecDeque<Instant>,
-    /// The one `apply` noted last, not taken up yet.
+    /// The one `Task::failed` noted last, not taken up yet.
     pub failed: Option<Failed>,
     /// The output the dead letters go to (an index into the setup's).
     dead_letters: Option<usize>,
@@ -203,7 +203,7 @@ impl Failures {
 }
 
 impl Task {
-    /// Takes up the failure `apply` noted: counted against the limit, then
+    /// Takes up the failure `Task::failed` noted: counted against the limit, then
     /// the run processed again from its start with the record diverted
     /// (steps 2 and 3 of the protocol). `error` is what the task answers
     /// when nothing was noted.

@@ -204,8 +204,16 @@ impl Task {
             // them; else this one alone.
             let applied = match self.run_room() {
                 Some(room) => {
+                    // Offsets rising, below the target: a record at or
+                    // below the one before it ends the run (and is passed
+                    // over next, as it would be one at a time).
                     let rest = &records[index..];
-                    let run = rest.iter().take(room).take_while(|r| r.offset < limit);
+                    let mut last = self.inputs[at].next - 1;
+                    let run = rest.iter().take(room).take_while(|r| {
+                        let rising = last < r.offset && r.offset < limit;
+                        last = r.offset;
+                        rising
+                    });
                     let run = &rest[..run.count()];
                     self.apply_run(at, run, &mut position)?;
                     run.len()
@@ -286,6 +294,12 @@ impl Task {
         position: &mut Position,
     ) -> Result<(), RuntimeError> {
         debug_assert!(!self.state.has_timers(), "no stream time to move in a run");
+        debug_assert!(
+            run.first()
+                .is_some_and(|r| r.offset >= self.inputs[at].next)
+                && run.windows(2).all(|w| w[0].offset < w[1].offset),
+            "a run's offsets rise from the input's position"
+        );
         let mut ctx = context(
             (&mut self.state, &self.metrics, &mut self.write_sampler),
             &self.setup,
@@ -300,7 +314,10 @@ impl Task {
         self.pending.moved |= done > 0;
         match outcome {
             Ok(()) => Ok(()),
-            Err(Halted { at: failed, error }) => Err(self.failed(at, run[failed].offset, error)),
+            Err(Halted { at: failed, error }) => {
+                debug_assert!(failed < run.len(), "halted on one of the run's records");
+                Err(self.failed(at, run[failed].offset, error))
+            }
         }
     }
 
