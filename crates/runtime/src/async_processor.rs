@@ -26,8 +26,9 @@ use serde::de::DeserializeOwned;
 
 use strata_record::codec::{Codec, Part};
 
-use super::context::{Context, Position};
+use super::context::Context;
 use super::erased::{ErasedProcessor, Prepare};
+use super::position::Position;
 use super::process_error::ProcessError;
 use super::record::{RawRecord, Record};
 use super::timer::Timer;

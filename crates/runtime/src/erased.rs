@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use strata_record::codec::Codec;
 
-use super::context::{Context, Position};
+use super::context::Context;
+use super::position::Position;
 use super::process_error::ProcessError;
 use super::record::RawRecord;
 use super::timer::Timer;

@@ -96,6 +96,7 @@ mod log_access;
 mod metrics;
 mod on_error;
 pub mod ops;
+mod position;
 mod process_error;
 pub mod processor;
 mod processor_spec;

@@ -45,8 +45,9 @@ use serde::de::DeserializeOwned;
 use strata_record::codec::{Codec, Part};
 
 use super::async_processor::{AsyncAdapter, AsyncProcessor};
-use super::context::{Context, Position};
+use super::context::Context;
 use super::erased::{ErasedProcessor, Factory, no_on_timer};
+use super::position::Position;
 use super::process_error::ProcessError;
 use super::record::{RawRecord, Record};
 use super::timer::Timer;

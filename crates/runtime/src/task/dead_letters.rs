@@ -47,12 +47,12 @@ use std::time::{Duration, Instant};
 
 use strata_record::{Header, NewRecord, Record};
 
-use crate::context::Position;
 use crate::error::RuntimeError;
 use crate::on_error::letter_headers::{
     APP, ERROR, ERROR_KIND, OFFSET, PARTITION, PROCESSOR, TIMESTAMP, TOPIC, VERSION,
 };
 use crate::on_error::{DeadLetterRecord, OnError};
+use crate::position::Position;
 use crate::process_error::{ProcessError, UndecodableInput};
 use crate::state::StateError;
 use strata_record::codec::CodecError;

@@ -49,11 +49,11 @@ use std::time::Duration;
 
 use strata_record::{BatchBuilder, Compression, Header, NewRecord, RecordBatch};
 
-use crate::context::Position;
 use crate::error::{RuntimeError, Unreadable};
 use crate::letter::{
     self, FAILED, Letter, LetterFilter, MARK_ERROR, MARK_JOB, PROCESSED, mark_key_text,
 };
+use crate::position::Position;
 use crate::topic_read::fetch_partition_settled;
 
 use super::dead_letters::Failure;

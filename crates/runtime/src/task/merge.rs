@@ -29,9 +29,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::context::Position;
 use crate::error::{RuntimeError, Unreadable};
 use crate::log_access::{FETCH_WAIT_MAX, LogAccess};
+use crate::position::Position;
 use strata_record::RecordCursor;
 
 use super::input::{Head, UnreadableAt};

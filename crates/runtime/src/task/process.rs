@@ -13,10 +13,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::context::{Context, Position};
+use crate::context::Context;
 use crate::erased::Halted;
 use crate::error::{RuntimeError, Unreadable};
 use crate::log_access::{FETCH_WAIT_MAX, Fetched, LogAccess};
+use crate::position::Position;
 use crate::process_error::ProcessError;
 use crate::provenance::Origin;
 use crate::record::RawRecord;

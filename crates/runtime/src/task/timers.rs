@@ -16,8 +16,8 @@
 //! processing-time sweep after each batch and in the task's loop, whose
 //! idle wait ends by the earliest processing-time timer.
 
-use crate::context::Position;
 use crate::error::RuntimeError;
+use crate::position::Position;
 use crate::timer::{TIMERS_FIRED_PER_PASS_MAX, TimeDomain, Timer};
 
 use super::Task;
