@@ -249,6 +249,12 @@ impl RecordCursor {
     /// reads each record twice: a whole record costs about 340
     /// instructions, its key alone about 160.
     pub fn next_key<'a>(&mut self, section: &'a [u8]) -> Option<Option<&'a [u8]>> {
+        self.next_key_and_time(section).map(|(key, _)| key)
+    }
+
+    /// As [`RecordCursor::next_key`], with the record's timestamp, which
+    /// comes before its key (for the window a record falls in).
+    pub fn next_key_and_time<'a>(&mut self, section: &'a [u8]) -> Option<(Option<&'a [u8]>, i64)> {
         if self.failed || self.remaining == 0 {
             return None;
         }
@@ -258,18 +264,21 @@ impl RecordCursor {
             let body = rest.get(used..end)?;
             let mut cursor = Cursor { bytes: body, at: 0 };
             cursor.take(1)?; // attributes
-            cursor.varlong()?;
+            let timestamp_delta = cursor.varlong()?;
             cursor.varint()?;
-            Some((cursor.nullable_bytes("key").ok()?, end))
+            Some((cursor.nullable_bytes("key").ok()?, timestamp_delta, end))
         });
-        let Some((key, end)) = skimmed else {
+        let Some((key, timestamp_delta, end)) = skimmed else {
             self.failed = true;
             return None;
         };
         self.at += end;
         self.remaining -= 1;
         self.index += 1;
-        Some(key)
+        let timestamp = self
+            .log_append_time
+            .unwrap_or(self.base_timestamp.wrapping_add(timestamp_delta));
+        Some((key, timestamp))
     }
 
     /// Records not read yet.
@@ -441,9 +450,9 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Over any bytes, a cursor reading keys alone agrees with one
-        /// reading whole records for as long as those read: the same keys,
-        /// in order, never a panic.
+        /// Over any bytes, a cursor reading keys (and times) alone agrees
+        /// with one reading whole records for as long as those read: the
+        /// same keys and timestamps, in order, never a panic.
         #[test]
         fn keys_read_alone_are_the_keys_of_the_records_read_whole(
             records in proptest::collection::vec(
@@ -459,12 +468,14 @@ mod tests {
             cut in proptest::option::of(proptest::num::usize::ANY),
         ) {
             let mut builder = BatchBuilder::new(Compression::None);
-            for (key, value, headers) in &records {
+            for (at, (key, value, headers)) in records.iter().enumerate() {
                 let headers = Header::from_pairs(headers);
+                // Times out of order too: a delta may be negative.
+                let timestamp = 1_000 + (at as i64 % 3 - 1) * 400 + at as i64;
                 let record = NewRecord {
                     key: key.as_deref(),
                     value: value.as_deref(),
-                    timestamp: 7,
+                    timestamp,
                     headers: &headers,
                 };
                 builder.push(record).unwrap();
@@ -484,7 +495,12 @@ mod tests {
             }
             let mut read = 0;
             while let Some(Ok(record)) = whole.next(&section) {
-                proptest::prop_assert_eq!(keys.next_key(&section), Some(record.key));
+                let expected = if read % 2 == 0 {
+                    keys.next_key(&section).map(|key| (key, record.timestamp))
+                } else {
+                    keys.next_key_and_time(&section)
+                };
+                proptest::prop_assert_eq!(expected, Some((record.key, record.timestamp)));
                 read += 1;
             }
             if intact {

@@ -31,6 +31,22 @@ pub(crate) struct StoreSpec {
     pub render_value: Render,
     /// Keys from text and entries as JSON, for queries.
     pub text: StoreText,
+    /// A window store's keys (`App::window_keys`), as far as the task
+    /// can compute them from a record it has not processed yet.
+    pub window_keys: Option<WindowKeys>,
+}
+
+/// What a task knows of a window store's keys ([`super::window_key`]
+/// layout) before its processor runs: enough, with a record's key and
+/// timestamp, to name the window the record falls in, and ask the CPU for
+/// its entry a few records ahead (see `task::prefetch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WindowKeys {
+    /// The codec of the keys inside the window keys.
+    pub key_codec: Codec,
+    /// Windows start at every multiple of this since the epoch
+    /// (`App::windows_start_every`); None if not declared.
+    pub advance_ms: Option<i64>,
 }
 
 impl StoreSpec {
@@ -50,6 +66,7 @@ impl StoreSpec {
             render_key: render::<K>(store.key_codec()),
             render_value: render::<V>(store.value_codec()),
             text: StoreText::of::<K, V>(store.key_codec(), store.value_codec()),
+            window_keys: None,
         }
     }
 
@@ -72,6 +89,7 @@ impl StoreSpec {
                 value_json: Arc::new(|value| render_value(value).into()),
                 ..StoreText::of::<Vec<u8>, Vec<u8>>(Codec::Raw, Codec::Raw)
             },
+            window_keys: None,
         }
     }
 

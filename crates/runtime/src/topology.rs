@@ -34,7 +34,7 @@ use super::input::{self, InputTopic, RecordTypes};
 use super::on_error::{OnError, dead_letter_output, dead_letter_topic};
 use super::process_error::ProcessError;
 use super::processor::IntoProcessor;
-use super::spec::{OutputSpec, StoreSpec};
+use super::spec::{OutputSpec, StoreSpec, WindowKeys};
 
 pub(crate) use super::processor_spec::ProcessorSpec;
 pub use super::task_config::{CheckpointPolicy, CommitInterval, TaskConfig};
@@ -248,8 +248,42 @@ impl App {
     {
         let store = self.last("window_keys").and_then(|p| p.stores.last_mut());
         match store {
-            Some(store) => store.text = store.text.clone().windowed::<K>(codec),
+            Some(store) => {
+                store.text = store.text.clone().windowed::<K>(codec);
+                store.window_keys = Some(WindowKeys {
+                    key_codec: codec,
+                    advance_ms: None,
+                });
+            }
             None => self.fail("window_keys declared before a store of the processor".into()),
+        }
+        self
+    }
+
+    /// Declares that the windows of the last store (a window store, see
+    /// [`App::window_keys`]) start at every multiple of `advance` since
+    /// the epoch, as tumbling and hopping windows do. The task then asks
+    /// the CPU for the entry of the latest window a record falls in a few
+    /// records before the processor reads it, as it does for stores keyed
+    /// like the input: the processor finds it in the cache.
+    pub fn windows_start_every(mut self, advance: Duration) -> Self {
+        let advance_ms = i64::try_from(advance.as_millis()).unwrap_or(i64::MAX);
+        let store = self
+            .last("windows_start_every")
+            .and_then(|p| p.stores.last_mut());
+        let failed = match store {
+            Some(store) => match &mut store.window_keys {
+                Some(keys) if advance_ms > 0 => {
+                    keys.advance_ms = Some(advance_ms);
+                    None
+                }
+                Some(_) => Some("windows_start_every needs an advance of 1 ms or more"),
+                None => Some("windows_start_every declared before window_keys"),
+            },
+            None => Some("windows_start_every declared before a store of the processor"),
+        };
+        if let Some(failed) = failed {
+            self.fail(failed.into());
         }
         self
     }

@@ -24,7 +24,9 @@
 //! decides every replayed record as the crash-free run did.
 //!
 //! Closing scans the closing list only when the watermark passes the next
-//! possible window end (ends fall on a grid), not at every record.
+//! possible window end (ends fall on a grid), not at every record. A
+//! window the task opened itself is known to be new without reading the
+//! store (see `known`).
 
 use std::sync::Arc;
 
@@ -38,6 +40,7 @@ use crate::item::{Data, Item};
 use crate::operator::{Next, Operator};
 
 use super::key::{closing_key, split_closing_key, split_window_key, time_bytes, window_key};
+use super::known::OpenedWindows;
 use super::spec::{Emit, Windowed, Windows};
 
 /// The time store's entries.
@@ -71,6 +74,8 @@ pub(crate) struct WindowAggregate<K, V, A: 'static> {
     watermark: i64,
     /// Every window ending at or before this is closed.
     closed_through: i64,
+    /// The windows opened since `init`, known absent before.
+    opened: OpenedWindows,
     encoded: Vec<u8>,
     window: Vec<u8>,
 }
@@ -98,6 +103,7 @@ where
             next,
             watermark: i64::MIN,
             closed_through: i64::MIN,
+            opened: OpenedWindows::new(i64::MIN),
             encoded: Vec::new(),
             window: Vec::new(),
         }
@@ -145,6 +151,7 @@ where
             ctx.delete(self.stores.closing, &closing_key)?;
         }
         self.closed_through = ended_by;
+        self.opened.closed_through(ended_by);
         Ok(())
     }
 }
@@ -158,6 +165,7 @@ where
     fn init(&mut self, ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         self.watermark = ctx.get(self.stores.time, WATERMARK)?.unwrap_or(i64::MIN);
         self.closed_through = i64::MIN;
+        self.opened = OpenedWindows::new(self.watermark);
         self.next.init(ctx)
     }
 
@@ -174,8 +182,11 @@ where
             }
             taken = true;
             window_key(&self.encoded, start, &mut self.window);
-            let last = ctx.get(self.stores.windows, &self.window)?;
             let end = start.saturating_add(self.spec.size_ms);
+            let last = match self.opened.open(&self.window, start, end, self.watermark) {
+                true => None,
+                false => ctx.get(self.stores.windows, &self.window)?,
+            };
             if last.is_none() {
                 ctx.put(self.stores.closing, &closing_key(end, &self.window), &())?;
             }

@@ -11,16 +11,19 @@
 //! `session_spec`).
 //!
 //! `spec`: the fixed windows; `key`: the byte layouts of the window
-//! stores; `aggregate`: the fixed windows' operator; `session_spec`: the
+//! stores; `aggregate`: the fixed windows' operator; `known`: the windows
+//! it opened, known new without a read; `session_spec`: the
 //! session windows and their emission modes; `session`: their operator.
 
 mod aggregate;
 pub(crate) mod key;
+mod known;
 mod session;
 mod session_spec;
 mod spec;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -152,8 +155,10 @@ where
             out.node,
             format!("store {windows}"),
             Arc::new(move |app: App| {
+                let advance = Duration::from_millis(spec.advance_ms().unsigned_abs());
                 app.store(stores.windows)
                     .window_keys::<K>(key_codec)
+                    .windows_start_every(advance)
                     .store(stores.closing)
                     .store(stores.time)
             }),

@@ -272,8 +272,9 @@ impl Task {
     /// Asks for the store entries of the record at `ahead`'s key, and moves
     /// it on.
     fn prefetch_next(&mut self, ahead: &mut RecordCursor, section: &[u8]) {
-        if let Some(key) = ahead.next_key(section) {
-            self.prefetch.ahead(&self.state, key.unwrap_or_default());
+        if let Some((key, timestamp)) = ahead.next_key_and_time(section) {
+            self.prefetch
+                .ahead(&self.state, key.unwrap_or_default(), timestamp);
         }
     }
 

@@ -180,7 +180,7 @@ impl Task {
             self.prefetch.restart();
             for record in records.iter().take(PREFETCH_AHEAD) {
                 let key = record.key.unwrap_or_default();
-                self.prefetch.ahead(&self.state, key);
+                self.prefetch.ahead(&self.state, key, record.timestamp);
             }
         }
         let (mut counted, mut processed) = (0u64, 0u64);
@@ -188,9 +188,10 @@ impl Task {
         while let Some(record) = records.get(index) {
             if self.prefetch.is_active() {
                 match records.get(index + PREFETCH_AHEAD) {
-                    Some(ahead) => self
-                        .prefetch
-                        .ahead(&self.state, ahead.key.unwrap_or_default()),
+                    Some(ahead) => {
+                        let key = ahead.key.unwrap_or_default();
+                        self.prefetch.ahead(&self.state, key, ahead.timestamp);
+                    }
                     None => self.prefetch.coast(&self.state),
                 }
             }
