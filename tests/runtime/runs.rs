@@ -1,6 +1,6 @@
 //! A task hands a batch's records to its processor in runs when nothing
 //! can be due between them, and one at a time otherwise (a timer store,
-//! store entries asked for ahead, a record to divert). Both ways must be
+//! a record to divert). Both ways must be
 //! the same to the processor: each record's position and headers in its
 //! context, the runs cut where the commit interval falls, and a failure in
 //! the middle of a run diverted as one met alone.
@@ -17,14 +17,14 @@ use strata::log::{LogConfig, LogManager, now_ms};
 use strata::record::{BatchBuilder, Compression, Header, NewRecord};
 use strata::runtime::{
     App, CommitInterval, Context, EmitOptions, Location, OnError, Output, ProcessError, Record,
-    RunOptions, RuntimeError,
+    RunOptions, RuntimeError, Store,
 };
 
 const SEEN: Output<String, String> = Output::new("seen");
 
-/// Writes `batches` batches of `per_batch` records to `in`: values "v<n>"
-/// ("bad" for the records `failing` names), timestamps rising by one from
-/// `start`, and a header on every third record.
+/// Writes `batches` batches of `per_batch` records to `in`: keys "k<n % 7>",
+/// values "v<n>" ("bad" for the records `failing` names), timestamps
+/// rising by one from `start`, and a header on every third record.
 fn write_input(data: &Path, start: i64, (batches, per_batch): (usize, usize), failing: &[usize]) {
     let log = LogManager::open(data, LogConfig::default()).unwrap();
     let topic = log.create_topic("in", 1, BTreeMap::new()).unwrap();
@@ -42,9 +42,10 @@ fn write_input(data: &Path, start: i64, (batches, per_batch): (usize, usize), fa
                 value: Some(tag.as_bytes()),
             }];
             let headers: &[Header] = if n.is_multiple_of(3) { &headers } else { &[] };
+            let key = format!("k{}", n % 7);
             builder
                 .push(NewRecord {
-                    key: None,
+                    key: Some(key.as_bytes()),
                     value: Some(value.as_bytes()),
                     timestamp: start + n as i64,
                     headers,
@@ -59,12 +60,19 @@ fn write_input(data: &Path, start: i64, (batches, per_batch): (usize, usize), fa
     log.close().unwrap();
 }
 
+/// Records per key, in a store keyed like the input (whose entries the
+/// task asks for ahead of their records, in runs as one at a time).
+const SEEN_PER_KEY: Store<Vec<u8>, u64> = Store::new("seen-per-key");
+
 /// Emits what the context shows of each record (its offset, timestamp
-/// and headers) beside its value; fails on "bad".
+/// and headers) beside its value and how many records of its key came
+/// before it; fails on "bad".
 fn note(record: Record<Vec<u8>, String>, ctx: &mut Context) -> Result<(), ProcessError> {
     if record.value == "bad" {
         return Err(ProcessError::msg("a bad record"));
     }
+    let before = ctx.get(SEEN_PER_KEY, &record.key)?.unwrap_or(0);
+    ctx.put(SEEN_PER_KEY, &record.key, &(before + 1))?;
     if record.value != format!("v{}", ctx.offset()) {
         return Err(ProcessError::msg("the context is not at the record"));
     }
@@ -77,7 +85,7 @@ fn note(record: Record<Vec<u8>, String>, ctx: &mut Context) -> Result<(), Proces
         })
         .collect();
     let seen = format!(
-        "{} {} {} [{}]",
+        "{} {} {} [{}] {before}",
         ctx.offset(),
         ctx.timestamp(),
         record.value,
@@ -111,6 +119,7 @@ fn counted_app(name: &str, records: u64, timers: bool, calls: Arc<AtomicU64>) ->
             note(record, ctx)
         })
         .input("in")
+        .store(SEEN_PER_KEY)
         .output(SEEN)
         .commit_interval(commit);
     match timers {
@@ -181,14 +190,18 @@ async fn records_in_runs_look_to_the_processor_as_records_one_at_a_time() {
             calls_single.load(Ordering::Relaxed),
             "commit every {records}: as many calls of the processor"
         );
+        let mut per_key = [0u64; 7];
         for line in &in_runs {
             let offset: usize = line.split(' ').next().unwrap().parse().unwrap();
-            let tagged = offset.is_multiple_of(3);
+            let before: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
             assert_eq!(
-                line.ends_with(&format!("[tag=t{offset}]")),
-                tagged,
-                "{line}"
+                before,
+                per_key[offset % 7],
+                "{line}: its key's records before it"
             );
+            per_key[offset % 7] += 1;
+            let tagged = offset.is_multiple_of(3);
+            assert_eq!(line.contains(&format!("[tag=t{offset}]")), tagged, "{line}");
             assert!(line.contains(&format!(" v{offset} ")), "{line}");
         }
     }

@@ -380,8 +380,14 @@ impl Context<'_> {
         &self,
         store: &Store<K, V>,
     ) -> Result<usize, ProcessError> {
-        match self.stores.iter().position(|s| s.name == store.name()) {
-            Some(index) if self.stores[index].is(store) => {
+        let name = store.name();
+        let found = (self
+            .stores
+            .iter()
+            .position(|s| std::ptr::eq(s.handle_name, name)))
+        .or_else(|| self.stores.iter().position(|s| s.name == name));
+        match found {
+            Some(index) if self.stores[index].holds(store) => {
                 debug_assert_eq!(self.state.stores()[index], store.name());
                 Ok(index)
             }

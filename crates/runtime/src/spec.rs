@@ -21,6 +21,10 @@ pub(crate) type Render = Arc<dyn Fn(&[u8]) -> String + Send + Sync>;
 #[derive(Clone)]
 pub(crate) struct StoreSpec {
     pub name: String,
+    /// The name as the declaring handle holds it: a handle copied from the
+    /// same declaration points at the same bytes, so finding a store for a
+    /// get or put mostly compares two pointers, not two names.
+    pub handle_name: &'static str,
     pub key_codec: Codec,
     pub value_codec: Codec,
     pub key_type: TypeId,
@@ -57,6 +61,7 @@ impl StoreSpec {
     {
         Self {
             name: store.name().to_string(),
+            handle_name: store.name(),
             key_codec: store.key_codec(),
             value_codec: store.value_codec(),
             key_type: TypeId::of::<K>(),
@@ -75,6 +80,8 @@ impl StoreSpec {
     pub fn timers(name: String) -> Self {
         Self {
             name,
+            // No handle names it.
+            handle_name: "",
             key_codec: Codec::Raw,
             value_codec: Codec::Raw,
             key_type: TypeId::of::<Timer>(),
@@ -93,11 +100,11 @@ impl StoreSpec {
         }
     }
 
-    /// Whether `store` is this declaration: same name, types and codecs.
+    /// Whether `store`, of this declaration's name, has its types and
+    /// codecs.
     #[inline]
-    pub fn is<K: 'static, V: 'static>(&self, store: &Store<K, V>) -> bool {
-        self.name == store.name()
-            && self.key_type == TypeId::of::<K>()
+    pub fn holds<K: 'static, V: 'static>(&self, store: &Store<K, V>) -> bool {
+        self.key_type == TypeId::of::<K>()
             && self.value_type == TypeId::of::<V>()
             && self.key_codec == store.key_codec()
             && self.value_codec == store.value_codec()

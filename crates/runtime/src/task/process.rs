@@ -10,11 +10,12 @@
 //! nothing can be due between them (see `Task::run_room`), and one at a
 //! time otherwise; a run ends where the commit interval's records do.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::context::Context;
-use crate::erased::Halted;
+use crate::erased::{Ahead, Halted};
 use crate::error::{RuntimeError, Unreadable};
 use crate::log_access::{FETCH_WAIT_MAX, Fetched, LogAccess};
 use crate::position::Position;
@@ -216,9 +217,9 @@ impl Task {
                         last = r.offset;
                         rising
                     });
-                    let run = &rest[..run.count()];
-                    self.apply_run(at, run, &mut position)?;
-                    run.len()
+                    let run = run.count();
+                    self.apply_run(at, (&records, index..index + run), &mut position)?;
+                    run
                 }
                 None => {
                     self.apply(at, record, &mut position)?;
@@ -288,13 +289,17 @@ impl Task {
 
     /// Runs the processor on `run`, records of input `at` at or past its
     /// position, in one call (see [`Task::run_room`]), `position` moved
-    /// along them. The caller moves the input's position past them.
+    /// along them, asking for the store entries of the batch's records
+    /// ahead of each as it goes. The caller moves the input's position past
+    /// them.
     fn apply_run(
         &mut self,
         at: usize,
-        run: &[Record<'_>],
+        (batch, run): (&[Record<'_>], Range<usize>),
         position: &mut Position,
     ) -> Result<(), RuntimeError> {
+        let start = run.start;
+        let run = &batch[run];
         debug_assert!(!self.state.has_timers(), "no stream time to move in a run");
         debug_assert!(
             run.first()
@@ -307,7 +312,18 @@ impl Task {
             &self.setup,
             position,
         );
-        let outcome = self.processor.process_run(run, &mut ctx);
+        let prefetching = self.prefetch.is_active();
+        let prefetch = &mut self.prefetch;
+        // Before the run's record `i`, as the task does before a record
+        // it applies alone: the entries of the record PREFETCH_AHEAD on.
+        let mut ahead = |i: usize, state: &TaskState| match batch.get(start + i + PREFETCH_AHEAD) {
+            Some(record) => {
+                prefetch.ahead(state, record.key.unwrap_or_default(), record.timestamp);
+            }
+            None => prefetch.coast(state),
+        };
+        let ahead: Option<&mut Ahead<'_>> = prefetching.then_some(&mut ahead);
+        let outcome = self.processor.process_run(run, &mut ctx, ahead);
         let done = outcome
             .as_ref()
             .map_or_else(|halted| halted.at, |()| run.len());
@@ -326,13 +342,12 @@ impl Task {
     /// How many records may go to the processor in one run, with nothing
     /// due between them: the records left before the run is full, unless
     /// something may be due after any record (a timer store's stream
-    /// time, store entries asked for ahead, a record to divert, or a
-    /// remote outbox that may fill). None: a record at a time.
+    /// time, a record to divert, or a remote outbox that may fill). None:
+    /// a record at a time.
     #[inline]
     fn run_room(&self) -> Option<usize> {
         let remote = matches!(self.setup.log, LogAccess::Remote(_));
-        let one_at_a_time = self.prefetch.is_active()
-            || self.state.has_timers()
+        let one_at_a_time = self.state.has_timers()
             || self.failures.any_noted()
             || self.pending.full
             || (remote && !self.setup.outputs.is_empty());
