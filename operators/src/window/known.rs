@@ -17,8 +17,10 @@
 //! window the task opens is noted as it is opened.
 //!
 //! So a window that starts after `since` and is not noted is absent; any
-//! other window is read. Windows are noted by a 64-bit hash of their key,
-//! grouped by end:
+//! other window is read. Windows are noted by a 32-bit hash of their key
+//! (half a 64-bit one's memory, so more of the notes stay in the CPU's
+//! cache; among a million notes, one new window in about 4,000 shares a
+//! hash and is read for nothing), grouped by end:
 //!
 //! - Two windows sharing a hash cost a read, never a wrong answer: a
 //!   noted hash means "read it", not "it is there".
@@ -41,7 +43,7 @@ use std::hash::BuildHasher;
 
 use foldhash::fast::FixedState;
 
-/// The most windows noted at once (about 16 bytes each): past it, the
+/// The most windows noted at once (about 6 bytes each): past it, the
 /// notes start again from the watermark.
 pub(crate) const NOTED_MAX: usize = 1 << 20;
 
@@ -50,7 +52,7 @@ pub(crate) const NOTED_MAX: usize = 1 << 20;
 pub(crate) struct OpenedWindows {
     /// Windows starting after this are noted when in the store.
     since: i64,
-    by_end: BTreeMap<i64, HashSet<u64, FixedState>>,
+    by_end: BTreeMap<i64, HashSet<u32, FixedState>>,
     noted: usize,
     hasher: FixedState,
 }
@@ -78,7 +80,7 @@ impl OpenedWindows {
             self.noted = 0;
             self.since = self.since.max(watermark);
         }
-        let hash = self.hasher.hash_one(window);
+        let hash = (self.hasher.hash_one(window) >> 32) as u32;
         let group = self.by_end.entry(end).or_default();
         let new = group.insert(hash);
         self.noted += usize::from(new);
