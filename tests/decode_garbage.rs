@@ -136,8 +136,9 @@ fn decode_everything(bytes: &[u8]) {
     }
     if let Ok(records) = batch.records(DECOMPRESSED_BYTES_MAX) {
         let _ = records.len();
-        // A cursor reading keys alone, as a task's prefetch runs ahead,
-        // agrees with the records read whole for as long as those read.
+        // A cursor reading keys (and times) alone, as a task's prefetch
+        // runs ahead, agrees with the records read whole for as long as
+        // those read.
         let mut keys = records.cursor();
         let section = records.section();
         for record in records.iter() {

@@ -384,7 +384,7 @@ impl Context<'_> {
         let found = (self
             .stores
             .iter()
-            .position(|s| std::ptr::eq(s.handle_name, name)))
+            .position(|s| s.handle_name.is_some_and(|h| std::ptr::eq(h, name))))
         .or_else(|| self.stores.iter().position(|s| s.name == name));
         match found {
             Some(index) if self.stores[index].holds(store) => {

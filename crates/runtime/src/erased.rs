@@ -48,7 +48,8 @@ pub(crate) trait ErasedProcessor: Send {
     /// `ahead`, if the task prefetches store entries, is called before
     /// each record but the first (which the task asked ahead for before
     /// the run) with the record's place in the run: the task asks for the
-    /// entries of the record that many ahead (see `task::prefetch`).
+    /// entries of the record `PREFETCH_AHEAD` past that place in the batch
+    /// (see `task::prefetch`).
     fn process_run(
         &mut self,
         records: &[strata_record::Record<'_>],

@@ -56,9 +56,11 @@ use super::timer::Timer;
 /// per task (made by the factory given to the builder), so its fields are
 /// per task; keep what must survive a restart in stores.
 pub trait Processor<K, V>: Send + 'static {
-    /// Called once when the task starts, before its first record (and on a
-    /// fresh instance when a rebuilt state is swapped in); writes go into
-    /// the first run.
+    /// Called once when the task starts, before its first record, and on
+    /// a fresh instance whenever the task goes back to its last commit (a
+    /// rebuilt state swapped in, a record failed under a policy that
+    /// diverts it): what the processor keeps in its fields must be read
+    /// again from its stores there. Writes go into the first run.
     fn init(&mut self, _ctx: &mut Context<'_>) -> Result<(), ProcessError> {
         Ok(())
     }

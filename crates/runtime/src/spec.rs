@@ -23,8 +23,9 @@ pub(crate) struct StoreSpec {
     pub name: String,
     /// The name as the declaring handle holds it: a handle copied from the
     /// same declaration points at the same bytes, so finding a store for a
-    /// get or put mostly compares two pointers, not two names.
-    pub handle_name: &'static str,
+    /// get or put mostly compares two pointers, not two names. None for a
+    /// store no handle names (the timers').
+    pub handle_name: Option<&'static str>,
     pub key_codec: Codec,
     pub value_codec: Codec,
     pub key_type: TypeId,
@@ -61,7 +62,7 @@ impl StoreSpec {
     {
         Self {
             name: store.name().to_string(),
-            handle_name: store.name(),
+            handle_name: Some(store.name()),
             key_codec: store.key_codec(),
             value_codec: store.value_codec(),
             key_type: TypeId::of::<K>(),
@@ -80,8 +81,7 @@ impl StoreSpec {
     pub fn timers(name: String) -> Self {
         Self {
             name,
-            // No handle names it.
-            handle_name: "",
+            handle_name: None,
             key_codec: Codec::Raw,
             value_codec: Codec::Raw,
             key_type: TypeId::of::<Timer>(),

@@ -103,7 +103,8 @@ where
             next,
             watermark: i64::MIN,
             closed_through: i64::MIN,
-            opened: OpenedWindows::new(i64::MIN),
+            // Until `init` reads the stored watermark: every window read.
+            opened: OpenedWindows::new(i64::MAX),
             encoded: Vec::new(),
             window: Vec::new(),
         }

@@ -19,8 +19,9 @@
 //! So a window that starts after `since` and is not noted is absent; any
 //! other window is read. Windows are noted by a 32-bit hash of their key
 //! (half a 64-bit one's memory, so more of the notes stay in the CPU's
-//! cache; among a million notes, one new window in about 4,000 shares a
-//! hash and is read for nothing), grouped by end:
+//! cache; a new window shares a hash with one of the `n` noted for its end
+//! about once in 4 billion / `n`, and is then read for nothing), grouped by
+//! end:
 //!
 //! - Two windows sharing a hash cost a read, never a wrong answer: a
 //!   noted hash means "read it", not "it is there".
@@ -43,7 +44,8 @@ use std::hash::BuildHasher;
 
 use foldhash::fast::FixedState;
 
-/// The most windows noted at once (about 6 bytes each): past it, the
+/// The most windows noted at once (6 to 12 bytes each in their hash
+/// sets, about 12 MB at most per operator and task): past it, the
 /// notes start again from the watermark.
 pub(crate) const NOTED_MAX: usize = 1 << 20;
 
