@@ -106,6 +106,7 @@ mod raw_processor;
 mod record;
 mod spec;
 pub mod state;
+mod store_layout;
 mod store_text;
 mod task;
 mod task_config;
